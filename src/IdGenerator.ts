@@ -1,0 +1,78 @@
+/**
+ * The source of message and session ids (DESIGN.md §2): random UUIDs by default, seeded and
+ * reproducible under the simulator (DESIGN.md §15).
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer } from "effect"
+import { randomUUID } from "node:crypto"
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export interface IdGeneratorService {
+  /** A fresh id, flat string. */
+  readonly next: Effect.Effect<string>
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class IdGenerator extends Context.Tag("effect-agent-loop/IdGenerator")<IdGenerator, IdGeneratorService>() {
+  /** A fresh id from the `IdGenerator` in context. */
+  static readonly next: Effect.Effect<string, never, IdGenerator> = Effect.flatMap(IdGenerator, (g) => g.next)
+}
+
+/**
+ * Random UUIDs (`crypto.randomUUID`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const random: IdGeneratorService = { next: Effect.sync(() => randomUUID()) }
+
+/**
+ * Deterministic UUID-shaped ids from a 32-bit seed (xorshift128+), for simulations and tests.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const seeded = (seed: number): IdGeneratorService => {
+  let s0 = (seed >>> 0) || 0x9e3779b9
+  let s1 = 0x85ebca6b ^ s0
+  const nextU32 = () => {
+    let x = s0
+    const y = s1
+    s0 = y
+    x ^= x << 23
+    x ^= x >>> 17
+    x ^= y ^ (y >>> 26)
+    s1 = x >>> 0
+    return (s0 + s1) >>> 0
+  }
+  const hex = (n: number) => n.toString(16).padStart(8, "0")
+  return {
+    next: Effect.sync(() => {
+      const a = hex(nextU32()), b = hex(nextU32()), c = hex(nextU32()), d = hex(nextU32())
+      return `${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`
+    })
+  }
+}
+
+/**
+ * Random ids (the default).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<IdGenerator> = Layer.succeed(IdGenerator, random)
+
+/**
+ * Seeded ids.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSeeded = (seed: number): Layer.Layer<IdGenerator> => Layer.sync(IdGenerator, () => seeded(seed))
