@@ -1,0 +1,1468 @@
+/**
+ * The agent (DESIGN.md §5, §6, §9): delivery methods (`followup`, `steer`, `inject`), status,
+ * live events, cancel and dispose, and the driver that runs turns while there is waking work.
+ *
+ * An idle agent is a plain record: the driver fiber, the events hub and the outcome waiters are
+ * created on first use and released when the run ends (§5.4). Every inbox mutation is one
+ * critical section under the agent's lock: validate → durable splice → state → notifications
+ * (§4). The driver's decisions that read the inbox (claim, the continuation rule of §6.3 and the
+ * next-turn rule of §6.5) take the same lock, atomically with the append they decide on.
+ * Cancellation is fiber interruption; the interrupted turn is closed durably by the driver
+ * itself before the agent goes idle (§9).
+ *
+ * @since 0.1.0
+ */
+import {
+  Cause,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Equal,
+  Exit,
+  Fiber,
+  FiberId,
+  Option,
+  PubSub,
+  Queue,
+  Schedule,
+  Schema,
+  type Scope,
+  Stream
+} from "effect"
+import * as Delivery from "./Delivery.js"
+import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
+import * as Inbox from "./Inbox.js"
+import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import {
+  type AssistantMessage,
+  type ContentBlock,
+  flatten,
+  InvalidMessage,
+  type Message,
+  type MessageId,
+  UserMessage
+} from "./Message.js"
+import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService } from "./Model.js"
+import { defaultService as defaultPreStep, PreStep, type PreStepDecision, type PreStepService } from "./PreStep.js"
+import type {
+  AbortCause,
+  EventDraft,
+  FinishReason,
+  SessionEvent,
+  SplicedData,
+  ToolErrorCode,
+  TurnEndReason,
+  Usage
+} from "./SessionEvent.js"
+import { coreEventTypes } from "./SessionEvent.js"
+import { type SessionLog, SessionStore, type SessionStoreError } from "./SessionStore.js"
+import * as Tool from "./Tool.js"
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentDisposed extends Schema.TaggedError<AgentDisposed>()("AgentDisposed", {
+  message: Schema.String,
+  agentId: Schema.String
+}) {}
+
+/**
+ * A message id that is pending or was ever logged in this session (DESIGN.md §2, §4).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateMessageId extends Schema.TaggedError<DuplicateMessageId>()("DuplicateMessageId", {
+  message: Schema.String,
+  messageId: Schema.String
+}) {}
+
+/**
+ * A plugin operation named a message that is not pending (DESIGN.md §4).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MessageNotPending extends Schema.TaggedError<MessageNotPending>()("MessageNotPending", {
+  message: Schema.String,
+  messageId: Schema.String
+}) {}
+
+/**
+ * A standalone plugin event with a core type, a type without a `/`, or non-JSON data.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEvent", {
+  message: Schema.String
+}) {}
+
+/**
+ * Errors of the delivery methods (DESIGN.md §5.1): nothing is logged when one is returned.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError
+
+// ---------------------------------------------------------------------------------------------
+// Public shapes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `"idle" | "running"` (DESIGN.md §5.2). Status stays `running` across the turns of one run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentStatus = "idle" | "running"
+
+/**
+ * A live notification that is not a durable event (DESIGN.md §4, §5.3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentNotification =
+  | { readonly type: "agent/inbox/inserted"; readonly message: Message }
+  | { readonly type: "agent/inbox/claimed"; readonly message: Message; readonly turn: number }
+  | { readonly type: "agent/inbox/discarded"; readonly message: Message }
+  | { readonly type: "agent/status"; readonly status: AgentStatus }
+  | {
+    readonly type: "assistant/delta"
+    readonly turn: number
+    readonly step: number
+    readonly text?: string | undefined
+    readonly reasoning?: string | undefined
+    readonly toolCall?: { readonly id: string; readonly name: string; readonly arguments: string } | undefined
+  }
+  | { readonly type: "assistant/retry"; readonly turn: number; readonly step: number; readonly attempt: number }
+
+/**
+ * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live
+ * notifications (DESIGN.md §5.3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentEvent = SessionEvent | AgentNotification
+
+/**
+ * The delivery input: a `UserMessage`, or a string (one text block, source `{kind:"user"}`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeliveryInput = UserMessage | string
+
+/**
+ * An agent (DESIGN.md §5).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Agent {
+  /** The session id. */
+  readonly id: string
+  /** The session log this agent writes. */
+  readonly log: SessionLog
+  /** Queue a direct prompt in `next-turn` (waking). One send, one turn (§5.1). */
+  readonly followup: (input: DeliveryInput) => Effect.Effect<Delivery.Delivery, DeliveryError>
+  /** Join the running turn at its next step boundary, or start a turn when idle (waking, §5.1). */
+  readonly steer: (input: DeliveryInput) => Effect.Effect<Delivery.Delivery, DeliveryError>
+  /** Supplementary context in `next-step` (non-waking, §5.1): never causes a model request by itself. */
+  readonly inject: (message: UserMessage) => Effect.Effect<Delivery.Delivery, DeliveryError>
+  /**
+   * Cancel (§9): unless `keepInbox`, durably clears both queues (`outcome:"canceled"`, `cause`);
+   * then interrupts the running turn, which ends `{kind:"aborted", reason: cause}`. Returns when
+   * the interrupted turn is closed. `cause` defaults to `{kind:"user"}`; the first cause wins.
+   */
+  readonly cancel: (
+    cause?: AbortCause | undefined,
+    options?: { readonly keepInbox?: boolean | undefined }
+  ) => Effect.Effect<void, SessionStoreError>
+  /** Dispose (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait for quiescence. */
+  readonly dispose: Effect.Effect<void, SessionStoreError>
+  /** Current status. */
+  readonly status: Effect.Effect<AgentStatus>
+  /** The status now, then every change. */
+  readonly statusChanges: Stream.Stream<AgentStatus>
+  /** Waits until the agent is idle. */
+  readonly awaitIdle: Effect.Effect<void>
+  /** Live events (§5.3); subscribes when the stream starts. */
+  readonly events: Stream.Stream<AgentEvent>
+  /** Subscribes now (in the scope) and returns the queue of live events: subscribe first, then act. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope>
+  /** The inbox state now. */
+  readonly inbox: Effect.Effect<Inbox.InboxState>
+  /** The model-visible history now (a copy). */
+  readonly history: Effect.Effect<ReadonlyArray<Message>>
+  /** Plugin operation (§4): replace a pending message; one `outcome:"canceled"` splice, no cause. */
+  readonly replace: (
+    id: string,
+    message: UserMessage
+  ) => Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError>
+  /** Plugin operation (§4): remove a pending message; its fate is `discarded`. */
+  readonly remove: (id: string) => Effect.Effect<void, MessageNotPending | SessionStoreError>
+  /** Plugin operation (§4): clear one queue or both (`next-step` first). */
+  readonly clear: (target?: "next-turn" | "next-step" | undefined) => Effect.Effect<void, SessionStoreError>
+  /** Appends a standalone log-only plugin event `<plugin>/<name>`; it opens no turn (§3.2). */
+  readonly appendEvent: (type: string, data: unknown) => Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError>
+}
+
+/**
+ * Options of `Agent.make`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentOptions {
+  /** Session instructions (recorded in `request/header`, sent as the system prompt). */
+  readonly instructions?: string | undefined
+  readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
+  /** Pre-execute guards, outermost first (§8). */
+  readonly guards?: ReadonlyArray<Tool.ToolGuard> | undefined
+  /** Post-processing hooks, outermost first (§8). */
+  readonly hooks?: ReadonlyArray<Tool.ToolHook> | undefined
+  /** Provider settings passed with every request (`maxTokens`, `temperature`, …). */
+  readonly settings?: { readonly [key: string]: unknown } | undefined
+  /** Bound on concurrently running tool calls of one response (default 8, §8). */
+  readonly toolConcurrency?: number | undefined
+  /** Retry schedule for retryable model errors (default: 3 attempts, exponential from 500 ms, §11). */
+  readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
+  /** Session id (default: random). */
+  readonly sessionId?: string | undefined
+  readonly cwd?: string | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal state
+// ---------------------------------------------------------------------------------------------
+
+type CallPhase = "pending" | "running" | "done" | "committed"
+
+interface CallState {
+  readonly id: string
+  readonly name: string
+  readonly rawArguments: string
+  phase: CallPhase
+  callLogged: boolean
+  content: ReadonlyArray<ContentBlock>
+  isError: boolean
+  error: { readonly name: string; readonly code: ToolErrorCode } | undefined
+  contexts: ReadonlyArray<UserMessage>
+}
+
+interface Accumulator {
+  content: Array<ContentBlock>
+  toolCalls: Array<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
+  usage: Usage | undefined
+  finish: FinishReason | undefined
+  streamed: boolean
+}
+
+interface TurnState {
+  turn: number
+  turnOpen: boolean
+  step: number
+  stepOpen: boolean
+  /** Claimed at the current pre-step and not yet decided. */
+  claimed: ReadonlyArray<UserMessage> | undefined
+  acc: Accumulator | undefined
+  assistantLogged: boolean
+  calls: Array<CallState> | undefined
+  nextCommit: number
+  contextsInserted: number
+  maxTokens: boolean
+}
+
+const newTurnState = (): TurnState => ({
+  turn: 0,
+  turnOpen: false,
+  step: 0,
+  stepOpen: false,
+  claimed: undefined,
+  acc: undefined,
+  assistantLogged: false,
+  calls: undefined,
+  nextCommit: 0,
+  contextsInserted: 0,
+  maxTokens: false
+})
+
+const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
+const DISPOSED_CAUSE: AbortCause = Object.freeze({ kind: "disposed" })
+
+const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponential("500 millis").pipe(
+  Schedule.zipRight(Schedule.identity<ModelError>()),
+  Schedule.modifyDelay((error, delay) =>
+    error.retryAfterMs !== undefined ? Duration.max(delay, Duration.millis(error.retryAfterMs)) : delay
+  ),
+  Schedule.intersect(Schedule.recurs(2))
+) as any
+
+const errorName: Record<ToolErrorCode, string> = {
+  UNKNOWN_TOOL: "UnknownTool",
+  INVALID_ARGUMENTS: "InvalidArguments",
+  DENIED: "Denied",
+  TOOL_FAILED: "ToolFailed",
+  TRUNCATED: "Truncated",
+  ABORTED: "Aborted",
+  TOOL_ABORTED_BEFORE_DISPATCH: "AbortedBeforeDispatch",
+  TOOL_OUTCOME_UNKNOWN: "OutcomeUnknown",
+  TOOL_NOT_STARTED: "NotStarted"
+}
+
+const messageOf = (u: unknown): string => {
+  if (u instanceof Error) return u.message
+  if (typeof u === "object" && u !== null && "message" in u) return String((u as { message: unknown }).message)
+  return String(u)
+}
+
+const causeMessage = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return messageOf(failure.value)
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect)) return messageOf(defect.value)
+  return Cause.pretty(cause)
+}
+
+class AgentImpl implements Agent {
+  readonly id: string
+  readonly log: SessionLog
+  private readonly model: ModelService
+  private readonly preStep: PreStepService
+  private readonly ids: IdGeneratorService
+  private readonly options: AgentOptions
+  private readonly tools: ReadonlyMap<string, Tool.Tool<any>>
+  private readonly lock = Effect.unsafeMakeSemaphore(1)
+  /** The inbox state; replaced only under the lock, after the splice is durable (§4). */
+  private inboxState: Inbox.InboxState
+  private readonly seen = new Set<string>()
+  private readonly historyList: Array<Message> = []
+  private turnCounter = 0
+  private running = false
+  private disposed = false
+  private cancelCause: AbortCause | undefined = undefined
+  private latch = false
+  private driver: Fiber.RuntimeFiber<void, never> | undefined = undefined
+  private current: TurnState | undefined = undefined
+  private hub: PubSub.PubSub<AgentEvent> | undefined = undefined
+  private subscribers = 0
+  private waiters: Map<string, Deferred.Deferred<Delivery.DeliveryOutcome>> | undefined = undefined
+  private idleWaiter: Deferred.Deferred<void> | undefined = undefined
+  private headerKey: string | undefined = undefined
+  private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
+
+  constructor(
+    log: SessionLog,
+    model: ModelService,
+    preStep: PreStepService,
+    ids: IdGeneratorService,
+    options: AgentOptions,
+    initial?: {
+      readonly inbox: Inbox.InboxState
+      readonly history: ReadonlyArray<Message>
+      readonly turn: number
+      readonly seen: Iterable<string>
+    }
+  ) {
+    this.id = log.id
+    this.log = log
+    this.model = model
+    this.preStep = preStep
+    this.ids = ids
+    this.options = options
+    const tools = new Map<string, Tool.Tool<any>>()
+    for (const tool of options.tools ?? []) tools.set(tool.name, tool)
+    this.tools = tools
+    this.toolDefinitions = (options.tools ?? []).map((t) => t.definition)
+    this.inboxState = initial?.inbox ?? Inbox.empty
+    if (initial) {
+      for (const m of initial.history) this.historyList.push(m)
+      for (const id of initial.seen) this.seen.add(id)
+      this.turnCounter = initial.turn
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Plumbing
+  // -------------------------------------------------------------------------------------------
+
+  private withLock<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return this.lock.withPermits(1)(Effect.uninterruptible(effect))
+  }
+
+  private publish(event: AgentEvent): void {
+    if (this.hub !== undefined) this.hub.unsafeOffer(event)
+  }
+
+  private publishAll(events: ReadonlyArray<AgentEvent>): void {
+    if (this.hub !== undefined) for (const e of events) this.hub.unsafeOffer(e)
+  }
+
+  /** Appends drafts durably and publishes the committed events. */
+  private append(drafts: ReadonlyArray<EventDraft>): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> {
+    return Effect.tap(this.log.append(drafts), (events) => {
+      this.publishAll(events)
+    })
+  }
+
+  private resolve(id: string, outcome: Delivery.DeliveryOutcome): void {
+    const waiters = this.waiters
+    if (waiters === undefined) return
+    const deferred = waiters.get(id)
+    if (deferred !== undefined) {
+      waiters.delete(id)
+      Deferred.unsafeDone(deferred, Exit.succeed(outcome))
+    }
+  }
+
+  private nextId(): Effect.Effect<string> {
+    return this.ids.next
+  }
+
+  private setIdle(): void {
+    this.running = false
+    this.driver = undefined
+    this.cancelCause = undefined
+    this.latch = false
+    this.current = undefined
+    this.publish({ type: "agent/status", status: "idle" })
+    const waiter = this.idleWaiter
+    if (waiter !== undefined) {
+      this.idleWaiter = undefined
+      Deferred.unsafeDone(waiter, Exit.void)
+    }
+  }
+
+  /** Starts a run: called under the lock. */
+  private startRun(): Effect.Effect<void> {
+    this.running = true
+    this.publish({ type: "agent/status", status: "running" })
+    return Effect.map(
+      Effect.forkDaemon(Effect.interruptible(this.runLoop())),
+      (fiber) => {
+        this.driver = fiber
+      }
+    )
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Delivery (§5.1)
+  // -------------------------------------------------------------------------------------------
+
+  private toMessage(input: DeliveryInput): Effect.Effect<UserMessage, InvalidMessage> {
+    if (typeof input === "string") {
+      return Effect.map(this.nextId(), (id) => Object.freeze({
+        id: flatten(id) as MessageId,
+        role: "user" as const,
+        content: Object.freeze([Object.freeze({ type: "text" as const, text: input })]),
+        source: Object.freeze({ kind: "user" })
+      }))
+    }
+    return this.checkMessage(input)
+  }
+
+  private checkMessage(message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> {
+    if (Object.isFrozen(message) && Object.isFrozen(message.content) && Object.isFrozen(message.source)) {
+      return Effect.succeed(message)
+    }
+    return Effect.try({
+      try: () => {
+        if (typeof message !== "object" || message === null || message.role !== "user" || typeof message.id !== "string") {
+          throw new InvalidJson("not a UserMessage (id, role \"user\", content, source)", "message")
+        }
+        return deepFreezeJson(message, "message") as UserMessage
+      },
+      catch: (e) =>
+        new InvalidMessage({
+          message: e instanceof InvalidJson ? `message ${e.message}` : String(e),
+          path: e instanceof InvalidJson ? e.path : "message"
+        })
+    })
+  }
+
+  private disposedError(): AgentDisposed {
+    return new AgentDisposed({ message: `agent ${this.id} is disposed`, agentId: this.id })
+  }
+
+  private deliver(
+    input: DeliveryInput,
+    mode: "followup" | "steer" | "inject"
+  ): Effect.Effect<Delivery.Delivery, DeliveryError> {
+    if (this.disposed) return Effect.fail(this.disposedError())
+    return Effect.flatMap(this.toMessage(input), (message) =>
+      this.withLock(Effect.suspend((): Effect.Effect<Delivery.Delivery, DeliveryError> => {
+        if (this.disposed) return Effect.fail(this.disposedError())
+        if (this.seen.has(message.id)) {
+          return Effect.fail(
+            new DuplicateMessageId({
+              message: `message id ${message.id} is pending or was already logged in session ${this.id}`,
+              messageId: message.id
+            })
+          )
+        }
+        return Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+          // From a cancel until idle, a waking delivery goes to next-turn and sets the latch (§9).
+          const unwinding = this.cancelCause !== undefined
+          const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
+          const data: SplicedData = target === "next-turn"
+            ? { target, start: state.nextTurn.length, inserted: [message] }
+            : mode === "steer"
+            ? { target, start: state.nextStep.length, inserted: [message], wake: true }
+            : { target, start: state.nextStep.length, inserted: [message] }
+          return Effect.flatMap(this.append([{ type: "agent/inbox/spliced", data }]), () => {
+            this.seen.add(message.id)
+            const next = Inbox.apply(state, data)
+            this.publish({ type: "agent/inbox/inserted", message })
+            const delivery: Delivery.Delivery = { messageId: message.id, outcome: this.outcomeOf(message.id) }
+            return Effect.as(
+              Effect.flatMap(Effect.sync(() => { this.inboxState = next }), () => {
+                if (mode === "inject") return Effect.void
+                if (unwinding) {
+                  this.latch = true
+                  return Effect.void
+                }
+                return this.running ? Effect.void : this.startRun()
+              }),
+              delivery
+            )
+          })
+        })
+      }))
+    )
+  }
+
+  readonly followup = (input: DeliveryInput) => this.deliver(input, "followup")
+  readonly steer = (input: DeliveryInput) => this.deliver(input, "steer")
+  readonly inject = (message: UserMessage) => this.deliver(message, "inject")
+
+  private outcomeOf(id: string): Effect.Effect<Delivery.DeliveryOutcome> {
+    return Effect.suspend(() => {
+      if (this.isUndecided(id)) {
+        const waiters = this.waiters ?? (this.waiters = new Map())
+        let deferred = waiters.get(id)
+        if (deferred === undefined) {
+          deferred = Deferred.unsafeMake<Delivery.DeliveryOutcome>(FiberId.none)
+          waiters.set(id, deferred)
+        }
+        return Deferred.await(deferred)
+      }
+      const fate = Delivery.fateOf(this.log.events(), id)
+      if (fate === undefined || fate._tag === "Pending") {
+        return Effect.dieMessage(`no fate for message ${id} in session ${this.id}`)
+      }
+      return Effect.succeed(fate as Delivery.DeliveryOutcome)
+    })
+  }
+
+  private isUndecided(id: string): boolean {
+    if (Inbox.find(this.inboxState, id) !== undefined) return true
+    const claimed = this.current?.claimed
+    if (claimed !== undefined) for (const m of claimed) if (m.id === id) return true
+    return false
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Plugin inbox operations (§4)
+  // -------------------------------------------------------------------------------------------
+
+  private notPending(id: string): MessageNotPending {
+    return new MessageNotPending({ message: `message ${id} is not pending in session ${this.id}`, messageId: id })
+  }
+
+  readonly replace = (id: string, message: UserMessage) => {
+    if (this.disposed) return Effect.fail(this.disposedError())
+    return Effect.flatMap(this.checkMessage(message), (msg) =>
+      this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state): Effect.Effect<void, MessageNotPending | DuplicateMessageId | SessionStoreError> => {
+        const at = Inbox.find(state, id)
+        if (at === undefined) return Effect.fail(this.notPending(id))
+        if (this.seen.has(msg.id)) {
+          return Effect.fail(
+            new DuplicateMessageId({ message: `message id ${msg.id} is already used`, messageId: msg.id })
+          )
+        }
+        const data: SplicedData = { target: at[0], start: at[1], removedCount: 1, inserted: [msg], outcome: "canceled" }
+        return this.commitSplices(state, [data]).pipe(Effect.tap(() => {
+          this.seen.add(msg.id)
+          this.publish({ type: "agent/inbox/inserted", message: msg })
+        }))
+      })))
+  }
+
+  readonly remove = (id: string) =>
+    this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
+      const at = Inbox.find(state, id)
+      if (at === undefined) return Effect.fail(this.notPending(id))
+      return this.commitSplices(state, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
+    }))
+
+  readonly clear = (target?: "next-turn" | "next-step" | undefined) =>
+    this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+      const splices = Inbox.clearAll(state, undefined).filter((s) => target === undefined || s.target === target)
+      return this.commitSplices(state, splices)
+    }))
+
+  /**
+   * Appends canceled splices, applies them, and publishes `discarded` and resolves the removed
+   * messages' outcomes (by cause, §12). Called under the lock.
+   */
+  private commitSplices(state: Inbox.InboxState, splices: ReadonlyArray<SplicedData>): Effect.Effect<void, SessionStoreError> {
+    if (splices.length === 0) return Effect.void
+    return Effect.flatMap(this.append(splices.map((data) => ({ type: "agent/inbox/spliced", data }))), () => {
+      let next = state
+      const removed: Array<UserMessage> = []
+      for (const data of splices) {
+        for (const m of Inbox.removedBy(next, data)) removed.push(m)
+        next = Inbox.apply(next, data)
+      }
+      for (const m of removed) {
+        this.publish({ type: "agent/inbox/discarded", message: m })
+        const cause = splices[0]!.cause
+        this.resolve(
+          m.id,
+          Delivery.dropped(cause === undefined ? "discarded" : cause.kind === "disposed" ? "disposed" : "canceled")
+        )
+      }
+      return Effect.sync(() => { this.inboxState = next })
+    })
+  }
+
+  readonly appendEvent = (type: string, data: unknown) => {
+    if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
+      return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
+    }
+    return Effect.try({
+      try: () => deepFreezeJson(data, "data"),
+      catch: (e) => new InvalidEvent({ message: `event data is not JSON: ${messageOf(e)}` })
+    }).pipe(Effect.flatMap((d) => this.append([{ type, data: d }])), Effect.map((events) => events[0]!))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Status, events
+  // -------------------------------------------------------------------------------------------
+
+  readonly status = Effect.sync((): AgentStatus => (this.running ? "running" : "idle"))
+
+  readonly awaitIdle: Effect.Effect<void> = Effect.suspend(() => {
+    if (!this.running) return Effect.void
+    const waiter = this.idleWaiter ?? (this.idleWaiter = Deferred.unsafeMake<void>(FiberId.none))
+    return Deferred.await(waiter)
+  })
+
+  readonly subscribe: Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> = Effect.suspend(() => {
+    const hub = this.hub ?? (this.hub = Effect.runSync(PubSub.unbounded<AgentEvent>()))
+    this.subscribers++
+    return Effect.flatMap(
+      Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          this.subscribers--
+          if (this.subscribers === 0 && this.hub === hub) this.hub = undefined
+        })
+      ),
+      () => PubSub.subscribe(hub)
+    )
+  })
+
+  readonly events: Stream.Stream<AgentEvent> = Stream.unwrapScoped(
+    Effect.map(this.subscribe, (queue) => Stream.fromQueue(queue))
+  )
+
+  readonly statusChanges: Stream.Stream<AgentStatus> = Stream.unwrapScoped(
+    Effect.map(this.subscribe, (queue) =>
+      Stream.concat(
+        Stream.sync((): AgentStatus => (this.running ? "running" : "idle")),
+        Stream.fromQueue(queue).pipe(
+          Stream.filterMap((e) => e.type === "agent/status" ? Option.some((e as { status: AgentStatus }).status) : Option.none())
+        )
+      ))
+  )
+
+  readonly inbox = Effect.sync(() => this.inboxState)
+
+  readonly history = Effect.sync((): ReadonlyArray<Message> => this.historyList.slice())
+
+  // -------------------------------------------------------------------------------------------
+  // Cancel and dispose (§9)
+  // -------------------------------------------------------------------------------------------
+
+  readonly cancel = (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) => {
+    const c = cause ?? USER_CAUSE
+    return Effect.flatMap(
+      this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+        const clear = options?.keepInbox === true ? Effect.void : this.commitSplices(state, Inbox.clearAll(state, c))
+        return Effect.map(clear, () => {
+          if (!this.running) return undefined
+          if (this.cancelCause === undefined) this.cancelCause = c
+          return this.driver
+        })
+      })),
+      (fiber) =>
+        fiber === undefined
+          ? Effect.void
+          : Effect.flatMap(Effect.fiberId, (self) =>
+            Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber)))
+    )
+  }
+
+  readonly dispose: Effect.Effect<void, SessionStoreError> = Effect.suspend(() => {
+    this.disposed = true
+    return Effect.zipRight(this.cancel(DISPOSED_CAUSE), this.awaitIdle)
+  })
+
+  // -------------------------------------------------------------------------------------------
+  // The driver (§6)
+  // -------------------------------------------------------------------------------------------
+
+  private runLoop(): Effect.Effect<void> {
+    const self = this
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        while (true) {
+          const t = newTurnState()
+          self.current = t
+          const exit = yield* Effect.exit(restore(self.runTurn(t)))
+          if (Exit.isSuccess(exit)) {
+            if (exit.value) continue
+            return
+          }
+          if (Cause.isInterruptedOnly(exit.cause)) {
+            const restart = yield* Effect.exit(self.closeAborted(t))
+            if (Exit.isSuccess(restart) && restart.value) continue
+            if (Exit.isFailure(restart)) {
+              yield* Effect.logError("agent: could not close the aborted turn", restart.cause)
+              yield* self.withLock(Effect.sync(() => self.setIdle()))
+            }
+            return
+          }
+          // A store failure or a broken invariant: the log cannot go on; stop the run.
+          yield* Effect.logError(`agent ${self.id}: the run stopped`, exit.cause)
+          yield* self.withLock(Effect.sync(() => self.setIdle()))
+          return
+        }
+      })
+    )
+  }
+
+  /** One turn. Returns true when the next turn of the run starts (decided under the lock with `turn/end`). */
+  private runTurn(t: TurnState): Effect.Effect<boolean, SessionStoreError> {
+    const self = this
+    return Effect.gen(function*() {
+      // turn/start and the claim, atomically (§6.1, §4).
+      yield* self.withLock(Effect.flatMap(Effect.sync(() => self.inboxState), (state) => {
+        const turn = self.turnCounter + 1
+        const claim = Inbox.claim(state, true)
+        const drafts: Array<EventDraft> = [{ type: "turn/start", data: { turn } }]
+        for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+        return Effect.flatMap(self.append(drafts), () => {
+          self.turnCounter = turn
+          t.turn = turn
+          t.turnOpen = true
+          t.step = 1
+          t.claimed = claim.batch
+          for (const m of claim.batch) self.publish({ type: "agent/inbox/claimed", message: m, turn })
+          return Effect.sync(() => { self.inboxState = claim.state })
+        })
+      }))
+      let toolContinuation = false
+      while (true) {
+        const batch = t.claimed ?? []
+        const decision = yield* Effect.exit(
+          self.preStep.run({ agentId: self.id, turn: t.turn, step: t.step, messages: batch })
+        )
+        if (Exit.isFailure(decision)) {
+          if (Cause.isInterruptedOnly(decision.cause)) return yield* Effect.failCause(decision.cause as Cause.Cause<never>)
+          return yield* self.endTurn(t, {
+            kind: "error",
+            error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" }
+          })
+        }
+        const d: PreStepDecision = decision.value
+        if (d._tag === "Reject") return yield* self.endTurn(t, { kind: "blocked", reason: d.reason })
+        const checked = self.checkEntered(batch, d.messages)
+        if (Either.isLeft(checked)) {
+          return yield* self.endTurn(t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
+        }
+        const entered = checked.right
+        if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
+          return yield* self.endTurn(t, { kind: "completed" }, true)
+        }
+        yield* self.enterStep(t, batch, entered)
+        const response = yield* self.callModel(t)
+        if (Either.isLeft(response)) {
+          const e = response.left
+          return yield* self.endTurn(t, {
+            kind: "error",
+            error: e.status !== undefined ? { message: e.message, code: e.code, status: e.status } : { message: e.message, code: e.code }
+          })
+        }
+        const acc = response.right
+        yield* self.logAssistant(t, acc, false)
+        const truncated = acc.finish === "length"
+        if (truncated) t.maxTokens = true
+        if (acc.toolCalls.length > 0) {
+          if (truncated) yield* self.truncateCalls(t, acc)
+          else yield* self.runTools(t, acc)
+        }
+        const next = yield* self.endStep(t, acc.toolCalls.length > 0 && !truncated)
+        if (next === "step") {
+          toolContinuation = acc.toolCalls.length > 0 && !truncated
+          continue
+        }
+        return next === "turn"
+      }
+    })
+  }
+
+  /**
+   * Validates the entered batch (§7, §12 rule 6): each message was claimed at this pre-step
+   * (same id) or has an id never seen; no id twice; plain frozen JSON.
+   */
+  private checkEntered(
+    claimed: ReadonlyArray<UserMessage>,
+    messages: ReadonlyArray<UserMessage>
+  ): Either.Either<ReadonlyArray<UserMessage>, string> {
+    if (!Array.isArray(messages)) return Either.left("pre-step Enter.messages is not an array")
+    const ids = new Set<string>()
+    const out: Array<UserMessage> = []
+    for (const m of messages) {
+      if (typeof m !== "object" || m === null || m.role !== "user" || typeof m.id !== "string") {
+        return Either.left("pre-step returned something that is not a UserMessage")
+      }
+      if (ids.has(m.id)) return Either.left(`pre-step returned message id ${m.id} twice`)
+      ids.add(m.id)
+      const wasClaimed = claimed.some((c) => c.id === m.id)
+      if (!wasClaimed && this.seen.has(m.id)) {
+        return Either.left(`pre-step returned message id ${m.id}, which was not claimed and is already used`)
+      }
+      if (!Object.isFrozen(m)) {
+        try {
+          deepFreezeJson(m, "message")
+        } catch (e) {
+          return Either.left(`pre-step returned a message that is not plain JSON: ${messageOf(e)}`)
+        }
+      }
+      out.push(m)
+    }
+    return Either.right(out)
+  }
+
+  /** `step/start`, one `user/message` per entered message, and `request/header` when it changed. */
+  private enterStep(t: TurnState, claimed: ReadonlyArray<UserMessage>, entered: ReadonlyArray<UserMessage>) {
+    const drafts: Array<EventDraft> = [{ type: "step/start", data: { turn: t.turn, step: t.step } }]
+    for (const m of entered) drafts.push({ type: "user/message", data: m })
+    const key = this.requestKey()
+    if (key !== this.headerKey) {
+      drafts.push({
+        type: "request/header",
+        data: {
+          turn: t.turn,
+          step: t.step,
+          provider: this.model.provider,
+          model: this.model.model,
+          ...(this.options.instructions !== undefined ? { instructions: this.options.instructions } : {}),
+          tools: this.toolDefinitions,
+          settings: this.options.settings ?? {}
+        }
+      })
+    }
+    return Effect.uninterruptible(Effect.map(this.append(drafts), () => {
+      this.headerKey = key
+      t.stepOpen = true
+      t.claimed = undefined
+      t.acc = undefined
+      t.assistantLogged = false
+      t.calls = undefined
+      t.nextCommit = 0
+      t.contextsInserted = 0
+      for (const m of entered) {
+        this.seen.add(m.id)
+        this.historyList.push(m)
+      }
+      const outcome = Delivery.entered(t.turn, t.step)
+      for (const m of entered) this.resolve(m.id, outcome)
+      for (const c of claimed) {
+        if (!entered.some((m) => m.id === c.id)) this.resolve(c.id, Delivery.dropped("discarded"))
+      }
+    }))
+  }
+
+  private requestKey(): string {
+    return `${this.model.provider}\u0000${this.model.model}`
+  }
+
+  /** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5), under the lock. */
+  private endTurn(t: TurnState, reason: TurnEndReason, enteredEmpty = false): Effect.Effect<boolean, SessionStoreError> {
+    return this.withLock(Effect.suspend(() => {
+      const drafts: Array<EventDraft> = []
+      if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
+      drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
+      return Effect.flatMap(this.append(drafts), () => {
+        t.stepOpen = false
+        t.turnOpen = false
+        this.resolveClaimed(t, enteredEmpty ? Delivery.dropped("discarded") : this.dropFor(reason))
+        return this.decideNextTurn()
+      })
+    }))
+  }
+
+  private dropFor(reason: TurnEndReason): Delivery.DeliveryOutcome {
+    switch (reason.kind) {
+      case "blocked":
+        return Delivery.dropped("rejected")
+      case "error":
+        return Delivery.dropped("failed")
+      case "aborted":
+        return Delivery.dropped(reason.reason.kind === "disposed" ? "disposed" : "canceled")
+      case "interrupted":
+        return Delivery.dropped("interrupted")
+      default:
+        return Delivery.dropped("discarded")
+    }
+  }
+
+  private resolveClaimed(t: TurnState, outcome: Delivery.DeliveryOutcome): void {
+    const claimed = t.claimed
+    t.claimed = undefined
+    if (claimed !== undefined) for (const m of claimed) this.resolve(m.id, outcome)
+  }
+
+  /** After a non-aborted `turn/end`: next turn iff waking work is pending (§6.5). Under the lock. */
+  private decideNextTurn(): Effect.Effect<boolean> {
+    return Effect.map(Effect.sync(() => this.inboxState), (state) => {
+      if (!this.disposed && Inbox.hasWakingWork(state)) return true
+      this.setIdle()
+      return false
+    })
+  }
+
+  /** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
+  private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | "turn" | "idle", SessionStoreError> {
+    return this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+      const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
+      if (toolContinuation || Inbox.hasWakingStep(state)) {
+        const claim = Inbox.claim(state, false)
+        for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+        return Effect.flatMap(this.append(drafts), () => {
+          t.stepOpen = false
+          t.step++
+          t.claimed = claim.batch
+          for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn: t.turn })
+          return Effect.as(Effect.sync(() => { this.inboxState = claim.state }), "step" as const)
+        })
+      }
+      const reason: TurnEndReason = t.maxTokens ? { kind: "max-tokens" } : { kind: "completed" }
+      drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
+      return Effect.flatMap(this.append(drafts), () => {
+        t.stepOpen = false
+        t.turnOpen = false
+        return Effect.map(this.decideNextTurn(), (next) => (next ? "turn" as const : "idle" as const))
+      })
+    }))
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Model step (§6.2, §11)
+  // -------------------------------------------------------------------------------------------
+
+  private callModel(t: TurnState): Effect.Effect<Either.Either<Accumulator, ModelError>> {
+    const request: ModelRequest = {
+      sessionId: this.id,
+      turn: t.turn,
+      step: t.step,
+      instructions: this.options.instructions,
+      tools: this.toolDefinitions,
+      messages: this.historyList,
+      settings: this.options.settings
+    }
+    let attempt = 0
+    const once = Effect.suspend(() => {
+      attempt++
+      if (attempt > 1) this.publish({ type: "assistant/retry", turn: t.turn, step: t.step, attempt })
+      const acc: Accumulator = { content: [], toolCalls: [], usage: undefined, finish: undefined, streamed: false }
+      t.acc = acc
+      return Effect.as(this.model.respond(request, this.sinkFor(t, acc)), acc)
+    })
+    return once.pipe(
+      Effect.retry({ schedule: this.options.retry ?? defaultRetry, while: (e) => e.retryable }),
+      Effect.catchAllDefect((defect) =>
+        Effect.fail(new ModelError({ code: "MODEL_FAILED", message: messageOf(defect), retryable: false }))
+      ),
+      Effect.either
+    )
+  }
+
+  private sinkFor(t: TurnState, acc: Accumulator) {
+    return {
+      part: (part: ModelPart) =>
+        Effect.sync(() => {
+          const content = acc.content
+          switch (part.type) {
+            case "text-delta": {
+              if (part.text.length === 0) return
+              const last = content[content.length - 1]
+              if (last !== undefined && last.type === "text") content[content.length - 1] = { type: "text", text: last.text + part.text }
+              else content.push({ type: "text", text: part.text })
+              acc.streamed = true
+              if (this.hub) this.publish({ type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
+              return
+            }
+            case "reasoning-delta": {
+              const last = content[content.length - 1]
+              if (last !== undefined && last.type === "reasoning") {
+                const providerState = part.providerState ?? last.providerState
+                content[content.length - 1] = providerState === undefined
+                  ? { type: "reasoning", text: last.text + part.text }
+                  : { type: "reasoning", text: last.text + part.text, providerState }
+              } else {
+                content.push(
+                  part.providerState === undefined
+                    ? { type: "reasoning", text: part.text }
+                    : { type: "reasoning", text: part.text, providerState: part.providerState }
+                )
+              }
+              acc.streamed = true
+              if (this.hub) this.publish({ type: "assistant/delta", turn: t.turn, step: t.step, reasoning: part.text })
+              return
+            }
+            case "tool-call": {
+              content.push({ type: "tool-call", id: part.id, name: part.name, arguments: part.rawArguments })
+              acc.toolCalls.push(part)
+              acc.streamed = true
+              if (this.hub) {
+                this.publish({
+                  type: "assistant/delta",
+                  turn: t.turn,
+                  step: t.step,
+                  toolCall: { id: part.id, name: part.name, arguments: part.rawArguments }
+                })
+              }
+              return
+            }
+            case "usage":
+              acc.usage = part.usage
+              return
+            case "finish":
+              acc.finish = part.reason
+              return
+          }
+        })
+    }
+  }
+
+  private logAssistant(t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> {
+    return Effect.flatMap(this.nextId(), (id) => {
+      const message: AssistantMessage = deepFreezeJson({
+        id: id as MessageId,
+        role: "assistant",
+        content: acc.content,
+        source: { kind: "model", provider: this.model.provider, model: this.model.model }
+      }, "message") as AssistantMessage
+      const data = {
+        turn: t.turn,
+        step: t.step,
+        message,
+        ...(acc.usage !== undefined ? { usage: acc.usage } : {}),
+        ...(interrupted ? { interrupted: true as const } : { finish: acc.finish ?? "stop" })
+      }
+      return Effect.uninterruptible(Effect.map(this.append([{ type: "assistant/message", data }]), () => {
+        t.assistantLogged = true
+        this.historyList.push(message)
+      }))
+    })
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Tools (§8)
+  // -------------------------------------------------------------------------------------------
+
+  private newCall(c: { readonly id: string; readonly name: string; readonly rawArguments: string }): CallState {
+    return {
+      id: c.id,
+      name: c.name,
+      rawArguments: c.rawArguments,
+      phase: "pending",
+      callLogged: false,
+      content: [],
+      isError: false,
+      error: undefined,
+      contexts: []
+    }
+  }
+
+  private fail(call: CallState, code: ToolErrorCode, text: string): void {
+    call.phase = "done"
+    call.content = [{ type: "text", text }]
+    call.isError = true
+    call.error = { name: errorName[code], code }
+    call.contexts = []
+  }
+
+  /** A truncated response runs none of its calls: each gets `tool/call` + `TRUNCATED` (§6.4). */
+  private truncateCalls(t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> {
+    const calls = acc.toolCalls.map((c) => this.newCall(c))
+    t.calls = calls
+    for (const c of calls) this.fail(c, "TRUNCATED", "The response was truncated (max tokens); this tool call was not run.")
+    return this.commitAbortedCalls(t, calls, false)
+  }
+
+  private runTools(t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> {
+    const self = this
+    const calls = acc.toolCalls.map((c) => this.newCall(c))
+    t.calls = calls
+    t.nextCommit = 0
+    t.contextsInserted = 0
+    if (calls.length === 1 && !(this.tools.get(calls[0]!.name)?.exclusive ?? false)) {
+      return Effect.zipRight(this.dispatch(t, calls[0]!), this.commitReady(t))
+    }
+    const bound = Math.max(1, this.options.toolConcurrency ?? 8)
+    const slots = Effect.unsafeMakeSemaphore(bound)
+    const commitLock = Effect.unsafeMakeSemaphore(1)
+    const fibers: Array<Fiber.RuntimeFiber<void, SessionStoreError>> = []
+    const awaitAll = Effect.suspend(() => Effect.asVoid(Fiber.joinAll(fibers.slice())))
+    return Effect.gen(function*() {
+      for (const call of calls) {
+        const exclusive = self.tools.get(call.name)?.exclusive ?? false
+        if (exclusive) {
+          yield* awaitAll
+          yield* self.dispatch(t, call)
+          yield* commitLock.withPermits(1)(self.commitReady(t))
+          continue
+        }
+        yield* slots.take(1)
+        const fiber = yield* Effect.fork(
+          self.dispatch(t, call).pipe(
+            Effect.zipRight(commitLock.withPermits(1)(self.commitReady(t))),
+            Effect.ensuring(slots.release(1))
+          )
+        )
+        fibers.push(fiber)
+      }
+      yield* awaitAll
+      yield* commitLock.withPermits(1)(self.commitReady(t))
+    }).pipe(Effect.onInterrupt(() => Fiber.interruptAll(fibers)))
+  }
+
+  /** Validates, guards, logs `tool/call`, executes and post-processes one call; never fails but for the store. */
+  private dispatch(t: TurnState, call: CallState): Effect.Effect<void, SessionStoreError> {
+    const tool = this.tools.get(call.name)
+    const logCall = Effect.uninterruptible(Effect.map(
+      this.append([{
+        type: "tool/call",
+        data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+      }]),
+      () => {
+        call.callLogged = true
+        if (call.phase === "pending") call.phase = "running"
+      }
+    ))
+    if (tool === undefined) {
+      this.fail(call, "UNKNOWN_TOOL", `Unknown tool "${call.name}". Available tools: ${[...this.tools.keys()].join(", ") || "none"}.`)
+      return logCall
+    }
+    let parsed: unknown
+    try {
+      parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
+    } catch (e) {
+      this.fail(call, "INVALID_ARGUMENTS", `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}`)
+      return logCall
+    }
+    const decoded = Schema.decodeUnknownEither(tool.parameters)(parsed, { errors: "all" })
+    if (Either.isLeft(decoded)) {
+      this.fail(call, "INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${decoded.left.message}`)
+      return logCall
+    }
+    const args = decoded.right
+    const info: Tool.ToolCall = { callId: call.id, name: call.name, arguments: args, rawArguments: call.rawArguments, turn: t.turn, step: t.step }
+    const guards = this.options.guards ?? []
+    const guard = guards.length === 0 ? Effect.succeed(Tool.Guard.allow) : runGuards(guards, info)
+    return Effect.flatMap(Effect.exit(guard), (g) => {
+      if (Exit.isFailure(g)) {
+        if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
+        this.fail(call, "TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
+        return logCall
+      }
+      if (g.value._tag === "Deny") {
+        this.fail(call, "DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
+        return logCall
+      }
+      const ctx: Tool.ToolContext = { callId: call.id, turn: t.turn, step: t.step, agent: this.toolAgent }
+      const executed = Effect.flatMap(Effect.exit(tool.execute(args, ctx)), (exit): Effect.Effect<Tool.HookResult> => {
+        if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
+        if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
+        return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
+      })
+      const hooks = this.options.hooks ?? []
+      const processed = hooks.length === 0 ? executed : Effect.flatMap(executed, (r) => runHooks(hooks, info, r))
+      return Effect.zipRight(
+        logCall,
+        Effect.flatMap(Effect.exit(processed), (r) => {
+          if (Exit.isFailure(r)) {
+            if (Cause.isInterruptedOnly(r.cause)) return Effect.failCause(r.cause as Cause.Cause<never>)
+            this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(r.cause)}`)
+            return Effect.void
+          }
+          this.finish(call, r.value)
+          return Effect.void
+        })
+      )
+    })
+  }
+
+  private finish(call: CallState, result: Tool.HookResult): void {
+    const contexts: ReadonlyArray<UserMessage> = result.output.additionalContexts ?? []
+    let content: ReadonlyArray<ContentBlock>
+    try {
+      content = deepFreezeJson(Tool.contentOf(result.output.content), "content") as ReadonlyArray<ContentBlock>
+      const ids = new Set<string>()
+      for (const m of contexts) {
+        deepFreezeJson(m, "additionalContexts")
+        if (typeof m.id !== "string" || m.role !== "user") throw new Error("an additional context is not a UserMessage")
+        if (ids.has(m.id) || this.seen.has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
+        ids.add(m.id)
+      }
+    } catch (e) {
+      this.fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: ${messageOf(e)}`)
+      return
+    }
+    if (result.isError) {
+      call.phase = "done"
+      call.content = content
+      call.isError = true
+      call.error = { name: "ToolFailed", code: "TOOL_FAILED" }
+      call.contexts = contexts
+      return
+    }
+    call.phase = "done"
+    call.content = content
+    call.isError = false
+    call.error = undefined
+    call.contexts = contexts
+  }
+
+  private readonly toolAgent: Tool.ToolAgent = {
+    followup: (m) => this.followup(m),
+    steer: (m) => this.steer(m),
+    inject: (m) => this.inject(m)
+  }
+
+  private resultMessage(call: CallState, id: string): UserMessage {
+    return Object.freeze({
+      id: id as MessageId,
+      role: "user" as const,
+      content: Object.freeze([Object.freeze({
+        type: "tool-result" as const,
+        toolCallId: call.id,
+        content: call.content,
+        isError: call.isError
+      })]),
+      source: Object.freeze({ kind: "tool", callId: call.id })
+    })
+  }
+
+  /** Commits every consecutive done result from `nextCommit`, in call order (§8). */
+  private commitReady(t: TurnState): Effect.Effect<void, SessionStoreError> {
+    return Effect.suspend(() => {
+      const calls = t.calls
+      if (calls === undefined) return Effect.void
+      const call = calls[t.nextCommit]
+      if (call === undefined || call.phase !== "done") return Effect.void
+      return Effect.zipRight(this.commitOne(t, call, true), this.commitReady(t))
+    })
+  }
+
+  /** `tool/result` (+ contexts spliced into `next-step` at the batch's index, §8). */
+  private commitOne(t: TurnState, call: CallState, withContexts: boolean): Effect.Effect<void, SessionStoreError> {
+    return Effect.flatMap(this.nextId(), (id) => {
+      const message = this.resultMessage(call, id)
+      const result: EventDraft = {
+        type: "tool/result",
+        data: call.error === undefined
+          ? { turn: t.turn, step: t.step, message }
+          : { turn: t.turn, step: t.step, message, error: call.error }
+      }
+      const contexts = withContexts ? call.contexts : []
+      const after = () => {
+        call.phase = "committed"
+        t.nextCommit++
+        this.seen.add(message.id)
+        this.historyList.push(message)
+      }
+      if (contexts.length === 0) {
+        return Effect.uninterruptible(Effect.map(this.append([result]), after))
+      }
+      return this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+        const start = Math.min(t.contextsInserted, state.nextStep.length)
+        const data: SplicedData = { target: "next-step", start, inserted: contexts }
+        return Effect.flatMap(this.append([result, { type: "agent/inbox/spliced", data }]), () => {
+          after()
+          t.contextsInserted = start + contexts.length
+          for (const m of contexts) {
+            this.seen.add(m.id)
+            this.publish({ type: "agent/inbox/inserted", message: m })
+          }
+          return Effect.sync(() => { this.inboxState = Inbox.apply(state, data) })
+        })
+      }))
+    })
+  }
+
+  /** Commits every uncommitted call in order as it stands (used for truncation and abort). */
+  private commitAbortedCalls(t: TurnState, calls: ReadonlyArray<CallState>, aborting: boolean): Effect.Effect<void, SessionStoreError> {
+    const self = this
+    return Effect.gen(function*() {
+      for (let i = t.nextCommit; i < calls.length; i++) {
+        const call = calls[i]!
+        if (call.phase === "committed") continue
+        if (call.phase === "pending") {
+          if (aborting) self.fail(call, "TOOL_ABORTED_BEFORE_DISPATCH", "The turn was canceled before this tool call started.")
+        } else if (call.phase === "running") {
+          self.fail(call, "ABORTED", "The turn was canceled while this tool call was running.")
+        }
+        if (!call.callLogged) {
+          yield* self.append([{
+            type: "tool/call",
+            data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+          }])
+          call.callLogged = true
+        }
+        yield* self.commitOne(t, call, !aborting)
+      }
+    })
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Abort (§9)
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Closes an interrupted turn durably: opens it first when the run was about to start it,
+   * logs the streamed prefix (`interrupted: true`), closes every tool call, `step/end`,
+   * `turn/end {aborted}`; then restarts iff the latch is set (never after dispose). Returns true
+   * when the run goes on.
+   */
+  private closeAborted(t: TurnState): Effect.Effect<boolean, SessionStoreError> {
+    const self = this
+    return Effect.gen(function*() {
+      const cause = self.cancelCause ?? USER_CAUSE
+      if (!t.turnOpen) {
+        yield* self.withLock(Effect.suspend(() => {
+          const turn = self.turnCounter + 1
+          return Effect.map(self.append([{ type: "turn/start", data: { turn } }]), () => {
+            self.turnCounter = turn
+            t.turn = turn
+            t.turnOpen = true
+          })
+        }))
+      }
+      if (t.stepOpen) {
+        const acc = t.acc
+        if (!t.assistantLogged && acc !== undefined && acc.streamed) {
+          yield* self.logAssistant(t, acc, true)
+          if (acc.toolCalls.length > 0) {
+            const calls = acc.toolCalls.map((c) => self.newCall(c))
+            t.calls = calls
+            t.nextCommit = 0
+          }
+        }
+        if (t.calls !== undefined) yield* self.commitAbortedCalls(t, t.calls, true)
+      }
+      return yield* self.withLock(Effect.suspend(() => {
+        const drafts: Array<EventDraft> = []
+        if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
+        drafts.push({ type: "turn/end", data: { turn: t.turn, reason: { kind: "aborted", reason: cause } } })
+        return Effect.flatMap(self.append(drafts), () => {
+          t.stepOpen = false
+          t.turnOpen = false
+          self.resolveClaimed(t, Delivery.dropped(cause.kind === "disposed" ? "disposed" : "canceled"))
+          if (self.latch && !self.disposed) {
+            self.cancelCause = undefined
+            self.latch = false
+            return Effect.succeed(true)
+          }
+          self.setIdle()
+          return Effect.succeed(false)
+        })
+      }))
+    })
+  }
+}
+
+const runGuards = (guards: ReadonlyArray<Tool.ToolGuard>, call: Tool.ToolCall): Effect.Effect<Tool.GuardDecision, unknown> => {
+  const at = (i: number): Effect.Effect<Tool.GuardDecision, unknown> =>
+    i >= guards.length ? Effect.succeed(Tool.Guard.allow) : Effect.suspend(() => guards[i]!(call, () => at(i + 1)))
+  return at(0)
+}
+
+const runHooks = (
+  hooks: ReadonlyArray<Tool.ToolHook>,
+  call: Tool.ToolCall,
+  innermost: Tool.HookResult
+): Effect.Effect<Tool.HookResult, unknown> => {
+  const at = (i: number): Effect.Effect<Tool.HookResult, unknown> =>
+    i >= hooks.length ? Effect.succeed(innermost) : Effect.suspend(() => hooks[i]!(call, () => at(i + 1)))
+  return at(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Creates an agent on a new session of the `SessionStore` in context. The agent is disposed
+ * when the `Scope` closes (DESIGN.md §9). Requires `Model`; uses `PreStep` and `IdGenerator`
+ * when provided (defaults: enter the claimed batch; random UUIDs).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: AgentOptions = {}
+): Effect.Effect<Agent, SessionStoreError, SessionStore | Model | Scope.Scope> =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const model = yield* Model
+    const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
+    const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
+    const sessionId = options.sessionId ?? (yield* ids.next)
+    const log = yield* store.create({ id: sessionId, cwd: options.cwd })
+    const agent = new AgentImpl(log, model, preStep, ids, options)
+    yield* Effect.addFinalizer(() => Effect.orDie(agent.dispose).pipe(Effect.catchAllCause(Effect.logError)))
+    return agent as Agent
+  })
+
+/**
+ * Creates an agent over an already-open log and a state rebuilt from it (used by resume).
+ *
+ * @internal
+ */
+export const fromLog = (
+  log: SessionLog,
+  initial: {
+    readonly inbox: Inbox.InboxState
+    readonly history: ReadonlyArray<Message>
+    readonly turn: number
+    readonly seen: Iterable<string>
+  },
+  options: AgentOptions = {}
+): Effect.Effect<Agent, never, Model | Scope.Scope> =>
+  Effect.gen(function*() {
+    const model = yield* Model
+    const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
+    const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
+    const agent = new AgentImpl(log, model, preStep, ids, options, initial)
+    yield* Effect.addFinalizer(() => Effect.orDie(agent.dispose).pipe(Effect.catchAllCause(Effect.logError)))
+    return agent as Agent
+  })
+
+export { UserMessage }

@@ -1,0 +1,190 @@
+/**
+ * The pre-step waterfall (DESIGN.md §7). At every pre-step boundary the claimed batch goes
+ * through the listeners, outermost first; each listener is middleware around the next one and
+ * the innermost default enters with the claimed batch. A listener answers `Enter { messages }`
+ * (the complete batch for the step: it may add, rewrite keeping the id, drop or reorder) or
+ * `Reject { reason }`, or skips `next`. A failure (typed error or defect) fails the proposal:
+ * the turn ends `{kind:"error", error:{code:"PRE_STEP_FAILED"}}`.
+ *
+ * Listeners are registered as a `Layer`: `PreStep.layer([outer, …, inner])` builds the whole
+ * waterfall; `PreStep.listener(fn)` is one listener as a layer that wraps the `PreStep` it is
+ * provided with (`listener(a).pipe(Layer.provide(listener(b)), Layer.provide(PreStep.layer([])))`
+ * puts `a` outside `b`). Merging two listener layers with `Layer.merge`/`Layer.mergeAll` would
+ * silently keep one of them: building such a graph dies with a message that says so.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import type { UserMessage } from "./Message.js"
+
+/**
+ * What a listener sees: the claimed batch of the proposed step (DESIGN.md §7).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PreStepPayload {
+  readonly agentId: string
+  readonly turn: number
+  readonly step: number
+  readonly messages: ReadonlyArray<UserMessage>
+}
+
+/**
+ * `Enter { messages }` (the complete batch for this step) or `Reject { reason }`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type PreStepDecision =
+  | { readonly _tag: "Enter"; readonly messages: ReadonlyArray<UserMessage> }
+  | { readonly _tag: "Reject"; readonly reason: string }
+
+/**
+ * Decision constructors.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Decision = {
+  enter: (messages: ReadonlyArray<UserMessage>): PreStepDecision => ({ _tag: "Enter", messages }),
+  reject: (reason: string): PreStepDecision => ({ _tag: "Reject", reason })
+} as const
+
+/**
+ * A listener's typed failure, as the waterfall reports it. The turn ends
+ * `{kind:"error", error:{code:"PRE_STEP_FAILED", message}}` (DESIGN.md §6.4, §7).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PreStepFailed extends Schema.TaggedError<PreStepFailed>()("PreStepFailed", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * Calls the rest of the waterfall (inner listeners, then the default). Pass a payload to hand
+ * inner listeners a rewritten batch; without one they see the payload this listener got.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Next = (payload?: PreStepPayload) => Effect.Effect<PreStepDecision, PreStepFailed>
+
+/**
+ * A pre-step listener: `(payload, next) => Effect<Decision, E, R>` (DESIGN.md §7).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Listener<E = never, R = never> = (
+  payload: PreStepPayload,
+  next: Next
+) => Effect.Effect<PreStepDecision, E, R>
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export interface PreStepService {
+  /** Runs the whole waterfall on a claimed batch. */
+  readonly run: (payload: PreStepPayload) => Effect.Effect<PreStepDecision, PreStepFailed>
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class PreStep extends Context.Tag("effect-agent-loop/PreStep")<PreStep, PreStepService>() {}
+
+/**
+ * The default waterfall: enter with the claimed batch.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultService: PreStepService = {
+  run: (payload) => Effect.succeed({ _tag: "Enter", messages: payload.messages })
+}
+
+const toFailed = (error: unknown): PreStepFailed =>
+  error instanceof PreStepFailed
+    ? error
+    : new PreStepFailed({
+      message: error instanceof Error
+        ? error.message
+        : typeof error === "object" && error !== null && "message" in error
+        ? String((error as { message: unknown }).message)
+        : String(error),
+      cause: error
+    })
+
+const wrap = <E, R>(
+  listener: Listener<E, R>,
+  inner: PreStepService,
+  context: Context.Context<R>
+): PreStepService => ({
+  run: (payload) =>
+    listener(payload, (p) => inner.run(p ?? payload)).pipe(
+      Effect.mapError(toFailed),
+      Effect.provide(context)
+    )
+})
+
+/**
+ * Composes listeners, outermost first, around the default (the pure form of `layer`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const compose = (listeners: ReadonlyArray<Listener<unknown, never>>): PreStepService => {
+  let service = defaultService
+  for (let i = listeners.length - 1; i >= 0; i--) service = wrap(listeners[i]!, service, Context.empty())
+  return service
+}
+
+/**
+ * The whole waterfall as one layer: `PreStep.layer([outer, …, inner])`; `PreStep.layer([])`
+ * is the default (enter with the claimed batch).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <const L extends ReadonlyArray<Listener<any, any>>>(
+  listeners: L
+): Layer.Layer<PreStep, never, [L[number]] extends [Listener<any, infer R>] ? R : never> =>
+  Layer.effect(
+    PreStep,
+    Effect.map(Effect.context<any>(), (context) => {
+      let service = defaultService
+      for (let i = listeners.length - 1; i >= 0; i--) service = wrap(listeners[i]!, service, context)
+      return service
+    })
+  )
+
+const wrapped = new WeakSet<PreStepService>()
+
+/**
+ * One listener as a layer that wraps the `PreStep` it is provided with. Building a graph in
+ * which two listeners wrap the same `PreStep` (what `Layer.merge`/`Layer.mergeAll` of listener
+ * layers does) dies with a defect that names the mistake (DESIGN.md §7).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const listener = <E, R>(fn: Listener<E, R>): Layer.Layer<PreStep, never, PreStep | R> =>
+  Layer.effect(
+    PreStep,
+    Effect.flatMap(PreStep, (inner) => {
+      if (wrapped.has(inner)) {
+        return Effect.dieMessage(
+          "PreStep.listener: two listeners wrap the same PreStep. Listener layers were merged " +
+            "(Layer.merge/Layer.mergeAll keeps only one of them); compose them with Layer.provide " +
+            "or list them in PreStep.layer([outer, …, inner])."
+        )
+      }
+      wrapped.add(inner)
+      return Effect.map(Effect.context<R>(), (context) => wrap(fn, inner, context))
+    })
+  )

@@ -1,0 +1,183 @@
+/**
+ * Tools (DESIGN.md §8): a name, a description, parameters as an Effect `Schema` (exported as
+ * JSON Schema for providers) and `execute(args, ctx)`. The loop, not the model port, validates
+ * names and arguments. A pre-execute guard waterfall may deny a call; a post-processing hook
+ * waterfall may replace content and add `additionalContexts`. Every failure becomes an error
+ * `tool/result` with a §8 code; the loop goes on.
+ *
+ * @since 0.1.0
+ */
+import { Effect, JSONSchema, Schema } from "effect"
+import type { ContentBlock, UserMessage } from "./Message.js"
+import type { ToolDefinition } from "./Model.js"
+
+/**
+ * The delivery methods a running tool may use (the agent's `followup`/`steer`/`inject`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolAgent {
+  readonly followup: (message: UserMessage | string) => Effect.Effect<unknown, unknown>
+  readonly steer: (message: UserMessage | string) => Effect.Effect<unknown, unknown>
+  readonly inject: (message: UserMessage) => Effect.Effect<unknown, unknown>
+}
+
+/**
+ * `ctx` of `execute`: `{ callId, turn, step, agent }` (DESIGN.md §8).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolContext {
+  readonly callId: string
+  readonly turn: number
+  readonly step: number
+  readonly agent: ToolAgent
+}
+
+/**
+ * What a tool returns: `content` (a string is one text block) and optional
+ * `additionalContexts`, inserted into `next-step` after the batch's results (DESIGN.md §8).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolOutput {
+  readonly content: string | ReadonlyArray<ContentBlock>
+  readonly additionalContexts?: ReadonlyArray<UserMessage> | undefined
+}
+
+/**
+ * A tool's own typed failure: an error `tool/result` with code `TOOL_FAILED`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ToolError extends Schema.TaggedError<ToolError>()("ToolError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * A tool (DESIGN.md §8). `A` is the decoded argument type.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Tool<A = any> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<A, any, never>
+  /** An exclusive call is a barrier: earlier calls finish before it starts, later calls start after it ends. */
+  readonly exclusive: boolean
+  readonly execute: (args: A, ctx: ToolContext) => Effect.Effect<ToolOutput, ToolError>
+  /** The provider-facing definition (JSON Schema parameters), computed once. */
+  readonly definition: ToolDefinition
+}
+
+/**
+ * Builds a tool. `parameters` must be a Schema of an object whose encoded side is JSON.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <A, I>(options: {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<A, I, never>
+  readonly exclusive?: boolean | undefined
+  readonly execute: (args: A, ctx: ToolContext) => Effect.Effect<ToolOutput, ToolError>
+}): Tool<A> => ({
+  name: options.name,
+  description: options.description,
+  parameters: options.parameters,
+  exclusive: options.exclusive ?? false,
+  execute: options.execute,
+  definition: {
+    name: options.name,
+    description: options.description,
+    parameters: JSONSchema.make(options.parameters)
+  }
+})
+
+/**
+ * A tool call as the guard and hooks see it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolCall {
+  readonly callId: string
+  readonly name: string
+  /** The decoded arguments. */
+  readonly arguments: unknown
+  /** The provider's raw JSON string. */
+  readonly rawArguments: string
+  readonly turn: number
+  readonly step: number
+}
+
+/**
+ * A guard's decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type GuardDecision = { readonly _tag: "Allow" } | { readonly _tag: "Deny"; readonly reason: string }
+
+/**
+ * Guard decision constructors.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Guard = {
+  allow: { _tag: "Allow" } as GuardDecision,
+  deny: (reason: string): GuardDecision => ({ _tag: "Deny", reason })
+} as const
+
+/**
+ * A pre-execute guard, as waterfall middleware: call `next()` to ask inner guards (the
+ * innermost default allows). A denied call gets `tool/call` + an error `tool/result` with code
+ * `DENIED`; a guard failure is `TOOL_FAILED` (DESIGN.md §8).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolGuard = (
+  call: ToolCall,
+  next: () => Effect.Effect<GuardDecision, unknown>
+) => Effect.Effect<GuardDecision, unknown>
+
+/**
+ * What a post-processing hook sees and returns: the tool's output and whether it is an error.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HookResult {
+  readonly output: ToolOutput
+  readonly isError: boolean
+}
+
+/**
+ * A post-processing hook, as waterfall middleware: `next()` gives the result processed by inner
+ * hooks (the innermost is the tool's own result); the hook may replace content and add
+ * `additionalContexts`. A hook failure turns the result into `TOOL_FAILED` (DESIGN.md §8).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolHook = (
+  call: ToolCall,
+  next: () => Effect.Effect<HookResult, unknown>
+) => Effect.Effect<HookResult, unknown>
+
+/**
+ * Content blocks of a tool output (`string` = one text block).
+ *
+ * @since 0.1.0
+ */
+export const contentOf = (content: ToolOutput["content"]): ReadonlyArray<ContentBlock> =>
+  typeof content === "string" ? [{ type: "text", text: content }] : content

@@ -1,0 +1,72 @@
+/**
+ * Test helpers: an agent on the memory store with a scripted model and seeded ids.
+ */
+import { Effect, Layer } from "effect"
+import * as Agent from "../../src/Agent.js"
+import * as IdGenerator from "../../src/IdGenerator.js"
+import type { Message, UserMessage } from "../../src/Message.js"
+import * as Model from "../../src/Model.js"
+import * as PreStep from "../../src/PreStep.js"
+import type { SessionEvent } from "../../src/SessionEvent.js"
+import * as SessionStore from "../../src/SessionStore.js"
+
+/** Layers for an agent test: memory store, seeded ids, the given model and pre-step. */
+export const layer = (
+  model: Model.ModelService,
+  preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([])
+) => Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(42), Model.layer(model), preStep)
+
+/** A compact view of a log: `type` plus the fields that identify the event. */
+export const brief = (events: ReadonlyArray<SessionEvent>): Array<string> =>
+  events.map((e) => {
+    const d = e.data as any
+    switch (e.type) {
+      case "agent/inbox/spliced": {
+        const ins = d.inserted.map((m: UserMessage) => text(m)).join("|")
+        return `splice ${d.target} ${d.start}${d.removedCount ? ` -${d.removedCount}` : ""}${ins ? ` +[${ins}]` : ""}${
+          d.outcome ? ` ${d.outcome}` : ""
+        }${d.cause ? ` cause=${d.cause.kind}` : ""}${d.wake ? " wake" : ""}`
+      }
+      case "turn/start":
+        return `turn/start ${d.turn}`
+      case "turn/end":
+        return `turn/end ${d.turn} ${d.reason.kind}${d.reason.kind === "error" ? `:${d.reason.error.code}` : ""}${
+          d.reason.kind === "aborted" ? `:${d.reason.reason.kind}` : ""
+        }`
+      case "step/start":
+        return `step/start ${d.turn}.${d.step}`
+      case "step/end":
+        return `step/end ${d.turn}.${d.step}`
+      case "user/message":
+        return `user ${text(d)}${d.source.kind === "user" ? "" : ` (${d.source.kind})`}`
+      case "assistant/message":
+        return `assistant ${text(d.message)}${d.interrupted ? " (interrupted)" : ""}`
+      case "tool/call":
+        return `tool/call ${d.callId} ${d.name}`
+      case "tool/result":
+        return `tool/result ${d.message.content[0].toolCallId}${d.error ? ` ${d.error.code}` : ""}`
+      case "request/header":
+        return `request/header`
+      default:
+        return e.type
+    }
+  })
+
+/** Text of a message: text blocks, tool calls as `name(args)`, tool results as their text. */
+export const text = (m: Message): string =>
+  m.content.map((b) =>
+    b.type === "text"
+      ? b.text
+      : b.type === "tool-call"
+      ? `${b.name}(${b.arguments})`
+      : b.type === "tool-result"
+      ? `result:${b.content.map((c) => (c.type === "text" ? c.text : "")).join("")}`
+      : b.type === "reasoning"
+      ? `~${b.text}`
+      : ""
+  ).join(" ")
+
+/** Lets forked fibers run to their next suspension (no time passes). */
+export const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+export { Agent }
