@@ -449,6 +449,10 @@ class AgentImpl implements Agent {
   private startRun(): Effect.Effect<void> {
     this.running = true
     this.publish({ type: "agent/status", status: "running" })
+    return this.forkDriver()
+  }
+
+  private forkDriver(): Effect.Effect<void> {
     return Effect.map(
       Effect.forkDaemon(Effect.interruptible(this.runLoop())),
       (fiber) => {
@@ -738,7 +742,6 @@ class AgentImpl implements Agent {
           }
           if (Cause.isInterruptedOnly(exit.cause)) {
             const restart = yield* Effect.exit(self.closeAborted(t))
-            if (Exit.isSuccess(restart) && restart.value) continue
             if (Exit.isFailure(restart)) {
               yield* Effect.logError("agent: could not close the aborted turn", restart.cause)
               yield* self.withLock(Effect.sync(() => self.setIdle()))
@@ -1122,91 +1125,92 @@ class AgentImpl implements Agent {
     t.calls = calls
     t.nextCommit = 0
     t.contextsInserted = 0
-    if (calls.length === 1 && !(this.tools.get(calls[0]!.name)?.exclusive ?? false)) {
-      return Effect.zipRight(this.dispatch(t, calls[0]!), this.commitReady(t))
+    if (calls.length === 1) {
+      // Fast path: no fork for a single call.
+      return this.prepare(t, calls[0]!).pipe(
+        Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+        Effect.zipRight(this.commitReady(t))
+      )
     }
     const bound = Math.max(1, this.options.toolConcurrency ?? 8)
     const slots = Effect.unsafeMakeSemaphore(bound)
     const commitLock = Effect.unsafeMakeSemaphore(1)
+    const commit = commitLock.withPermits(1)(this.commitReady(t))
     const fibers: Array<Fiber.RuntimeFiber<void, SessionStoreError>> = []
     const awaitAll = Effect.suspend(() => Effect.asVoid(Fiber.joinAll(fibers.slice())))
     return Effect.gen(function*() {
       for (const call of calls) {
         const exclusive = self.tools.get(call.name)?.exclusive ?? false
-        if (exclusive) {
-          yield* awaitAll
-          yield* self.dispatch(t, call)
-          yield* commitLock.withPermits(1)(self.commitReady(t))
+        if (exclusive) yield* awaitAll
+        yield* slots.take(1)
+        const run = yield* self.prepare(t, call)
+        if (run === undefined || exclusive) {
+          if (run !== undefined) yield* run
+          yield* slots.release(1)
+          yield* commit
           continue
         }
-        yield* slots.take(1)
-        const fiber = yield* Effect.fork(
-          self.dispatch(t, call).pipe(
-            Effect.zipRight(commitLock.withPermits(1)(self.commitReady(t))),
-            Effect.ensuring(slots.release(1))
-          )
-        )
-        fibers.push(fiber)
+        fibers.push(yield* Effect.fork(run.pipe(Effect.zipRight(commit), Effect.ensuring(slots.release(1)))))
       }
       yield* awaitAll
-      yield* commitLock.withPermits(1)(self.commitReady(t))
+      yield* commit
     }).pipe(Effect.onInterrupt(() => Fiber.interruptAll(fibers)))
   }
 
-  /** Validates, guards, logs `tool/call`, executes and post-processes one call; never fails but for the store. */
-  private dispatch(t: TurnState, call: CallState): Effect.Effect<void, SessionStoreError> {
-    const tool = this.tools.get(call.name)
-    const logCall = Effect.uninterruptible(Effect.map(
-      this.append([{
-        type: "tool/call",
-        data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
-      }]),
-      () => {
-        call.callLogged = true
-        if (call.phase === "pending") call.phase = "running"
+  /**
+   * Validates, guards and logs `tool/call` for one call, in model order (§8). Returns the
+   * execution (execute + hooks) to run, or `undefined` when the call already has its error
+   * result (unknown tool, invalid arguments, denied, guard failure). Never fails but for the store.
+   */
+  private prepare(t: TurnState, call: CallState): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> {
+    return Effect.suspend(() => {
+      const tool = this.tools.get(call.name)
+      const logCall = (after: () => void) =>
+        Effect.uninterruptible(Effect.map(
+          this.append([{
+            type: "tool/call",
+            data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+          }]),
+          () => {
+            call.callLogged = true
+            call.phase = "running"
+            after()
+          }
+        ))
+      const failWith = (code: ToolErrorCode, text: string) =>
+        Effect.as(logCall(() => this.fail(call, code, text)), undefined)
+      if (tool === undefined) {
+        return failWith("UNKNOWN_TOOL", `Unknown tool "${call.name}". Available tools: ${[...this.tools.keys()].join(", ") || "none"}.`)
       }
-    ))
-    if (tool === undefined) {
-      this.fail(call, "UNKNOWN_TOOL", `Unknown tool "${call.name}". Available tools: ${[...this.tools.keys()].join(", ") || "none"}.`)
-      return logCall
-    }
-    let parsed: unknown
-    try {
-      parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
-    } catch (e) {
-      this.fail(call, "INVALID_ARGUMENTS", `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}`)
-      return logCall
-    }
-    const decoded = Schema.decodeUnknownEither(tool.parameters)(parsed, { errors: "all" })
-    if (Either.isLeft(decoded)) {
-      this.fail(call, "INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${decoded.left.message}`)
-      return logCall
-    }
-    const args = decoded.right
-    const info: Tool.ToolCall = { callId: call.id, name: call.name, arguments: args, rawArguments: call.rawArguments, turn: t.turn, step: t.step }
-    const guards = this.options.guards ?? []
-    const guard = guards.length === 0 ? Effect.succeed(Tool.Guard.allow) : runGuards(guards, info)
-    return Effect.flatMap(Effect.exit(guard), (g) => {
-      if (Exit.isFailure(g)) {
-        if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
-        this.fail(call, "TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
-        return logCall
+      let parsed: unknown
+      try {
+        parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
+      } catch (e) {
+        return failWith("INVALID_ARGUMENTS", `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}`)
       }
-      if (g.value._tag === "Deny") {
-        this.fail(call, "DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
-        return logCall
+      const decoded = Schema.decodeUnknownEither(tool.parameters)(parsed, { errors: "all" })
+      if (Either.isLeft(decoded)) {
+        return failWith("INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${decoded.left.message}`)
       }
-      const ctx: Tool.ToolContext = { callId: call.id, turn: t.turn, step: t.step, agent: this.toolAgent }
-      const executed = Effect.flatMap(Effect.exit(tool.execute(args, ctx)), (exit): Effect.Effect<Tool.HookResult> => {
-        if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
-        if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
-        return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
-      })
-      const hooks = this.options.hooks ?? []
-      const processed = hooks.length === 0 ? executed : Effect.flatMap(executed, (r) => runHooks(hooks, info, r))
-      return Effect.zipRight(
-        logCall,
-        Effect.flatMap(Effect.exit(processed), (r) => {
+      const args = decoded.right
+      const info: Tool.ToolCall = { callId: call.id, name: call.name, arguments: args, rawArguments: call.rawArguments, turn: t.turn, step: t.step }
+      const guards = this.options.guards ?? []
+      const guard = guards.length === 0 ? Effect.succeed(Tool.Guard.allow) : runGuards(guards, info)
+      return Effect.flatMap(Effect.exit(guard), (g) => {
+        if (Exit.isFailure(g)) {
+          if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
+          return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
+        }
+        if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
+        const ctx: Tool.ToolContext = { callId: call.id, turn: t.turn, step: t.step, agent: this.toolAgent }
+        const executed = Effect.flatMap(Effect.exit(tool.execute(args, ctx)), (exit): Effect.Effect<Tool.HookResult> => {
+          if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
+          if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
+          return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
+        })
+        const hooks = this.options.hooks ?? []
+        const processed = hooks.length === 0 ? executed : Effect.flatMap(executed, (r) => runHooks(hooks, info, r))
+        const run = Effect.flatMap(Effect.exit(processed), (r) => {
           if (Exit.isFailure(r)) {
             if (Cause.isInterruptedOnly(r.cause)) return Effect.failCause(r.cause as Cause.Cause<never>)
             this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(r.cause)}`)
@@ -1215,7 +1219,8 @@ class AgentImpl implements Agent {
           this.finish(call, r.value)
           return Effect.void
         })
-      )
+        return Effect.as(logCall(() => {}), run)
+      })
     })
   }
 
@@ -1348,8 +1353,8 @@ class AgentImpl implements Agent {
   /**
    * Closes an interrupted turn durably: opens it first when the run was about to start it,
    * logs the streamed prefix (`interrupted: true`), closes every tool call, `step/end`,
-   * `turn/end {aborted}`; then restarts iff the latch is set (never after dispose). Returns true
-   * when the run goes on.
+   * `turn/end {aborted}`; then, iff the latch is set (never after dispose), the run goes on in a
+   * new driver fiber.
    */
   private closeAborted(t: TurnState): Effect.Effect<boolean, SessionStoreError> {
     const self = this
@@ -1386,9 +1391,10 @@ class AgentImpl implements Agent {
           t.turnOpen = false
           self.resolveClaimed(t, Delivery.dropped(cause.kind === "disposed" ? "disposed" : "canceled"))
           if (self.latch && !self.disposed) {
+            // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).
             self.cancelCause = undefined
             self.latch = false
-            return Effect.succeed(true)
+            return Effect.as(self.forkDriver(), false)
           }
           self.setIdle()
           return Effect.succeed(false)

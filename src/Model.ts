@@ -134,7 +134,7 @@ export const toStream = (model: ModelService, request: ModelRequest): Stream.Str
 
 /**
  * One scripted response (DESIGN.md §15): `text` (split on whitespace into n deltas emitted at
- * i·latencyMs/n), `reasoning` (one delta before the text), `toolCalls` (arguments: an object,
+ * ⌊i·latencyMs/n⌋ ms, whole milliseconds so virtual times stay integers), `reasoning` (one delta before the text), `toolCalls` (arguments: an object,
  * serialized with `JSON.stringify`, or a raw string sent as is), `finish` (default `"stop"`,
  * or `"tool-calls"` when there are tool calls), `usage`, `error` (the request fails with a
  * `ModelError`), `latencyMs` (tool calls, usage and finish come at `latencyMs`).
@@ -269,7 +269,7 @@ const play = (response: ScriptedResponse, sink: ModelSink): Effect.Effect<void, 
     const words = splitWords(response.text)
     const n = words.length
     for (let i = 0; i < n; i++) {
-      at(latency === 0 ? 0 : ((i + 1) * latency) / n, sink.part({ type: "text-delta", text: words[i]! }))
+      at(latency === 0 ? 0 : Math.floor(((i + 1) * latency) / n), sink.part({ type: "text-delta", text: words[i]! }))
     }
   }
   if (response.error !== undefined) {
@@ -305,3 +305,103 @@ const play = (response: ScriptedResponse, sink: ModelSink): Effect.Effect<void, 
  * @category layers
  */
 export const layer = (model: ModelService): Layer.Layer<Model> => Layer.succeed(Model, model)
+
+// ---------------------------------------------------------------------------------------------
+// Offline model (the default provider, DESIGN.md §14)
+// ---------------------------------------------------------------------------------------------
+
+const describeSource = (source: { readonly kind: string; readonly [k: string]: unknown }): string => {
+  switch (source.kind) {
+    case "user":
+      return "you"
+    case "plugin":
+      return `plugin:${String(source.plugin ?? "?")}`
+    case "tool":
+      return `tool:${String(source.callId ?? "?")}`
+    case "hook":
+      return `hook:${String(source.hook ?? "?")}`
+    case "session-reference":
+      return `session:${String(source.sessionId ?? "?")}`
+    default:
+      return source.kind
+  }
+}
+
+const textOfBlocks = (content: ReadonlyArray<Message["content"][number]>): string =>
+  content.map((b) => (b.type === "text" ? b.text : "")).filter((s) => s.length > 0).join("\n")
+
+const quote = (s: string, max = 60): string => {
+  const one = s.replace(/\s+/g, " ").trim()
+  return `"${one.length > max ? one.slice(0, max - 1) + "…" : one}"`
+}
+
+/**
+ * What the offline model plans for one request: the tool calls it makes, or the text it says.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const offlinePlan = (request: ModelRequest): ScriptedResponse => {
+  const messages = request.messages
+  let start = messages.length
+  while (start > 0 && messages[start - 1]!.role === "user") start--
+  const fresh = messages.slice(start)
+  const results = fresh.filter((m) => m.content.some((b) => b.type === "tool-result"))
+  const others = fresh.filter((m) => !m.content.some((b) => b.type === "tool-result"))
+  const lines: Array<string> = []
+  if (results.length > 0) {
+    for (const r of results) {
+      for (const b of r.content) {
+        if (b.type === "tool-result") {
+          lines.push(`${b.isError ? "Tool error" : "Tool result"} (${b.toolCallId}): ${textOfBlocks(b.content)}`)
+        }
+      }
+    }
+  }
+  const direct = others.filter((m) => m.source.kind === "user")
+  const context = others.filter((m) => m.source.kind !== "user")
+  const known = new Set(request.tools.map((t) => t.name))
+  if (results.length === 0 && direct.length > 0) {
+    const asked = textOfBlocks(direct[direct.length - 1]!.content)
+    const calls: Array<{ id: string; name: string; arguments: unknown }> = []
+    const id = () => `call_${request.turn}_${request.step}_${calls.length + 1}`
+    const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
+    if (wait && known.has("wait")) calls.push({ id: id(), name: "wait", arguments: { seconds: Number(wait[1]) } })
+    if (/\b(what time|the time|time is it|clock)\b/i.test(asked) && known.has("clock")) {
+      calls.push({ id: id(), name: "clock", arguments: {} })
+    }
+    const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+)["'`]?/i.exec(asked)
+    if (read && known.has("read_file")) calls.push({ id: id(), name: "read_file", arguments: { path: read[1] } })
+    if (calls.length > 0) return { toolCalls: calls }
+  }
+  if (others.length > 0) {
+    const parts: Array<string> = []
+    if (direct.length > 0) parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
+    for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
+    lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
+  }
+  if (lines.length === 0) lines.push("Nothing new to answer.")
+  return { text: lines.join("\n") }
+}
+
+/**
+ * The offline model (DESIGN.md §14): deterministic, rule-based, no network. Asked to "wait N
+ * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
+ * PATH" it calls `read_file` (several requests in one message give parallel calls); after tool
+ * results it reports them; otherwise it answers with a short summary of the messages it
+ * received in this step (direct and context, by source). Tools it calls must be among the
+ * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const offline = (options?: { readonly wordDelayMs?: number | undefined }): ModelService => ({
+  provider: "offline",
+  model: "offline-rules-1",
+  respond: (request, sink) =>
+    Effect.suspend(() => {
+      const plan = offlinePlan(request)
+      const words = plan.text === undefined ? 0 : splitWords(plan.text).length
+      return play({ ...plan, latencyMs: (options?.wordDelayMs ?? 0) * words }, sink)
+    })
+})

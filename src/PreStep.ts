@@ -144,6 +144,9 @@ export const compose = (listeners: ReadonlyArray<Listener<unknown, never>>): Pre
   return service
 }
 
+/** The services the listeners need (never for none). */
+type RequirementsOf<L> = L extends Listener<any, infer R> ? R : never
+
 /**
  * The whole waterfall as one layer: `PreStep.layer([outer, …, inner])`; `PreStep.layer([])`
  * is the default (enter with the claimed batch).
@@ -153,7 +156,7 @@ export const compose = (listeners: ReadonlyArray<Listener<unknown, never>>): Pre
  */
 export const layer = <const L extends ReadonlyArray<Listener<any, any>>>(
   listeners: L
-): Layer.Layer<PreStep, never, [L[number]] extends [Listener<any, infer R>] ? R : never> =>
+): Layer.Layer<PreStep, never, RequirementsOf<L[number]>> =>
   Layer.effect(
     PreStep,
     Effect.map(Effect.context<any>(), (context) => {

@@ -70,3 +70,46 @@ export const text = (m: Message): string =>
 export const settle = Effect.repeatN(Effect.yieldNow(), 50)
 
 export { Agent }
+
+import { Clock, Chunk, TestClock } from "effect"
+import * as Delivery from "../../src/Delivery.js"
+import * as Invariant from "../../src/Invariant.js"
+
+/** Advances the TestClock by `ms`, sleep by sleep, letting the runtime settle before each step. */
+export const advance = (ms: number) =>
+  Effect.gen(function*() {
+    yield* settle
+    const start = yield* Clock.currentTimeMillis
+    const target = start + ms
+    while (true) {
+      const now = yield* Clock.currentTimeMillis
+      const sleeps = Chunk.toReadonlyArray(yield* TestClock.sleeps())
+      const due = sleeps.filter((s) => s <= target)
+      if (due.length === 0) {
+        if (target > now) yield* TestClock.adjust(target - now)
+        yield* settle
+        return
+      }
+      const next = Math.min(...due)
+      yield* TestClock.adjust(Math.max(0, next - now))
+      yield* settle
+    }
+  })
+
+/** Checks every delivery's outcome against `Delivery.fateOf` on the log, and the invariants. */
+export const checkLog = (
+  agent: Agent.Agent,
+  deliveries: ReadonlyArray<Delivery.Delivery> = []
+) =>
+  Effect.gen(function*() {
+    const events = agent.log.events()
+    expect(Invariant.check(events)).toEqual([])
+    for (const d of deliveries) {
+      const fate = Delivery.fateOf(events, d.messageId)
+      if (fate === undefined || fate._tag === "Pending") continue
+      const outcome = yield* d.outcome
+      expect(outcome).toEqual(fate)
+    }
+  })
+
+import { expect } from "@effect/vitest"

@@ -1,0 +1,771 @@
+/**
+ * An OpenAI-compatible Chat Completions adapter for the `Model` port (DESIGN.md §11): one
+ * streaming `POST {baseUrl}/chat/completions` per model request over @effect/platform's
+ * `HttpClient`, for DeepSeek, vLLM, llama.cpp, Ollama, OpenAI and gateways that speak the same
+ * wire format. The history is mapped by the rules of DESIGN.md §11 (consecutive user-role messages
+ * stay separate; tool results directly follow their assistant tool-call message, moved up past
+ * any context message logged in between; no mid-history system message; `reasoning_content` is
+ * always sent back). Each message's converted JSON is cached per message object, so a step only
+ * converts the messages that are new. The response (an SSE stream, or a whole `chat.completion`
+ * JSON body when a server ignores `stream: true`) is pushed into the sink as `text-delta`,
+ * `reasoning-delta`, `tool-call` (raw argument strings, never parsed), `usage` and one `finish`.
+ * Every failure is a typed `ModelError`.
+ *
+ * Decisions (where the wire format leaves room):
+ * - **Refusals** (`delta.refusal`, `message.refusal`) are pushed as `text-delta`s so people see
+ *   them and the model sees its own answer next turn; the finish reason stays what the server
+ *   said (OpenAI sends `stop`). `content-filter` is reserved for `finish_reason:"content_filter"`.
+ * - **End of stream**: `data: [DONE]` ends reading (the connection is released at once). A stream
+ *   that ends without `[DONE]` is accepted when a `finish_reason` arrived; an unterminated last
+ *   event (no blank line before EOF) is dispatched, not dropped, so a `data: [DONE]` or a usage
+ *   chunk cut short of its blank line still counts.
+ * - **Incomplete streams**: no `finish_reason` by the end of the body (with or without `[DONE]`)
+ *   fails with `STREAM_INCOMPLETE` (retryable): the deltas already pushed are withdrawn by the
+ *   loop's retry (DESIGN.md §11).
+ * - **Tool-call order**: a tool-result message that the log holds after a context user message
+ *   (which DESIGN.md §8 never produces, but a hand-edited or foreign log may) is moved up to
+ *   directly after its assistant tool-call message; the context messages follow the last result.
+ *
+ * @since 0.1.0
+ */
+import * as Sse from "@effect/experimental/Sse"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import type { HttpClientError, HttpClientResponse } from "@effect/platform"
+import { Clock, Effect, Layer, type Redacted, Schedule, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import type { ContentBlock, Message } from "../Message.js"
+import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import type { FinishReason, Usage } from "../SessionEvent.js"
+
+/**
+ * Options of the adapter.
+ *
+ * - `baseUrl`: the API root, e.g. `https://api.deepseek.com/v1` or `http://localhost:11434/v1`;
+ *   requests go to `${baseUrl}/chat/completions` (a trailing `/` is ignored).
+ * - `model`: the model name sent in every request and recorded in `request/header`.
+ * - `apiKey`: sent as `Authorization: Bearer …`; `Redacted`, never logged (omit for local servers).
+ * - `provider`: the provider name recorded in `request/header` (default `"openai-compat"`).
+ * - `maxTokens`, `temperature`: defaults for `request.settings.maxTokens` / `.temperature`.
+ * - `maxTokensField`: the body field for `maxTokens`: `max_tokens` (default) or
+ *   `max_completion_tokens` (OpenAI reasoning models reject `max_tokens`).
+ * - `headers`: extra request headers (e.g. OpenRouter's `HTTP-Referer`).
+ * - `extraBody`: extra top-level body fields merged last (e.g. `{thinking: {type: "enabled"}}`);
+ *   they may override `stream`, `stream_options` and the settings, never `model`, `messages`
+ *   or `tools`.
+ * - `retry`: a schedule for failures that happen **before the first part reached the sink**
+ *   (connection refused, HTTP 429/5xx) and are `retryable`; each delay is at least the error's
+ *   `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly baseUrl: string
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  readonly provider?: string | undefined
+  readonly maxTokens?: number | undefined
+  readonly temperature?: number | undefined
+  readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
+  readonly headers?: { readonly [name: string]: string } | undefined
+  readonly extraBody?: { readonly [key: string]: unknown } | undefined
+  readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
+}
+
+/**
+ * Builds the adapter's `ModelService` from the `HttpClient` in context (provide
+ * `NodeHttpClient.layerUndici` or `FetchHttpClient.layer`).
+ *
+ * `respond` fails with `ModelError`, `code`:
+ * - `HTTP_<status>` for a non-2xx answer: `message` is the provider's `error.message`, prefixed
+ *   with its `error.type` (the body is parsed as JSON whatever its content-type); `status` set;
+ *   retryable for 408, 409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`
+ *   (seconds or an HTTP date);
+ * - `NETWORK` (retryable): the server could not be reached or the connection broke mid-body;
+ * - `INVALID_URL`: `baseUrl` is not a URL;
+ * - `PROVIDER_ERROR`: an `error` object inside a 200 response (a chunk's `error` field or an
+ *   `event: error` SSE event); retryable when its numeric `code` is a retryable HTTP status or its
+ *   type names an overload, rate limit, timeout or server error;
+ * - `BAD_RESPONSE`: a chunk or body that is not JSON, or a body without a choice;
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish_reason`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<ModelService, never, HttpClient.HttpClient> =>
+  Effect.map(HttpClient.HttpClient, (client) => makeWithClient(client, options))
+
+/**
+ * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
+ * requirement: `OpenAICompat.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
+  Layer.effect(Model, make(options))
+
+// ---------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------
+
+const RESERVED_BODY_KEYS = new Set(["model", "messages", "tools"])
+
+const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
+  const provider = options.provider ?? "openai-compat"
+  const url = options.baseUrl.replace(/\/+$/, "") + "/chat/completions"
+  const modelJson = JSON.stringify(options.model)
+  const maxTokensField = options.maxTokensField ?? "max_tokens"
+  const extraBody: Record<string, unknown> = {}
+  if (options.extraBody !== undefined) {
+    for (const key of Object.keys(options.extraBody)) {
+      if (!RESERVED_BODY_KEYS.has(key)) extraBody[key] = options.extraBody[key]
+    }
+  }
+  let baseRequest = HttpClientRequest.post(url)
+  if (options.headers !== undefined) baseRequest = HttpClientRequest.setHeaders(baseRequest, options.headers)
+  if (options.apiKey !== undefined) baseRequest = HttpClientRequest.bearerToken(baseRequest, options.apiKey)
+  const retry = options.retry === undefined ? undefined : Schedule.intersect(
+    options.retry,
+    Schedule.addDelay(Schedule.identity<ModelError>(), (e) => e.retryAfterMs ?? 0)
+  )
+
+  const buildBody = (request: ModelRequest): string => {
+    const settings = request.settings
+    const tail: Record<string, unknown> = { stream: true, stream_options: { include_usage: true } }
+    const maxTokens = numberSetting(settings, "maxTokens") ?? options.maxTokens
+    if (maxTokens !== undefined) tail[maxTokensField] = maxTokens
+    const temperature = numberSetting(settings, "temperature") ?? options.temperature
+    if (temperature !== undefined) tail.temperature = temperature
+    const topP = numberSetting(settings, "topP")
+    if (topP !== undefined) tail.top_p = topP
+    for (const key in extraBody) tail[key] = extraBody[key]
+    let body = `{"model":${modelJson},"messages":[${assembleMessages(request).join(",")}]`
+    if (request.tools.length > 0) body += `,"tools":${toolsJson(request.tools)}`
+    const tailJson = JSON.stringify(tail)
+    return tailJson === "{}" ? body + "}" : body + "," + tailJson.slice(1)
+  }
+
+  const respond = Effect.fn("OpenAICompat.respond")(function*(request: ModelRequest, sink: ModelSink) {
+    const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
+    let emitted = false
+    const guarded: ModelSink = retry === undefined ? sink : {
+      part: (part) => {
+        emitted = true
+        return sink.part(part)
+      }
+    }
+    const attempt = Effect.flatMap(
+      Effect.mapError(client.execute(httpRequest), (e) => transportError(e, provider, url)),
+      (response) => handleResponse(response, guarded)
+    )
+    if (retry === undefined) return yield* attempt
+    return yield* Effect.retry(attempt, { schedule: retry, while: (e) => e.retryable && !emitted })
+  })
+
+  return Model.of({ provider, model: options.model, respond })
+}
+
+const numberSetting = (
+  settings: { readonly [key: string]: unknown } | undefined,
+  key: string
+): number | undefined => {
+  const value = settings?.[key]
+  return typeof value === "number" ? value : undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request: message mapping (DESIGN.md §11), cached per message object
+// ---------------------------------------------------------------------------------------------
+
+type Converted =
+  | { readonly _tag: "user"; readonly json: string }
+  | { readonly _tag: "assistant"; readonly json: string; readonly callIds: ReadonlyArray<string> }
+  | {
+    readonly _tag: "tool"
+    readonly results: ReadonlyArray<{ readonly callId: string; readonly json: string }>
+    /** The message's non-result blocks, sent as a user message after the results. */
+    readonly rest: string | undefined
+  }
+
+const converted = new WeakMap<Message, Converted>()
+const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
+
+const convert = (message: Message): Converted => {
+  let c = converted.get(message)
+  if (c === undefined) {
+    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
+    converted.set(message, c)
+  }
+  return c
+}
+
+/**
+ * The provider-facing message list, as JSON strings: the `system` message, then the history in
+ * log order, except that tool results are moved up to directly follow their assistant tool-call
+ * message when user-role messages were logged in between (those follow the last result).
+ * One `WeakMap` lookup per message; conversion only for messages not seen before.
+ */
+const assembleMessages = (request: ModelRequest): Array<string> => {
+  const out: Array<string> = []
+  if (request.instructions !== undefined && request.instructions !== "") {
+    out.push(JSON.stringify({ role: "system", content: request.instructions }))
+  }
+  let owed: Array<string> | undefined // call ids of the last assistant message still without result
+  let held: Array<string> | undefined // user-role messages logged while results were owed
+  const release = () => {
+    if (held !== undefined) for (const json of held) out.push(json)
+    held = undefined
+    owed = undefined
+  }
+  for (const message of request.messages) {
+    const c = convert(message)
+    switch (c._tag) {
+      case "assistant": {
+        release()
+        out.push(c.json)
+        if (c.callIds.length > 0) owed = c.callIds.slice()
+        break
+      }
+      case "tool": {
+        for (const result of c.results) {
+          out.push(result.json)
+          if (owed !== undefined) {
+            const i = owed.indexOf(result.callId)
+            if (i >= 0) owed.splice(i, 1)
+          }
+        }
+        if (c.rest !== undefined) {
+          if (owed !== undefined && owed.length > 0) (held ??= []).push(c.rest)
+          else out.push(c.rest)
+        }
+        if (owed !== undefined && owed.length === 0) release()
+        break
+      }
+      case "user": {
+        if (owed !== undefined && owed.length > 0) (held ??= []).push(c.json)
+        else out.push(c.json)
+        break
+      }
+    }
+  }
+  release()
+  return out
+}
+
+const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
+  let text: string | undefined
+  let reasoning: string | undefined
+  const toolCalls: Array<unknown> = []
+  const callIds: Array<string> = []
+  for (const block of content) {
+    switch (block.type) {
+      case "text":
+        text = text === undefined ? block.text : text + "\n" + block.text
+        break
+      case "reasoning":
+        reasoning = reasoning === undefined ? block.text : reasoning + "\n" + block.text
+        break
+      case "tool-call":
+        callIds.push(block.id)
+        toolCalls.push({ id: block.id, type: "function", function: { name: block.name, arguments: block.arguments } })
+        break
+    }
+  }
+  const json: Record<string, unknown> = {
+    role: "assistant",
+    content: text ?? (toolCalls.length > 0 ? null : "")
+  }
+  if (toolCalls.length > 0) json.tool_calls = toolCalls
+  // DeepSeek thinking mode requires the reasoning of tool-call rounds back; always send it.
+  if (reasoning !== undefined) json.reasoning_content = reasoning
+  return { _tag: "assistant", json: JSON.stringify(json), callIds }
+}
+
+/**
+ * A user-role message: plain `user` message, or one `tool` message per `tool-result` block
+ * (`content` = the result's text blocks joined with "\n"; Chat Completions has no error flag, so
+ * `isError` results are sent as their text, and images inside results are not sent).
+ */
+const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
+  let results: Array<{ readonly callId: string; readonly json: string }> | undefined
+  for (const block of content) {
+    if (block.type === "tool-result") {
+      ;(results ??= []).push({
+        callId: block.toolCallId,
+        json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: joinText(block.content) })
+      })
+    }
+  }
+  if (results === undefined) return { _tag: "user", json: userJson(content) }
+  const rest = content.some((b) => b.type === "text" || b.type === "image") ? userJson(content) : undefined
+  return { _tag: "tool", results, rest }
+}
+
+const userJson = (content: ReadonlyArray<ContentBlock>): string => {
+  if (!content.some((b) => b.type === "image")) {
+    return JSON.stringify({ role: "user", content: joinText(content) })
+  }
+  const parts: Array<unknown> = []
+  for (const block of content) {
+    if (block.type === "text") parts.push({ type: "text", text: block.text })
+    else if (block.type === "image") {
+      parts.push({ type: "image_url", image_url: { url: `data:${block.mediaType};base64,${block.data}` } })
+    }
+  }
+  return JSON.stringify({ role: "user", content: parts })
+}
+
+const joinText = (content: ReadonlyArray<ContentBlock>): string => {
+  let out: string | undefined
+  for (const block of content) {
+    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
+  }
+  return out ?? ""
+}
+
+const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
+  let json = toolsCache.get(tools)
+  if (json === undefined) {
+    json = JSON.stringify(tools.map((tool) => ({
+      type: "function",
+      function: {
+        name: tool.name,
+        description: tool.description,
+        parameters: tool.parameters ?? { type: "object", properties: {} }
+      }
+    })))
+    toolsCache.set(tools, json)
+  }
+  return json
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------------------------
+
+const MAX_ERROR_BODY = 64 * 1024
+
+const handleResponse = (
+  response: HttpClientResponse.HttpClientResponse,
+  sink: ModelSink
+): Effect.Effect<void, ModelError> => {
+  if (response.status < 200 || response.status >= 300) {
+    return Effect.flatMap(readErrorBody(response), (text) => Effect.flatMap(httpError(response, text), Effect.fail))
+  }
+  const contentType = response.headers["content-type"] ?? ""
+  if (contentType.includes("application/json")) {
+    return Effect.flatMap(
+      Effect.mapError(response.text, (e) => networkError(e, "reading the response body")),
+      (text) => completionBody(text, sink)
+    )
+  }
+  return streamBody(response, sink)
+}
+
+const readErrorBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
+  response.text.pipe(
+    Effect.map((text) => text.length > MAX_ERROR_BODY ? text.slice(0, MAX_ERROR_BODY) : text),
+    Effect.orElseSucceed(() => "")
+  )
+
+/** An SSE body: feeds decoded text to the SSE parser and pushes parts as chunks arrive. */
+const streamBody = (
+  response: HttpClientResponse.HttpClientResponse,
+  sink: ModelSink
+): Effect.Effect<void, ModelError> =>
+  Effect.suspend(() => {
+    const decoder = new TextDecoder()
+    const state = new StreamState()
+    let pending: Array<ModelPart> = []
+    let cr = false // a chunk ended with "\r": hold it so "\r\n" split across chunks stays one break
+    const parser = Sse.makeParser((event) => {
+      if (event._tag !== "Event" || state.done || state.failure !== undefined) return
+      state.onEvent(event.event, event.data, pending)
+    })
+    const feed = (text: string) => {
+      if (cr) text = "\r" + text
+      cr = text.endsWith("\r")
+      if (cr) text = text.slice(0, -1)
+      if (text === "") return
+      const error = parser.feed(text)
+      if (error !== undefined && state.failure === undefined) {
+        state.failure = badResponse(`SSE event too large: ${error.message}`)
+      }
+    }
+    const drain = (): Effect.Effect<void, ModelError> => {
+      const parts = pending
+      pending = []
+      const push = pushAll(sink, parts)
+      return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
+    }
+    const read = Stream.runForEachWhile(response.stream, (bytes) => {
+      feed(decoder.decode(bytes, { stream: true }))
+      return Effect.as(drain(), !state.done)
+    })
+    const finish = Effect.suspend(() => {
+      if (!state.done && state.failure === undefined) {
+        // EOF: dispatch an unterminated last event instead of dropping it.
+        feed(decoder.decode() + (cr ? "\r" : "") + "\n\n")
+        cr = false
+      }
+      state.finish(pending)
+      return drain()
+    })
+    return Effect.zipRight(
+      Effect.mapError(read, (e) => e._tag === "ModelError" ? e : networkError(e, "reading the event stream")),
+      finish
+    )
+  })
+
+const pushAll = (sink: ModelSink, parts: ReadonlyArray<ModelPart>): Effect.Effect<void> => {
+  switch (parts.length) {
+    case 0:
+      return Effect.void
+    case 1:
+      return sink.part(parts[0]!)
+    default:
+      return Effect.forEach(parts, sink.part, { discard: true })
+  }
+}
+
+interface ToolCallSlot {
+  readonly index: number
+  id: string
+  name: string
+  args: string
+}
+
+/** Assembly state of one streamed response. */
+class StreamState {
+  done = false
+  failure: ModelError | undefined = undefined
+  private finishReason: string | undefined = undefined
+  private usage: Usage | undefined = undefined
+  private readonly calls: Array<ToolCallSlot> = []
+
+  onEvent(name: string, data: string, out: Array<ModelPart>): void {
+    if (name === "error") {
+      this.failure = providerError(parseJsonOr(data), data)
+      return
+    }
+    // Chat Completions chunks are unnamed events; other named events are not chunks.
+    if (name !== "message") return
+    if (data === "[DONE]") {
+      this.done = true
+      return
+    }
+    let chunk: unknown
+    try {
+      chunk = JSON.parse(data)
+    } catch {
+      if (data.trim() === "[DONE]") {
+        this.done = true
+        return
+      }
+      this.failure = badResponse(`malformed JSON in a stream chunk: ${truncate(data, 200)}`)
+      return
+    }
+    if (!isRecord(chunk)) {
+      this.failure = badResponse(`a stream chunk is not an object: ${truncate(data, 200)}`)
+      return
+    }
+    this.onChunk(chunk, out)
+  }
+
+  private onChunk(chunk: Record<string, unknown>, out: Array<ModelPart>): void {
+    if (chunk.error !== undefined && chunk.error !== null) {
+      this.failure = providerError(chunk.error, undefined)
+      return
+    }
+    if (isRecord(chunk.usage)) this.usage = mapUsage(chunk.usage)
+    const choice = firstChoice(chunk.choices)
+    if (choice === undefined) return
+    const delta = choice.delta
+    if (isRecord(delta)) {
+      const reasoning = nonEmpty(delta.reasoning_content) ?? nonEmpty(delta.reasoning)
+      if (reasoning !== undefined) out.push({ type: "reasoning-delta", text: reasoning })
+      const content = nonEmpty(delta.content)
+      if (content !== undefined) out.push({ type: "text-delta", text: content })
+      const refusal = nonEmpty(delta.refusal)
+      if (refusal !== undefined) out.push({ type: "text-delta", text: refusal })
+      if (Array.isArray(delta.tool_calls)) {
+        for (const call of delta.tool_calls) if (isRecord(call)) this.onToolCallDelta(call)
+      }
+    }
+    if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
+      this.finishReason = choice.finish_reason
+    }
+  }
+
+  /**
+   * Assembles tool calls by `index`: `id` and `name` from the opening delta, `arguments`
+   * concatenated as raw strings. A delta with a new `id` at an index already holding another
+   * call opens a new call (servers that send each call whole, all at index 0).
+   */
+  private onToolCallDelta(call: Record<string, unknown>): void {
+    const fn = isRecord(call.function) ? call.function : undefined
+    const id = nonEmpty(call.id)
+    const name = fn === undefined ? undefined : nonEmpty(fn.name)
+    const args = fn === undefined ? undefined : typeof fn.arguments === "string" ? fn.arguments : undefined
+    const last = this.calls[this.calls.length - 1]
+    const index = typeof call.index === "number"
+      ? call.index
+      : id === undefined && last !== undefined
+      ? last.index
+      : this.calls.length
+    let slot: ToolCallSlot | undefined
+    for (let i = this.calls.length - 1; i >= 0; i--) {
+      if (this.calls[i]!.index === index) {
+        slot = this.calls[i]
+        break
+      }
+    }
+    if (slot === undefined || (id !== undefined && slot.id !== "" && slot.id !== id)) {
+      slot = { index, id: "", name: "", args: "" }
+      this.calls.push(slot)
+    }
+    if (id !== undefined && slot.id === "") slot.id = id
+    if (name !== undefined && slot.name === "") slot.name = name
+    if (args !== undefined) slot.args += args
+  }
+
+  /** End of the response: tool calls in index order, usage, one finish; or a failure. */
+  finish(out: Array<ModelPart>): void {
+    if (this.failure !== undefined) return
+    if (this.finishReason === undefined) {
+      this.failure = new ModelError({
+        code: "STREAM_INCOMPLETE",
+        message: this.done
+          ? "the response stream ended ([DONE]) without a finish_reason"
+          : "the response stream ended without a finish_reason",
+        retryable: true
+      })
+      return
+    }
+    const calls = this.calls.slice().sort((a, b) => a.index - b.index)
+    for (const call of calls) {
+      out.push({
+        type: "tool-call",
+        id: call.id === "" ? generatedCallId() : call.id,
+        name: call.name,
+        rawArguments: call.args === "" ? "{}" : call.args
+      })
+    }
+    if (this.usage !== undefined) out.push({ type: "usage", usage: this.usage })
+    out.push({ type: "finish", reason: mapFinishReason(this.finishReason, calls.length > 0) })
+  }
+}
+
+/** A whole `chat.completion` JSON body (a server that answered without streaming). */
+const completionBody = (text: string, sink: ModelSink): Effect.Effect<void, ModelError> =>
+  Effect.suspend(() => {
+    const body = parseJsonOr(text)
+    if (!isRecord(body)) return Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
+    if (body.error !== undefined && body.error !== null) return Effect.fail(providerError(body.error, undefined))
+    const choice = firstChoice(body.choices)
+    const message = choice === undefined ? undefined : choice.message
+    if (choice === undefined || !isRecord(message)) {
+      return Effect.fail(badResponse("the response body has no choice with a message"))
+    }
+    const parts: Array<ModelPart> = []
+    const reasoning = nonEmpty(message.reasoning_content) ?? nonEmpty(message.reasoning)
+    if (reasoning !== undefined) parts.push({ type: "reasoning-delta", text: reasoning })
+    const content = nonEmpty(message.content)
+    if (content !== undefined) parts.push({ type: "text-delta", text: content })
+    const refusal = nonEmpty(message.refusal)
+    if (refusal !== undefined) parts.push({ type: "text-delta", text: refusal })
+    let calls = 0
+    if (Array.isArray(message.tool_calls)) {
+      for (const call of message.tool_calls) {
+        if (!isRecord(call)) continue
+        const fn = isRecord(call.function) ? call.function : {}
+        const args = fn.arguments
+        calls++
+        parts.push({
+          type: "tool-call",
+          id: nonEmpty(call.id) ?? generatedCallId(),
+          name: typeof fn.name === "string" ? fn.name : "",
+          rawArguments: typeof args === "string"
+            ? (args === "" ? "{}" : args)
+            : JSON.stringify(args ?? {})
+        })
+      }
+    }
+    if (isRecord(body.usage)) parts.push({ type: "usage", usage: mapUsage(body.usage) })
+    const reason = typeof choice.finish_reason === "string" ? choice.finish_reason : "stop"
+    parts.push({ type: "finish", reason: mapFinishReason(reason, calls > 0) })
+    return pushAll(sink, parts)
+  })
+
+/**
+ * `stop` → `stop` (or `tool-calls` when the response has tool calls: Ollama and some vLLM
+ * versions say `stop`), `tool_calls`/`function_call` → `tool-calls`, `length` → `length`,
+ * `content_filter` → `content-filter`; anything else → `stop` (`tool-calls` with tool calls).
+ */
+const mapFinishReason = (reason: string, hasToolCalls: boolean): FinishReason => {
+  switch (reason) {
+    case "tool_calls":
+    case "function_call":
+      return "tool-calls"
+    case "length":
+      return "length"
+    case "content_filter":
+      return "content-filter"
+    default:
+      return hasToolCalls ? "tool-calls" : "stop"
+  }
+}
+
+const mapUsage = (u: Record<string, unknown>): Usage => {
+  const usage: { -readonly [K in keyof Usage]: number } = {}
+  const input = num(u.prompt_tokens)
+  if (input !== undefined) usage.inputTokens = input
+  const output = num(u.completion_tokens)
+  if (output !== undefined) usage.outputTokens = output
+  const cached = (isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined) ??
+    num(u.prompt_cache_hit_tokens)
+  if (cached !== undefined) usage.cacheReadTokens = cached
+  const reasoning = isRecord(u.completion_tokens_details)
+    ? num(u.completion_tokens_details.reasoning_tokens)
+    : undefined
+  if (reasoning !== undefined) usage.reasoningTokens = reasoning
+  const total = num(u.total_tokens)
+  if (total !== undefined) usage.totalTokens = total
+  return usage
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+const isRetryableStatus = (status: number): boolean =>
+  status === 408 || status === 409 || status === 429 || status >= 500
+
+const RETRYABLE_TYPE = /overload|rate.?limit|server.?error|timeout|unavailable|internal/i
+
+const httpError = (
+  response: HttpClientResponse.HttpClientResponse,
+  text: string
+): Effect.Effect<ModelError> =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    const status = response.status
+    const body = parseJsonOr(text)
+    let message: string | undefined
+    if (isRecord(body)) {
+      if (isRecord(body.error)) message = describeError(body.error)
+      else if (typeof body.error === "string") message = body.error // Ollama: {"error": "…"}
+      else if (typeof body.message === "string") message = describeError(body) // vLLM: top-level
+    }
+    if (message === undefined) message = text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
+    const retryAfterMs = retryAfter(response.headers, now)
+    return new ModelError({
+      code: `HTTP_${status}`,
+      message,
+      status,
+      retryable: isRetryableStatus(status),
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+    })
+  })
+
+/** `type: message (param …)` from an OpenAI-style error object. */
+const describeError = (error: Record<string, unknown>): string => {
+  const message = typeof error.message === "string" ? error.message : JSON.stringify(error)
+  const type = typeof error.type === "string" && error.type !== ""
+    ? error.type
+    : typeof error.code === "string" && error.code !== ""
+    ? error.code
+    : undefined
+  const param = typeof error.param === "string" && error.param !== "" ? ` (param ${error.param})` : ""
+  return (type === undefined ? message : `${type}: ${message}`) + param
+}
+
+const providerError = (error: unknown, raw: string | undefined): ModelError => {
+  const inner = isRecord(error) && isRecord(error.error) ? error.error : error
+  if (!isRecord(inner)) {
+    return new ModelError({
+      code: "PROVIDER_ERROR",
+      message: typeof inner === "string" ? inner : raw !== undefined ? truncate(raw, 1000) : "provider error",
+      retryable: false
+    })
+  }
+  const numeric = num(inner.code) ?? num(inner.status)
+  const type = [inner.type, inner.code].find((v): v is string => typeof v === "string")
+  const retryable = numeric !== undefined
+    ? isRetryableStatus(numeric)
+    : type !== undefined && RETRYABLE_TYPE.test(type)
+  return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable })
+}
+
+/** `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date). */
+const retryAfter = (headers: { readonly [name: string]: string | undefined }, now: number): number | undefined => {
+  const ms = headers["retry-after-ms"]
+  if (ms !== undefined) {
+    const n = Number(ms)
+    if (ms.trim() !== "" && Number.isFinite(n) && n >= 0) return n
+  }
+  const value = headers["retry-after"]
+  if (value === undefined || value.trim() === "") return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+const transportError = (error: HttpClientError.HttpClientError, provider: string, url: string): ModelError =>
+  error._tag === "RequestError" && error.reason === "InvalidUrl"
+    ? new ModelError({ code: "INVALID_URL", message: `${provider}: invalid URL ${url}`, retryable: false, cause: error })
+    : new ModelError({
+      code: "NETWORK",
+      message: `${provider}: cannot reach ${url}: ${causeMessage(error)}`,
+      retryable: true,
+      cause: error
+    })
+
+const networkError = (error: HttpClientError.HttpClientError, doing: string): ModelError =>
+  new ModelError({
+    code: "NETWORK",
+    message: `connection failed while ${doing}: ${causeMessage(error)}`,
+    retryable: true,
+    cause: error
+  })
+
+const causeMessage = (error: HttpClientError.HttpClientError): string => {
+  const cause: unknown = error.cause
+  if (cause instanceof Error) {
+    const inner: unknown = cause.cause
+    return inner instanceof Error && inner.message !== "" ? `${cause.message} (${inner.message})` : cause.message
+  }
+  return error.message
+}
+
+const badResponse = (message: string): ModelError => new ModelError({ code: "BAD_RESPONSE", message, retryable: false })
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers: tolerant reading of foreign JSON (a field of an unexpected type is ignored)
+// ---------------------------------------------------------------------------------------------
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const nonEmpty = (u: unknown): string | undefined => typeof u === "string" && u !== "" ? u : undefined
+
+const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+
+const parseJsonOr = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** The choice with `index` 0 (n = 1), else the first one. */
+const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
+  if (!Array.isArray(choices) || choices.length === 0) return undefined
+  for (const c of choices) if (isRecord(c) && (c.index === 0 || c.index === undefined)) return c
+  return undefined
+}
+
+const truncate = (s: string, n: number): string => s.length > n ? s.slice(0, n) + "…" : s
+
+const generatedCallId = (): string => `call_${randomUUID()}`
