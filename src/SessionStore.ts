@@ -5,16 +5,34 @@
  * `time` (epoch ms from the Effect `Clock`) when it accepts an append, and serializes appends
  * per session. An append is durable when it returns: in memory for `layerMemory`, `write(2)`
  * returned for `layerJsonl`, and also fsynced (group commit through a queue) for
- * `layerJsonl({ fsync: "batch" })` (DESIGN.md §3.3).
+ * `layerJsonl({ fsync: "batch" })` (DESIGN.md §3.3). Reading accepts our format (version 1) and
+ * DSH format v0 logs (DESIGN.md §3.1; the rules are in `internal/logCodec.ts`).
  *
  * @since 0.1.0
  */
-import { Context, Effect, Schema } from "effect"
+import { FileSystem } from "@effect/platform"
+import { type PlatformError, SystemError } from "@effect/platform/Error"
+import {
+  Context,
+  Deferred,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  Layer,
+  Option,
+  Queue,
+  Schema,
+  Scope
+} from "effect"
+import { IdGenerator, random } from "./IdGenerator.js"
+import { commitDrafts, decodeLog, encodeEvents, encodeHeader, makeHeader } from "./internal/logCodec.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 
 /**
- * An I/O failure of the store (open, write, fsync, read). A failed append changes nothing in
- * memory (DESIGN.md §3.3).
+ * An I/O failure of the store (create, open, write, fsync, read, list), an id that cannot name
+ * a file, or an append to a closed or broken log. `cause` is the platform error when there is
+ * one. A failed append changes nothing in memory (DESIGN.md §3.3).
  *
  * @since 0.1.0
  * @category errors
@@ -26,9 +44,10 @@ export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("
 }) {}
 
 /**
- * A log that cannot be read: corruption before the tail, a header that is not a session header,
- * a legacy shape the reader cannot import. `line` is 1-based (line 1 is the header)
- * (DESIGN.md §3.1).
+ * A log that cannot be read: corruption before the tail (a line that is not JSON, a bad
+ * envelope, a `seq` out of order, core `data` that fails its schema), a header that is not a
+ * session header, a legacy shape the reader cannot import. `line` is 1-based (line 1 is the
+ * header); `message` names the line and the file (DESIGN.md §3.1).
  *
  * @since 0.1.0
  * @category errors
@@ -40,7 +59,8 @@ export class SessionLogError extends Schema.TaggedError<SessionLogError>()("Sess
 }) {}
 
 /**
- * A session with this id already exists, or no session has this id.
+ * No session has this id (`open`, `read`). Creating a session whose id exists is a
+ * `SessionStoreError`.
  *
  * @since 0.1.0
  * @category errors
@@ -51,8 +71,10 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
 }) {}
 
 /**
- * What reading a log gives: the header, every event (DSH v0 logs normalized: `seq`/`time`
- * assigned, packed chunk rows expanded), and warnings (e.g. a torn last line ignored).
+ * What reading a log gives: the header, every event, deep-frozen (DSH v0 logs normalized:
+ * `seq`/`time` assigned, packed chunk rows expanded into `assistant/chunk` events), and warnings
+ * (a torn last line ignored, blank lines skipped). `validBytes` and `tornTail` are set for
+ * logs read from bytes (DESIGN.md §3.1).
  *
  * @since 0.1.0
  * @category models
@@ -68,7 +90,8 @@ export interface LogContents {
 }
 
 /**
- * An open session log, the only writer of its session (DESIGN.md §3.3).
+ * An open session log, the only writer of its session (DESIGN.md §3.3). A store hands out one
+ * `SessionLog` per session: `open` of a session that is already open returns the same log.
  *
  * @since 0.1.0
  * @category models
@@ -79,20 +102,36 @@ export interface SessionLog {
   /** The file of a JSONL log. */
   readonly path?: string | undefined
   /**
-   * Assigns `seq` and `time` and appends the drafts in order, all or nothing. Returns the
-   * committed, frozen events once durable. Concurrent calls are serialized.
+   * Assigns `seq` (continuing the log) and `time` (`Clock.currentTimeMillis` when the append is
+   * accepted, one value for the whole call) and appends the drafts in order, all or nothing:
+   * one `write` for the whole call in the JSONL store. Deep-freezes the drafts' data in place.
+   * Returns the committed, frozen events once durable. Concurrent calls are serialized and
+   * each call's events are adjacent. Fails with `SessionStoreError` when the write (or, with
+   * `fsync: "batch"`, the fsync) fails; after a failed write the file is cut back to its last
+   * committed event and nothing changed. A failed fsync breaks the log (later appends fail):
+   * its events were written and stay in `events()`, but their durability is unknown.
    */
   readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError>
-  /** Every committed event so far (including the events read when the log was opened). */
+  /**
+   * Every committed event so far (including the events read when the log was opened), in `seq`
+   * order. A live read-only view that grows with later appends: `slice()` it for a snapshot.
+   */
   readonly events: () => ReadonlyArray<SessionEvent>
 }
 
 /**
+ * The operations of a session store (DESIGN.md §3).
+ *
  * @since 0.1.0
  * @category services
  */
 export interface SessionStoreService {
-  /** Creates a new empty session (header written durably). */
+  /**
+   * Creates a new empty session and writes its header durably. `id` defaults to the
+   * `IdGenerator` in context when there is one, else a random UUID; `createdAt` (epoch ms) to
+   * `Clock.currentTimeMillis`. An id that exists, or that cannot name a file
+   * (`[A-Za-z0-9_-][A-Za-z0-9._-]*`), is a `SessionStoreError`.
+   */
   readonly create: (options?: {
     readonly id?: SessionId | undefined
     readonly cwd?: string | undefined
@@ -100,17 +139,464 @@ export interface SessionStoreService {
   }) => Effect.Effect<SessionLog, SessionStoreError>
   /**
    * Opens an existing session for appending. A torn last line is cut back to the end of the
-   * last complete line before anything can be appended (DESIGN.md §3.1).
+   * last complete line before anything can be appended (DESIGN.md §3.1, §10). Returns the
+   * already open log when the session is open.
    */
   readonly open: (id: SessionId) => Effect.Effect<SessionLog, SessionStoreError | SessionLogError | SessionNotFound>
-  /** Reads a session without opening it for writing. */
+  /** Reads a session without opening it for writing (a torn tail is ignored, not cut). */
   readonly read: (id: SessionId) => Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound>
   /** Ids of the stored sessions, sorted. */
   readonly list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError>
 }
 
 /**
+ * The session store service. Layers: `layerMemory`, `layerJsonl(options)`.
+ *
  * @since 0.1.0
  * @category services
  */
 export class SessionStore extends Context.Tag("effect-agent-loop/SessionStore")<SessionStore, SessionStoreService>() {}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+const EMPTY: Effect.Effect<ReadonlyArray<SessionEvent>> = Effect.succeed(Object.freeze([]))
+
+const VALID_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/
+
+const nextId: Effect.Effect<string> = Effect.flatMap(
+  Effect.serviceOption(IdGenerator),
+  (generator) => Option.isSome(generator) ? generator.value.next : random.next
+)
+
+type CreateOptions = Parameters<SessionStoreService["create"]>[0]
+
+const resolveCreate = Effect.fnUntraced(function*(options: CreateOptions) {
+  const id = options?.id ?? (yield* nextId)
+  const createdAt = options?.createdAt ?? (yield* Effect.clockWith((clock) => clock.currentTimeMillis))
+  return makeHeader({ id, createdAt, cwd: options?.cwd })
+})
+
+const causeMessage = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+const storeError = (message: string, sessionId: string | undefined, cause?: unknown): SessionStoreError =>
+  new SessionStoreError({
+    message: cause === undefined ? message : `${message}: ${causeMessage(cause)}`,
+    sessionId,
+    cause
+  })
+
+const isNotFound = (error: PlatformError): boolean => error._tag === "SystemError" && error.reason === "NotFound"
+
+const notFound = (id: string): SessionNotFound => new SessionNotFound({ message: `no session "${id}"`, sessionId: id })
+
+const logError = (path: string | undefined, failure: { readonly line: number; readonly message: string }) =>
+  new SessionLogError({
+    message: `${path ?? "session log"}, line ${failure.line}: ${failure.message}`,
+    path,
+    line: failure.line
+  })
+
+const decodeBytes = (
+  bytes: Uint8Array,
+  path: string | undefined
+): Effect.Effect<LogContents, SessionLogError> => {
+  const result = decodeLog(bytes)
+  return Either.isRight(result) ? Effect.succeed(result.right) : Effect.fail(logError(path, result.left))
+}
+
+/**
+ * Reads and decodes a log file at any path: ours (version 1) or DSH v0 (DESIGN.md §3.1), for
+ * CLI commands such as `transcript FILE` and `check FILE` (DESIGN.md §14). A torn last line is
+ * ignored with a warning (the file is not changed). Fails with `SessionStoreError` when the
+ * file cannot be read, `SessionLogError` (naming the line) when its content cannot.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const readFile = (
+  path: string
+): Effect.Effect<LogContents, SessionStoreError | SessionLogError, FileSystem.FileSystem> =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) =>
+    fs.readFile(path).pipe(
+      Effect.mapError((error) => storeError(`cannot read ${path}`, undefined, error)),
+      Effect.flatMap((bytes) => decodeBytes(bytes, path))
+    ))
+
+// ---------------------------------------------------------------------------------------------
+// Memory store
+// ---------------------------------------------------------------------------------------------
+
+const makeMemoryLog = (header: SessionHeader): SessionLog => {
+  const events: Array<SessionEvent> = []
+  // One synchronous step: nothing can interleave, so no lock is needed.
+  const commit = (drafts: ReadonlyArray<EventDraft>, time: number): ReadonlyArray<SessionEvent> => {
+    const committed = commitDrafts(drafts, events.length, time)
+    for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
+    return committed
+  }
+  return {
+    id: header.id,
+    header,
+    append: (drafts) =>
+      drafts.length === 0
+        ? EMPTY
+        : Effect.clockWith((clock) => Effect.sync(() => commit(drafts, clock.unsafeCurrentTimeMillis()))),
+    events: () => events
+  }
+}
+
+/**
+ * Builds an in-memory store: sessions live as long as the store. Appends are durable when
+ * they return (DESIGN.md §3.3).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => {
+  const sessions = new Map<string, SessionLog>()
+  const get = (id: SessionId): Effect.Effect<SessionLog, SessionNotFound> => {
+    const log = sessions.get(id)
+    return log === undefined ? Effect.fail(notFound(id)) : Effect.succeed(log)
+  }
+  return SessionStore.of({
+    create: Effect.fn("SessionStore.create")(function*(options) {
+      const header = yield* resolveCreate(options)
+      if (sessions.has(header.id)) {
+        return yield* Effect.fail(storeError(`session "${header.id}" already exists`, header.id))
+      }
+      const log = makeMemoryLog(header)
+      sessions.set(header.id, log)
+      return log
+    }),
+    open: (id) => get(id),
+    read: (id) =>
+      Effect.map(get(id), (log): LogContents => ({ header: log.header, events: log.events().slice(), warnings: [] })),
+    list: Effect.sync(() => Array.from(sessions.keys()).sort())
+  })
+})
+
+/**
+ * The in-memory store (no requirements). The simulator uses it (DESIGN.md §15).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore, makeMemory)
+
+// ---------------------------------------------------------------------------------------------
+// JSONL store
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Options of `layerJsonl`: `directory` holds one `<id>.jsonl` per session (created on the first
+ * `create`); `fsync` is `"none"` (default: durable when `write` returned) or `"batch"` (also
+ * fsynced, group-committed) (DESIGN.md §3.3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface JsonlOptions {
+  readonly directory: string
+  readonly fsync?: "none" | "batch" | undefined
+}
+
+const encoder = new TextEncoder()
+
+type SyncWaiter = Deferred.Deferred<void, SessionStoreError>
+
+/** The mutable state of one open JSONL log; `lock` guards everything below it. */
+interface JsonlLog {
+  readonly id: string
+  readonly path: string
+  readonly file: FileSystem.File
+  readonly lock: Effect.Semaphore
+  readonly events: Array<SessionEvent>
+  /** Bytes of the file that hold committed lines. */
+  size: number
+  /** The file ends with a complete line that lacks its newline (a DSH log, an edited file). */
+  pendingNewline: boolean
+  /** Set when the log can no longer be appended to (closed, or a failed fsync or repair). */
+  broken: SessionStoreError | undefined
+  /** `fsync: "batch"`: waiters of the next fsync, each offered after its write returned. */
+  readonly syncQueue: Queue.Queue<SyncWaiter> | undefined
+}
+
+/**
+ * `file.write` until every byte is written: one `write(2)` in the normal case. (The platform's
+ * `writeAll` does the same at a measurably higher cost per call.)
+ */
+const writeFully = (file: FileSystem.File, bytes: Uint8Array): Effect.Effect<void, PlatformError> =>
+  Effect.flatMap(file.write(bytes), (written) => {
+    const n = Number(written)
+    return n >= bytes.length
+      ? Effect.void
+      : n <= 0
+      ? Effect.fail(
+        new SystemError({
+          reason: "WriteZero",
+          module: "FileSystem",
+          method: "write",
+          description: "write returned 0 bytes written"
+        })
+      )
+      : writeFully(file, bytes.subarray(n))
+  })
+
+/** Writes the drafts as one `write`; under the log's lock and uninterruptible. */
+const writeDrafts = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>,
+  time: number
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> => {
+  if (log.broken !== undefined) return Effect.fail(log.broken)
+  let committed: Array<SessionEvent>
+  let text: string
+  try {
+    committed = commitDrafts(drafts, log.events.length, time)
+    text = encodeEvents(committed)
+  } catch (cause) {
+    return Effect.fail(storeError(`cannot append to session "${log.id}": an event is not JSON`, log.id, cause))
+  }
+  const bytes = encoder.encode(log.pendingNewline ? "\n" + text : text)
+  return Effect.matchEffect(writeFully(log.file, bytes), {
+    onFailure: (error) => undoWrite(log, error),
+    onSuccess: () => {
+      log.size += bytes.length
+      log.pendingNewline = false
+      const events = log.events
+      for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
+      return Effect.succeed(committed)
+    }
+  })
+}
+
+/** After a failed write: cut off whatever part of it reached the file, then fail. */
+const undoWrite = (log: JsonlLog, error: PlatformError): Effect.Effect<never, SessionStoreError> => {
+  const failure = storeError(`cannot append to session "${log.id}"`, log.id, error)
+  return Effect.zipRight(
+    Effect.catchAll(log.file.truncate(log.size), (truncateError) =>
+      Effect.sync(() => {
+        log.broken = storeError(
+          `session "${log.id}" is broken: a failed write could not be cut back`,
+          log.id,
+          truncateError
+        )
+      })),
+    Effect.fail(failure)
+  )
+}
+
+const awaitSync = (
+  queue: Queue.Queue<SyncWaiter>,
+  committed: ReadonlyArray<SessionEvent>
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
+  Effect.flatMap(Deferred.make<void, SessionStoreError>(), (waiter) =>
+    Effect.zipRight(Queue.offer(queue, waiter), Effect.as(Deferred.await(waiter), committed)))
+
+/** Group commit: take every waiter queued so far, fsync once, complete them all. */
+const flusher = (log: JsonlLog, queue: Queue.Queue<SyncWaiter>): Effect.Effect<never> => {
+  const sync: Effect.Effect<void, SessionStoreError> = Effect.mapError(
+    log.file.sync,
+    (error) => storeError(`cannot fsync session "${log.id}"`, log.id, error)
+  )
+  const complete = (waiters: ReadonlyArray<SyncWaiter>, exit: Exit.Exit<void, SessionStoreError>) =>
+    Effect.sync(() => {
+      if (Exit.isFailure(exit) && log.broken === undefined) {
+        log.broken = storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
+      }
+      for (const waiter of waiters) Deferred.unsafeDone(waiter, exit)
+    })
+  const round = Effect.flatMap(Queue.take(queue), (first) =>
+    Effect.flatMap(Queue.takeAll(queue), (rest) => {
+      const waiters = [first, ...rest]
+      return Effect.flatMap(Effect.exit(sync), (exit) => complete(waiters, exit))
+    }))
+  return Effect.forever(round)
+}
+
+const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
+  const lockedWrite = (drafts: ReadonlyArray<EventDraft>) =>
+    log.lock.withPermits(1)(
+      Effect.uninterruptible(Effect.clockWith((clock) => writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())))
+    )
+  const queue = log.syncQueue
+  const append: SessionLog["append"] = queue === undefined
+    ? (drafts) => drafts.length === 0 ? EMPTY : lockedWrite(drafts)
+    : (drafts) => drafts.length === 0 ? EMPTY : Effect.flatMap(lockedWrite(drafts), (committed) => awaitSync(queue, committed))
+  return { id: log.id, header, path: log.path, append, events: () => log.events }
+}
+
+/**
+ * Builds a JSONL store in `options.directory` (DESIGN.md §3). Open logs keep their file
+ * handle (opened with flag `"a"`) until the scope closes; with `fsync: "batch"` each open log
+ * has a flusher fiber in that scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeJsonl = (
+  options: JsonlOptions
+): Effect.Effect<SessionStoreService, never, FileSystem.FileSystem | Scope.Scope> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const storeScope = yield* Effect.scope
+    const batch = options.fsync === "batch"
+    const directory = options.directory.length > 1 ? options.directory.replace(/\/+$/, "") : options.directory
+    const pathOf = (id: string) => `${directory}/${id}.jsonl`
+    const openLogs = new Map<string, SessionLog>()
+    const storeLock = yield* Effect.makeSemaphore(1)
+
+    /** Sets up an open log on a file handle in its own scope (child of the store's). */
+    const attach = Effect.fnUntraced(function*(
+      scope: Scope.Scope,
+      file: FileSystem.File,
+      header: SessionHeader,
+      path: string,
+      events: Array<SessionEvent>,
+      size: number,
+      pendingNewline: boolean
+    ) {
+      const log: JsonlLog = {
+        id: header.id,
+        path,
+        file,
+        lock: yield* Effect.makeSemaphore(1),
+        events,
+        size,
+        pendingNewline,
+        broken: undefined,
+        syncQueue: batch ? yield* Queue.unbounded<SyncWaiter>() : undefined
+      }
+      // Finalizers run in reverse: flusher interrupted, waiters failed, log closed, file closed.
+      yield* Scope.addFinalizer(
+        scope,
+        log.lock.withPermits(1)(Effect.sync(() => {
+          log.broken = storeError(`session "${log.id}" is closed`, log.id)
+        }))
+      )
+      const queue = log.syncQueue
+      if (queue !== undefined) {
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.flatMap(Queue.takeAll(queue), (waiters) =>
+            Effect.sync(() => {
+              const closed = Exit.fail(storeError(`session "${log.id}" was closed before its fsync`, log.id))
+              for (const waiter of waiters) Deferred.unsafeDone(waiter, closed)
+            }))
+        )
+        yield* Effect.forkIn(flusher(log, queue), scope)
+      }
+      const sessionLog = makeSessionLog(log, header)
+      openLogs.set(header.id, sessionLog)
+      return sessionLog
+    })
+
+    const openFile = (id: string, path: string, flag: "a" | "ax") =>
+      Effect.flatMap(Scope.fork(storeScope, ExecutionStrategy.sequential), (scope) =>
+        fs.open(path, { flag }).pipe(
+          Scope.extend(scope),
+          Effect.mapError((error) =>
+            flag === "ax" && error._tag === "SystemError" && error.reason === "AlreadyExists"
+              ? storeError(`session "${id}" already exists`, id)
+              : storeError(`cannot open ${path}`, id, error)
+          ),
+          Effect.map((file) => [scope, file] as const),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        ))
+
+    const create = Effect.fnUntraced(function*(createOptions: CreateOptions) {
+      const header = yield* resolveCreate(createOptions)
+      const id = header.id
+      if (!VALID_ID.test(id)) return yield* Effect.fail(storeError(`invalid session id ${JSON.stringify(id)}`, id))
+      yield* Effect.mapError(
+        fs.makeDirectory(directory, { recursive: true }),
+        (error) => storeError(`cannot create ${directory}`, id, error)
+      )
+      const path = pathOf(id)
+      const [scope, file] = yield* openFile(id, path, "ax")
+      const bytes = encoder.encode(encodeHeader(header))
+      yield* (batch ? Effect.zipRight(writeFully(file, bytes), file.sync) : writeFully(file, bytes)).pipe(
+        Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
+        Effect.onError(() => Effect.zipRight(Scope.close(scope, Exit.void), Effect.ignore(fs.remove(path))))
+      )
+      return yield* attach(scope, file, header, path, [], bytes.length, false)
+    })
+
+    const readBytes = (id: SessionId, path: string) =>
+      Effect.mapError(
+        fs.readFile(path),
+        (error) => isNotFound(error) ? notFound(id) : storeError(`cannot read ${path}`, id, error)
+      )
+
+    const open = Effect.fnUntraced(function*(id: SessionId) {
+      const already = openLogs.get(id)
+      if (already !== undefined) return already
+      if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
+      const path = pathOf(id)
+      const bytes = yield* readBytes(id, path)
+      const contents = yield* decodeBytes(bytes, path)
+      const size = contents.validBytes ?? bytes.length
+      const [scope, file] = yield* openFile(id, path, "a")
+      if (contents.tornTail === true) {
+        // DESIGN.md §3.1: cut the torn tail before anything can be appended.
+        yield* (batch ? Effect.zipRight(file.truncate(size), file.sync) : file.truncate(size)).pipe(
+          Effect.mapError((error) => storeError(`cannot cut the torn tail of ${path}`, id, error)),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
+      }
+      const pendingNewline = size > 0 && bytes[size - 1] !== 10
+      return yield* attach(
+        scope,
+        file,
+        contents.header,
+        path,
+        contents.events as Array<SessionEvent>,
+        size,
+        pendingNewline
+      )
+    })
+
+    const read = Effect.fnUntraced(function*(id: SessionId) {
+      const already = openLogs.get(id)
+      if (already !== undefined) {
+        return { header: already.header, events: already.events().slice(), warnings: [] } satisfies LogContents
+      }
+      if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
+      const path = pathOf(id)
+      return yield* decodeBytes(yield* readBytes(id, path), path)
+    })
+
+    const list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> = fs.readDirectory(directory).pipe(
+      Effect.map((names) => {
+        const ids: Array<string> = []
+        for (const name of names) {
+          if (name.endsWith(".jsonl") && name.length > 6) ids.push(name.slice(0, -6))
+        }
+        return ids.sort()
+      }),
+      Effect.catchAll((error) =>
+        isNotFound(error) ? Effect.succeed([]) : Effect.fail(storeError(`cannot list ${directory}`, undefined, error))
+      ),
+      Effect.withSpan("SessionStore.list")
+    )
+
+    return SessionStore.of({
+      create: (createOptions) => Effect.withSpan(storeLock.withPermits(1)(create(createOptions)), "SessionStore.create"),
+      open: (id) => Effect.withSpan(storeLock.withPermits(1)(open(id)), "SessionStore.open"),
+      read: (id) => Effect.withSpan(read(id), "SessionStore.read"),
+      list
+    })
+  })
+
+/**
+ * The JSONL store (DESIGN.md §3.1, §3.3): one `<id>.jsonl` per session in `options.directory`.
+ * Requires the platform's `FileSystem` (e.g. `NodeFileSystem.layer`). Scoped: open file
+ * handles and fsync flushers close with the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerJsonl = (options: JsonlOptions): Layer.Layer<SessionStore, never, FileSystem.FileSystem> =>
+  Layer.scoped(SessionStore, makeJsonl(options))

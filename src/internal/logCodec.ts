@@ -1,0 +1,583 @@
+/**
+ * The JSONL codec of session logs (DESIGN.md §3.1): pure functions that turn a log file's text
+ * into its header and events (our format v1 and DSH format v0), and events into lines.
+ *
+ * Reading validates every line at this I/O edge: the envelope (`type`, `seq` = index, `time`)
+ * and the `data` of every core event against `coreDataSchemas` (DSH v0: a lenient variant that
+ * checks only what the projections need). Validation has two layers with the same meaning: a
+ * hand-written fast check per core type that only accepts values the schema accepts, and, when
+ * it says no, the schema's compiled `decodeUnknownEither`, which decides and supplies the error
+ * message. Values are kept exactly as parsed (key order and unknown fields) and deep-frozen.
+ *
+ * Rules of the reader:
+ * - Line numbers are 1-based physical lines; line 1 is the header: `type: "session"`, `version`
+ *   1 with `format: "effect-agent-loop"`, or `version` 0 (DSH). Other versions are refused.
+ * - Every event must be an object with a string `type`. Our format also needs `seq` equal to
+ *   the event's index and a finite numeric `time`. Events of unknown types (plugins, DSH
+ *   `assistant/chunk`, `session/title`, …) are kept opaque: only their envelope is checked.
+ * - The empty string after the final newline is not a line. Other blank (whitespace-only) lines
+ *   are skipped wherever they are, with one warning (DSH's own reader skips empty lines too; our
+ *   writer never writes them).
+ * - The last line is torn when the file does not end with a newline and that line is not JSON:
+ *   it is ignored with a warning, `tornTail: true`, and `validBytes` is the byte length up to the
+ *   end of the previous line. A last line without a newline that parses is complete (whatever it
+ *   contains is validated like any other line).
+ * - Anything else that cannot be read is a `LogDecodeFailure` naming the line.
+ *
+ * DSH v0 (`"version":0` header, `../shared/fixtures/dsh/SOURCES.md`):
+ * - a missing `seq` is the index in the expanded event list; a present one must equal it;
+ * - a missing `time` is the previous event's time (0 for the first);
+ * - packed rows `text-chunks` / `reasoning-chunks` / `tool-call-chunks`
+ *   (`{type, seq0?, time0?, data:{turn, step, index, dt, texts | id, name?, args}}`) expand to one
+ *   `assistant/chunk` per element of `texts`/`args`, with DSH's own expanded shape (its storage
+ *   decoder's): `data = {turn, step, chunk}` where `chunk` is
+ *   `{type:"text-delta", index, text}`, `{type:"reasoning-delta", index, text}` or
+ *   `{type:"tool-call-delta", index, id, argumentsDelta, name?}`. `dt` holds the n-1 gaps (ms)
+ *   between consecutive elements: element k's time is `time0 + dt[0] + … + dt[k-1]`; without
+ *   `time0` every element takes the previous event's time;
+ * - a packed row needs integer `turn`/`step`/`index`, a non-empty string array and a `dt` of
+ *   numbers one shorter (as DSH's own decoder does); other fields of its envelope are dropped
+ *   with a warning;
+ * - core `data` is checked only for what the projections need (messages: string `id`, `role`,
+ *   `content` an array of objects with a string `type`, `source` with a string `kind`; `turn`/
+ *   `step` non-negative integers; …): `request/header` is `{header, reason}` there,
+ *   `assistant/message` has no `finish`, blocks may be `image {attachment}`;
+ * - envelope fields other than `type`/`seq`/`time`/`data` (`surfaceOp`, `sourceEventSeqs`,
+ *   `ignorable`, …) are kept; header fields (`seedLength`, `parentSession`, …) are kept.
+ */
+import { Either, ParseResult, Schema } from "effect"
+import {
+  coreDataSchemas,
+  coreEventTypes,
+  type EventDraft,
+  type SessionEvent,
+  type SessionHeader,
+  SessionHeaderSchema
+} from "../SessionEvent.js"
+import type { LogContents } from "../SessionStore.js"
+
+/** Why a log cannot be read: a 1-based line number and a readable message. */
+export interface LogDecodeFailure {
+  readonly line: number
+  readonly message: string
+}
+
+/** The format marker of our header line. */
+export const FORMAT = "effect-agent-loop"
+/** The version of our format. */
+export const VERSION = 1
+
+// ---------------------------------------------------------------------------------------------
+// Freezing
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Deep-freezes a JSON value in place and returns it. A subtree that is already frozen is taken
+ * as deep-frozen and not walked again (values built by `deepFreezeJson` freeze bottom-up).
+ */
+export const freezeJson = <A>(value: A): A => {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) freezeWalk(value)
+  return value
+}
+
+const freezeWalk = (value: object): void => {
+  Object.freeze(value)
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item = value[i]
+      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
+    }
+  } else {
+    for (const key in value) {
+      const item = (value as Record<string, unknown>)[key]
+      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------
+
+/** The frozen header of a new log of our format (`cwd` omitted when not given). */
+export const makeHeader = (options: {
+  readonly id: string
+  readonly createdAt: number
+  readonly cwd?: string | undefined
+}): SessionHeader =>
+  Object.freeze(
+    options.cwd === undefined
+      ? { type: "session" as const, format: FORMAT, version: VERSION, id: options.id, createdAt: options.createdAt }
+      : {
+        type: "session" as const,
+        format: FORMAT,
+        version: VERSION,
+        id: options.id,
+        createdAt: options.createdAt,
+        cwd: options.cwd
+      }
+  )
+
+/** Serializes a header as one line (with its newline). */
+export const encodeHeader = (header: SessionHeader): string => JSON.stringify(header) + "\n"
+
+/**
+ * Turns drafts into committed events: `seq` from `firstSeq` on, `time` for all, `data`
+ * deep-frozen in place, envelope frozen. Pure apart from freezing the drafts' data.
+ */
+export const commitDrafts = (
+  drafts: ReadonlyArray<EventDraft>,
+  firstSeq: number,
+  time: number
+): Array<SessionEvent> => {
+  const out = new Array<SessionEvent>(drafts.length)
+  for (let i = 0; i < drafts.length; i++) {
+    const draft = drafts[i]!
+    out[i] = Object.freeze({ type: draft.type, seq: firstSeq + i, time, data: freezeJson(draft.data) }) as SessionEvent
+  }
+  return out
+}
+
+/**
+ * Serializes events as lines, each ending with a newline. Throws what `JSON.stringify` throws
+ * (a cycle, a BigInt).
+ */
+export const encodeEvents = (events: ReadonlyArray<SessionEvent>): string => {
+  let text = ""
+  for (let i = 0; i < events.length; i++) text += JSON.stringify(events[i]) + "\n"
+  return text
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast checks (each accepts only values its schema accepts)
+// ---------------------------------------------------------------------------------------------
+
+type Check = (u: unknown) => boolean
+
+const isObject = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+const isInt = (u: unknown): boolean => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
+const isOptInt = (u: unknown): boolean => u === undefined || isInt(u)
+const isString = (u: unknown): u is string => typeof u === "string"
+const isOptBoolean = (u: unknown): boolean => u === undefined || typeof u === "boolean"
+const hasKind = (u: unknown): boolean => isObject(u) && typeof u.kind === "string"
+
+const isBlock = (u: unknown): boolean => {
+  if (!isObject(u)) return false
+  switch (u.type) {
+    case "text":
+      return typeof u.text === "string"
+    case "tool-call":
+      return typeof u.id === "string" && typeof u.name === "string" && typeof u.arguments === "string"
+    case "reasoning":
+      return typeof u.text === "string"
+    case "image":
+      return typeof u.mediaType === "string" && typeof u.data === "string"
+    case "tool-result":
+      return typeof u.toolCallId === "string" && isBlocks(u.content, isBlock) && isOptBoolean(u.isError)
+    default:
+      return false
+  }
+}
+
+/** DSH v0 blocks: any object with a string `type` (DSH has e.g. `image {attachment}`). */
+const isLegacyBlock = (u: unknown): boolean => isObject(u) && typeof u.type === "string"
+
+const isBlocks = (u: unknown, block: Check): boolean => {
+  if (!Array.isArray(u)) return false
+  for (let i = 0; i < u.length; i++) if (!block(u[i])) return false
+  return true
+}
+
+const isMessage = (u: unknown, role: string, block: Check): boolean =>
+  isObject(u) && typeof u.id === "string" && u.role === role && isBlocks(u.content, block) && hasKind(u.source)
+
+const isTurnStep = (u: Record<string, unknown>): boolean => isInt(u.turn) && isInt(u.step)
+
+const isMessages = (u: unknown, block: Check): boolean => {
+  if (!Array.isArray(u)) return false
+  for (let i = 0; i < u.length; i++) if (!isMessage(u[i], "user", block)) return false
+  return true
+}
+
+const makeFastChecks = (legacy: boolean): { readonly [type: string]: Check } => {
+  const block = legacy ? isLegacyBlock : isBlock
+  return {
+    "agent/inbox/spliced": (u) =>
+      isObject(u) && (u.target === "next-turn" || u.target === "next-step") && isInt(u.start) &&
+      isOptInt(u.removedCount) && isMessages(u.inserted, block) &&
+      (legacy
+        ? (u.outcome === undefined || isString(u.outcome)) && (u.cause === undefined || hasKind(u.cause))
+        : (u.outcome === undefined || u.outcome === "canceled") && (u.cause === undefined || hasKind(u.cause)) &&
+          (u.wake === undefined || u.wake === true)),
+    "turn/start": (u) => isObject(u) && isInt(u.turn),
+    "turn/end": (u) => isObject(u) && isInt(u.turn) && hasKind(u.reason),
+    "step/start": (u) => isObject(u) && isTurnStep(u),
+    "step/end": (u) => isObject(u) && isTurnStep(u),
+    "user/message": (u) => isMessage(u, "user", block),
+    "assistant/message": (u) =>
+      isObject(u) && isTurnStep(u) && isMessage(u.message, "assistant", block) && isOptBoolean(u.interrupted),
+    "tool/call": (u) =>
+      isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name) && "arguments" in u,
+    "tool/result": (u) =>
+      isObject(u) && isTurnStep(u) && isMessage(u.message, "user", block) &&
+      (u.error === undefined ||
+        (isObject(u.error) && isString(u.error.code) && (u.error.name === undefined || isString(u.error.name)))),
+    "request/header": isObject,
+    "session/end-seed": isObject
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas of DSH v0 core data: the structure the projections need, nothing more
+// ---------------------------------------------------------------------------------------------
+
+const Int = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
+const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const LegacyBlock = Schema.Struct({ type: Schema.String }, Open)
+const Source = Schema.Struct({ kind: Schema.String }, Open)
+const legacyMessage = (role: "user" | "assistant") =>
+  Schema.Struct({ id: Schema.String, role: Schema.Literal(role), content: Schema.Array(LegacyBlock), source: Source }, Open)
+const LegacyUser = legacyMessage("user")
+const TurnStep = { turn: Int, step: Int }
+
+const legacyDataSchemas: { readonly [type: string]: Schema.Schema<any, any, never> } = {
+  "agent/inbox/spliced": Schema.Struct(
+    {
+      target: Schema.Literal("next-turn", "next-step"),
+      start: Int,
+      removedCount: Schema.optional(Int),
+      inserted: Schema.Array(LegacyUser),
+      outcome: Schema.optional(Schema.String),
+      cause: Schema.optional(Source)
+    },
+    Open
+  ),
+  "turn/start": Schema.Struct({ turn: Int }, Open),
+  "turn/end": Schema.Struct({ turn: Int, reason: Source }, Open),
+  "step/start": Schema.Struct(TurnStep, Open),
+  "step/end": Schema.Struct(TurnStep, Open),
+  "user/message": LegacyUser,
+  "assistant/message": Schema.Struct(
+    { ...TurnStep, message: legacyMessage("assistant"), interrupted: Schema.optional(Schema.Boolean) },
+    Open
+  ),
+  "tool/call": Schema.Struct(
+    { ...TurnStep, callId: Schema.String, name: Schema.String, arguments: Schema.Unknown },
+    Open
+  ),
+  "tool/result": Schema.Struct(
+    {
+      ...TurnStep,
+      message: LegacyUser,
+      error: Schema.optional(Schema.Struct({ name: Schema.optional(Schema.String), code: Schema.String }, Open))
+    },
+    Open
+  ),
+  "request/header": Open,
+  "session/end-seed": Open
+}
+
+interface Validator {
+  readonly fast: Check
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
+}
+
+const makeValidators = (
+  schemas: { readonly [type: string]: Schema.Schema<any, any, never> },
+  legacy: boolean
+): ReadonlyMap<string, Validator> => {
+  const fast = makeFastChecks(legacy)
+  const out = new Map<string, Validator>()
+  for (const type of coreEventTypes) {
+    out.set(type, { fast: fast[type]!, decode: Schema.decodeUnknownEither(schemas[type]!) })
+  }
+  return out
+}
+
+const currentValidators = makeValidators(coreDataSchemas, false)
+const legacyValidators = makeValidators(legacyDataSchemas, true)
+const decodeHeader = Schema.decodeUnknownEither(SessionHeaderSchema)
+
+/** Returns undefined when `data` is valid for `type`, else the message of the first issue. */
+const checkData = (validators: ReadonlyMap<string, Validator>, type: string, data: unknown): string | undefined => {
+  const validator = validators.get(type)
+  if (validator === undefined || validator.fast(data)) return undefined
+  const result = validator.decode(data)
+  return Either.isRight(result) ? undefined : describe(result.left)
+}
+
+const describe = (error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const first = issues[0]
+  if (first === undefined) return "invalid"
+  const at = first.path.length === 0 ? "" : ` at ${first.path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`).join("")}`
+  return `${first.message}${at}`
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------------
+
+class Failure {
+  constructor(readonly line: number, readonly message: string) {}
+}
+
+const PACKED: { readonly [type: string]: "text-delta" | "reasoning-delta" | "tool-call-delta" } = {
+  "text-chunks": "text-delta",
+  "reasoning-chunks": "reasoning-delta",
+  "tool-call-chunks": "tool-call-delta"
+}
+
+const ENVELOPE_KEYS = new Set(["type", "seq", "time", "data"])
+
+const isBlank = (line: string): boolean => {
+  for (let i = 0; i < line.length; i++) {
+    const c = line.charCodeAt(i)
+    if (c !== 32 && c !== 9 && c !== 13 && c !== 10) return false
+  }
+  return true
+}
+
+const utf8Length = (text: string): number => {
+  let n = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1)
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4
+        i++
+      } else n += 3
+    } else n += 3
+  }
+  return n
+}
+
+const jsonKind = (u: unknown): string => u === null ? "null" : Array.isArray(u) ? "an array" : typeof u
+
+/**
+ * Decodes a whole log (bytes as read from disk, or text). `validBytes` and `tornTail` are always
+ * set. Fails with the first line that cannot be read.
+ */
+export const decodeLog = (input: string | Uint8Array): Either.Either<LogContents, LogDecodeFailure> => {
+  let text: string
+  let byteLengthUpTo: (charEnd: number) => number
+  let totalBytes: number
+  if (typeof input === "string") {
+    text = input
+    byteLengthUpTo = (end) => utf8Length(text.slice(0, end))
+    totalBytes = -1
+  } else {
+    const bytes = input
+    text = new TextDecoder().decode(bytes)
+    // A newline byte never occurs inside a multi-byte UTF-8 sequence, so the last "\n" of the
+    // text is the last 0x0A of the bytes.
+    byteLengthUpTo = () => bytes.lastIndexOf(10) + 1
+    totalBytes = bytes.length
+  }
+  try {
+    return Either.right(decodeText(text, byteLengthUpTo, totalBytes))
+  } catch (e) {
+    if (e instanceof Failure) return Either.left({ line: e.line, message: e.message })
+    throw e
+  }
+}
+
+const decodeText = (
+  text: string,
+  byteLengthUpTo: (charEnd: number) => number,
+  totalBytes: number
+): LogContents => {
+  const warnings: Array<string> = []
+  const events: Array<SessionEvent> = []
+  const n = text.length
+  let pos = 0
+  let lineNo = 0
+  let header: SessionHeader | undefined
+  let legacy = false
+  let prevTime = 0
+  let blankCount = 0
+  let firstBlank = 0
+  let tornTail = false
+  let validChars = n
+  while (pos < n) {
+    let end = text.indexOf("\n", pos)
+    const complete = end !== -1
+    if (!complete) end = n
+    lineNo++
+    const lineStart = pos
+    const line = text.slice(pos, end)
+    pos = end + 1
+    if (line.length === 0 || (line.charCodeAt(0) <= 32 && isBlank(line))) {
+      if (blankCount++ === 0) firstBlank = lineNo
+      continue
+    }
+    let row: unknown
+    try {
+      row = JSON.parse(line)
+    } catch (e) {
+      if (!complete) {
+        if (header === undefined) throw new Failure(lineNo, "incomplete header line (torn write)")
+        tornTail = true
+        validChars = lineStart
+        warnings.push(`line ${lineNo}: torn last line ignored (${line.length} characters, not JSON)`)
+        break
+      }
+      throw new Failure(lineNo, `not JSON: ${e instanceof Error ? e.message : String(e)}`)
+    }
+    if (header === undefined) {
+      header = readHeader(row, lineNo)
+      legacy = header.version === 0
+      continue
+    }
+    if (!isObject(row)) throw new Failure(lineNo, `event is ${jsonKind(row)}, not an object`)
+    const type = row.type
+    if (typeof type !== "string") throw new Failure(lineNo, "event has no string \"type\"")
+    if (legacy) {
+      const packed = PACKED[type]
+      if (packed !== undefined) {
+        prevTime = expandPacked(row, type, packed, lineNo, events, prevTime, warnings)
+        continue
+      }
+      const event = readLegacyEvent(row, type, lineNo, events.length, prevTime)
+      prevTime = event.time
+      events.push(event)
+      continue
+    }
+    const seq = row.seq
+    if (seq !== events.length) {
+      throw new Failure(lineNo, `"${type}" has seq ${JSON.stringify(seq)} where ${events.length} was expected`)
+    }
+    const time = row.time
+    if (typeof time !== "number" || !Number.isFinite(time)) {
+      throw new Failure(lineNo, `"${type}" has no numeric "time"`)
+    }
+    if (coreEventTypes.has(type)) {
+      const problem = checkData(currentValidators, type, row.data)
+      if (problem !== undefined) throw new Failure(lineNo, `invalid "${type}" data: ${problem}`)
+    }
+    events.push(freezeJson(row) as unknown as SessionEvent)
+  }
+  if (header === undefined) throw new Failure(1, "empty log: no header line")
+  if (blankCount > 0) {
+    warnings.push(`${blankCount} blank line${blankCount === 1 ? "" : "s"} skipped (first: line ${firstBlank})`)
+  }
+  const validBytes = tornTail
+    ? byteLengthUpTo(validChars)
+    : totalBytes >= 0
+    ? totalBytes
+    : utf8Length(text)
+  return { header, events, warnings, validBytes, tornTail }
+}
+
+const readHeader = (row: unknown, lineNo: number): SessionHeader => {
+  const decoded = decodeHeader(row)
+  if (Either.isLeft(decoded)) throw new Failure(lineNo, `not a session header: ${describe(decoded.left)}`)
+  const header = row as SessionHeader
+  if (header.version === VERSION) {
+    if (header.format !== FORMAT) {
+      throw new Failure(lineNo, `version 1 header without "format":"${FORMAT}"`)
+    }
+  } else if (header.version !== 0) {
+    throw new Failure(lineNo, `unsupported log version ${header.version}`)
+  }
+  return freezeJson(header)
+}
+
+const readLegacyEvent = (
+  row: Record<string, unknown>,
+  type: string,
+  lineNo: number,
+  expectedSeq: number,
+  prevTime: number
+): SessionEvent => {
+  const seq = row.seq
+  if (seq !== undefined && seq !== expectedSeq) {
+    throw new Failure(lineNo, `"${type}" has seq ${JSON.stringify(seq)} where ${expectedSeq} was expected`)
+  }
+  const time = row.time
+  if (time !== undefined && (typeof time !== "number" || !Number.isFinite(time))) {
+    throw new Failure(lineNo, `"${type}" has a non-numeric "time"`)
+  }
+  if (coreEventTypes.has(type)) {
+    const problem = checkData(legacyValidators, type, row.data)
+    if (problem !== undefined) throw new Failure(lineNo, `unreadable DSH v0 "${type}" data: ${problem}`)
+  }
+  if (seq !== undefined && time !== undefined) return freezeJson(row) as unknown as SessionEvent
+  const event: Record<string, unknown> = { type, seq: expectedSeq, time: time ?? prevTime, data: row.data }
+  for (const key in row) if (!ENVELOPE_KEYS.has(key)) event[key] = row[key]
+  return freezeJson(event) as unknown as SessionEvent
+}
+
+/** Expands a DSH packed chunk row into `events`; returns the time of the last element. */
+const expandPacked = (
+  row: Record<string, unknown>,
+  type: string,
+  chunkType: "text-delta" | "reasoning-delta" | "tool-call-delta",
+  lineNo: number,
+  events: Array<SessionEvent>,
+  prevTime: number,
+  warnings: Array<string>
+): number => {
+  const fail = (what: string): never => {
+    throw new Failure(lineNo, `unreadable DSH v0 "${type}" row: ${what}`)
+  }
+  const seq0 = row.seq0
+  if (seq0 !== undefined && seq0 !== events.length) {
+    fail(`seq0 ${JSON.stringify(seq0)} where ${events.length} was expected`)
+  }
+  const time0 = row.time0
+  if (time0 !== undefined && (typeof time0 !== "number" || !Number.isFinite(time0))) fail("non-numeric time0")
+  const data = row.data
+  if (!isObject(data)) fail("no data object")
+  const d = data as Record<string, unknown>
+  if (!isInt(d.turn) || !isInt(d.step)) fail("turn and step must be non-negative integers")
+  if (!isInt(d.index)) fail("index must be a non-negative integer")
+  const tool = chunkType === "tool-call-delta"
+  const members = tool ? d.args : d.texts
+  if (!Array.isArray(members) || members.length === 0) fail(`${tool ? "args" : "texts"} must be a non-empty array`)
+  const items = members as Array<unknown>
+  for (let k = 0; k < items.length; k++) if (typeof items[k] !== "string") fail(`element ${k} is not a string`)
+  const dt = d.dt
+  if (!Array.isArray(dt) || dt.length !== items.length - 1) {
+    fail(`dt must hold ${items.length - 1} gaps (one fewer than the elements)`)
+  }
+  const gaps = dt as Array<unknown>
+  for (let k = 0; k < gaps.length; k++) {
+    if (typeof gaps[k] !== "number" || !Number.isFinite(gaps[k])) fail(`dt[${k}] is not a number`)
+  }
+  if (tool && (!isString(d.id) || (d.name !== undefined && !isString(d.name)))) {
+    fail("id (and name, when present) must be strings")
+  }
+  for (const key in row) {
+    if (key !== "type" && key !== "seq0" && key !== "time0" && key !== "data") {
+      warnings.push(`line ${lineNo}: field "${key}" of a packed "${type}" row dropped`)
+    }
+  }
+  const turn = d.turn as number
+  const step = d.step as number
+  const index = d.index as number
+  let time = typeof time0 === "number" ? time0 : prevTime
+  for (let k = 0; k < items.length; k++) {
+    if (k > 0 && time0 !== undefined) time += gaps[k - 1] as number
+    const text = items[k] as string
+    const chunk = chunkType === "tool-call-delta"
+      ? d.name === undefined
+        ? { type: chunkType, index, id: d.id as string, argumentsDelta: text }
+        : { type: chunkType, index, id: d.id as string, argumentsDelta: text, name: d.name as string }
+      : { type: chunkType, index, text }
+    events.push(
+      Object.freeze({
+        type: "assistant/chunk",
+        seq: events.length,
+        time,
+        data: Object.freeze({ turn, step, chunk: Object.freeze(chunk) })
+      })
+    )
+  }
+  return time
+}
+

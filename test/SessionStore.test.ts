@@ -1,0 +1,709 @@
+import { FileSystem } from "@effect/platform"
+import { SystemError } from "@effect/platform/Error"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import * as IdGenerator from "../src/IdGenerator.js"
+import type { MessageId, UserMessage } from "../src/Message.js"
+import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
+import { dshFixturesDir, tmpDir } from "./utils/tmp.js"
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const userMessage = (id: string, text: string): UserMessage => ({
+  id: id as MessageId,
+  role: "user",
+  content: [{ type: "text", text }],
+  source: { kind: "user" }
+})
+
+const turnStart = (turn: number): EventDraft => ({ type: "turn/start", data: { turn } })
+
+type Store = SessionStore.SessionStore
+type Fs = FileSystem.FileSystem
+
+/** Runs `body` with a JSONL store in a fresh temporary directory. */
+const withJsonl = <A, E>(
+  body: (dir: string) => Effect.Effect<A, E, Store | Fs>,
+  options: { readonly fsync?: "none" | "batch"; readonly fs?: Layer.Layer<Fs> } = {}
+): Effect.Effect<A, E> =>
+  Effect.scoped(
+    Effect.flatMap(tmpDir, (dir) =>
+      body(dir).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: options.fsync }))))
+  ).pipe(Effect.provide(options.fs ?? NodeFileSystem.layer))
+
+/** Runs `effect` against a second, independent JSONL store on the same directory. */
+const inNewStore = <A, E>(dir: string, effect: Effect.Effect<A, E, Store | Fs>) =>
+  Effect.provide(effect, SessionStore.layerJsonl({ directory: dir }))
+
+const store = SessionStore.SessionStore
+
+const readText = (path: string) => Effect.orDie(Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(path)))
+const writeText = (path: string, text: string) =>
+  Effect.orDie(Effect.flatMap(FileSystem.FileSystem, (fs) => fs.writeFileString(path, text)))
+
+type FileOverrides = Partial<Pick<FileSystem.File, "sync" | "write" | "truncate">>
+
+/** A `FileSystem` over the real one whose opened files get `overrides`. */
+const wrappedFs = (overrides: (file: FileSystem.File) => FileOverrides): Layer.Layer<Fs> =>
+  Layer.effect(
+    FileSystem.FileSystem,
+    Effect.map(FileSystem.FileSystem, (fs) => ({
+      ...fs,
+      open: (path: string, options?: FileSystem.OpenFileOptions) =>
+        Effect.map(fs.open(path, options), (file): FileSystem.File => {
+          const o = overrides(file)
+          return {
+            [FileSystem.FileTypeId]: FileSystem.FileTypeId,
+            fd: file.fd,
+            get stat() {
+              return file.stat
+            },
+            get sync() {
+              return o.sync ?? file.sync
+            },
+            seek: (offset, from) => file.seek(offset, from),
+            read: (buffer) => file.read(buffer),
+            readAlloc: (size) => file.readAlloc(size),
+            truncate: o.truncate ?? ((length) => file.truncate(length)),
+            write: o.write ?? ((buffer) => file.write(buffer)),
+            writeAll: (buffer) => file.writeAll(buffer)
+          }
+        })
+    }))
+  ).pipe(Layer.provide(NodeFileSystem.layer))
+
+const diskFull = new SystemError({
+  reason: "Unknown",
+  module: "FileSystem",
+  method: "write",
+  description: "no space left on device (test)"
+})
+
+const seqs = (events: ReadonlyArray<SessionEvent>) => events.map((e) => e.seq)
+
+// ---------------------------------------------------------------------------------------------
+// Memory store
+// ---------------------------------------------------------------------------------------------
+
+describe("SessionStore.layerMemory", () => {
+  it.effect("assigns seq and time from the Clock, and serves open/read/list", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      yield* TestClock.adjust(1000)
+      const log = yield* s.create({ id: "b" })
+      expect(log.header).toEqual({ type: "session", format: "effect-agent-loop", version: 1, id: "b", createdAt: 1000 })
+      const first = yield* log.append([turnStart(1), { type: "step/start", data: { turn: 1, step: 1 } }])
+      yield* TestClock.adjust(250)
+      const second = yield* log.append([{ type: "plugin/note", data: { x: 1 } }])
+      expect(first).toEqual([
+        { type: "turn/start", seq: 0, time: 1000, data: { turn: 1 } },
+        { type: "step/start", seq: 1, time: 1000, data: { turn: 1, step: 1 } }
+      ])
+      expect(second).toEqual([{ type: "plugin/note", seq: 2, time: 1250, data: { x: 1 } }])
+      expect(Object.isFrozen(first[0])).toBe(true)
+      expect(Object.isFrozen(second[0]!.data)).toBe(true)
+      expect(yield* log.append([])).toEqual([])
+
+      yield* s.create({ id: "a", createdAt: 7, cwd: "/w" })
+      expect(yield* s.list).toEqual(["a", "b"])
+      expect(yield* s.open("b")).toBe(log)
+      const contents = yield* s.read("b")
+      expect(contents.events).toEqual([...first, ...second])
+      expect(contents.warnings).toEqual([])
+      expect((yield* s.read("a")).header).toEqual({
+        type: "session",
+        format: "effect-agent-loop",
+        version: 1,
+        id: "a",
+        createdAt: 7,
+        cwd: "/w"
+      })
+
+      const missing = yield* Effect.flip(s.open("nope"))
+      expect(missing._tag).toBe("SessionNotFound")
+      expect((yield* Effect.flip(s.read("nope")))._tag).toBe("SessionNotFound")
+      const duplicate = yield* Effect.flip(s.create({ id: "a" }))
+      expect(duplicate._tag).toBe("SessionStoreError")
+    }).pipe(Effect.provide(SessionStore.layerMemory)))
+
+  it.effect("takes the default id from the IdGenerator in context", () =>
+    Effect.gen(function*() {
+      const expected = yield* IdGenerator.seeded(42).next
+      const log = yield* (yield* store).create()
+      expect(log.id).toBe(expected)
+      expect(log.header.id).toBe(expected)
+    }).pipe(Effect.provide(SessionStore.layerMemory), Effect.provide(IdGenerator.layerSeeded(42))))
+})
+
+// ---------------------------------------------------------------------------------------------
+// JSONL store: writing
+// ---------------------------------------------------------------------------------------------
+
+describe("SessionStore.layerJsonl", () => {
+  it.effect("writes the header line and one line per event with seq and time", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const s = yield* store
+        yield* TestClock.adjust(1000)
+        const log = yield* s.create({ id: "s1", cwd: "/work" })
+        expect(log.path).toBe(`${dir}/s1.jsonl`)
+        expect(yield* readText(`${dir}/s1.jsonl`)).toBe(
+          "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"s1\",\"createdAt\":1000,\"cwd\":\"/work\"}\n"
+        )
+        yield* log.append([turnStart(1), { type: "step/start", data: { turn: 1, step: 1 } }])
+        yield* TestClock.adjust(42)
+        const [event] = yield* log.append([{ type: "user/message", data: userMessage("m1", "hi") }])
+        expect(event).toEqual({ type: "user/message", seq: 2, time: 1042, data: userMessage("m1", "hi") })
+        expect((yield* readText(`${dir}/s1.jsonl`)).split("\n").slice(1)).toEqual([
+          "{\"type\":\"turn/start\",\"seq\":0,\"time\":1000,\"data\":{\"turn\":1}}",
+          "{\"type\":\"step/start\",\"seq\":1,\"time\":1000,\"data\":{\"turn\":1,\"step\":1}}",
+          "{\"type\":\"user/message\",\"seq\":2,\"time\":1042,\"data\":{\"id\":\"m1\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],\"source\":{\"kind\":\"user\"}}}",
+          ""
+        ])
+        expect(log.events().map((e) => [e.seq, e.time])).toEqual([[0, 1000], [1, 1000], [2, 1042]])
+      })
+    ))
+
+  it.effect("reads back exactly what it wrote, and a reopened log continues its seq", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const s = yield* store
+        const log = yield* s.create({ id: "rt", createdAt: 5 })
+        const drafts: ReadonlyArray<EventDraft> = [
+          {
+            type: "agent/inbox/spliced",
+            data: { target: "next-turn", start: 0, inserted: [userMessage("u1", "hello")], wake: true }
+          },
+          turnStart(1),
+          { type: "agent/inbox/spliced", data: { target: "next-turn", start: 0, removedCount: 1, inserted: [] } },
+          { type: "step/start", data: { turn: 1, step: 1 } },
+          { type: "user/message", data: userMessage("u1", "hello") },
+          {
+            type: "request/header",
+            data: { turn: 1, step: 1, provider: "offline", model: "m", tools: [], settings: { temperature: 0 } }
+          },
+          {
+            type: "assistant/message",
+            data: {
+              turn: 1,
+              step: 1,
+              message: {
+                id: "a1" as MessageId,
+                role: "assistant",
+                content: [
+                  { type: "reasoning", text: "think", providerState: { signature: "sig" } },
+                  { type: "text", text: "ünïcødé ✓ 𝄞" },
+                  { type: "tool-call", id: "c1", name: "clock", arguments: "{}" }
+                ],
+                source: { kind: "model", provider: "offline", model: "m" }
+              },
+              usage: { inputTokens: 3, outputTokens: 4 },
+              finish: "tool-calls"
+            }
+          },
+          { type: "tool/call", data: { turn: 1, step: 1, callId: "c1", name: "clock", arguments: "{}" } },
+          {
+            type: "tool/result",
+            data: {
+              turn: 1,
+              step: 1,
+              message: {
+                id: "r1" as MessageId,
+                role: "user",
+                content: [{ type: "tool-result", toolCallId: "c1", content: [{ type: "text", text: "12:00" }] }],
+                source: { kind: "tool", callId: "c1" }
+              }
+            }
+          },
+          { type: "session/title", data: { title: "t", extra: [1, null, { deep: true }] } },
+          { type: "step/end", data: { turn: 1, step: 1 } },
+          { type: "turn/end", data: { turn: 1, reason: { kind: "completed" } } }
+        ]
+        const committed = yield* log.append(drafts)
+        const path = `${dir}/rt.jsonl`
+        const contents = yield* SessionStore.readFile(path)
+        expect(contents.header).toEqual(log.header)
+        expect(contents.events).toEqual(committed)
+        expect(contents.warnings).toEqual([])
+        expect(contents.tornTail).toBe(false)
+        expect(contents.validBytes).toBe(Buffer.byteLength(yield* readText(path)))
+        expect(Object.isFrozen(contents.events[6]!.data)).toBe(true)
+
+        // A second store reads and reopens the same file.
+        yield* inNewStore(
+          dir,
+          Effect.gen(function*() {
+            const other = yield* store
+            expect((yield* other.read("rt")).events).toEqual(committed)
+            const reopened = yield* other.open("rt")
+            expect(reopened.events()).toEqual(committed)
+            yield* TestClock.adjust(9)
+            const [next] = yield* reopened.append([turnStart(2)])
+            expect(next).toEqual({ type: "turn/start", seq: 12, time: 9, data: { turn: 2 } })
+          })
+        )
+        expect(seqs((yield* SessionStore.readFile(path)).events)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+      })
+    ))
+
+  it.effect("serializes concurrent appends: contiguous seqs, each append's events adjacent", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const log = yield* (yield* store).create({ id: "c" })
+        const results = yield* Effect.forEach(
+          Array.from({ length: 50 }, (_, i) => i),
+          (i) => log.append([{ type: "x/first", data: { i } }, { type: "x/second", data: { i } }]),
+          { concurrency: "unbounded" }
+        )
+        for (const [first, second] of results) {
+          expect(second!.seq).toBe(first!.seq + 1)
+          expect(first!.seq % 2).toBe(0)
+          expect(second!.data).toEqual(first!.data)
+        }
+        expect(new Set(results.map(([first]) => first!.seq)).size).toBe(50)
+        expect(seqs(log.events())).toEqual(Array.from({ length: 100 }, (_, i) => i))
+        expect((yield* SessionStore.readFile(`${dir}/c.jsonl`)).events).toEqual(log.events())
+      })
+    ))
+
+  it.effect("lists sorted ids, and an empty list before the directory exists", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = `${yield* tmpDir}/sessions/nested`
+      yield* Effect.gen(function*() {
+        const s = yield* store
+        expect(yield* s.list).toEqual([])
+        yield* s.create({ id: "zeta" })
+        yield* s.create({ id: "alpha" })
+        yield* s.create({ id: "mid.dle" })
+        yield* writeText(`${dir}/notes.txt`, "not a session")
+        expect(yield* s.list).toEqual(["alpha", "mid.dle", "zeta"])
+        const duplicate = yield* Effect.flip(s.create({ id: "alpha" }))
+        expect(duplicate).toMatchObject({ _tag: "SessionStoreError", message: "session \"alpha\" already exists" })
+        const traversal = yield* Effect.flip(s.create({ id: "../evil" }))
+        expect(traversal._tag).toBe("SessionStoreError")
+        expect((yield* Effect.flip(s.open("../evil")))._tag).toBe("SessionNotFound")
+        expect((yield* Effect.flip(s.open("missing")))._tag).toBe("SessionNotFound")
+        expect((yield* Effect.flip(s.read("missing")))._tag).toBe("SessionNotFound")
+      }).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir })))
+    })).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("a failed write changes nothing: no event in memory, the file cut back", () =>
+    Effect.gen(function*() {
+      // "partial": the first write(2) stores half of the bytes, the next one fails.
+      let mode: "ok" | "fail" | "partial" = "ok"
+      const fs = wrappedFs((file) => ({
+        write: (bytes) => {
+          if (mode === "ok") return file.write(bytes)
+          if (mode === "partial") {
+            mode = "fail"
+            return file.write(bytes.subarray(0, bytes.length >> 1))
+          }
+          return Effect.fail(diskFull)
+        }
+      }))
+      yield* withJsonl((dir) =>
+        Effect.gen(function*() {
+          const log = yield* (yield* store).create({ id: "f" })
+          yield* log.append([turnStart(1)])
+          const path = `${dir}/f.jsonl`
+          const before = yield* readText(path)
+          for (const failing of ["fail", "partial"] as const) {
+            mode = failing
+            const error = yield* Effect.flip(log.append([{ type: "step/start", data: { turn: 1, step: 1 } }, turnStart(9)]))
+            expect(error).toMatchObject({ _tag: "SessionStoreError", sessionId: "f" })
+            expect(error.message).toContain("no space left on device (test)")
+            expect(seqs(log.events())).toEqual([0])
+            expect(yield* readText(path)).toBe(before)
+          }
+          mode = "ok"
+          const [next] = yield* log.append([{ type: "step/start", data: { turn: 1, step: 1 } }])
+          expect(next!.seq).toBe(1)
+          expect((yield* SessionStore.readFile(path)).events).toEqual(log.events())
+        }), { fs })
+    }))
+
+  it.effect("fsync batch: every append waits for an fsync that started after its write", () =>
+    Effect.gen(function*() {
+      let syncs = 0
+      const fs = wrappedFs((file) => ({ sync: Effect.suspend(() => (syncs++, file.sync)) }))
+      yield* withJsonl((dir) =>
+        Effect.gen(function*() {
+          const log = yield* (yield* store).create({ id: "b" })
+          expect(syncs).toBe(1) // the header
+          yield* log.append([turnStart(1)])
+          expect(syncs).toBe(2)
+          yield* log.append([{ type: "step/start", data: { turn: 1, step: 1 } }])
+          expect(syncs).toBe(3)
+          expect(seqs((yield* SessionStore.readFile(`${dir}/b.jsonl`)).events)).toEqual([0, 1])
+        }), { fsync: "batch", fs })
+    }))
+
+  it.effect("fsync batch: appends whose writes complete during an fsync share the next one", () =>
+    Effect.gen(function*() {
+      let armed = false
+      let syncs = 0
+      let writes = 0
+      const firstSyncStarted = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const allWritten = yield* Deferred.make<void>()
+      const fs = wrappedFs((file) => ({
+        sync: Effect.suspend(() => {
+          if (!armed) return file.sync
+          syncs++
+          return Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(firstSyncStarted, undefined), Deferred.await(gate)),
+            file.sync
+          )
+        }),
+        write: (bytes) =>
+          Effect.tap(file.write(bytes), () => {
+            if (armed && ++writes === 50) Deferred.unsafeDone(allWritten, Exit.void)
+          })
+      }))
+      yield* withJsonl((dir) =>
+        Effect.gen(function*() {
+          const log = yield* (yield* store).create({ id: "g" })
+          armed = true
+          const first = yield* Effect.fork(log.append([{ type: "x/n", data: { i: 0 } }]))
+          yield* Deferred.await(firstSyncStarted)
+          const rest = yield* Effect.fork(Effect.forEach(
+            Array.from({ length: 49 }, (_, i) => i + 1),
+            (i) => log.append([{ type: "x/n", data: { i } }]),
+            { concurrency: "unbounded" }
+          ))
+          yield* Deferred.await(allWritten)
+          yield* Effect.repeatN(Effect.yieldNow(), 20)
+          // Nothing is durable yet: the first fsync is held.
+          expect(first.unsafePoll()).toBe(null)
+          yield* Deferred.succeed(gate, undefined)
+          const [firstEvent] = yield* Fiber.join(first)
+          const others = yield* Fiber.join(rest)
+          expect(firstEvent!.seq).toBe(0)
+          expect(others.map(([e]) => e!.seq).sort((a, b) => a - b)).toEqual(Array.from({ length: 49 }, (_, i) => i + 1))
+          expect(writes).toBe(50)
+          expect(syncs).toBe(2)
+          expect((yield* SessionStore.readFile(`${dir}/g.jsonl`)).events).toEqual(log.events())
+        }), { fsync: "batch", fs })
+    }))
+
+  it.effect("fsync batch: a failed fsync fails the waiting append and breaks the log", () =>
+    Effect.gen(function*() {
+      let failSync = false
+      const fs = wrappedFs((file) => ({
+        sync: Effect.suspend(() => failSync ? Effect.fail(diskFull) : file.sync)
+      }))
+      yield* withJsonl(() =>
+        Effect.gen(function*() {
+          const log = yield* (yield* store).create({ id: "x" })
+          failSync = true
+          const error = yield* Effect.flip(log.append([turnStart(1)]))
+          expect(error).toMatchObject({ _tag: "SessionStoreError", sessionId: "x" })
+          failSync = false
+          const later = yield* Effect.flip(log.append([turnStart(2)]))
+          expect(later.message).toBe("session \"x\" is broken: an fsync failed")
+          expect(seqs(log.events())).toEqual([0])
+        }), { fsync: "batch", fs })
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Reading: torn tails, corruption
+// ---------------------------------------------------------------------------------------------
+
+describe("reading logs", () => {
+  const nextLine = "{\"type\":\"turn/start\",\"seq\":2,\"time\":0,\"data\":{\"turn\":2}}"
+
+  it.effect("a torn last line is ignored with a warning, and open cuts it off", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const s = yield* store
+        for (const cut of [1, 10, nextLine.length - 1]) {
+          const id = `torn-${cut}`
+          const path = `${dir}/${id}.jsonl`
+          const log = yield* s.create({ id })
+          const written = yield* log.append([turnStart(1), { type: "step/start", data: { turn: 1, step: 1 } }])
+          const complete = yield* readText(path)
+          yield* writeText(path, complete + nextLine.slice(0, cut))
+
+          const contents = yield* SessionStore.readFile(path)
+          expect(contents.events).toEqual(written)
+          expect(contents.tornTail).toBe(true)
+          expect(contents.validBytes).toBe(Buffer.byteLength(complete))
+          expect(contents.warnings).toEqual([`line 4: torn last line ignored (${cut} characters, not JSON)`])
+          expect(yield* readText(path)).toBe(complete + nextLine.slice(0, cut)) // reading changes nothing
+
+          yield* inNewStore(
+            dir,
+            Effect.gen(function*() {
+              const reopened = yield* (yield* store).open(id)
+              expect(yield* readText(path)).toBe(complete) // cut back before any append
+              expect(reopened.events()).toEqual(written)
+              yield* reopened.append([turnStart(2)])
+            })
+          )
+          expect(yield* readText(path)).toBe(complete + nextLine + "\n")
+        }
+      })
+    ))
+
+  it.effect("a complete last line without a newline counts; the next append adds the newline", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const path = `${dir}/nl.jsonl`
+        const header = "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"nl\",\"createdAt\":0}"
+        const first = "{\"type\":\"turn/start\",\"seq\":0,\"time\":3,\"data\":{\"turn\":1}}"
+        yield* writeText(path, `${header}\n${first}`)
+        const contents = yield* SessionStore.readFile(path)
+        expect(contents.events).toEqual([{ type: "turn/start", seq: 0, time: 3, data: { turn: 1 } }])
+        expect(contents.tornTail).toBe(false)
+        const log = yield* (yield* store).open("nl")
+        yield* log.append([{ type: "turn/end", data: { turn: 1, reason: { kind: "completed" } } }])
+        expect(yield* readText(path)).toBe(
+          `${header}\n${first}\n{"type":"turn/end","seq":1,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}\n`
+        )
+      })
+    ))
+
+  it.effect("a header alone is a valid empty log; blank lines are skipped with a warning", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const header = "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"h\",\"createdAt\":0}"
+        yield* writeText(`${dir}/h.jsonl`, header + "\n")
+        const empty = yield* SessionStore.readFile(`${dir}/h.jsonl`)
+        expect(empty.events).toEqual([])
+        expect(empty.warnings).toEqual([])
+        expect((yield* (yield* store).open("h")).events()).toEqual([])
+
+        const e0 = "{\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{\"turn\":1}}"
+        yield* writeText(`${dir}/blank.jsonl`, `${header}\n\n${e0}\n  \n`)
+        const blank = yield* SessionStore.readFile(`${dir}/blank.jsonl`)
+        expect(seqs(blank.events)).toEqual([0])
+        expect(blank.warnings).toEqual(["2 blank lines skipped (first: line 2)"])
+      })
+    ))
+
+  it.effect("corruption before the tail is a SessionLogError naming the line", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const header = "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"k\",\"createdAt\":0}"
+        const ok = (seq: number) => `{"type":"turn/start","seq":${seq},"time":0,"data":{"turn":${seq + 1}}}`
+        const cases: ReadonlyArray<readonly [string, number, string]> = [
+          [`${header}\n${ok(0)}\n{"type":"turn/start","se\n${ok(2)}\n`, 3, "not JSON"],
+          [`${header}\n${ok(0)}\n${ok(2)}\n`, 3, "\"turn/start\" has seq 2 where 1 was expected"],
+          [`${header}\n${ok(0)}\n{"type":"x/y","seq":1,"data":{}}\n`, 3, "\"x/y\" has no numeric \"time\""],
+          [`${header}\n["type"]\n`, 2, "event is an array, not an object"],
+          [
+            `${header}\n${ok(0)}\n{"type":"user/message","seq":1,"time":0,"data":{"id":"m","role":"user","content":[{"type":"text","text":5}],"source":{"kind":"user"}}}\n${
+              ok(2)
+            }\n`,
+            3,
+            "invalid \"user/message\" data: Expected string, actual 5 at .content[0].text"
+          ],
+          [`${header}\n{"type":"turn/start","seq":0,"time":0,"data":{"turn":-1}}\n`, 2, "invalid \"turn/start\" data"],
+          [`{"type":"session","version":1,"id":"k","createdAt":0}\n`, 1, "version 1 header without"],
+          [`{"type":"session","version":7,"id":"k","createdAt":0}\n`, 1, "unsupported log version 7"],
+          [`{"type":"turn/start"}\n`, 1, "not a session header"],
+          [`{"type":"session","version":1`, 1, "incomplete header line"],
+          ["", 1, "empty log: no header line"]
+        ]
+        for (const [text, line, message] of cases) {
+          const path = `${dir}/k.jsonl`
+          yield* writeText(path, text)
+          const error = yield* Effect.flip(SessionStore.readFile(path))
+          expect(error._tag).toBe("SessionLogError")
+          if (error._tag !== "SessionLogError") continue
+          expect({ line: error.line, path: error.path }).toEqual({ line, path })
+          expect(error.message).toContain(`${path}, line ${line}: `)
+          expect(error.message).toContain(message)
+          const viaStore = yield* Effect.flip(inNewStore(dir, Effect.flatMap(store, (s) => s.open("k"))))
+          expect(viaStore).toMatchObject({ _tag: "SessionLogError", line })
+        }
+      })
+    ))
+
+  it.effect("readFile of a missing file is a SessionStoreError", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(SessionStore.readFile(`${dshFixturesDir}/no-such-file.jsonl`))
+      expect(error._tag).toBe("SessionStoreError")
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
+
+// ---------------------------------------------------------------------------------------------
+// DSH v0 logs
+// ---------------------------------------------------------------------------------------------
+
+describe("DSH v0 logs", () => {
+  const fixture = (name: string) => SessionStore.readFile(`${dshFixturesDir}/${name}`)
+
+  it.effect("every fixture reads: contiguous seqs, times assigned, foreign events kept", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const names = (yield* fs.readDirectory(dshFixturesDir)).filter((n) => n.endsWith(".jsonl")).sort()
+      expect(names.length).toBe(82)
+      const types = new Set<string>()
+      for (const name of names) {
+        const contents = yield* fixture(name)
+        expect(contents.header.version).toBe(0)
+        expect(contents.tornTail).toBe(false)
+        expect(contents.warnings).toEqual([])
+        contents.events.forEach((event, i) => {
+          expect(event.seq).toBe(i)
+          expect(event.time).toBe(0)
+          types.add(event.type)
+        })
+      }
+      for (const type of ["session/title", "request/context", "hook/invoked", "todo/write", "assistant/chunk"]) {
+        expect(types.has(type)).toBe(true)
+      }
+      expect([...types].filter((t) => t.endsWith("-chunks"))).toEqual([])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("expands packed chunk rows into one assistant/chunk per element", () =>
+    Effect.gen(function*() {
+      const { events, header } = yield* fixture("acp__tool-call-turn__session.jsonl")
+      expect(header).toEqual({
+        type: "session",
+        version: 0,
+        id: "e9421ff4-baae-4807-a7ea-fd8a65f2c897",
+        createdAt: 1783352044766,
+        cwd: "{{cwd}}",
+        delegationDepth: 0
+      })
+      expect(events.length).toBe(104) // 34 rows; 17 + 31 + 25 packed elements
+      expect(events.filter((e) => e.type === "assistant/chunk").length).toBe(87)
+      expect(events[6]).toEqual({
+        type: "session/title",
+        seq: 6,
+        time: 0,
+        data: { title: "Use the bash tool to", messageSeqs: [4], source: { kind: "fallback" } }
+      })
+      expect(events[10]).toEqual({
+        type: "assistant/chunk",
+        seq: 10,
+        time: 0,
+        data: { turn: 1, step: 1, chunk: { type: "reasoning-delta", index: 0, text: "The" } }
+      })
+      expect(events[28]).toEqual({
+        type: "assistant/chunk",
+        seq: 28,
+        time: 0,
+        data: {
+          turn: 1,
+          step: 1,
+          chunk: {
+            type: "tool-call-delta",
+            index: 1,
+            id: "call_00_Rn2Mz1y8uZN62ukEXiNO2077",
+            name: "bash",
+            argumentsDelta: ""
+          }
+        }
+      })
+      // DSH's own provenance points at the expanded seqs: the tool/result cites its tool/call.
+      expect(events[64]!.type).toBe("tool/call")
+      const result = events.find((e) => e.type === "tool/result")!
+      expect(result.sourceEventSeqs).toEqual([64])
+      expect(result.surfaceOp).toBe("append")
+      expect(events[4]!.surfaceOp).toBe("append")
+
+      const packed = yield* fixture("acp__packed-chunks__session.jsonl")
+      expect(packed.events.length).toBe(124)
+      const text = packed.events.filter((e) =>
+        e.type === "assistant/chunk" && (e.data as { chunk: { type: string } }).chunk.type === "text-delta"
+      )
+      expect(text.map((e) => (e.data as { chunk: { text: string } }).chunk.text).join("")).toBe(
+        "The tool returned:\n\n> Error: bash is disabled by policy in this session\n\nI cannot run the command because the bash tool is disabled by policy."
+      )
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("keeps seedLength and header-only logs", () =>
+    Effect.gen(function*() {
+      const fork = yield* fixture("acp__subagent-fork-in-process__session.1.jsonl")
+      expect(fork.header.seedLength).toBe(42)
+      expect(fork.header.parentSession).toBe("96cf59c9-b347-48b9-b234-a5200913ad05")
+      expect(fork.events.length).toBe(99)
+      expect(fork.events[42]!.type).toBe("session/end-seed")
+      const handshake = yield* fixture("acp__handshake__session.jsonl")
+      expect(handshake.events).toEqual([])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("assigns seq/time from seq0/time0/dt and the previous event", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const path = `${dir}/v0.jsonl`
+        yield* writeText(
+          path,
+          [
+            "{\"type\":\"session\",\"version\":0,\"id\":\"v0\",\"createdAt\":1,\"delegationDepth\":0}",
+            "{\"type\":\"turn/start\",\"seq\":0,\"time\":1000,\"data\":{\"turn\":1}}",
+            "{\"type\":\"text-chunks\",\"seq0\":1,\"time0\":2000,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[5,7],\"texts\":[\"a\",\"b\",\"c\"]}}",
+            "{\"type\":\"session/title\",\"data\":{\"title\":\"x\"},\"ignorable\":true}",
+            "{\"type\":\"tool-call-chunks\",\"data\":{\"turn\":1,\"step\":1,\"index\":1,\"dt\":[3],\"id\":\"c1\",\"args\":[\"{\",\"}\"]}}",
+            "{\"type\":\"user/message\",\"time\":3000,\"data\":{\"id\":\"u\",\"role\":\"user\",\"content\":[{\"type\":\"image\",\"attachment\":{\"id\":\"a\"}}],\"source\":{\"kind\":\"user\"}},\"surfaceOp\":\"append\"}",
+            ""
+          ].join("\n")
+        )
+        const chunk = (seq: number, time: number, c: object) => ({
+          type: "assistant/chunk",
+          seq,
+          time,
+          data: { turn: 1, step: 1, chunk: c }
+        })
+        expect((yield* SessionStore.readFile(path)).events).toEqual([
+          { type: "turn/start", seq: 0, time: 1000, data: { turn: 1 } },
+          chunk(1, 2000, { type: "text-delta", index: 0, text: "a" }),
+          chunk(2, 2005, { type: "text-delta", index: 0, text: "b" }),
+          chunk(3, 2012, { type: "text-delta", index: 0, text: "c" }),
+          { type: "session/title", seq: 4, time: 2012, data: { title: "x" }, ignorable: true },
+          chunk(5, 2012, { type: "tool-call-delta", index: 1, id: "c1", argumentsDelta: "{" }),
+          chunk(6, 2012, { type: "tool-call-delta", index: 1, id: "c1", argumentsDelta: "}" }),
+          {
+            type: "user/message",
+            seq: 7,
+            time: 3000,
+            data: {
+              id: "u",
+              role: "user",
+              content: [{ type: "image", attachment: { id: "a" } }],
+              source: { kind: "user" }
+            },
+            surfaceOp: "append"
+          }
+        ])
+      })
+    ))
+
+  it.effect("a legacy line it cannot read is a SessionLogError naming the line", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const header = "{\"type\":\"session\",\"version\":0,\"id\":\"bad\",\"createdAt\":1,\"delegationDepth\":0}"
+        const turn = "{\"type\":\"turn/start\",\"data\":{\"turn\":1}}"
+        const cases: ReadonlyArray<readonly [string, number, string]> = [
+          [
+            `${header}\n${turn}\n{"type":"user/message","data":{"role":"user","content":"hi"}}\n`,
+            3,
+            "unreadable DSH v0 \"user/message\" data"
+          ],
+          [
+            `${header}\n${turn}\n{"type":"text-chunks","data":{"turn":1,"step":1,"index":0,"dt":[1,2],"texts":["a","b"]}}\n`,
+            3,
+            "unreadable DSH v0 \"text-chunks\" row: dt must hold 1 gaps"
+          ],
+          [`${header}\n{"type":"step/start","data":{"turn":1,"step":"one"}}\n`, 2, "unreadable DSH v0 \"step/start\""],
+          [`${header}\n${turn}\n{"type":"turn/end","seq":5,"data":{"turn":1,"reason":{"kind":"completed"}}}\n`, 3, "seq 5 where 1"],
+          [`${header}\n{"data":{}}\n`, 2, "event has no string \"type\""]
+        ]
+        for (const [text, line, message] of cases) {
+          const path = `${dir}/bad.jsonl`
+          yield* writeText(path, text)
+          const error = yield* Effect.flip(SessionStore.readFile(path))
+          expect(error).toMatchObject({ _tag: "SessionLogError", line })
+          expect(error.message).toContain(message)
+        }
+      })
+    ))
+})
