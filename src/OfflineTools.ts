@@ -78,7 +78,8 @@ export const readFile = (
         }).pipe(
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),
-            (e) => Effect.fail(new Tool.ToolError({ message: `cannot read ${requested}: ${e.message}` }))
+            (e) =>
+              Effect.fail(new Tool.ToolError({ message: `cannot read ${requested}: ${e._tag === "SystemError" ? e.reason : e.message}` }))
           )
         )
     })

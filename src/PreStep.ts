@@ -78,7 +78,7 @@ export type Next = (payload?: PreStepPayload) => Effect.Effect<PreStepDecision, 
  * @since 0.1.0
  * @category models
  */
-export type Listener<E = never, R = never> = (
+export type Listener<E = PreStepFailed, R = never> = (
   payload: PreStepPayload,
   next: Next
 ) => Effect.Effect<PreStepDecision, E, R>

@@ -26,7 +26,8 @@ const sleeper = (name: string, contexts: ReadonlyArray<string> = [], extra?: { e
         for (const t of contexts) {
           additionalContexts.push(
             yield* UserMessage.make({ text: t, source: { kind: "tool", callId: c.callId } }).pipe(
-              Effect.provide(IdGenerator.layerSeeded(ms + t.length + c.callId.length))
+              Effect.provide(IdGenerator.layerSeeded(ms + t.length + c.callId.length)),
+              Effect.orDie
             )
           )
         }

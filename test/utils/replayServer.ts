@@ -95,21 +95,26 @@ const pause = (ms: number | undefined): Promise<void> =>
 const MAX_REQUEST_BODY = 4 * 1024 * 1024
 
 /**
- * Starts a server on 127.0.0.1 (random port) answering every request with `spec`; closed when
+ * Starts a server on 127.0.0.1 (random port) answering every request with `spec` (or request i
+ * with the i-th spec of a sequence, the last one repeating); closed when
  * the scope closes. Bounded: at most `maxRequests` answers (then 503), closes itself after
  * `lifetimeMs` (default 20 s).
  */
 export const replayServer = (
-  spec: ReplaySpec,
+  specOrSequence: ReplaySpec | ReadonlyArray<ReplaySpec>,
   options?: { readonly maxRequests?: number | undefined; readonly lifetimeMs?: number | undefined }
 ): Effect.Effect<ReplayServer, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.async<{ readonly server: Http.Server; readonly replay: ReplayServer; readonly timer: NodeJS.Timeout }>(
       (resume) => {
-        const body = framedBody(spec)
-        const chunks = pieces(body, spec)
-        const contentType = spec.contentType ??
-          (spec.file?.endsWith(".json") === true ? "application/json" : "text/event-stream")
+        // A sequence answers request i with spec i (the last one repeats).
+        const specs: ReadonlyArray<ReplaySpec> = Array.isArray(specOrSequence) ? specOrSequence : [specOrSequence as ReplaySpec]
+        const prepared = specs.map((spec) => ({
+          spec,
+          chunks: pieces(framedBody(spec), spec),
+          contentType: spec.contentType ??
+            (spec.file?.endsWith(".json") === true ? "application/json" : "text/event-stream")
+        }))
         const requests: Array<CapturedRequest> = []
         let aborted = 0
         const maxRequests = options?.maxRequests ?? 16
@@ -134,6 +139,7 @@ export const replayServer = (
             res.on("close", () => {
               if (!res.writableFinished) aborted++
             })
+            const { chunks, contentType, spec } = prepared[Math.min(requests.length - 1, prepared.length - 1)]!
             void (async () => {
               res.writeHead(spec.status ?? 200, { "content-type": contentType, ...spec.headers })
               res.flushHeaders()

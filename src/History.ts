@@ -1,0 +1,177 @@
+/**
+ * The model-visible history: the messages a model request carries, derived from the session log
+ * alone (DESIGN.md §6.2, §12). It is the `data` of every `user/message`, the `data.message` of
+ * every `assistant/message` (an interrupted prefix included) and the `data.message` of every
+ * `tool/result`, in log order, with DSH `surfaceOp` replacements honoured.
+ *
+ * DSH surface operations (envelope field `surfaceOp`, DESIGN.md §3.1). DSH keeps a "surface":
+ * the ordered list of the seqs of the events the model sees. The values found in the DSH v0
+ * fixtures, and what each does here:
+ * - `"append"`: the event's message goes at the end of the surface (every ordinary message).
+ * - `{op:"replace", start, end}` (also spelled `startSeq`/`endSeq`): `start` and `end` are seqs of
+ *   events currently on the surface; the span from `start` through `end`, in surface order
+ *   (not a numeric seq range: a replacement node has a higher seq than its neighbours), is
+ *   removed and the event's message takes its place. Compaction checkpoints and rewrites of one
+ *   message (e.g. an image replaced by its transcription) use it. A replace that names seqs not
+ *   on the surface (or `end` before `start`) is applied as an append, so nothing is lost.
+ * - absent: in our logs every message event is appended; in a DSH v0 log an event without
+ *   `surfaceOp` is log-only and not model-visible (as in DSH's own `deriveMessages`).
+ * An event of another type that carries a `surfaceOp` (e.g. a DSH `system/message`) occupies a
+ * surface position (so replace spans stay right) but yields no `Message`.
+ *
+ * For a DSH child session the inherited prefix (`seedLength`) is part of the history: it is the
+ * seed conversation. Only the inbox replay skips it.
+ *
+ * `derive` is one pass; `make` gives the incremental form the running agent keeps (O(1) per
+ * appended message; a replace costs O(surface)).
+ *
+ * @since 0.1.0
+ */
+import type { Message } from "./Message.js"
+import type { LogOptions } from "./internal/fate.js"
+import { isDsh } from "./internal/fate.js"
+import type { SessionEvent } from "./SessionEvent.js"
+
+/**
+ * Options of `derive`/`make`: the log's `header` (or `dsh: true`) selects DSH v0 surface rules.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeriveOptions = Pick<LogOptions, "header" | "dsh">
+
+/**
+ * What one event did to the history, as `Array.prototype.splice` coordinates on `messages`:
+ * `messages.splice(start, deleteCount, ...(message ? [message] : []))`. An append is
+ * `{start: length, deleteCount: 0, message}`. Lets a provider-facing message list follow the
+ * history incrementally (DESIGN.md §6.2).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HistoryChange {
+  readonly start: number
+  readonly deleteCount: number
+  readonly message: Message | undefined
+}
+
+/**
+ * The incremental history (DESIGN.md §6.2): feed it every committed event with `push` (events
+ * that are not model-visible are ignored cheaply); `messages` is the current history (a live
+ * array owned by the builder: do not mutate it; copy it to keep a snapshot).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HistoryBuilder {
+  /** The model-visible messages so far, in history order. */
+  readonly messages: ReadonlyArray<Message>
+  /** Applies one event; returns what changed, or `undefined` when the event is not model-visible. */
+  readonly push: (event: SessionEvent) => HistoryChange | undefined
+  /** Applies events in order. */
+  readonly pushAll: (events: Iterable<SessionEvent>) => void
+}
+
+/** The message an event contributes, if it is one of the three model-visible types. */
+const messageOf = (event: SessionEvent): Message | undefined => {
+  switch (event.type) {
+    case "user/message":
+      return event.data as Message
+    case "assistant/message":
+    case "tool/result":
+      return (event.data as { readonly message: Message }).message
+    default:
+      return undefined
+  }
+}
+
+const isSurfaceType = (type: string): boolean =>
+  type === "user/message" || type === "assistant/message" || type === "tool/result"
+
+class Builder implements HistoryBuilder {
+  readonly messages: Array<Message> = []
+  /** Seq of each surface node, in surface order. */
+  private readonly nodes: Array<number> = []
+  /** Seqs of surface nodes that carry no `Message` (foreign types with a surfaceOp). */
+  private readonly bare = new Set<number>()
+
+  constructor(private readonly dsh: boolean) {}
+
+  push = (event: SessionEvent): HistoryChange | undefined => {
+    const op = (event as { readonly surfaceOp?: unknown }).surfaceOp
+    if (op === undefined) {
+      if (this.dsh || !isSurfaceType(event.type)) return undefined
+      return this.append(event.seq, messageOf(event))
+    }
+    if (op === "append") return this.append(event.seq, messageOf(event))
+    if (typeof op === "object" && op !== null && (op as { readonly op?: unknown }).op === "replace") {
+      const o = op as { readonly start?: unknown; readonly end?: unknown; readonly startSeq?: unknown; readonly endSeq?: unknown }
+      return this.replace(event.seq, messageOf(event), o.start ?? o.startSeq, o.end ?? o.endSeq)
+    }
+    // An unknown surface operation: keep the message visible.
+    return this.append(event.seq, messageOf(event))
+  }
+
+  pushAll = (events: Iterable<SessionEvent>): void => {
+    for (const event of events) this.push(event)
+  }
+
+  private append(seq: number, message: Message | undefined): HistoryChange {
+    this.nodes.push(seq)
+    if (message === undefined) {
+      this.bare.add(seq)
+      return { start: this.messages.length, deleteCount: 0, message }
+    }
+    this.messages.push(message)
+    return { start: this.messages.length - 1, deleteCount: 0, message }
+  }
+
+  private replace(seq: number, message: Message | undefined, start: unknown, end: unknown): HistoryChange {
+    const nodes = this.nodes
+    const from = typeof start === "number" ? nodes.lastIndexOf(start) : -1
+    const to = typeof end === "number" ? nodes.lastIndexOf(end) : -1
+    if (from < 0 || to < from) return this.append(seq, message)
+    // message index of node `from`, and how many messages the span holds
+    let msgStart = from
+    let deleteCount = to - from + 1
+    if (this.bare.size > 0) {
+      msgStart = 0
+      for (let i = 0; i < from; i++) if (!this.bare.has(nodes[i]!)) msgStart++
+      deleteCount = 0
+      for (let i = from; i <= to; i++) {
+        if (this.bare.has(nodes[i]!)) this.bare.delete(nodes[i]!)
+        else deleteCount++
+      }
+    }
+    nodes.splice(from, to - from + 1, seq)
+    if (message === undefined) {
+      this.bare.add(seq)
+      this.messages.splice(msgStart, deleteCount)
+    } else {
+      this.messages.splice(msgStart, deleteCount, message)
+    }
+    return { start: msgStart, deleteCount, message }
+  }
+}
+
+/**
+ * A new, empty incremental history. Pass the log's header (or `dsh: true`) for a DSH v0 log.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: DeriveOptions): HistoryBuilder => new Builder(isDsh(options))
+
+/**
+ * The model-visible messages of a log (DESIGN.md §12): `user/message` data,
+ * `assistant/message` `data.message`, `tool/result` `data.message`, in log order, with DSH
+ * `surfaceOp` replacements honoured (see the module comment). One pass.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const derive = (events: ReadonlyArray<SessionEvent>, options?: DeriveOptions): Array<Message> => {
+  const builder = new Builder(isDsh(options))
+  for (let i = 0; i < events.length; i++) builder.push(events[i]!)
+  return builder.messages
+}

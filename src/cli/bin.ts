@@ -1,0 +1,20 @@
+#!/usr/bin/env node
+/**
+ * The `agent-loop` executable: runs `main` on the process arguments and exits with its code
+ * (130 when interrupted with Ctrl-C).
+ */
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Cause, Effect, Exit } from "effect"
+import { main } from "./main.js"
+
+NodeRuntime.runMain(main(process.argv.slice(2)).pipe(Effect.provide(NodeContext.layer)), {
+  disableErrorReporting: true,
+  teardown: (exit, onExit) => {
+    if (Exit.isSuccess(exit)) onExit(exit.value as number)
+    else if (Cause.isInterruptedOnly(exit.cause)) onExit(130)
+    else {
+      process.stderr.write(Cause.pretty(exit.cause) + "\n")
+      onExit(1)
+    }
+  }
+})

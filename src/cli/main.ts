@@ -1,0 +1,258 @@
+/**
+ * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
+ * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE` and `demo`.
+ *
+ * Exit codes: `run` exits 0 for `completed` or `max-tokens`, 3 `blocked`, 4 `error`, 130
+ * `aborted` (also on Ctrl-C); `check` exits 1 when an invariant is violated; every command
+ * exits 2 for bad arguments, an unreadable log (the error names the line) or a missing file.
+ *
+ * @since 0.1.0
+ */
+import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { Path } from "@effect/platform"
+import { NodeContext, NodeHttpClient } from "@effect/platform-node"
+import { Console, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Agent from "../Agent.js"
+import * as IdGenerator from "../IdGenerator.js"
+import * as Invariant from "../Invariant.js"
+import { UserMessage } from "../Message.js"
+import * as Model from "../Model.js"
+import * as OfflineTools from "../OfflineTools.js"
+import * as OpenAICompat from "../providers/OpenAICompat.js"
+import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
+import * as SessionStore from "../SessionStore.js"
+import * as Transcript from "../Transcript.js"
+
+/**
+ * A command's requested exit: the process exits with `code` after printing `message` (if any)
+ * to stderr.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CliExit extends Schema.TaggedError<CliExit>()("CliExit", {
+  code: Schema.Number,
+  message: Schema.String
+}) {}
+
+const exit = (code: number, message = "") => Effect.fail(new CliExit({ code, message }))
+
+const storeOption = Options.directory("store").pipe(
+  Options.withDefault(".agent-loop/sessions"),
+  Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
+)
+
+const providerOption = Options.choice("provider", ["offline", "openai-compat"]).pipe(
+  Options.withDefault("offline" as const),
+  Options.withDescription("model provider: the offline rule-based model, or an OpenAI-compatible server")
+)
+const baseUrlOption = Options.text("base-url").pipe(
+  Options.optional,
+  Options.withDescription("base URL of the provider, e.g. https://api.deepseek.com/v1")
+)
+const modelOption = Options.text("model").pipe(Options.optional, Options.withDescription("model name"))
+const apiKeyEnvOption = Options.text("api-key-env").pipe(
+  Options.optional,
+  Options.withDescription("name of the environment variable that holds the API key")
+)
+
+/** Exit code of a turn end reason (DESIGN.md §14). */
+export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
+  switch (reason?.kind) {
+    case "blocked":
+      return 3
+    case "error":
+      return 4
+    case "aborted":
+    case "interrupted":
+      return 130
+    default:
+      return 0
+  }
+}
+
+const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undefined => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "turn/end") return (e.data as { reason: TurnEndReason }).reason
+  }
+  return undefined
+}
+
+/** The model layer for the provider flags, or a bad-arguments exit. */
+const modelLayer = (options: {
+  readonly provider: "offline" | "openai-compat"
+  readonly baseUrl: Option.Option<string>
+  readonly model: Option.Option<string>
+  readonly apiKeyEnv: Option.Option<string>
+}): Effect.Effect<Layer.Layer<Model.Model>, CliExit> => {
+  if (options.provider === "offline") return Effect.succeed(Model.layer(Model.offline()))
+  if (Option.isNone(options.baseUrl)) return exit(2, "--provider openai-compat needs --base-url URL")
+  if (Option.isNone(options.model)) return exit(2, "--provider openai-compat needs --model NAME")
+  let apiKey: Redacted.Redacted<string> | undefined
+  if (Option.isSome(options.apiKeyEnv)) {
+    const value = process.env[options.apiKeyEnv.value]
+    if (value === undefined || value === "") {
+      return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is not set`)
+    }
+    apiKey = Redacted.make(value)
+  }
+  try {
+    new URL(options.baseUrl.value)
+  } catch {
+    return exit(2, `--base-url: not a URL: ${options.baseUrl.value}`)
+  }
+  return Effect.succeed(
+    OpenAICompat.layer({ baseUrl: options.baseUrl.value, model: options.model.value, apiKey }).pipe(
+      Layer.provide(NodeHttpClient.layerUndici)
+    )
+  )
+}
+
+const printTranscript = (events: ReadonlyArray<SessionEvent>) => Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
+
+/**
+ * `run --prompt TEXT`: one followup on a new session of the JSONL store; prints the transcript
+ * and the log's path; exits with the code of the turn's end reason.
+ */
+const run = Command.make(
+  "run",
+  {
+    prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
+    provider: providerOption,
+    baseUrl: baseUrlOption,
+    model: modelOption,
+    apiKeyEnv: apiKeyEnvOption,
+    store: storeOption
+  },
+  (options) =>
+    Effect.gen(function*() {
+      const model = yield* modelLayer(options)
+      const path = yield* Path.Path
+      const directory = path.resolve(options.store)
+      const events = yield* Effect.scoped(Effect.gen(function*() {
+        const tools = yield* OfflineTools.all()
+        const agent = yield* Agent.make({ tools, cwd: process.cwd() })
+        yield* agent.followup(options.prompt)
+        yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        return { events: agent.log.events(), path: agent.log.path ?? agent.id }
+      })).pipe(
+        Effect.provide(Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
+        Effect.catchTags({
+          SessionStoreError: (e) => exit(2, `cannot write the session log: ${e.message}`),
+          InvalidMessage: (e) => exit(2, `invalid prompt: ${e.message}`),
+          DuplicateMessageId: (e) => exit(2, e.message),
+          AgentDisposed: (e) => exit(2, e.message)
+        })
+      )
+      yield* printTranscript(events.events)
+      yield* Console.log("")
+      yield* Console.log(`session log: ${events.path}`)
+      const reason = lastTurnEnd(events.events)
+      const code = exitCodeOf(reason)
+      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (code !== 0) return yield* exit(code)
+    })
+).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
+
+/** Reads a log or exits 2 with the reader's message (naming the line). */
+const readLog = (file: string) =>
+  SessionStore.readFile(file).pipe(
+    Effect.catchTags({
+      SessionStoreError: (e) => exit(2, `${file}: ${e.message}`),
+      SessionLogError: (e) => exit(2, `${file}:${e.line}: ${e.message}`)
+    })
+  )
+
+const transcript = Command.make(
+  "transcript",
+  {
+    file: Args.text({ name: "FILE" }).pipe(Args.withDescription("a session log (ours or DSH v0)")),
+    json: Options.boolean("json").pipe(Options.withDescription("one JSON object a line"))
+  },
+  ({ file, json }) =>
+    Effect.gen(function*() {
+      const contents = yield* readLog(file)
+      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      const entries = Transcript.fromEvents(contents.events)
+      if (json) {
+        const lines = Transcript.toJsonLines(entries)
+        if (lines.length > 0) yield* Console.log(lines.trimEnd())
+      } else {
+        const text = Transcript.render(entries)
+        if (text.length > 0) yield* Console.log(text.trimEnd())
+      }
+    })
+).pipe(Command.withDescription("Print the transcript of a session log (DESIGN.md §14)."))
+
+const check = Command.make(
+  "check",
+  { file: Args.text({ name: "FILE" }).pipe(Args.withDescription("a session log (ours or DSH v0)")) },
+  ({ file }) =>
+    Effect.gen(function*() {
+      const contents = yield* readLog(file)
+      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      const violations = Invariant.check(contents.events, { header: contents.header })
+      if (violations.length === 0) {
+        yield* Console.log(`${file}: ok (${contents.events.length} events)`)
+        return
+      }
+      for (const v of violations) yield* Console.log(`${file}: seq ${v.seq}: rule ${v.rule}: ${v.message}`)
+      return yield* exit(1)
+    })
+).pipe(Command.withDescription("Check a session log against the invariants of DESIGN.md §12."))
+
+/**
+ * `demo`: a session on the offline model in which a context is injected while idle, a prompt
+ * runs two tools, a steer arrives while the `wait` tool runs, and another context is injected.
+ */
+const demo = Command.make(
+  "demo",
+  { store: storeOption },
+  ({ store }) =>
+    Effect.gen(function*() {
+      const path = yield* Path.Path
+      const directory = path.resolve(store)
+      const log = yield* Effect.scoped(Effect.gen(function*() {
+        const tools = yield* OfflineTools.all()
+        const agent = yield* Agent.make({ tools, cwd: process.cwd(), instructions: "You are the effect-agent-loop demo." })
+        yield* agent.inject(yield* UserMessage.make({ text: "The user is on branch main.", source: { kind: "plugin", plugin: "git" } }))
+        yield* agent.followup("Please wait 1 second and tell me the time.")
+        yield* Effect.sleep("300 millis")
+        yield* agent.steer("Also read file package.json, please.")
+        yield* agent.inject(yield* UserMessage.make({ text: "The network is metered.", source: { kind: "plugin", plugin: "netwatch" } }))
+        yield* agent.awaitIdle
+        return agent.log
+      })).pipe(
+        Effect.provide(Layer.mergeAll(Model.layer(Model.offline()), SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
+        Effect.catchAll((e) => exit(2, `demo failed: ${e.message}`))
+      )
+      yield* printTranscript(log.events())
+      yield* Console.log("")
+      yield* Console.log(`session log: ${log.path ?? log.id}`)
+      yield* Console.log(`replay it with: npx agent-loop transcript ${log.path ?? log.id}`)
+    })
+).pipe(Command.withDescription("Run a short offline demo session and print its transcript."))
+
+const root = Command.make("agent-loop").pipe(
+  Command.withDescription("An Effect-TS runtime for LLM agent loops."),
+  Command.withSubcommands([run, transcript, check, demo])
+)
+
+const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
+
+/**
+ * Runs the CLI on `argv` (without the node and script entries) and returns the exit code.
+ * Needs the Node context (file system, path, terminal).
+ *
+ * @since 0.1.0
+ */
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
+  cli(["node", "agent-loop", ...argv]).pipe(
+    Effect.as(0),
+    Effect.catchAll((e): Effect.Effect<number> => {
+      if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(e.message), e.code)
+      if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
+      return Effect.as(Console.error(`agent-loop: ${String(e)}`), 2)
+    })
+  )

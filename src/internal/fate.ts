@@ -1,0 +1,440 @@
+/**
+ * Inbox replay and delivery fates: the two projections of the `agent/inbox/spliced` events
+ * (DESIGN.md §4, §12). `replayInbox` rebuilds the inbox `{nextTurn, nextStep}` (with the waking
+ * flag of every pending next-step item) from the splices alone; `fateOf`/`fatesOf` answer what
+ * became of each inserted message: still `Pending`, `Entered {turn, step}`, or
+ * `Dropped {reason}`. Both are single passes over the log, O(events + splice sizes); `fatesOf`
+ * keeps one map entry per inserted message id.
+ *
+ * Log flavours: for a DSH v0 log (`header.version === 0`, or `dsh: true`) `next-step` items are
+ * non-waking (§4), and events before `seedLength` (the prefix inherited from a parent session,
+ * §3.1) are skipped: the seed's deliveries belong to the parent session, so messages inserted
+ * there have no fate in the child.
+ *
+ * @since 0.1.0
+ */
+import type { UserMessage } from "../Message.js"
+import type { SessionEvent, SessionHeader, SplicedData, TurnEndReason } from "../SessionEvent.js"
+
+// ---------------------------------------------------------------------------------------------
+// Log options
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * How to read a log: pass the `header` (what `SessionStore` read), or say it directly.
+ * `dsh` defaults to `header.version === 0`; `seedLength` defaults to `header.seedLength`
+ * (events with `seq < seedLength` are the inherited prefix, DESIGN.md §3.1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LogOptions {
+  readonly header?: SessionHeader | undefined
+  readonly dsh?: boolean | undefined
+  readonly seedLength?: number | undefined
+}
+
+/**
+ * Whether the options describe a DSH v0 log (`dsh`, else `header.version === 0`).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const isDsh = (options: LogOptions | undefined): boolean =>
+  options?.dsh ?? (options?.header !== undefined && options.header.version === 0)
+
+/**
+ * The length of the inherited prefix (`seedLength`, else `header.seedLength`, else 0).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const seedLengthOf = (options: LogOptions | undefined): number => {
+  const n = options?.seedLength ?? options?.header?.seedLength
+  return typeof n === "number" && n > 0 ? n : 0
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fates
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Why a delivered message never entered (DESIGN.md §5.1, §12): `rejected` (claimed by a turn that
+ * ended blocked), `failed` (… ended error), `canceled` (cleared or aborted by a cancel),
+ * `disposed` (… by dispose), `interrupted` (… by a crash, found at repair), `discarded` (removed
+ * by a plugin, or claimed and left out of the entered batch).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DropReason = "rejected" | "failed" | "canceled" | "disposed" | "interrupted" | "discarded"
+
+/**
+ * The outcome of a delivery (DESIGN.md §5.1): `{_tag:"Entered", turn, step}` — the message was a
+ * `user/message` of that step — or `{_tag:"Dropped", reason}`. Plain frozen objects.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeliveryOutcome =
+  | { readonly _tag: "Entered"; readonly turn: number; readonly step: number }
+  | { readonly _tag: "Dropped"; readonly reason: DropReason }
+
+/**
+ * What the log says about an inserted message (DESIGN.md §12): `{_tag:"Pending"}` while it has no
+ * outcome yet (still in the inbox, or claimed by a pre-step that has not decided), else its
+ * `DeliveryOutcome`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Fate = { readonly _tag: "Pending" } | DeliveryOutcome
+
+/**
+ * `{_tag:"Pending"}` (one shared frozen value).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Pending: Fate = Object.freeze({ _tag: "Pending" as const })
+
+/**
+ * `{_tag:"Entered", turn, step}` (frozen).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Entered = (turn: number, step: number): DeliveryOutcome =>
+  Object.freeze({ _tag: "Entered" as const, turn, step })
+
+const dropped: { readonly [R in DropReason]: DeliveryOutcome } = {
+  rejected: Object.freeze({ _tag: "Dropped" as const, reason: "rejected" as const }),
+  failed: Object.freeze({ _tag: "Dropped" as const, reason: "failed" as const }),
+  canceled: Object.freeze({ _tag: "Dropped" as const, reason: "canceled" as const }),
+  disposed: Object.freeze({ _tag: "Dropped" as const, reason: "disposed" as const }),
+  interrupted: Object.freeze({ _tag: "Dropped" as const, reason: "interrupted" as const }),
+  discarded: Object.freeze({ _tag: "Dropped" as const, reason: "discarded" as const })
+}
+
+/**
+ * `{_tag:"Dropped", reason}` (a shared frozen value per reason).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Dropped = (reason: DropReason): DeliveryOutcome => dropped[reason]
+
+/**
+ * The drop reason of messages claimed by a turn that ended with `reason` before their pre-step
+ * entered (DESIGN.md §12): blocked → rejected, error → failed, aborted → canceled (disposed when
+ * the abort cause is `{kind:"disposed"}`), interrupted → interrupted. A turn that ends completed
+ * (or max-tokens, or an unknown kind) right after a claim did so because its pre-step entered an
+ * empty batch (§6.1): discarded.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const dropReasonOfTurnEnd = (reason: TurnEndReason | undefined): DropReason => {
+  switch (reason?.kind) {
+    case "blocked":
+      return "rejected"
+    case "error":
+      return "failed"
+    case "aborted": {
+      const cause = (reason as { readonly reason?: { readonly kind?: unknown } }).reason
+      return cause?.kind === "disposed" ? "disposed" : "canceled"
+    }
+    case "interrupted":
+      return "interrupted"
+    default:
+      return "discarded"
+  }
+}
+
+/**
+ * The drop reason of messages removed by a canceled splice (DESIGN.md §12): `cause.kind ===
+ * "disposed"` → disposed; another cause → canceled; no cause → discarded.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const dropReasonOfCanceledSplice = (data: SplicedData): DropReason =>
+  data.cause === undefined || data.cause === null
+    ? "discarded"
+    : data.cause.kind === "disposed"
+    ? "disposed"
+    : "canceled"
+
+// ---------------------------------------------------------------------------------------------
+// Inbox replay
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A pending inbox item with its waking flag (DESIGN.md §4). `next-turn` items are always waking.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PendingItem {
+  readonly message: UserMessage
+  readonly waking: boolean
+}
+
+/**
+ * The replayed inbox: `nextTurn` (direct prompts, all waking) and `nextStep` (each item with its
+ * waking flag), in queue order (DESIGN.md §4).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InboxState {
+  readonly nextTurn: ReadonlyArray<UserMessage>
+  readonly nextStep: ReadonlyArray<PendingItem>
+}
+
+/**
+ * What applying one splice did: the removed items (with their flags) and whether the splice's
+ * coordinates were in range of the inbox it applied to (out-of-range coordinates are clamped
+ * like `Array.prototype.splice` on non-negative arguments).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SpliceApplied {
+  readonly removed: ReadonlyArray<PendingItem>
+  readonly inserted: ReadonlyArray<PendingItem>
+  readonly inRange: boolean
+}
+
+const EMPTY: ReadonlyArray<PendingItem> = Object.freeze([])
+
+/**
+ * A mutable inbox that applies splices one at a time (DESIGN.md §4): the engine of
+ * `replayInbox`, the fates and the invariant checker, usable incrementally. Waking flags:
+ * `next-turn` items are waking; a `next-step` insertion is waking when the splice has
+ * `wake: true`, or when it replaces removed items (a replace keeps the replaced item's flag:
+ * inserted item i takes removed item min(i, removed - 1)'s flag); DSH v0 `next-step` items are
+ * never waking.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class InboxReplay {
+  readonly nextTurn: Array<PendingItem> = []
+  readonly nextStep: Array<PendingItem> = []
+  private wakingSteps = 0
+
+  constructor(readonly dsh: boolean = false) {}
+
+  /** A queued followup or a waking next-step item is pending (DESIGN.md §6.5). */
+  get hasWakingWork(): boolean {
+    return this.nextTurn.length > 0 || this.wakingSteps > 0
+  }
+
+  /** Applies one splice. */
+  apply(data: SplicedData): SpliceApplied {
+    const target = data.target === "next-turn" ? "next-turn" : "next-step"
+    const queue = target === "next-turn" ? this.nextTurn : this.nextStep
+    const len = queue.length
+    const rawStart = data.start ?? 0
+    const rawCount = data.removedCount ?? 0
+    const inRange = Number.isInteger(rawStart) && Number.isInteger(rawCount) && rawStart >= 0 && rawCount >= 0 &&
+      rawStart + rawCount <= len
+    const start = rawStart >= 0 ? Math.min(Math.trunc(rawStart), len) : 0
+    const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
+    const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
+    let removed: ReadonlyArray<PendingItem> = EMPTY
+    if (count > 0) {
+      removed = queue.splice(start, count)
+      if (target === "next-step") {
+        for (const item of removed) if (item.waking) this.wakingSteps--
+      }
+    }
+    if (insertedMessages.length === 0) return { removed, inserted: EMPTY, inRange }
+    const inserted: Array<PendingItem> = new Array(insertedMessages.length)
+    for (let i = 0; i < insertedMessages.length; i++) {
+      let waking: boolean
+      if (target === "next-turn") waking = true
+      else if (this.dsh) waking = false
+      else if (data.wake === true) waking = true
+      else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
+      else waking = false
+      if (waking && target === "next-step") this.wakingSteps++
+      inserted[i] = { message: insertedMessages[i]!, waking }
+    }
+    if (start === queue.length) for (const item of inserted) queue.push(item)
+    else queue.splice(start, 0, ...inserted)
+    return { removed, inserted, inRange }
+  }
+
+  /** A frozen copy of the current state. */
+  snapshot(): InboxState {
+    return Object.freeze({
+      nextTurn: Object.freeze(this.nextTurn.map((item) => item.message)),
+      nextStep: Object.freeze(this.nextStep.slice())
+    })
+  }
+}
+
+/**
+ * Rebuilds the inbox from the `agent/inbox/spliced` events of a log (DESIGN.md §4, §10), skipping
+ * the inherited prefix of a DSH child session (`seedLength`). Returns the final state with the
+ * waking flag of each `next-step` item.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const replayInbox = (events: ReadonlyArray<SessionEvent>, options?: LogOptions): InboxState => {
+  const inbox = new InboxReplay(isDsh(options))
+  const seed = seedLengthOf(options)
+  for (const event of events) {
+    if (event.type === "agent/inbox/spliced" && event.seq >= seed) inbox.apply(event.data as SplicedData)
+  }
+  return inbox.snapshot()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fate engine
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Types that end the batch of `user/message`s a pre-step entered (the model response started,
+ * or the step or turn closed).
+ */
+const endsBatch: ReadonlySet<string> = new Set([
+  "assistant/message",
+  "tool/call",
+  "tool/result",
+  "step/start",
+  "step/end",
+  "turn/start",
+  "turn/end"
+])
+
+/**
+ * One pass over a log computing fates. With `only`, tracks that id alone (O(1) memory beyond the
+ * inbox). Rules (DESIGN.md §12), per message id, latest insertion wins (ids are reusable in DSH
+ * logs once no longer pending):
+ * - inserted → Pending;
+ * - removed by a canceled splice → Dropped by `dropReasonOfCanceledSplice`;
+ * - removed by a splice without outcome (a claim) → claimed: Pending until its pre-step decides;
+ * - the next `step/start` of the turn starts the pre-step's entered batch: each `user/message`
+ *   of the batch whose id is claimed → Entered {turn, step}; when the batch ends (the first
+ *   assistant/tool/step/turn event) the other claimed ids → Dropped discarded;
+ * - a `turn/end` with claimed ids whose pre-step never entered → `dropReasonOfTurnEnd(reason)`.
+ */
+const computeFates = (
+  events: ReadonlyArray<SessionEvent>,
+  options: LogOptions | undefined,
+  only: string | undefined
+): Map<string, Fate> => {
+  const fates = new Map<string, Fate>()
+  const inbox = new InboxReplay(isDsh(options))
+  const seed = seedLengthOf(options)
+  // ids claimed since the last step/start of the open turn
+  let claimed: Array<string> = []
+  // ids claimed at the pre-step whose batch is being entered
+  let batch: Set<string> | undefined
+  let turn = 0
+  let step = 0
+  const closeBatch = () => {
+    if (batch !== undefined) {
+      for (const id of batch) fates.set(id, Dropped("discarded"))
+      batch = undefined
+    }
+  }
+  for (const event of events) {
+    if (event.seq < seed) continue
+    const type = event.type
+    if (batch !== undefined && endsBatch.has(type)) closeBatch()
+    switch (type) {
+      case "agent/inbox/spliced": {
+        const data = event.data as SplicedData
+        const { inserted, removed } = inbox.apply(data)
+        if (removed.length > 0) {
+          if (data.outcome !== undefined) {
+            const outcome = Dropped(dropReasonOfCanceledSplice(data))
+            for (const item of removed) {
+              const id = item.message.id
+              if (only === undefined || id === only) fates.set(id, outcome)
+            }
+          } else {
+            for (const item of removed) {
+              const id = item.message.id
+              if (only === undefined || id === only) claimed.push(id)
+            }
+          }
+        }
+        for (const item of inserted) {
+          const id = item.message.id
+          if (only !== undefined && id !== only) continue
+          fates.set(id, Pending)
+          // a reused id starts over: forget an older instance's claim
+          if (claimed.length > 0) claimed = claimed.filter((c) => c !== id)
+          batch?.delete(id)
+        }
+        break
+      }
+      case "turn/start": {
+        turn = (event.data as { readonly turn: number }).turn
+        step = 0
+        claimed = []
+        break
+      }
+      case "step/start": {
+        const data = event.data as { readonly turn: number; readonly step: number }
+        turn = data.turn
+        step = data.step
+        if (claimed.length > 0) {
+          batch = new Set(claimed)
+          claimed = []
+        }
+        break
+      }
+      case "user/message": {
+        if (batch !== undefined) {
+          const id = (event.data as UserMessage).id
+          if (batch.delete(id)) {
+            fates.set(id, Entered(turn, step))
+            if (batch.size === 0) batch = undefined
+          }
+        }
+        break
+      }
+      case "turn/end": {
+        if (claimed.length > 0) {
+          const outcome = Dropped(dropReasonOfTurnEnd((event.data as { readonly reason?: TurnEndReason }).reason))
+          for (const id of claimed) fates.set(id, outcome)
+          claimed = []
+        }
+        break
+      }
+    }
+  }
+  return fates
+}
+
+/**
+ * The fate of every message ever inserted into the inbox (after the seed), keyed by id, in one
+ * pass (DESIGN.md §12). A message that was never inserted (a tool result, a pre-step addition)
+ * has no entry. In a DSH log an id may be reused once it is no longer pending; the entry is the
+ * fate of its latest insertion.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const fatesOf = (events: ReadonlyArray<SessionEvent>, options?: LogOptions): Map<string, Fate> =>
+  computeFates(events, options, undefined)
+
+/**
+ * The fate of one message (DESIGN.md §12): `Pending`, `Entered {turn, step}` or
+ * `Dropped {reason}`; `undefined` when the message was never inserted into the inbox.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const fateOf = (
+  events: ReadonlyArray<SessionEvent>,
+  messageId: string,
+  options?: LogOptions
+): Fate | undefined => computeFates(events, options, messageId).get(messageId)
