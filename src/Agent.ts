@@ -732,18 +732,20 @@ class AgentImpl implements Agent {
     const self = this
     return Effect.uninterruptibleMask((restore) =>
       Effect.gen(function*() {
+        let t = newTurnState()
+        self.current = t
         while (true) {
-          const t = newTurnState()
-          self.current = t
           const exit = yield* Effect.exit(restore(self.runTurn(t)))
           if (Exit.isSuccess(exit)) {
-            if (exit.value) continue
-            return
+            if (exit.value === undefined) return
+            t = exit.value
+            continue
           }
           if (Cause.isInterruptedOnly(exit.cause)) {
-            const restart = yield* Effect.exit(self.closeAborted(t))
-            if (Exit.isFailure(restart)) {
-              yield* Effect.logError("agent: could not close the aborted turn", restart.cause)
+            // `current` is the turn the interruption hit (possibly the next one, already opened).
+            const closed = yield* Effect.exit(self.closeAborted(self.current ?? t))
+            if (Exit.isFailure(closed)) {
+              yield* Effect.logError("agent: could not close the aborted turn", closed.cause)
               yield* self.withLock(Effect.sync(() => self.setIdle()))
             }
             return
@@ -757,26 +759,24 @@ class AgentImpl implements Agent {
     )
   }
 
-  /** One turn. Returns true when the next turn of the run starts (decided under the lock with `turn/end`). */
-  private runTurn(t: TurnState): Effect.Effect<boolean, SessionStoreError> {
+  /**
+   * One turn. Returns the next turn when the run goes on (opened, with its claim, in the same
+   * append as this turn's `turn/end`, §6.5), else `undefined` (the agent went idle).
+   */
+  private runTurn(t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> {
     const self = this
     return Effect.gen(function*() {
-      // turn/start and the claim, atomically (§6.1, §4).
-      yield* self.withLock(Effect.flatMap(Effect.sync(() => self.inboxState), (state) => {
-        const turn = self.turnCounter + 1
-        const claim = Inbox.claim(state, true)
-        const drafts: Array<EventDraft> = [{ type: "turn/start", data: { turn } }]
-        for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
-        return Effect.flatMap(self.append(drafts), () => {
-          self.turnCounter = turn
-          t.turn = turn
-          t.turnOpen = true
-          t.step = 1
-          t.claimed = claim.batch
-          for (const m of claim.batch) self.publish({ type: "agent/inbox/claimed", message: m, turn })
-          return Effect.sync(() => { self.inboxState = claim.state })
-        })
-      }))
+      if (!t.turnOpen) {
+        // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
+        yield* self.withLock(Effect.suspend(() => {
+          const drafts: Array<EventDraft> = []
+          const open = self.openTurn(self.inboxState, drafts)
+          return Effect.flatMap(self.append(drafts), () => {
+            open(t)
+            return Effect.void
+          })
+        }))
+      }
       let toolContinuation = false
       while (true) {
         const batch = t.claimed ?? []
@@ -822,7 +822,7 @@ class AgentImpl implements Agent {
           toolContinuation = acc.toolCalls.length > 0 && !truncated
           continue
         }
-        return next === "turn"
+        return next
       }
     })
   }
@@ -905,18 +905,61 @@ class AgentImpl implements Agent {
   }
 
   /** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5), under the lock. */
-  private endTurn(t: TurnState, reason: TurnEndReason, enteredEmpty = false): Effect.Effect<boolean, SessionStoreError> {
-    return this.withLock(Effect.suspend(() => {
-      const drafts: Array<EventDraft> = []
-      if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
-      drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
-      return Effect.flatMap(this.append(drafts), () => {
-        t.stepOpen = false
-        t.turnOpen = false
-        this.resolveClaimed(t, enteredEmpty ? Delivery.dropped("discarded") : this.dropFor(reason))
-        return this.decideNextTurn()
-      })
-    }))
+  private endTurn(t: TurnState, reason: TurnEndReason, enteredEmpty = false): Effect.Effect<TurnState | undefined, SessionStoreError> {
+    return this.withLock(Effect.suspend(() =>
+      this.closeTurn(t, reason, [], enteredEmpty ? Delivery.dropped("discarded") : this.dropFor(reason))
+    ))
+  }
+
+  /**
+   * Adds `turn/start` and the turn-boundary claim to `drafts`; returns what to apply once they
+   * are durable. Called under the lock.
+   */
+  private openTurn(state: Inbox.InboxState, drafts: Array<EventDraft>): (t: TurnState) => void {
+    const turn = this.turnCounter + 1
+    const claim = Inbox.claim(state, true)
+    drafts.push({ type: "turn/start", data: { turn } })
+    for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+    return (t) => {
+      this.turnCounter = turn
+      this.inboxState = claim.state
+      t.turn = turn
+      t.turnOpen = true
+      t.step = 1
+      t.claimed = claim.batch
+      this.current = t
+      for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn })
+    }
+  }
+
+  /**
+   * Appends `step/end` (if a step is open) and `turn/end {reason}`, and, iff waking work is
+   * pending (§6.5), the next turn's `turn/start` and claim in the same append. Resolves the
+   * undecided claimed messages with `claimedOutcome`. Called under the lock.
+   */
+  private closeTurn(
+    t: TurnState,
+    reason: TurnEndReason,
+    prefix: ReadonlyArray<EventDraft>,
+    claimedOutcome: Delivery.DeliveryOutcome
+  ): Effect.Effect<TurnState | undefined, SessionStoreError> {
+    const drafts: Array<EventDraft> = prefix.slice()
+    if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
+    drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
+    const state = this.inboxState
+    const open = !this.disposed && Inbox.hasWakingWork(state) ? this.openTurn(state, drafts) : undefined
+    return Effect.map(this.append(drafts), () => {
+      t.stepOpen = false
+      t.turnOpen = false
+      this.resolveClaimed(t, claimedOutcome)
+      if (open === undefined) {
+        this.setIdle()
+        return undefined
+      }
+      const next = newTurnState()
+      open(next)
+      return next
+    })
   }
 
   private dropFor(reason: TurnEndReason): Delivery.DeliveryOutcome {
@@ -940,37 +983,25 @@ class AgentImpl implements Agent {
     if (claimed !== undefined) for (const m of claimed) this.resolve(m.id, outcome)
   }
 
-  /** After a non-aborted `turn/end`: next turn iff waking work is pending (§6.5). Under the lock. */
-  private decideNextTurn(): Effect.Effect<boolean> {
-    return Effect.map(Effect.sync(() => this.inboxState), (state) => {
-      if (!this.disposed && Inbox.hasWakingWork(state)) return true
-      this.setIdle()
-      return false
-    })
-  }
-
   /** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
-  private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | "turn" | "idle", SessionStoreError> {
-    return this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
-      const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
+  private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
+    return this.withLock(Effect.suspend((): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> => {
+      const state = this.inboxState
       if (toolContinuation || Inbox.hasWakingStep(state)) {
+        const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
         const claim = Inbox.claim(state, false)
         for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
-        return Effect.flatMap(this.append(drafts), () => {
+        return Effect.map(this.append(drafts), () => {
           t.stepOpen = false
           t.step++
           t.claimed = claim.batch
+          this.inboxState = claim.state
           for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn: t.turn })
-          return Effect.as(Effect.sync(() => { this.inboxState = claim.state }), "step" as const)
+          return "step" as const
         })
       }
       const reason: TurnEndReason = t.maxTokens ? { kind: "max-tokens" } : { kind: "completed" }
-      drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
-      return Effect.flatMap(this.append(drafts), () => {
-        t.stepOpen = false
-        t.turnOpen = false
-        return Effect.map(this.decideNextTurn(), (next) => (next ? "turn" as const : "idle" as const))
-      })
+      return this.closeTurn(t, reason, [], Delivery.dropped("discarded"))
     }))
   }
 

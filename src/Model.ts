@@ -360,36 +360,37 @@ export const offlinePlan = (request: ModelRequest): ScriptedResponse => {
   }
   const direct = others.filter((m) => m.source.kind === "user")
   const context = others.filter((m) => m.source.kind !== "user")
-  const known = new Set(request.tools.map((t) => t.name))
-  if (results.length === 0 && direct.length > 0) {
-    const asked = textOfBlocks(direct[direct.length - 1]!.content)
-    const calls: Array<{ id: string; name: string; arguments: unknown }> = []
-    const id = () => `call_${request.turn}_${request.step}_${calls.length + 1}`
-    const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
-    if (wait && known.has("wait")) calls.push({ id: id(), name: "wait", arguments: { seconds: Number(wait[1]) } })
-    if (/\b(what time|the time|time is it|clock)\b/i.test(asked) && known.has("clock")) {
-      calls.push({ id: id(), name: "clock", arguments: {} })
-    }
-    const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+)["'`]?/i.exec(asked)
-    if (read && known.has("read_file")) calls.push({ id: id(), name: "read_file", arguments: { path: read[1] } })
-    if (calls.length > 0) return { toolCalls: calls }
-  }
   if (others.length > 0) {
     const parts: Array<string> = []
     if (direct.length > 0) parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
     for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
     lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
   }
-  if (lines.length === 0) lines.push("Nothing new to answer.")
-  return { text: lines.join("\n") }
+  const known = new Set(request.tools.map((t) => t.name))
+  const calls: Array<{ id: string; name: string; arguments: unknown }> = []
+  if (direct.length > 0) {
+    const asked = textOfBlocks(direct[direct.length - 1]!.content)
+    const id = () => `call_${request.turn}_${request.step}_${calls.length + 1}`
+    const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
+    if (wait && known.has("wait")) calls.push({ id: id(), name: "wait", arguments: { seconds: Number(wait[1]) } })
+    if (/\b(what time|the time|time is it|clock)\b/i.test(asked) && known.has("clock")) {
+      calls.push({ id: id(), name: "clock", arguments: {} })
+    }
+    const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
+    if (read && known.has("read_file")) calls.push({ id: id(), name: "read_file", arguments: { path: read[1] } })
+  }
+  if (lines.length === 0 && calls.length === 0) lines.push("Nothing new to answer.")
+  return calls.length > 0
+    ? { ...(lines.length > 0 ? { text: lines.join("\n") } : {}), toolCalls: calls }
+    : { text: lines.join("\n") }
 }
 
 /**
  * The offline model (DESIGN.md §14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
- * PATH" it calls `read_file` (several requests in one message give parallel calls); after tool
- * results it reports them; otherwise it answers with a short summary of the messages it
- * received in this step (direct and context, by source). Tools it calls must be among the
+ * PATH" it calls `read_file` (several requests in one message give parallel calls). Its text
+ * reports the tool results it received and summarizes the other messages of this step (direct
+ * and context, by source). Tools it calls must be among the
  * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).
  *
  * @since 0.1.0
