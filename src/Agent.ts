@@ -1233,7 +1233,20 @@ class AgentImpl implements Agent {
           return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
         }
         if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
-        const ctx: Tool.ToolContext = { callId: call.id, turn: t.turn, step: t.step, agent: this.toolAgent }
+        const ctx: Tool.ToolContext = {
+          callId: call.id,
+          turn: t.turn,
+          step: t.step,
+          agent: this.toolAgent,
+          makeMessage: (input) =>
+            UserMessage.make(
+              typeof input === "string"
+                ? { text: input, source: { kind: "tool", callId: call.id } }
+                : input.source === undefined
+                ? { ...input, source: { kind: "tool", callId: call.id } }
+                : input
+            ).pipe(Effect.provideService(IdGenerator, this.ids))
+        }
         const executed = Effect.flatMap(Effect.exit(tool.execute(args, ctx)), (exit): Effect.Effect<Tool.HookResult> => {
           if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
           if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)

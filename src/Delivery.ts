@@ -6,36 +6,17 @@
  * @since 0.1.0
  */
 import type { Effect } from "effect"
+import type { DeliveryOutcome, DropReason } from "./internal/fate.js"
 import type { MessageId } from "./Message.js"
 
 /**
- * Why a delivered message never entered a step (DESIGN.md §5.1, §12): `rejected` (claimed by a
- * turn that ended blocked), `failed` (… ended error), `canceled` (cleared or aborted by a
- * cancel), `disposed` (… by dispose), `interrupted` (… by a crash, found at repair),
- * `discarded` (removed by a plugin, or claimed and left out of the entered batch by a listener).
+ * `DeliveryOutcome` (`Entered {turn, step}` | `Dropped {reason}`), `DropReason` and `Fate`
+ * (`Pending` | an outcome), as defined with the fate rules of DESIGN.md §12.
  *
  * @since 0.1.0
  * @category models
  */
-export type DropReason = "rejected" | "failed" | "canceled" | "disposed" | "interrupted" | "discarded"
-
-/**
- * A decided fate: `Entered {turn, step}` or `Dropped {reason}`.
- *
- * @since 0.1.0
- * @category models
- */
-export type DeliveryOutcome =
-  | { readonly _tag: "Entered"; readonly turn: number; readonly step: number }
-  | { readonly _tag: "Dropped"; readonly reason: DropReason }
-
-/**
- * A message's fate as the log tells it: pending, or decided.
- *
- * @since 0.1.0
- * @category models
- */
-export type Fate = { readonly _tag: "Pending" } | DeliveryOutcome
+export type { DeliveryOutcome, DropReason, Fate } from "./internal/fate.js"
 
 /**
  * What a delivery method returns once its splice is durable (DESIGN.md §5.1).
@@ -55,12 +36,14 @@ export interface Delivery {
  * @since 0.1.0
  * @category constructors
  */
-export const entered = (turn: number, step: number): DeliveryOutcome => ({ _tag: "Entered", turn, step })
+export const entered = (turn: number, step: number): DeliveryOutcome => Entered(turn, step)
 
 /**
  * @since 0.1.0
  * @category constructors
  */
-export const dropped = (reason: DropReason): DeliveryOutcome => ({ _tag: "Dropped", reason })
+export const dropped = (reason: DropReason): DeliveryOutcome => Dropped(reason)
+
+import { Dropped, Entered } from "./internal/fate.js"
 
 export { fateOf, fatesOf } from "./internal/fate.js"

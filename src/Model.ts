@@ -188,7 +188,7 @@ export interface RecordedRequest {
  */
 export interface ScriptedModel extends ModelService {
   readonly requests: ReadonlyArray<RecordedRequest>
-  /** How many script entries were consumed. */
+  /** How many responses were consumed (with `loop`, across rounds). */
   readonly consumed: () => number
 }
 
@@ -219,6 +219,7 @@ export const scripted = (
   const requests: Array<RecordedRequest> = []
   const record = options?.record ?? true
   let index = 0
+  let consumed = 0
   const respond = (request: ModelRequest, sink: ModelSink): Effect.Effect<void, ModelError> =>
     Effect.suspend(() => {
       if (record) {
@@ -239,6 +240,7 @@ export const scripted = (
         }
       }
       const entry = script[index++]!
+      consumed++
       const response = typeof entry === "function" ? entry(request) : entry
       return play(response, sink)
     })
@@ -247,7 +249,7 @@ export const scripted = (
     model: options?.model ?? "script",
     respond,
     requests,
-    consumed: () => index
+    consumed: () => consumed
   }
 }
 

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Effect, JSONSchema, Schema } from "effect"
-import type { ContentBlock, UserMessage } from "./Message.js"
+import type { ContentBlock, InvalidMessage, UserMessage, UserMessageInput } from "./Message.js"
 import type { ToolDefinition } from "./Model.js"
 
 /**
@@ -34,6 +34,11 @@ export interface ToolContext {
   readonly turn: number
   readonly step: number
   readonly agent: ToolAgent
+  /**
+   * Builds a frozen `UserMessage` with an id from the agent's `IdGenerator`, e.g. for
+   * `additionalContexts`; the source defaults to `{kind:"tool", callId}`.
+   */
+  readonly makeMessage: (input: string | UserMessageInput) => Effect.Effect<UserMessage, InvalidMessage>
 }
 
 /**

@@ -25,10 +25,7 @@ const sleeper = (name: string, contexts: ReadonlyArray<string> = [], extra?: { e
         const additionalContexts = []
         for (const t of contexts) {
           additionalContexts.push(
-            yield* UserMessage.make({ text: t, source: { kind: "tool", callId: c.callId } }).pipe(
-              Effect.provide(IdGenerator.layerSeeded(ms + t.length + c.callId.length)),
-              Effect.orDie
-            )
+            yield* Effect.orDie(c.makeMessage(t))
           )
         }
         return { content: `${name} ok`, additionalContexts }

@@ -1,0 +1,235 @@
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Console, Effect } from "effect"
+import { execFile } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { exitCodeOf, main } from "../src/cli/main.js"
+import * as Invariant from "../src/Invariant.js"
+import * as SessionStore from "../src/SessionStore.js"
+import { closedPort, replayServer } from "./utils/replayServer.js"
+
+const DSH = Path.resolve(process.cwd(), "../shared/fixtures/dsh")
+const dshFiles = Fs.readdirSync(DSH).filter((f) => f.endsWith(".jsonl")).sort()
+
+/** Runs the CLI in-process; returns exit code, stdout and stderr lines. */
+const cli = (argv: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const out: Array<string> = []
+    const err: Array<string> = []
+    const base = yield* Console.consoleWith(Effect.succeed)
+    const capture: Console.Console = {
+      ...base,
+      log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(args.map(String).join(" "))),
+      info: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void out.push(args.map(String).join(" "))),
+      error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(args.map(String).join(" "))),
+      warn: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void err.push(args.map(String).join(" ")))
+    }
+    const code = yield* main(argv).pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer))
+    return { code, out: out.join("\n"), err: err.join("\n") }
+  })
+
+const tmpDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-cli-"))
+
+describe("agent-loop transcript / check on DSH logs", () => {
+  it.effect("transcript (text and --json) and check read every DSH fixture without crashing", () =>
+    Effect.gen(function*() {
+      for (const file of dshFiles) {
+        const path = Path.join(DSH, file)
+        const text = yield* cli(["transcript", path])
+        expect([file, text.code]).toEqual([file, 0])
+        const json = yield* cli(["transcript", path, "--json"])
+        expect([file, json.code]).toEqual([file, 0])
+        for (const line of json.out.split("\n").filter((l) => l.length > 0)) {
+          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end"]).toContain(JSON.parse(line).kind)
+        }
+        const checked = yield* cli(["check", path])
+        expect([file, checked.code, checked.out]).toEqual([file, 0, expect.stringContaining(": ok (")])
+      }
+    }), 120_000)
+
+  it.effect("transcript --json of a DSH tool turn gives the §14 line shapes", () =>
+    Effect.gen(function*() {
+      const { code, out } = yield* cli(["transcript", Path.join(DSH, "acp__tool-call-turn__session.jsonl"), "--json"])
+      expect(code).toBe(0)
+      const lines = out.split("\n").map((l) => JSON.parse(l))
+      expect(lines.map((l) => l.kind)).toEqual(["user", "context", "tool-call", "tool-result", "assistant", "turn-end"])
+      expect(lines[2]).toEqual({
+        kind: "tool-call",
+        turn: 1,
+        step: 1,
+        callId: "call_00_Rn2Mz1y8uZN62ukEXiNO2077",
+        name: "bash",
+        arguments: "{\"command\": \"echo SNAPSHOT_OK\", \"description\": \"Run echo SNAPSHOT_OK\"}"
+      })
+      expect(lines[3]).toEqual({
+        kind: "tool-result",
+        turn: 1,
+        step: 1,
+        callId: "call_00_Rn2Mz1y8uZN62ukEXiNO2077",
+        text: "SNAPSHOT_OK\n",
+        isError: false
+      })
+      expect(lines[5]).toEqual({ kind: "turn-end", turn: 1, reason: { kind: "completed" } })
+    }))
+
+  it.effect("a malformed log line is a clear error naming the line (exit 2); a violation exits 1", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const bad = Path.join(dir, "bad.jsonl")
+      Fs.writeFileSync(
+        bad,
+        "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"s\",\"createdAt\":0}\n" +
+          "{\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{\"turn\":1}}\n" +
+          "not json at all\n" +
+          "{\"type\":\"turn/end\",\"seq\":2,\"time\":0,\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}\n"
+      )
+      const t = yield* cli(["transcript", bad])
+      expect(t.code).toBe(2)
+      expect(t.err).toContain(`${bad}:3:`)
+      const c = yield* cli(["check", bad])
+      expect(c.code).toBe(2)
+      const violating = Path.join(dir, "violating.jsonl")
+      Fs.writeFileSync(
+        violating,
+        "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"s\",\"createdAt\":0}\n" +
+          "{\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{\"turn\":1}}\n" +
+          "{\"type\":\"turn/start\",\"seq\":1,\"time\":0,\"data\":{\"turn\":2}}\n"
+      )
+      const v = yield* cli(["check", violating])
+      expect(v.code).toBe(1)
+      expect(v.out).toMatch(/seq 1: rule 1: /)
+      const missing = yield* cli(["check", Path.join(dir, "nope.jsonl")])
+      expect(missing.code).toBe(2)
+      expect(missing.err).toContain("nope.jsonl")
+    }))
+})
+
+describe("agent-loop run", () => {
+  it.effect("bad arguments exit 2", () =>
+    Effect.gen(function*() {
+      expect((yield* cli(["run"])).code).toBe(2)
+      expect((yield* cli(["run", "--prompt", "x", "--frobnicate"])).code).toBe(2)
+      expect((yield* cli(["run", "--prompt", "x", "--provider", "nope"])).code).toBe(2)
+      const noUrl = yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m"])
+      expect(noUrl).toMatchObject({ code: 2, err: "--provider openai-compat needs --base-url URL" })
+      const noKey = yield* cli([
+        "run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "http://127.0.0.1:1/v1",
+        "--api-key-env", "AGENT_LOOP_TEST_UNSET_KEY"
+      ])
+      expect(noKey).toMatchObject({ code: 2, err: "--api-key-env: the environment variable AGENT_LOOP_TEST_UNSET_KEY is not set" })
+      expect((yield* cli(["frobnicate"])).code).toBe(2)
+    }))
+
+  it.effect("offline: runs one turn, prints the transcript and writes a valid JSONL log", () =>
+    Effect.gen(function*() {
+      const store = tmpDir()
+      const { code, out } = yield* cli(["run", "--prompt", "hello, agent", "--store", store])
+      expect(code).toBe(0)
+      expect(out).toContain("> hello, agent")
+      expect(out).toContain("I received 1 message in this step: 1 from you (\"hello, agent\").")
+      expect(out).toContain("turn 1 ended: completed")
+      const files = Fs.readdirSync(store)
+      expect(files).toHaveLength(1)
+      expect(out).toContain(`session log: ${Path.join(store, files[0]!)}`)
+      const contents = yield* SessionStore.readFile(Path.join(store, files[0]!)).pipe(Effect.provide(NodeContext.layer))
+      expect(Invariant.check(contents.events)).toEqual([])
+      expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
+    }))
+
+  it.live("openai-compat against a loopback replay: two parallel tool calls, then a text answer", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* replayServer([
+        { file: "openai-stream-tool-calls-parallel.sse", splitEvery: 13 },
+        { file: "vllm-stream-text-usage-chunk.sse" }
+      ])
+      const store = tmpDir()
+      process.env.AGENT_LOOP_TEST_KEY = "sk-test-123"
+      const { code, out } = yield* cli([
+        "run", "--prompt", "What's the weather like in Edinburgh?", "--provider", "openai-compat",
+        "--base-url", server.baseUrl, "--model", "gpt-4o-2024-08-06", "--api-key-env", "AGENT_LOOP_TEST_KEY",
+        "--store", store
+      ])
+      expect(code).toBe(0)
+      // Raw argument strings are kept as the provider streamed them.
+      expect(out).toContain("→ GetWeatherArgs({\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"})")
+      expect(out).toContain("→ get_stock_price({\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"})")
+      expect(out).toContain("← error: Unknown tool \"GetWeatherArgs\". Available tools: wait, clock, read_file.")
+      expect(out).toContain("1, 2, 3, 4, 5")
+      const file = Path.join(store, Fs.readdirSync(store)[0]!)
+      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+      expect(Invariant.check(contents.events)).toEqual([])
+      const calls = contents.events.filter((e) => e.type === "tool/call").map((e) => (e.data as any).name)
+      const results = contents.events.filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code)
+      expect(calls).toEqual(["GetWeatherArgs", "get_stock_price"])
+      expect(results).toEqual(["UNKNOWN_TOOL", "UNKNOWN_TOOL"])
+      // The second request is a valid Chat Completions body: each tool message follows the
+      // assistant message that called it.
+      expect(server.requests).toHaveLength(2)
+      expect(server.requests[0]!.headers.authorization).toBe("Bearer sk-test-123")
+      const body = JSON.parse(server.requests[1]!.body)
+      expect(body.model).toBe("gpt-4o-2024-08-06")
+      expect(body.stream).toBe(true)
+      const roles = body.messages.map((m: any) => m.role)
+      expect(roles).toEqual(["user", "assistant", "tool", "tool"])
+      const assistant = body.messages[1]
+      expect(assistant.tool_calls.map((c: any) => c.id)).toEqual(body.messages.slice(2).map((m: any) => m.tool_call_id))
+      expect(assistant.tool_calls.map((c: any) => c.function.name)).toEqual(["GetWeatherArgs", "get_stock_price"])
+      expect(body.tools.map((t: any) => t.function.name).sort()).toEqual(["clock", "read_file", "wait"])
+      expect(contents.events.filter((e) => e.type === "assistant/message")).toHaveLength(2)
+    })), 30_000)
+
+  it.live("an unreachable base URL ends the turn error NETWORK: exit 4 with a clear message", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      const store = tmpDir()
+      const { code, err, out } = yield* cli([
+        "run", "--prompt", "hi", "--provider", "openai-compat", "--base-url", `http://127.0.0.1:${port}/v1`,
+        "--model", "m", "--store", store
+      ])
+      expect(code).toBe(4)
+      expect(err).toMatch(/^error: NETWORK: /)
+      expect(out).toContain("turn 1 ended: error: NETWORK")
+    }), 30_000)
+
+  it("exit codes follow the turn's end reason (§14)", () => {
+    expect(exitCodeOf({ kind: "completed" })).toBe(0)
+    expect(exitCodeOf({ kind: "max-tokens" })).toBe(0)
+    expect(exitCodeOf({ kind: "blocked" })).toBe(3)
+    expect(exitCodeOf({ kind: "error", error: { message: "m", code: "X" } })).toBe(4)
+    expect(exitCodeOf({ kind: "aborted", reason: { kind: "user" } })).toBe(130)
+  })
+})
+
+describe("the agent-loop binary", () => {
+  const bin = Path.resolve("dist/cli/bin.js")
+  const spawn = (args: ReadonlyArray<string>, cwd: string) =>
+    Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
+      execFile(process.execPath, [bin, ...args], { cwd, timeout: 20_000 }, (error, stdout, stderr) => {
+        resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
+      })
+    })
+
+  it.live("demo runs offline: a tool is called, a context is injected and a steer arrives", () =>
+    Effect.gen(function*() {
+      const cwd = tmpDir()
+      Fs.writeFileSync(Path.join(cwd, "package.json"), "{\"name\":\"demo\"}\n")
+      const r = yield* spawn(["demo"], cwd)
+      expect(r.code).toBe(0)
+      expect(r.stdout).toContain("[context from plugin:git] The user is on branch main.")
+      expect(r.stdout).toContain("→ wait({\"seconds\":1})")
+      expect(r.stdout).toContain("> Also read file package.json, please.")
+      expect(r.stdout).toContain("← {\"name\":\"demo\"}")
+      expect(r.stdout).toContain("turn 1 ended: completed")
+      const log = /session log: (\S+)/.exec(r.stdout)![1]!
+      const check = yield* spawn(["check", log], cwd)
+      expect(check.code).toBe(0)
+    }), 30_000)
+
+  it.live("an unknown flag exits 2", () =>
+    Effect.gen(function*() {
+      const r = yield* spawn(["transcript", "--nope"], tmpDir())
+      expect(r.code).toBe(2)
+    }), 30_000)
+})
