@@ -1,0 +1,146 @@
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Agent from "../src/Agent.js"
+import type { Message, MessageId } from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import * as OfflineTools from "../src/OfflineTools.js"
+import type { ModelRequest } from "../src/Model.js"
+import { advance, brief, layer, text } from "./utils/agent.js"
+
+const user = (id: string, t: string, source: Record<string, unknown> = { kind: "user" }): Message =>
+  ({ id: id as MessageId, role: "user", content: [{ type: "text", text: t }], source: source as any })
+
+const request = (messages: ReadonlyArray<Message>, tools = ["wait", "clock", "read_file"]): ModelRequest => ({
+  sessionId: "s",
+  turn: 1,
+  step: 1,
+  tools: tools.map((name) => ({ name, description: "", parameters: {} })),
+  messages
+})
+
+describe("Model.scripted", () => {
+  it.effect("streams text as word deltas at ⌊i·latency/n⌋ ms, then finish; toStream offers the same parts", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([{ latencyMs: 10, text: "one two three" }])
+      const fiber = yield* Effect.fork(Stream.runCollect(Model.toStream(model, request([user("u", "hi")]))))
+      yield* TestClock.adjust(10)
+      const parts = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+      expect(parts).toEqual([
+        { type: "text-delta", text: "one" },
+        { type: "text-delta", text: " two" },
+        { type: "text-delta", text: " three" },
+        { type: "finish", reason: "stop" }
+      ])
+      expect(model.requests[0]!.messages.map(text)).toEqual(["hi"])
+    }))
+
+  it.effect("an error entry fails with a typed ModelError; past the end is SCRIPT_EXHAUSTED", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([{ error: { code: "HTTP_429", message: "slow down", retryable: true, retryAfterMs: 2000 } }])
+      const sink = { part: () => Effect.void }
+      const e1 = yield* Effect.flip(model.respond(request([]), sink))
+      expect([e1.code, e1.retryable, e1.retryAfterMs]).toEqual(["HTTP_429", true, 2000])
+      const e2 = yield* Effect.flip(model.respond(request([]), sink))
+      expect([e2.code, e2.retryable]).toEqual(["SCRIPT_EXHAUSTED", false])
+    }))
+})
+
+describe("Model.offline (§14)", () => {
+  it("asked to wait N seconds it calls wait; for the time it calls clock; to read a file it calls read_file", () => {
+    expect(Model.offlinePlan(request([user("u", "please wait 2 seconds")]))).toEqual({
+      text: "I received 1 message in this step: 1 from you (\"please wait 2 seconds\").",
+      toolCalls: [{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }]
+    })
+    expect(Model.offlinePlan(request([user("u", "what time is it?")])).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "clock", arguments: {} }
+    ])
+    expect(Model.offlinePlan(request([user("u", "read file src/index.ts, please")])).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "read_file", arguments: { path: "src/index.ts" } }
+    ])
+    // Tools it was not given are never called.
+    expect(Model.offlinePlan(request([user("u", "wait 2 seconds")], [])).toolCalls).toBeUndefined()
+  })
+
+  it("otherwise it summarizes the step's messages by source, and reports tool results", () => {
+    expect(Model.offlinePlan(request([
+      user("c", "git branch: main", { kind: "plugin", plugin: "git" }),
+      user("u", "which branch?")
+    ]))).toEqual({
+      text: "I received 2 messages in this step: 1 from you (\"which branch?\"); context from plugin:git (\"git branch: main\")."
+    })
+    const afterTool: Array<Message> = [
+      user("u", "wait 1 second"),
+      { id: "a" as MessageId, role: "assistant", content: [{ type: "tool-call", id: "c1", name: "wait", arguments: "{}" }], source: { kind: "model" } },
+      {
+        id: "r" as MessageId,
+        role: "user",
+        content: [{ type: "tool-result", toolCallId: "c1", content: [{ type: "text", text: "waited 1 second" }], isError: false }],
+        source: { kind: "tool", callId: "c1" }
+      }
+    ]
+    expect(Model.offlinePlan(request(afterTool))).toEqual({ text: "Tool result (c1): waited 1 second" })
+  })
+
+  it.scoped("end to end: the wait tool sleeps on the virtual clock while a steer arrives", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-offline-"))
+    return Effect.gen(function*() {
+      const tools = yield* OfflineTools.all(dir)
+      const agent = yield* Agent.make({ tools })
+      yield* agent.followup("wait 5 seconds")
+      yield* advance(1000)
+      yield* agent.steer("and what time is it?")
+      yield* advance(10_000)
+      const log = brief(agent.log.events())
+      expect(log.filter((l) => l.startsWith("tool/") || l.startsWith("user") || l.startsWith("turn/end"))).toEqual([
+        "user wait 5 seconds",
+        "tool/call call_1_1_1 wait",
+        "tool/result call_1_1_1",
+        "user and what time is it?",
+        "tool/call call_1_2_1 clock",
+        "tool/result call_1_2_1",
+        "turn/end 1 completed"
+      ])
+      const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => text((e.data as any).message))
+      expect(results).toEqual(["result:waited 5 seconds", "result:1970-01-01T00:00:05.000Z"])
+      expect(agent.log.events().find((e) => e.type === "tool/result")!.time).toBe(5000)
+    }).pipe(Effect.provide(Layer.merge(layer(Model.offline()), NodeContext.layer)))
+  })
+
+  it.scoped("read_file is confined to the working directory", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-read-"))
+    Fs.writeFileSync(Path.join(dir, "notes.txt"), "hello notes")
+    Fs.symlinkSync("/etc/hostname", Path.join(dir, "escape"))
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused") }
+      expect(yield* read.execute({ path: "notes.txt" }, ctx)).toEqual({ content: "hello notes" })
+      const outside = yield* Effect.flip(read.execute({ path: "../../etc/passwd" }, ctx))
+      expect(outside.message).toBe("../../etc/passwd is outside the working directory")
+      const absolute = yield* Effect.flip(read.execute({ path: "/etc/passwd" }, ctx))
+      expect(absolute.message).toBe("/etc/passwd is outside the working directory")
+      const link = yield* Effect.flip(read.execute({ path: "escape" }, ctx))
+      expect(link.message).toBe("escape resolves outside the working directory")
+      const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, ctx))
+      expect(missing.message).toBe("cannot read nope.txt: NotFound")
+    }).pipe(Effect.provide(NodeContext.layer))
+  })
+})
+
+describe("Agent.statusChanges", () => {
+  it.scoped("reports idle, running across the turns of one run, then idle", () => {
+    const model = Model.scripted([{ latencyMs: 10, text: "a" }, { latencyMs: 10, text: "b" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const fiber = yield* Effect.fork(Stream.runCollect(Stream.take(agent.statusChanges, 3)))
+      yield* advance(0)
+      yield* agent.followup("one")
+      yield* agent.followup("two")
+      yield* advance(100)
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(fiber))).toEqual(["idle", "running", "idle"])
+    }).pipe(Effect.provide(layer(model)))
+  })
+})
