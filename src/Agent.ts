@@ -346,7 +346,7 @@ class AgentImpl implements Agent {
   private readonly tools: ReadonlyMap<string, Tool.Tool<any>>
   private readonly lock = Effect.unsafeMakeSemaphore(1)
   /** The inbox state; replaced only under the lock, after the splice is durable (§4). */
-  private inboxState: Inbox.InboxState
+  private readonly queues: Inbox.MutableInbox
   private readonly seen = new Set<string>()
   private readonly historyList: Array<Message> = []
   private turnCounter = 0
@@ -386,7 +386,7 @@ class AgentImpl implements Agent {
     for (const tool of options.tools ?? []) tools.set(tool.name, tool)
     this.tools = tools
     this.toolDefinitions = (options.tools ?? []).map((t) => t.definition)
-    this.inboxState = initial?.inbox ?? Inbox.empty
+    this.queues = initial !== undefined ? Inbox.MutableInbox.from(initial.inbox) : new Inbox.MutableInbox()
     if (initial) {
       for (const m of initial.history) this.historyList.push(m)
       for (const id of initial.seen) this.seen.add(id)
@@ -516,7 +516,8 @@ class AgentImpl implements Agent {
             })
           )
         }
-        return Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+        return Effect.suspend(() => {
+          const state = this.queues
           // From a cancel until idle, a waking delivery goes to next-turn and sets the latch (§9).
           const unwinding = this.cancelCause !== undefined
           const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
@@ -527,11 +528,11 @@ class AgentImpl implements Agent {
             : { target, start: state.nextStep.length, inserted: [message] }
           return Effect.flatMap(this.append([{ type: "agent/inbox/spliced", data }]), () => {
             this.seen.add(message.id)
-            const next = Inbox.apply(state, data)
+            state.apply(data)
             this.publish({ type: "agent/inbox/inserted", message })
             const delivery: Delivery.Delivery = { messageId: message.id, outcome: this.outcomeOf(message.id) }
             return Effect.as(
-              Effect.flatMap(Effect.sync(() => { this.inboxState = next }), () => {
+              Effect.suspend(() => {
                 if (mode === "inject") return Effect.void
                 if (unwinding) {
                   this.latch = true
@@ -571,7 +572,7 @@ class AgentImpl implements Agent {
   }
 
   private isUndecided(id: string): boolean {
-    if (Inbox.find(this.inboxState, id) !== undefined) return true
+    if (Inbox.find(this.queues, id) !== undefined) return true
     const claimed = this.current?.claimed
     if (claimed !== undefined) for (const m of claimed) if (m.id === id) return true
     return false
@@ -588,7 +589,7 @@ class AgentImpl implements Agent {
   readonly replace = (id: string, message: UserMessage) => {
     if (this.disposed) return Effect.fail(this.disposedError())
     return Effect.flatMap(this.checkMessage(message), (msg) =>
-      this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state): Effect.Effect<void, MessageNotPending | DuplicateMessageId | SessionStoreError> => {
+      this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | DuplicateMessageId | SessionStoreError> => {
         const at = Inbox.find(state, id)
         if (at === undefined) return Effect.fail(this.notPending(id))
         if (this.seen.has(msg.id)) {
@@ -605,14 +606,14 @@ class AgentImpl implements Agent {
   }
 
   readonly remove = (id: string) =>
-    this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
+    this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
       const at = Inbox.find(state, id)
       if (at === undefined) return Effect.fail(this.notPending(id))
       return this.commitSplices(state, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
     }))
 
   readonly clear = (target?: "next-turn" | "next-step" | undefined) =>
-    this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+    this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
       const splices = Inbox.clearAll(state, undefined).filter((s) => target === undefined || s.target === target)
       return this.commitSplices(state, splices)
     }))
@@ -621,24 +622,16 @@ class AgentImpl implements Agent {
    * Appends canceled splices, applies them, and publishes `discarded` and resolves the removed
    * messages' outcomes (by cause, §12). Called under the lock.
    */
-  private commitSplices(state: Inbox.InboxState, splices: ReadonlyArray<SplicedData>): Effect.Effect<void, SessionStoreError> {
+  private commitSplices(state: Inbox.MutableInbox, splices: ReadonlyArray<SplicedData>): Effect.Effect<void, SessionStoreError> {
     if (splices.length === 0) return Effect.void
-    return Effect.flatMap(this.append(splices.map((data) => ({ type: "agent/inbox/spliced", data }))), () => {
-      let next = state
-      const removed: Array<UserMessage> = []
+    return Effect.map(this.append(splices.map((data) => ({ type: "agent/inbox/spliced", data }))), () => {
       for (const data of splices) {
-        for (const m of Inbox.removedBy(next, data)) removed.push(m)
-        next = Inbox.apply(next, data)
+        const reason = data.cause === undefined ? "discarded" : data.cause.kind === "disposed" ? "disposed" : "canceled"
+        for (const item of state.apply(data).removed) {
+          this.publish({ type: "agent/inbox/discarded", message: item.message })
+          this.resolve(item.message.id, Delivery.dropped(reason))
+        }
       }
-      for (const m of removed) {
-        this.publish({ type: "agent/inbox/discarded", message: m })
-        const cause = splices[0]!.cause
-        this.resolve(
-          m.id,
-          Delivery.dropped(cause === undefined ? "discarded" : cause.kind === "disposed" ? "disposed" : "canceled")
-        )
-      }
-      return Effect.sync(() => { this.inboxState = next })
     })
   }
 
@@ -692,7 +685,7 @@ class AgentImpl implements Agent {
       ))
   )
 
-  readonly inbox = Effect.sync(() => this.inboxState)
+  readonly inbox = Effect.sync(() => this.queues.snapshot())
 
   readonly history = Effect.sync((): ReadonlyArray<Message> => this.historyList.slice())
 
@@ -703,7 +696,7 @@ class AgentImpl implements Agent {
   readonly cancel = (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) => {
     const c = cause ?? USER_CAUSE
     return Effect.flatMap(
-      this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+      this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
         const clear = options?.keepInbox === true ? Effect.void : this.commitSplices(state, Inbox.clearAll(state, c))
         return Effect.map(clear, () => {
           if (!this.running) return undefined
@@ -770,7 +763,7 @@ class AgentImpl implements Agent {
         // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
         yield* self.withLock(Effect.suspend(() => {
           const drafts: Array<EventDraft> = []
-          const open = self.openTurn(self.inboxState, drafts)
+          const open = self.openTurn(drafts)
           return Effect.flatMap(self.append(drafts), () => {
             open(t)
             return Effect.void
@@ -915,14 +908,14 @@ class AgentImpl implements Agent {
    * Adds `turn/start` and the turn-boundary claim to `drafts`; returns what to apply once they
    * are durable. Called under the lock.
    */
-  private openTurn(state: Inbox.InboxState, drafts: Array<EventDraft>): (t: TurnState) => void {
+  private openTurn(drafts: Array<EventDraft>): (t: TurnState) => void {
     const turn = this.turnCounter + 1
-    const claim = Inbox.claim(state, true)
+    const claim = Inbox.claim(this.queues, true)
     drafts.push({ type: "turn/start", data: { turn } })
     for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
     return (t) => {
       this.turnCounter = turn
-      this.inboxState = claim.state
+      for (const data of claim.splices) this.queues.apply(data)
       t.turn = turn
       t.turnOpen = true
       t.step = 1
@@ -946,8 +939,7 @@ class AgentImpl implements Agent {
     const drafts: Array<EventDraft> = prefix.slice()
     if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
     drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
-    const state = this.inboxState
-    const open = !this.disposed && Inbox.hasWakingWork(state) ? this.openTurn(state, drafts) : undefined
+    const open = !this.disposed && this.queues.hasWakingWork ? this.openTurn(drafts) : undefined
     return Effect.map(this.append(drafts), () => {
       t.stepOpen = false
       t.turnOpen = false
@@ -986,8 +978,8 @@ class AgentImpl implements Agent {
   /** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
   private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
     return this.withLock(Effect.suspend((): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> => {
-      const state = this.inboxState
-      if (toolContinuation || Inbox.hasWakingStep(state)) {
+      const state = this.queues
+      if (toolContinuation || state.hasWakingStep) {
         const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
         const claim = Inbox.claim(state, false)
         for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
@@ -995,7 +987,7 @@ class AgentImpl implements Agent {
           t.stepOpen = false
           t.step++
           t.claimed = claim.batch
-          this.inboxState = claim.state
+          for (const data of claim.splices) state.apply(data)
           for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn: t.turn })
           return "step" as const
         })
@@ -1350,7 +1342,7 @@ class AgentImpl implements Agent {
       if (contexts.length === 0) {
         return Effect.uninterruptible(Effect.map(this.append([result]), after))
       }
-      return this.withLock(Effect.flatMap(Effect.sync(() => this.inboxState), (state) => {
+      return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
         const start = Math.min(t.contextsInserted, state.nextStep.length)
         const data: SplicedData = { target: "next-step", start, inserted: contexts }
         return Effect.flatMap(this.append([result, { type: "agent/inbox/spliced", data }]), () => {
@@ -1360,7 +1352,8 @@ class AgentImpl implements Agent {
             this.seen.add(m.id)
             this.publish({ type: "agent/inbox/inserted", message: m })
           }
-          return Effect.sync(() => { this.inboxState = Inbox.apply(state, data) })
+          state.apply(data)
+          return Effect.void
         })
       }))
     })

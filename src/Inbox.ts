@@ -42,87 +42,104 @@ export interface InboxState {
 export const empty: InboxState = Object.freeze({ nextTurn: Object.freeze([]), nextStep: Object.freeze([]) })
 
 /**
- * Normalized splice coordinates: `start` in `[0, length]`, `removedCount` in
- * `[0, length - start]`, exactly as `Array.prototype.splice` interprets its arguments.
+ * What applying one splice did: the removed and inserted items (with their waking flags) and
+ * whether the coordinates were in range of the inbox it applied to (out-of-range coordinates
+ * are clamped like `Array.prototype.splice` on non-negative arguments).
  *
  * @since 0.1.0
+ * @category models
  */
-export const normalize = (
-  length: number,
-  start: number,
-  deleteCount: number | undefined
-): { readonly start: number; readonly removedCount: number } => {
-  let s = Math.trunc(start)
-  if (Number.isNaN(s)) s = 0
-  if (s < 0) s = Math.max(length + s, 0)
-  if (s > length) s = length
-  let d = deleteCount === undefined ? length - s : Math.trunc(deleteCount)
-  if (Number.isNaN(d) || d < 0) d = 0
-  if (d > length - s) d = length - s
-  return { start: s, removedCount: d }
+export interface SpliceApplied {
+  readonly removed: ReadonlyArray<Pending>
+  readonly inserted: ReadonlyArray<Pending>
+  readonly inRange: boolean
 }
 
-/**
- * True when a splice would remove and insert nothing (such a splice is not logged, §4).
- *
- * @since 0.1.0
- */
-export const isNoop = (data: SplicedData): boolean => (data.removedCount ?? 0) === 0 && data.inserted.length === 0
+const NONE: ReadonlyArray<Pending> = Object.freeze([])
 
 /**
- * Whether the items a splice inserts wake the agent (DESIGN.md §4): `next-turn` items always
- * do; `next-step` items do when the splice carries `wake: true`, and an item that replaces
- * another (same offset in a splice that removes and inserts) keeps the replaced item's flag.
- * DSH v0 `next-step` items are non-waking (they never carry `wake`).
+ * The inbox as a mutable pair of queues that applies splices one at a time (DESIGN.md §4): the
+ * one implementation of the splice rules, used by the live agent (which applies a splice only
+ * after it is durable) and by replay (fates, invariants, resume). It is an `InboxState` view.
+ * Waking flags: `next-turn` items are waking; a `next-step` insertion is waking when the splice
+ * has `wake: true`, or when it replaces removed items (a replace keeps the replaced item's flag:
+ * inserted item i takes removed item min(i, removed - 1)'s flag); DSH v0 `next-step` items are
+ * never waking.
  *
  * @since 0.1.0
+ * @category models
  */
-const insertedWaking = (data: SplicedData, removed: ReadonlyArray<Pending>, j: number): boolean =>
-  data.wake === true || (removed[j]?.waking ?? false)
+export class MutableInbox implements InboxState {
+  readonly nextTurn: Array<UserMessage> = []
+  readonly nextStep: Array<Pending> = []
+  private wakingSteps = 0
 
-/**
- * Applies a normalized splice to the state. Throws a `RangeError` when the coordinates are out
- * of range (callers validate first; replay reports it as an invariant violation).
- *
- * @since 0.1.0
- */
-export const apply = (state: InboxState, data: SplicedData): InboxState => {
-  const removedCount = data.removedCount ?? 0
-  if (data.target === "next-turn") {
-    const list = state.nextTurn
-    if (data.start < 0 || data.start > list.length || data.start + removedCount > list.length) {
-      throw new RangeError(`splice out of range: next-turn start ${data.start} removes ${removedCount} of ${list.length}`)
+  constructor(readonly dsh: boolean = false) {}
+
+  /** An inbox holding `state`. */
+  static from(state: InboxState, dsh = false): MutableInbox {
+    const inbox = new MutableInbox(dsh)
+    for (const m of state.nextTurn) inbox.nextTurn.push(m)
+    for (const p of state.nextStep) {
+      inbox.nextStep.push(p)
+      if (p.waking) inbox.wakingSteps++
     }
-    const next = list.slice()
-    next.splice(data.start, removedCount, ...data.inserted)
-    return { nextTurn: next, nextStep: state.nextStep }
+    return inbox
   }
-  const list = state.nextStep
-  if (data.start < 0 || data.start > list.length || data.start + removedCount > list.length) {
-    throw new RangeError(`splice out of range: next-step start ${data.start} removes ${removedCount} of ${list.length}`)
-  }
-  const next = list.slice()
-  const removed = next.splice(data.start, removedCount)
-  if (data.inserted.length > 0) {
-    const items: Array<Pending> = new Array(data.inserted.length)
-    for (let j = 0; j < data.inserted.length; j++) {
-      items[j] = { message: data.inserted[j]!, waking: insertedWaking(data, removed, j) }
-    }
-    next.splice(data.start, 0, ...items)
-  }
-  return { nextTurn: state.nextTurn, nextStep: next }
-}
 
-/**
- * The messages a splice removes from the state (before applying it).
- *
- * @since 0.1.0
- */
-export const removedBy = (state: InboxState, data: SplicedData): ReadonlyArray<UserMessage> => {
-  const removedCount = data.removedCount ?? 0
-  if (removedCount === 0) return []
-  if (data.target === "next-turn") return state.nextTurn.slice(data.start, data.start + removedCount)
-  return state.nextStep.slice(data.start, data.start + removedCount).map((p) => p.message)
+  /** `next-step` holds waking input (a steer) (DESIGN.md §6.3). O(1). */
+  get hasWakingStep(): boolean {
+    return this.wakingSteps > 0
+  }
+
+  /** A queued followup or an unclaimed steer is pending (DESIGN.md §6.5). O(1). */
+  get hasWakingWork(): boolean {
+    return this.nextTurn.length > 0 || this.wakingSteps > 0
+  }
+
+  /** Applies one splice. */
+  apply(data: SplicedData): SpliceApplied {
+    const turnTarget = data.target === "next-turn"
+    const len = turnTarget ? this.nextTurn.length : this.nextStep.length
+    const rawStart = data.start ?? 0
+    const rawCount = data.removedCount ?? 0
+    const inRange = Number.isInteger(rawStart) && Number.isInteger(rawCount) && rawStart >= 0 && rawCount >= 0 &&
+      rawStart + rawCount <= len
+    const start = rawStart >= 0 ? Math.min(Math.trunc(rawStart), len) : 0
+    const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
+    const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
+    if (turnTarget) {
+      const removed = count > 0 ? this.nextTurn.splice(start, count).map((message) => ({ message, waking: true })) : NONE
+      if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange }
+      if (start === this.nextTurn.length) for (const m of insertedMessages) this.nextTurn.push(m)
+      else this.nextTurn.splice(start, 0, ...insertedMessages)
+      return { removed, inserted: insertedMessages.map((message) => ({ message, waking: true })), inRange }
+    }
+    let removed: ReadonlyArray<Pending> = NONE
+    if (count > 0) {
+      removed = this.nextStep.splice(start, count)
+      for (const item of removed) if (item.waking) this.wakingSteps--
+    }
+    if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange }
+    const inserted: Array<Pending> = new Array(insertedMessages.length)
+    for (let i = 0; i < insertedMessages.length; i++) {
+      let waking: boolean
+      if (this.dsh) waking = false
+      else if (data.wake === true) waking = true
+      else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
+      else waking = false
+      if (waking) this.wakingSteps++
+      inserted[i] = { message: insertedMessages[i]!, waking }
+    }
+    if (start === this.nextStep.length) for (const item of inserted) this.nextStep.push(item)
+    else this.nextStep.splice(start, 0, ...inserted)
+    return { removed, inserted, inRange }
+  }
+
+  /** A frozen copy of the current state. */
+  snapshot(): InboxState {
+    return Object.freeze({ nextTurn: Object.freeze(this.nextTurn.slice()), nextStep: Object.freeze(this.nextStep.slice()) })
+  }
 }
 
 /**
@@ -144,30 +161,27 @@ export const hasWakingStep = (state: InboxState): boolean => {
 
 /**
  * The claim at a pre-step boundary (DESIGN.md §4): all of `next-step` and, at a turn boundary,
- * the first `next-turn` item. Returns the batch in order `[...nextStep, nextTurn[0]]`, the
- * pure-deletion splices to log (`next-step` first) and the state after them.
+ * the first `next-turn` item. Returns the batch in order `[...nextStep, nextTurn[0]]` and the
+ * pure-deletion splices to log (`next-step` first); apply them once they are durable.
  *
  * @since 0.1.0
  */
 export const claim = (state: InboxState, turnBoundary: boolean): {
   readonly batch: ReadonlyArray<UserMessage>
   readonly splices: ReadonlyArray<SplicedData>
-  readonly state: InboxState
 } => {
   const stepCount = state.nextStep.length
   const takeTurn = turnBoundary && state.nextTurn.length > 0
-  if (stepCount === 0 && !takeTurn) return { batch: [], splices: [], state }
+  if (stepCount === 0 && !takeTurn) return { batch: [], splices: [] }
   const batch: Array<UserMessage> = []
   const splices: Array<SplicedData> = []
   for (const p of state.nextStep) batch.push(p.message)
   if (stepCount > 0) splices.push({ target: "next-step", start: 0, removedCount: stepCount, inserted: [] })
-  let nextTurn = state.nextTurn
   if (takeTurn) {
     batch.push(state.nextTurn[0]!)
     splices.push({ target: "next-turn", start: 0, removedCount: 1, inserted: [] })
-    nextTurn = state.nextTurn.slice(1)
   }
-  return { batch, splices, state: { nextTurn, nextStep: stepCount > 0 ? [] : state.nextStep } }
+  return { batch, splices }
 }
 
 /**

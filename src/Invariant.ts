@@ -38,7 +38,8 @@
  */
 import type { UserMessage } from "./Message.js"
 import type { LogOptions } from "./internal/fate.js"
-import { InboxReplay, isDsh, seedLengthOf } from "./internal/fate.js"
+import { MutableInbox } from "./Inbox.js"
+import { isDsh, seedLengthOf } from "./internal/fate.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "./SessionEvent.js"
 import { coreEventTypes } from "./SessionEvent.js"
 
@@ -112,7 +113,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
   let calls = new Map<string, Call>()
   let lastResult = -1
   // rule 4/5/6 state
-  const inbox = new InboxReplay(dsh)
+  const inbox = new MutableInbox(dsh)
   const seen = new Set<string>() // ours: every message id seen so far
   const pending = new Map<string, number>() // DSH: pending ids
   let claimed = new Set<string>() // ours: claimed in the open turn, not yet entered

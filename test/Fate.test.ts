@@ -5,10 +5,10 @@ import {
   Entered,
   fateOf,
   fatesOf,
-  InboxReplay,
   Pending,
   replayInbox
 } from "../src/internal/fate.js"
+import { MutableInbox } from "../src/Inbox.js"
 import type { SessionEvent, SplicedData } from "../src/SessionEvent.js"
 import {
   assistant,
@@ -262,8 +262,8 @@ describe("replayInbox", () => {
       .toBe(false)
   })
 
-  it("InboxReplay reports out-of-range coordinates and clamps them", () => {
-    const inbox = new InboxReplay()
+  it("MutableInbox reports out-of-range coordinates and clamps them", () => {
+    const inbox = new MutableInbox()
     inbox.apply({ target: "next-turn", start: 0, inserted: [u1] })
     const applied = inbox.apply({ target: "next-turn", start: 0, removedCount: 3, inserted: [] })
     expect(applied.inRange).toBe(false)

@@ -12,14 +12,13 @@ import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { advance } from "./utils/agent.js"
 
 describe("JSONL read-back", () => {
   it.scoped("a log written by a session reads back into the same history and inbox state", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-readback-"))
     const model = Model.scripted([
-      { latencyMs: 10, text: "thinking", toolCalls: [{ id: "c1", name: "echo", arguments: { value: "x" } }] },
-      { latencyMs: 10, text: "done" }
+      { text: "thinking", toolCalls: [{ id: "c1", name: "echo", arguments: { value: "x" } }] },
+      { text: "done" }
     ])
     const echo = Tool.make({
       name: "echo",
@@ -31,8 +30,9 @@ describe("JSONL read-back", () => {
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ tools: [echo] })
       yield* agent.followup("go")
-      yield* advance(100)
-      // Leave work pending: an injection and a kept followup after a keepInbox cancel.
+      // The JSONL store does real I/O: wait for the run to end, not for virtual time.
+      yield* agent.awaitIdle
+      // Leave work pending.
       yield* agent.inject(yield* UserMessage.make({ text: "pending ctx", source: { kind: "plugin", plugin: "p" } }))
       const contents = yield* SessionStore.readFile(agent.log.path!)
       expect(contents.events).toEqual(agent.log.events())

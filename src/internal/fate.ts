@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import { type InboxState, MutableInbox } from "../Inbox.js"
 import type { UserMessage } from "../Message.js"
 import type { SessionEvent, SessionHeader, SplicedData, TurnEndReason } from "../SessionEvent.js"
 
@@ -170,113 +171,6 @@ export const dropReasonOfCanceledSplice = (data: SplicedData): DropReason =>
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A pending inbox item with its waking flag (DESIGN.md §4). `next-turn` items are always waking.
- *
- * @since 0.1.0
- * @category models
- */
-export interface PendingItem {
-  readonly message: UserMessage
-  readonly waking: boolean
-}
-
-/**
- * The replayed inbox: `nextTurn` (direct prompts, all waking) and `nextStep` (each item with its
- * waking flag), in queue order (DESIGN.md §4).
- *
- * @since 0.1.0
- * @category models
- */
-export interface InboxState {
-  readonly nextTurn: ReadonlyArray<UserMessage>
-  readonly nextStep: ReadonlyArray<PendingItem>
-}
-
-/**
- * What applying one splice did: the removed items (with their flags) and whether the splice's
- * coordinates were in range of the inbox it applied to (out-of-range coordinates are clamped
- * like `Array.prototype.splice` on non-negative arguments).
- *
- * @since 0.1.0
- * @category models
- */
-export interface SpliceApplied {
-  readonly removed: ReadonlyArray<PendingItem>
-  readonly inserted: ReadonlyArray<PendingItem>
-  readonly inRange: boolean
-}
-
-const EMPTY: ReadonlyArray<PendingItem> = Object.freeze([])
-
-/**
- * A mutable inbox that applies splices one at a time (DESIGN.md §4): the engine of
- * `replayInbox`, the fates and the invariant checker, usable incrementally. Waking flags:
- * `next-turn` items are waking; a `next-step` insertion is waking when the splice has
- * `wake: true`, or when it replaces removed items (a replace keeps the replaced item's flag:
- * inserted item i takes removed item min(i, removed - 1)'s flag); DSH v0 `next-step` items are
- * never waking.
- *
- * @since 0.1.0
- * @category models
- */
-export class InboxReplay {
-  readonly nextTurn: Array<PendingItem> = []
-  readonly nextStep: Array<PendingItem> = []
-  private wakingSteps = 0
-
-  constructor(readonly dsh: boolean = false) {}
-
-  /** A queued followup or a waking next-step item is pending (DESIGN.md §6.5). */
-  get hasWakingWork(): boolean {
-    return this.nextTurn.length > 0 || this.wakingSteps > 0
-  }
-
-  /** Applies one splice. */
-  apply(data: SplicedData): SpliceApplied {
-    const target = data.target === "next-turn" ? "next-turn" : "next-step"
-    const queue = target === "next-turn" ? this.nextTurn : this.nextStep
-    const len = queue.length
-    const rawStart = data.start ?? 0
-    const rawCount = data.removedCount ?? 0
-    const inRange = Number.isInteger(rawStart) && Number.isInteger(rawCount) && rawStart >= 0 && rawCount >= 0 &&
-      rawStart + rawCount <= len
-    const start = rawStart >= 0 ? Math.min(Math.trunc(rawStart), len) : 0
-    const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
-    const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
-    let removed: ReadonlyArray<PendingItem> = EMPTY
-    if (count > 0) {
-      removed = queue.splice(start, count)
-      if (target === "next-step") {
-        for (const item of removed) if (item.waking) this.wakingSteps--
-      }
-    }
-    if (insertedMessages.length === 0) return { removed, inserted: EMPTY, inRange }
-    const inserted: Array<PendingItem> = new Array(insertedMessages.length)
-    for (let i = 0; i < insertedMessages.length; i++) {
-      let waking: boolean
-      if (target === "next-turn") waking = true
-      else if (this.dsh) waking = false
-      else if (data.wake === true) waking = true
-      else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
-      else waking = false
-      if (waking && target === "next-step") this.wakingSteps++
-      inserted[i] = { message: insertedMessages[i]!, waking }
-    }
-    if (start === queue.length) for (const item of inserted) queue.push(item)
-    else queue.splice(start, 0, ...inserted)
-    return { removed, inserted, inRange }
-  }
-
-  /** A frozen copy of the current state. */
-  snapshot(): InboxState {
-    return Object.freeze({
-      nextTurn: Object.freeze(this.nextTurn.map((item) => item.message)),
-      nextStep: Object.freeze(this.nextStep.slice())
-    })
-  }
-}
-
-/**
  * Rebuilds the inbox from the `agent/inbox/spliced` events of a log (DESIGN.md §4, §10), skipping
  * the inherited prefix of a DSH child session (`seedLength`). Returns the final state with the
  * waking flag of each `next-step` item.
@@ -285,7 +179,7 @@ export class InboxReplay {
  * @category projections
  */
 export const replayInbox = (events: ReadonlyArray<SessionEvent>, options?: LogOptions): InboxState => {
-  const inbox = new InboxReplay(isDsh(options))
+  const inbox = new MutableInbox(isDsh(options))
   const seed = seedLengthOf(options)
   for (const event of events) {
     if (event.type === "agent/inbox/spliced" && event.seq >= seed) inbox.apply(event.data as SplicedData)
@@ -329,7 +223,7 @@ const computeFates = (
   only: string | undefined
 ): Map<string, Fate> => {
   const fates = new Map<string, Fate>()
-  const inbox = new InboxReplay(isDsh(options))
+  const inbox = new MutableInbox(isDsh(options))
   const seed = seedLengthOf(options)
   // ids claimed since the last step/start of the open turn
   let claimed: Array<string> = []
