@@ -1,6 +1,6 @@
 /**
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
- * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE` and `demo`.
+ * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`, `simulate SCENARIO` and `demo`.
  *
  * Exit codes: `run` exits 0 for `completed` or `max-tokens`, 3 `blocked`, 4 `error`, 130
  * `aborted` (also on Ctrl-C); `check` exits 1 when an invariant is violated; every command
@@ -9,9 +9,9 @@
  * @since 0.1.0
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
-import { Path } from "@effect/platform"
+import { FileSystem, Path } from "@effect/platform"
 import { NodeContext, NodeHttpClient } from "@effect/platform-node"
-import { Console, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Console, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import * as Invariant from "../Invariant.js"
@@ -20,6 +20,7 @@ import * as Model from "../Model.js"
 import * as OfflineTools from "../OfflineTools.js"
 import * as OpenAICompat from "../providers/OpenAICompat.js"
 import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
+import * as Scenario from "../Scenario.js"
 import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
 
@@ -234,9 +235,38 @@ const demo = Command.make(
     })
 ).pipe(Command.withDescription("Run a short offline demo session and print its transcript."))
 
+/**
+ * `simulate SCENARIO [--out FILE] [--requests FILE]` (DESIGN.md §15): runs a scenario on the
+ * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
+ * An invalid scenario exits 2 with the JSON path of the problem, before anything runs.
+ */
+const simulate = Command.make(
+  "simulate",
+  {
+    scenario: Args.text({ name: "SCENARIO" }).pipe(Args.withDescription("a scenario JSON file (DESIGN.md §15)")),
+    out: Options.text("out").pipe(Options.optional, Options.withDescription("where to write the session log (default: stdout)")),
+    requests: Options.text("requests").pipe(Options.optional, Options.withDescription("where to write the model requests, one JSON line each"))
+  },
+  ({ out, requests, scenario }) =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const text = yield* fs.readFileString(scenario).pipe(
+        Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
+      )
+      const decoded = Scenario.parse(text)
+      if (Either.isLeft(decoded)) return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
+      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
+      const write = (file: string, content: string) =>
+        fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
+      if (Option.isSome(out)) yield* write(out.value, result.log)
+      else yield* Effect.sync(() => process.stdout.write(result.log))
+      if (Option.isSome(requests)) yield* write(requests.value, result.requestLines)
+    })
+).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
+
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
-  Command.withSubcommands([run, transcript, check, demo])
+  Command.withSubcommands([run, transcript, check, demo, simulate])
 )
 
 const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })

@@ -1,0 +1,441 @@
+/**
+ * Deterministic scenarios (DESIGN.md §15): a JSON file with a model script, tools, pre-step
+ * listeners and timed actions, run on a virtual clock (TestClock) so that the same file gives
+ * a byte-identical session log on every run, times included, whatever the machine's load.
+ *
+ * Determinism: the memory store, written out once at the end; ids from an `IdGenerator` seeded
+ * with a hash of the scenario file; a header with `createdAt: 0` and no `cwd`; before applying an
+ * action and before each clock advance the simulator waits until every fiber of the run is
+ * suspended or done (the runtime has no runnable work), then advances the clock to the earlier
+ * of the next action and the next sleep. Actions with the same `at` are applied in file order,
+ * each after the runtime has settled. The model script goes through the real model port:
+ * `Model.scripted` streams each response as parts into the loop.
+ *
+ * @since 0.1.0
+ */
+import {
+  Array as Arr,
+  Clock,
+  Chunk,
+  Effect,
+  Either,
+  Fiber,
+  Layer,
+  ParseResult,
+  Schema,
+  Supervisor,
+  TestClock,
+  TestContext
+} from "effect"
+import * as Agent from "./Agent.js"
+import * as IdGenerator from "./IdGenerator.js"
+import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
+import { type ContentBlock, type Message, type MessageSource, UserMessage } from "./Message.js"
+import * as Model from "./Model.js"
+import * as PreStep from "./PreStep.js"
+import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
+import * as SessionStore from "./SessionStore.js"
+import * as Tool from "./Tool.js"
+
+// ---------------------------------------------------------------------------------------------
+// Format
+// ---------------------------------------------------------------------------------------------
+
+const NonNegative = Schema.Number.pipe(Schema.finite(), Schema.nonNegative())
+const Source = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+const Text = Schema.Union(Schema.String, Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }))
+
+const ModelEntry = Schema.Struct({
+  text: Schema.optional(Schema.String),
+  reasoning: Schema.optional(Schema.String),
+  toolCalls: Schema.optional(Schema.Array(Schema.Struct({
+    id: Schema.String,
+    name: Schema.String,
+    arguments: Schema.optional(Schema.Unknown)
+  }))),
+  finish: Schema.optional(Schema.Literal("stop", "length")),
+  error: Schema.optional(Schema.Struct({
+    code: Schema.String,
+    message: Schema.String,
+    retryable: Schema.optional(Schema.Boolean)
+  })),
+  latencyMs: Schema.optional(NonNegative)
+})
+
+const ToolSpec = Schema.Struct({
+  result: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  durationMs: Schema.optional(NonNegative),
+  additionalContexts: Schema.optional(Schema.Array(Schema.String)),
+  exclusive: Schema.optional(Schema.Boolean)
+})
+
+const PreStepSpec = Schema.Union(
+  Schema.Struct({ rejectIfTextIncludes: Schema.String }),
+  Schema.Struct({ failIfTextIncludes: Schema.String }),
+  Schema.Struct({ appendText: Schema.String })
+)
+
+const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+const Action = Schema.Union(
+  Schema.Struct({ at: NonNegative, followup: Text }),
+  Schema.Struct({ at: NonNegative, steer: Text }),
+  Schema.Struct({ at: NonNegative, inject: Text }),
+  Schema.Struct({
+    at: NonNegative,
+    cancel: Schema.Struct({ keepInbox: Schema.optional(Schema.Boolean), cause: Schema.optional(Cause) })
+  }),
+  Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) })
+)
+
+/**
+ * The scenario format (DESIGN.md §15). Unknown fields are errors.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ScenarioSchema = Schema.Struct({
+  name: Schema.optional(Schema.String),
+  model: Schema.Array(ModelEntry),
+  tools: Schema.optional(Schema.Record({ key: Schema.String, value: ToolSpec })),
+  preStep: Schema.optional(Schema.Array(PreStepSpec)),
+  actions: Schema.Array(Action)
+})
+
+/**
+ * A decoded scenario.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Scenario = typeof ScenarioSchema.Type
+
+/**
+ * An invalid scenario: `path` is the JSON path of the problem (`$.actions[2].at`). Nothing runs.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidScenario extends Schema.TaggedError<InvalidScenario>()("InvalidScenario", {
+  message: Schema.String,
+  path: Schema.String
+}) {}
+
+const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
+  "$" + path.map((k) => (typeof k === "number" ? `[${k}]` : /^[A-Za-z_$][\w$]*$/.test(String(k)) ? `.${String(k)}` : `[${JSON.stringify(String(k))}]`)).join("")
+
+/**
+ * Decodes a scenario from parsed JSON. Fails with `InvalidScenario` naming the JSON path of the
+ * first problem (unknown field, wrong type, negative time, an action with no or two kinds).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario> => {
+  if (typeof input === "object" && input !== null && Array.isArray((input as { actions?: unknown }).actions)) {
+    const actions = (input as { actions: ReadonlyArray<unknown> }).actions
+    for (let i = 0; i < actions.length; i++) {
+      const a = actions[i]
+      if (typeof a !== "object" || a === null) continue
+      const kinds = ["followup", "steer", "inject", "cancel", "dispose"].filter((k) => k in a)
+      if (kinds.length !== 1) {
+        return Either.left(
+          new InvalidScenario({
+            message: kinds.length === 0
+              ? "an action needs one of followup, steer, inject, cancel, dispose"
+              : `an action has one kind, this one has ${kinds.join(" and ")}`,
+            path: `$.actions[${i}]`
+          })
+        )
+      }
+    }
+  }
+  const result = Schema.decodeUnknownEither(ScenarioSchema, { onExcessProperty: "error", errors: "first" })(input)
+  if (Either.isRight(result)) return Either.right(result.right)
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(result.left)
+  const first = issues[0]
+  return Either.left(
+    new InvalidScenario({
+      message: first?.message ?? "invalid scenario",
+      path: jsonPath(first?.path ?? [])
+    })
+  )
+}
+
+/**
+ * Parses and decodes a scenario file's text; the seed for its ids is a hash of the text.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parse = (text: string): Either.Either<Scenario, InvalidScenario> => {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return Either.left(new InvalidScenario({ message: `not JSON: ${e instanceof Error ? e.message : String(e)}`, path: "$" }))
+  }
+  return decode(json)
+}
+
+/**
+ * FNV-1a hash of a text (32 bits): the id seed of a scenario file (DESIGN.md §15).
+ *
+ * @since 0.1.0
+ */
+export const seedOf = (text: string): number => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return h >>> 0
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building the run
+// ---------------------------------------------------------------------------------------------
+
+const textOf = (content: ReadonlyArray<ContentBlock>): string =>
+  content.map((b) => (b.type === "text" ? b.text : "")).filter((t) => t.length > 0).join("\n")
+
+const batchText = (messages: ReadonlyArray<UserMessage>): string => messages.map((m) => textOf(m.content)).join("\n")
+
+/** The pre-step listeners of a scenario, outermost first (DESIGN.md §15). */
+const listeners = (
+  specs: Scenario["preStep"]
+): ReadonlyArray<PreStep.Listener<PreStep.PreStepFailed, IdGenerator.IdGenerator>> =>
+  (specs ?? []).map((spec): PreStep.Listener<PreStep.PreStepFailed, IdGenerator.IdGenerator> => {
+    if ("rejectIfTextIncludes" in spec) {
+      return (p, next) =>
+        batchText(p.messages).includes(spec.rejectIfTextIncludes)
+          ? Effect.succeed(PreStep.Decision.reject(`text includes "${spec.rejectIfTextIncludes}"`))
+          : next()
+    }
+    if ("failIfTextIncludes" in spec) {
+      return (p, next) =>
+        batchText(p.messages).includes(spec.failIfTextIncludes)
+          ? Effect.fail(new PreStep.PreStepFailed({ message: `text includes "${spec.failIfTextIncludes}"` }))
+          : next()
+    }
+    return (_p, next) =>
+      Effect.flatMap(next(), (d) =>
+        d._tag === "Reject"
+          ? Effect.succeed(d)
+          : Effect.map(
+            IdGenerator.IdGenerator.next,
+            (id) =>
+              PreStep.Decision.enter([
+                ...d.messages,
+                Object.freeze({
+                  id: id as UserMessage["id"],
+                  role: "user" as const,
+                  content: Object.freeze([Object.freeze({ type: "text" as const, text: spec.appendText })]),
+                  source: Object.freeze({ kind: "plugin", plugin: "scenario-pre-step" })
+                })
+              ])
+          ))
+  })
+
+/** The tools of a scenario (DESIGN.md §15): arguments are any JSON object. */
+const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
+  Object.entries(specs ?? {}).map(([name, spec]) =>
+    Tool.make({
+      name,
+      description: `scenario tool ${name}`,
+      parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      exclusive: spec.exclusive,
+      execute: (args, ctx) =>
+        Effect.gen(function*() {
+          const ms = spec.durationMs ?? (typeof args.ms === "number" && args.ms >= 0 ? args.ms : 0)
+          if (ms > 0) yield* Effect.sleep(ms)
+          if (spec.error !== undefined) return yield* new Tool.ToolError({ message: spec.error })
+          const additionalContexts: Array<UserMessage> = []
+          for (const text of spec.additionalContexts ?? []) {
+            additionalContexts.push(yield* Effect.orDie(ctx.makeMessage(text)))
+          }
+          return { content: spec.result ?? "", additionalContexts }
+        })
+    })
+  )
+
+/**
+ * A request as `--requests` writes it (DESIGN.md §15): each message
+ * `{role: "user"|"assistant"|"tool", content, reasoning?, toolCalls?, toolCallId?}`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RequestLine {
+  readonly turn: number
+  readonly step: number
+  readonly messages: ReadonlyArray<{
+    readonly role: "user" | "assistant" | "tool"
+    readonly content: string
+    readonly reasoning?: string
+    readonly toolCalls?: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
+    readonly toolCallId?: string
+  }>
+}
+
+const requestMessage = (m: Message): RequestLine["messages"][number] => {
+  if (m.role === "assistant") {
+    const reasoning = m.content.filter((b) => b.type === "reasoning").map((b) => (b as { text: string }).text).join("\n")
+    const calls = m.content.flatMap((b) => (b.type === "tool-call" ? [{ id: b.id, name: b.name, arguments: b.arguments }] : []))
+    return {
+      role: "assistant",
+      content: textOf(m.content),
+      ...(reasoning.length > 0 ? { reasoning } : {}),
+      ...(calls.length > 0 ? { toolCalls: calls } : {})
+    }
+  }
+  const result = m.content.find((b) => b.type === "tool-result")
+  if (result !== undefined && result.type === "tool-result") {
+    return { role: "tool", content: textOf(result.content), toolCallId: result.toolCallId }
+  }
+  return { role: "user", content: textOf(m.content) }
+}
+
+/**
+ * What a run produced: the header and events of the session log, the model requests, and the
+ * serialized forms `log` (JSONL with the header) and `requests` (one JSON line a request).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunResult {
+  readonly header: SessionHeader
+  readonly events: ReadonlyArray<SessionEvent>
+  readonly requests: ReadonlyArray<RequestLine>
+  readonly log: string
+  readonly requestLines: string
+}
+
+// ---------------------------------------------------------------------------------------------
+// The simulator
+// ---------------------------------------------------------------------------------------------
+
+type Statuses = ReadonlyArray<readonly [number, string]>
+
+const statuses = (fibers: ReadonlyArray<Fiber.RuntimeFiber<any, any>>, self: number) =>
+  Effect.map(
+    Effect.forEach(fibers.filter((f) => f.id().id !== self), (f) =>
+      Effect.map(Fiber.status(f), (s) => [f.id().id, s._tag] as const)),
+    (list): Statuses => list
+  )
+
+const sameStatuses = (a: Statuses, b: Statuses) =>
+  a.length === b.length && a.every(([id, s], i) => b[i]![0] === id && b[i]![1] === s)
+
+/** One real event-loop turn (a live timer), so fibers scheduled by the runtime get to run. */
+const yieldTimer = Effect.async<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), 0)
+  return Effect.sync(() => clearTimeout(timer))
+})
+
+/**
+ * Waits until every fiber of the run (tracked by `supervisor`) is suspended or done, twice in a
+ * row across a real event-loop turn.
+ */
+const settle = (supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<any, any>>>) =>
+  Effect.gen(function*() {
+    const self = (yield* Effect.fiberId)
+    const selfId = self._tag === "Runtime" ? self.id : -1
+    while (true) {
+      const before = yield* statuses(yield* supervisor.value, selfId)
+      yield* yieldTimer
+      const after = yield* statuses(yield* supervisor.value, selfId)
+      if (sameStatuses(before, after) && after.every(([, s]) => s !== "Running")) return
+    }
+  })
+
+const messageOf = (
+  text: string | { readonly text: string; readonly source?: MessageSource | undefined },
+  source: MessageSource
+) =>
+  UserMessage.make(typeof text === "string" ? { text, source } : { text: text.text, source: text.source ?? source })
+
+/**
+ * Runs a scenario to its end under a virtual clock. `seed` seeds the ids (use `seedOf` of the
+ * file's text). The run ends when no action is left and nothing sleeps (a model request past the
+ * end of the script fails its turn with `SCRIPT_EXHAUSTED`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const run = (scenario: Scenario, options: { readonly seed: number }): Effect.Effect<RunResult> => {
+  const model = Model.scripted(scenario.model, { provider: "scenario", model: scenario.name ?? "script" })
+  const ids = IdGenerator.seeded(options.seed)
+  const program = Effect.gen(function*() {
+    const supervisor = yield* Supervisor.track
+    const store = yield* SessionStore.SessionStore
+    const result = yield* Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
+      const actions = Arr.sortWith(
+        scenario.actions.map((a, i) => [a, i] as const),
+        ([a, i]) => a.at * 1e6 + i,
+        (x, y) => (x < y ? -1 : x > y ? 1 : 0)
+      ).map(([a]) => a)
+      let next = 0
+      while (true) {
+        yield* settle(supervisor)
+        const now = yield* Clock.currentTimeMillis
+        if (next < actions.length && actions[next]!.at <= now) {
+          yield* apply(agent, actions[next]!)
+          next++
+          continue
+        }
+        const sleeps = Chunk.toReadonlyArray(yield* TestClock.sleeps())
+        const nextSleep = sleeps.length > 0 ? Math.min(...sleeps) : undefined
+        const nextAction = next < actions.length ? actions[next]!.at : undefined
+        const target = nextSleep === undefined ? nextAction : nextAction === undefined ? nextSleep : Math.min(nextSleep, nextAction)
+        if (target === undefined) break
+        yield* TestClock.adjust(Math.max(0, target - now))
+      }
+      return agent
+    }).pipe(Effect.supervised(supervisor)))
+    const contents = yield* Effect.orDie(store.read(result.id))
+    return contents
+  })
+  return program.pipe(
+    Effect.provide(Layer.mergeAll(
+      SessionStore.layerMemory,
+      Layer.succeed(IdGenerator.IdGenerator, ids),
+      Model.layer(model),
+      PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
+    )),
+    Effect.provide(TestContext.TestContext),
+    Effect.map((contents) => {
+      const requests: Array<RequestLine> = model.requests.map((r) => ({
+        turn: r.turn,
+        step: r.step,
+        messages: r.messages.map(requestMessage)
+      }))
+      return {
+        header: contents.header,
+        events: contents.events,
+        requests,
+        log: encodeHeader(contents.header) + encodeEvents(contents.events),
+        requestLines: requests.map((r) => JSON.stringify(r) + "\n").join("")
+      }
+    })
+  )
+}
+
+const apply = (agent: Agent.Agent, action: Scenario["actions"][number]): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
+  const ignore = <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.asVoid(Effect.either(e))
+  if ("followup" in action) {
+    return ignore(Effect.flatMap(messageOf(action.followup, { kind: "user" }), agent.followup))
+  }
+  if ("steer" in action) return ignore(Effect.flatMap(messageOf(action.steer, { kind: "user" }), agent.steer))
+  if ("inject" in action) {
+    return ignore(Effect.flatMap(messageOf(action.inject, { kind: "plugin", plugin: "scenario" }), agent.inject))
+  }
+  if ("cancel" in action) {
+    // A cancel returns when the turn is closed: run it in its own fiber; the simulator settles.
+    return Effect.asVoid(Effect.fork(ignore(agent.cancel(action.cancel.cause, { keepInbox: action.cancel.keepInbox }))))
+  }
+  return Effect.asVoid(Effect.fork(ignore(agent.dispose)))
+}
+
