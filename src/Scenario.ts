@@ -1,13 +1,20 @@
 /**
  * Deterministic scenarios (DESIGN.md §15): a JSON file with a model script, tools, pre-step
- * listeners and timed actions, run on a virtual clock (TestClock) so that the same file gives
- * a byte-identical session log on every run, times included, whatever the machine's load.
+ * listeners and timed actions, run on a virtual clock so that the same file gives a
+ * byte-identical session log on every run, times included, whatever the machine's load.
+ *
+ * The virtual clock is the simulator's own Effect `Clock` (`internal/virtualClock.ts`), not
+ * `TestClock`: `TestClock.adjust` waits for the calling fiber's descendants with real 0 ms
+ * timers (≥ 1 ms each on Node), which made one scenario take ~75 ms and a 1,000-run property
+ * test take minutes; the simulator does its own settling across all fibers of the run (a
+ * `Supervisor`), so it needs a clock that only moves when told. Each advance wakes one sleep.
  *
  * Determinism: the memory store, written out once at the end; ids from an `IdGenerator` seeded
  * with a hash of the scenario file; a header with `createdAt: 0` and no `cwd`; before applying an
  * action and before each clock advance the simulator waits until every fiber of the run is
  * suspended or done (the runtime has no runnable work), then advances the clock to the earlier
- * of the next action and the next sleep. Actions with the same `at` are applied in file order,
+ * of the next action and the next sleep (an action due at the same instant as a sleep goes
+ * first; sleeps due at the same instant wake one at a time, in the order they began). Actions with the same `at` are applied in file order,
  * each after the runtime has settled. The model script goes through the real model port:
  * `Model.scripted` streams each response as parts into the loop.
  *
@@ -15,8 +22,6 @@
  */
 import {
   Array as Arr,
-  Clock,
-  Chunk,
   Effect,
   Either,
   Fiber,
@@ -24,12 +29,11 @@ import {
   ParseResult,
   Schema,
   Supervisor,
-  TestClock,
-  TestContext
 } from "effect"
 import * as Agent from "./Agent.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
+import { VirtualClock } from "./internal/virtualClock.js"
 import { type ContentBlock, type Message, type MessageSource, UserMessage } from "./Message.js"
 import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
@@ -328,10 +332,10 @@ const statuses = (fibers: ReadonlyArray<Fiber.RuntimeFiber<any, any>>, self: num
 const sameStatuses = (a: Statuses, b: Statuses) =>
   a.length === b.length && a.every(([id, s], i) => b[i]![0] === id && b[i]![1] === s)
 
-/** One real event-loop turn (a live timer), so fibers scheduled by the runtime get to run. */
+/** One real event-loop turn, so fibers scheduled by the runtime (microtasks, timers) get to run. */
 const yieldTimer = Effect.async<void>((resume) => {
-  const timer = setTimeout(() => resume(Effect.void), 0)
-  return Effect.sync(() => clearTimeout(timer))
+  const immediate = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(immediate))
 })
 
 /**
@@ -367,6 +371,7 @@ const messageOf = (
 export const run = (scenario: Scenario, options: { readonly seed: number }): Effect.Effect<RunResult> => {
   const model = Model.scripted(scenario.model, { provider: "scenario", model: scenario.name ?? "script" })
   const ids = IdGenerator.seeded(options.seed)
+  const clock = new VirtualClock()
   const program = Effect.gen(function*() {
     const supervisor = yield* Supervisor.track
     const store = yield* SessionStore.SessionStore
@@ -380,18 +385,20 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
       let next = 0
       while (true) {
         yield* settle(supervisor)
-        const now = yield* Clock.currentTimeMillis
-        if (next < actions.length && actions[next]!.at <= now) {
+        const now = clock.unsafeCurrentTimeMillis()
+        const nextAction = next < actions.length ? actions[next]!.at : undefined
+        const nextSleep = clock.nextSleep()
+        if (nextAction !== undefined && nextAction <= now) {
           yield* apply(agent, actions[next]!)
           next++
           continue
         }
-        const sleeps = Chunk.toReadonlyArray(yield* TestClock.sleeps())
-        const nextSleep = sleeps.length > 0 ? Math.min(...sleeps) : undefined
-        const nextAction = next < actions.length ? actions[next]!.at : undefined
-        const target = nextSleep === undefined ? nextAction : nextAction === undefined ? nextSleep : Math.min(nextSleep, nextAction)
-        if (target === undefined) break
-        yield* TestClock.adjust(Math.max(0, target - now))
+        if (nextSleep !== undefined && (nextAction === undefined || nextSleep <= nextAction)) {
+          clock.wakeNext()
+          continue
+        }
+        if (nextAction === undefined) break
+        clock.setTime(nextAction)
       }
       return agent
     }).pipe(Effect.supervised(supervisor)))
@@ -405,7 +412,7 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
       Model.layer(model),
       PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
     )),
-    Effect.provide(TestContext.TestContext),
+    Effect.withClock(clock),
     Effect.map((contents) => {
       const requests: Array<RequestLine> = model.requests.map((r) => ({
         turn: r.turn,
