@@ -31,10 +31,11 @@ import {
   Supervisor,
 } from "effect"
 import * as Agent from "./Agent.js"
+import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
 import { VirtualClock } from "./internal/virtualClock.js"
-import { type ContentBlock, type Message, type MessageSource, UserMessage } from "./Message.js"
+import { type ContentBlock, type InvalidMessage, type Message, type MessageSource, UserMessage } from "./Message.js"
 import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
 import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
@@ -283,7 +284,12 @@ export interface RequestLine {
   }>
 }
 
-const requestMessage = (m: Message): RequestLine["messages"][number] => {
+/**
+ * A model-visible message in the `--requests` line shape (DESIGN.md §15).
+ *
+ * @since 0.1.0
+ */
+export const requestMessage = (m: Message): RequestLine["messages"][number] => {
   if (m.role === "assistant") {
     const reasoning = m.content.filter((b) => b.type === "reasoning").map((b) => (b as { text: string }).text).join("\n")
     const calls = m.content.flatMap((b) => (b.type === "tool-call" ? [{ id: b.id, name: b.name, arguments: b.arguments }] : []))
@@ -314,6 +320,27 @@ export interface RunResult {
   readonly requests: ReadonlyArray<RequestLine>
   readonly log: string
   readonly requestLines: string
+  /**
+   * One record per delivery action (in the order applied): the message id and the outcome its
+   * `Delivery.outcome` resolved with during the run (`undefined` while the message is pending),
+   * or the tag of the typed error the delivery failed with (e.g. `AgentDisposed`).
+   */
+  readonly deliveries: ReadonlyArray<DeliveryRecord>
+}
+
+/**
+ * What became of one delivery action of a run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DeliveryRecord {
+  readonly action: number
+  readonly kind: "followup" | "steer" | "inject"
+  readonly at: number
+  readonly messageId?: string | undefined
+  readonly outcome?: Delivery.DeliveryOutcome | undefined
+  readonly error?: string | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,24 +399,25 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
   const model = Model.scripted(scenario.model, { provider: "scenario", model: scenario.name ?? "script" })
   const ids = IdGenerator.seeded(options.seed)
   const clock = new VirtualClock()
+  const records: Array<DeliveryRecord> = []
   const program = Effect.gen(function*() {
     const supervisor = yield* Supervisor.track
     const store = yield* SessionStore.SessionStore
-    const result = yield* Effect.scoped(Effect.gen(function*() {
+    return yield* Effect.scoped(Effect.gen(function*() {
       const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
       const actions = Arr.sortWith(
         scenario.actions.map((a, i) => [a, i] as const),
         ([a, i]) => a.at * 1e6 + i,
         (x, y) => (x < y ? -1 : x > y ? 1 : 0)
-      ).map(([a]) => a)
+      )
       let next = 0
       while (true) {
         yield* settle(supervisor)
         const now = clock.unsafeCurrentTimeMillis()
-        const nextAction = next < actions.length ? actions[next]!.at : undefined
+        const nextAction = next < actions.length ? actions[next]![0].at : undefined
         const nextSleep = clock.nextSleep()
         if (nextAction !== undefined && nextAction <= now) {
-          yield* apply(agent, actions[next]!)
+          yield* apply(agent, actions[next]![0], actions[next]![1], records)
           next++
           continue
         }
@@ -400,10 +428,11 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
         if (nextAction === undefined) break
         clock.setTime(nextAction)
       }
-      return agent
+      // Read the log and the outcomes before the scope closes: closing it disposes the agent,
+      // which is the simulator's housekeeping, not part of the scenario.
+      const contents = yield* Effect.orDie(store.read(agent.id))
+      return { contents, deliveries: records.slice() }
     }).pipe(Effect.supervised(supervisor)))
-    const contents = yield* Effect.orDie(store.read(result.id))
-    return contents
   })
   return program.pipe(
     Effect.provide(Layer.mergeAll(
@@ -413,7 +442,7 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
       PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
     )),
     Effect.withClock(clock),
-    Effect.map((contents) => {
+    Effect.map(({ contents, deliveries }) => {
       const requests: Array<RequestLine> = model.requests.map((r) => ({
         turn: r.turn,
         step: r.step,
@@ -424,20 +453,42 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
         events: contents.events,
         requests,
         log: encodeHeader(contents.header) + encodeEvents(contents.events),
-        requestLines: requests.map((r) => JSON.stringify(r) + "\n").join("")
+        requestLines: requests.map((r) => JSON.stringify(r) + "\n").join(""),
+        deliveries
       }
     })
   )
 }
 
-const apply = (agent: Agent.Agent, action: Scenario["actions"][number]): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
+const apply = (
+  agent: Agent.Agent,
+  action: Scenario["actions"][number],
+  index: number,
+  records: Array<DeliveryRecord>
+): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
   const ignore = <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.asVoid(Effect.either(e))
+  const deliver = (
+    kind: DeliveryRecord["kind"],
+    effect: Effect.Effect<Delivery.Delivery, Agent.DeliveryError | InvalidMessage, IdGenerator.IdGenerator>
+  ) =>
+    Effect.flatMap(Effect.either(effect), (result) => {
+      if (Either.isLeft(result)) {
+        records.push({ action: index, kind, at: action.at, error: result.left._tag })
+        return Effect.void
+      }
+      const at = records.length
+      records.push({ action: index, kind, at: action.at, messageId: result.right.messageId })
+      // Record the outcome when the live Delivery resolves (a fiber the simulator settles).
+      return Effect.asVoid(Effect.fork(Effect.map(result.right.outcome, (outcome) => {
+        records[at] = { ...records[at]!, outcome }
+      })))
+    })
   if ("followup" in action) {
-    return ignore(Effect.flatMap(messageOf(action.followup, { kind: "user" }), agent.followup))
+    return deliver("followup", Effect.flatMap(messageOf(action.followup, { kind: "user" }), agent.followup))
   }
-  if ("steer" in action) return ignore(Effect.flatMap(messageOf(action.steer, { kind: "user" }), agent.steer))
+  if ("steer" in action) return deliver("steer", Effect.flatMap(messageOf(action.steer, { kind: "user" }), agent.steer))
   if ("inject" in action) {
-    return ignore(Effect.flatMap(messageOf(action.inject, { kind: "plugin", plugin: "scenario" }), agent.inject))
+    return deliver("inject", Effect.flatMap(messageOf(action.inject, { kind: "plugin", plugin: "scenario" }), agent.inject))
   }
   if ("cancel" in action) {
     // A cancel returns when the turn is closed: run it in its own fiber; the simulator settles.
