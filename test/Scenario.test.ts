@@ -170,3 +170,201 @@ describe("scenario validation (§15)", () => {
     expect(Either.flip(Scenario.parse("{ nope")).pipe(Either.getOrThrow).path).toBe("$")
   })
 })
+
+describe("rules as scenarios (§4–§9)", () => {
+  it.effect("claim order: a step claims all of next-step (context and steering in arrival order); the queued followup gets its own turn", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"latencyMs": 50, "text": "one"}, {"latencyMs": 10, "text": "two"}, {"latencyMs": 10, "text": "three"}], "actions": [{"at": 0, "followup": "a"}, {"at": 10, "inject": "ctx1"}, {"at": 20, "followup": "b"}, {"at": 30, "steer": "s1"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[a]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user a",
+        "request/header",
+        "splice next-step 0 +[ctx1]",
+        "splice next-turn 0 +[b]",
+        "splice next-step 1 +[s1] wake",
+        "assistant one",
+        "step/end 1.1",
+        "splice next-step 0 -2",
+        "step/start 1.2",
+        "user ctx1 (plugin)",
+        "user s1",
+        "assistant two",
+        "step/end 1.2",
+        "turn/end 1 completed",
+        "turn/start 2",
+        "splice next-turn 0 -1",
+        "step/start 2.1",
+        "user b",
+        "assistant three",
+        "step/end 2.1",
+        "turn/end 2 completed"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 1, "step": 2}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 1, "step": 2}])
+      checkRun(r)
+    }))
+
+  it.effect("cancel mid-batch: canceled splices with cause, ABORTED for the running call, the computed result committed as is, later followup runs", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"latencyMs": 10, "toolCalls": [{"id": "t1", "name": "slow", "arguments": {"ms": 500}}, {"id": "t2", "name": "fast", "arguments": {}}]}, {"latencyMs": 5, "text": "after"}], "tools": {"slow": {"result": "slow done"}, "fast": {"result": "fast done", "durationMs": 5, "additionalContexts": ["fast ctx"]}}, "actions": [{"at": 0, "followup": "go"}, {"at": 50, "inject": "pending ctx"}, {"at": 60, "followup": "queued"}, {"at": 100, "cancel": {}}, {"at": 200, "followup": "again"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[go]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user go",
+        "request/header",
+        "assistant slow({\"ms\":500}) fast({})",
+        "tool/call t1 slow",
+        "tool/call t2 fast",
+        "splice next-step 0 +[pending ctx]",
+        "splice next-turn 0 +[queued]",
+        "splice next-step 0 -1 canceled cause=user",
+        "splice next-turn 0 -1 canceled cause=user",
+        "tool/result t1 ABORTED",
+        "tool/result t2",
+        "step/end 1.1",
+        "turn/end 1 aborted:user",
+        "splice next-turn 0 +[again]",
+        "turn/start 2",
+        "splice next-turn 0 -1",
+        "step/start 2.1",
+        "user again",
+        "assistant after",
+        "step/end 2.1",
+        "turn/end 2 completed"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Dropped", "reason": "canceled"}, {"_tag": "Dropped", "reason": "canceled"}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      checkRun(r)
+    }))
+
+  it.effect("cancel({keepInbox}) keeps the followup pending, owed no turn; a later steer starts a turn claiming [steer, kept followup]", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"latencyMs": 100, "text": "first"}, {"latencyMs": 5, "text": "second"}, {"latencyMs": 5, "text": "third"}], "actions": [{"at": 0, "followup": "one"}, {"at": 10, "followup": "kept"}, {"at": 20, "cancel": {"keepInbox": true, "cause": {"kind": "parent"}}}, {"at": 500, "steer": "wake up"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[one]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user one",
+        "request/header",
+        "splice next-turn 0 +[kept]",
+        "step/end 1.1",
+        "turn/end 1 aborted:parent",
+        "splice next-step 0 +[wake up] wake",
+        "turn/start 2",
+        "splice next-step 0 -1",
+        "splice next-turn 0 -1",
+        "step/start 2.1",
+        "user wake up",
+        "user kept",
+        "assistant second",
+        "step/end 2.1",
+        "turn/end 2 completed"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      checkRun(r)
+    }))
+
+  it.effect("dispose: pending injection disposed, running tool ABORTED, turn aborted {disposed}; a later delivery fails AgentDisposed", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"latencyMs": 10, "toolCalls": [{"id": "w", "name": "wait", "arguments": {"ms": 1000}}]}], "tools": {"wait": {"result": "ok"}}, "actions": [{"at": 0, "followup": "go"}, {"at": 20, "inject": "never seen"}, {"at": 30, "dispose": {}}, {"at": 40, "followup": "too late"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[go]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user go",
+        "request/header",
+        "assistant wait({\"ms\":1000})",
+        "tool/call w wait",
+        "splice next-step 0 +[never seen]",
+        "splice next-step 0 -1 canceled cause=disposed",
+        "tool/result w ABORTED",
+        "step/end 1.1",
+        "turn/end 1 aborted:disposed"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Dropped", "reason": "disposed"}, "AgentDisposed"])
+      checkRun(r)
+    }))
+
+  it.effect("max-tokens, unknown tool, retryable then final model errors and script exhaustion, one turn per followup", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"latencyMs": 5, "text": "cut off", "finish": "length"}, {"latencyMs": 5, "toolCalls": [{"id": "u1", "name": "nope", "arguments": {}}]}, {"latencyMs": 5, "text": "after unknown"}, {"latencyMs": 5, "error": {"code": "HTTP_503", "message": "overloaded", "retryable": true}}, {"latencyMs": 5, "text": "recovered"}, {"latencyMs": 5, "error": {"code": "HTTP_400", "message": "bad"}}], "actions": [{"at": 0, "followup": "p1"}, {"at": 1, "followup": "p2"}, {"at": 2, "followup": "p3"}, {"at": 3, "followup": "p4"}, {"at": 4, "followup": "p5"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[p1]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user p1",
+        "request/header",
+        "splice next-turn 0 +[p2]",
+        "splice next-turn 1 +[p3]",
+        "splice next-turn 2 +[p4]",
+        "splice next-turn 3 +[p5]",
+        "assistant cut off",
+        "step/end 1.1",
+        "turn/end 1 max-tokens",
+        "turn/start 2",
+        "splice next-turn 0 -1",
+        "step/start 2.1",
+        "user p2",
+        "assistant nope({})",
+        "tool/call u1 nope",
+        "tool/result u1 UNKNOWN_TOOL",
+        "step/end 2.1",
+        "step/start 2.2",
+        "assistant after unknown",
+        "step/end 2.2",
+        "turn/end 2 completed",
+        "turn/start 3",
+        "splice next-turn 0 -1",
+        "step/start 3.1",
+        "user p3",
+        "assistant recovered",
+        "step/end 3.1",
+        "turn/end 3 completed",
+        "turn/start 4",
+        "splice next-turn 0 -1",
+        "step/start 4.1",
+        "user p4",
+        "step/end 4.1",
+        "turn/end 4 error:HTTP_400",
+        "turn/start 5",
+        "splice next-turn 0 -1",
+        "step/start 5.1",
+        "user p5",
+        "step/end 5.1",
+        "turn/end 5 error:SCRIPT_EXHAUSTED"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 3, "step": 1}, {"_tag": "Entered", "turn": 4, "step": 1}, {"_tag": "Entered", "turn": 5, "step": 1}])
+      checkRun(r)
+    }))
+
+  it.effect("a failing listener among several fails the proposal with nothing appended; additions come inner first, then outer", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({"model": [{"text": "ok"}, {"text": "ok2"}], "preStep": [{"appendText": "outer"}, {"failIfTextIncludes": "boom"}, {"appendText": "inner"}], "actions": [{"at": 0, "followup": "boom now"}, {"at": 0, "followup": "fine"}]})
+      expect(brief(r.events)).toEqual([
+        "splice next-turn 0 +[boom now]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "turn/end 1 error:PRE_STEP_FAILED",
+        "splice next-turn 0 +[fine]",
+        "turn/start 2",
+        "splice next-turn 0 -1",
+        "step/start 2.1",
+        "user fine",
+        "user inner (plugin)",
+        "user outer (plugin)",
+        "request/header",
+        "assistant ok",
+        "step/end 2.1",
+        "turn/end 2 completed"
+      ])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Dropped", "reason": "failed"}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      checkRun(r)
+    }))
+
+})
