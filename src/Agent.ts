@@ -237,6 +237,12 @@ export interface AgentOptions {
   readonly settings?: { readonly [key: string]: unknown } | undefined
   /** Bound on concurrently running tool calls of one response (default 8, §8). */
   readonly toolConcurrency?: number | undefined
+  /**
+   * The most steps one turn may run (default 100). When a step ends and another would run past
+   * the limit, the turn ends `{kind:"error", error:{code:"MAX_STEPS"}}` instead; pending steering
+   * then starts the next turn as usual (§6.5). Guards against a model that calls tools forever.
+   */
+  readonly maxSteps?: number | undefined
   /** Retry schedule for retryable model errors (default: 3 attempts, exponential from 500 ms, §11). */
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
   /** Session id (default: random). */
@@ -979,6 +985,13 @@ class AgentImpl implements Agent {
   private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
     return this.withLock(Effect.suspend((): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> => {
       const state = this.queues
+      const maxSteps = this.options.maxSteps ?? 100
+      if ((toolContinuation || state.hasWakingStep) && t.step >= maxSteps) {
+        return this.closeTurn(t, {
+          kind: "error",
+          error: { code: "MAX_STEPS", message: `the turn reached its limit of ${maxSteps} steps` }
+        }, [], Delivery.dropped("failed"))
+      }
       if (toolContinuation || state.hasWakingStep) {
         const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
         const claim = Inbox.claim(state, false)

@@ -849,3 +849,27 @@ describe("Agent: cancel and dispose (§9)", () => {
 void Option
 void TestClock
 export type { Delivery }
+
+describe("Agent: step limit", () => {
+  it.scoped("a turn that would run past maxSteps ends error MAX_STEPS; a pending steer runs next", () => {
+    const model = Model.scripted([{ toolCalls: [{ id: "again", name: "sleep", arguments: { ms: 10 } }] }], { loop: true })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [sleeper("sleep")], maxSteps: 3 })
+      yield* agent.followup("loop forever")
+      yield* advance(25)
+      const s = yield* agent.steer("stop it")
+      yield* advance(100)
+      yield* agent.cancel()
+      const ends = agent.log.events().filter((e) => e.type === "turn/end").map((e) => (e.data as any).reason)
+      expect(ends[0]).toEqual({ kind: "error", error: { code: "MAX_STEPS", message: "the turn reached its limit of 3 steps" } })
+      expect(brief(agent.log.events()).filter((l) => l.startsWith("step/start 1."))).toEqual([
+        "step/start 1.1",
+        "step/start 1.2",
+        "step/start 1.3"
+      ])
+      // The steer arrived during step 3: it starts turn 2.
+      expect(yield* s.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+      yield* checkLog(agent, [s])
+    }).pipe(Effect.provide(layer(model)))
+  })
+})

@@ -1,4 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Redacted, Schedule } from "effect"
 import type { ContentBlock, Message, MessageId } from "../src/Message.js"
@@ -423,6 +425,38 @@ describe("OpenAICompat errors", () => {
       expect(error.status).toBeUndefined()
       expect(error.message).toContain(`http://127.0.0.1:${port}/v1/chat/completions`)
       expect(error.message).not.toContain(API_KEY)
+    }).pipe(provideHttp))
+
+  it.scopedLive("a server that never answers → TIMEOUT (retryable) after idleTimeoutMs", () =>
+    Effect.gen(function*() {
+      const server = yield* Effect.acquireRelease(
+        Effect.async<Http.Server>((resume) => {
+          const s = Http.createServer(() => {}) // accepts, never answers
+          s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
+        }),
+        (s) => Effect.sync(() => {
+          s.closeAllConnections()
+          s.close()
+        })
+      )
+      const port = (server.address() as AddressInfo).port
+      const model = yield* OpenAICompat.make({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "m", idleTimeoutMs: 200 })
+      const { error } = yield* Effect.flip(respond(model))
+      expect([error.code, error.retryable]).toEqual(["TIMEOUT", true])
+      expect(error.message).toBe(
+        `openai-compat: no answer from http://127.0.0.1:${port}/v1/chat/completions within 200 ms (waiting for the response headers)`
+      )
+    }).pipe(provideHttp))
+
+  it.scopedLive("a stream that stalls mid-body → TIMEOUT after the parts already pushed", () =>
+    Effect.gen(function*() {
+      const { error, parts } = yield* replayFailure(
+        { file: "vllm-stream-text-usage-chunk.sse", splitAt: [900], delayMs: 5_000 },
+        { idleTimeoutMs: 300 }
+      )
+      expect(error.code).toBe("TIMEOUT")
+      expect(error.message).toContain("waiting for the next piece of the event stream")
+      expect([parts.text, parts.shape, parts.finish]).toEqual(["1,", "text-delta*2", undefined])
     }).pipe(provideHttp))
 
   // The mid-stream error recordings (OpenRouter, Groq) are not in the wire folder: these bodies are

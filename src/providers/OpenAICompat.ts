@@ -70,6 +70,12 @@ export interface Options {
   readonly headers?: { readonly [name: string]: string } | undefined
   readonly extraBody?: { readonly [key: string]: unknown } | undefined
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
+  /**
+   * How long (ms) to wait for the response headers, and then for each next piece of the body,
+   * before failing with `ModelError` code `TIMEOUT` (retryable). Default 120,000. Uses the
+   * Effect `Clock`.
+   */
+  readonly idleTimeoutMs?: number | undefined
 }
 
 /**
@@ -113,6 +119,7 @@ const RESERVED_BODY_KEYS = new Set(["model", "messages", "tools"])
 
 const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
   const provider = options.provider ?? "openai-compat"
+  const idleTimeout = options.idleTimeoutMs ?? 120_000
   const url = options.baseUrl.replace(/\/+$/, "") + "/chat/completions"
   const modelJson = JSON.stringify(options.model)
   const maxTokensField = options.maxTokensField ?? "max_tokens"
@@ -156,8 +163,10 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
       }
     }
     const attempt = Effect.flatMap(
-      Effect.mapError(client.execute(httpRequest), (e) => transportError(e, provider, url)),
-      (response) => handleResponse(response, guarded)
+      Effect.mapError(client.execute(httpRequest), (e) => transportError(e, provider, url)).pipe(
+        Effect.timeoutFail({ duration: idleTimeout, onTimeout: () => timeoutError(provider, url, idleTimeout, "the response headers") })
+      ),
+      (response) => handleResponse(response, guarded, idleTimeout, provider, url)
     )
     if (retry === undefined) return yield* attempt
     return yield* Effect.retry(attempt, { schedule: retry, while: (e) => e.retryable && !emitted })
@@ -348,7 +357,10 @@ const MAX_ERROR_BODY = 64 * 1024
 
 const handleResponse = (
   response: HttpClientResponse.HttpClientResponse,
-  sink: ModelSink
+  sink: ModelSink,
+  idleTimeout: number,
+  provider: string,
+  url: string
 ): Effect.Effect<void, ModelError> => {
   if (response.status < 200 || response.status >= 300) {
     return Effect.flatMap(readErrorBody(response), (text) => Effect.flatMap(httpError(response, text), Effect.fail))
@@ -360,7 +372,7 @@ const handleResponse = (
       (text) => completionBody(text, sink)
     )
   }
-  return streamBody(response, sink)
+  return streamBody(response, sink, idleTimeout, provider, url)
 }
 
 const readErrorBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
@@ -372,7 +384,10 @@ const readErrorBody = (response: HttpClientResponse.HttpClientResponse): Effect.
 /** An SSE body: feeds decoded text to the SSE parser and pushes parts as chunks arrive. */
 const streamBody = (
   response: HttpClientResponse.HttpClientResponse,
-  sink: ModelSink
+  sink: ModelSink,
+  idleTimeout: number,
+  provider: string,
+  url: string
 ): Effect.Effect<void, ModelError> =>
   Effect.suspend(() => {
     const decoder = new TextDecoder()
@@ -399,7 +414,12 @@ const streamBody = (
       const push = pushAll(sink, parts)
       return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
     }
-    const read = Stream.runForEachWhile(response.stream, (bytes) => {
+    const body = Stream.timeoutFail(
+      response.stream,
+      () => timeoutError(provider, url, idleTimeout, "the next piece of the event stream"),
+      idleTimeout
+    )
+    const read = Stream.runForEachWhile(body, (bytes) => {
       feed(decoder.decode(bytes, { stream: true }))
       return Effect.as(drain(), !state.done)
     })
@@ -711,6 +731,14 @@ const retryAfter = (headers: { readonly [name: string]: string | undefined }, no
   const date = Date.parse(value)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
+
+/** No response headers, or no next body piece, within `idleTimeoutMs`: code `TIMEOUT`, retryable. */
+const timeoutError = (provider: string, url: string, ms: number, waitingFor: string): ModelError =>
+  new ModelError({
+    code: "TIMEOUT",
+    message: `${provider}: no answer from ${url} within ${ms} ms (waiting for ${waitingFor})`,
+    retryable: true
+  })
 
 const transportError = (error: HttpClientError.HttpClientError, provider: string, url: string): ModelError =>
   error._tag === "RequestError" && error.reason === "InvalidUrl"
