@@ -23,6 +23,7 @@ import {
   Fiber,
   FiberId,
   Option,
+  ParseResult,
   PubSub,
   Queue,
   Schedule,
@@ -1226,7 +1227,10 @@ class AgentImpl implements Agent {
       }
       const decoded = Schema.decodeUnknownEither(tool.parameters)(parsed, { errors: "all" })
       if (Either.isLeft(decoded)) {
-        return failWith("INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${decoded.left.message}`)
+        const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+          .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ` : "") + i.message)
+          .join("; ")
+        return failWith("INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${issues}`)
       }
       const args = decoded.right
       const info: Tool.ToolCall = { callId: call.id, name: call.name, arguments: args, rawArguments: call.rawArguments, turn: t.turn, step: t.step }

@@ -332,9 +332,10 @@ const describeSource = (source: { readonly kind: string; readonly [k: string]: u
 const textOfBlocks = (content: ReadonlyArray<Message["content"][number]>): string =>
   content.map((b) => (b.type === "text" ? b.text : "")).filter((s) => s.length > 0).join("\n")
 
+/** Quotes `s` on one line, cut to `max` code points (never inside a surrogate pair). */
 const quote = (s: string, max = 60): string => {
-  const one = s.replace(/\s+/g, " ").trim()
-  return `"${one.length > max ? one.slice(0, max - 1) + "…" : one}"`
+  const chars = Array.from(s.replace(/\s+/g, " ").trim())
+  return `"${chars.length > max ? chars.slice(0, max - 1).join("") + "…" : chars.join("")}"`
 }
 
 /**
@@ -351,12 +352,10 @@ export const offlinePlan = (request: ModelRequest): ScriptedResponse => {
   const results = fresh.filter((m) => m.content.some((b) => b.type === "tool-result"))
   const others = fresh.filter((m) => !m.content.some((b) => b.type === "tool-result"))
   const lines: Array<string> = []
-  if (results.length > 0) {
-    for (const r of results) {
-      for (const b of r.content) {
-        if (b.type === "tool-result") {
-          lines.push(`${b.isError ? "Tool error" : "Tool result"} (${b.toolCallId}): ${textOfBlocks(b.content)}`)
-        }
+  for (const r of results) {
+    for (const b of r.content) {
+      if (b.type === "tool-result") {
+        lines.push(`${b.isError ? "Tool error" : "Tool result"} (${b.toolCallId}): ${quote(textOfBlocks(b.content), 80)}`)
       }
     }
   }
@@ -368,31 +367,56 @@ export const offlinePlan = (request: ModelRequest): ScriptedResponse => {
     for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
     lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
   }
-  const known = new Set(request.tools.map((t) => t.name))
-  const calls: Array<{ id: string; name: string; arguments: unknown }> = []
-  if (direct.length > 0) {
-    const asked = textOfBlocks(direct[direct.length - 1]!.content)
-    const id = () => `call_${request.turn}_${request.step}_${calls.length + 1}`
-    const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
-    if (wait && known.has("wait")) calls.push({ id: id(), name: "wait", arguments: { seconds: Number(wait[1]) } })
-    if (/\b(what time|the time|time is it|clock)\b/i.test(asked) && known.has("clock")) {
-      calls.push({ id: id(), name: "clock", arguments: {} })
-    }
-    const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
-    if (read && known.has("read_file")) calls.push({ id: id(), name: "read_file", arguments: { path: read[1] } })
-  }
-  if (lines.length === 0 && calls.length === 0) lines.push("Nothing new to answer.")
-  return calls.length > 0
-    ? { ...(lines.length > 0 ? { text: lines.join("\n") } : {}), toolCalls: calls }
+  const call = nextOfflineCall(request)
+  if (lines.length === 0 && call === undefined) lines.push("Nothing new to answer.")
+  return call !== undefined
+    ? { ...(lines.length > 0 ? { text: lines.join("\n") } : {}), toolCalls: [call] }
     : { text: lines.join("\n") }
+}
+
+/**
+ * The tools the last direct user message asks for, in the order of the text ("wait 2 seconds
+ * and tell me the time" → wait, then clock), minus those already called since that message:
+ * the offline model runs them one step at a time, so `clock` tells the time after the wait.
+ */
+const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arguments: unknown } | undefined => {
+  const messages = request.messages
+  let last = -1
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!
+    if (m.role === "user" && m.source.kind === "user" && !m.content.some((b) => b.type === "tool-result")) {
+      last = i
+      break
+    }
+  }
+  if (last < 0) return undefined
+  const known = new Set(request.tools.map((t) => t.name))
+  const asked = textOfBlocks(messages[last]!.content)
+  const wanted: Array<{ at: number; name: string; arguments: unknown }> = []
+  const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
+  if (wait && known.has("wait")) wanted.push({ at: wait.index, name: "wait", arguments: { seconds: Number(wait[1]) } })
+  const time = /\b(what time|the time|time is it|clock)\b/i.exec(asked)
+  if (time && known.has("clock")) wanted.push({ at: time.index, name: "clock", arguments: {} })
+  const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
+  if (read && known.has("read_file")) wanted.push({ at: read.index, name: "read_file", arguments: { path: read[1] } })
+  wanted.sort((a, b) => a.at - b.at)
+  let called = 0
+  for (let i = last + 1; i < messages.length; i++) {
+    const m = messages[i]!
+    if (m.role === "assistant") for (const b of m.content) if (b.type === "tool-call") called++
+  }
+  const next = wanted[called]
+  return next === undefined
+    ? undefined
+    : { id: `call_${request.turn}_${request.step}_1`, name: next.name, arguments: next.arguments }
 }
 
 /**
  * The offline model (DESIGN.md §14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
- * PATH" it calls `read_file` (several requests in one message give parallel calls). Its text
- * reports the tool results it received and summarizes the other messages of this step (direct
- * and context, by source). Tools it calls must be among the
+ * PATH" it calls `read_file`; several requests in one message run one step after another, in
+ * the order of the text. Its text reports each tool result it received (quoted, cut to 80
+ * characters) and summarizes the other messages of this step (direct and context, by source). Tools it calls must be among the
  * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).
  *
  * @since 0.1.0

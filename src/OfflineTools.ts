@@ -72,6 +72,8 @@ export const readFile = (
           if (rel.startsWith("..") || path.isAbsolute(rel)) {
             return yield* new Tool.ToolError({ message: `${requested} resolves outside the working directory` })
           }
+          const info = yield* fs.stat(real)
+          if (info.type === "Directory") return yield* new Tool.ToolError({ message: `${requested} is a directory` })
           const bytes = yield* fs.readFile(real)
           const text = new TextDecoder().decode(bytes.subarray(0, MAX_READ))
           return { content: bytes.length > MAX_READ ? `${text}\n[truncated at 64 KiB of ${bytes.length} bytes]` : text }
@@ -79,7 +81,7 @@ export const readFile = (
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),
             (e) =>
-              Effect.fail(new Tool.ToolError({ message: `cannot read ${requested}: ${e._tag === "SystemError" ? e.reason : e.message}` }))
+              Effect.fail(new Tool.ToolError({ message: `cannot read ${requested}: ${e._tag === "SystemError" ? (e.reason === "NotFound" ? "no such file" : e.reason) : e.message}` }))
           )
         )
     })

@@ -272,7 +272,8 @@ const block = (text: string, first: string, rest: string): string =>
  * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
  * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
  * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
- * result; `turn N ended: <reason>` at a turn's end. Continuation lines are indented.
+ * result; `turn N ended: <reason>` at a turn's end. Continuation lines are indented. Control
+ * characters other than newline and tab are shown escaped (`\x1b`).
  * Ends with "\n" unless there are no entries.
  *
  * @since 0.1.0
@@ -307,5 +308,13 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
         break
     }
   }
-  return lines.length === 0 ? "" : lines.join("\n") + "\n"
+  return lines.length === 0 ? "" : lines.map(visible).join("\n") + "\n"
 }
+
+/**
+ * Makes control characters visible (`\x1b` for ESC, …), keeping newlines and tabs: log content
+ * is untrusted (model output, other people's logs) and must not drive the terminal.
+ */
+const visible = (line: string): string =>
+  // eslint-disable-next-line no-control-regex
+  line.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)

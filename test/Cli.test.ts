@@ -87,7 +87,7 @@ describe("agent-loop transcript / check on DSH logs", () => {
       )
       const t = yield* cli(["transcript", bad])
       expect(t.code).toBe(2)
-      expect(t.err).toContain(`${bad}:3:`)
+      expect(t.err).toContain(`${bad}, line 3: `)
       const c = yield* cli(["check", bad])
       expect(c.code).toBe(2)
       const violating = Path.join(dir, "violating.jsonl")
@@ -120,6 +120,14 @@ describe("agent-loop run", () => {
       ])
       expect(noKey).toMatchObject({ code: 2, err: "--api-key-env: the environment variable AGENT_LOOP_TEST_UNSET_KEY is not set" })
       expect((yield* cli(["frobnicate"])).code).toBe(2)
+      expect(yield* cli(["run", "--prompt", "  "])).toMatchObject({ code: 2, err: "--prompt: the prompt is empty" })
+      expect(yield* cli(["run", "--prompt", "x", "--model", "m"])).toMatchObject({
+        code: 2,
+        err: "--base-url, --model and --api-key-env need --provider openai-compat"
+      })
+      expect(yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "ftp://127.0.0.1/v1"]))
+        .toMatchObject({ code: 2, err: "--base-url: only http and https URLs are supported, not ftp:" })
+      expect(yield* cli(["run", "--prompt", "x", "--max-steps", "0"])).toMatchObject({ code: 2, err: "--max-steps: must be at least 1" })
     }))
 
   it.effect("offline: runs one turn, prints the transcript and writes a valid JSONL log", () =>
@@ -136,6 +144,14 @@ describe("agent-loop run", () => {
       const contents = yield* SessionStore.readFile(Path.join(store, files[0]!)).pipe(Effect.provide(NodeContext.layer))
       expect(Invariant.check(contents.events)).toEqual([])
       expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
+    }))
+
+  it.effect("control characters in prompts and model output are shown escaped, never sent to the terminal", () =>
+    Effect.gen(function*() {
+      const { code, out } = yield* cli(["run", "--prompt", "\u001b[31mRED\u001b[0m", "--store", tmpDir()])
+      expect(code).toBe(0)
+      expect(out).toContain("> \\x1b[31mRED\\x1b[0m")
+      expect(out).not.toContain("\u001b")
     }))
 
   it.live("openai-compat against a loopback replay: two parallel tool calls, then a text answer", () =>
@@ -189,7 +205,12 @@ describe("agent-loop run", () => {
         "--model", "m", "--store", store
       ])
       expect(code).toBe(4)
-      expect(err).toMatch(/^error: NETWORK: /)
+      // The model request is retried (3 attempts in all), then the turn ends error.
+      expect(err.split("\n")).toEqual([
+        "retrying the model request (attempt 2)",
+        "retrying the model request (attempt 3)",
+        expect.stringMatching(/^error: NETWORK: openai-compat: cannot reach http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/)
+      ])
       expect(out).toContain("turn 1 ended: error: NETWORK")
     }), 30_000)
 

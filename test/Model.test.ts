@@ -82,7 +82,27 @@ describe("Model.offline (§14)", () => {
         source: { kind: "tool", callId: "c1" }
       }
     ]
-    expect(Model.offlinePlan(request(afterTool))).toEqual({ text: "Tool result (c1): waited 1 second" })
+    expect(Model.offlinePlan(request(afterTool))).toEqual({ text: "Tool result (c1): \"waited 1 second\"" })
+    // Several tools asked in one message run one step after another, in the order of the text.
+    const both = user("u", "wait 2 seconds and tell me the time")
+    expect(Model.offlinePlan(request([both])).toolCalls).toEqual([{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }])
+    const afterWait: Array<Message> = [
+      both,
+      { id: "a" as MessageId, role: "assistant", content: [{ type: "tool-call", id: "w", name: "wait", arguments: "{}" }], source: { kind: "model" } },
+      {
+        id: "r" as MessageId,
+        role: "user",
+        content: [{ type: "tool-result", toolCallId: "w", content: [{ type: "text", text: "waited 2 seconds" }], isError: false }],
+        source: { kind: "tool", callId: "w" }
+      }
+    ]
+    expect(Model.offlinePlan({ ...request(afterWait), step: 2 })).toEqual({
+      text: "Tool result (w): \"waited 2 seconds\"",
+      toolCalls: [{ id: "call_1_2_1", name: "clock", arguments: {} }]
+    })
+    // Quotes are cut on code points, never inside a surrogate pair.
+    const emoji = Model.offlinePlan(request([user("u", "🎉".repeat(70))])).text!
+    expect(emoji).toBe(`I received 1 message in this step: 1 from you ("${"🎉".repeat(59)}…").`)
   })
 
   it.scoped("end to end: the wait tool sleeps on the virtual clock while a steer arrives", () => {
@@ -125,7 +145,9 @@ describe("Model.offline (§14)", () => {
       const link = yield* Effect.flip(read.execute({ path: "escape" }, ctx))
       expect(link.message).toBe("escape resolves outside the working directory")
       const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, ctx))
-      expect(missing.message).toBe("cannot read nope.txt: NotFound")
+      expect(missing.message).toBe("cannot read nope.txt: no such file")
+      const dir2 = yield* Effect.flip(read.execute({ path: "." }, ctx))
+      expect(dir2.message).toBe(". is a directory")
     }).pipe(Effect.provide(NodeContext.layer))
   })
 })

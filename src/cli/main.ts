@@ -11,7 +11,7 @@
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import { NodeContext, NodeHttpClient } from "@effect/platform-node"
-import { Console, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import * as Invariant from "../Invariant.js"
@@ -87,21 +87,31 @@ const modelLayer = (options: {
   readonly model: Option.Option<string>
   readonly apiKeyEnv: Option.Option<string>
 }): Effect.Effect<Layer.Layer<Model.Model>, CliExit> => {
-  if (options.provider === "offline") return Effect.succeed(Model.layer(Model.offline()))
+  if (options.provider === "offline") {
+    if (Option.isSome(options.baseUrl) || Option.isSome(options.model) || Option.isSome(options.apiKeyEnv)) {
+      return exit(2, "--base-url, --model and --api-key-env need --provider openai-compat")
+    }
+    return Effect.succeed(Model.layer(Model.offline()))
+  }
   if (Option.isNone(options.baseUrl)) return exit(2, "--provider openai-compat needs --base-url URL")
-  if (Option.isNone(options.model)) return exit(2, "--provider openai-compat needs --model NAME")
+  if (Option.isNone(options.model) || options.model.value.trim() === "") {
+    return exit(2, "--provider openai-compat needs --model NAME")
+  }
   let apiKey: Redacted.Redacted<string> | undefined
   if (Option.isSome(options.apiKeyEnv)) {
     const value = process.env[options.apiKeyEnv.value]
-    if (value === undefined || value === "") {
-      return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is not set`)
-    }
+    if (value === undefined) return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is not set`)
+    if (value === "") return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is empty`)
     apiKey = Redacted.make(value)
   }
+  let url: URL
   try {
-    new URL(options.baseUrl.value)
+    url = new URL(options.baseUrl.value)
   } catch {
     return exit(2, `--base-url: not a URL: ${options.baseUrl.value}`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return exit(2, `--base-url: only http and https URLs are supported, not ${url.protocol}`)
   }
   return Effect.succeed(
     OpenAICompat.layer({ baseUrl: options.baseUrl.value, model: options.model.value, apiKey }).pipe(
@@ -113,8 +123,24 @@ const modelLayer = (options: {
 const printTranscript = (events: ReadonlyArray<SessionEvent>) => Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
 
 /**
- * `run --prompt TEXT`: one followup on a new session of the JSONL store; prints the transcript
- * and the log's path; exits with the code of the turn's end reason.
+ * Prints the transcript of a live log as it grows: each call prints the lines that are new
+ * since the last call (rendering is prefix-stable: appending events only appends lines).
+ */
+const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
+  let printed = 0
+  return Effect.suspend(() => {
+    const text = Transcript.render(Transcript.fromEvents(events())).trimEnd()
+    const lines = text === "" ? [] : text.split("\n")
+    const fresh = lines.slice(printed)
+    printed = lines.length
+    return fresh.length === 0 ? Effect.void : Console.log(fresh.join("\n"))
+  })
+}
+
+/**
+ * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
+ * as the log grows (model retries on stderr), then the log's path, also when interrupted
+ * (Ctrl-C cancels the turn first); exits with the code of the turn's end reason.
  */
 const run = Command.make(
   "run",
@@ -124,19 +150,37 @@ const run = Command.make(
     baseUrl: baseUrlOption,
     model: modelOption,
     apiKeyEnv: apiKeyEnvOption,
+    maxSteps: Options.integer("max-steps").pipe(
+      Options.withDefault(100),
+      Options.withDescription("the most steps the turn may run (it ends error MAX_STEPS beyond)")
+    ),
     store: storeOption
   },
   (options) =>
     Effect.gen(function*() {
+      if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
+      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
       const path = yield* Path.Path
       const directory = path.resolve(options.store)
       const events = yield* Effect.scoped(Effect.gen(function*() {
         const tools = yield* OfflineTools.all()
-        const agent = yield* Agent.make({ tools, cwd: process.cwd() })
+        const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps })
+        const print = livePrinter(() => agent.log.events())
+        // Runs on success and on Ctrl-C alike, before the agent is disposed.
+        yield* Effect.addFinalizer(() =>
+          Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`))
+        )
+        const queue = yield* agent.subscribe
+        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) =>
+          event.type === "assistant/retry"
+            ? Console.error(`retrying the model request (attempt ${(event as { attempt: number }).attempt})`)
+            : "seq" in event
+            ? print
+            : Effect.void)))
         yield* agent.followup(options.prompt)
         yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
-        return { events: agent.log.events(), path: agent.log.path ?? agent.id }
+        return agent.log.events()
       })).pipe(
         Effect.provide(Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
         Effect.catchTags({
@@ -146,10 +190,7 @@ const run = Command.make(
           AgentDisposed: (e) => exit(2, e.message)
         })
       )
-      yield* printTranscript(events.events)
-      yield* Console.log("")
-      yield* Console.log(`session log: ${events.path}`)
-      const reason = lastTurnEnd(events.events)
+      const reason = lastTurnEnd(events)
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
       if (code !== 0) return yield* exit(code)
@@ -161,7 +202,7 @@ const readLog = (file: string) =>
   SessionStore.readFile(file).pipe(
     Effect.catchTags({
       SessionStoreError: (e) => exit(2, `${file}: ${e.message}`),
-      SessionLogError: (e) => exit(2, `${file}:${e.line}: ${e.message}`)
+      SessionLogError: (e) => exit(2, e.message)
     })
   )
 

@@ -120,7 +120,7 @@ const RESERVED_BODY_KEYS = new Set(["model", "messages", "tools"])
 const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
   const provider = options.provider ?? "openai-compat"
   const idleTimeout = options.idleTimeoutMs ?? 120_000
-  const url = options.baseUrl.replace(/\/+$/, "") + "/chat/completions"
+  const url = completionsUrl(options.baseUrl)
   const modelJson = JSON.stringify(options.model)
   const maxTokensField = options.maxTokensField ?? "max_tokens"
   const extraBody: Record<string, unknown> = {}
@@ -173,6 +173,17 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
   })
 
   return Model.of({ provider, model: options.model, respond })
+}
+
+/** `${baseUrl}/chat/completions`, keeping a query string (`?api-version=…`) after the path. */
+const completionsUrl = (baseUrl: string): string => {
+  try {
+    const url = new URL(baseUrl)
+    url.pathname = url.pathname.replace(/\/+$/, "") + "/chat/completions"
+    return url.toString()
+  } catch {
+    return baseUrl.replace(/\/+$/, "") + "/chat/completions"
+  }
 }
 
 const numberSetting = (
