@@ -873,3 +873,40 @@ describe("Agent: step limit", () => {
     }).pipe(Effect.provide(layer(model)))
   })
 })
+
+describe("Agent: where it differs from DSH (§16)", () => {
+  it.scoped("streaming deltas are live notifications, never durable events (§16.6)", () => {
+    const model = Model.scripted([{ latencyMs: 30, text: "one two three" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const queue = yield* agent.subscribe
+      yield* agent.followup("go")
+      yield* advance(100)
+      const live = Chunk.toReadonlyArray(yield* Queue.takeAll(queue))
+      expect(live.filter((e) => e.type === "assistant/delta")).toEqual([
+        { type: "assistant/delta", turn: 1, step: 1, text: "one" },
+        { type: "assistant/delta", turn: 1, step: 1, text: " two" },
+        { type: "assistant/delta", turn: 1, step: 1, text: " three" }
+      ])
+      const types = new Set(agent.log.events().map((e) => e.type))
+      expect([...types].filter((t) => t.includes("chunk") || t.includes("delta"))).toEqual([])
+      // Every durable event reached subscribers too, in log order.
+      expect(live.filter((e) => "seq" in e).map((e) => (e as { seq: number }).seq)).toEqual(agent.log.events().map((e) => e.seq))
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("ids are unique per session, not only among pending items (§16.9)", () => {
+    const model = Model.scripted([{ text: "ok" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const c = yield* ctx("once")
+      yield* agent.inject(c)
+      yield* agent.followup("go")
+      yield* advance(10)
+      expect((yield* agent.inbox).nextStep).toEqual([])
+      const again = yield* Effect.flip(agent.inject(c))
+      expect(again).toMatchObject({ _tag: "DuplicateMessageId", messageId: c.id })
+      expect(agent.log.events().filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).inserted.length > 0)).toHaveLength(2)
+    }).pipe(Effect.provide(layer(model)))
+  })
+})
