@@ -290,6 +290,10 @@ interface TurnState {
   nextCommit: number
   contextsInserted: number
   maxTokens: boolean
+  /** The current step was entered in the same append as its claim (default pre-step). */
+  entered: boolean
+  /** State update of a prefix draft appended with the step's end. */
+  onCommit: (() => void) | undefined
 }
 
 const newTurnState = (): TurnState => ({
@@ -303,7 +307,9 @@ const newTurnState = (): TurnState => ({
   calls: undefined,
   nextCommit: 0,
   contextsInserted: 0,
-  maxTokens: false
+  maxTokens: false,
+  entered: false,
+  onCommit: undefined
 })
 
 const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
@@ -369,6 +375,7 @@ class AgentImpl implements Agent {
   private idleWaiter: Deferred.Deferred<void> | undefined = undefined
   private headerKey: string | undefined = undefined
   private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
+  private readonly fastPreStep: boolean
 
   constructor(
     log: SessionLog,
@@ -387,6 +394,7 @@ class AgentImpl implements Agent {
     this.log = log
     this.model = model
     this.preStep = preStep
+    this.fastPreStep = preStep === defaultPreStep
     this.ids = ids
     this.options = options
     const tools = new Map<string, Tool.Tool<any>>()
@@ -779,28 +787,32 @@ class AgentImpl implements Agent {
       }
       let toolContinuation = false
       while (true) {
-        const batch = t.claimed ?? []
-        const decision = yield* Effect.exit(
-          self.preStep.run({ agentId: self.id, turn: t.turn, step: t.step, messages: batch })
-        )
-        if (Exit.isFailure(decision)) {
-          if (Cause.isInterruptedOnly(decision.cause)) return yield* Effect.failCause(decision.cause as Cause.Cause<never>)
-          return yield* self.endTurn(t, {
-            kind: "error",
-            error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" }
-          })
+        // With the default pre-step the step was entered together with its claim.
+        if (t.entered) t.entered = false
+        else {
+          const batch = t.claimed ?? []
+          const decision = yield* Effect.exit(
+            self.preStep.run({ agentId: self.id, turn: t.turn, step: t.step, messages: batch })
+          )
+          if (Exit.isFailure(decision)) {
+            if (Cause.isInterruptedOnly(decision.cause)) return yield* Effect.failCause(decision.cause as Cause.Cause<never>)
+            return yield* self.endTurn(t, {
+              kind: "error",
+              error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" }
+            })
+          }
+          const d: PreStepDecision = decision.value
+          if (d._tag === "Reject") return yield* self.endTurn(t, { kind: "blocked", reason: d.reason })
+          const checked = self.checkEntered(batch, d.messages)
+          if (Either.isLeft(checked)) {
+            return yield* self.endTurn(t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
+          }
+          const entered = checked.right
+          if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
+            return yield* self.endTurn(t, { kind: "completed" }, true)
+          }
+          yield* self.enterStep(t, batch, entered)
         }
-        const d: PreStepDecision = decision.value
-        if (d._tag === "Reject") return yield* self.endTurn(t, { kind: "blocked", reason: d.reason })
-        const checked = self.checkEntered(batch, d.messages)
-        if (Either.isLeft(checked)) {
-          return yield* self.endTurn(t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
-        }
-        const entered = checked.right
-        if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
-          return yield* self.endTurn(t, { kind: "completed" }, true)
-        }
-        yield* self.enterStep(t, batch, entered)
         const response = yield* self.callModel(t)
         if (Either.isLeft(response)) {
           const e = response.left
@@ -810,14 +822,17 @@ class AgentImpl implements Agent {
           })
         }
         const acc = response.right
-        yield* self.logAssistant(t, acc, false)
         const truncated = acc.finish === "length"
         if (truncated) t.maxTokens = true
+        let next: "step" | TurnState | undefined
         if (acc.toolCalls.length > 0) {
+          yield* self.logAssistant(t, acc, false)
           if (truncated) yield* self.truncateCalls(t, acc)
           else yield* self.runTools(t, acc)
+          next = yield* self.endStep(t, !truncated)
+        } else {
+          next = yield* self.endStep(t, false, self.assistantDraft(t, acc, false, yield* self.nextId()))
         }
-        const next = yield* self.endStep(t, acc.toolCalls.length > 0 && !truncated)
         if (next === "step") {
           toolContinuation = acc.toolCalls.length > 0 && !truncated
           continue
@@ -860,17 +875,26 @@ class AgentImpl implements Agent {
     return Either.right(out)
   }
 
-  /** `step/start`, one `user/message` per entered message, and `request/header` when it changed. */
-  private enterStep(t: TurnState, claimed: ReadonlyArray<UserMessage>, entered: ReadonlyArray<UserMessage>) {
-    const drafts: Array<EventDraft> = [{ type: "step/start", data: { turn: t.turn, step: t.step } }]
+  /**
+   * Adds `step/start`, one `user/message` per entered message, and `request/header` when it
+   * changed, to `drafts`; returns the state update to run once they are durable.
+   */
+  private stepDrafts(
+    turn: number,
+    step: number,
+    claimed: ReadonlyArray<UserMessage>,
+    entered: ReadonlyArray<UserMessage>,
+    drafts: Array<EventDraft>
+  ): (t: TurnState) => void {
+    drafts.push({ type: "step/start", data: { turn, step } })
     for (const m of entered) drafts.push({ type: "user/message", data: m })
     const key = this.requestKey()
     if (key !== this.headerKey) {
       drafts.push({
         type: "request/header",
         data: {
-          turn: t.turn,
-          step: t.step,
+          turn,
+          step,
           provider: this.model.provider,
           model: this.model.model,
           ...(this.options.instructions !== undefined ? { instructions: this.options.instructions } : {}),
@@ -879,7 +903,7 @@ class AgentImpl implements Agent {
         }
       })
     }
-    return Effect.uninterruptible(Effect.map(this.append(drafts), () => {
+    return (t) => {
       this.headerKey = key
       t.stepOpen = true
       t.claimed = undefined
@@ -892,12 +916,30 @@ class AgentImpl implements Agent {
         this.seen.add(m.id)
         this.historyList.push(m)
       }
-      const outcome = Delivery.entered(t.turn, t.step)
+      const outcome = Delivery.entered(turn, step)
       for (const m of entered) this.resolve(m.id, outcome)
-      for (const c of claimed) {
-        if (!entered.some((m) => m.id === c.id)) this.resolve(c.id, Delivery.dropped("discarded"))
+      if (claimed !== entered) {
+        for (const c of claimed) {
+          if (!entered.some((m) => m.id === c.id)) this.resolve(c.id, Delivery.dropped("discarded"))
+        }
       }
-    }))
+    }
+  }
+
+  /** Enters a step after a pre-step decided (its own append). */
+  private enterStep(t: TurnState, claimed: ReadonlyArray<UserMessage>, entered: ReadonlyArray<UserMessage>) {
+    const drafts: Array<EventDraft> = []
+    const apply = this.stepDrafts(t.turn, t.step, claimed, entered, drafts)
+    return Effect.uninterruptible(Effect.map(this.append(drafts), () => apply(t)))
+  }
+
+  /**
+   * With the default pre-step (enter the claimed batch as it is), a claim and the step it enters
+   * are one append: the waterfall's answer is known when the claim is made. Not when the batch is
+   * empty at a boundary that is not a tool continuation (that turn ends with no step).
+   */
+  private enterNow(batch: ReadonlyArray<UserMessage>, toolContinuation: boolean): boolean {
+    return this.fastPreStep && (batch.length > 0 || toolContinuation)
   }
 
   private requestKey(): string {
@@ -911,6 +953,15 @@ class AgentImpl implements Agent {
     ))
   }
 
+  /** Runs the state update of a prefix draft (the assistant message) once the append is durable. */
+  private committed(t: TurnState): void {
+    const apply = t.onCommit
+    if (apply !== undefined) {
+      t.onCommit = undefined
+      apply()
+    }
+  }
+
   /**
    * Adds `turn/start` and the turn-boundary claim to `drafts`; returns what to apply once they
    * are durable. Called under the lock.
@@ -920,6 +971,9 @@ class AgentImpl implements Agent {
     const claim = Inbox.claim(this.queues, true)
     drafts.push({ type: "turn/start", data: { turn } })
     for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+    const enter = this.enterNow(claim.batch, false)
+      ? this.stepDrafts(turn, 1, claim.batch, claim.batch, drafts)
+      : undefined
     return (t) => {
       this.turnCounter = turn
       for (const data of claim.splices) this.queues.apply(data)
@@ -929,6 +983,10 @@ class AgentImpl implements Agent {
       t.claimed = claim.batch
       this.current = t
       for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn })
+      if (enter !== undefined) {
+        enter(t)
+        t.entered = true
+      }
     }
   }
 
@@ -948,6 +1006,7 @@ class AgentImpl implements Agent {
     drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
     const open = !this.disposed && this.queues.hasWakingWork ? this.openTurn(drafts) : undefined
     return Effect.map(this.append(drafts), () => {
+      this.committed(t)
       t.stepOpen = false
       t.turnOpen = false
       this.resolveClaimed(t, claimedOutcome)
@@ -983,31 +1042,46 @@ class AgentImpl implements Agent {
   }
 
   /** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
-  private endStep(t: TurnState, toolContinuation: boolean): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
+  private endStep(
+    t: TurnState,
+    toolContinuation: boolean,
+    assistant?: { readonly draft: EventDraft; readonly apply: () => void }
+  ): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
     return this.withLock(Effect.suspend((): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> => {
       const state = this.queues
       const maxSteps = this.options.maxSteps ?? 100
+      // A response without tool calls is logged in the same append as its step's end.
+      const prefix: ReadonlyArray<EventDraft> = assistant === undefined ? [] : [assistant.draft]
+      if (assistant !== undefined) t.onCommit = assistant.apply
       if ((toolContinuation || state.hasWakingStep) && t.step >= maxSteps) {
         return this.closeTurn(t, {
           kind: "error",
           error: { code: "MAX_STEPS", message: `the turn reached its limit of ${maxSteps} steps` }
-        }, [], Delivery.dropped("failed"))
+        }, prefix, Delivery.dropped("failed"))
       }
       if (toolContinuation || state.hasWakingStep) {
-        const drafts: Array<EventDraft> = [{ type: "step/end", data: { turn: t.turn, step: t.step } }]
+        const drafts: Array<EventDraft> = [...prefix, { type: "step/end", data: { turn: t.turn, step: t.step } }]
         const claim = Inbox.claim(state, false)
         for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+        const enter = this.enterNow(claim.batch, toolContinuation)
+          ? this.stepDrafts(t.turn, t.step + 1, claim.batch, claim.batch, drafts)
+          : undefined
         return Effect.map(this.append(drafts), () => {
+          this.committed(t)
           t.stepOpen = false
           t.step++
           t.claimed = claim.batch
           for (const data of claim.splices) state.apply(data)
           for (const m of claim.batch) this.publish({ type: "agent/inbox/claimed", message: m, turn: t.turn })
+          if (enter !== undefined) {
+            enter(t)
+            t.entered = true
+          }
           return "step" as const
         })
       }
       const reason: TurnEndReason = t.maxTokens ? { kind: "max-tokens" } : { kind: "completed" }
-      return this.closeTurn(t, reason, [], Delivery.dropped("discarded"))
+      return this.closeTurn(t, reason, prefix, Delivery.dropped("discarded"))
     }))
   }
 
@@ -1033,13 +1107,41 @@ class AgentImpl implements Agent {
       t.acc = acc
       return Effect.as(this.model.respond(request, this.sinkFor(t, acc)), acc)
     })
-    return once.pipe(
-      Effect.retry({ schedule: this.options.retry ?? defaultRetry, while: (e) => e.retryable }),
-      Effect.catchAllDefect((defect) =>
-        Effect.fail(new ModelError({ code: "MODEL_FAILED", message: messageOf(defect), retryable: false }))
-      ),
-      Effect.either
-    )
+    // The first attempt runs bare (no schedule driver on the success path); a retryable failure
+    // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
+    const outcome = (cause: Cause.Cause<ModelError>): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      if (Option.isNone(failure)) {
+        return Effect.succeed(Either.left(
+          new ModelError({ code: "MODEL_FAILED", message: causeMessage(cause), retryable: false })
+        ))
+      }
+      return Effect.succeed(Either.left(failure.value))
+    }
+    const schedule = this.options.retry ?? defaultRetry
+    const retryFrom = (first: ModelError) =>
+      Effect.flatMap(Schedule.driver(schedule), (driver) => {
+        const loop = (error: ModelError): Effect.Effect<Either.Either<Accumulator, ModelError>> =>
+          !error.retryable
+            ? Effect.succeed(Either.left(error))
+            : Effect.matchEffect(driver.next(error), {
+              onFailure: () => Effect.succeed(Either.left(error)),
+              onSuccess: () =>
+                Effect.matchCauseEffect(once, {
+                  onSuccess: (acc) => Effect.succeed(Either.right(acc)),
+                  onFailure: (cause) =>
+                    Effect.flatMap(outcome(cause), (e) => (Either.isLeft(e) ? loop(e.left) : Effect.succeed(e)))
+                })
+            })
+        return loop(first)
+      })
+    return Effect.matchCauseEffect(once, {
+      onSuccess: (acc) => Effect.succeed(Either.right(acc)),
+      onFailure: (cause) =>
+        Effect.flatMap(outcome(cause), (e) =>
+          Either.isLeft(e) && e.left.retryable && e.left.code !== "MODEL_FAILED" ? retryFrom(e.left) : Effect.succeed(e))
+    })
   }
 
   private sinkFor(t: TurnState, acc: Accumulator) {
@@ -1100,25 +1202,39 @@ class AgentImpl implements Agent {
     }
   }
 
-  private logAssistant(t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> {
-    return Effect.flatMap(this.nextId(), (id) => {
-      const message: AssistantMessage = deepFreezeJson({
-        id: id as MessageId,
-        role: "assistant",
-        content: acc.content,
-        source: { kind: "model", provider: this.model.provider, model: this.model.model }
-      }, "message") as AssistantMessage
-      const data = {
-        turn: t.turn,
-        step: t.step,
-        message,
-        ...(acc.usage !== undefined ? { usage: acc.usage } : {}),
-        ...(interrupted ? { interrupted: true as const } : { finish: acc.finish ?? "stop" })
-      }
-      return Effect.uninterruptible(Effect.map(this.append([{ type: "assistant/message", data }]), () => {
+  /** The `assistant/message` draft of a response, and the state update once it is durable. */
+  private assistantDraft(
+    t: TurnState,
+    acc: Accumulator,
+    interrupted: boolean,
+    id: string
+  ): { readonly draft: EventDraft; readonly apply: () => void } {
+    const message: AssistantMessage = deepFreezeJson({
+      id: id as MessageId,
+      role: "assistant",
+      content: acc.content,
+      source: { kind: "model", provider: this.model.provider, model: this.model.model }
+    }, "message") as AssistantMessage
+    const data = {
+      turn: t.turn,
+      step: t.step,
+      message,
+      ...(acc.usage !== undefined ? { usage: acc.usage } : {}),
+      ...(interrupted ? { interrupted: true as const } : { finish: acc.finish ?? "stop" })
+    }
+    return {
+      draft: { type: "assistant/message", data },
+      apply: () => {
         t.assistantLogged = true
         this.historyList.push(message)
-      }))
+      }
+    }
+  }
+
+  private logAssistant(t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> {
+    return Effect.flatMap(this.nextId(), (id) => {
+      const { apply, draft } = this.assistantDraft(t, acc, interrupted, id)
+      return Effect.uninterruptible(Effect.map(this.append([draft]), apply))
     })
   }
 
