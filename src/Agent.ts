@@ -372,6 +372,7 @@ class AgentImpl implements Agent {
   private hub: PubSub.PubSub<AgentEvent> | undefined = undefined
   private subscribers = 0
   private waiters: Map<string, Deferred.Deferred<Delivery.DeliveryOutcome>> | undefined = undefined
+  private observers: Map<string, (outcome: Delivery.DeliveryOutcome) => void> | undefined = undefined
   private idleWaiter: Deferred.Deferred<void> | undefined = undefined
   private headerKey: string | undefined = undefined
   private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
@@ -433,6 +434,14 @@ class AgentImpl implements Agent {
   }
 
   private resolve(id: string, outcome: Delivery.DeliveryOutcome): void {
+    const observers = this.observers
+    if (observers !== undefined) {
+      const observer = observers.get(id)
+      if (observer !== undefined) {
+        observers.delete(id)
+        observer(outcome)
+      }
+    }
     const waiters = this.waiters
     if (waiters === undefined) return
     const deferred = waiters.get(id)
@@ -584,6 +593,16 @@ class AgentImpl implements Agent {
       }
       return Effect.succeed(fate as Delivery.DeliveryOutcome)
     })
+  }
+
+  /**
+   * Calls `observer` when the fate of a pending or claimed message is decided, synchronously
+   * with the decision (no fiber). Returns false when the message is not undecided.
+   */
+  observeOutcome(id: string, observer: (outcome: Delivery.DeliveryOutcome) => void): boolean {
+    if (!this.isUndecided(id)) return false
+    ;(this.observers ?? (this.observers = new Map())).set(id, observer)
+    return true
   }
 
   private isUndecided(id: string): boolean {
@@ -1616,6 +1635,18 @@ export const make = (
     yield* Effect.addFinalizer(() => Effect.orDie(agent.dispose).pipe(Effect.catchAllCause(Effect.logError)))
     return agent as Agent
   })
+
+/**
+ * Calls `observer` with a message's outcome when the agent decides it, without a fiber (used by
+ * the simulator to record live outcomes). Returns false when the message is not pending.
+ *
+ * @internal
+ */
+export const observeOutcome = (
+  agent: Agent,
+  messageId: string,
+  observer: (outcome: Delivery.DeliveryOutcome) => void
+): boolean => agent instanceof AgentImpl && agent.observeOutcome(messageId, observer)
 
 /**
  * Creates an agent over an already-open log and a state rebuilt from it (used by resume).

@@ -478,10 +478,15 @@ const apply = (
       }
       const at = records.length
       records.push({ action: index, kind, at: action.at, messageId: result.right.messageId })
-      // Record the outcome when the live Delivery resolves (a fiber the simulator settles).
-      return Effect.asVoid(Effect.fork(Effect.map(result.right.outcome, (outcome) => {
+      // Record the outcome when the agent decides it (a callback: a fiber per pending delivery
+      // would make every settle O(deliveries)).
+      const record = (outcome: Delivery.DeliveryOutcome) => {
         records[at] = { ...records[at]!, outcome }
-      })))
+      }
+      if (!Agent.observeOutcome(agent, result.right.messageId, record)) {
+        return Effect.map(result.right.outcome, record)
+      }
+      return Effect.void
     })
   if ("followup" in action) {
     return deliver("followup", Effect.flatMap(messageOf(action.followup, { kind: "user" }), agent.followup))
