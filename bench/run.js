@@ -1,34 +1,268 @@
-// Benchmarks of the loop's overhead (issue 4 grows this into the side-by-side table with
-// pi-agent-core). Run with `npm run bench` (builds dist/ first). Figures go to stdout; they are
-// never asserted in tests.
-import { Effect, Layer } from "effect"
-import { Agent, IdGenerator, Model, SessionStore } from "../dist/index.js"
+// Benchmarks side by side with pi-agent-core (issue 4). `npm run bench` builds dist/ and runs
+// this file: every workload for both runtimes, each job in its own process (bench/worker.js),
+// a warm-up then several runs; prints one table (median [min–max] per side, ratio ours/peer)
+// and writes bench/results/latest.json: `[{workload, store, unit, ours, peer, ratio, …}]`.
+// Figures are never asserted; a run whose counts are off (model calls, tool runs, messages)
+// fails its job, which is reported and makes the exit code 1.
+//
+//   node --expose-gc bench/run.js [--quick] [--only=turns,append,…]
+//
+// --quick: a smoke test (a tenth of the prompts, 2 runs, a 100,000-event replay).
+import { spawnSync } from "node:child_process"
+import { cpus, loadavg } from "node:os"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { summarize, WORKLOADS } from "./workloads.js"
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)]
+const here = dirname(fileURLToPath(import.meta.url))
+const args = process.argv.slice(2)
+const quick = args.includes("--quick")
+const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
+const wanted = (name) => only === undefined || only.includes(name)
+
+const RUNS = quick ? 2 : 5
+const scale = (n) => (quick ? Math.max(10, Math.round(n / 10)) : n)
+const REPLAY_EVENTS = quick ? 100_000 : 1_000_000
+
+const started = performance.now()
+const loadStart = loadavg()
+const failures = []
+
+/** Runs one job in a fresh process; returns its result, or undefined when it failed. */
+const job = (label, spec, nodeFlags = []) => {
+  const t = performance.now()
+  process.stderr.write(`  ${label} … `)
+  const child = spawnSync(process.execPath, ["--expose-gc", ...nodeFlags, join(here, "worker.js"), JSON.stringify(spec)], {
+    stdio: ["ignore", "pipe", "pipe"],
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024
+  })
+  const line = child.stdout.split("\n").find((l) => l.startsWith("RESULT "))
+  if (child.status !== 0 || line === undefined) {
+    const why = (child.stderr || child.stdout || `exit ${child.status} ${child.signal ?? ""}`).trim().split("\n").slice(0, 6).join("\n    ")
+    process.stderr.write(`FAILED\n    ${why}\n`)
+    failures.push({ label, error: why })
+    return undefined
+  }
+  process.stderr.write(`${((performance.now() - t) / 1000).toFixed(1)} s\n`)
+  return JSON.parse(line.slice(7))
 }
 
-/** `turns`: N prompts awaited one after another, one text step each, memory store. */
-const turns = (n) =>
-  Effect.gen(function*() {
-    const model = Model.scripted([{ text: "ok" }], { loop: true, record: false })
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const agent = yield* Agent.make()
-      const start = performance.now()
-      for (let i = 0; i < n; i++) {
-        const d = yield* agent.followup(`prompt ${i}`)
-        yield* d.outcome
-        yield* agent.awaitIdle
-      }
-      const elapsed = performance.now() - start
-      const turnEnds = agent.log.events().filter((e) => e.type === "turn/end").length
-      if (turnEnds !== n || model.consumed() !== n) throw new Error(`turns: expected ${n} turns, got ${turnEnds}`)
-      return (elapsed * 1000) / n
-    })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layer, Model.layer(model))))
+const rows = []
+const stat = (xs) => (xs === undefined ? undefined : summarize(xs))
+const addRow = (workload, store, unit, ours, peer, extra = {}) => {
+  const o = stat(ours)
+  const p = stat(peer)
+  rows.push({
+    workload,
+    store,
+    unit,
+    ours: o?.median ?? null,
+    peer: p?.median ?? null,
+    ratio: o !== undefined && p !== undefined ? o.median / p.median : null,
+    oursMin: o?.min ?? null,
+    oursMax: o?.max ?? null,
+    peerMin: p?.min ?? null,
+    peerMax: p?.max ?? null,
+    runs: Math.max(o?.runs ?? 0, p?.runs ?? 0),
+    ...extra
   })
+}
+const perUnit = (r) => r?.samples.map((s) => s.perUnit)
 
-const runs = []
-await Effect.runPromise(turns(500)) // warm-up
-for (let i = 0; i < 5; i++) runs.push(await Effect.runPromise(turns(2000)))
-console.log(`turns (memory store): median ${median(runs).toFixed(1)} µs/turn, min ${Math.min(...runs).toFixed(1)}, max ${Math.max(...runs).toFixed(1)} (5 runs × 2000 turns)`)
+// ---------------------------------------------------------------------------------------------
+// Prompt workloads: memory and jsonl (fsync "none"; pi persists like pi-coding-agent), plus our
+// fsync "batch" figures on a fifth of the prompts (each append waits for an fdatasync).
+// ---------------------------------------------------------------------------------------------
+
+for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-tools"]) {
+  if (!wanted(workload)) continue
+  const w = WORKLOADS[workload]
+  const prompts = scale(w.prompts)
+  const warmup = prompts // a whole run: our side needs ~1,000 turns before the JIT settles
+  process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after a warm-up run)\n`)
+  for (const store of ["memory", "jsonl"]) {
+    const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, runs: RUNS }
+    const ours = job(`ours ${store}`, { ...spec, side: "ours" })
+    const pi = job(`pi   ${store}`, { ...spec, side: "pi" })
+    let extra = {}
+    if (store === "jsonl") {
+      const batchPrompts = Math.max(5, Math.round(prompts / 5))
+      const batchRuns = Math.min(RUNS, 3)
+      const batch = job(`ours jsonl fsync=batch (${batchPrompts} prompts, ${batchRuns} runs)`, {
+        ...spec,
+        side: "ours",
+        fsync: "batch",
+        prompts: batchPrompts,
+        warmup: Math.max(2, Math.round(batchPrompts / 4)),
+        runs: batchRuns
+      })
+      const b = stat(perUnit(batch))
+      const p = stat(perUnit(pi))
+      extra = {
+        oursFsyncBatch: b?.median ?? null,
+        oursFsyncBatchMin: b?.min ?? null,
+        oursFsyncBatchMax: b?.max ?? null,
+        ratioFsyncBatch: b !== undefined && p !== undefined ? b.median / p.median : null,
+        fsyncBatchPrompts: batchPrompts
+      }
+    }
+    addRow(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(pi), { prompts, ...extra })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// history-growth: 10,000 text turns, µs per turn over the first and the last 10%.
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("history-growth")) {
+  const prompts = scale(WORKLOADS["history-growth"].prompts)
+  const runs = Math.min(RUNS, 3)
+  process.stderr.write(`history-growth (${prompts} turns, ${runs} runs after a warm-up of ${prompts / 10})\n`)
+  const spec = { kind: "prompts", workload: "history-growth", store: "memory", prompts, warmup: prompts / 10, runs }
+  const ours = job("ours memory", { ...spec, side: "ours" })
+  const pi = job("pi   memory", { ...spec, side: "pi" })
+  for (const part of ["first", "last"]) {
+    addRow("history-growth", "memory", `µs/turn, ${part} 10%`, ours?.samples.map((s) => s[part]), pi?.samples.map((s) => s[part]), { prompts })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// idle-agents: 10,000 agents created, none prompted; heap bytes per agent after GC.
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("idle-agents")) {
+  const count = quick ? 2000 : 10_000
+  process.stderr.write(`idle-agents (${count} agents, ${RUNS} runs after a warm-up)\n`)
+  const ours = job("ours", { kind: "idle", side: "ours", count, runs: RUNS })
+  const pi = job("pi  ", { kind: "idle", side: "pi", count, runs: RUNS })
+  addRow("idle-agents", "memory", "heap bytes/agent", perUnit(ours), perUnit(pi), { agents: count })
+}
+
+// ---------------------------------------------------------------------------------------------
+// append (ours only): events/s with 1, 8, 64 concurrent appenders vs raw write (+ fdatasync).
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("append")) {
+  process.stderr.write(`append (ours vs raw write, same bytes, same run)\n`)
+  for (const fsync of ["batch", "none"]) {
+    for (const appenders of [1, 8, 64]) {
+      const total = fsync === "batch" ? { 1: 1000, 8: 4000, 64: 6400 }[appenders] : 20_000
+      const runs = fsync === "batch" ? Math.min(RUNS, 3) : RUNS
+      const r = job(`fsync=${fsync} ${appenders} appender(s), ${scale(total)} events × ${runs} runs`, {
+        kind: "append",
+        appenders,
+        fsync,
+        total: scale(total),
+        warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
+        runs
+      })
+      addRow("append", "jsonl", `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, fsync ${fsync}`, r?.ours, r?.peer, {
+        events: scale(total)
+      })
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// replay (ours only): a generated 1M-event log rebuilt into inbox, history and fates vs JSON.parse
+// of every line; each measurement in its own process (peak RSS is per process).
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("replay")) {
+  const directory = mkdtempSync(join(tmpdir(), "bench-replay-"))
+  try {
+    const runs = Math.min(RUNS, 3)
+    process.stderr.write(`replay (${REPLAY_EVENTS} events, ${runs} runs per side, one process each)\n`)
+    const logs = {
+      big: { path: join(directory, "big.jsonl"), target: REPLAY_EVENTS },
+      warm: { path: join(directory, "warm.jsonl"), target: 20_000 }
+    }
+    const meta = job("generate + validate (Invariant.check)", { kind: "replay-gen", logs }, ["--max-old-space-size=8192"])
+    if (meta !== undefined) {
+      const ours = { ms: [], rss: [] }
+      const raw = { ms: [], rss: [] }
+      for (let i = 0; i < runs; i++) {
+        for (const [side, into] of [["ours", ours], ["raw", raw]]) {
+          const r = job(`${side} run ${i + 1}`, {
+            kind: "replay",
+            side,
+            path: logs.big.path,
+            expect: meta.big,
+            warm: { path: logs.warm.path, expect: meta.warm }
+          }, ["--max-old-space-size=8192"])
+          if (r !== undefined) {
+            into.ms.push(r.ms)
+            into.rss.push(r.rssMB)
+          }
+        }
+      }
+      const extra = { events: meta.big.events, fileMB: meta.big.bytes / 2 ** 20 }
+      const ok = (xs) => (xs.length === runs ? xs : undefined)
+      addRow("replay", "jsonl", `ms, ${meta.big.events} events`, ok(ours.ms), ok(raw.ms), extra)
+      addRow("replay", "jsonl", "MB peak RSS", ok(ours.rss), ok(raw.rss), extra)
+    }
+  } finally {
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------------
+
+const fmt = (x) => {
+  if (x === null || x === undefined) return "—"
+  const a = Math.abs(x)
+  return a >= 1000 ? Math.round(x).toLocaleString("en-US") : a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2)
+}
+const cell = (median, min, max) => (median === null ? "FAILED" : `${fmt(median)} [${fmt(min)}–${fmt(max)}]`)
+const ratioText = (x) => (x === null ? "—" : x >= 10 ? x.toFixed(1) : x.toPrecision(2))
+const peerName = (r) => (r.workload === "append" || r.workload === "replay" ? "raw" : "pi")
+const table = [["workload", "store", "unit", "ours median [min–max]", "pi / raw median [min–max]", "ratio"]]
+for (const r of rows) {
+  table.push([
+    r.workload,
+    r.store,
+    r.unit,
+    cell(r.ours, r.oursMin, r.oursMax),
+    r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
+    ratioText(r.ratio)
+  ])
+  if (r.oursFsyncBatch !== undefined) {
+    table.push([
+      "",
+      "jsonl, fsync batch",
+      `${r.unit} (${r.fsyncBatchPrompts} prompts)`,
+      cell(r.oursFsyncBatch, r.oursFsyncBatchMin, r.oursFsyncBatchMax),
+      "pi (jsonl row above)",
+      ratioText(r.ratioFsyncBatch)
+    ])
+  }
+}
+const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
+const line = (row) => row.map((c, i) => (i >= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
+const elapsed = (performance.now() - started) / 1000
+console.log(`\neffect-agent-loop vs @mariozechner/pi-agent-core 0.73.1 — node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`)
+console.log(`ratio = ours / peer (µs, bytes, ms: lower is better for ours; events/s: higher is better)\n`)
+console.log(line(table[0]))
+console.log(widths.map((w) => "-".repeat(w)).join("  "))
+for (const row of table.slice(1)) console.log(line(row))
+const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
+console.log(`\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${load(loadavg())} (${cpus().length} cores: other work on the machine skews the figures)`)
+
+const resultsDir = join(here, "results")
+mkdirSync(resultsDir, { recursive: true })
+if (quick || only !== undefined) {
+  console.log("(--quick/--only: bench/results/latest.json not written)")
+} else {
+  writeFileSync(join(resultsDir, "latest.json"), JSON.stringify(rows, null, 2) + "\n")
+  console.log("wrote bench/results/latest.json")
+}
+if (failures.length > 0) {
+  console.error(`\n${failures.length} job(s) failed:`)
+  for (const f of failures) console.error(`- ${f.label}: ${f.error}`)
+  process.exitCode = 1
+}

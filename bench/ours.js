@@ -1,0 +1,206 @@
+// Our side of the side-by-side benchmark (issue 4): the real `Agent` over the real model port,
+// driven by `Model.scripted` with function entries, so the fake model sees every request's
+// context (it checks what it was given and decides text or tool calls from it) and answers at
+// once through the same sink a provider adapter uses. Each run builds a fresh agent on a fresh
+// store, times the prompt loop only, then checks its counts.
+import { NodeFileSystem } from "@effect/platform-node"
+import { Effect, Layer, Schema } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Agent, IdGenerator, Model, SessionStore, Tool } from "../dist/index.js"
+import { checkCounts, WORKLOADS } from "./workloads.js"
+
+const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
+const isResult = (m) => m.role === "user" && m.source.kind === "tool"
+const textOf = (m) => (m.content[0] !== undefined && m.content[0].type === "text" ? m.content[0].text : "")
+
+/**
+ * The fake model of one run: a function of the request (its context), through `Model.scripted`.
+ * `state.calls` counts requests, `state.errors` collects every context it did not expect.
+ */
+const makeModel = (workload, state) => {
+  const w = WORKLOADS[workload]
+  const usage = (n) => ({ inputTokens: n, outputTokens: 1 })
+  const text = (n) => ({ text: `ok:${n}`, usage: usage(n) })
+  let decide
+  switch (workload) {
+    case "turns":
+    case "history-growth":
+      decide = (msgs) => {
+        const n = msgs.length
+        // prompt i sees 2 messages per earlier prompt, then its own
+        if (n !== 2 * (state.calls - 1) + 1 || !isPrompt(msgs[n - 1])) {
+          state.errors.push(`call ${state.calls}: ${n} messages, last ${msgs[n - 1]?.role}`)
+        }
+        return text(n)
+      }
+      break
+    case "tool-steps":
+      decide = (msgs) => {
+        const n = msgs.length
+        let k = 0
+        let i = n - 1
+        while (i >= 0 && !isPrompt(msgs[i])) {
+          if (isResult(msgs[i])) k++
+          i--
+        }
+        if (i < 0) state.errors.push(`call ${state.calls}: no prompt in the context`)
+        if (k > 0) {
+          const block = msgs[n - 1].content[0]
+          if (!isResult(msgs[n - 1]) || block.toolCallId !== state.lastCall) {
+            state.errors.push(`call ${state.calls}: last message is not the result of ${state.lastCall}`)
+          }
+        }
+        if (k < w.toolSteps) {
+          const id = `c${state.calls}`
+          state.lastCall = id
+          return { toolCalls: [{ id, name: "noop", arguments: { k } }], usage: usage(n) }
+        }
+        return text(n)
+      }
+      break
+    case "parallel-tools":
+    case "steer-during-tools":
+      decide = (msgs) => {
+        const n = msgs.length
+        const last = msgs[n - 1]
+        const prompt = isPrompt(last) && !textOf(last).startsWith("steer ")
+        if (prompt) {
+          const calls = []
+          for (let j = 0; j < w.calls; j++) calls.push({ id: `c${state.calls}_${j}`, name: "work", arguments: { k: j } })
+          state.batch = calls
+          return { toolCalls: calls, usage: usage(n) }
+        }
+        // the step after the batch: all results in call order (then the steer, for steer-during-tools)
+        const steered = workload === "steer-during-tools"
+        const end = steered ? n - 1 : n
+        if (steered && !(isPrompt(last) && textOf(last).startsWith("steer "))) {
+          state.errors.push(`call ${state.calls}: the steer did not land right after the batch (last: ${last.role})`)
+        }
+        for (let j = 0; j < w.calls; j++) {
+          const m = msgs[end - w.calls + j]
+          if (m === undefined || !isResult(m) || m.content[0].toolCallId !== state.batch[j].id) {
+            state.errors.push(`call ${state.calls}: result ${j} of the batch is not where expected`)
+            break
+          }
+        }
+        if (msgs[end - w.calls - 1]?.role !== "assistant") state.errors.push(`call ${state.calls}: no assistant before the batch`)
+        return text(n)
+      }
+      break
+    default:
+      throw new Error(`ours: unknown workload ${workload}`)
+  }
+  return Model.scripted([(request) => {
+    state.calls++
+    return decide(request.messages)
+  }], { loop: true, record: false, provider: "bench", model: "instant" })
+}
+
+const makeTools = (workload, state) => {
+  const Args = Schema.Struct({ k: Schema.Number })
+  const out = { content: "ok" }
+  const ran = Effect.sync(() => {
+    state.toolRuns++
+    return out
+  })
+  switch (workload) {
+    case "tool-steps":
+      return [Tool.make({ name: "noop", description: "Does nothing.", parameters: Args, execute: () => ran })]
+    case "parallel-tools":
+      return [Tool.make({ name: "work", description: "Does nothing.", parameters: Args, execute: () => ran })]
+    case "steer-during-tools": {
+      const steerer = WORKLOADS[workload].steerer
+      return [Tool.make({
+        name: "work",
+        description: "Does nothing; call k=1 steers while it runs.",
+        parameters: Args,
+        execute: ({ k }, ctx) => k === steerer ? Effect.zipRight(Effect.orDie(ctx.agent.steer(`steer ${ctx.turn}`)), ran) : ran
+      })]
+    }
+    default:
+      return []
+  }
+}
+
+/** The store layer of a run: memory, or JSONL in a fresh temporary directory. */
+const storeLayer = (store, fsync) => {
+  if (store === "memory") return { layer: SessionStore.layerMemory, cleanup: () => {} }
+  const directory = mkdtempSync(join(tmpdir(), "bench-ours-"))
+  return {
+    layer: SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer)),
+    cleanup: () => rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+/**
+ * One run of a prompt workload: a fresh agent, `prompts` prompts awaited one after another.
+ * Returns `{ perUnit }` in µs (history-growth: `{ first, last }` µs per turn over the first and
+ * the last 10% of the turns) after checking the counts.
+ */
+export const runPrompts = async ({ workload, store, fsync = "none", prompts }) => {
+  const w = WORKLOADS[workload]
+  const state = { calls: 0, toolRuns: 0, errors: [], lastCall: undefined, batch: undefined }
+  const model = makeModel(workload, state)
+  const tools = makeTools(workload, state)
+  const { layer, cleanup } = storeLayer(store, fsync)
+  const tenth = Math.floor(prompts / 10)
+  try {
+    const result = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools })
+      const marks = []
+      const start = performance.now()
+      for (let i = 0; i < prompts; i++) {
+        if (workload === "history-growth" && (i === tenth || i === prompts - tenth)) marks.push(performance.now())
+        yield* agent.followup(`prompt ${i}`)
+        yield* agent.awaitIdle
+      }
+      const end = performance.now()
+      const history = yield* agent.history
+      let turns = 0
+      for (const e of agent.log.events()) if (e.type === "turn/end") turns++
+      if (turns !== prompts) state.errors.push(`${turns} turns ended, expected ${prompts}`)
+      checkCounts("ours", workload, prompts, {
+        modelCalls: model.consumed(),
+        toolRuns: state.toolRuns,
+        messages: history.length,
+        errors: state.errors
+      })
+      if (model.consumed() !== state.calls) throw new Error("ours: the scripted model's count disagrees with ours")
+      if (workload === "history-growth") {
+        return { first: ((marks[0] - start) * 1000) / tenth, last: ((end - marks[1]) * 1000) / tenth }
+      }
+      return { perUnit: ((end - start) * 1000) / w.units(prompts) }
+    })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model)))))
+    return result
+  } finally {
+    cleanup()
+  }
+}
+
+/**
+ * One run of idle-agents: `count` agents created on one memory store, none prompted; heap bytes
+ * per agent after GC (the store's per-session record included: it is part of what an agent
+ * holds). Needs `--expose-gc`.
+ */
+export const runIdle = async ({ count }) => {
+  const model = Model.scripted([{ text: "ok" }], { loop: true, record: false })
+  return await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const agents = new Array(count)
+    fullGc()
+    const before = process.memoryUsage().heapUsed
+    for (let i = 0; i < count; i++) agents[i] = yield* Agent.make()
+    fullGc()
+    const after = process.memoryUsage().heapUsed
+    if (agents.length !== count || agents.some((a) => a === undefined)) throw new Error("ours idle-agents: agents missing")
+    const status = yield* agents[count - 1].status
+    if (status !== "idle") throw new Error(`ours idle-agents: agent is ${status}`)
+    return { perUnit: (after - before) / count }
+  })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layer, Model.layer(model)))))
+}
+
+export const fullGc = () => {
+  if (typeof globalThis.gc !== "function") throw new Error("run with node --expose-gc")
+  for (let i = 0; i < 4; i++) globalThis.gc()
+}
