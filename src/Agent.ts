@@ -1075,7 +1075,7 @@ class AgentImpl implements Agent {
       if ((toolContinuation || state.hasWakingStep) && t.step >= maxSteps) {
         return this.closeTurn(t, {
           kind: "error",
-          error: { code: "MAX_STEPS", message: `the turn reached its limit of ${maxSteps} steps` }
+          error: { message: `the turn reached its limit of ${maxSteps} steps`, code: "MAX_STEPS" }
         }, prefix, Delivery.dropped("failed"))
       }
       if (toolContinuation || state.hasWakingStep) {
@@ -1130,6 +1130,8 @@ class AgentImpl implements Agent {
     // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
     const outcome = (cause: Cause.Cause<ModelError>): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      // The failed attempt's deltas are withdrawn: a cancel during the retry wait logs no prefix.
+      t.acc = undefined
       const failure = Cause.failureOption(cause)
       if (Option.isNone(failure)) {
         return Effect.succeed(Either.left(
@@ -1197,8 +1199,16 @@ class AgentImpl implements Agent {
               return
             }
             case "tool-call": {
-              content.push({ type: "tool-call", id: part.id, name: part.name, arguments: part.rawArguments })
-              acc.toolCalls.push(part)
+              // A call id repeated within one response would pair results ambiguously (§12 rule 3):
+              // later duplicates get a suffix, in the logged message and in their tool events alike.
+              let id = part.id
+              if (acc.toolCalls.some((c) => c.id === id)) {
+                let n = 2
+                while (acc.toolCalls.some((c) => c.id === `${part.id}#${n}`)) n++
+                id = `${part.id}#${n}`
+              }
+              content.push({ type: "tool-call", id, name: part.name, arguments: part.rawArguments })
+              acc.toolCalls.push(id === part.id ? part : { ...part, id })
               acc.streamed = true
               if (this.hub) {
                 this.publish({

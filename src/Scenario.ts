@@ -21,7 +21,6 @@
  * @since 0.1.0
  */
 import {
-  Array as Arr,
   Effect,
   Either,
   Fiber,
@@ -83,15 +82,31 @@ const PreStepSpec = Schema.Union(
 
 const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 
+const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose"] as const
+
+const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) })
+
+const textAction = <K extends "followup" | "steer" | "inject">(kind: K) => ({
+  plain: Schema.Struct({ at: NonNegative, [kind]: Schema.String } as { at: typeof NonNegative } & { [P in K]: typeof Schema.String }),
+  object: Schema.Struct({ at: NonNegative, [kind]: TextObject } as { at: typeof NonNegative } & { [P in K]: typeof TextObject })
+})
+
+const TextActions = { followup: textAction("followup"), steer: textAction("steer"), inject: textAction("inject") }
+
+const ActionSchemas = {
+  cancel: Schema.Struct({
+    at: NonNegative,
+    cancel: Schema.Struct({ keepInbox: Schema.optional(Schema.Boolean), cause: Schema.optional(Cause) })
+  }),
+  dispose: Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) })
+}
+
 const Action = Schema.Union(
   Schema.Struct({ at: NonNegative, followup: Text }),
   Schema.Struct({ at: NonNegative, steer: Text }),
   Schema.Struct({ at: NonNegative, inject: Text }),
-  Schema.Struct({
-    at: NonNegative,
-    cancel: Schema.Struct({ keepInbox: Schema.optional(Schema.Boolean), cause: Schema.optional(Cause) })
-  }),
-  Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) })
+  ActionSchemas.cancel,
+  ActionSchemas.dispose
 )
 
 /**
@@ -106,6 +121,14 @@ export const ScenarioSchema = Schema.Struct({
   tools: Schema.optional(Schema.Record({ key: Schema.String, value: ToolSpec })),
   preStep: Schema.optional(Schema.Array(PreStepSpec)),
   actions: Schema.Array(Action)
+})
+
+const ScenarioTop = Schema.Struct({
+  name: Schema.optional(Schema.String),
+  model: Schema.Array(ModelEntry),
+  tools: Schema.optional(Schema.Record({ key: Schema.String, value: ToolSpec })),
+  preStep: Schema.optional(Schema.Array(PreStepSpec)),
+  actions: Schema.Array(Schema.Unknown)
 })
 
 /**
@@ -138,34 +161,56 @@ const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
  * @category constructors
  */
 export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario> => {
-  if (typeof input === "object" && input !== null && Array.isArray((input as { actions?: unknown }).actions)) {
-    const actions = (input as { actions: ReadonlyArray<unknown> }).actions
-    for (let i = 0; i < actions.length; i++) {
-      const a = actions[i]
-      if (typeof a !== "object" || a === null) continue
-      const kinds = ["followup", "steer", "inject", "cancel", "dispose"].filter((k) => k in a)
-      if (kinds.length !== 1) {
-        return Either.left(
-          new InvalidScenario({
-            message: kinds.length === 0
-              ? "an action needs one of followup, steer, inject, cancel, dispose"
-              : `an action has one kind, this one has ${kinds.join(" and ")}`,
-            path: `$.actions[${i}]`
-          })
-        )
+  const options = { onExcessProperty: "error", errors: "first" } as const
+  const fail = (error: ParseResult.ParseError, prefix: ReadonlyArray<PropertyKey>) => {
+    const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+    return Either.left(
+      new InvalidScenario({ message: first?.message ?? "invalid scenario", path: jsonPath([...prefix, ...(first?.path ?? [])]) })
+    )
+  }
+  // The top level first, with the actions as they are; then each action by its kind, so that
+  // an error names the field of that kind (a union would report its first member's errors).
+  const top = Schema.decodeUnknownEither(ScenarioTop, options)(input)
+  if (Either.isLeft(top)) return fail(top.left, [])
+  const actions: Array<Scenario["actions"][number]> = []
+  for (let i = 0; i < top.right.actions.length; i++) {
+    const a = top.right.actions[i]
+    const path = `$.actions[${i}]`
+    if (typeof a !== "object" || a === null || Array.isArray(a)) {
+      return Either.left(new InvalidScenario({ message: "an action is an object", path }))
+    }
+    const kinds = ACTION_KINDS.filter((k) => k in a)
+    if (kinds.length !== 1) {
+      return Either.left(
+        new InvalidScenario({
+          message: kinds.length === 0
+            ? "an action needs one of followup, steer, inject, cancel, dispose"
+            : `an action has one kind, this one has ${kinds.join(" and ")}`,
+          path
+        })
+      )
+    }
+    const kind = kinds[0]!
+    const value = (a as Record<string, unknown>)[kind]
+    if (kind === "dispose") {
+      if (typeof value !== "object" || value === null || Array.isArray(value)) {
+        return Either.left(new InvalidScenario({ message: "Expected an object ({})", path: `${path}.dispose` }))
+      }
+      const extra = Object.keys(value)[0]
+      if (extra !== undefined) {
+        return Either.left(new InvalidScenario({ message: "is unexpected, dispose takes no fields", path: jsonPath(["actions", i, "dispose", extra]) }))
       }
     }
+    const schema = kind === "cancel" || kind === "dispose"
+      ? ActionSchemas[kind]
+      : typeof value === "string"
+      ? TextActions[kind].plain
+      : TextActions[kind].object
+    const decoded = Schema.decodeUnknownEither(schema as Schema.Schema<Scenario["actions"][number], unknown>, options)(a)
+    if (Either.isLeft(decoded)) return fail(decoded.left, ["actions", i])
+    actions.push(decoded.right)
   }
-  const result = Schema.decodeUnknownEither(ScenarioSchema, { onExcessProperty: "error", errors: "first" })(input)
-  if (Either.isRight(result)) return Either.right(result.right)
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(result.left)
-  const first = issues[0]
-  return Either.left(
-    new InvalidScenario({
-      message: first?.message ?? "invalid scenario",
-      path: jsonPath(first?.path ?? [])
-    })
-  )
+  return Either.right({ ...top.right, actions })
 }
 
 /**
@@ -405,11 +450,8 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
     const store = yield* SessionStore.SessionStore
     return yield* Effect.scoped(Effect.gen(function*() {
       const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
-      const actions = Arr.sortWith(
-        scenario.actions.map((a, i) => [a, i] as const),
-        ([a, i]) => a.at * 1e6 + i,
-        (x, y) => (x < y ? -1 : x > y ? 1 : 0)
-      )
+      // By time, then file order (a stable sort).
+      const actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
       let next = 0
       while (true) {
         yield* settle(supervisor)
@@ -421,7 +463,8 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
           next++
           continue
         }
-        if (nextSleep !== undefined && (nextAction === undefined || nextSleep <= nextAction)) {
+        // An action due at the same instant as a sleep goes first.
+        if (nextSleep !== undefined && (nextAction === undefined || nextSleep < nextAction)) {
           clock.wakeNext()
           continue
         }

@@ -861,7 +861,7 @@ describe("Agent: step limit", () => {
       yield* advance(100)
       yield* agent.cancel()
       const ends = agent.log.events().filter((e) => e.type === "turn/end").map((e) => (e.data as any).reason)
-      expect(ends[0]).toEqual({ kind: "error", error: { code: "MAX_STEPS", message: "the turn reached its limit of 3 steps" } })
+      expect(ends[0]).toEqual({ kind: "error", error: { message: "the turn reached its limit of 3 steps", code: "MAX_STEPS" } })
       expect(brief(agent.log.events()).filter((l) => l.startsWith("step/start 1."))).toEqual([
         "step/start 1.1",
         "step/start 1.2",

@@ -168,6 +168,19 @@ describe("scenario validation (§15)", () => {
     expect(invalid({ model: [], preStep: [{ rejectIf: "x" }], actions: [] }).path).toBe("$.preStep[0].rejectIf")
     expect(invalid({ actions: [] }).path).toBe("$.model")
     expect(Either.flip(Scenario.parse("{ nope")).pipe(Either.getOrThrow).path).toBe("$")
+    // Every action kind reports the field of its own kind.
+    expect(invalid({ model: [], actions: [{ at: -1, steer: "x" }] })).toMatchObject({
+      path: "$.actions[0].at",
+      message: "Expected a non-negative number, actual -1"
+    })
+    expect(invalid({ model: [], actions: [{ at: 0, cancel: { keep: true } }] }).path).toBe("$.actions[0].cancel.keep")
+    expect(invalid({ model: [], actions: [{ at: 0, cancel: { keepInbox: "yes" } }] }).path).toBe("$.actions[0].cancel.keepInbox")
+    expect(invalid({ model: [], actions: [{ at: 0, followup: { text: "x", bogus: 1 } }] }).path).toBe("$.actions[0].followup.bogus")
+    expect(invalid({ model: [], actions: [{ at: 0, inject: { source: { kind: "p" } } }] }).path).toBe("$.actions[0].inject.text")
+    expect(invalid({ model: [], actions: [{ at: 0, dispose: { now: true } }] }).path).toBe("$.actions[0].dispose.now")
+    expect(invalid({ model: [], actions: [{ at: 0, dispose: [] }] }).path).toBe("$.actions[0].dispose")
+    expect(invalid({ model: [], actions: [{ at: "0", dispose: {} }] }).path).toBe("$.actions[0].at")
+    expect(invalid({ model: [], actions: [7] }).path).toBe("$.actions[0]")
   })
 })
 
@@ -367,4 +380,71 @@ describe("rules as scenarios (§4–§9)", () => {
       checkRun(r)
     }))
 
+})
+
+describe("simulator timing rules", () => {
+  it.effect("an action due at the same instant as a sleep goes first: a steer at 100 joins turn 1", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({
+        model: [{ latencyMs: 100, text: "first" }, { latencyMs: 10, text: "second" }],
+        actions: [{ at: 0, followup: "Q" }, { at: 100, steer: "S at 100" }]
+      })
+      expect(brief(r.events).slice(6)).toEqual([
+        "splice next-step 0 +[S at 100] wake",
+        "assistant first",
+        "step/end 1.1",
+        "splice next-step 0 -1",
+        "step/start 1.2",
+        "user S at 100",
+        "assistant second",
+        "step/end 1.2",
+        "turn/end 1 completed"
+      ])
+      checkRun(r)
+    }))
+
+  it.effect("actions are applied in time order, fractional times included", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({
+        model: [{ latencyMs: 10, text: "ok" }],
+        actions: [{ at: 0.000001, inject: "I" }, { at: 0, followup: "F at 0" }]
+      })
+      expect(usersOf(r.events, 1, 1)).toEqual(["F at 0 <user>"])
+      expect(r.deliveries.map((d) => [d.kind, d.outcome?._tag ?? "pending"])).toEqual([["followup", "Entered"], ["inject", "pending"]])
+      checkRun(r)
+    }))
+
+  it.effect("a cancel during a retry wait logs nothing of the withdrawn attempt (§11)", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({
+        model: [
+          { latencyMs: 10, text: "attempt one words", error: { code: "RATE", message: "r", retryable: true } },
+          { text: "never" }
+        ],
+        actions: [{ at: 0, followup: "Q1" }, { at: 200, cancel: {} }]
+      })
+      expect(brief(r.events).slice(-3)).toEqual(["request/header", "step/end 1.1", "turn/end 1 aborted:user"])
+      expect(r.events.some((e) => e.type === "assistant/message")).toBe(false)
+      checkRun(r)
+    }))
+
+  it.effect("tool call ids repeated in one response are made unique, so results pair unambiguously", () =>
+    Effect.gen(function*() {
+      const r = yield* runScenario({
+        model: [
+          { toolCalls: [{ id: "same", name: "t", arguments: {} }, { id: "same", name: "t", arguments: {} }] },
+          { text: "done" }
+        ],
+        tools: { t: { result: "ok" } },
+        actions: [{ at: 0, followup: "go" }]
+      })
+      expect(brief(r.events).filter((l) => l.startsWith("tool/"))).toEqual([
+        "tool/call same t",
+        "tool/call same#2 t",
+        "tool/result same",
+        "tool/result same#2"
+      ])
+      expect(r.requests[1]!.messages[1]!.toolCalls!.map((c) => c.id)).toEqual(["same", "same#2"])
+      checkRun(r)
+    }))
 })
