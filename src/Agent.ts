@@ -313,6 +313,8 @@ const newTurnState = (): TurnState => ({
 })
 
 const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
+const NO_TOOLS: ReadonlyMap<string, Tool.Tool<any>> = new Map()
+const NO_DEFINITIONS: ReadonlyArray<Tool.Tool["definition"]> = Object.freeze([])
 const DISPOSED_CAUSE: AbortCause = Object.freeze({ kind: "disposed" })
 
 const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponential("500 millis").pipe(
@@ -357,11 +359,22 @@ class AgentImpl implements Agent {
   private readonly ids: IdGeneratorService
   private readonly options: AgentOptions
   private readonly tools: ReadonlyMap<string, Tool.Tool<any>>
-  private readonly lock = Effect.unsafeMakeSemaphore(1)
+  private lockCell: Effect.Semaphore | undefined = undefined
   /** The inbox state; replaced only under the lock, after the splice is durable (§4). */
-  private readonly queues: Inbox.MutableInbox
-  private readonly seen = new Set<string>()
-  private readonly historyList: Array<Message> = []
+  // Allocated on first use (§5.4: an idle agent is a plain record).
+  private queuesCell: Inbox.MutableInbox | undefined = undefined
+  private seenCell: Set<string> | undefined = undefined
+  private historyCell: Array<Message> | undefined = undefined
+  private get queues(): Inbox.MutableInbox {
+    return this.queuesCell ?? (this.queuesCell = new Inbox.MutableInbox())
+  }
+  /** Every message id pending or ever logged in this session (§2). */
+  private get seen(): Set<string> {
+    return this.seenCell ?? (this.seenCell = new Set())
+  }
+  private get historyList(): Array<Message> {
+    return this.historyCell ?? (this.historyCell = [])
+  }
   private turnCounter = 0
   private running = false
   private disposed = false
@@ -398,12 +411,17 @@ class AgentImpl implements Agent {
     this.fastPreStep = preStep === defaultPreStep
     this.ids = ids
     this.options = options
-    const tools = new Map<string, Tool.Tool<any>>()
-    for (const tool of options.tools ?? []) tools.set(tool.name, tool)
-    this.tools = tools
-    this.toolDefinitions = (options.tools ?? []).map((t) => t.definition)
-    this.queues = initial !== undefined ? Inbox.MutableInbox.from(initial.inbox) : new Inbox.MutableInbox()
+    if (options.tools === undefined || options.tools.length === 0) {
+      this.tools = NO_TOOLS
+      this.toolDefinitions = NO_DEFINITIONS
+    } else {
+      const tools = new Map<string, Tool.Tool<any>>()
+      for (const tool of options.tools) tools.set(tool.name, tool)
+      this.tools = tools
+      this.toolDefinitions = options.tools.map((t) => t.definition)
+    }
     if (initial) {
+      this.queuesCell = Inbox.MutableInbox.from(initial.inbox)
       for (const m of initial.history) this.historyList.push(m)
       for (const id of initial.seen) this.seen.add(id)
       this.turnCounter = initial.turn
@@ -415,7 +433,8 @@ class AgentImpl implements Agent {
   // -------------------------------------------------------------------------------------------
 
   private withLock<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
-    return this.lock.withPermits(1)(Effect.uninterruptible(effect))
+    const lock = this.lockCell ?? (this.lockCell = Effect.unsafeMakeSemaphore(1))
+    return lock.withPermits(1)(Effect.uninterruptible(effect))
   }
 
   private publish(event: AgentEvent): void {
@@ -572,9 +591,24 @@ class AgentImpl implements Agent {
     )
   }
 
-  readonly followup = (input: DeliveryInput) => this.deliver(input, "followup")
-  readonly steer = (input: DeliveryInput) => this.deliver(input, "steer")
-  readonly inject = (message: UserMessage) => this.deliver(message, "inject")
+  // Public members are getters on the prototype, bound and cached on first use, so that an
+  // idle agent that was never used allocates none of them (§5.4) and detached calls
+  // (`Effect.flatMap(msg, agent.followup)`) still work.
+  private bound: Record<string, unknown> | undefined = undefined
+  private bind<T>(name: string, make: () => T): T {
+    const bound = this.bound ?? (this.bound = {})
+    return (bound[name] ?? (bound[name] = make())) as T
+  }
+
+  get followup() {
+    return this.bind("followup", () => (input: DeliveryInput) => this.deliver(input, "followup"))
+  }
+  get steer() {
+    return this.bind("steer", () => (input: DeliveryInput) => this.deliver(input, "steer"))
+  }
+  get inject() {
+    return this.bind("inject", () => (message: UserMessage) => this.deliver(message, "inject"))
+  }
 
   private outcomeOf(id: string): Effect.Effect<Delivery.DeliveryOutcome> {
     return Effect.suspend(() => {
@@ -620,7 +654,11 @@ class AgentImpl implements Agent {
     return new MessageNotPending({ message: `message ${id} is not pending in session ${this.id}`, messageId: id })
   }
 
-  readonly replace = (id: string, message: UserMessage) => {
+  get replace() {
+    return this.bind("replace", () => (id: string, message: UserMessage) => this.replaceImpl(id, message))
+  }
+
+  private replaceImpl(id: string, message: UserMessage) {
     if (this.disposed) return Effect.fail(this.disposedError())
     return Effect.flatMap(this.checkMessage(message), (msg) =>
       this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | DuplicateMessageId | SessionStoreError> => {
@@ -639,18 +677,28 @@ class AgentImpl implements Agent {
       })))
   }
 
-  readonly remove = (id: string) =>
-    this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
+  get remove() {
+    return this.bind("remove", () => (id: string) => this.removeImpl(id))
+  }
+
+  private removeImpl(id: string) {
+    return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
       const at = Inbox.find(state, id)
       if (at === undefined) return Effect.fail(this.notPending(id))
       return this.commitSplices(state, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
     }))
+  }
 
-  readonly clear = (target?: "next-turn" | "next-step" | undefined) =>
-    this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
+  get clear() {
+    return this.bind("clear", () => (target?: "next-turn" | "next-step" | undefined) => this.clearImpl(target))
+  }
+
+  private clearImpl(target?: "next-turn" | "next-step" | undefined) {
+    return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
       const splices = Inbox.clearAll(state, undefined).filter((s) => target === undefined || s.target === target)
       return this.commitSplices(state, splices)
     }))
+  }
 
   /**
    * Appends canceled splices, applies them, and publishes `discarded` and resolves the removed
@@ -669,7 +717,11 @@ class AgentImpl implements Agent {
     })
   }
 
-  readonly appendEvent = (type: string, data: unknown) => {
+  get appendEvent() {
+    return this.bind("appendEvent", () => (type: string, data: unknown) => this.appendEventImpl(type, data))
+  }
+
+  private appendEventImpl(type: string, data: unknown) {
     if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
       return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
     }
@@ -683,15 +735,20 @@ class AgentImpl implements Agent {
   // Status, events
   // -------------------------------------------------------------------------------------------
 
-  readonly status = Effect.sync((): AgentStatus => (this.running ? "running" : "idle"))
+  get status(): Effect.Effect<AgentStatus> {
+    return Effect.sync((): AgentStatus => (this.running ? "running" : "idle"))
+  }
 
-  readonly awaitIdle: Effect.Effect<void> = Effect.suspend(() => {
+  get awaitIdle(): Effect.Effect<void> {
+    return Effect.suspend(() => {
     if (!this.running) return Effect.void
     const waiter = this.idleWaiter ?? (this.idleWaiter = Deferred.unsafeMake<void>(FiberId.none))
     return Deferred.await(waiter)
-  })
+    })
+  }
 
-  readonly subscribe: Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> = Effect.suspend(() => {
+  get subscribe(): Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> {
+    return Effect.suspend(() => {
     const hub = this.hub ?? (this.hub = Effect.runSync(PubSub.unbounded<AgentEvent>()))
     this.subscribers++
     return Effect.flatMap(
@@ -703,31 +760,45 @@ class AgentImpl implements Agent {
       ),
       () => PubSub.subscribe(hub)
     )
-  })
+    })
+  }
 
-  readonly events: Stream.Stream<AgentEvent> = Stream.unwrapScoped(
-    Effect.map(this.subscribe, (queue) => Stream.fromQueue(queue))
-  )
+  get events(): Stream.Stream<AgentEvent> {
+    return Stream.unwrapScoped(Effect.map(this.subscribe, (queue) => Stream.fromQueue(queue)))
+  }
 
-  readonly statusChanges: Stream.Stream<AgentStatus> = Stream.unwrapScoped(
-    Effect.map(this.subscribe, (queue) =>
+  get statusChanges(): Stream.Stream<AgentStatus> {
+    return Stream.unwrapScoped(Effect.map(this.subscribe, (queue) =>
       Stream.concat(
         Stream.sync((): AgentStatus => (this.running ? "running" : "idle")),
         Stream.fromQueue(queue).pipe(
           Stream.filterMap((e) => e.type === "agent/status" ? Option.some((e as { status: AgentStatus }).status) : Option.none())
         )
       ))
-  )
+    )
+  }
 
-  readonly inbox = Effect.sync(() => this.queues.snapshot())
+  get inbox(): Effect.Effect<Inbox.InboxState> {
+    return Effect.sync(() => this.queues.snapshot())
+  }
 
-  readonly history = Effect.sync((): ReadonlyArray<Message> => this.historyList.slice())
+  get history(): Effect.Effect<ReadonlyArray<Message>> {
+    return Effect.sync((): ReadonlyArray<Message> => this.historyList.slice())
+  }
 
   // -------------------------------------------------------------------------------------------
   // Cancel and dispose (§9)
   // -------------------------------------------------------------------------------------------
 
-  readonly cancel = (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) => {
+  get cancel() {
+    return this.bind(
+      "cancel",
+      () => (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) =>
+        this.cancelImpl(cause, options)
+    )
+  }
+
+  private cancelImpl(cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) {
     const c = cause ?? USER_CAUSE
     return Effect.flatMap(
       this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
@@ -746,10 +817,12 @@ class AgentImpl implements Agent {
     )
   }
 
-  readonly dispose: Effect.Effect<void, SessionStoreError> = Effect.suspend(() => {
-    this.disposed = true
-    return Effect.zipRight(this.cancel(DISPOSED_CAUSE), this.awaitIdle)
-  })
+  get dispose(): Effect.Effect<void, SessionStoreError> {
+    return Effect.suspend(() => {
+      this.disposed = true
+      return Effect.zipRight(this.cancelImpl(DISPOSED_CAUSE), this.awaitIdle)
+    })
+  }
 
   // -------------------------------------------------------------------------------------------
   // The driver (§6)
@@ -1453,10 +1526,12 @@ class AgentImpl implements Agent {
     call.contexts = contexts
   }
 
-  private readonly toolAgent: Tool.ToolAgent = {
-    followup: (m) => this.followup(m),
-    steer: (m) => this.steer(m),
-    inject: (m) => this.inject(m)
+  private get toolAgent(): Tool.ToolAgent {
+    return this.bind("toolAgent", (): Tool.ToolAgent => ({
+      followup: (m) => this.deliver(m, "followup"),
+      steer: (m) => this.deliver(m, "steer"),
+      inject: (m) => this.deliver(m, "inject")
+    }))
   }
 
   private resultMessage(call: CallState, id: string): UserMessage {
