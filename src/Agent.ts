@@ -35,6 +35,7 @@ import * as Delivery from "./Delivery.js"
 import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import { Mutex } from "./internal/mutex.js"
 import {
   type AssistantMessage,
   type ContentBlock,
@@ -359,7 +360,7 @@ class AgentImpl implements Agent {
   private readonly ids: IdGeneratorService
   private readonly options: AgentOptions
   private readonly tools: ReadonlyMap<string, Tool.Tool<any>>
-  private lockCell: Effect.Semaphore | undefined = undefined
+  private lockCell: Mutex | undefined = undefined
   /** The inbox state; replaced only under the lock, after the splice is durable (§4). */
   // Allocated on first use (§5.4: an idle agent is a plain record).
   private queuesCell: Inbox.MutableInbox | undefined = undefined
@@ -433,8 +434,8 @@ class AgentImpl implements Agent {
   // -------------------------------------------------------------------------------------------
 
   private withLock<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
-    const lock = this.lockCell ?? (this.lockCell = Effect.unsafeMakeSemaphore(1))
-    return lock.withPermits(1)(Effect.uninterruptible(effect))
+    const lock = this.lockCell ?? (this.lockCell = new Mutex())
+    return lock.withLock(effect)
   }
 
   private publish(event: AgentEvent): void {
