@@ -397,13 +397,7 @@ class AgentImpl implements Agent {
     model: ModelService,
     preStep: PreStepService,
     ids: IdGeneratorService,
-    options: AgentOptions,
-    initial?: {
-      readonly inbox: Inbox.InboxState
-      readonly history: ReadonlyArray<Message>
-      readonly turn: number
-      readonly seen: Iterable<string>
-    }
+    options: AgentOptions
   ) {
     this.id = log.id
     this.log = log
@@ -420,12 +414,6 @@ class AgentImpl implements Agent {
       for (const tool of options.tools) tools.set(tool.name, tool)
       this.tools = tools
       this.toolDefinitions = options.tools.map((t) => t.definition)
-    }
-    if (initial) {
-      this.queuesCell = Inbox.MutableInbox.from(initial.inbox)
-      for (const m of initial.history) this.historyList.push(m)
-      for (const id of initial.seen) this.seen.add(id)
-      this.turnCounter = initial.turn
     }
   }
 
@@ -1733,29 +1721,5 @@ export const observeOutcome = (
   messageId: string,
   observer: (outcome: Delivery.DeliveryOutcome) => void
 ): boolean => agent instanceof AgentImpl && agent.observeOutcome(messageId, observer)
-
-/**
- * Creates an agent over an already-open log and a state rebuilt from it (used by resume).
- *
- * @internal
- */
-export const fromLog = (
-  log: SessionLog,
-  initial: {
-    readonly inbox: Inbox.InboxState
-    readonly history: ReadonlyArray<Message>
-    readonly turn: number
-    readonly seen: Iterable<string>
-  },
-  options: AgentOptions = {}
-): Effect.Effect<Agent, never, Model | Scope.Scope> =>
-  Effect.gen(function*() {
-    const model = yield* Model
-    const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
-    const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
-    const agent = new AgentImpl(log, model, preStep, ids, options, initial)
-    yield* Effect.addFinalizer(() => Effect.orDie(agent.dispose).pipe(Effect.catchAllCause(Effect.logError)))
-    return agent as Agent
-  })
 
 export { UserMessage }

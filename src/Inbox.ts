@@ -34,14 +34,6 @@ export interface InboxState {
 }
 
 /**
- * The empty inbox.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const empty: InboxState = Object.freeze({ nextTurn: Object.freeze([]), nextStep: Object.freeze([]) })
-
-/**
  * What applying one splice did: the removed and inserted items (with their waking flags) and
  * whether the coordinates were in range of the inbox it applied to (out-of-range coordinates
  * are clamped like `Array.prototype.splice` on non-negative arguments).
@@ -140,23 +132,6 @@ export class MutableInbox implements InboxState {
   snapshot(): InboxState {
     return Object.freeze({ nextTurn: Object.freeze(this.nextTurn.slice()), nextStep: Object.freeze(this.nextStep.slice()) })
   }
-}
-
-/**
- * True when waking work is pending: a queued followup or an unclaimed steer (DESIGN.md §6.5).
- *
- * @since 0.1.0
- */
-export const hasWakingWork = (state: InboxState): boolean => state.nextTurn.length > 0 || hasWakingStep(state)
-
-/**
- * True when `next-step` holds waking input (a steer) (DESIGN.md §6.3).
- *
- * @since 0.1.0
- */
-export const hasWakingStep = (state: InboxState): boolean => {
-  for (const p of state.nextStep) if (p.waking) return true
-  return false
 }
 
 /**

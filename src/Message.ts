@@ -244,25 +244,21 @@ const freezeUserMessage = (id: string, input: UserMessageInput): UserMessage => 
  * @since 0.1.0
  */
 export const flatten = (s: string): string => {
-  // Number conversion of a char forces V8 to flatten the string in place.
-  if (s.length > 0) void s.charCodeAt(0)
+  // A numeric conversion makes V8 flatten a cons string in place.
+  void ((s as unknown as number) | 0)
   return s
 }
 
 /**
- * The `UserMessage` constructors: `make` (Effect, requires `IdGenerator`) and `schema`.
+ * The `UserMessage` constructors: `make` (Effect, requires `IdGenerator`; fails with
+ * `InvalidMessage`) and `schema`.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const UserMessage = {
   schema: UserMessageSchema,
-  make: makeUserMessage,
-  /**
-   * Wraps an already-identified value (for example decoded from a log) without copying:
-   * freezes it in place after checking it is plain JSON.
-   */
-  unsafeFromJson: (value: unknown): UserMessage => deepFreezeJson(value, "message") as UserMessage
+  make: makeUserMessage
 } as const
 
 /**
