@@ -297,6 +297,11 @@ const simulate = Command.make(
       const decoded = Scenario.parse(text)
       if (Either.isLeft(decoded)) return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
       const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
+      for (const d of result.deliveries) {
+        if (d.error !== undefined) {
+          yield* Console.error(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`)
+        }
+      }
       const write = (file: string, content: string) =>
         fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
