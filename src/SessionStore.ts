@@ -10,6 +10,7 @@
  *
  * @since 0.1.0
  */
+import * as NodeFs from "node:fs"
 import { FileSystem } from "@effect/platform"
 import { type PlatformError, SystemError } from "@effect/platform/Error"
 import {
@@ -300,18 +301,43 @@ export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore,
 export interface JsonlOptions {
   readonly directory: string
   readonly fsync?: "none" | "batch" | undefined
+  /** The write seam (tests inject faults through it). @internal */
+  readonly io?: JsonlIo | undefined
+}
+
+/**
+ * How the JSONL store writes appended lines: a synchronous `write(2)` on the open file's
+ * descriptor (durable as DESIGN.md §3.3 defines it once it returns; one system call, no thread
+ * pool round trip) and a synchronous truncate that undoes a failed write. Opening, reading,
+ * cutting torn tails and fsync go through @effect/platform's `FileSystem`.
+ *
+ * @internal
+ */
+export interface JsonlIo {
+  /** Writes `length` bytes from `offset`; returns the bytes written. Throws on failure. */
+  readonly write: (fd: number, bytes: Uint8Array, offset: number, length: number) => number
+  /** Cuts the file to `size` bytes. Throws on failure. */
+  readonly truncate: (fd: number, size: number) => void
+}
+
+const nodeIo: JsonlIo = {
+  write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
+  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size)
 }
 
 const encoder = new TextEncoder()
 
 type SyncWaiter = Deferred.Deferred<void, SessionStoreError>
 
-/** The mutable state of one open JSONL log; `lock` guards everything below it. */
+/**
+ * The mutable state of one open JSONL log. An append (seq, time, write, commit) is one
+ * synchronous step, so appends need no lock: nothing can interleave with it.
+ */
 interface JsonlLog {
   readonly id: string
   readonly path: string
   readonly file: FileSystem.File
-  readonly lock: Effect.Semaphore
+  readonly io: JsonlIo
   readonly events: Array<SessionEvent>
   /** Bytes of the file that hold committed lines. */
   size: number
@@ -344,48 +370,47 @@ const writeFully = (file: FileSystem.File, bytes: Uint8Array): Effect.Effect<voi
       : writeFully(file, bytes.subarray(n))
   })
 
-/** Writes the drafts as one `write`; under the log's lock and uninterruptible. */
+/**
+ * Appends the drafts as one synchronous `write(2)` (looping on a short write). On failure the
+ * part that reached the file is cut off and nothing changes in memory; if the cut fails too,
+ * the log is marked broken. Returns the committed events or the error.
+ */
 const writeDrafts = (
   log: JsonlLog,
   drafts: ReadonlyArray<EventDraft>,
   time: number
-): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> => {
-  if (log.broken !== undefined) return Effect.fail(log.broken)
+): ReadonlyArray<SessionEvent> | SessionStoreError => {
+  if (log.broken !== undefined) return log.broken
   let committed: Array<SessionEvent>
   let text: string
   try {
     committed = commitDrafts(drafts, log.events.length, time)
     text = encodeEvents(committed)
   } catch (cause) {
-    return Effect.fail(storeError(`cannot append to session "${log.id}": an event is not JSON`, log.id, cause))
+    return storeError(`cannot append to session "${log.id}": an event is not JSON`, log.id, cause)
   }
   const bytes = encoder.encode(log.pendingNewline ? "\n" + text : text)
-  return Effect.matchEffect(writeFully(log.file, bytes), {
-    onFailure: (error) => undoWrite(log, error),
-    onSuccess: () => {
-      log.size += bytes.length
-      log.pendingNewline = false
-      const events = log.events
-      for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
-      return Effect.succeed(committed)
+  const fd = log.file.fd as unknown as number
+  try {
+    let offset = 0
+    while (offset < bytes.length) {
+      const n = log.io.write(fd, bytes, offset, bytes.length - offset)
+      if (n <= 0) throw new Error("write returned 0 bytes written")
+      offset += n
     }
-  })
-}
-
-/** After a failed write: cut off whatever part of it reached the file, then fail. */
-const undoWrite = (log: JsonlLog, error: PlatformError): Effect.Effect<never, SessionStoreError> => {
-  const failure = storeError(`cannot append to session "${log.id}"`, log.id, error)
-  return Effect.zipRight(
-    Effect.catchAll(log.file.truncate(log.size), (truncateError) =>
-      Effect.sync(() => {
-        log.broken = storeError(
-          `session "${log.id}" is broken: a failed write could not be cut back`,
-          log.id,
-          truncateError
-        )
-      })),
-    Effect.fail(failure)
-  )
+  } catch (error) {
+    try {
+      log.io.truncate(fd, log.size)
+    } catch (truncateError) {
+      log.broken = storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
+    }
+    return storeError(`cannot append to session "${log.id}"`, log.id, error)
+  }
+  log.size += bytes.length
+  log.pendingNewline = false
+  const events = log.events
+  for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
+  return committed
 }
 
 const awaitSync = (
@@ -418,9 +443,10 @@ const flusher = (log: JsonlLog, queue: Queue.Queue<SyncWaiter>): Effect.Effect<n
 
 const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
   const lockedWrite = (drafts: ReadonlyArray<EventDraft>) =>
-    log.lock.withPermits(1)(
-      Effect.uninterruptible(Effect.clockWith((clock) => writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())))
-    )
+    Effect.clockWith((clock) => {
+      const result = writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())
+      return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
+    })
   const queue = log.syncQueue
   const append: SessionLog["append"] = queue === undefined
     ? (drafts) => drafts.length === 0 ? EMPTY : lockedWrite(drafts)
@@ -462,7 +488,7 @@ export const makeJsonl = (
         id: header.id,
         path,
         file,
-        lock: yield* Effect.makeSemaphore(1),
+        io: options.io ?? nodeIo,
         events,
         size,
         pendingNewline,
@@ -472,9 +498,9 @@ export const makeJsonl = (
       // Finalizers run in reverse: flusher interrupted, waiters failed, log closed, file closed.
       yield* Scope.addFinalizer(
         scope,
-        log.lock.withPermits(1)(Effect.sync(() => {
+        Effect.sync(() => {
           log.broken = storeError(`session "${log.id}" is closed`, log.id)
-        }))
+        })
       )
       const queue = log.syncQueue
       if (queue !== undefined) {

@@ -1,3 +1,4 @@
+import * as NodeFs from "node:fs"
 import { FileSystem } from "@effect/platform"
 import { SystemError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -28,12 +29,22 @@ type Fs = FileSystem.FileSystem
 /** Runs `body` with a JSONL store in a fresh temporary directory. */
 const withJsonl = <A, E>(
   body: (dir: string) => Effect.Effect<A, E, Store | Fs>,
-  options: { readonly fsync?: "none" | "batch"; readonly fs?: Layer.Layer<Fs> } = {}
+  options: {
+    readonly fsync?: "none" | "batch"
+    readonly fs?: Layer.Layer<Fs>
+    readonly io?: SessionStore.JsonlIo
+  } = {}
 ): Effect.Effect<A, E> =>
   Effect.scoped(
     Effect.flatMap(tmpDir, (dir) =>
-      body(dir).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: options.fsync }))))
+      body(dir).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: options.fsync, io: options.io }))))
   ).pipe(Effect.provide(options.fs ?? NodeFileSystem.layer))
+
+/** The store's real write seam, wrapped: `write` may be replaced per call. */
+const realIo: SessionStore.JsonlIo = {
+  write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
+  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size)
+}
 
 /** Runs `effect` against a second, independent JSONL store on the same directory. */
 const inNewStore = <A, E>(dir: string, effect: Effect.Effect<A, E, Store | Fs>) =>
@@ -295,16 +306,17 @@ describe("SessionStore.layerJsonl", () => {
     Effect.gen(function*() {
       // "partial": the first write(2) stores half of the bytes, the next one fails.
       let mode: "ok" | "fail" | "partial" = "ok"
-      const fs = wrappedFs((file) => ({
-        write: (bytes) => {
-          if (mode === "ok") return file.write(bytes)
+      const io: SessionStore.JsonlIo = {
+        ...realIo,
+        write: (fd, bytes, offset, length) => {
+          if (mode === "ok") return realIo.write(fd, bytes, offset, length)
           if (mode === "partial") {
             mode = "fail"
-            return file.write(bytes.subarray(0, bytes.length >> 1))
+            return realIo.write(fd, bytes, offset, length >> 1)
           }
-          return Effect.fail(diskFull)
+          throw new Error("no space left on device (test)")
         }
-      }))
+      }
       yield* withJsonl((dir) =>
         Effect.gen(function*() {
           const log = yield* (yield* store).create({ id: "f" })
@@ -323,7 +335,7 @@ describe("SessionStore.layerJsonl", () => {
           const [next] = yield* log.append([{ type: "step/start", data: { turn: 1, step: 1 } }])
           expect(next!.seq).toBe(1)
           expect((yield* SessionStore.readFile(path)).events).toEqual(log.events())
-        }), { fs })
+        }), { io })
     }))
 
   it.effect("fsync batch: every append waits for an fsync that started after its write", () =>
@@ -358,12 +370,16 @@ describe("SessionStore.layerJsonl", () => {
             Effect.zipRight(Deferred.succeed(firstSyncStarted, undefined), Deferred.await(gate)),
             file.sync
           )
-        }),
-        write: (bytes) =>
-          Effect.tap(file.write(bytes), () => {
-            if (armed && ++writes === 50) Deferred.unsafeDone(allWritten, Exit.void)
-          })
+        })
       }))
+      const io: SessionStore.JsonlIo = {
+        ...realIo,
+        write: (fd, bytes, offset, length) => {
+          const n = realIo.write(fd, bytes, offset, length)
+          if (armed && ++writes === 50) Deferred.unsafeDone(allWritten, Exit.void)
+          return n
+        }
+      }
       yield* withJsonl((dir) =>
         Effect.gen(function*() {
           const log = yield* (yield* store).create({ id: "g" })
@@ -387,7 +403,7 @@ describe("SessionStore.layerJsonl", () => {
           expect(writes).toBe(50)
           expect(syncs).toBe(2)
           expect((yield* SessionStore.readFile(`${dir}/g.jsonl`)).events).toEqual(log.events())
-        }), { fsync: "batch", fs })
+        }), { fsync: "batch", fs, io })
     }))
 
   it.effect("fsync batch: a failed fsync fails the waiting append and breaks the log", () =>
