@@ -12,7 +12,7 @@
  */
 import * as NodeFs from "node:fs"
 import { FileSystem } from "@effect/platform"
-import { type PlatformError, SystemError } from "@effect/platform/Error"
+import type { PlatformError } from "@effect/platform/Error"
 import {
   Context,
   Deferred,
@@ -349,26 +349,16 @@ interface JsonlLog {
   readonly syncQueue: Queue.Queue<SyncWaiter> | undefined
 }
 
-/**
- * `file.write` until every byte is written: one `write(2)` in the normal case. (The platform's
- * `writeAll` does the same at a measurably higher cost per call.)
- */
-const writeFully = (file: FileSystem.File, bytes: Uint8Array): Effect.Effect<void, PlatformError> =>
-  Effect.flatMap(file.write(bytes), (written) => {
-    const n = Number(written)
-    return n >= bytes.length
-      ? Effect.void
-      : n <= 0
-      ? Effect.fail(
-        new SystemError({
-          reason: "WriteZero",
-          module: "FileSystem",
-          method: "write",
-          description: "write returned 0 bytes written"
-        })
-      )
-      : writeFully(file, bytes.subarray(n))
-  })
+/** Writes every byte through the `io` seam (one `write(2)` in the normal case). Throws on failure. */
+const writeAllSync = (io: JsonlIo, file: FileSystem.File, bytes: Uint8Array): void => {
+  const fd = file.fd as unknown as number
+  let offset = 0
+  while (offset < bytes.length) {
+    const n = io.write(fd, bytes, offset, bytes.length - offset)
+    if (n <= 0) throw new Error("write returned 0 bytes written")
+    offset += n
+  }
+}
 
 /**
  * Appends the drafts as one synchronous `write(2)` (looping on a short write). On failure the
@@ -392,12 +382,7 @@ const writeDrafts = (
   const bytes = encoder.encode(log.pendingNewline ? "\n" + text : text)
   const fd = log.file.fd as unknown as number
   try {
-    let offset = 0
-    while (offset < bytes.length) {
-      const n = log.io.write(fd, bytes, offset, bytes.length - offset)
-      if (n <= 0) throw new Error("write returned 0 bytes written")
-      offset += n
-    }
+    writeAllSync(log.io, log.file, bytes)
   } catch (error) {
     try {
       log.io.truncate(fd, log.size)
@@ -469,6 +454,7 @@ export const makeJsonl = (
     const fs = yield* FileSystem.FileSystem
     const storeScope = yield* Effect.scope
     const batch = options.fsync === "batch"
+    const io = options.io ?? nodeIo
     const directory = options.directory.length > 1 ? options.directory.replace(/\/+$/, "") : options.directory
     const pathOf = (id: string) => `${directory}/${id}.jsonl`
     const openLogs = new Map<string, SessionLog>()
@@ -488,7 +474,7 @@ export const makeJsonl = (
         id: header.id,
         path,
         file,
-        io: options.io ?? nodeIo,
+        io,
         events,
         size,
         pendingNewline,
@@ -543,7 +529,8 @@ export const makeJsonl = (
       const path = pathOf(id)
       const [scope, file] = yield* openFile(id, path, "ax")
       const bytes = encoder.encode(encodeHeader(header))
-      yield* (batch ? Effect.zipRight(writeFully(file, bytes), file.sync) : writeFully(file, bytes)).pipe(
+      const writeHeader = Effect.try({ try: () => writeAllSync(io, file, bytes), catch: (error) => error })
+      yield* (batch ? Effect.zipRight(writeHeader, file.sync) : writeHeader).pipe(
         Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
         Effect.onError(() => Effect.zipRight(Scope.close(scope, Exit.void), Effect.ignore(fs.remove(path))))
       )
