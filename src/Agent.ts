@@ -14,18 +14,18 @@
  */
 import {
   Cause,
-  Deferred,
+  Clock,
   Duration,
   Effect,
   Either,
   Equal,
   Exit,
   Fiber,
-  FiberId,
   Option,
   ParseResult,
   PubSub,
   Queue,
+  Runtime,
   Schedule,
   Schema,
   type Scope,
@@ -36,6 +36,7 @@ import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdG
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
 import { Mutex } from "./internal/mutex.js"
+import { type Resume, resumeAll, waitIn } from "./internal/waiters.js"
 import {
   type AssistantMessage,
   type ContentBlock,
@@ -58,7 +59,7 @@ import type {
   Usage
 } from "./SessionEvent.js"
 import { coreEventTypes } from "./SessionEvent.js"
-import { type SessionLog, SessionStore, type SessionStoreError } from "./SessionStore.js"
+import { type SessionLog, SessionStore, SessionStoreError } from "./SessionStore.js"
 import * as Tool from "./Tool.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -313,6 +314,14 @@ const newTurnState = (): TurnState => ({
   onCommit: undefined
 })
 
+/** What a critical section appends, and the state update to apply once it is durable. */
+interface Section<R> {
+  readonly drafts: ReadonlyArray<EventDraft>
+  readonly apply: (events: ReadonlyArray<SessionEvent>) => R
+}
+
+const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
+
 const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
 const NO_TOOLS: ReadonlyMap<string, Tool.Tool<any>> = new Map()
 const NO_DEFINITIONS: ReadonlyArray<Tool.Tool["definition"]> = Object.freeze([])
@@ -385,12 +394,14 @@ class AgentImpl implements Agent {
   private current: TurnState | undefined = undefined
   private hub: PubSub.PubSub<AgentEvent> | undefined = undefined
   private subscribers = 0
-  private waiters: Map<string, Deferred.Deferred<Delivery.DeliveryOutcome>> | undefined = undefined
+  private waiters: Map<string, Array<Resume<Delivery.DeliveryOutcome>>> | undefined = undefined
   private observers: Map<string, (outcome: Delivery.DeliveryOutcome) => void> | undefined = undefined
-  private idleWaiter: Deferred.Deferred<void> | undefined = undefined
+  private idleWaiters: Array<Resume<void>> | undefined = undefined
   private headerKey: string | undefined = undefined
   private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
   private readonly fastPreStep: boolean
+  /** The log's synchronous append, when it has one: critical sections are then one step, unlocked. */
+  private readonly appendSync: SessionLog["appendSync"]
 
   constructor(
     log: SessionLog,
@@ -404,6 +415,7 @@ class AgentImpl implements Agent {
     this.model = model
     this.preStep = preStep
     this.fastPreStep = preStep === defaultPreStep
+    this.appendSync = log.appendSync
     this.ids = ids
     this.options = options
     if (options.tools === undefined || options.tools.length === 0) {
@@ -424,6 +436,55 @@ class AgentImpl implements Agent {
   private withLock<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
     const lock = this.lockCell ?? (this.lockCell = new Mutex())
     return lock.withLock(effect)
+  }
+
+  /**
+   * Runs a critical section (§4): `build` reads the state and returns the drafts to append and
+   * the update to apply once they are durable (or an effect: an early exit, nothing appended).
+   * When the log appends synchronously the whole section is one synchronous step, which nothing
+   * can interleave with; otherwise it runs under the agent's lock, uninterruptibly.
+   */
+  private critical<R, E = never>(
+    build: () => Section<R> | Effect.Effect<R, E>
+  ): Effect.Effect<R, E | SessionStoreError> {
+    const appendSync = this.appendSync
+    if (appendSync !== undefined) {
+      return Effect.clockWith((clock): Effect.Effect<R, E | SessionStoreError> => {
+        const section = build()
+        return Effect.isEffect(section) ? section : this.commitNow(appendSync, clock, section)
+      })
+    }
+    return this.withLock(Effect.suspend((): Effect.Effect<R, E | SessionStoreError> => {
+      const section = build()
+      return Effect.isEffect(section) ? section : Effect.map(this.append(section.drafts), section.apply)
+    }))
+  }
+
+  /**
+   * Appends `drafts` outside the lock and applies `apply` once they are durable (one
+   * synchronous step, or uninterruptibly). For appends whose position no other section decides.
+   */
+  private commit<R>(
+    drafts: ReadonlyArray<EventDraft>,
+    apply: (events: ReadonlyArray<SessionEvent>) => R
+  ): Effect.Effect<R, SessionStoreError> {
+    const appendSync = this.appendSync
+    if (appendSync !== undefined) {
+      return Effect.clockWith((clock) => this.commitNow(appendSync, clock, { drafts, apply }))
+    }
+    return Effect.uninterruptible(Effect.map(this.append(drafts), apply))
+  }
+
+  private commitNow<R>(
+    appendSync: NonNullable<SessionLog["appendSync"]>,
+    clock: Clock.Clock,
+    section: Section<R>
+  ): Effect.Effect<R, SessionStoreError> {
+    if (section.drafts.length === 0) return Effect.succeed(section.apply(NO_EVENTS))
+    const events = appendSync(section.drafts, clock.unsafeCurrentTimeMillis())
+    if (events instanceof SessionStoreError) return Effect.fail(events)
+    this.publishAll(events)
+    return Effect.succeed(section.apply(events))
   }
 
   private publish(event: AgentEvent): void {
@@ -452,10 +513,10 @@ class AgentImpl implements Agent {
     }
     const waiters = this.waiters
     if (waiters === undefined) return
-    const deferred = waiters.get(id)
-    if (deferred !== undefined) {
+    const list = waiters.get(id)
+    if (list !== undefined) {
       waiters.delete(id)
-      Deferred.unsafeDone(deferred, Exit.succeed(outcome))
+      resumeAll(list, Effect.succeed(outcome))
     }
   }
 
@@ -470,27 +531,35 @@ class AgentImpl implements Agent {
     this.latch = false
     this.current = undefined
     this.publish({ type: "agent/status", status: "idle" })
-    const waiter = this.idleWaiter
-    if (waiter !== undefined) {
-      this.idleWaiter = undefined
-      Deferred.unsafeDone(waiter, Exit.void)
+    const waiters = this.idleWaiters
+    if (waiters !== undefined) {
+      this.idleWaiters = undefined
+      resumeAll(waiters, Effect.void)
     }
   }
 
-  /** Starts a run: called under the lock. */
-  private startRun(): Effect.Effect<void> {
+  /** Starts a run: called inside a critical section. */
+  private startRun(): void {
     this.running = true
     this.publish({ type: "agent/status", status: "running" })
-    return this.forkDriver()
+    this.forkDriver()
   }
 
-  private forkDriver(): Effect.Effect<void> {
-    return Effect.map(
-      Effect.forkDaemon(Effect.interruptible(this.runLoop())),
-      (fiber) => {
-        this.driver = fiber
-      }
-    )
+  /**
+   * Forks the driver fiber at once, from plain code inside a critical section, as a daemon that
+   * inherits the current fiber's context and FiberRefs (as `Effect.forkDaemon` does); it starts
+   * on the scheduler, after the section.
+   */
+  private forkDriver(): void {
+    const parent = Fiber.getCurrentFiber()
+    if (Option.isNone(parent)) throw new Error("agent: the driver can only be started from a fiber")
+    const fiber = parent.value
+    const runtime = Runtime.make({
+      context: fiber.currentContext,
+      runtimeFlags: Runtime.defaultRuntimeFlags,
+      fiberRefs: fiber.getFiberRefs()
+    })
+    this.driver = Runtime.runFork(runtime)(Effect.interruptible(this.runLoop()), { immediate: false })
   }
 
   // -------------------------------------------------------------------------------------------
@@ -538,7 +607,7 @@ class AgentImpl implements Agent {
   ): Effect.Effect<Delivery.Delivery, DeliveryError> {
     if (this.disposed) return Effect.fail(this.disposedError())
     return Effect.flatMap(this.toMessage(input), (message) =>
-      this.withLock(Effect.suspend((): Effect.Effect<Delivery.Delivery, DeliveryError> => {
+      this.critical((): Section<Delivery.Delivery> | Effect.Effect<never, DeliveryError> => {
         if (this.disposed) return Effect.fail(this.disposedError())
         if (this.seen.has(message.id)) {
           return Effect.fail(
@@ -548,36 +617,29 @@ class AgentImpl implements Agent {
             })
           )
         }
-        return Effect.suspend(() => {
-          const state = this.queues
-          // From a cancel until idle, a waking delivery goes to next-turn and sets the latch (§9).
-          const unwinding = this.cancelCause !== undefined
-          const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
-          const data: SplicedData = target === "next-turn"
-            ? { target, start: state.nextTurn.length, inserted: [message] }
-            : mode === "steer"
-            ? { target, start: state.nextStep.length, inserted: [message], wake: true }
-            : { target, start: state.nextStep.length, inserted: [message] }
-          return Effect.flatMap(this.append([{ type: "agent/inbox/spliced", data }]), () => {
+        const state = this.queues
+        // From a cancel until idle, a waking delivery goes to next-turn and sets the latch (§9).
+        const unwinding = this.cancelCause !== undefined
+        const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
+        const data: SplicedData = target === "next-turn"
+          ? { target, start: state.nextTurn.length, inserted: [message] }
+          : mode === "steer"
+          ? { target, start: state.nextStep.length, inserted: [message], wake: true }
+          : { target, start: state.nextStep.length, inserted: [message] }
+        return {
+          drafts: [{ type: "agent/inbox/spliced", data }],
+          apply: () => {
             this.seen.add(message.id)
             state.apply(data)
             this.publish({ type: "agent/inbox/inserted", message })
-            const delivery: Delivery.Delivery = { messageId: message.id, outcome: this.outcomeOf(message.id) }
-            return Effect.as(
-              Effect.suspend(() => {
-                if (mode === "inject") return Effect.void
-                if (unwinding) {
-                  this.latch = true
-                  return Effect.void
-                }
-                return this.running ? Effect.void : this.startRun()
-              }),
-              delivery
-            )
-          })
-        })
+            if (mode !== "inject") {
+              if (unwinding) this.latch = true
+              else if (!this.running) this.startRun()
+            }
+            return { messageId: message.id, outcome: this.outcomeOf(message.id) }
+          }
+        }
       }))
-    )
   }
 
   // Public members are getters on the prototype, bound and cached on first use, so that an
@@ -603,12 +665,12 @@ class AgentImpl implements Agent {
     return Effect.suspend(() => {
       if (this.isUndecided(id)) {
         const waiters = this.waiters ?? (this.waiters = new Map())
-        let deferred = waiters.get(id)
-        if (deferred === undefined) {
-          deferred = Deferred.unsafeMake<Delivery.DeliveryOutcome>(FiberId.none)
-          waiters.set(id, deferred)
+        let list = waiters.get(id)
+        if (list === undefined) {
+          list = []
+          waiters.set(id, list)
         }
-        return Deferred.await(deferred)
+        return waitIn(list)
       }
       const fate = Delivery.fateOf(this.log.events(), id)
       if (fate === undefined || fate._tag === "Pending") {
@@ -650,7 +712,8 @@ class AgentImpl implements Agent {
   private replaceImpl(id: string, message: UserMessage) {
     if (this.disposed) return Effect.fail(this.disposedError())
     return Effect.flatMap(this.checkMessage(message), (msg) =>
-      this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | DuplicateMessageId | SessionStoreError> => {
+      this.critical((): Section<void> | Effect.Effect<never, MessageNotPending | DuplicateMessageId> => {
+        const state = this.queues
         const at = Inbox.find(state, id)
         if (at === undefined) return Effect.fail(this.notPending(id))
         if (this.seen.has(msg.id)) {
@@ -659,11 +722,16 @@ class AgentImpl implements Agent {
           )
         }
         const data: SplicedData = { target: at[0], start: at[1], removedCount: 1, inserted: [msg], outcome: "canceled" }
-        return this.commitSplices(state, [data]).pipe(Effect.tap(() => {
-          this.seen.add(msg.id)
-          this.publish({ type: "agent/inbox/inserted", message: msg })
-        }))
-      })))
+        const splices = this.spliceSection(state, [data])
+        return {
+          drafts: splices.drafts,
+          apply: (events) => {
+            splices.apply(events)
+            this.seen.add(msg.id)
+            this.publish({ type: "agent/inbox/inserted", message: msg })
+          }
+        }
+      }))
   }
 
   get remove() {
@@ -671,11 +739,12 @@ class AgentImpl implements Agent {
   }
 
   private removeImpl(id: string) {
-    return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state): Effect.Effect<void, MessageNotPending | SessionStoreError> => {
+    return this.critical((): Section<void> | Effect.Effect<never, MessageNotPending> => {
+      const state = this.queues
       const at = Inbox.find(state, id)
       if (at === undefined) return Effect.fail(this.notPending(id))
-      return this.commitSplices(state, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
-    }))
+      return this.spliceSection(state, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
+    })
   }
 
   get clear() {
@@ -683,27 +752,30 @@ class AgentImpl implements Agent {
   }
 
   private clearImpl(target?: "next-turn" | "next-step" | undefined) {
-    return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
+    return this.critical(() => {
+      const state = this.queues
       const splices = Inbox.clearAll(state, undefined).filter((s) => target === undefined || s.target === target)
-      return this.commitSplices(state, splices)
-    }))
+      return this.spliceSection(state, splices)
+    })
   }
 
   /**
-   * Appends canceled splices, applies them, and publishes `discarded` and resolves the removed
-   * messages' outcomes (by cause, §12). Called under the lock.
+   * The section of canceled splices: append them, apply them, publish `discarded` and resolve
+   * the removed messages' outcomes (by cause, §12). Built inside a critical section.
    */
-  private commitSplices(state: Inbox.MutableInbox, splices: ReadonlyArray<SplicedData>): Effect.Effect<void, SessionStoreError> {
-    if (splices.length === 0) return Effect.void
-    return Effect.map(this.append(splices.map((data) => ({ type: "agent/inbox/spliced", data }))), () => {
-      for (const data of splices) {
-        const reason = data.cause === undefined ? "discarded" : data.cause.kind === "disposed" ? "disposed" : "canceled"
-        for (const item of state.apply(data).removed) {
-          this.publish({ type: "agent/inbox/discarded", message: item.message })
-          this.resolve(item.message.id, Delivery.dropped(reason))
+  private spliceSection(state: Inbox.MutableInbox, splices: ReadonlyArray<SplicedData>): Section<void> {
+    return {
+      drafts: splices.map((data) => ({ type: "agent/inbox/spliced", data })),
+      apply: () => {
+        for (const data of splices) {
+          const reason = data.cause === undefined ? "discarded" : data.cause.kind === "disposed" ? "disposed" : "canceled"
+          for (const item of state.apply(data).removed) {
+            this.publish({ type: "agent/inbox/discarded", message: item.message })
+            this.resolve(item.message.id, Delivery.dropped(reason))
+          }
         }
       }
-    })
+    }
   }
 
   get appendEvent() {
@@ -717,7 +789,7 @@ class AgentImpl implements Agent {
     return Effect.try({
       try: () => deepFreezeJson(data, "data"),
       catch: (e) => new InvalidEvent({ message: `event data is not JSON: ${messageOf(e)}` })
-    }).pipe(Effect.flatMap((d) => this.append([{ type, data: d }])), Effect.map((events) => events[0]!))
+    }).pipe(Effect.flatMap((d) => this.commit([{ type, data: d }], (events) => events[0]!)))
   }
 
   // -------------------------------------------------------------------------------------------
@@ -730,9 +802,8 @@ class AgentImpl implements Agent {
 
   get awaitIdle(): Effect.Effect<void> {
     return Effect.suspend(() => {
-    if (!this.running) return Effect.void
-    const waiter = this.idleWaiter ?? (this.idleWaiter = Deferred.unsafeMake<void>(FiberId.none))
-    return Deferred.await(waiter)
+      if (!this.running) return Effect.void
+      return waitIn(this.idleWaiters ?? (this.idleWaiters = []))
     })
   }
 
@@ -790,14 +861,19 @@ class AgentImpl implements Agent {
   private cancelImpl(cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) {
     const c = cause ?? USER_CAUSE
     return Effect.flatMap(
-      this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
-        const clear = options?.keepInbox === true ? Effect.void : this.commitSplices(state, Inbox.clearAll(state, c))
-        return Effect.map(clear, () => {
-          if (!this.running) return undefined
-          if (this.cancelCause === undefined) this.cancelCause = c
-          return this.driver
-        })
-      })),
+      this.critical((): Section<Fiber.RuntimeFiber<void> | undefined> => {
+        const state = this.queues
+        const clear = options?.keepInbox === true ? undefined : this.spliceSection(state, Inbox.clearAll(state, c))
+        return {
+          drafts: clear === undefined ? [] : clear.drafts,
+          apply: (events) => {
+            if (clear !== undefined) clear.apply(events)
+            if (!this.running) return undefined
+            if (this.cancelCause === undefined) this.cancelCause = c
+            return this.driver
+          }
+        }
+      }),
       (fiber) =>
         fiber === undefined
           ? Effect.void
@@ -835,13 +911,13 @@ class AgentImpl implements Agent {
             const closed = yield* Effect.exit(self.closeAborted(self.current ?? t))
             if (Exit.isFailure(closed)) {
               yield* Effect.logError("agent: could not close the aborted turn", closed.cause)
-              yield* self.withLock(Effect.sync(() => self.setIdle()))
+              yield* Effect.orDie(self.critical(() => ({ drafts: [], apply: () => self.setIdle() })))
             }
             return
           }
           // A store failure or a broken invariant: the log cannot go on; stop the run.
           yield* Effect.logError(`agent ${self.id}: the run stopped`, exit.cause)
-          yield* self.withLock(Effect.sync(() => self.setIdle()))
+          yield* Effect.orDie(self.critical(() => ({ drafts: [], apply: () => self.setIdle() })))
           return
         }
       })
@@ -857,14 +933,11 @@ class AgentImpl implements Agent {
     return Effect.gen(function*() {
       if (!t.turnOpen) {
         // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
-        yield* self.withLock(Effect.suspend(() => {
+        yield* self.critical(() => {
           const drafts: Array<EventDraft> = []
           const open = self.openTurn(drafts)
-          return Effect.flatMap(self.append(drafts), () => {
-            open(t)
-            return Effect.void
-          })
-        }))
+          return { drafts, apply: () => open(t) }
+        })
       }
       let toolContinuation = false
       while (true) {
@@ -1011,7 +1084,7 @@ class AgentImpl implements Agent {
   private enterStep(t: TurnState, claimed: ReadonlyArray<UserMessage>, entered: ReadonlyArray<UserMessage>) {
     const drafts: Array<EventDraft> = []
     const apply = this.stepDrafts(t.turn, t.step, claimed, entered, drafts)
-    return Effect.uninterruptible(Effect.map(this.append(drafts), () => apply(t)))
+    return this.commit(drafts, () => apply(t))
   }
 
   /**
@@ -1029,9 +1102,9 @@ class AgentImpl implements Agent {
 
   /** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5), under the lock. */
   private endTurn(t: TurnState, reason: TurnEndReason, enteredEmpty = false): Effect.Effect<TurnState | undefined, SessionStoreError> {
-    return this.withLock(Effect.suspend(() =>
+    return this.critical(() =>
       this.closeTurn(t, reason, [], enteredEmpty ? Delivery.dropped("discarded") : this.dropFor(reason))
-    ))
+    )
   }
 
   /** Runs the state update of a prefix draft (the assistant message) once the append is durable. */
@@ -1074,19 +1147,19 @@ class AgentImpl implements Agent {
   /**
    * Appends `step/end` (if a step is open) and `turn/end {reason}`, and, iff waking work is
    * pending (§6.5), the next turn's `turn/start` and claim in the same append. Resolves the
-   * undecided claimed messages with `claimedOutcome`. Called under the lock.
+   * undecided claimed messages with `claimedOutcome`. Built inside a critical section.
    */
   private closeTurn(
     t: TurnState,
     reason: TurnEndReason,
     prefix: ReadonlyArray<EventDraft>,
     claimedOutcome: Delivery.DeliveryOutcome
-  ): Effect.Effect<TurnState | undefined, SessionStoreError> {
+  ): Section<TurnState | undefined> {
     const drafts: Array<EventDraft> = prefix.slice()
     if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
     drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
     const open = !this.disposed && this.queues.hasWakingWork ? this.openTurn(drafts) : undefined
-    return Effect.map(this.append(drafts), () => {
+    return { drafts, apply: () => {
       this.committed(t)
       t.stepOpen = false
       t.turnOpen = false
@@ -1098,7 +1171,7 @@ class AgentImpl implements Agent {
       const next = newTurnState()
       open(next)
       return next
-    })
+    } }
   }
 
   private dropFor(reason: TurnEndReason): Delivery.DeliveryOutcome {
@@ -1128,7 +1201,7 @@ class AgentImpl implements Agent {
     toolContinuation: boolean,
     assistant?: { readonly draft: EventDraft; readonly apply: () => void }
   ): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
-    return this.withLock(Effect.suspend((): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> => {
+    return this.critical((): Section<"step" | TurnState | undefined> => {
       const state = this.queues
       const maxSteps = this.options.maxSteps ?? 100
       // A response without tool calls is logged in the same append as its step's end.
@@ -1147,7 +1220,7 @@ class AgentImpl implements Agent {
         const enter = this.enterNow(claim.batch, toolContinuation)
           ? this.stepDrafts(t.turn, t.step + 1, claim.batch, claim.batch, drafts)
           : undefined
-        return Effect.map(this.append(drafts), () => {
+        return { drafts, apply: () => {
           this.committed(t)
           t.stepOpen = false
           t.step++
@@ -1159,11 +1232,11 @@ class AgentImpl implements Agent {
             t.entered = true
           }
           return "step" as const
-        })
+        } }
       }
       const reason: TurnEndReason = t.maxTokens ? { kind: "max-tokens" } : { kind: "completed" }
       return this.closeTurn(t, reason, prefix, Delivery.dropped("discarded"))
-    }))
+    })
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1325,7 +1398,7 @@ class AgentImpl implements Agent {
   private logAssistant(t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> {
     return Effect.flatMap(this.nextId(), (id) => {
       const { apply, draft } = this.assistantDraft(t, acc, interrupted, id)
-      return Effect.uninterruptible(Effect.map(this.append([draft]), apply))
+      return this.commit([draft], apply)
     })
   }
 
@@ -1410,17 +1483,14 @@ class AgentImpl implements Agent {
     return Effect.suspend(() => {
       const tool = this.tools.get(call.name)
       const logCall = (after: () => void) =>
-        Effect.uninterruptible(Effect.map(
-          this.append([{
-            type: "tool/call",
-            data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
-          }]),
-          () => {
-            call.callLogged = true
-            call.phase = "running"
-            after()
-          }
-        ))
+        this.commit([{
+          type: "tool/call",
+          data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+        }], () => {
+          call.callLogged = true
+          call.phase = "running"
+          after()
+        })
       const failWith = (code: ToolErrorCode, text: string) =>
         Effect.as(logCall(() => this.fail(call, code, text)), undefined)
       if (tool === undefined) {
@@ -1565,13 +1635,12 @@ class AgentImpl implements Agent {
         this.seen.add(message.id)
         this.historyList.push(message)
       }
-      if (contexts.length === 0) {
-        return Effect.uninterruptible(Effect.map(this.append([result]), after))
-      }
-      return this.withLock(Effect.flatMap(Effect.sync(() => this.queues), (state) => {
+      if (contexts.length === 0) return this.commit([result], after)
+      return this.critical((): Section<void> => {
+        const state = this.queues
         const start = Math.min(t.contextsInserted, state.nextStep.length)
         const data: SplicedData = { target: "next-step", start, inserted: contexts }
-        return Effect.flatMap(this.append([result, { type: "agent/inbox/spliced", data }]), () => {
+        return { drafts: [result, { type: "agent/inbox/spliced", data }], apply: () => {
           after()
           t.contextsInserted = start + contexts.length
           for (const m of contexts) {
@@ -1579,9 +1648,8 @@ class AgentImpl implements Agent {
             this.publish({ type: "agent/inbox/inserted", message: m })
           }
           state.apply(data)
-          return Effect.void
-        })
-      }))
+        } }
+      })
     })
   }
 
@@ -1598,11 +1666,12 @@ class AgentImpl implements Agent {
           self.fail(call, "ABORTED", "The turn was canceled while this tool call was running.")
         }
         if (!call.callLogged) {
-          yield* self.append([{
+          yield* self.commit([{
             type: "tool/call",
             data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
-          }])
-          call.callLogged = true
+          }], () => {
+            call.callLogged = true
+          })
         }
         yield* self.commitOne(t, call, !aborting)
       }
@@ -1624,14 +1693,14 @@ class AgentImpl implements Agent {
     return Effect.gen(function*() {
       const cause = self.cancelCause ?? USER_CAUSE
       if (!t.turnOpen) {
-        yield* self.withLock(Effect.suspend(() => {
+        yield* self.critical((): Section<void> => {
           const turn = self.turnCounter + 1
-          return Effect.map(self.append([{ type: "turn/start", data: { turn } }]), () => {
+          return { drafts: [{ type: "turn/start", data: { turn } }], apply: () => {
             self.turnCounter = turn
             t.turn = turn
             t.turnOpen = true
-          })
-        }))
+          } }
+        })
       }
       if (t.stepOpen) {
         const acc = t.acc
@@ -1645,11 +1714,11 @@ class AgentImpl implements Agent {
         }
         if (t.calls !== undefined) yield* self.commitAbortedCalls(t, t.calls, true)
       }
-      return yield* self.withLock(Effect.suspend(() => {
+      return yield* self.critical((): Section<boolean> => {
         const drafts: Array<EventDraft> = []
         if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
         drafts.push({ type: "turn/end", data: { turn: t.turn, reason: { kind: "aborted", reason: cause } } })
-        return Effect.flatMap(self.append(drafts), () => {
+        return { drafts, apply: () => {
           t.stepOpen = false
           t.turnOpen = false
           self.resolveClaimed(t, Delivery.dropped(cause.kind === "disposed" ? "disposed" : "canceled"))
@@ -1657,12 +1726,13 @@ class AgentImpl implements Agent {
             // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).
             self.cancelCause = undefined
             self.latch = false
-            return Effect.as(self.forkDriver(), false)
+            self.forkDriver()
+            return false
           }
           self.setIdle()
-          return Effect.succeed(false)
-        })
-      }))
+          return false
+        } }
+      })
     })
   }
 }

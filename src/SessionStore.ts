@@ -114,6 +114,15 @@ export interface SessionLog {
    */
   readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError>
   /**
+   * Offered by a store whose appends are durable when a synchronous call returns (memory; JSONL
+   * with `fsync: "none"`, where durable means `write(2)` returned, DESIGN.md §3.3): the same as
+   * `append`, with `time` (epoch ms) given by the caller, as one synchronous step that returns
+   * the committed events or the `SessionStoreError` (never throws). The agent uses it to run
+   * each critical section (validate → append → state) as one step, with no lock: nothing can
+   * interleave with a synchronous call. Absent when an append must wait (`fsync: "batch"`).
+   */
+  readonly appendSync?: ((drafts: ReadonlyArray<EventDraft>, time: number) => ReadonlyArray<SessionEvent> | SessionStoreError) | undefined
+  /**
    * Every committed event so far (including the events read when the log was opened), in `seq`
    * order. A live read-only view that grows with later appends: `slice()` it for a snapshot.
    */
@@ -244,6 +253,7 @@ const makeMemoryLog = (header: SessionHeader): SessionLog => {
       drafts.length === 0
         ? EMPTY
         : Effect.clockWith((clock) => Effect.sync(() => commit(drafts, clock.unsafeCurrentTimeMillis()))),
+    appendSync: commit,
     events: () => events
   }
 }
@@ -436,7 +446,14 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
   const append: SessionLog["append"] = queue === undefined
     ? (drafts) => drafts.length === 0 ? EMPTY : lockedWrite(drafts)
     : (drafts) => drafts.length === 0 ? EMPTY : Effect.flatMap(lockedWrite(drafts), (committed) => awaitSync(queue, committed))
-  return { id: log.id, header, path: log.path, append, events: () => log.events }
+  return {
+    id: log.id,
+    header,
+    path: log.path,
+    append,
+    ...(queue === undefined ? { appendSync: (drafts, time) => writeDrafts(log, drafts, time) } : {}),
+    events: () => log.events
+  } satisfies SessionLog
 }
 
 /**
