@@ -893,35 +893,35 @@ class AgentImpl implements Agent {
   // The driver (§6)
   // -------------------------------------------------------------------------------------------
 
+  /**
+   * The driver fiber's body: turns while the run goes on (§6.5). Written as plain effect
+   * chains, not generators: this runs once per model step (STYLE.md "Hot path").
+   */
   private runLoop(): Effect.Effect<void> {
-    const self = this
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        let t = newTurnState()
-        self.current = t
-        while (true) {
-          const exit = yield* Effect.exit(restore(self.runTurn(t)))
-          if (Exit.isSuccess(exit)) {
-            if (exit.value === undefined) return
-            t = exit.value
-            continue
-          }
-          if (Cause.isInterruptedOnly(exit.cause)) {
-            // `current` is the turn the interruption hit (possibly the next one, already opened).
-            const closed = yield* Effect.exit(self.closeAborted(self.current ?? t))
-            if (Exit.isFailure(closed)) {
-              yield* Effect.logError("agent: could not close the aborted turn", closed.cause)
-              yield* Effect.orDie(self.critical(() => ({ drafts: [], apply: () => self.setIdle() })))
-            }
-            return
-          }
-          // A store failure or a broken invariant: the log cannot go on; stop the run.
-          yield* Effect.logError(`agent ${self.id}: the run stopped`, exit.cause)
-          yield* Effect.orDie(self.critical(() => ({ drafts: [], apply: () => self.setIdle() })))
-          return
-        }
-      })
-    )
+    return Effect.uninterruptibleMask((restore) => {
+      const first = newTurnState()
+      this.current = first
+      const loop = (t: TurnState): Effect.Effect<void> =>
+        Effect.matchCauseEffect(restore(this.runTurn(t)), {
+          onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
+          onFailure: (cause) => this.stopRun(t, cause)
+        })
+      return loop(first)
+    })
+  }
+
+  /** Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. */
+  private stopRun(t: TurnState, cause: Cause.Cause<SessionStoreError>): Effect.Effect<void> {
+    const idle = Effect.orDie(this.critical(() => ({ drafts: [], apply: () => this.setIdle() })))
+    if (Cause.isInterruptedOnly(cause)) {
+      // `current` is the turn the interruption hit (possibly the next one, already opened).
+      return Effect.catchAllCause(
+        Effect.asVoid(this.closeAborted(this.current ?? t)),
+        (closed) => Effect.zipRight(Effect.logError("agent: could not close the aborted turn", closed), idle)
+      )
+    }
+    // A store failure or a broken invariant: the log cannot go on; stop the run.
+    return Effect.zipRight(Effect.logError(`agent ${this.id}: the run stopped`, cause), idle)
   }
 
   /**
@@ -929,70 +929,73 @@ class AgentImpl implements Agent {
    * append as this turn's `turn/end`, §6.5), else `undefined` (the agent went idle).
    */
   private runTurn(t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> {
-    const self = this
-    return Effect.gen(function*() {
-      if (!t.turnOpen) {
-        // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
-        yield* self.critical(() => {
-          const drafts: Array<EventDraft> = []
-          const open = self.openTurn(drafts)
-          return { drafts, apply: () => open(t) }
-        })
-      }
-      let toolContinuation = false
-      while (true) {
-        // With the default pre-step the step was entered together with its claim.
-        if (t.entered) t.entered = false
-        else {
-          const batch = t.claimed ?? []
-          const decision = yield* Effect.exit(
-            self.preStep.run({ agentId: self.id, turn: t.turn, step: t.step, messages: batch })
-          )
-          if (Exit.isFailure(decision)) {
-            if (Cause.isInterruptedOnly(decision.cause)) return yield* Effect.failCause(decision.cause as Cause.Cause<never>)
-            return yield* self.endTurn(t, {
-              kind: "error",
-              error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" }
-            })
-          }
-          const d: PreStepDecision = decision.value
-          if (d._tag === "Reject") return yield* self.endTurn(t, { kind: "blocked", reason: d.reason })
-          const checked = self.checkEntered(batch, d.messages)
-          if (Either.isLeft(checked)) {
-            return yield* self.endTurn(t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
-          }
-          const entered = checked.right
-          if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
-            return yield* self.endTurn(t, { kind: "completed" }, true)
-          }
-          yield* self.enterStep(t, batch, entered)
-        }
-        const response = yield* self.callModel(t)
-        if (Either.isLeft(response)) {
-          const e = response.left
-          return yield* self.endTurn(t, {
+    if (t.turnOpen) return this.runStep(t, false)
+    // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
+    return Effect.flatMap(
+      this.critical(() => {
+        const drafts: Array<EventDraft> = []
+        const open = this.openTurn(drafts)
+        return { drafts, apply: () => open(t) }
+      }),
+      () => this.runStep(t, false)
+    )
+  }
+
+  /** One step: the pre-step (unless entered with its claim), the model call, tools, the step's end. */
+  private runStep(t: TurnState, toolContinuation: boolean): Effect.Effect<TurnState | undefined, SessionStoreError> {
+    if (t.entered) {
+      // With the default pre-step the step was entered together with its claim.
+      t.entered = false
+      return this.modelStep(t)
+    }
+    const batch = t.claimed ?? []
+    return Effect.flatMap(
+      Effect.exit(this.preStep.run({ agentId: this.id, turn: t.turn, step: t.step, messages: batch })),
+      (decision): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+        if (Exit.isFailure(decision)) {
+          if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
+          return this.endTurn(t, {
             kind: "error",
-            error: e.status !== undefined ? { message: e.message, code: e.code, status: e.status } : { message: e.message, code: e.code }
+            error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" }
           })
         }
-        const acc = response.right
-        const truncated = acc.finish === "length"
-        if (truncated) t.maxTokens = true
-        let next: "step" | TurnState | undefined
-        if (acc.toolCalls.length > 0) {
-          yield* self.logAssistant(t, acc, false)
-          if (truncated) yield* self.truncateCalls(t, acc)
-          else yield* self.runTools(t, acc)
-          next = yield* self.endStep(t, !truncated)
-        } else {
-          next = yield* self.endStep(t, false, self.assistantDraft(t, acc, false, yield* self.nextId()))
+        const d: PreStepDecision = decision.value
+        if (d._tag === "Reject") return this.endTurn(t, { kind: "blocked", reason: d.reason })
+        const checked = this.checkEntered(batch, d.messages)
+        if (Either.isLeft(checked)) {
+          return this.endTurn(t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
         }
-        if (next === "step") {
-          toolContinuation = acc.toolCalls.length > 0 && !truncated
-          continue
+        const entered = checked.right
+        if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
+          return this.endTurn(t, { kind: "completed" }, true)
         }
-        return next
+        return Effect.flatMap(this.enterStep(t, batch, entered), () => this.modelStep(t))
       }
+    )
+  }
+
+  /** The model call of an entered step and what follows it: tools, the step's end, the next step. */
+  private modelStep(t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> {
+    return Effect.flatMap(this.callModel(t), (response): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+      if (Either.isLeft(response)) {
+        const e = response.left
+        return this.endTurn(t, {
+          kind: "error",
+          error: e.status !== undefined ? { message: e.message, code: e.code, status: e.status } : { message: e.message, code: e.code }
+        })
+      }
+      const acc = response.right
+      const truncated = acc.finish === "length"
+      if (truncated) t.maxTokens = true
+      const withTools = acc.toolCalls.length > 0
+      const ended: Effect.Effect<"step" | TurnState | undefined, SessionStoreError> = withTools
+        ? this.logAssistant(t, acc, false).pipe(
+          Effect.flatMap(() => (truncated ? this.truncateCalls(t) : this.runTools(t))),
+          Effect.flatMap(() => this.endStep(t, !truncated))
+        )
+        : Effect.flatMap(this.nextId(), (id) => this.endStep(t, false, this.assistantDraft(t, acc, false, id)))
+      return Effect.flatMap(ended, (next) =>
+        next === "step" ? this.runStep(t, withTools && !truncated) : Effect.succeed(next))
     })
   }
 
@@ -1391,6 +1394,13 @@ class AgentImpl implements Agent {
       apply: () => {
         t.assistantLogged = true
         this.historyList.push(message)
+        // The calls exist from the moment their message is durable: an abort from here on
+        // closes each of them (§9).
+        if (acc.toolCalls.length > 0) {
+          t.calls = acc.toolCalls.map((c) => this.newCall(c))
+          t.nextCommit = 0
+          t.contextsInserted = 0
+        }
       }
     }
   }
@@ -1429,19 +1439,15 @@ class AgentImpl implements Agent {
   }
 
   /** A truncated response runs none of its calls: each gets `tool/call` + `TRUNCATED` (§6.4). */
-  private truncateCalls(t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> {
-    const calls = acc.toolCalls.map((c) => this.newCall(c))
-    t.calls = calls
+  private truncateCalls(t: TurnState): Effect.Effect<void, SessionStoreError> {
+    const calls = t.calls ?? []
     for (const c of calls) this.fail(c, "TRUNCATED", "The response was truncated (max tokens); this tool call was not run.")
     return this.commitAbortedCalls(t, calls, false)
   }
 
-  private runTools(t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> {
+  private runTools(t: TurnState): Effect.Effect<void, SessionStoreError> {
     const self = this
-    const calls = acc.toolCalls.map((c) => this.newCall(c))
-    t.calls = calls
-    t.nextCommit = 0
-    t.contextsInserted = 0
+    const calls = t.calls ?? []
     if (calls.length === 1) {
       // Fast path: no fork for a single call.
       return this.prepare(t, calls[0]!).pipe(
@@ -1706,11 +1712,6 @@ class AgentImpl implements Agent {
         const acc = t.acc
         if (!t.assistantLogged && acc !== undefined && acc.streamed) {
           yield* self.logAssistant(t, acc, true)
-          if (acc.toolCalls.length > 0) {
-            const calls = acc.toolCalls.map((c) => self.newCall(c))
-            t.calls = calls
-            t.nextCommit = 0
-          }
         }
         if (t.calls !== undefined) yield* self.commitAbortedCalls(t, t.calls, true)
       }
