@@ -35,6 +35,7 @@ import * as Delivery from "./Delivery.js"
 import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import { currentRuntime } from "./internal/fork.js"
 import { Mutex } from "./internal/mutex.js"
 import { type Resume, resumeAll, waitIn } from "./internal/waiters.js"
 import {
@@ -551,15 +552,7 @@ class AgentImpl implements Agent {
    * on the scheduler, after the section.
    */
   private forkDriver(): void {
-    const parent = Fiber.getCurrentFiber()
-    if (Option.isNone(parent)) throw new Error("agent: the driver can only be started from a fiber")
-    const fiber = parent.value
-    const runtime = Runtime.make({
-      context: fiber.currentContext,
-      runtimeFlags: Runtime.defaultRuntimeFlags,
-      fiberRefs: fiber.getFiberRefs()
-    })
-    this.driver = Runtime.runFork(runtime)(Effect.interruptible(this.runLoop()), { immediate: false })
+    this.driver = Runtime.runFork(currentRuntime())(Effect.interruptible(this.runLoop()), { immediate: false })
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1455,29 +1448,64 @@ class AgentImpl implements Agent {
         Effect.zipRight(this.commitReady(t))
       )
     }
+    return Effect.suspend(() => this.runBatch(t, calls))
+  }
+
+  /**
+   * Runs a batch of calls (§8): each is prepared (validated, guarded, `tool/call` logged) in
+   * model order and started at once in its own fiber, which runs on the spot until it completes
+   * or suspends (a synchronous tool costs no scheduling); at most `toolConcurrency` run at a
+   * time; an `exclusive` call waits for the running ones and runs alone. The driver commits the
+   * results in call order whenever it waits, and at the end, several in one append.
+   */
+  private runBatch(t: TurnState, calls: ReadonlyArray<CallState>): Effect.Effect<void, SessionStoreError> {
     const bound = Math.max(1, this.options.toolConcurrency ?? 8)
-    const slots = Effect.unsafeMakeSemaphore(bound)
-    const commitLock = Effect.unsafeMakeSemaphore(1)
-    const commit = commitLock.withPermits(1)(this.commitReady(t))
-    const fibers: Array<Fiber.RuntimeFiber<void, SessionStoreError>> = []
-    const awaitAll = Effect.suspend(() => Effect.asVoid(Fiber.joinAll(fibers.slice())))
-    return Effect.gen(function*() {
-      for (const call of calls) {
-        const exclusive = self.tools.get(call.name)?.exclusive ?? false
-        if (exclusive) yield* awaitAll
-        yield* slots.take(1)
-        const run = yield* self.prepare(t, call)
-        if (run === undefined || exclusive) {
-          if (run !== undefined) yield* run
-          yield* slots.release(1)
-          yield* commit
-          continue
-        }
-        fibers.push(yield* Effect.fork(run.pipe(Effect.zipRight(commit), Effect.ensuring(slots.release(1)))))
+    const runtime = currentRuntime()
+    const fibers: Array<Fiber.RuntimeFiber<void>> = []
+    let running = 0
+    let wake: Resume<void> | undefined = undefined
+    const settled = () => {
+      running--
+      const resume = wake
+      if (resume !== undefined) {
+        wake = undefined
+        resume(Effect.void)
       }
-      yield* awaitAll
-      yield* commit
-    }).pipe(Effect.onInterrupt(() => Fiber.interruptAll(fibers)))
+    }
+    // Resumes at the next completion, or at once when `ready()` holds (checked as it registers).
+    const completion = (ready: () => boolean) =>
+      Effect.async<void>((resume) => {
+        if (ready()) return resume(Effect.void)
+        wake = resume
+        return Effect.sync(() => {
+          wake = undefined
+        })
+      })
+    const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionStoreError> =>
+      Effect.flatMap(this.commitReady(t), () =>
+        ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
+    const idle = () => running === 0
+    const free = () => running < bound
+    const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
+      if (i === calls.length) return waitUntil(idle)
+      const call = calls[i]!
+      const exclusive = this.tools.get(call.name)?.exclusive ?? false
+      const start = Effect.flatMap(this.prepare(t, call), (run): Effect.Effect<void, SessionStoreError> => {
+        if (run === undefined) return dispatch(i + 1)
+        // An exclusive call's result is committed before any later call starts.
+        if (exclusive) return run.pipe(Effect.flatMap(() => this.commitReady(t)), Effect.flatMap(() => dispatch(i + 1)))
+        const fiber = Runtime.runFork(runtime)(run)
+        if (fiber.unsafePoll() === null) {
+          running++
+          fibers.push(fiber)
+          fiber.addObserver(settled)
+        }
+        return dispatch(i + 1)
+      })
+      if (exclusive) return Effect.zipRight(waitUntil(idle), start)
+      return free() ? start : Effect.zipRight(waitUntil(free), start)
+    }
+    return Effect.onInterrupt(dispatch(0), () => Fiber.interruptAll(fibers))
   }
 
   /**
@@ -1613,15 +1641,91 @@ class AgentImpl implements Agent {
     })
   }
 
-  /** Commits every consecutive done result from `nextCommit`, in call order (§8). */
+  /**
+   * Commits every consecutive done result from `nextCommit`, in call order (§8), in one append:
+   * each `tool/result`, followed by its contexts spliced into `next-step` at the batch's index.
+   */
   private commitReady(t: TurnState): Effect.Effect<void, SessionStoreError> {
     return Effect.suspend(() => {
       const calls = t.calls
       if (calls === undefined) return Effect.void
-      const call = calls[t.nextCommit]
-      if (call === undefined || call.phase !== "done") return Effect.void
-      return Effect.zipRight(this.commitOne(t, call, true), this.commitReady(t))
+      const first = t.nextCommit
+      let end = first
+      let withContexts = false
+      while (end < calls.length && calls[end]!.phase === "done") {
+        if (calls[end]!.contexts.length > 0) withContexts = true
+        end++
+      }
+      if (end === first) return Effect.void
+      const ready = calls.slice(first, end)
+      return Effect.flatMap(this.takeIds(ready.length), (ids) => {
+        const results: Array<UserMessage> = []
+        const drafts: Array<EventDraft> = []
+        for (let k = 0; k < ready.length; k++) {
+          const call = ready[k]!
+          const message = this.resultMessage(call, ids[k]!)
+          results.push(message)
+          drafts.push({
+            type: "tool/result",
+            data: call.error === undefined
+              ? { turn: t.turn, step: t.step, message }
+              : { turn: t.turn, step: t.step, message, error: call.error }
+          })
+        }
+        const committed = () => {
+          for (let k = 0; k < ready.length; k++) {
+            ready[k]!.phase = "committed"
+            this.seen.add(results[k]!.id)
+            this.historyList.push(results[k]!)
+          }
+          t.nextCommit = end
+        }
+        if (!withContexts) return this.commit(drafts, committed)
+        return this.critical((): Section<void> => {
+          const state = this.queues
+          const all: Array<EventDraft> = []
+          const splices: Array<SplicedData> = []
+          let start = Math.min(t.contextsInserted, state.nextStep.length)
+          for (let k = 0; k < ready.length; k++) {
+            all.push(drafts[k]!)
+            const contexts = ready[k]!.contexts
+            if (contexts.length === 0) continue
+            const data: SplicedData = { target: "next-step", start, inserted: contexts }
+            all.push({ type: "agent/inbox/spliced", data })
+            splices.push(data)
+            start += contexts.length
+          }
+          return {
+            drafts: all,
+            apply: () => {
+              committed()
+              t.contextsInserted = start
+              for (const data of splices) {
+                for (const m of data.inserted) {
+                  this.seen.add(m.id)
+                  this.publish({ type: "agent/inbox/inserted", message: m })
+                }
+                state.apply(data)
+              }
+            }
+          }
+        })
+      })
     })
+  }
+
+  /** `n` fresh ids (flat strings), in one step when the generator has `nextSync`. */
+  private takeIds(n: number): Effect.Effect<ReadonlyArray<string>> {
+    const nextSync = this.ids.nextSync
+    if (nextSync !== undefined) {
+      return Effect.sync(() => {
+        const ids = new Array<string>(n)
+        for (let i = 0; i < n; i++) ids[i] = flatten(nextSync())
+        return ids
+      })
+    }
+    const next = this.ids.next
+    return Effect.all(Array.from({ length: n }, () => next))
   }
 
   /** `tool/result` (+ contexts spliced into `next-step` at the batch's index, §8). */

@@ -14,6 +14,12 @@ import { randomUUID } from "node:crypto"
 export interface IdGeneratorService {
   /** A fresh id, flat string. */
   readonly next: Effect.Effect<string>
+  /**
+   * The same as `next` as a plain call, for generators that need no effect: the agent takes
+   * the ids of a batch of tool results inside one synchronous critical section with it.
+   * Optional: without it the agent runs `next` once per id.
+   */
+  readonly nextSync?: (() => string) | undefined
 }
 
 /**
@@ -31,7 +37,7 @@ export class IdGenerator extends Context.Tag("effect-agent-loop/IdGenerator")<Id
  * @since 0.1.0
  * @category constructors
  */
-export const random: IdGeneratorService = { next: Effect.sync(() => randomUUID()) }
+export const random: IdGeneratorService = { next: Effect.sync(() => randomUUID()), nextSync: () => randomUUID() }
 
 /**
  * Deterministic UUID-shaped ids from a 32-bit seed (xorshift128+), for simulations and tests.
@@ -53,12 +59,11 @@ export const seeded = (seed: number): IdGeneratorService => {
     return (s0 + s1) >>> 0
   }
   const hex = (n: number) => n.toString(16).padStart(8, "0")
-  return {
-    next: Effect.sync(() => {
-      const a = hex(nextU32()), b = hex(nextU32()), c = hex(nextU32()), d = hex(nextU32())
-      return `${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`
-    })
+  const nextSync = (): string => {
+    const a = hex(nextU32()), b = hex(nextU32()), c = hex(nextU32()), d = hex(nextU32())
+    return `${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`
   }
+  return { next: Effect.sync(nextSync), nextSync }
 }
 
 /**
