@@ -315,6 +315,23 @@ const newTurnState = (): TurnState => ({
   onCommit: undefined
 })
 
+/** A validated tool call: its tool and decoded arguments, or the error result to record (§8). */
+type Validated =
+  | { readonly ok: true; readonly tool: Tool.Tool<any>; readonly args: unknown }
+  | { readonly ok: false; readonly code: ToolErrorCode; readonly text: string }
+
+/** Each tool's arguments decoder, built once (all errors reported). */
+const decoders = new WeakMap<Tool.Tool<any>, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+const decoderOf = (tool: Tool.Tool<any>) => {
+  let decode = decoders.get(tool)
+  if (decode === undefined) {
+    const decodeEither = Schema.decodeUnknownEither(tool.parameters, { errors: "all" })
+    decode = (u) => decodeEither(u)
+    decoders.set(tool, decode)
+  }
+  return decode
+}
+
 /** What a critical section appends, and the state update to apply once it is durable. */
 interface Section<R> {
   readonly drafts: ReadonlyArray<EventDraft>
@@ -401,6 +418,7 @@ class AgentImpl implements Agent {
   private headerKey: string | undefined = undefined
   private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
   private readonly fastPreStep: boolean
+  private readonly hasGuards: boolean
   /** The log's synchronous append, when it has one: critical sections are then one step, unlocked. */
   private readonly appendSync: SessionLog["appendSync"]
 
@@ -417,6 +435,7 @@ class AgentImpl implements Agent {
     this.preStep = preStep
     this.fastPreStep = preStep === defaultPreStep
     this.appendSync = log.appendSync
+    this.hasGuards = options.guards !== undefined && options.guards.length > 0
     this.ids = ids
     this.options = options
     if (options.tools === undefined || options.tools.length === 0) {
@@ -1442,10 +1461,13 @@ class AgentImpl implements Agent {
     const self = this
     const calls = t.calls ?? []
     if (calls.length === 1) {
-      // Fast path: no fork for a single call.
-      return this.prepare(t, calls[0]!).pipe(
+      // Fast path: no fiber for a single call.
+      const prepared = this.hasGuards
+        ? this.prepare(t, calls[0]!)
+        : Effect.map(this.prepareGroup(t, calls), (runs) => runs[0])
+      return prepared.pipe(
         Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
-        Effect.zipRight(this.commitReady(t))
+        Effect.flatMap(() => this.commitReady(t))
       )
     }
     return Effect.suspend(() => this.runBatch(t, calls))
@@ -1486,105 +1508,214 @@ class AgentImpl implements Agent {
         ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
     const idle = () => running === 0
     const free = () => running < bound
+    const isExclusive = (call: CallState) => this.tools.get(call.name)?.exclusive ?? false
+    const start = (run: Effect.Effect<void> | undefined) => {
+      if (run === undefined) return
+      const fiber = Runtime.runFork(runtime)(run)
+      if (fiber.unsafePoll() === null) {
+        running++
+        fibers.push(fiber)
+        fiber.addObserver(settled)
+      }
+    }
     const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
       if (i === calls.length) return waitUntil(idle)
       const call = calls[i]!
-      const exclusive = this.tools.get(call.name)?.exclusive ?? false
-      const start = Effect.flatMap(this.prepare(t, call), (run): Effect.Effect<void, SessionStoreError> => {
-        if (run === undefined) return dispatch(i + 1)
-        // An exclusive call's result is committed before any later call starts.
-        if (exclusive) return run.pipe(Effect.flatMap(() => this.commitReady(t)), Effect.flatMap(() => dispatch(i + 1)))
-        const fiber = Runtime.runFork(runtime)(run)
-        if (fiber.unsafePoll() === null) {
-          running++
-          fibers.push(fiber)
-          fiber.addObserver(settled)
-        }
-        return dispatch(i + 1)
+      if (isExclusive(call)) {
+        // A barrier: the running calls finish first; its result is committed before any later
+        // call starts.
+        return waitUntil(idle).pipe(
+          Effect.flatMap(() => this.prepare(t, call)),
+          Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+          Effect.flatMap(() => this.commitReady(t)),
+          Effect.flatMap(() => dispatch(i + 1))
+        )
+      }
+      if (!free()) return Effect.flatMap(waitUntil(free), () => dispatch(i))
+      if (this.hasGuards) {
+        return Effect.flatMap(this.prepare(t, call), (run) => {
+          start(run)
+          return dispatch(i + 1)
+        })
+      }
+      // As many calls as there are free slots, up to the next exclusive one, in one append.
+      let end = i + 1
+      while (end < calls.length && end - i < bound - running && !isExclusive(calls[end]!)) end++
+      return Effect.flatMap(this.prepareGroup(t, calls.slice(i, end)), (runs) => {
+        for (const run of runs) start(run)
+        return dispatch(end)
       })
-      if (exclusive) return Effect.zipRight(waitUntil(idle), start)
-      return free() ? start : Effect.zipRight(waitUntil(free), start)
     }
     return Effect.onInterrupt(dispatch(0), () => Fiber.interruptAll(fibers))
+  }
+
+  /** The `tool/call` draft of a call (§8). */
+  private callDraft(t: TurnState, call: CallState): EventDraft {
+    return {
+      type: "tool/call",
+      data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+    }
+  }
+
+  /**
+   * Validates a call (§8): a known tool and arguments that are JSON and decode with its
+   * parameters `Schema`. Returns the decoded arguments, or the error result to record.
+   */
+  private validate(call: CallState): Validated {
+    const tool = this.tools.get(call.name)
+    if (tool === undefined) {
+      return {
+        ok: false,
+        code: "UNKNOWN_TOOL",
+        text: `Unknown tool "${call.name}". Available tools: ${[...this.tools.keys()].join(", ") || "none"}.`
+      }
+    }
+    let parsed: unknown
+    try {
+      parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
+    } catch (e) {
+      return { ok: false, code: "INVALID_ARGUMENTS", text: `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}` }
+    }
+    const decoded = decoderOf(tool)(parsed)
+    if (Either.isLeft(decoded)) {
+      const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+        .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ` : "") + i.message)
+        .join("; ")
+      return { ok: false, code: "INVALID_ARGUMENTS", text: `Invalid arguments for ${call.name}: ${issues}` }
+    }
+    return { ok: true, tool, args: decoded.right }
   }
 
   /**
    * Validates, guards and logs `tool/call` for one call, in model order (§8). Returns the
    * execution (execute + hooks) to run, or `undefined` when the call already has its error
-   * result (unknown tool, invalid arguments, denied, guard failure). Never fails but for the store.
+   * result (unknown tool, invalid arguments, denied, guard failure). Never fails but for the
+   * store. Without guards, see `prepareGroup`.
    */
   private prepare(t: TurnState, call: CallState): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> {
     return Effect.suspend(() => {
-      const tool = this.tools.get(call.name)
       const logCall = (after: () => void) =>
-        this.commit([{
-          type: "tool/call",
-          data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
-        }], () => {
+        this.commit([this.callDraft(t, call)], () => {
           call.callLogged = true
           call.phase = "running"
           after()
         })
       const failWith = (code: ToolErrorCode, text: string) =>
         Effect.as(logCall(() => this.fail(call, code, text)), undefined)
-      if (tool === undefined) {
-        return failWith("UNKNOWN_TOOL", `Unknown tool "${call.name}". Available tools: ${[...this.tools.keys()].join(", ") || "none"}.`)
-      }
-      let parsed: unknown
-      try {
-        parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
-      } catch (e) {
-        return failWith("INVALID_ARGUMENTS", `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}`)
-      }
-      const decoded = Schema.decodeUnknownEither(tool.parameters)(parsed, { errors: "all" })
-      if (Either.isLeft(decoded)) {
-        const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
-          .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ` : "") + i.message)
-          .join("; ")
-        return failWith("INVALID_ARGUMENTS", `Invalid arguments for ${call.name}: ${issues}`)
-      }
-      const args = decoded.right
-      const info: Tool.ToolCall = { callId: call.id, name: call.name, arguments: args, rawArguments: call.rawArguments, turn: t.turn, step: t.step }
+      const checked = this.validate(call)
+      if (!checked.ok) return failWith(checked.code, checked.text)
       const guards = this.options.guards ?? []
-      const guard = guards.length === 0 ? Effect.succeed(Tool.Guard.allow) : runGuards(guards, info)
-      return Effect.flatMap(Effect.exit(guard), (g) => {
+      if (guards.length === 0) return Effect.as(logCall(() => {}), this.execution(t, call, checked.tool, checked.args))
+      const info: Tool.ToolCall = {
+        callId: call.id,
+        name: call.name,
+        arguments: checked.args,
+        rawArguments: call.rawArguments,
+        turn: t.turn,
+        step: t.step
+      }
+      return Effect.flatMap(Effect.exit(runGuards(guards, info)), (g) => {
         if (Exit.isFailure(g)) {
           if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
           return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
         }
         if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
-        const ctx: Tool.ToolContext = {
-          callId: call.id,
-          turn: t.turn,
-          step: t.step,
-          agent: this.toolAgent,
-          makeMessage: (input) =>
-            UserMessage.make(
-              typeof input === "string"
-                ? { text: input, source: { kind: "tool", callId: call.id } }
-                : input.source === undefined
-                ? { ...input, source: { kind: "tool", callId: call.id } }
-                : input
-            ).pipe(Effect.provideService(IdGenerator, this.ids))
-        }
-        const executed = Effect.flatMap(Effect.exit(tool.execute(args, ctx)), (exit): Effect.Effect<Tool.HookResult> => {
-          if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
-          if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
-          return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
-        })
-        const hooks = this.options.hooks ?? []
-        const processed = hooks.length === 0 ? executed : Effect.flatMap(executed, (r) => runHooks(hooks, info, r))
-        const run = Effect.flatMap(Effect.exit(processed), (r) => {
-          if (Exit.isFailure(r)) {
-            if (Cause.isInterruptedOnly(r.cause)) return Effect.failCause(r.cause as Cause.Cause<never>)
-            this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(r.cause)}`)
-            return Effect.void
-          }
-          this.finish(call, r.value)
-          return Effect.void
-        })
-        return Effect.as(logCall(() => {}), run)
+        return Effect.as(logCall(() => {}), this.execution(t, call, checked.tool, checked.args))
       })
+    })
+  }
+
+  /**
+   * With no guards, validation is synchronous: a group of calls is validated and their
+   * `tool/call`s logged in one append, in model order (§8). Returns each call's execution, or
+   * `undefined` for a call that got its error result.
+   */
+  private prepareGroup(
+    t: TurnState,
+    calls: ReadonlyArray<CallState>
+  ): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionStoreError> {
+    return Effect.suspend(() => {
+      const drafts: Array<EventDraft> = []
+      const checks: Array<Validated> = []
+      for (const call of calls) {
+        drafts.push(this.callDraft(t, call))
+        checks.push(this.validate(call))
+      }
+      return this.commit(drafts, () => {
+        const runs: Array<Effect.Effect<void> | undefined> = []
+        for (let k = 0; k < calls.length; k++) {
+          const call = calls[k]!
+          const checked = checks[k]!
+          call.callLogged = true
+          call.phase = "running"
+          if (checked.ok) runs.push(this.execution(t, call, checked.tool, checked.args))
+          else {
+            this.fail(call, checked.code, checked.text)
+            runs.push(undefined)
+          }
+        }
+        return runs
+      })
+    })
+  }
+
+  /**
+   * A validated, allowed call's execution: `execute`, then the hooks; its result is recorded
+   * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
+   */
+  private execution(t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> {
+    const ctx: Tool.ToolContext = {
+      callId: call.id,
+      turn: t.turn,
+      step: t.step,
+      agent: this.toolAgent,
+      makeMessage: (input) =>
+        UserMessage.make(
+          typeof input === "string"
+            ? { text: input, source: { kind: "tool", callId: call.id } }
+            : input.source === undefined
+            ? { ...input, source: { kind: "tool", callId: call.id } }
+            : input
+        ).pipe(Effect.provideService(IdGenerator, this.ids))
+    }
+    const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
+      return Effect.void
+    }
+    const hooks = this.options.hooks ?? []
+    if (hooks.length === 0) {
+      return Effect.matchCauseEffect(Effect.suspend(() => tool.execute(args, ctx)), {
+        onSuccess: (output) => {
+          this.finish(call, { output, isError: false })
+          return Effect.void
+        },
+        onFailure: (cause) => {
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+          this.finish(call, { output: { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }, isError: true })
+          return Effect.void
+        }
+      })
+    }
+    const info: Tool.ToolCall = {
+      callId: call.id,
+      name: call.name,
+      arguments: args,
+      rawArguments: call.rawArguments,
+      turn: t.turn,
+      step: t.step
+    }
+    const executed = Effect.flatMap(Effect.exit(Effect.suspend(() => tool.execute(args, ctx))), (exit): Effect.Effect<Tool.HookResult> => {
+      if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
+      if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
+      return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
+    })
+    return Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(hooks, info, r)), {
+      onSuccess: (result) => {
+        this.finish(call, result)
+        return Effect.void
+      },
+      onFailure: failed
     })
   }
 

@@ -471,8 +471,8 @@ describe("Agent: tools (§8)", () => {
       yield* advance(100)
       expect(brief(agent.log.events()).slice(-12)).toEqual([
         "tool/call a steerer",
-        "splice next-step 0 +[from the tool] wake",
         "tool/call b slow",
+        "splice next-step 0 +[from the tool] wake",
         "tool/result a",
         "tool/result b",
         "step/end 1.1",

@@ -14,8 +14,56 @@ export class InvalidJson extends Error {
  * no cycles) and deep-freezes it in place. Returns the same value. Throws `InvalidJson`.
  */
 export const deepFreezeJson = (value: unknown, path: string): unknown => {
-  walk(value, path, new Set())
+  // The fast walk builds no paths and allocates nothing; only a value that fails it is walked
+  // again, with paths, to name the offending part.
+  if (!fastWalk(value)) walk(value, path, new Set())
   return value
+}
+
+/** The objects on the path from the root to the value being checked (cycle detection). */
+const ancestors: Array<object> = []
+
+/** Checks and freezes like `walk`, without paths; false when the value is not plain JSON. */
+const fastWalk = (value: unknown): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value)
+    case "object": {
+      if (value === null) return true
+      for (let i = 0; i < ancestors.length; i++) if (ancestors[i] === value) return false
+      let ok = true
+      if (Array.isArray(value)) {
+        ancestors.push(value)
+        for (let i = 0; i < value.length; i++) {
+          const item: unknown = value[i]
+          if (item === undefined || !fastWalk(item)) {
+            ok = false
+            break
+          }
+        }
+      } else {
+        const proto = Object.getPrototypeOf(value)
+        if (proto !== Object.prototype && proto !== null) return false
+        ancestors.push(value)
+        const keys = Object.keys(value)
+        for (let i = 0; i < keys.length; i++) {
+          const item = (value as Record<string, unknown>)[keys[i]!]
+          if (item !== undefined && !fastWalk(item)) {
+            ok = false
+            break
+          }
+        }
+      }
+      ancestors.pop()
+      if (ok) Object.freeze(value)
+      return ok
+    }
+    default:
+      return false
+  }
 }
 
 const walk = (value: unknown, path: string, seen: Set<object>): void => {
