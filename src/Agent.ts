@@ -1519,7 +1519,8 @@ class AgentImpl implements Agent {
       }
     }
     const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
-      if (i === calls.length) return waitUntil(idle)
+      // Once none runs, every result is done: the last commit takes them all.
+      if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => this.commitReady(t))
       const call = calls[i]!
       if (isExclusive(call)) {
         // A barrier: the running calls finish first; its result is committed before any later

@@ -486,6 +486,46 @@ describe("Agent: tools (§8)", () => {
       yield* checkLog(agent)
     }).pipe(Effect.provide(layer(model)))
   })
+  it.scoped("a batch of instant calls where one steers: every result is committed, in call order, before the steer enters", () => {
+    const calls = ["c0", "c1", "c2", "c3"].map((id, k) => ({ id, name: k === 1 ? "steerer" : "instant", arguments: {} }))
+    const model = Model.scripted([{ toolCalls: calls }, { text: "done" }])
+    const steerer = Tool.make({
+      name: "steerer",
+      description: "steers",
+      parameters: Schema.Struct({}),
+      execute: (_, c) => Effect.as(Effect.orDie(c.agent.steer("steer")), { content: "steered" })
+    })
+    const instant = Tool.make({
+      name: "instant",
+      description: "answers at once",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: "ok" })
+    })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [steerer, instant] })
+      yield* agent.followup("go")
+      yield* advance(10)
+      const kept = brief(agent.log.events()).filter((e) => /^(tool\/result|user|assistant|step|turn\/end)/.test(e))
+      expect(kept).toEqual([
+        "step/start 1.1",
+        "user go",
+        "assistant instant({}) steerer({}) instant({}) instant({})",
+        "tool/result c0",
+        "tool/result c1",
+        "tool/result c2",
+        "tool/result c3",
+        "step/end 1.1",
+        "step/start 1.2",
+        "user steer",
+        "assistant done",
+        "step/end 1.2",
+        "turn/end 1 completed"
+      ])
+      const request = model.requests[1]!.messages.map((m) => text(m))
+      expect(request.slice(-5)).toEqual(["result:ok", "result:steered", "result:ok", "result:ok", "steer"])
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
 })
 
 describe("Agent: pre-step waterfall (§7)", () => {

@@ -10,11 +10,52 @@ import * as PreStep from "../../src/PreStep.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
 
+/**
+ * The memory store without its synchronous append, and with group-committed appends: each
+ * append returns at the next "flush" (a macrotask), together with every append made before it,
+ * as a JSONL append waits for its fsync round with `fsync: "batch"`. Every critical section of
+ * the agent then takes the lock path.
+ */
+export const layerMemoryLocked: Layer.Layer<SessionStore.SessionStore> = Layer.effect(
+  SessionStore.SessionStore,
+  Effect.map(SessionStore.makeMemory, (store) => {
+    let round: Array<() => void> | undefined = undefined
+    const flushed = Effect.async<void>((resume) => {
+      if (round === undefined) {
+        const waiters: Array<() => void> = []
+        round = waiters
+        setImmediate(() => {
+          round = undefined
+          for (const wake of waiters) wake()
+        })
+      }
+      round.push(() => resume(Effect.void))
+    })
+    const waiting = (log: SessionStore.SessionLog): SessionStore.SessionLog => ({
+      ...log,
+      append: (drafts) => Effect.tap(log.append(drafts), () => flushed),
+      appendSync: undefined
+    })
+    return {
+      ...store,
+      create: (options) => Effect.map(store.create(options), waiting),
+      open: (id) => Effect.map(store.open(id), waiting)
+    }
+  })
+)
+
+/**
+ * The store of agent tests: the memory store; with `AGENT_STORE_MODE=locked` (set by
+ * `AgentLocked.test.ts`), the same store without its synchronous append.
+ */
+export const storeLayer = (): Layer.Layer<SessionStore.SessionStore> =>
+  process.env.AGENT_STORE_MODE === "locked" ? layerMemoryLocked : SessionStore.layerMemory
+
 /** Layers for an agent test: memory store, seeded ids, the given model and pre-step. */
 export const layer = (
   model: Model.ModelService,
   preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([])
-) => Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(42), Model.layer(model), preStep)
+) => Layer.mergeAll(storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), preStep)
 
 /** A compact view of a log: `type` plus the fields that identify the event. */
 export const brief = (events: ReadonlyArray<SessionEvent>): Array<string> =>
@@ -66,8 +107,19 @@ export const text = (m: Message): string =>
       : ""
   ).join(" ")
 
-/** Lets forked fibers run to their next suspension (no time passes). */
-export const settle = Effect.repeatN(Effect.yieldNow(), 50)
+/**
+ * Lets forked fibers run to their next suspension (no time passes). In locked mode appends also
+ * wait for a flush (a macrotask), so settling lets the event loop turn as well.
+ */
+export const settle: Effect.Effect<void> = process.env.AGENT_STORE_MODE === "locked"
+  ? Effect.repeatN(
+    Effect.zipRight(
+      Effect.repeatN(Effect.yieldNow(), 20),
+      Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+    ),
+    30
+  )
+  : Effect.repeatN(Effect.yieldNow(), 50)
 
 export { Agent }
 
