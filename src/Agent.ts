@@ -28,7 +28,7 @@ import {
   Runtime,
   Schedule,
   Schema,
-  type Scope,
+  Scope,
   Stream
 } from "effect"
 import * as Delivery from "./Delivery.js"
@@ -892,6 +892,11 @@ class AgentImpl implements Agent {
           : Effect.flatMap(Effect.fiberId, (self) =>
             Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber)))
     )
+  }
+
+  /** Disposes the agent when its scope closes; a store failure is logged. */
+  get finalize(): Effect.Effect<void> {
+    return Effect.catchAllCause(Effect.orDie(this.dispose), Effect.logError)
   }
 
   get dispose(): Effect.Effect<void, SessionStoreError> {
@@ -2013,7 +2018,10 @@ export const make = (
     const sessionId = options.sessionId ?? (yield* ids.next)
     const log = yield* store.create({ id: sessionId, cwd: options.cwd })
     const agent = new AgentImpl(log, model, preStep, ids, options)
-    yield* Effect.addFinalizer(() => Effect.orDie(agent.dispose).pipe(Effect.catchAllCause(Effect.logError)))
+    // The scope's own finalizer API: `Effect.addFinalizer` also keeps the FiberRefs of this
+    // fiber for the finalizer, which doubles what an idle agent holds (§5.4).
+    const scope = yield* Effect.scope
+    yield* Scope.addFinalizerExit(scope, () => agent.finalize)
     return agent as Agent
   })
 
