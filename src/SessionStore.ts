@@ -15,14 +15,12 @@ import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import {
   Context,
-  Deferred,
   Effect,
   Either,
   ExecutionStrategy,
   Exit,
   Layer,
   Option,
-  Queue,
   Schema,
   Scope
 } from "effect"
@@ -318,8 +316,9 @@ export interface JsonlOptions {
 /**
  * How the JSONL store writes appended lines: a synchronous `write(2)` on the open file's
  * descriptor (durable as DESIGN.md §3.3 defines it once it returns; one system call, no thread
- * pool round trip) and a synchronous truncate that undoes a failed write. Opening, reading,
- * cutting torn tails and fsync go through @effect/platform's `FileSystem`.
+ * pool round trip), a synchronous truncate that undoes a failed write, and `fdatasync(2)` for
+ * `fsync: "batch"` (in the thread pool; one per group-commit round). Opening, reading and
+ * cutting torn tails go through @effect/platform's `FileSystem`.
  *
  * @internal
  */
@@ -328,16 +327,33 @@ export interface JsonlIo {
   readonly write: (fd: number, bytes: Uint8Array, offset: number, length: number) => number
   /** Cuts the file to `size` bytes. Throws on failure. */
   readonly truncate: (fd: number, size: number) => void
+  /** Flushes the file's data to the device; calls `done` with the error, or null. */
+  readonly datasync: (fd: number, done: (error: Error | null) => void) => void
 }
 
 const nodeIo: JsonlIo = {
   write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
-  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size)
+  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
+  datasync: (fd, done) => NodeFs.fdatasync(fd, done)
 }
+
+/** `fdatasync` through the `io` seam as an effect. */
+const datasync = (io: JsonlIo, file: FileSystem.File): Effect.Effect<void, Error> =>
+  Effect.async<void, Error>((resume) => {
+    io.datasync(file.fd as unknown as number, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
+  })
 
 const encoder = new TextEncoder()
 
-type SyncWaiter = Deferred.Deferred<void, SessionStoreError>
+/**
+ * `fsync: "batch"`: an append waiting for its group-commit round: its events and their lines,
+ * and `done`, called with the round's error, if any.
+ */
+interface Pending {
+  readonly committed: ReadonlyArray<SessionEvent>
+  readonly text: string
+  readonly done: (error: SessionStoreError | undefined) => void
+}
 
 /**
  * The mutable state of one open JSONL log. An append (seq, time, write, commit) is one
@@ -355,8 +371,16 @@ interface JsonlLog {
   pendingNewline: boolean
   /** Set when the log can no longer be appended to (closed, or a failed fsync or repair). */
   broken: SessionStoreError | undefined
-  /** `fsync: "batch"`: waiters of the next fsync, each offered after its write returned. */
-  readonly syncQueue: Queue.Queue<SyncWaiter> | undefined
+  /** `fsync: "batch"`: appends waiting for the next round (their lines not written yet). */
+  waiting: Array<Pending> | undefined
+  /** `fsync: "batch"`: the `seq` of the next append (counts the waiting appends' events). */
+  nextSeq: number
+  /** `fsync: "batch"`: an fdatasync round is running. */
+  syncing: boolean
+  /** `fsync: "batch"`: a round will start on the next turn of the event loop. */
+  roundDue: boolean
+  /** Called once the running round has ended (closing waits for it). */
+  onRoundEnd: (() => void) | undefined
 }
 
 /** Writes every byte through the `io` seam (one `write(2)` in the normal case). Throws on failure. */
@@ -381,21 +405,43 @@ const writeDrafts = (
   time: number
 ): ReadonlyArray<SessionEvent> | SessionStoreError => {
   if (log.broken !== undefined) return log.broken
-  let committed: Array<SessionEvent>
-  let text: string
+  const encoded = encodeDrafts(log, drafts, log.events.length, time)
+  if (encoded instanceof SessionStoreError) return encoded
+  const failed = writeText(log, encoded.text)
+  if (failed !== undefined) return failed
+  const events = log.events
+  const committed = encoded.committed
+  for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
+  return committed
+}
+
+/** The committed events of `drafts` (from `seq`) and their lines, or the error when not JSON. */
+const encodeDrafts = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>,
+  seq: number,
+  time: number
+): { readonly committed: ReadonlyArray<SessionEvent>; readonly text: string } | SessionStoreError => {
   try {
-    committed = commitDrafts(drafts, log.events.length, time)
-    text = encodeEvents(committed)
+    const committed = commitDrafts(drafts, seq, time)
+    return { committed, text: encodeEvents(committed) }
   } catch (cause) {
     return storeError(`cannot append to session "${log.id}": an event is not JSON`, log.id, cause)
   }
+}
+
+/**
+ * Writes lines at the end of the file (one `write(2)` in the normal case). On failure the part
+ * that reached the file is cut off (if that fails too, the log is broken) and the error is
+ * returned; on success the file size is updated.
+ */
+const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined => {
   const bytes = encoder.encode(log.pendingNewline ? "\n" + text : text)
-  const fd = log.file.fd as unknown as number
   try {
     writeAllSync(log.io, log.file, bytes)
   } catch (error) {
     try {
-      log.io.truncate(fd, log.size)
+      log.io.truncate(log.file.fd as unknown as number, log.size)
     } catch (truncateError) {
       log.broken = storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
     }
@@ -403,37 +449,95 @@ const writeDrafts = (
   }
   log.size += bytes.length
   log.pendingNewline = false
-  const events = log.events
-  for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
-  return committed
+  return undefined
 }
 
-const awaitSync = (
-  queue: Queue.Queue<SyncWaiter>,
-  committed: ReadonlyArray<SessionEvent>
+/**
+ * `fsync: "batch"` (group commit, DESIGN.md §3.3): the append's events get their `seq` now and
+ * wait for the next round, which writes the lines of every waiting append in one `write(2)`,
+ * then runs one `fdatasync`; the append returns when that is done. A round starts on the event
+ * loop's next turn (`setImmediate`, not a timer), so that every append made in this turn
+ * (fibers resumed by the last round, other appenders) shares it; appends made while a round's
+ * fdatasync runs wait for the next one.
+ */
+const appendBatched = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>
 ): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
-  Effect.flatMap(Deferred.make<void, SessionStoreError>(), (waiter) =>
-    Effect.zipRight(Queue.offer(queue, waiter), Effect.as(Deferred.await(waiter), committed)))
-
-/** Group commit: take every waiter queued so far, fsync once, complete them all. */
-const flusher = (log: JsonlLog, queue: Queue.Queue<SyncWaiter>): Effect.Effect<never> => {
-  const sync: Effect.Effect<void, SessionStoreError> = Effect.mapError(
-    log.file.sync,
-    (error) => storeError(`cannot fsync session "${log.id}"`, log.id, error)
-  )
-  const complete = (waiters: ReadonlyArray<SyncWaiter>, exit: Exit.Exit<void, SessionStoreError>) =>
-    Effect.sync(() => {
-      if (Exit.isFailure(exit) && log.broken === undefined) {
-        log.broken = storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
-      }
-      for (const waiter of waiters) Deferred.unsafeDone(waiter, exit)
+  Effect.clockWith((clock) =>
+    Effect.async<ReadonlyArray<SessionEvent>, SessionStoreError>((resume) => {
+      if (log.broken !== undefined) return resume(Effect.fail(log.broken))
+      const encoded = encodeDrafts(log, drafts, log.nextSeq, clock.unsafeCurrentTimeMillis())
+      if (encoded instanceof SessionStoreError) return resume(Effect.fail(encoded))
+      const committed = encoded.committed
+      log.nextSeq += committed.length
+      log.waiting!.push({
+        committed,
+        text: encoded.text,
+        done: (error) => resume(error === undefined ? Effect.succeed(committed) : Effect.fail(error))
+      })
+      scheduleRound(log)
     })
-  const round = Effect.flatMap(Queue.take(queue), (first) =>
-    Effect.flatMap(Queue.takeAll(queue), (rest) => {
-      const waiters = [first, ...rest]
-      return Effect.flatMap(Effect.exit(sync), (exit) => complete(waiters, exit))
-    }))
-  return Effect.forever(round)
+  )
+
+/** Starts a round on the next turn of the event loop unless one runs or is due. */
+const scheduleRound = (log: JsonlLog): void => {
+  if (log.syncing || log.roundDue) return
+  log.roundDue = true
+  setImmediate(() => {
+    log.roundDue = false
+    if (!log.syncing && log.waiting !== undefined && log.waiting.length > 0) startRound(log)
+  })
+}
+
+/**
+ * One group-commit round: the lines of every waiting append in one write, then one
+ * fdatasync, then each append's outcome; then the next round if appends wait. A failed write
+ * fails the round's appends and leaves the log as it was (their `seq`s are given again); a
+ * failed fdatasync breaks the log (its events were written; their durability is unknown).
+ */
+const startRound = (log: JsonlLog): void => {
+  const round = log.waiting!
+  log.waiting = []
+  let text = ""
+  for (let i = 0; i < round.length; i++) text += round[i]!.text
+  const writeFailure = log.broken ?? writeText(log, text)
+  if (writeFailure !== undefined) {
+    log.nextSeq = log.events.length
+    for (let i = 0; i < round.length; i++) round[i]!.done(writeFailure)
+    return
+  }
+  const events = log.events
+  for (let i = 0; i < round.length; i++) {
+    const committed = round[i]!.committed
+    for (let j = 0; j < committed.length; j++) events.push(committed[j]!)
+  }
+  log.syncing = true
+  log.io.datasync(log.file.fd as unknown as number, (error) => {
+    log.syncing = false
+    let failure: SessionStoreError | undefined = undefined
+    if (error !== null) {
+      failure = storeError(`cannot fsync session "${log.id}"`, log.id, error)
+      if (log.broken === undefined) log.broken = storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
+    }
+    for (let i = 0; i < round.length; i++) round[i]!.done(failure)
+    if (log.waiting!.length > 0) {
+      // Appended while this round ran: the next round, unless the log broke or is closing
+      // (closing fails them itself).
+      if (log.broken === undefined) return scheduleRound(log)
+      if (log.onRoundEnd === undefined) {
+        const rest = log.waiting!
+        log.waiting = []
+        log.nextSeq = log.events.length
+        for (let i = 0; i < rest.length; i++) rest[i]!.done(log.broken)
+      }
+    }
+    const ended = log.onRoundEnd
+    if (ended !== undefined) {
+      log.onRoundEnd = undefined
+      ended()
+    }
+  })
 }
 
 const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
@@ -442,24 +546,25 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
       const result = writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())
       return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
     })
-  const queue = log.syncQueue
-  const append: SessionLog["append"] = queue === undefined
+  const batch = log.waiting !== undefined
+  const append: SessionLog["append"] = !batch
     ? (drafts) => drafts.length === 0 ? EMPTY : lockedWrite(drafts)
-    : (drafts) => drafts.length === 0 ? EMPTY : Effect.flatMap(lockedWrite(drafts), (committed) => awaitSync(queue, committed))
+    : (drafts) => drafts.length === 0 ? EMPTY : appendBatched(log, drafts)
   return {
     id: log.id,
     header,
     path: log.path,
     append,
-    ...(queue === undefined ? { appendSync: (drafts, time) => writeDrafts(log, drafts, time) } : {}),
+    ...(!batch ? { appendSync: (drafts, time) => writeDrafts(log, drafts, time) } : {}),
     events: () => log.events
   } satisfies SessionLog
 }
 
 /**
  * Builds a JSONL store in `options.directory` (DESIGN.md §3). Open logs keep their file
- * handle (opened with flag `"a"`) until the scope closes; with `fsync: "batch"` each open log
- * has a flusher fiber in that scope.
+ * handle (opened with flag `"a"`) until the scope closes; with `fsync: "batch"` appends are
+ * group-committed: one `fdatasync` per round for every append whose write returned before the
+ * round began (no fiber: rounds chain from the fdatasync callbacks).
  *
  * @since 0.1.0
  * @category constructors
@@ -496,27 +601,29 @@ export const makeJsonl = (
         size,
         pendingNewline,
         broken: undefined,
-        syncQueue: batch ? yield* Queue.unbounded<SyncWaiter>() : undefined
+        waiting: batch ? [] : undefined,
+        nextSeq: events.length,
+        syncing: false,
+        roundDue: false,
+        onRoundEnd: undefined
       }
-      // Finalizers run in reverse: flusher interrupted, waiters failed, log closed, file closed.
+      // Runs before the file closes: the log is closed to appends; a running fdatasync round
+      // ends first (its appends get its outcome); appends still waiting (not written) fail.
       yield* Scope.addFinalizer(
         scope,
-        Effect.sync(() => {
+        Effect.async<void>((resume) => {
           log.broken = storeError(`session "${log.id}" is closed`, log.id)
+          const finish = () => {
+            const rest = log.waiting ?? []
+            log.waiting = batch ? [] : undefined
+            const closed = storeError(`session "${log.id}" was closed before its fsync`, log.id)
+            for (const waiting of rest) waiting.done(closed)
+            resume(Effect.void)
+          }
+          if (log.syncing) log.onRoundEnd = finish
+          else finish()
         })
       )
-      const queue = log.syncQueue
-      if (queue !== undefined) {
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.flatMap(Queue.takeAll(queue), (waiters) =>
-            Effect.sync(() => {
-              const closed = Exit.fail(storeError(`session "${log.id}" was closed before its fsync`, log.id))
-              for (const waiter of waiters) Deferred.unsafeDone(waiter, closed)
-            }))
-        )
-        yield* Effect.forkIn(flusher(log, queue), scope)
-      }
       const sessionLog = makeSessionLog(log, header)
       openLogs.set(header.id, sessionLog)
       return sessionLog
@@ -547,7 +654,7 @@ export const makeJsonl = (
       const [scope, file] = yield* openFile(id, path, "ax")
       const bytes = encoder.encode(encodeHeader(header))
       const writeHeader = Effect.try({ try: () => writeAllSync(io, file, bytes), catch: (error) => error })
-      yield* (batch ? Effect.zipRight(writeHeader, file.sync) : writeHeader).pipe(
+      yield* (batch ? Effect.zipRight(writeHeader, datasync(io, file)) : writeHeader).pipe(
         Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
         Effect.onError(() => Effect.zipRight(Scope.close(scope, Exit.void), Effect.ignore(fs.remove(path))))
       )
@@ -571,7 +678,7 @@ export const makeJsonl = (
       const [scope, file] = yield* openFile(id, path, "a")
       if (contents.tornTail === true) {
         // DESIGN.md §3.1: cut the torn tail before anything can be appended.
-        yield* (batch ? Effect.zipRight(file.truncate(size), file.sync) : file.truncate(size)).pipe(
+        yield* (batch ? Effect.zipRight(file.truncate(size), datasync(io, file)) : file.truncate(size)).pipe(
           Effect.mapError((error) => storeError(`cannot cut the torn tail of ${path}`, id, error)),
           Effect.onError(() => Scope.close(scope, Exit.void))
         )

@@ -3,7 +3,7 @@ import { FileSystem } from "@effect/platform"
 import { SystemError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
 import * as IdGenerator from "../src/IdGenerator.js"
 import type { MessageId, UserMessage } from "../src/Message.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
@@ -43,7 +43,8 @@ const withJsonl = <A, E>(
 /** The store's real write seam, wrapped: `write` may be replaced per call. */
 const realIo: SessionStore.JsonlIo = {
   write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
-  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size)
+  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
+  datasync: (fd, done) => NodeFs.fdatasync(fd, done)
 }
 
 /** Runs `effect` against a second, independent JSONL store on the same directory. */
@@ -341,7 +342,7 @@ describe("SessionStore.layerJsonl", () => {
   it.effect("fsync batch: every append waits for an fsync that started after its write", () =>
     Effect.gen(function*() {
       let syncs = 0
-      const fs = wrappedFs((file) => ({ sync: Effect.suspend(() => (syncs++, file.sync)) }))
+      const io: SessionStore.JsonlIo = { ...realIo, datasync: (fd, done) => (syncs++, realIo.datasync(fd, done)) }
       yield* withJsonl((dir) =>
         Effect.gen(function*() {
           const log = yield* (yield* store).create({ id: "b" })
@@ -351,33 +352,32 @@ describe("SessionStore.layerJsonl", () => {
           yield* log.append([{ type: "step/start", data: { turn: 1, step: 1 } }])
           expect(syncs).toBe(3)
           expect(seqs((yield* SessionStore.readFile(`${dir}/b.jsonl`)).events)).toEqual([0, 1])
-        }), { fsync: "batch", fs })
+        }), { fsync: "batch", io })
     }))
 
-  it.effect("fsync batch: appends whose writes complete during an fsync share the next one", () =>
+  it.effect("fsync batch: appends made during a round's fdatasync share the next round: one write, one fdatasync", () =>
     Effect.gen(function*() {
       let armed = false
       let syncs = 0
       let writes = 0
       const firstSyncStarted = yield* Deferred.make<void>()
-      const gate = yield* Deferred.make<void>()
-      const allWritten = yield* Deferred.make<void>()
-      const fs = wrappedFs((file) => ({
-        sync: Effect.suspend(() => {
-          if (!armed) return file.sync
-          syncs++
-          return Effect.zipRight(
-            Effect.zipRight(Deferred.succeed(firstSyncStarted, undefined), Deferred.await(gate)),
-            file.sync
-          )
-        })
-      }))
+      let held: (() => void) | undefined = undefined
       const io: SessionStore.JsonlIo = {
         ...realIo,
+        datasync: (fd, done) => {
+          if (!armed) return realIo.datasync(fd, done)
+          syncs++
+          if (syncs === 1) {
+            // The first round's fdatasync is held until the test releases it.
+            held = () => realIo.datasync(fd, done)
+            Deferred.unsafeDone(firstSyncStarted, Exit.void)
+            return
+          }
+          realIo.datasync(fd, done)
+        },
         write: (fd, bytes, offset, length) => {
-          const n = realIo.write(fd, bytes, offset, length)
-          if (armed && ++writes === 50) Deferred.unsafeDone(allWritten, Exit.void)
-          return n
+          if (armed) writes++
+          return realIo.write(fd, bytes, offset, length)
         }
       }
       yield* withJsonl((dir) =>
@@ -386,32 +386,103 @@ describe("SessionStore.layerJsonl", () => {
           armed = true
           const first = yield* Effect.fork(log.append([{ type: "x/n", data: { i: 0 } }]))
           yield* Deferred.await(firstSyncStarted)
+          expect(writes).toBe(1)
           const rest = yield* Effect.fork(Effect.forEach(
             Array.from({ length: 49 }, (_, i) => i + 1),
             (i) => log.append([{ type: "x/n", data: { i } }]),
             { concurrency: "unbounded" }
           ))
-          yield* Deferred.await(allWritten)
           yield* Effect.repeatN(Effect.yieldNow(), 20)
-          // Nothing is durable yet: the first fsync is held.
+          // Nothing is durable yet: the first fdatasync is held, the 49 are not even written.
           expect(first.unsafePoll()).toBe(null)
-          yield* Deferred.succeed(gate, undefined)
+          expect(writes).toBe(1)
+          expect(seqs(log.events())).toEqual([0])
+          held!()
           const [firstEvent] = yield* Fiber.join(first)
           const others = yield* Fiber.join(rest)
           expect(firstEvent!.seq).toBe(0)
-          expect(others.map(([e]) => e!.seq).sort((a, b) => a - b)).toEqual(Array.from({ length: 49 }, (_, i) => i + 1))
-          expect(writes).toBe(50)
+          expect(others.map(([e]) => e!.seq)).toEqual(Array.from({ length: 49 }, (_, i) => i + 1))
+          expect(writes).toBe(2)
           expect(syncs).toBe(2)
           expect((yield* SessionStore.readFile(`${dir}/g.jsonl`)).events).toEqual(log.events())
-        }), { fsync: "batch", fs, io })
+        }), { fsync: "batch", io })
     }))
+
+  it.effect("fsync batch: a failed write fails the round's appends and the log goes on", () =>
+    Effect.gen(function*() {
+      let failWrite = false
+      const io: SessionStore.JsonlIo = {
+        ...realIo,
+        write: (fd, bytes, offset, length) => {
+          if (failWrite) {
+            realIo.write(fd, bytes, offset, Math.min(length, 7)) // a torn part reaches the file
+            throw new Error("no space left on device (test)")
+          }
+          return realIo.write(fd, bytes, offset, length)
+        }
+      }
+      yield* withJsonl((dir) =>
+        Effect.gen(function*() {
+          const log = yield* (yield* store).create({ id: "w" })
+          yield* log.append([turnStart(1)])
+          failWrite = true
+          const failed = yield* Effect.flip(Effect.all([log.append([turnStart(2)]), log.append([turnStart(3)])], { concurrency: "unbounded" }))
+          expect(failed).toMatchObject({ _tag: "SessionStoreError", sessionId: "w" })
+          failWrite = false
+          const [next] = yield* log.append([turnStart(4)])
+          expect(next!.seq).toBe(1)
+          expect(seqs(log.events())).toEqual([0, 1])
+          expect((yield* SessionStore.readFile(`${dir}/w.jsonl`)).events).toEqual(log.events())
+        }), { fsync: "batch", io })
+    }))
+
+  it.scoped("fsync batch: closing the store fails the appends still waiting; nothing of theirs is written", () =>
+    Effect.gen(function*() {
+      let held: (() => void) | undefined = undefined
+      const started = yield* Deferred.make<void>()
+      let armed = false
+      const io: SessionStore.JsonlIo = {
+        ...realIo,
+        datasync: (fd, done) => {
+          if (!armed) return realIo.datasync(fd, done)
+          armed = false
+          held = () => realIo.datasync(fd, done)
+          Deferred.unsafeDone(started, Exit.void)
+        }
+      }
+      const dir = yield* tmpDir
+      let second: Fiber.RuntimeFiber<unknown, unknown> | undefined = undefined
+      const program = Effect.scoped(Effect.gen(function*() {
+        const log = yield* (yield* store).create({ id: "c" })
+        armed = true
+        const first = yield* Effect.fork(log.append([turnStart(1)]))
+        yield* Deferred.await(started)
+        second = yield* Effect.fork(log.append([turnStart(2)]))
+        yield* Effect.repeatN(Effect.yieldNow(), 10)
+        return first
+      })).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: "batch", io })))
+      const main = yield* Effect.fork(program)
+      yield* Deferred.await(started)
+      yield* Effect.repeatN(Effect.yieldNow(), 50)
+      // The store is closing and waits for the running round.
+      expect(main.unsafePoll()).toBe(null)
+      held!()
+      const first = yield* Fiber.join(main)
+      expect(Exit.isSuccess(yield* Fiber.await(first))).toBe(true)
+      const secondExit = yield* Fiber.await(second!)
+      expect(Exit.isFailure(secondExit) && Cause.squash(secondExit.cause)).toMatchObject({
+        message: "session \"c\" was closed before its fsync"
+      })
+      expect(seqs((yield* SessionStore.readFile(`${dir}/c.jsonl`)).events)).toEqual([0])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.effect("fsync batch: a failed fsync fails the waiting append and breaks the log", () =>
     Effect.gen(function*() {
       let failSync = false
-      const fs = wrappedFs((file) => ({
-        sync: Effect.suspend(() => failSync ? Effect.fail(diskFull) : file.sync)
-      }))
+      const io: SessionStore.JsonlIo = {
+        ...realIo,
+        datasync: (fd, done) => (failSync ? done(new Error("no space left on device (test)")) : realIo.datasync(fd, done))
+      }
       yield* withJsonl(() =>
         Effect.gen(function*() {
           const log = yield* (yield* store).create({ id: "x" })
@@ -422,7 +493,7 @@ describe("SessionStore.layerJsonl", () => {
           const later = yield* Effect.flip(log.append([turnStart(2)]))
           expect(later.message).toBe("session \"x\" is broken: an fsync failed")
           expect(seqs(log.events())).toEqual([0])
-        }), { fsync: "batch", fs })
+        }), { fsync: "batch", io })
     }))
 })
 
