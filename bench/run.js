@@ -81,7 +81,9 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
   if (!wanted(workload)) continue
   const w = WORKLOADS[workload]
   const prompts = scale(w.prompts)
-  const warmup = prompts // a whole run: our side needs ~1,000 turns before the JIT settles
+  // Five runs' worth of prompts, the same for both sides: our side's JIT settles only after a few
+  // thousand model steps (per-unit cost of the early runs is 2–3× the steady state's).
+  const warmup = prompts * 5
   process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after a warm-up run)\n`)
   for (const store of ["memory", "jsonl"]) {
     const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, runs: RUNS }
