@@ -23,6 +23,7 @@ const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
 const wanted = (name) => only === undefined || only.includes(name)
 
 const RUNS = quick ? 2 : 5
+const WARMUP_RUNS = quick ? 1 : 5
 const scale = (n) => (quick ? Math.max(10, Math.round(n / 10)) : n)
 const REPLAY_EVENTS = quick ? 100_000 : 1_000_000
 
@@ -81,12 +82,12 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
   if (!wanted(workload)) continue
   const w = WORKLOADS[workload]
   const prompts = scale(w.prompts)
-  // Five runs' worth of prompts, the same for both sides: our side's JIT settles only after a few
-  // thousand model steps (per-unit cost of the early runs is 2–3× the steady state's).
-  const warmup = prompts * 5
-  process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after a warm-up run)\n`)
+  const warmup = prompts
+  process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after ${WARMUP_RUNS} warm-up runs)\n`)
   for (const store of ["memory", "jsonl"]) {
-    const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, runs: RUNS }
+    // Warm-up: WARMUP_RUNS whole runs (fresh agents), the same for both sides: our side's JIT
+    // settles only after a few thousand model steps (early runs cost 2–3× the steady state).
+    const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, warmupRuns: WARMUP_RUNS, runs: RUNS }
     const ours = job(`ours ${store}`, { ...spec, side: "ours" })
     const pi = job(`pi   ${store}`, { ...spec, side: "pi" })
     let extra = {}

@@ -13,7 +13,9 @@ const run = async () => {
     case "prompts": {
       const side = await sides[job.side]()
       const spec = { workload: job.workload, store: job.store, fsync: job.fsync }
-      if (job.warmup > 0) await side.runPrompts({ ...spec, prompts: job.warmup })
+      for (let i = 0; i < (job.warmupRuns ?? 1); i++) {
+        if (job.warmup > 0) await side.runPrompts({ ...spec, prompts: job.warmup })
+      }
       const samples = []
       for (let i = 0; i < job.runs; i++) samples.push(await side.runPrompts({ ...spec, prompts: job.prompts }))
       return { samples }

@@ -4,9 +4,12 @@
  *
  * An idle agent is a plain record: the driver fiber, the events hub and the outcome waiters are
  * created on first use and released when the run ends (§5.4). Every inbox mutation is one
- * critical section under the agent's lock: validate → durable splice → state → notifications
- * (§4). The driver's decisions that read the inbox (claim, the continuation rule of §6.3 and the
- * next-turn rule of §6.5) take the same lock, atomically with the append they decide on.
+ * critical section: validate → durable splice → state → notifications (§4). The driver's
+ * decisions that read the inbox (claim, the continuation rule of §6.3 and the next-turn rule of
+ * §6.5) are critical sections too, atomic with the append they decide on. When the log appends
+ * synchronously (`SessionLog.appendSync`) a section is one synchronous step (nothing can
+ * interleave, no lock); otherwise it runs under the agent's lock. The per-step path is written
+ * as plain effect chains with no generator, `Deferred` or `Effect.fork` (STYLE.md "Hot path").
  * Cancellation is fiber interruption; the interrupted turn is closed durably by the driver
  * itself before the agent goes idle (§9).
  *
