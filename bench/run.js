@@ -23,7 +23,7 @@ const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
 const wanted = (name) => only === undefined || only.includes(name)
 
 const RUNS = quick ? 2 : 5
-const WARMUP_RUNS = quick ? 1 : 5
+const WARMUP_RUNS = quick ? 1 : 10
 const scale = (n) => (quick ? Math.max(10, Math.round(n / 10)) : n)
 const REPLAY_EVENTS = quick ? 100_000 : 1_000_000
 

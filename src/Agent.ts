@@ -335,6 +335,27 @@ const decoderOf = (tool: Tool.Tool<any>) => {
   return decode
 }
 
+/** A tool call's context (§8): a class, so that a call allocates one object, not closures. */
+class CallContext implements Tool.ToolContext {
+  constructor(
+    readonly callId: string,
+    readonly turn: number,
+    readonly step: number,
+    readonly agent: Tool.ToolAgent,
+    private readonly ids: IdGeneratorService
+  ) {}
+  get makeMessage(): Tool.ToolContext["makeMessage"] {
+    return (input) =>
+      UserMessage.make(
+        typeof input === "string"
+          ? { text: input, source: { kind: "tool", callId: this.callId } }
+          : input.source === undefined
+          ? { ...input, source: { kind: "tool", callId: this.callId } }
+          : input
+      ).pipe(Effect.provideService(IdGenerator, this.ids))
+  }
+}
+
 /** What a critical section appends, and the state update to apply once it is durable. */
 interface Section<R> {
   readonly drafts: ReadonlyArray<EventDraft>
@@ -342,6 +363,9 @@ interface Section<R> {
 }
 
 const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
+
+/** Raw tool arguments that decode as `{}`. */
+const BLANK = /^\s*$/
 
 const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
 const NO_TOOLS: ReadonlyMap<string, Tool.Tool<any>> = new Map()
@@ -1581,7 +1605,7 @@ class AgentImpl implements Agent {
     }
     let parsed: unknown
     try {
-      parsed = call.rawArguments.trim() === "" ? {} : JSON.parse(call.rawArguments)
+      parsed = BLANK.test(call.rawArguments) ? {} : JSON.parse(call.rawArguments)
     } catch (e) {
       return { ok: false, code: "INVALID_ARGUMENTS", text: `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}` }
     }
@@ -1673,20 +1697,7 @@ class AgentImpl implements Agent {
    * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
    */
   private execution(t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> {
-    const ctx: Tool.ToolContext = {
-      callId: call.id,
-      turn: t.turn,
-      step: t.step,
-      agent: this.toolAgent,
-      makeMessage: (input) =>
-        UserMessage.make(
-          typeof input === "string"
-            ? { text: input, source: { kind: "tool", callId: call.id } }
-            : input.source === undefined
-            ? { ...input, source: { kind: "tool", callId: call.id } }
-            : input
-        ).pipe(Effect.provideService(IdGenerator, this.ids))
-    }
+    const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, this.toolAgent, this.ids)
     const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
@@ -1733,12 +1744,12 @@ class AgentImpl implements Agent {
     let content: ReadonlyArray<ContentBlock>
     try {
       content = deepFreezeJson(Tool.contentOf(result.output.content), "content") as ReadonlyArray<ContentBlock>
-      const ids = new Set<string>()
+      const ids = contexts.length === 0 ? undefined : new Set<string>()
       for (const m of contexts) {
         deepFreezeJson(m, "additionalContexts")
         if (typeof m.id !== "string" || m.role !== "user") throw new Error("an additional context is not a UserMessage")
-        if (ids.has(m.id) || this.seen.has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
-        ids.add(m.id)
+        if (ids!.has(m.id) || this.seen.has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
+        ids!.add(m.id)
       }
     } catch (e) {
       this.fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: ${messageOf(e)}`)
