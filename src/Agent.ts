@@ -1251,9 +1251,19 @@ class AgentImpl implements Agent {
     return this.critical((): Section<"step" | TurnState | undefined> => {
       const state = this.queues
       const maxSteps = this.options.maxSteps ?? 100
-      // A response without tool calls is logged in the same append as its step's end.
-      const prefix: ReadonlyArray<EventDraft> = assistant === undefined ? [] : [assistant.draft]
-      if (assistant !== undefined) t.onCommit = assistant.apply
+      // A response without tool calls is logged in the same append as its step's end; so are
+      // the last results of a tool step.
+      let prefix: ReadonlyArray<EventDraft> = []
+      if (assistant !== undefined) {
+        prefix = [assistant.draft]
+        t.onCommit = assistant.apply
+      } else {
+        const results = this.pendingResults(t)
+        if (results !== undefined) {
+          prefix = results.drafts
+          t.onCommit = results.apply
+        }
+      }
       if ((toolContinuation || state.hasWakingStep) && t.step >= maxSteps) {
         return this.closeTurn(t, {
           kind: "error",
@@ -1499,7 +1509,7 @@ class AgentImpl implements Agent {
         : Effect.map(this.prepareGroup(t, calls), (runs) => runs[0])
       return prepared.pipe(
         Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
-        Effect.flatMap(() => this.commitReady(t))
+        Effect.flatMap(() => this.commitBeforeStepEnd(t))
       )
     }
     return Effect.suspend(() => this.runBatch(t, calls))
@@ -1551,8 +1561,8 @@ class AgentImpl implements Agent {
       }
     }
     const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
-      // Once none runs, every result is done: the last commit takes them all.
-      if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => this.commitReady(t))
+      // Once none runs, every result is done: the rest go with the step's end.
+      if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => this.commitBeforeStepEnd(t))
       const call = calls[i]!
       if (isExclusive(call)) {
         // A barrier: the running calls finish first; its result is committed before any later
@@ -1810,27 +1820,7 @@ class AgentImpl implements Agent {
       if (end === first) return Effect.void
       const ready = calls.slice(first, end)
       return Effect.flatMap(this.takeIds(ready.length), (ids) => {
-        const results: Array<UserMessage> = []
-        const drafts: Array<EventDraft> = []
-        for (let k = 0; k < ready.length; k++) {
-          const call = ready[k]!
-          const message = this.resultMessage(call, ids[k]!)
-          results.push(message)
-          drafts.push({
-            type: "tool/result",
-            data: call.error === undefined
-              ? { turn: t.turn, step: t.step, message }
-              : { turn: t.turn, step: t.step, message, error: call.error }
-          })
-        }
-        const committed = () => {
-          for (let k = 0; k < ready.length; k++) {
-            ready[k]!.phase = "committed"
-            this.seen.add(results[k]!.id)
-            this.historyList.push(results[k]!)
-          }
-          t.nextCommit = end
-        }
+        const { drafts, apply: committed } = this.resultDrafts(t, ready, ids)
         if (!withContexts) return this.commit(drafts, committed)
         return this.critical((): Section<void> => {
           const state = this.queues
@@ -1863,6 +1853,71 @@ class AgentImpl implements Agent {
         })
       })
     })
+  }
+
+  /** The `tool/result` drafts of `ready` (the calls from `nextCommit` on), and their state update. */
+  private resultDrafts(
+    t: TurnState,
+    ready: ReadonlyArray<CallState>,
+    ids: ReadonlyArray<string>
+  ): { readonly drafts: Array<EventDraft>; readonly apply: () => void } {
+    const results: Array<UserMessage> = []
+    const drafts: Array<EventDraft> = []
+    for (let k = 0; k < ready.length; k++) {
+      const call = ready[k]!
+      const message = this.resultMessage(call, ids[k]!)
+      results.push(message)
+      drafts.push({
+        type: "tool/result",
+        data: call.error === undefined
+          ? { turn: t.turn, step: t.step, message }
+          : { turn: t.turn, step: t.step, message, error: call.error }
+      })
+    }
+    const end = t.nextCommit + ready.length
+    return {
+      drafts,
+      apply: () => {
+        for (let k = 0; k < ready.length; k++) {
+          ready[k]!.phase = "committed"
+          this.seen.add(results[k]!.id)
+          this.historyList.push(results[k]!)
+        }
+        t.nextCommit = end
+      }
+    }
+  }
+
+  /**
+   * The results still to commit when the batch is over can go in the same append as the step's
+   * end (events and order unchanged), unless one carries contexts (they must be in the inbox
+   * before the claim) or ids need an effect: then they are committed now.
+   */
+  private commitBeforeStepEnd(t: TurnState): Effect.Effect<void, SessionStoreError> {
+    return Effect.suspend(() => {
+      const calls = t.calls
+      if (calls === undefined || this.ids.nextSync === undefined) return this.commitReady(t)
+      for (let i = t.nextCommit; i < calls.length; i++) {
+        if (calls[i]!.contexts.length > 0) return this.commitReady(t)
+      }
+      return Effect.void
+    })
+  }
+
+  /**
+   * Inside `endStep`: the section of the done results not committed yet (none has contexts,
+   * ids from `nextSync`; see `commitBeforeStepEnd`), or undefined.
+   */
+  private pendingResults(t: TurnState): { readonly drafts: Array<EventDraft>; readonly apply: () => void } | undefined {
+    const calls = t.calls
+    const nextSync = this.ids.nextSync
+    if (calls === undefined || nextSync === undefined) return undefined
+    let end = t.nextCommit
+    while (end < calls.length && calls[end]!.phase === "done" && calls[end]!.contexts.length === 0) end++
+    if (end === t.nextCommit) return undefined
+    const ready = calls.slice(t.nextCommit, end)
+    const ids = ready.map(() => flatten(nextSync()))
+    return this.resultDrafts(t, ready, ids)
   }
 
   /** `n` fresh ids (flat strings), in one step when the generator has `nextSync`. */
