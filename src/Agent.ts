@@ -1545,9 +1545,13 @@ class AgentImpl implements Agent {
           wake = undefined
         })
       })
+    // Commits what is ready only when it has to wait (a batch that never waits commits its
+    // results with the step's end).
     const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionStoreError> =>
-      Effect.flatMap(this.commitReady(t), () =>
-        ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
+      Effect.suspend(() =>
+        ready() ? Effect.void : Effect.flatMap(this.commitReady(t), () =>
+          ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
+      )
     const idle = () => running === 0
     const free = () => running < bound
     const isExclusive = (call: CallState) => this.tools.get(call.name)?.exclusive ?? false
@@ -1565,9 +1569,10 @@ class AgentImpl implements Agent {
       if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => this.commitBeforeStepEnd(t))
       const call = calls[i]!
       if (isExclusive(call)) {
-        // A barrier: the running calls finish first; its result is committed before any later
-        // call starts.
+        // A barrier: the running calls finish and their results are committed first; its
+        // result is committed before any later call starts.
         return waitUntil(idle).pipe(
+          Effect.flatMap(() => this.commitReady(t)),
           Effect.flatMap(() => this.prepare(t, call)),
           Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
           Effect.flatMap(() => this.commitReady(t)),
