@@ -38,6 +38,7 @@ import * as Delivery from "./Delivery.js"
 import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import { isContentShape, isUserMessageShape } from "./internal/logCodec.js"
 import { currentRuntime } from "./internal/fork.js"
 import { Mutex } from "./internal/mutex.js"
 import { type Resume, resumeAll, waitIn } from "./internal/waiters.js"
@@ -617,16 +618,22 @@ class AgentImpl implements Agent {
     return this.checkMessage(input)
   }
 
+  /**
+   * Checks a caller's message before anything is logged (§2): plain JSON (deep-frozen in place;
+   * frozen or not, every part is checked) and the shape the log reader accepts, so that every
+   * logged message reads back.
+   */
   private checkMessage(message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> {
-    if (Object.isFrozen(message) && Object.isFrozen(message.content) && Object.isFrozen(message.source)) {
-      return Effect.succeed(message)
-    }
     return Effect.try({
       try: () => {
-        if (typeof message !== "object" || message === null || message.role !== "user" || typeof message.id !== "string") {
-          throw new InvalidJson("not a UserMessage (id, role \"user\", content, source)", "message")
+        deepFreezeJson(message, "message")
+        if (!isUserMessageShape(message)) {
+          throw new InvalidJson(
+            "is not a UserMessage (string id, role \"user\", content blocks, source with a string kind)",
+            "message"
+          )
         }
-        return deepFreezeJson(message, "message") as UserMessage
+        return message
       },
       catch: (e) =>
         new InvalidMessage({
@@ -1058,18 +1065,17 @@ class AgentImpl implements Agent {
       if (typeof m !== "object" || m === null || m.role !== "user" || typeof m.id !== "string") {
         return Either.left("pre-step returned something that is not a UserMessage")
       }
+      if (!isUserMessageShape(m)) return Either.left(`pre-step returned message ${m.id}, which is not a well-formed UserMessage`)
       if (ids.has(m.id)) return Either.left(`pre-step returned message id ${m.id} twice`)
       ids.add(m.id)
       const wasClaimed = claimed.some((c) => c.id === m.id)
       if (!wasClaimed && this.seen.has(m.id)) {
         return Either.left(`pre-step returned message id ${m.id}, which was not claimed and is already used`)
       }
-      if (!Object.isFrozen(m)) {
-        try {
-          deepFreezeJson(m, "message")
-        } catch (e) {
-          return Either.left(`pre-step returned a message that is not plain JSON: ${messageOf(e)}`)
-        }
+      try {
+        deepFreezeJson(m, "message")
+      } catch (e) {
+        return Either.left(`pre-step returned a message that is not plain JSON: ${messageOf(e)}`)
       }
       out.push(m)
     }
@@ -1447,6 +1453,7 @@ class AgentImpl implements Agent {
       draft: { type: "assistant/message", data },
       apply: () => {
         t.assistantLogged = true
+        this.seen.add(message.id)
         this.historyList.push(message)
         // The calls exist from the moment their message is durable: an abort from here on
         // closes each of them (§9).
@@ -1644,8 +1651,8 @@ class AgentImpl implements Agent {
     return Effect.suspend(() => {
       const logCall = (after: () => void) =>
         this.commit([this.callDraft(t, call)], () => {
+          // Still "pending": the call is running once its execution starts (§9 codes).
           call.callLogged = true
-          call.phase = "running"
           after()
         })
       const failWith = (code: ToolErrorCode, text: string) =>
@@ -1695,7 +1702,6 @@ class AgentImpl implements Agent {
           const call = calls[k]!
           const checked = checks[k]!
           call.callLogged = true
-          call.phase = "running"
           if (checked.ok) runs.push(this.execution(t, call, checked.tool, checked.args))
           else {
             this.fail(call, checked.code, checked.text)
@@ -1718,9 +1724,15 @@ class AgentImpl implements Agent {
       this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
       return Effect.void
     }
+    // The call counts as started (an abort then gives ABORTED, not TOOL_ABORTED_BEFORE_DISPATCH)
+    // when its execution begins, not when its `tool/call` is durable.
+    const started = Effect.suspend(() => {
+      call.phase = "running"
+      return tool.execute(args, ctx)
+    })
     const hooks = this.options.hooks ?? []
     if (hooks.length === 0) {
-      return Effect.matchCauseEffect(Effect.suspend(() => tool.execute(args, ctx)), {
+      return Effect.matchCauseEffect(started, {
         onSuccess: (output) => {
           this.finish(call, { output, isError: false })
           return Effect.void
@@ -1740,7 +1752,7 @@ class AgentImpl implements Agent {
       turn: t.turn,
       step: t.step
     }
-    const executed = Effect.flatMap(Effect.exit(Effect.suspend(() => tool.execute(args, ctx))), (exit): Effect.Effect<Tool.HookResult> => {
+    const executed = Effect.flatMap(Effect.exit(started), (exit): Effect.Effect<Tool.HookResult> => {
       if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
       if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
       return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
@@ -1759,10 +1771,11 @@ class AgentImpl implements Agent {
     let content: ReadonlyArray<ContentBlock>
     try {
       content = deepFreezeJson(Tool.contentOf(result.output.content), "content") as ReadonlyArray<ContentBlock>
+      if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
       const ids = contexts.length === 0 ? undefined : new Set<string>()
       for (const m of contexts) {
         deepFreezeJson(m, "additionalContexts")
-        if (typeof m.id !== "string" || m.role !== "user") throw new Error("an additional context is not a UserMessage")
+        if (!isUserMessageShape(m)) throw new Error("an additional context is not a UserMessage")
         if (ids!.has(m.id) || this.seen.has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
         ids!.add(m.id)
       }
@@ -1825,9 +1838,24 @@ class AgentImpl implements Agent {
       if (end === first) return Effect.void
       const ready = calls.slice(first, end)
       return Effect.flatMap(this.takeIds(ready.length), (ids) => {
-        const { drafts, apply: committed } = this.resultDrafts(t, ready, ids)
-        if (!withContexts) return this.commit(drafts, committed)
+        if (!withContexts) {
+          const { drafts, apply } = this.resultDrafts(t, ready, ids)
+          return this.commit(drafts, apply)
+        }
         return this.critical((): Section<void> => {
+          // A context id used since the call returned (by another call of the batch, or a
+          // delivery meanwhile) fails that call's result: ids are unique per session (§2).
+          const used = new Set<string>()
+          for (const call of ready) {
+            for (const m of call.contexts) {
+              if (this.seen.has(m.id) || used.has(m.id)) {
+                this.fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: additional context id ${m.id} is already used`)
+                break
+              }
+            }
+            for (const m of call.contexts) used.add(m.id)
+          }
+          const { drafts, apply: committed } = this.resultDrafts(t, ready, ids)
           const state = this.queues
           const all: Array<EventDraft> = []
           const splices: Array<SplicedData> = []

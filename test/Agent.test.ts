@@ -162,6 +162,47 @@ describe("Agent: delivery and turns", () => {
     }).pipe(Effect.provide(layer(model)))
   })
 
+  it.scoped("malformed messages fail InvalidMessage before anything is logged, frozen or not; the log stays readable", () => {
+    const model = Model.scripted([{ text: "ok" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const malformed: Array<unknown> = [
+        { id: "m1", role: "user", content: "hello", source: { kind: "user" } },
+        { id: "m2", role: "user", content: [{ type: "text", text: "t" }] },
+        { id: "m3", role: "user", content: [{ type: "bogus" }], source: { kind: "user" } },
+        { id: "m4", role: "user", content: [{ type: "text" }], source: { kind: "user" } },
+        Object.freeze({ id: "m5", role: "assistant", content: Object.freeze([]), source: Object.freeze({ kind: "user" }) }),
+        Object.freeze({ id: 42, role: "user", content: Object.freeze([]), source: Object.freeze({ kind: "user" }) }),
+        Object.freeze({
+          id: "m7",
+          role: "user",
+          content: Object.freeze([Object.freeze({ type: "text", text: "t", f: () => 1 })]),
+          source: Object.freeze({ kind: "user" })
+        }),
+        null,
+        5
+      ]
+      const tags: Array<string> = []
+      for (const m of malformed) tags.push((yield* Effect.flip(agent.followup(m as any)))._tag)
+      expect(tags).toEqual(Array(malformed.length).fill("InvalidMessage"))
+      expect(agent.log.events()).toEqual([])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("an assistant message's id cannot be delivered again (ids unique per session, §2)", () => {
+    const model = Model.scripted([{ text: "ok" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup("go")
+      yield* advance(10)
+      const assistant = agent.log.events().find((e) => e.type === "assistant/message")!.data as any
+      const again = yield* UserMessage.make({ id: assistant.message.id, text: "again", source: { kind: "user" } })
+      const error = yield* Effect.flip(agent.followup(again))
+      expect(error._tag).toBe("DuplicateMessageId")
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
+
   it.scoped("no prompt prefix, envelope or context/message event exists anywhere", () => {
     const model = Model.scripted([{ text: "a" }])
     return Effect.gen(function*() {
@@ -523,6 +564,60 @@ describe("Agent: tools (§8)", () => {
       ])
       const request = model.requests[1]!.messages.map((m) => text(m))
       expect(request.slice(-5)).toEqual(["result:ok", "result:steered", "result:ok", "result:ok", "steer"])
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
+})
+
+describe("Agent: tool results that would break the log (§2, §8)", () => {
+  it.scoped("the same context returned by two calls of a batch enters once; the later call fails TOOL_FAILED", () => {
+    const model = Model.scripted([
+      { toolCalls: [{ id: "a", name: "t", arguments: {} }, { id: "b", name: "t", arguments: {} }] },
+      { text: "done" }
+    ])
+    return Effect.gen(function*() {
+      const shared = yield* UserMessage.make({ id: "shared-ctx", text: "SHARED", source: { kind: "plugin", plugin: "x" } })
+      const t = Tool.make({
+        name: "t",
+        description: "returns a constant context",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.succeed({ content: "ok", additionalContexts: [shared] })
+      })
+      const agent = yield* Agent.make({ tools: [t] })
+      yield* agent.followup("go")
+      yield* advance(10)
+      const events = agent.log.events()
+      const results = events.filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code ?? "ok")
+      expect(results).toEqual(["ok", "TOOL_FAILED"])
+      expect(events.filter((e) => e.type === "user/message" && (e.data as any).id === "shared-ctx")).toHaveLength(1)
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("tool output whose content or contexts are malformed is a TOOL_FAILED result; the log stays valid", () => {
+    const model = Model.scripted([
+      { toolCalls: [{ id: "n", name: "num", arguments: {} }, { id: "c", name: "ctx", arguments: {} }] },
+      { text: "done" }
+    ])
+    const num = Tool.make({
+      name: "num",
+      description: "returns a number as content",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: 42 as any })
+    })
+    const badCtx = Tool.make({
+      name: "ctx",
+      description: "returns a context without a source",
+      parameters: Schema.Struct({}),
+      execute: () =>
+        Effect.succeed({ content: "ok", additionalContexts: [{ id: "c1", role: "user", content: [{ type: "text", text: "x" }] } as any] })
+    })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [num, badCtx] })
+      yield* agent.followup("go")
+      yield* advance(10)
+      const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code ?? "ok")
+      expect(results).toEqual(["TOOL_FAILED", "TOOL_FAILED"])
       yield* checkLog(agent)
     }).pipe(Effect.provide(layer(model)))
   })

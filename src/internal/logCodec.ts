@@ -192,6 +192,16 @@ const isBlocks = (u: unknown, block: Check): boolean => {
 const isMessage = (u: unknown, role: string, block: Check): boolean =>
   isObject(u) && typeof u.id === "string" && u.role === role && isBlocks(u.content, block) && hasKind(u.source)
 
+/**
+ * The shape our reader accepts for a `UserMessage` (string `id`, role `"user"`, content blocks
+ * of known types, `source` with a string `kind`): what the agent checks before it logs one, so
+ * that everything it logs reads back.
+ */
+export const isUserMessageShape = (u: unknown): boolean => isMessage(u, "user", isBlock)
+
+/** The content blocks our reader accepts (a tool result's content, DESIGN.md §2). */
+export const isContentShape = (u: unknown): boolean => isBlocks(u, isBlock)
+
 const isTurnStep = (u: Record<string, unknown>): boolean => isInt(u.turn) && isInt(u.step)
 
 const isMessages = (u: unknown, block: Check): boolean => {
