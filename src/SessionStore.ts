@@ -323,7 +323,12 @@ export interface JsonlOptions {
  * @internal
  */
 export interface JsonlIo {
-  /** Writes `length` bytes from `offset`; returns the bytes written. Throws on failure. */
+  /**
+   * Writes `text` as UTF-8 (one `write(2)`; no intermediate byte array); returns the bytes
+   * written, fewer on a short write. Throws on failure.
+   */
+  readonly writeText: (fd: number, text: string) => number
+  /** Writes `length` bytes from `offset` (the rest after a short write); returns the bytes written. Throws on failure. */
   readonly write: (fd: number, bytes: Uint8Array, offset: number, length: number) => number
   /** Cuts the file to `size` bytes. Throws on failure. */
   readonly truncate: (fd: number, size: number) => void
@@ -332,6 +337,7 @@ export interface JsonlIo {
 }
 
 const nodeIo: JsonlIo = {
+  writeText: (fd, text) => NodeFs.writeSync(fd, text),
   write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
   truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
   datasync: (fd, done) => NodeFs.fdatasync(fd, done)
@@ -343,7 +349,6 @@ const datasync = (io: JsonlIo, file: FileSystem.File): Effect.Effect<void, Error
     io.datasync(file.fd as unknown as number, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
   })
 
-const encoder = new TextEncoder()
 
 /**
  * `fsync: "batch"`: an append waiting for its group-commit round: its events and their lines,
@@ -383,15 +388,22 @@ interface JsonlLog {
   onRoundEnd: (() => void) | undefined
 }
 
-/** Writes every byte through the `io` seam (one `write(2)` in the normal case). Throws on failure. */
-const writeAllSync = (io: JsonlIo, file: FileSystem.File, bytes: Uint8Array): void => {
+/**
+ * Writes all of `text` through the `io` seam (one `write(2)` of the string in the normal case;
+ * after a short write, the rest as bytes). Returns the bytes written. Throws on failure.
+ */
+const writeAllSync = (io: JsonlIo, file: FileSystem.File, text: string): number => {
   const fd = file.fd as unknown as number
-  let offset = 0
-  while (offset < bytes.length) {
-    const n = io.write(fd, bytes, offset, bytes.length - offset)
+  const total = Buffer.byteLength(text, "utf8")
+  let offset = io.writeText(fd, text)
+  if (offset >= total) return total
+  const bytes = Buffer.from(text, "utf8")
+  while (offset < total) {
+    const n = io.write(fd, bytes, offset, total - offset)
     if (n <= 0) throw new Error("write returned 0 bytes written")
     offset += n
   }
+  return total
 }
 
 /**
@@ -436,9 +448,9 @@ const encodeDrafts = (
  * returned; on success the file size is updated.
  */
 const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined => {
-  const bytes = encoder.encode(log.pendingNewline ? "\n" + text : text)
+  let written: number
   try {
-    writeAllSync(log.io, log.file, bytes)
+    written = writeAllSync(log.io, log.file, log.pendingNewline ? "\n" + text : text)
   } catch (error) {
     try {
       log.io.truncate(log.file.fd as unknown as number, log.size)
@@ -447,7 +459,7 @@ const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined =
     }
     return storeError(`cannot append to session "${log.id}"`, log.id, error)
   }
-  log.size += bytes.length
+  log.size += written
   log.pendingNewline = false
   return undefined
 }
@@ -652,13 +664,12 @@ export const makeJsonl = (
       )
       const path = pathOf(id)
       const [scope, file] = yield* openFile(id, path, "ax")
-      const bytes = encoder.encode(encodeHeader(header))
-      const writeHeader = Effect.try({ try: () => writeAllSync(io, file, bytes), catch: (error) => error })
-      yield* (batch ? Effect.zipRight(writeHeader, datasync(io, file)) : writeHeader).pipe(
+      const writeHeader = Effect.try({ try: () => writeAllSync(io, file, encodeHeader(header)), catch: (error) => error })
+      const size = yield* (batch ? Effect.zipLeft(writeHeader, datasync(io, file)) : writeHeader).pipe(
         Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
         Effect.onError(() => Effect.zipRight(Scope.close(scope, Exit.void), Effect.ignore(fs.remove(path))))
       )
-      return yield* attach(scope, file, header, path, [], bytes.length, false)
+      return yield* attach(scope, file, header, path, [], size, false)
     })
 
     const readBytes = (id: SessionId, path: string) =>

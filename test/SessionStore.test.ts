@@ -42,6 +42,7 @@ const withJsonl = <A, E>(
 
 /** The store's real write seam, wrapped: `write` may be replaced per call. */
 const realIo: SessionStore.JsonlIo = {
+  writeText: (fd, text) => NodeFs.writeSync(fd, text),
   write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
   truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
   datasync: (fd, done) => NodeFs.fdatasync(fd, done)
@@ -305,16 +306,22 @@ describe("SessionStore.layerJsonl", () => {
 
   it.effect("a failed write changes nothing: no event in memory, the file cut back", () =>
     Effect.gen(function*() {
-      // "partial": the first write(2) stores half of the bytes, the next one fails.
+      // "partial": the first write(2) stores half of the bytes (a short write), the write of
+      // the rest fails.
       let mode: "ok" | "fail" | "partial" = "ok"
       const io: SessionStore.JsonlIo = {
         ...realIo,
-        write: (fd, bytes, offset, length) => {
-          if (mode === "ok") return realIo.write(fd, bytes, offset, length)
+        writeText: (fd, text) => {
+          if (mode === "ok") return realIo.writeText(fd, text)
           if (mode === "partial") {
             mode = "fail"
-            return realIo.write(fd, bytes, offset, length >> 1)
+            const bytes = Buffer.from(text)
+            return realIo.write(fd, bytes, 0, bytes.length >> 1)
           }
+          throw new Error("no space left on device (test)")
+        },
+        write: (fd, bytes, offset, length) => {
+          if (mode === "ok") return realIo.write(fd, bytes, offset, length)
           throw new Error("no space left on device (test)")
         }
       }
@@ -375,9 +382,9 @@ describe("SessionStore.layerJsonl", () => {
           }
           realIo.datasync(fd, done)
         },
-        write: (fd, bytes, offset, length) => {
+        writeText: (fd, text) => {
           if (armed) writes++
-          return realIo.write(fd, bytes, offset, length)
+          return realIo.writeText(fd, text)
         }
       }
       yield* withJsonl((dir) =>
@@ -413,12 +420,12 @@ describe("SessionStore.layerJsonl", () => {
       let failWrite = false
       const io: SessionStore.JsonlIo = {
         ...realIo,
-        write: (fd, bytes, offset, length) => {
+        writeText: (fd, text) => {
           if (failWrite) {
-            realIo.write(fd, bytes, offset, Math.min(length, 7)) // a torn part reaches the file
+            realIo.writeText(fd, text.slice(0, 7)) // a torn part reaches the file
             throw new Error("no space left on device (test)")
           }
-          return realIo.write(fd, bytes, offset, length)
+          return realIo.writeText(fd, text)
         }
       }
       yield* withJsonl((dir) =>
