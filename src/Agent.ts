@@ -1040,10 +1040,8 @@ class AgentImpl implements Agent {
       if (truncated) t.maxTokens = true
       const withTools = acc.toolCalls.length > 0
       const ended: Effect.Effect<"step" | TurnState | undefined, SessionStoreError> = withTools
-        ? this.logAssistant(t, acc, false).pipe(
-          Effect.flatMap(() => (truncated ? this.truncateCalls(t) : this.runTools(t))),
-          Effect.flatMap(() => this.endStep(t, !truncated))
-        )
+        ? (truncated ? Effect.flatMap(this.logAssistant(t, acc, false), () => this.truncateCalls(t)) : this.toolStep(t, acc))
+          .pipe(Effect.flatMap(() => this.endStep(t, !truncated)))
         : Effect.flatMap(this.nextId(), (id) => this.endStep(t, false, this.assistantDraft(t, acc, false, id)))
       return Effect.flatMap(ended, (next) =>
         next === "step" ? this.runStep(t, withTools && !truncated) : Effect.succeed(next))
@@ -1435,7 +1433,8 @@ class AgentImpl implements Agent {
     acc: Accumulator,
     interrupted: boolean,
     id: string
-  ): { readonly draft: EventDraft; readonly apply: () => void } {
+  ): { readonly draft: EventDraft; readonly apply: () => void; readonly calls: Array<CallState> | undefined } {
+    const calls = acc.toolCalls.length > 0 ? acc.toolCalls.map((c) => this.newCall(c)) : undefined
     const message: AssistantMessage = deepFreezeJson({
       id: id as MessageId,
       role: "assistant",
@@ -1451,14 +1450,15 @@ class AgentImpl implements Agent {
     }
     return {
       draft: { type: "assistant/message", data },
+      calls,
       apply: () => {
         t.assistantLogged = true
         this.seen.add(message.id)
         this.historyList.push(message)
         // The calls exist from the moment their message is durable: an abort from here on
         // closes each of them (§9).
-        if (acc.toolCalls.length > 0) {
-          t.calls = acc.toolCalls.map((c) => this.newCall(c))
+        if (calls !== undefined) {
+          t.calls = calls
           t.nextCommit = 0
           t.contextsInserted = 0
         }
@@ -1506,12 +1506,50 @@ class AgentImpl implements Agent {
     return this.commitAbortedCalls(t, calls, false)
   }
 
-  private runTools(t: TurnState): Effect.Effect<void, SessionStoreError> {
-    const self = this
+  /**
+   * Logs a response with tool calls and runs them (§8). Without guards, the assistant message
+   * and the `tool/call`s of the first group (the calls that can start together) are one append.
+   */
+  private toolStep(t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> {
+    if (this.hasGuards) return Effect.flatMap(this.logAssistant(t, acc, false), () => this.runTools(t, undefined))
+    return Effect.flatMap(this.nextId(), (id) => {
+      const assistant = this.assistantDraft(t, acc, false, id)
+      const calls = assistant.calls!
+      const end = this.groupEnd(calls, 0, 0)
+      if (end === 0) return Effect.flatMap(this.commit([assistant.draft], assistant.apply), () => this.runTools(t, undefined))
+      const group = this.groupSection(t, calls.slice(0, end))
+      return Effect.flatMap(
+        this.commit([assistant.draft, ...group.drafts], () => {
+          assistant.apply()
+          return group.apply()
+        }),
+        (runs) => this.runTools(t, { end, runs })
+      )
+    })
+  }
+
+  /**
+   * The end of the group of calls from `start` that can start together: up to the free slots
+   * (`running` calls run), up to the next `exclusive` call (a leading exclusive call: none).
+   */
+  private groupEnd(calls: ReadonlyArray<CallState>, start: number, running: number): number {
+    const bound = Math.max(1, this.options.toolConcurrency ?? 8)
+    let end = start
+    while (end < calls.length && end - start < bound - running && !(this.tools.get(calls[end]!.name)?.exclusive ?? false)) end++
+    return end
+  }
+
+  /** Runs the calls of `t`, the first group already logged when `first` is given. */
+  private runTools(
+    t: TurnState,
+    first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+  ): Effect.Effect<void, SessionStoreError> {
     const calls = t.calls ?? []
     if (calls.length === 1) {
       // Fast path: no fiber for a single call.
-      const prepared = this.hasGuards
+      const prepared = first !== undefined
+        ? Effect.succeed(first.runs[0])
+        : this.hasGuards
         ? this.prepare(t, calls[0]!)
         : Effect.map(this.prepareGroup(t, calls), (runs) => runs[0])
       return prepared.pipe(
@@ -1519,7 +1557,7 @@ class AgentImpl implements Agent {
         Effect.flatMap(() => this.commitBeforeStepEnd(t))
       )
     }
-    return Effect.suspend(() => this.runBatch(t, calls))
+    return Effect.suspend(() => this.runBatch(t, calls, first))
   }
 
   /**
@@ -1529,7 +1567,11 @@ class AgentImpl implements Agent {
    * time; an `exclusive` call waits for the running ones and runs alone. The driver commits the
    * results in call order whenever it waits, and at the end, several in one append.
    */
-  private runBatch(t: TurnState, calls: ReadonlyArray<CallState>): Effect.Effect<void, SessionStoreError> {
+  private runBatch(
+    t: TurnState,
+    calls: ReadonlyArray<CallState>,
+    first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+  ): Effect.Effect<void, SessionStoreError> {
     const bound = Math.max(1, this.options.toolConcurrency ?? 8)
     const runtime = currentRuntime()
     const fibers: Array<Fiber.RuntimeFiber<void>> = []
@@ -1594,14 +1636,17 @@ class AgentImpl implements Agent {
         })
       }
       // As many calls as there are free slots, up to the next exclusive one, in one append.
-      let end = i + 1
-      while (end < calls.length && end - i < bound - running && !isExclusive(calls[end]!)) end++
+      const end = this.groupEnd(calls, i, running)
       return Effect.flatMap(this.prepareGroup(t, calls.slice(i, end)), (runs) => {
         for (const run of runs) start(run)
         return dispatch(end)
       })
     }
-    return Effect.onInterrupt(dispatch(0), () => Fiber.interruptAll(fibers))
+    const begin = first === undefined ? dispatch(0) : Effect.suspend(() => {
+      for (const run of first.runs) start(run)
+      return dispatch(first.end)
+    })
+    return Effect.onInterrupt(begin, () => Fiber.interruptAll(fibers))
   }
 
   /** The `tool/call` draft of a call (§8). */
@@ -1690,13 +1735,25 @@ class AgentImpl implements Agent {
     calls: ReadonlyArray<CallState>
   ): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionStoreError> {
     return Effect.suspend(() => {
-      const drafts: Array<EventDraft> = []
-      const checks: Array<Validated> = []
-      for (const call of calls) {
-        drafts.push(this.callDraft(t, call))
-        checks.push(this.validate(call))
-      }
-      return this.commit(drafts, () => {
+      const group = this.groupSection(t, calls)
+      return this.commit(group.drafts, group.apply)
+    })
+  }
+
+  /** The `tool/call` drafts of a group (validated now), and what to apply once they are durable. */
+  private groupSection(
+    t: TurnState,
+    calls: ReadonlyArray<CallState>
+  ): { readonly drafts: Array<EventDraft>; readonly apply: () => ReadonlyArray<Effect.Effect<void> | undefined> } {
+    const drafts: Array<EventDraft> = []
+    const checks: Array<Validated> = []
+    for (const call of calls) {
+      drafts.push(this.callDraft(t, call))
+      checks.push(this.validate(call))
+    }
+    return {
+      drafts,
+      apply: () => {
         const runs: Array<Effect.Effect<void> | undefined> = []
         for (let k = 0; k < calls.length; k++) {
           const call = calls[k]!
@@ -1709,8 +1766,8 @@ class AgentImpl implements Agent {
           }
         }
         return runs
-      })
-    })
+      }
+    }
   }
 
   /**
