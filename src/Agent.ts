@@ -38,7 +38,7 @@ import * as Delivery from "./Delivery.js"
 import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
-import { isContentShape, isUserMessageShape } from "./internal/logCodec.js"
+import { freezeJson, isContentShape, isUserMessageShape } from "./internal/logCodec.js"
 import { currentRuntime } from "./internal/fork.js"
 import { Mutex } from "./internal/mutex.js"
 import { type Resume, resumeAll, waitIn } from "./internal/waiters.js"
@@ -197,7 +197,7 @@ export interface Agent {
   readonly cancel: (
     cause?: AbortCause | undefined,
     options?: { readonly keepInbox?: boolean | undefined }
-  ) => Effect.Effect<void, SessionStoreError>
+  ) => Effect.Effect<void, SessionStoreError | InvalidEvent>
   /** Dispose (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait for quiescence. */
   readonly dispose: Effect.Effect<void, SessionStoreError>
   /** Current status. */
@@ -365,6 +365,15 @@ interface Section<R> {
 
 const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
 
+/**
+ * A count option (`toolConcurrency`, `maxSteps`) as a whole number ≥ 1: absent or NaN gives the
+ * default, a fraction is rounded down, anything below 1 gives 1, Infinity stays (no bound).
+ */
+const countOption = (value: number | undefined, fallback: number): number => {
+  if (value === undefined || Number.isNaN(value)) return fallback
+  return value === Infinity ? Infinity : Math.max(1, Math.floor(value))
+}
+
 /** Raw tool arguments that decode as `{}`. */
 const BLANK = /^\s*$/
 
@@ -447,6 +456,9 @@ class AgentImpl implements Agent {
   private readonly toolDefinitions: ReadonlyArray<Tool.Tool["definition"]>
   private readonly fastPreStep: boolean
   private readonly hasGuards: boolean
+  /** `toolConcurrency` and `maxSteps`, made whole numbers ≥ 1 (see `countOption`). */
+  private readonly toolBound: number
+  private readonly maxSteps: number
   /** The log's synchronous append, when it has one: critical sections are then one step, unlocked. */
   private readonly appendSync: SessionLog["appendSync"]
 
@@ -464,6 +476,8 @@ class AgentImpl implements Agent {
     this.fastPreStep = preStep === defaultPreStep
     this.appendSync = log.appendSync
     this.hasGuards = options.guards !== undefined && options.guards.length > 0
+    this.toolBound = countOption(options.toolConcurrency, 8)
+    this.maxSteps = countOption(options.maxSteps, 100)
     this.ids = ids
     this.options = options
     if (options.tools === undefined || options.tools.length === 0) {
@@ -906,6 +920,19 @@ class AgentImpl implements Agent {
 
   private cancelImpl(cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) {
     const c = cause ?? USER_CAUSE
+    // The cause is logged (in splices and `turn/end`): it must be plain JSON with a string kind.
+    if (c !== USER_CAUSE && c !== DISPOSED_CAUSE) {
+      try {
+        deepFreezeJson(c, "cause")
+        if (typeof c !== "object" || c === null || typeof c.kind !== "string") throw new InvalidJson("has no string kind", "cause")
+      } catch (e) {
+        return Effect.fail(new InvalidEvent({ message: `the cancel cause is not plain JSON with a string kind: ${messageOf(e)}` }))
+      }
+    }
+    return this.cancelNow(c, options)
+  }
+
+  private cancelNow(c: AbortCause, options?: { readonly keepInbox?: boolean | undefined }): Effect.Effect<void, SessionStoreError> {
     return Effect.flatMap(
       this.critical((): Section<Fiber.RuntimeFiber<void> | undefined> => {
         const state = this.queues
@@ -936,7 +963,7 @@ class AgentImpl implements Agent {
   get dispose(): Effect.Effect<void, SessionStoreError> {
     return Effect.suspend(() => {
       this.disposed = true
-      return Effect.zipRight(this.cancelImpl(DISPOSED_CAUSE), this.awaitIdle)
+      return Effect.zipRight(this.cancelNow(DISPOSED_CAUSE), this.awaitIdle)
     })
   }
 
@@ -971,8 +998,16 @@ class AgentImpl implements Agent {
         (closed) => Effect.zipRight(Effect.logError("agent: could not close the aborted turn", closed), idle)
       )
     }
-    // A store failure or a broken invariant: the log cannot go on; stop the run.
-    return Effect.zipRight(Effect.logError(`agent ${this.id}: the run stopped`, cause), idle)
+    // A defect (a broken plugin, a bug) or a failed append: the turn is closed durably with
+    // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid; if even
+    // that cannot be appended, the agent goes idle with the turn open (the store is broken).
+    return Effect.zipRight(
+      Effect.logError(`agent ${this.id}: the run failed`, cause),
+      Effect.catchAllCause(
+        Effect.asVoid(this.closeAborted(this.current ?? t, causeMessage(cause))),
+        (closed) => Effect.zipRight(Effect.logError("agent: could not close the failed turn", closed), idle)
+      )
+    )
   }
 
   /**
@@ -1001,7 +1036,7 @@ class AgentImpl implements Agent {
     }
     const batch = t.claimed ?? []
     return Effect.flatMap(
-      Effect.exit(this.preStep.run({ agentId: this.id, turn: t.turn, step: t.step, messages: batch })),
+      Effect.exit(Effect.suspend(() => this.preStep.run({ agentId: this.id, turn: t.turn, step: t.step, messages: batch }))),
       (decision): Effect.Effect<TurnState | undefined, SessionStoreError> => {
         if (Exit.isFailure(decision)) {
           if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
@@ -1011,6 +1046,16 @@ class AgentImpl implements Agent {
           })
         }
         const d: PreStepDecision = decision.value
+        const malformed = typeof d !== "object" || d === null
+          ? "the pre-step returned no decision"
+          : d._tag === "Reject"
+          ? (typeof d.reason === "string" ? undefined : "a pre-step Reject reason is not a string")
+          : d._tag === "Enter"
+          ? undefined
+          : "the pre-step returned something that is not a decision (Enter or Reject)"
+        if (malformed !== undefined) {
+          return this.endTurn(t, { kind: "error", error: { message: malformed, code: "PRE_STEP_FAILED" } })
+        }
         if (d._tag === "Reject") return this.endTurn(t, { kind: "blocked", reason: d.reason })
         const checked = this.checkEntered(batch, d.messages)
         if (Either.isLeft(checked)) {
@@ -1254,7 +1299,7 @@ class AgentImpl implements Agent {
   ): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> {
     return this.critical((): Section<"step" | TurnState | undefined> => {
       const state = this.queues
-      const maxSteps = this.options.maxSteps ?? 100
+      const maxSteps = this.maxSteps
       // A response without tool calls is logged in the same append as its step's end; so are
       // the last results of a tool step.
       let prefix: ReadonlyArray<EventDraft> = []
@@ -1435,12 +1480,17 @@ class AgentImpl implements Agent {
     id: string
   ): { readonly draft: EventDraft; readonly apply: () => void; readonly calls: Array<CallState> | undefined } {
     const calls = acc.toolCalls.length > 0 ? acc.toolCalls.map((c) => this.newCall(c)) : undefined
-    const message: AssistantMessage = deepFreezeJson({
+    // The message is our own literals over strings from the adapter; only a reasoning block's
+    // `providerState` is the adapter's own value, checked to be plain JSON.
+    for (const block of acc.content) {
+      if (block.type === "reasoning" && block.providerState !== undefined) deepFreezeJson(block.providerState, "providerState")
+    }
+    const message: AssistantMessage = freezeJson({
       id: id as MessageId,
       role: "assistant",
       content: acc.content,
       source: { kind: "model", provider: this.model.provider, model: this.model.model }
-    }, "message") as AssistantMessage
+    }) as AssistantMessage
     const data = {
       turn: t.turn,
       step: t.step,
@@ -1533,7 +1583,7 @@ class AgentImpl implements Agent {
    * (`running` calls run), up to the next `exclusive` call (a leading exclusive call: none).
    */
   private groupEnd(calls: ReadonlyArray<CallState>, start: number, running: number): number {
-    const bound = Math.max(1, this.options.toolConcurrency ?? 8)
+    const bound = this.toolBound
     let end = start
     while (end < calls.length && end - start < bound - running && !(this.tools.get(calls[end]!.name)?.exclusive ?? false)) end++
     return end
@@ -1572,7 +1622,7 @@ class AgentImpl implements Agent {
     calls: ReadonlyArray<CallState>,
     first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
   ): Effect.Effect<void, SessionStoreError> {
-    const bound = Math.max(1, this.options.toolConcurrency ?? 8)
+    const bound = this.toolBound
     const runtime = currentRuntime()
     const fibers: Array<Fiber.RuntimeFiber<void>> = []
     let running = 0
@@ -1788,8 +1838,16 @@ class AgentImpl implements Agent {
       return tool.execute(args, ctx)
     })
     const hooks = this.options.hooks ?? []
+    // A defect anywhere in recording the result (ours or a plugin's) is this call's failure,
+    // never the batch's: the call gets a TOOL_FAILED result.
+    const contained = (run: Effect.Effect<void>): Effect.Effect<void> =>
+      Effect.catchAllCause(run, (cause) => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+        this.fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
+        return Effect.void
+      })
     if (hooks.length === 0) {
-      return Effect.matchCauseEffect(started, {
+      return contained(Effect.matchCauseEffect(started, {
         onSuccess: (output) => {
           this.finish(call, { output, isError: false })
           return Effect.void
@@ -1799,7 +1857,7 @@ class AgentImpl implements Agent {
           this.finish(call, { output: { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }, isError: true })
           return Effect.void
         }
-      })
+      }))
     }
     const info: Tool.ToolCall = {
       callId: call.id,
@@ -1814,20 +1872,27 @@ class AgentImpl implements Agent {
       if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
       return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
     })
-    return Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(hooks, info, r)), {
+    return contained(Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(hooks, info, r)), {
       onSuccess: (result) => {
         this.finish(call, result)
         return Effect.void
       },
       onFailure: failed
-    })
+    }))
   }
 
   private finish(call: CallState, result: Tool.HookResult): void {
-    const contexts: ReadonlyArray<UserMessage> = result.output.additionalContexts ?? []
+    let contexts: ReadonlyArray<UserMessage>
     let content: ReadonlyArray<ContentBlock>
     try {
-      content = deepFreezeJson(Tool.contentOf(result.output.content), "content") as ReadonlyArray<ContentBlock>
+      const output: unknown = typeof result === "object" && result !== null ? result.output : undefined
+      if (typeof output !== "object" || output === null) throw new Error("it is not a ToolOutput ({content, additionalContexts?})")
+      const given = (output as Tool.ToolOutput).additionalContexts ?? []
+      if (!Array.isArray(given)) throw new Error("its additionalContexts is not an array")
+      contexts = given
+      const raw = (output as Tool.ToolOutput).content
+      if (typeof raw !== "string" && !Array.isArray(raw)) throw new Error("its content is not a string or an array of content blocks")
+      content = deepFreezeJson(Tool.contentOf(raw), "content") as ReadonlyArray<ContentBlock>
       if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
       const ids = contexts.length === 0 ? undefined : new Set<string>()
       for (const m of contexts) {
@@ -2060,16 +2125,21 @@ class AgentImpl implements Agent {
   }
 
   /** Commits every uncommitted call in order as it stands (used for truncation and abort). */
-  private commitAbortedCalls(t: TurnState, calls: ReadonlyArray<CallState>, aborting: boolean): Effect.Effect<void, SessionStoreError> {
+  private commitAbortedCalls(
+    t: TurnState,
+    calls: ReadonlyArray<CallState>,
+    aborting: boolean,
+    why: "was canceled" | "failed" = "was canceled"
+  ): Effect.Effect<void, SessionStoreError> {
     const self = this
     return Effect.gen(function*() {
       for (let i = t.nextCommit; i < calls.length; i++) {
         const call = calls[i]!
         if (call.phase === "committed") continue
         if (call.phase === "pending") {
-          if (aborting) self.fail(call, "TOOL_ABORTED_BEFORE_DISPATCH", "The turn was canceled before this tool call started.")
+          if (aborting) self.fail(call, "TOOL_ABORTED_BEFORE_DISPATCH", `The turn ${why} before this tool call started.`)
         } else if (call.phase === "running") {
-          self.fail(call, "ABORTED", "The turn was canceled while this tool call was running.")
+          self.fail(call, "ABORTED", `The turn ${why} while this tool call was running.`)
         }
         if (!call.callLogged) {
           yield* self.commit([{
@@ -2094,10 +2164,13 @@ class AgentImpl implements Agent {
    * `turn/end {aborted}`; then, iff the latch is set (never after dispose), the run goes on in a
    * new driver fiber.
    */
-  private closeAborted(t: TurnState): Effect.Effect<boolean, SessionStoreError> {
+  private closeAborted(t: TurnState, failure?: string): Effect.Effect<boolean, SessionStoreError> {
     const self = this
     return Effect.gen(function*() {
       const cause = self.cancelCause ?? USER_CAUSE
+      const reason: TurnEndReason = failure === undefined
+        ? { kind: "aborted", reason: cause }
+        : { kind: "error", error: { message: failure, code: "RUN_FAILED" } }
       if (!t.turnOpen) {
         yield* self.critical((): Section<void> => {
           const turn = self.turnCounter + 1
@@ -2113,15 +2186,27 @@ class AgentImpl implements Agent {
         if (!t.assistantLogged && acc !== undefined && acc.streamed) {
           yield* self.logAssistant(t, acc, true)
         }
-        if (t.calls !== undefined) yield* self.commitAbortedCalls(t, t.calls, true)
+        if (t.calls !== undefined) {
+          yield* self.commitAbortedCalls(t, t.calls, true, failure === undefined ? "was canceled" : "failed")
+        }
       }
       return yield* self.critical((): Section<boolean> => {
         const drafts: Array<EventDraft> = []
         if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
-        drafts.push({ type: "turn/end", data: { turn: t.turn, reason: { kind: "aborted", reason: cause } } })
+        drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
         return { drafts, apply: () => {
           t.stepOpen = false
           t.turnOpen = false
+          if (failure !== undefined) {
+            self.resolveClaimed(t, Delivery.dropped("failed"))
+            // As after any turn (§6.5): pending waking work runs next, in a new driver fiber.
+            if (!self.disposed && self.cancelCause === undefined && self.queues.hasWakingWork) {
+              self.forkDriver()
+              return false
+            }
+            self.setIdle()
+            return false
+          }
           self.resolveClaimed(t, Delivery.dropped(cause.kind === "disposed" ? "disposed" : "canceled"))
           if (self.latch && !self.disposed) {
             // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).

@@ -6,6 +6,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
+import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, checkLog, layer, settle, text } from "./utils/agent.js"
 
@@ -618,6 +619,148 @@ describe("Agent: tool results that would break the log (§2, §8)", () => {
       yield* advance(10)
       const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code ?? "ok")
       expect(results).toEqual(["TOOL_FAILED", "TOOL_FAILED"])
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
+})
+
+describe("Agent: broken plugins and bad options never leave the log invalid", () => {
+  it.scoped("a tool that returns undefined gets TOOL_FAILED; its sibling's result stands; the turn completes", () => {
+    const model = Model.scripted([
+      { toolCalls: [{ id: "bad", name: "bad", arguments: {} }, { id: "ok", name: "echo", arguments: {} }] },
+      { toolCalls: [{ id: "bad2", name: "bad", arguments: {} }] },
+      { text: "done" }
+    ])
+    const bad = Tool.make({ name: "bad", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed(undefined as any) })
+    const echo = Tool.make({ name: "echo", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "hi" }) })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [bad, echo] })
+      const d = yield* agent.followup("go")
+      yield* advance(10)
+      const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => [
+        (e.data as any).message.content[0].toolCallId,
+        (e.data as any).error?.code ?? "ok"
+      ])
+      expect(results).toEqual([["bad", "TOOL_FAILED"], ["ok", "ok"], ["bad2", "TOOL_FAILED"]])
+      expect(yield* d.outcome).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+      expect(brief(agent.log.events()).at(-1)).toBe("turn/end 1 completed")
+      yield* checkLog(agent, [d])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("a listener that throws, answers undefined or rejects with a non-string ends the turn PRE_STEP_FAILED; the next turn runs", () => {
+    const model = Model.scripted([{ text: "fine" }])
+    let call = 0
+    const broken: PreStep.Listener = (_p, next) => {
+      call++
+      if (call === 1) throw new Error("thrown")
+      if (call === 2) return Effect.succeed(undefined as any)
+      if (call === 3) return Effect.succeed({ _tag: "Reject", reason: 42 } as any)
+      return next()
+    }
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const ds = []
+      for (const text of ["a", "b", "c", "d"]) {
+        ds.push(yield* agent.followup(text))
+        yield* advance(10)
+      }
+      const ends = agent.log.events().filter((e) => e.type === "turn/end").map((e) => {
+        const r = (e.data as any).reason
+        return r.kind === "error" ? r.error.code : r.kind
+      })
+      expect(ends).toEqual(["PRE_STEP_FAILED", "PRE_STEP_FAILED", "PRE_STEP_FAILED", "completed"])
+      const outcomes = []
+      for (const d of ds) outcomes.push(yield* d.outcome)
+      expect(outcomes.map((o) => o._tag)).toEqual(["Dropped", "Dropped", "Dropped", "Entered"])
+      yield* checkLog(agent, ds)
+    }).pipe(Effect.provide(layer(model, PreStep.layer([broken]))))
+  })
+
+  it.scoped("a failed append in the middle of a turn closes it error RUN_FAILED; the agent goes on", () => {
+    const model = Model.scripted([{ toolCalls: [{ id: "c", name: "t", arguments: {} }] }, { text: "done" }, { text: "again" }])
+    let failNext = false
+    const t = Tool.make({
+      name: "t",
+      description: "makes the next append fail",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.sync(() => {
+        failNext = true
+        return { content: "ok" }
+      })
+    })
+    const failing = Layer.effect(
+      SessionStore.SessionStore,
+      Effect.map(SessionStore.makeMemory, (store) => ({
+        ...store,
+        create: (options) =>
+          Effect.map(store.create(options), (log): SessionStore.SessionLog => {
+            const once = (): SessionStore.SessionStoreError | undefined => {
+              if (!failNext) return undefined
+              failNext = false
+              return new SessionStore.SessionStoreError({ message: "disk full (test)", sessionId: log.id })
+            }
+            return {
+              ...log,
+              append: (drafts) => Effect.suspend(() => {
+                const e = once()
+                return e === undefined ? log.append(drafts) : Effect.fail(e)
+              }),
+              appendSync: (drafts, time) => once() ?? log.appendSync!(drafts, time)
+            }
+          })
+      }))
+    )
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [t] })
+      const d = yield* agent.followup("go")
+      yield* advance(10)
+      const ends = agent.log.events().filter((e) => e.type === "turn/end").map((e) => (e.data as any).reason)
+      expect(ends).toEqual([{ kind: "error", error: { message: "disk full (test)", code: "RUN_FAILED" } }])
+      expect(yield* d.outcome).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+      expect(yield* agent.status).toBe("idle")
+      const next = yield* agent.followup("again")
+      yield* advance(10)
+      expect(yield* next.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+      yield* checkLog(agent, [d, next])
+    }).pipe(Effect.provide(Layer.mergeAll(failing, IdGenerator.layerSeeded(42), Model.layer(model), PreStep.layer([]))))
+  })
+
+  it.scoped("a cancel cause that is not plain JSON fails InvalidEvent and changes nothing", () => {
+    const model = Model.scripted([{ text: "fine" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.inject(yield* ctx("pending"))
+      const error = yield* Effect.flip(agent.cancel({ kind: "plugin", n: 1n } as any))
+      expect(error._tag).toBe("InvalidEvent")
+      expect(brief(agent.log.events())).toEqual(["splice next-step 0 +[pending]"])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("a message whose JSON differs from its values (toJSON, a getter) fails InvalidMessage", () => {
+    const model = Model.scripted([{ text: "fine" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const hidden = { id: "h1", role: "user", content: [{ type: "text", text: "t" }], source: { kind: "user" } }
+      Object.defineProperty(hidden, "toJSON", { value: () => ({ content: "not an array" }), enumerable: false })
+      const getter = { id: "h2", role: "user", get content() { return [{ type: "text", text: "t" }] }, source: { kind: "user" } }
+      expect((yield* Effect.flip(agent.followup(hidden as any)))._tag).toBe("InvalidMessage")
+      expect((yield* Effect.flip(agent.followup(getter as any)))._tag).toBe("InvalidMessage")
+      expect(agent.log.events()).toEqual([])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("toolConcurrency NaN runs with the default bound; maxSteps NaN keeps the default limit", () => {
+    const model = Model.scripted([
+      { toolCalls: [{ id: "a", name: "echo", arguments: {} }, { id: "b", name: "echo", arguments: {} }] },
+      { text: "done" }
+    ])
+    const echo = Tool.make({ name: "echo", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "hi" }) })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [echo], toolConcurrency: NaN, maxSteps: NaN })
+      yield* agent.followup("go")
+      yield* advance(10)
+      expect(brief(agent.log.events()).at(-1)).toBe("turn/end 1 completed")
       yield* checkLog(agent)
     }).pipe(Effect.provide(layer(model)))
   })

@@ -11,13 +11,29 @@ export class InvalidJson extends Error {
 
 /**
  * Checks that `value` is plain JSON (null, boolean, finite number, string, array, plain object;
- * no cycles) and deep-freezes it in place. Returns the same value. Throws `InvalidJson`.
+ * no cycles; no getters, setters or `toJSON`, which would make `JSON.stringify` write something
+ * else than what was checked) and deep-freezes it in place. Returns the same value. Throws
+ * `InvalidJson`.
  */
 export const deepFreezeJson = (value: unknown, path: string): unknown => {
   // The fast walk builds no paths and allocates nothing; only a value that fails it is walked
   // again, with paths, to name the offending part.
-  if (!fastWalk(value)) walk(value, path, new Set())
+  let ok: boolean
+  try {
+    ok = fastWalk(value)
+  } catch {
+    ok = false // a Proxy that throws, say: the slow walk names it
+  } finally {
+    ancestors.length = 0
+  }
+  if (!ok) walk(value, path, new Set())
   return value
+}
+
+/** What makes an object's JSON differ from what a walk of its values sees. */
+const hasHiddenJson = (value: object): boolean => {
+  if (Object.prototype.hasOwnProperty.call(value, "toJSON")) return true
+  return false
 }
 
 /** The objects on the path from the root to the value being checked (cycle detection). */
@@ -35,6 +51,7 @@ const fastWalk = (value: unknown): boolean => {
       if (value === null) return true
       for (let i = 0; i < ancestors.length; i++) if (ancestors[i] === value) return false
       let ok = true
+      if (hasHiddenJson(value)) return false
       if (Array.isArray(value)) {
         ancestors.push(value)
         for (let i = 0; i < value.length; i++) {
@@ -50,7 +67,12 @@ const fastWalk = (value: unknown): boolean => {
         ancestors.push(value)
         const keys = Object.keys(value)
         for (let i = 0; i < keys.length; i++) {
-          const item = (value as Record<string, unknown>)[keys[i]!]
+          const descriptor = Object.getOwnPropertyDescriptor(value, keys[i]!)!
+          if (descriptor.get !== undefined || descriptor.set !== undefined) {
+            ok = false
+            break
+          }
+          const item: unknown = descriptor.value
           if (item !== undefined && !fastWalk(item)) {
             ok = false
             break
@@ -77,6 +99,7 @@ const walk = (value: unknown, path: string, seen: Set<object>): void => {
     case "object": {
       if (value === null) return
       if (seen.has(value)) throw new InvalidJson("cycle", path)
+      if (hasHiddenJson(value)) throw new InvalidJson("has a toJSON method", path)
       if (Array.isArray(value)) {
         seen.add(value)
         for (let i = 0; i < value.length; i++) {
@@ -94,7 +117,9 @@ const walk = (value: unknown, path: string, seen: Set<object>): void => {
       }
       seen.add(value)
       for (const key of Object.keys(value)) {
-        const item = (value as Record<string, unknown>)[key]
+        const descriptor = Object.getOwnPropertyDescriptor(value, key)!
+        if (descriptor.get !== undefined || descriptor.set !== undefined) throw new InvalidJson("has a getter or setter", `${path}.${key}`)
+        const item: unknown = descriptor.value
         if (item === undefined) continue
         walk(item, `${path}.${key}`, seen)
       }
