@@ -122,9 +122,11 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
 
 if (wanted("history-growth")) {
   const prompts = scale(WORKLOADS["history-growth"].prompts)
-  const runs = Math.min(RUNS, 3)
+  const runs = RUNS
   process.stderr.write(`history-growth (${prompts} turns, ${runs} runs after a warm-up of ${prompts / 10})\n`)
-  const spec = { kind: "prompts", workload: "history-growth", store: "memory", prompts, warmup: prompts / 10, runs }
+  // Warm-up: two runs of a tenth of the turns, so that the first 10% of a measured run is not
+  // the JIT's warm-up.
+  const spec = { kind: "prompts", workload: "history-growth", store: "memory", prompts, warmup: prompts / 10, warmupRuns: 2, runs }
   const ours = job("ours memory", { ...spec, side: "ours" })
   const pi = job("pi   memory", { ...spec, side: "pi" })
   for (const part of ["first", "last"]) {
