@@ -39,7 +39,11 @@ import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdG
 import * as Inbox from "./Inbox.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
 import { freezeJson, isContentShape, isUserMessageShape } from "./internal/logCodec.js"
+import { replayInbox } from "./internal/fate.js"
 import { currentRuntime } from "./internal/fork.js"
+import { repairDrafts } from "./internal/repair.js"
+import { VirtualClock } from "./internal/virtualClock.js"
+import * as History from "./History.js"
 import { Mutex } from "./internal/mutex.js"
 import { type Resume, resumeAll, waitIn } from "./internal/waiters.js"
 import {
@@ -64,7 +68,13 @@ import type {
   Usage
 } from "./SessionEvent.js"
 import { coreEventTypes } from "./SessionEvent.js"
-import { type SessionLog, SessionStore, SessionStoreError } from "./SessionStore.js"
+import {
+  type SessionLog,
+  type SessionLogError,
+  type SessionNotFound,
+  SessionStore,
+  SessionStoreError
+} from "./SessionStore.js"
 import * as Tool from "./Tool.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -491,6 +501,52 @@ class AgentImpl implements Agent {
     }
   }
 
+  /**
+   * The state of a resumed session, rebuilt from its (repaired) log (§10): the inbox from its
+   * splices, the history from its surface events, the ids ever used, the turn counter from the
+   * last `turn/start`, the request configuration last logged.
+   */
+  restore(events: ReadonlyArray<SessionEvent>): void {
+    const options = { header: this.log.header }
+    this.queuesCell = Inbox.MutableInbox.from(replayInbox(events, options), this.log.header.version === 0)
+    this.historyCell = History.derive(events, options)
+    const seen = new Set<string>()
+    let turns = 0
+    for (const e of events) {
+      const data = e.data as any
+      switch (e.type) {
+        case "agent/inbox/spliced":
+          for (const m of data.inserted ?? []) seen.add(m.id)
+          break
+        case "user/message":
+          seen.add(data.id)
+          break
+        case "assistant/message":
+        case "tool/result":
+          seen.add(data.message.id)
+          break
+        case "turn/start":
+          if (data.turn > turns) turns = data.turn
+          break
+        case "request/header":
+          this.headerKey = `${data.provider}\u0000${data.model}`
+          break
+      }
+    }
+    this.seenCell = seen
+    this.turnCounter = turns
+  }
+
+  /** Starts a run when waking work is pending (resume with `continuePending`). */
+  continuePending(): Effect.Effect<void, SessionStoreError> {
+    return this.critical(() => ({
+      drafts: [],
+      apply: () => {
+        if (!this.running && !this.disposed && this.queues.hasWakingWork) this.startRun()
+      }
+    }))
+  }
+
   // -------------------------------------------------------------------------------------------
   // Plumbing
   // -------------------------------------------------------------------------------------------
@@ -610,10 +666,11 @@ class AgentImpl implements Agent {
   /**
    * Forks the driver fiber at once, from plain code inside a critical section, as a daemon that
    * inherits the current fiber's context and FiberRefs (as `Effect.forkDaemon` does); it starts
-   * on the scheduler, after the section.
+   * on the scheduler, after the section, uninterruptible until its first turn begins, so that a
+   * cancel landing before it runs still closes the turn and settles the agent.
    */
   private forkDriver(): void {
-    this.driver = Runtime.runFork(currentRuntime())(Effect.interruptible(this.runLoop()), { immediate: false })
+    this.driver = Runtime.runFork(currentRuntime(true))(this.runLoop(), { immediate: false })
   }
 
   // -------------------------------------------------------------------------------------------
@@ -976,14 +1033,16 @@ class AgentImpl implements Agent {
    * chains, not generators: this runs once per model step (STYLE.md "Hot path").
    */
   private runLoop(): Effect.Effect<void> {
-    return Effect.uninterruptibleMask((restore) => {
+    // The fiber starts uninterruptible (see `forkDriver`); only the turns are interruptible, so
+    // a cancel that lands even before the fiber runs ends in `stopRun`'s clean-up.
+    const loop = (t: TurnState): Effect.Effect<void> =>
+      Effect.matchCauseEffect(Effect.interruptible(this.runTurn(t)), {
+        onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
+        onFailure: (cause) => this.stopRun(t, cause)
+      })
+    return Effect.suspend(() => {
       const first = newTurnState()
       this.current = first
-      const loop = (t: TurnState): Effect.Effect<void> =>
-        Effect.matchCauseEffect(restore(this.runTurn(t)), {
-          onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
-          onFailure: (cause) => this.stopRun(t, cause)
-        })
       return loop(first)
     })
   }
@@ -2266,6 +2325,69 @@ export const make = (
     // fiber for the finalizer, which doubles what an idle agent holds (§5.4).
     const scope = yield* Effect.scope
     yield* Scope.addFinalizerExit(scope, () => agent.finalize)
+    return agent as Agent
+  })
+
+/**
+ * Options of `resume`: the agent's options (its tools, instructions…: a log does not hold
+ * them), and `continuePending` (default false).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResumeOptions extends Omit<AgentOptions, "sessionId" | "cwd"> {
+  /**
+   * Start a run at once when the log leaves waking work pending (a queued followup, an
+   * unclaimed steer). Without it resume starts nothing (DESIGN.md §10).
+   */
+  readonly continuePending?: boolean | undefined
+}
+
+/**
+ * Resumes a session of the `SessionStore` in context (DESIGN.md §10). The store cuts a torn
+ * tail; when the last turn is open, the synthetic closers are appended durably before anything
+ * else, in call order: an error `tool/result` `TOOL_OUTCOME_UNKNOWN` for a call with a
+ * `tool/call` but no result; a `tool/call` and an error `tool/result` `TOOL_NOT_STARTED` for a
+ * call of the last `assistant/message` without `tool/call`; then `step/end`,
+ * `turn/end {kind:"interrupted"}`; then `session/end-seed` (also at the boundary of a log that
+ * ended cleanly), unless the log already ends with one. Repair events take the time of the
+ * event before them (§3.1). The inbox, history, used ids and turn counter are rebuilt from the
+ * log; turn numbering continues. Resuming a repaired log appends nothing. Nothing runs unless
+ * `continuePending`. The agent is disposed when the `Scope` closes.
+ *
+ * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line),
+ * or `SessionStoreError`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resume = (
+  sessionId: string,
+  options: ResumeOptions = {}
+): Effect.Effect<Agent, SessionStoreError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const model = yield* Model
+    const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
+    const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
+    const log = yield* store.open(sessionId)
+    const before = log.events()
+    // Ids for the synthetic results: counted first, then taken (the generator may be effectful).
+    let needed = 0
+    repairDrafts(before, () => String(needed++))
+    const fresh: Array<string> = []
+    for (let i = 0; i < needed; i++) fresh.push(flatten(yield* ids.next))
+    const drafts = repairDrafts(before, () => fresh.shift()!)
+    if (drafts.length > 0) {
+      const clock = new VirtualClock()
+      clock.setTime(before.length > 0 ? before[before.length - 1]!.time : 0)
+      yield* Effect.withClock(log.append(drafts), clock)
+    }
+    const agent = new AgentImpl(log, model, preStep, ids, options)
+    agent.restore(log.events())
+    const scope = yield* Effect.scope
+    yield* Scope.addFinalizerExit(scope, () => agent.finalize)
+    if (options.continuePending === true) yield* agent.continuePending()
     return agent as Agent
   })
 

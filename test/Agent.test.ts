@@ -1083,6 +1083,25 @@ describe("Agent: cancel and dispose (§9)", () => {
     }).pipe(Effect.provide(layer(model)))
   })
 
+  it.scoped("a cancel that lands before the driver fiber has run still closes the turn; the agent goes idle", () => {
+    const model = Model.scripted([{ text: "never" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const d = yield* agent.followup("go")
+      yield* agent.cancel() // no yield in between: the driver has not run yet
+      expect(yield* agent.status).toBe("idle")
+      // The prompt was still queued: the cancel clears it; the run it started closes its turn.
+      expect(brief(agent.log.events())).toEqual([
+        "splice next-turn 0 +[go]",
+        "splice next-turn 0 -1 canceled cause=user",
+        "turn/start 1",
+        "turn/end 1 aborted:user"
+      ])
+      expect(yield* d.outcome).toEqual({ _tag: "Dropped", reason: "canceled" })
+      yield* checkLog(agent, [d])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
   it.scoped("cancel on an idle agent only clears", () => {
     const model = Model.scripted([])
     return Effect.gen(function*() {

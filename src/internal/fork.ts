@@ -5,16 +5,23 @@
  * FiberRefs (supervisor, clock, logger…) like `Effect.forkDaemon`, and runs with the default
  * runtime flags (interruptible).
  */
-import { Fiber, Option, Runtime } from "effect"
+import { Fiber, Option, Runtime, RuntimeFlags } from "effect"
 
-/** The runtime of the fiber that is running now. Throws when called outside a fiber. */
-export const currentRuntime = (): Runtime.Runtime<never> => {
+/**
+ * The runtime of the fiber that is running now. Throws when called outside a fiber. With
+ * `uninterruptible`, a fiber forked from it starts uninterruptible: an interruption that arrives
+ * before it runs waits until the fiber opens an interruptible region (the agent's driver must
+ * run its own clean-up however early a cancel lands).
+ */
+export const currentRuntime = (uninterruptible = false): Runtime.Runtime<never> => {
   const current = Fiber.getCurrentFiber()
   if (Option.isNone(current)) throw new Error("effect-agent-loop: forking outside a fiber")
   const fiber = current.value
   return Runtime.make({
     context: fiber.currentContext,
-    runtimeFlags: Runtime.defaultRuntimeFlags,
+    runtimeFlags: uninterruptible
+      ? RuntimeFlags.disable(Runtime.defaultRuntimeFlags, RuntimeFlags.Interruption)
+      : Runtime.defaultRuntimeFlags,
     fiberRefs: fiber.getFiberRefs()
   })
 }

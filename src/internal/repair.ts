@@ -1,0 +1,97 @@
+/**
+ * Crash repair (DESIGN.md §10): the synthetic closers a log needs when its last turn is open,
+ * computed from the events alone, so that resuming a repaired log appends nothing.
+ */
+import type { MessageId, UserMessage } from "../Message.js"
+import type { EventDraft, SessionEvent, ToolErrorCode } from "../SessionEvent.js"
+
+const errorName: Partial<Record<ToolErrorCode, string>> = {
+  TOOL_OUTCOME_UNKNOWN: "OutcomeUnknown",
+  TOOL_NOT_STARTED: "NotStarted"
+}
+
+const resultText: Partial<Record<ToolErrorCode, string>> = {
+  TOOL_OUTCOME_UNKNOWN:
+    "The session stopped while this tool call was running; whether it took effect is unknown. Check before calling it again.",
+  TOOL_NOT_STARTED: "The session stopped before this tool call started; it did not run."
+}
+
+const resultMessage = (callId: string, id: string, code: ToolErrorCode): UserMessage =>
+  Object.freeze({
+    id: id as MessageId,
+    role: "user" as const,
+    content: Object.freeze([Object.freeze({
+      type: "tool-result" as const,
+      toolCallId: callId,
+      content: Object.freeze([Object.freeze({ type: "text" as const, text: resultText[code]! })]),
+      isError: true
+    })]),
+    source: Object.freeze({ kind: "tool", callId })
+  })
+
+/**
+ * The closers of an open last turn, in order (§10): for each call of the open step's last
+ * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
+ * a `tool/call` but no result, or a `tool/call` then an error `tool/result` `TOOL_NOT_STARTED`
+ * when it has none; then `step/end` (when a step is open), `turn/end {kind:"interrupted"}` and
+ * `session/end-seed`. With no open turn, only `session/end-seed` marks the resume boundary
+ * (§3.2), unless the log is empty or already ends with one: a repaired log needs nothing.
+ * `nextId` gives the result messages' ids.
+ */
+export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => string): Array<EventDraft> => {
+  const endSeed: Array<EventDraft> = events.length > 0 && events[events.length - 1]!.type !== "session/end-seed"
+    ? [{ type: "session/end-seed", data: {} }]
+    : []
+  let turnAt = -1
+  for (let i = events.length - 1; i >= 0; i--) {
+    const type = events[i]!.type
+    if (type === "turn/end") return endSeed
+    if (type === "turn/start") {
+      turnAt = i
+      break
+    }
+  }
+  if (turnAt < 0) return endSeed
+  const turn = (events[turnAt]!.data as { turn: number }).turn
+  let step: number | undefined = undefined
+  let stepAt = -1
+  for (let i = turnAt + 1; i < events.length; i++) {
+    const e = events[i]!
+    if (e.type === "step/start") {
+      step = (e.data as { step: number }).step
+      stepAt = i
+    } else if (e.type === "step/end") {
+      step = undefined
+      stepAt = -1
+    }
+  }
+  const drafts: Array<EventDraft> = []
+  if (step !== undefined) {
+    const logged = new Set<string>()
+    const answered = new Set<string>()
+    let calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }> = []
+    for (let i = stepAt + 1; i < events.length; i++) {
+      const e = events[i]!
+      const data = e.data as any
+      if (e.type === "assistant/message") {
+        calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call")
+      } else if (e.type === "tool/call") logged.add(data.callId)
+      else if (e.type === "tool/result") answered.add(data.message.content[0].toolCallId)
+    }
+    for (const call of calls) {
+      if (answered.has(call.id)) continue
+      const code: ToolErrorCode = logged.has(call.id) ? "TOOL_OUTCOME_UNKNOWN" : "TOOL_NOT_STARTED"
+      if (code === "TOOL_NOT_STARTED") {
+        drafts.push({ type: "tool/call", data: { turn, step, callId: call.id, name: call.name, arguments: call.arguments } })
+      }
+      drafts.push({
+        type: "tool/result",
+        data: { turn, step, message: resultMessage(call.id, nextId(), code), error: { name: errorName[code]!, code } }
+      })
+    }
+    drafts.push({ type: "step/end", data: { turn, step } })
+  }
+  drafts.push({ type: "turn/end", data: { turn, reason: { kind: "interrupted" } } })
+  drafts.push({ type: "session/end-seed", data: {} })
+  return drafts
+}

@@ -1,0 +1,175 @@
+/**
+ * Agent.resume and crash repair (DESIGN.md §10): the synthetic closers of an open turn, in call
+ * order, written before anything else; state rebuilt from the log; idempotence; turn numbering;
+ * continuePending; a torn JSONL tail.
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import * as NodeFs from "node:fs"
+import * as Agent from "../src/Agent.js"
+import * as Delivery from "../src/Delivery.js"
+import * as IdGenerator from "../src/IdGenerator.js"
+import * as Invariant from "../src/Invariant.js"
+import * as Model from "../src/Model.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Tool from "../src/Tool.js"
+import { advance, brief } from "./utils/agent.js"
+import { tmpDir } from "./utils/tmp.js"
+
+const quick = Tool.make({ name: "quick", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "done" }) })
+const hang = Tool.make({ name: "hang", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
+
+const batch = { toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "hang", arguments: {} }, { id: "c3", name: "quick", arguments: {} }] }
+
+/** Runs a session until it stalls, then copies its log into a new session: the "crashed" one. */
+const crashedCopy = (model: Model.ModelService, cut: (events: ReadonlyArray<SessionEvent>) => ReadonlyArray<SessionEvent>) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore.SessionStore
+    const events = yield* Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [quick, hang], toolConcurrency: 1 })
+      yield* agent.followup("go")
+      yield* advance(10)
+      return cut(agent.log.events().slice())
+    })).pipe(Effect.provideService(Model.Model, model))
+    const copy = yield* store.create({ id: "crashed" })
+    yield* copy.append(events.map((e) => ({ type: e.type, data: e.data })))
+    return copy
+  })
+
+const layers = Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(5))
+
+describe("Agent.resume (§10)", () => {
+  it.scoped("an open tool step gets its closers in call order; state is rebuilt; a second resume appends nothing", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([batch, { text: "after" }])
+      const copy = yield* crashedCopy(model, (events) => events)
+      const before = copy.events().length
+      // The crash: c1 done, c2 running (its tool/call durable), c3 waiting for a slot.
+      expect(brief(copy.events()).slice(-3)).toEqual(["tool/call c1 quick", "tool/call c2 hang", "tool/result c1"])
+      const agent = yield* Agent.resume("crashed", { tools: [quick, hang] }).pipe(Effect.provideService(Model.Model, model))
+      const events = agent.log.events()
+      expect(brief(events.slice(before))).toEqual([
+        "tool/result c2 TOOL_OUTCOME_UNKNOWN",
+        "tool/call c3 quick",
+        "tool/result c3 TOOL_NOT_STARTED",
+        "step/end 1.1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      // Repair events take the time of the event before them (§3.1).
+      expect(new Set(events.slice(before - 1).map((e) => e.time)).size).toBe(1)
+      expect(Invariant.check(events)).toEqual([])
+      expect(yield* agent.status).toBe("idle")
+      // The prompt was entered in turn 1; the history holds every result.
+      const history = yield* agent.history
+      expect(history.map((m) => m.role)).toEqual(["user", "assistant", "user", "user", "user"])
+      // Turn numbering continues; ids stay unique.
+      const next = yield* agent.followup("again")
+      yield* advance(10)
+      expect(yield* next.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+      expect(Invariant.check(agent.log.events())).toEqual([])
+      // Ids from before the crash stay used.
+      const used = agent.log.events().find((e) => e.type === "user/message")!.data as any
+      expect((yield* Effect.flip(agent.followup({ ...used })))._tag).toBe("DuplicateMessageId")
+    }).pipe(Effect.provide(layers)))
+
+  it.scoped("resuming a repaired log appends nothing and gives the same state", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([batch])
+      yield* crashedCopy(model, (events) => events)
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* Agent.resume("crashed", { tools: [quick, hang] })
+        return { events: a.log.events().length, history: yield* a.history, inbox: yield* a.inbox }
+      })).pipe(Effect.provideService(Model.Model, model))
+      // Disposal of an idle agent with an empty inbox logs nothing either.
+      const second = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* Agent.resume("crashed", { tools: [quick, hang] })
+        return { events: a.log.events().length, history: yield* a.history, inbox: yield* a.inbox }
+      })).pipe(Effect.provideService(Model.Model, model))
+      expect(second).toEqual(first)
+    }).pipe(Effect.provide(layers)))
+
+  it.scoped("a crash between the claim and the step closes the turn interrupted; the claimed prompt is Dropped interrupted", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([{ text: "never" }])
+      const copy = yield* crashedCopy(model, (events) => events.slice(0, events.findIndex((e) => e.type === "step/start")))
+      const prompt = (copy.events()[0]!.data as any).inserted[0].id
+      const agent = yield* Agent.resume("crashed").pipe(Effect.provideService(Model.Model, model))
+      expect(brief(agent.log.events())).toEqual([
+        "splice next-turn 0 +[go]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      expect(Delivery.fateOf(agent.log.events(), prompt)).toEqual({ _tag: "Dropped", reason: "interrupted" })
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(Effect.provide(layers)))
+
+  it.scoped("pending followups wait after resume unless continuePending", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([{ text: "one" }, { text: "two" }], { loop: true })
+      const store = yield* SessionStore.SessionStore
+      // A log whose only events are two queued followups (the process died before the run).
+      const events = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make()
+        yield* agent.followup("first")
+        yield* agent.followup("second")
+        return agent.log.events().filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).target === "next-turn" && (e.data as any).inserted.length > 0)
+      })).pipe(Effect.provideService(Model.Model, model))
+      for (const id of ["idle", "runs"]) {
+        const log = yield* store.create({ id })
+        yield* log.append(events.map((e) => ({ type: e.type, data: e.data })))
+      }
+      const idle = yield* Agent.resume("idle").pipe(Effect.provideService(Model.Model, model))
+      yield* advance(10)
+      expect(yield* idle.status).toBe("idle")
+      expect((yield* idle.inbox).nextTurn.map((m) => (m.content[0] as any).text)).toEqual(["first", "second"])
+      const runs = yield* Agent.resume("runs", { continuePending: true }).pipe(Effect.provideService(Model.Model, model))
+      yield* advance(10)
+      expect(brief(runs.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
+      expect(Invariant.check(runs.log.events())).toEqual([])
+    }).pipe(Effect.provide(layers)))
+
+  it.scoped("JSONL: a torn tail is cut, the closers are written, a new store reads the same log and resumes with nothing to add", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const model = Model.scripted([batch])
+      const jsonl = SessionStore.layerJsonl({ directory: dir })
+      const path = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [quick, hang], toolConcurrency: 1, sessionId: "s" })
+        yield* agent.followup("go")
+        yield* advance(10)
+        return agent.log.path!
+      })).pipe(Effect.provide(Layer.mergeAll(jsonl, IdGenerator.layerSeeded(9), Model.layer(model))))
+      // The scope disposed the agent (turn aborted); write a crash-like log instead: cut the
+      // disposal's events and add a torn line.
+      const lines = NodeFs.readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0)
+      const keep = lines.slice(0, lines.findIndex((l) => l.includes("\"tool/result\"") && l.includes("Aborted")) >>> 0)
+      const crashed = keep.filter((l) => !l.includes("ABORTED") && !l.includes("TOOL_ABORTED") && !l.includes("\"turn/end\"") && !l.includes("\"step/end\""))
+      NodeFs.writeFileSync(path, crashed.join("\n") + "\n{\"type\":\"tool/res")
+      const repaired = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("s", { tools: [quick, hang] })
+        return agent.log.events().slice()
+      })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(10), Model.layer(model))))
+      expect(brief(repaired).slice(-6)).toEqual([
+        "tool/result c2 TOOL_OUTCOME_UNKNOWN",
+        "tool/call c3 quick",
+        "tool/result c3 TOOL_NOT_STARTED",
+        "step/end 1.1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      expect(Invariant.check(repaired)).toEqual([])
+      const read = yield* SessionStore.readFile(path)
+      expect(read.events).toEqual(repaired)
+      expect(read.warnings).toEqual([])
+      const again = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("s", { tools: [quick, hang] })
+        return agent.log.events().length
+      })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(11), Model.layer(model))))
+      expect(again).toBe(repaired.length)
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
