@@ -2366,10 +2366,36 @@ export const resume = (
   options: ResumeOptions = {}
 ): Effect.Effect<Agent, SessionStoreError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const store = yield* SessionStore
     const model = yield* Model
     const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
     const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
+    const { log } = yield* repairLog(sessionId, ids)
+    const agent = new AgentImpl(log, model, preStep, ids, options)
+    agent.restore(log.events())
+    const scope = yield* Effect.scope
+    yield* Scope.addFinalizerExit(scope, () => agent.finalize)
+    if (options.continuePending === true) yield* agent.continuePending()
+    return agent as Agent
+  })
+
+/**
+ * Crash repair alone (DESIGN.md §10), without an agent: opens the session (a torn tail is cut)
+ * and appends the closers `resume` would; returns the events appended (none for a repaired or
+ * cleanly ended log that ends with `session/end-seed`). Nothing else is appended: no agent is
+ * made, so none is disposed. Uses the `IdGenerator` in context when there is one.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const repair = (
+  sessionId: string
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError | SessionLogError | SessionNotFound, SessionStore> =>
+  Effect.flatMap(Effect.serviceOption(IdGenerator), (ids) =>
+    Effect.map(repairLog(sessionId, Option.getOrElse(ids, () => randomIds)), ({ appended }) => appended))
+
+const repairLog = (sessionId: string, ids: IdGeneratorService) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
     const log = yield* store.open(sessionId)
     const before = log.events()
     // Ids for the synthetic results: counted first, then taken (the generator may be effectful).
@@ -2378,17 +2404,12 @@ export const resume = (
     const fresh: Array<string> = []
     for (let i = 0; i < needed; i++) fresh.push(flatten(yield* ids.next))
     const drafts = repairDrafts(before, () => fresh.shift()!)
-    if (drafts.length > 0) {
-      const clock = new VirtualClock()
-      clock.setTime(before.length > 0 ? before[before.length - 1]!.time : 0)
-      yield* Effect.withClock(log.append(drafts), clock)
-    }
-    const agent = new AgentImpl(log, model, preStep, ids, options)
-    agent.restore(log.events())
-    const scope = yield* Effect.scope
-    yield* Scope.addFinalizerExit(scope, () => agent.finalize)
-    if (options.continuePending === true) yield* agent.continuePending()
-    return agent as Agent
+    if (drafts.length === 0) return { log, appended: [] as ReadonlyArray<SessionEvent> }
+    // Repair events take the time of the event before them (§3.1).
+    const clock = new VirtualClock()
+    clock.setTime(before.length > 0 ? before[before.length - 1]!.time : 0)
+    const appended = yield* Effect.withClock(log.append(drafts), clock)
+    return { log, appended }
   })
 
 /**

@@ -1,12 +1,14 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect } from "effect"
+import { Console, Effect, Layer } from "effect"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { exitCodeOf, main } from "../src/cli/main.js"
+import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
+import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
 
@@ -221,6 +223,81 @@ describe("agent-loop run", () => {
     expect(exitCodeOf({ kind: "error", error: { message: "m", code: "X" } })).toBe(4)
     expect(exitCodeOf({ kind: "aborted", reason: { kind: "user" } })).toBe(130)
   })
+})
+
+describe("agent-loop resume", () => {
+  /** A JSONL log that stops mid-turn: a `clock` call logged, no result (the process died). */
+  const crashedLog = (dir: string, pending: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "crashed" })
+      const go = yield* UserMessage.make({ text: "what time is it?", source: { kind: "user" } })
+      yield* log.append([
+        { type: "agent/inbox/spliced", data: { target: "next-turn", start: 0, inserted: [go] } },
+        { type: "turn/start", data: { turn: 1 } },
+        { type: "agent/inbox/spliced", data: { target: "next-turn", start: 0, removedCount: 1, inserted: [] } },
+        { type: "step/start", data: { turn: 1, step: 1 } },
+        { type: "user/message", data: go },
+        {
+          type: "assistant/message",
+          data: {
+            turn: 1,
+            step: 1,
+            message: { id: "a1", role: "assistant", content: [{ type: "tool-call", id: "c1", name: "clock", arguments: "{}" }], source: { kind: "model", provider: "offline", model: "offline" } },
+            finish: "tool-calls"
+          }
+        },
+        { type: "tool/call", data: { turn: 1, step: 1, callId: "c1", name: "clock", arguments: "{}" } }
+      ])
+      let start = 0
+      for (const text of pending) {
+        const m = yield* UserMessage.make({ text, source: { kind: "user" } })
+        yield* log.append([{ type: "agent/inbox/spliced", data: { target: "next-turn", start: start++, inserted: [m] } }])
+      }
+      return Path.join(dir, "crashed.jsonl")
+    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(3))), Effect.scoped)
+
+  it.effect("resume FILE repairs an open turn once; check is clean; pending work waits", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, ["and the date?"])
+      Fs.appendFileSync(file, "{\"type\":\"tool/res") // a torn last line
+      const first = yield* cli(["resume", file])
+      expect(first).toEqual({
+        code: 0,
+        out: `${file}: appended tool/result, step/end, turn/end, session/end-seed`,
+        err: ""
+      })
+      expect((yield* cli(["check", file])).code).toBe(0)
+      expect((yield* cli(["resume", file])).out).toBe(`${file}: nothing to repair`)
+      const contents = yield* SessionStore.readFile(file)
+      const result = contents.events.find((e) => e.type === "tool/result")!.data as any
+      expect(result.error).toEqual({ name: "OutcomeUnknown", code: "TOOL_OUTCOME_UNKNOWN" })
+      // The queued followup is still queued.
+      expect(contents.events.filter((e) => e.type === "turn/start")).toHaveLength(1)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resume FILE --continue-pending runs the queued followup as turn 2 and prints it", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, ["hello again"])
+      const { code, out } = yield* cli(["resume", file, "--continue-pending"])
+      expect(code).toBe(0)
+      expect(out.split("\n")[0]).toBe(`${file}: appended tool/result, step/end, turn/end, session/end-seed`)
+      expect(out).toContain("hello again")
+      const contents = yield* SessionStore.readFile(file)
+      expect(contents.events.filter((e) => e.type === "turn/end").map((e) => (e.data as any).turn)).toEqual([1, 2])
+      expect(Invariant.check(contents.events)).toEqual([])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>
+    Effect.gen(function*() {
+      const dsh = yield* cli(["resume", Path.join(DSH, "acp__tool-call-turn__session.jsonl")])
+      expect(dsh.code).toBe(2)
+      expect(dsh.err).toContain("DSH v0 log")
+      expect((yield* cli(["resume", Path.join(tmpDir(), "missing.jsonl")])).code).toBe(2)
+      expect((yield* cli(["resume", Path.join(tmpDir(), "notes.txt")])).code).toBe(2)
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the agent-loop binary", () => {

@@ -197,6 +197,88 @@ const run = Command.make(
     })
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
 
+/**
+ * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (DESIGN.md
+ * §10): a torn tail is cut, an open last turn gets its synthetic closers (printed), and state is
+ * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
+ * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
+ * Without it nothing runs (exit 0). DSH v0 logs are refused (exit 2): we read them, we do not
+ * append to them.
+ */
+const resumeCommand = Command.make(
+  "resume",
+  {
+    file: Args.text({ name: "FILE" }).pipe(Args.withDescription("a session log of ours: DIR/<id>.jsonl")),
+    continuePending: Options.boolean("continue-pending").pipe(
+      Options.withDescription("run the work the log left pending (queued followups, steering)")
+    ),
+    provider: providerOption,
+    baseUrl: baseUrlOption,
+    model: modelOption,
+    apiKeyEnv: apiKeyEnvOption,
+    maxSteps: Options.integer("max-steps").pipe(
+      Options.withDefault(100),
+      Options.withDescription("the most steps a turn may run (it ends error MAX_STEPS beyond)")
+    )
+  },
+  (options) =>
+    Effect.gen(function*() {
+      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
+      const model = yield* modelLayer(options)
+      const path = yield* Path.Path
+      const file = path.resolve(options.file)
+      if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
+      const contents = yield* readLog(file)
+      if (contents.header.version === 0) {
+        return yield* exit(2, `${options.file}: a DSH v0 log is read here (transcript, check), never appended to`)
+      }
+      const directory = path.dirname(file)
+      const id = path.basename(file, ".jsonl")
+      const before = contents.events.length
+      const layers = Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)
+      const failures = {
+        SessionStoreError: (e: SessionStore.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
+        SessionLogError: (e: SessionStore.SessionLogError) => exit(2, e.message),
+        SessionNotFound: (e: SessionStore.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
+      }
+      if (!options.continuePending) {
+        // Repair only: no agent, so nothing is disposed and pending work stays pending.
+        const appended = yield* Agent.repair(id).pipe(Effect.provide(layers), Effect.catchTags(failures))
+        yield* Console.log(
+          appended.length === 0
+            ? `${options.file}: nothing to repair`
+            : `${options.file}: appended ${appended.map((e) => e.type).join(", ")}`
+        )
+        return
+      }
+      const ran = yield* Effect.scoped(Effect.gen(function*() {
+        const tools = yield* OfflineTools.all()
+        const agent = yield* Agent.resume(id, { tools, maxSteps: options.maxSteps, continuePending: options.continuePending })
+        // The repair, if any, is what was appended up to its `session/end-seed`.
+        const tail = agent.log.events().slice(before)
+        const seed = tail.findIndex((e) => e.type === "session/end-seed")
+        const repaired = seed < 0 ? [] : tail.slice(0, seed + 1)
+        yield* Console.log(
+          repaired.length === 0
+            ? `${options.file}: nothing to repair`
+            : `${options.file}: appended ${repaired.map((e) => e.type).join(", ")}`
+        )
+        const print = livePrinter(() => agent.log.events().slice(before + repaired.length))
+        yield* Effect.addFinalizer(() => print)
+        const queue = yield* agent.subscribe
+        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) => ("seq" in event ? print : Effect.void))))
+        yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        if (agent.log.events().length === before + repaired.length) yield* Console.log("nothing was pending")
+        return agent.log.events().slice(before + repaired.length)
+      })).pipe(Effect.provide(layers), Effect.catchTags(failures))
+      if (ran.length === 0) return
+      const reason = lastTurnEnd(ran)
+      const code = exitCodeOf(reason)
+      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (code !== 0) return yield* exit(code)
+    })
+).pipe(Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10)."))
+
 /** Reads a log or exits 2 with the reader's message (naming the line). */
 const readLog = (file: string) =>
   SessionStore.readFile(file).pipe(
@@ -312,7 +394,7 @@ const simulate = Command.make(
 
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
-  Command.withSubcommands([run, transcript, check, demo, simulate])
+  Command.withSubcommands([run, resumeCommand, transcript, check, demo, simulate])
 )
 
 const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
