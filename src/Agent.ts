@@ -2356,7 +2356,7 @@ export interface ResumeOptions extends Omit<AgentOptions, "sessionId" | "cwd"> {
  * `continuePending`. The agent is disposed when the `Scope` closes.
  *
  * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line),
- * or `SessionStoreError`.
+ * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to).
  *
  * @since 0.1.0
  * @category constructors
@@ -2396,6 +2396,16 @@ export const repair = (
 const repairLog = (sessionId: string, ids: IdGeneratorService) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
+    // A DSH v0 log is read, never appended to (checked before `open`, which may cut its tail).
+    const { header } = yield* store.read(sessionId)
+    if (header.version === 0) {
+      return yield* Effect.fail(
+        new SessionStoreError({
+          message: `session "${sessionId}" is a DSH v0 log: it can be read (transcript, check), not resumed or appended to`,
+          sessionId
+        })
+      )
+    }
     const log = yield* store.open(sessionId)
     const before = log.events()
     // Ids for the synthetic results: counted first, then taken (the generator may be effectful).

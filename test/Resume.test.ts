@@ -7,6 +7,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import * as NodeFs from "node:fs"
+import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
@@ -132,6 +133,22 @@ describe("Agent.resume (§10)", () => {
       expect(brief(runs.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
       expect(Invariant.check(runs.log.events())).toEqual([])
     }).pipe(Effect.provide(layers)))
+
+  it.scoped("a DSH v0 log is refused (SessionStoreError) and left unchanged", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const fixture = Path.resolve(process.cwd(), "../shared/fixtures/dsh/acp__text-turn__session.jsonl")
+      const bytes = NodeFs.readFileSync(fixture)
+      NodeFs.writeFileSync(Path.join(dir, "v0.jsonl"), bytes)
+      const jsonl = SessionStore.layerJsonl({ directory: dir })
+      const repaired = yield* Effect.flip(Agent.repair("v0").pipe(Effect.provide(jsonl), Effect.scoped))
+      expect(repaired).toMatchObject({ _tag: "SessionStoreError", message: expect.stringContaining("DSH v0 log") })
+      const resumed = yield* Effect.flip(
+        Agent.resume("v0").pipe(Effect.provide(Layer.mergeAll(jsonl, Model.layer(Model.scripted([])))), Effect.scoped)
+      )
+      expect(resumed._tag).toBe("SessionStoreError")
+      expect(NodeFs.readFileSync(Path.join(dir, "v0.jsonl"))).toEqual(bytes)
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.scoped("JSONL: a torn tail is cut, the closers are written, a new store reads the same log and resumes with nothing to add", () =>
     Effect.gen(function*() {

@@ -268,7 +268,7 @@ const resumeCommand = Command.make(
         const queue = yield* agent.subscribe
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) => ("seq" in event ? print : Effect.void))))
         yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
-        if (agent.log.events().length === before + repaired.length) yield* Console.log("nothing was pending")
+        if (agent.log.events().length === before + repaired.length) yield* Console.log("no queued followup or steering to run")
         return agent.log.events().slice(before + repaired.length)
       })).pipe(Effect.provide(layers), Effect.catchTags(failures))
       if (ran.length === 0) return
