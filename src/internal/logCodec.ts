@@ -39,8 +39,10 @@
  *   numbers one shorter (as DSH's own decoder does); other fields of its envelope are dropped
  *   with a warning;
  * - core `data` is checked only for what the projections need (messages: string `id`, `role`,
- *   `content` an array of objects with a string `type`, `source` with a string `kind`; `turn`/
- *   `step` non-negative integers; …): `request/header` is `{header, reason}` there,
+ *   `content` an array of objects with a string `type` (a `text` block with a string `text`, a
+ *   `tool-result` block with a string `toolCallId`, an array `content` of such blocks and an
+ *   optional boolean `isError`), `source` with a string `kind`; `turn`/`step` non-negative
+ *   integers; …): `request/header` is `{header, reason}` there,
  *   `assistant/message` has no `finish`, blocks may be `image {attachment}`;
  * - envelope fields other than `type`/`seq`/`time`/`data` (`surfaceOp`, `sourceEventSeqs`,
  *   `ignorable`, …) are kept; header fields (`seedLength`, `parentSession`, …) are kept.
@@ -180,8 +182,31 @@ const isBlock = (u: unknown): boolean => {
   }
 }
 
-/** DSH v0 blocks: any object with a string `type` (DSH has e.g. `image {attachment}`). */
-const isLegacyBlock = (u: unknown): boolean => isObject(u) && typeof u.type === "string"
+/**
+ * What a DSH v0 content block lacks of the fields the projections read (`Transcript` joins text
+ * blocks and reads a tool result's `toolCallId`, `content` and `isError`), or undefined. Blocks
+ * of other types are kept as they are (DSH has e.g. `image {attachment}`).
+ */
+const legacyBlockProblem = (u: Record<string, unknown>): string | undefined => {
+  switch (u.type) {
+    case "text":
+      return typeof u.text === "string" ? undefined : "a \"text\" block needs a string \"text\""
+    case "tool-result":
+      return typeof u.toolCallId !== "string"
+        ? "a \"tool-result\" block needs a string \"toolCallId\""
+        : !isBlocks(u.content, isLegacyBlock)
+        ? "a \"tool-result\" block needs \"content\": an array of readable blocks"
+        : !isOptBoolean(u.isError)
+        ? "a \"tool-result\" block's \"isError\" must be a boolean"
+        : undefined
+    default:
+      return undefined
+  }
+}
+
+/** DSH v0 blocks: an object with a string `type`; known types need what the projections read. */
+const isLegacyBlock = (u: unknown): boolean =>
+  isObject(u) && typeof u.type === "string" && legacyBlockProblem(u) === undefined
 
 const isBlocks = (u: unknown, block: Check): boolean => {
   if (!Array.isArray(u)) return false
@@ -244,7 +269,9 @@ const makeFastChecks = (legacy: boolean): { readonly [type: string]: Check } => 
 
 const Int = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
 const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
-const LegacyBlock = Schema.Struct({ type: Schema.String }, Open)
+const LegacyBlock = Schema.Struct({ type: Schema.String }, Open).pipe(
+  Schema.filter((block) => legacyBlockProblem(block), { identifier: "ContentBlock" })
+)
 const Source = Schema.Struct({ kind: Schema.String }, Open)
 const legacyMessage = (role: "user" | "assistant") =>
   Schema.Struct({ id: Schema.String, role: Schema.Literal(role), content: Schema.Array(LegacyBlock), source: Source }, Open)
