@@ -5,13 +5,17 @@
  * `time` (epoch ms from the Effect `Clock`) when it accepts an append, and serializes appends
  * per session. An append is durable when it returns: in memory for `layerMemory`, `write(2)`
  * returned for `layerJsonl`, and also fsynced (group commit through a queue) for
- * `layerJsonl({ fsync: "batch" })` (DESIGN.md §3.3). Reading accepts our format (version 1) and
- * DSH format v0 logs (DESIGN.md §3.1; the rules are in `internal/logCodec.ts`).
+ * `layerJsonl({ fsync: "batch" })` (DESIGN.md §3.3). `layerSqlite` keeps every session in one
+ * SQLite database (WAL mode; `makeSql` on any `@effect/sql` client): an append is durable when
+ * committed. Reading accepts our format (version 1) and DSH format v0 logs (DESIGN.md §3.1; the
+ * rules are in `internal/logCodec.ts`).
  *
  * @since 0.1.0
  */
 import * as NodeFs from "node:fs"
 import { FileSystem } from "@effect/platform"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import type { PlatformError } from "@effect/platform/Error"
 import {
   Context,
@@ -158,7 +162,8 @@ export interface SessionStoreService {
 }
 
 /**
- * The session store service. Layers: `layerMemory`, `layerJsonl(options)`.
+ * The session store service. Layers: `layerMemory`, `layerJsonl(options)`, `layerSqlite(options)`
+ * (or `makeSql` on your own `SqlClient`).
  *
  * @since 0.1.0
  * @category services
@@ -272,6 +277,9 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
   return SessionStore.of({
     create: Effect.fn("SessionStore.create")(function*(options) {
       const header = yield* resolveCreate(options)
+      if (!VALID_ID.test(header.id)) {
+        return yield* Effect.fail(storeError(`invalid session id ${JSON.stringify(header.id)}`, header.id))
+      }
       if (sessions.has(header.id)) {
         return yield* Effect.fail(storeError(`session "${header.id}" already exists`, header.id))
       }
@@ -573,6 +581,16 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
 }
 
 /**
+ * A store reads session `id` from `<id>.jsonl`: a file whose header names another session (a
+ * copied or renamed file) is refused, as the log it would open could not be found again by its
+ * id (`readFile` reads such a file at its path).
+ */
+const ownHeader = (id: string, path: string, contents: LogContents): Effect.Effect<LogContents, SessionLogError> =>
+  contents.header.id === id
+    ? Effect.succeed(contents)
+    : Effect.fail(logError(path, { line: 1, message: `the header names session ${JSON.stringify(contents.header.id)}, not ${JSON.stringify(id)}` }))
+
+/**
  * Builds a JSONL store in `options.directory` (DESIGN.md §3). Open logs keep their file
  * handle (opened with flag `"a"`) until the scope closes; with `fsync: "batch"` appends are
  * group-committed: one `fdatasync` per round for every append whose write returned before the
@@ -684,7 +702,7 @@ export const makeJsonl = (
       if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
       const path = pathOf(id)
       const bytes = yield* readBytes(id, path)
-      const contents = yield* decodeBytes(bytes, path)
+      const contents = yield* Effect.flatMap(decodeBytes(bytes, path), (c) => ownHeader(id, path, c))
       const size = contents.validBytes ?? bytes.length
       const [scope, file] = yield* openFile(id, path, "a")
       if (contents.tornTail === true) {
@@ -713,7 +731,7 @@ export const makeJsonl = (
       }
       if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
       const path = pathOf(id)
-      return yield* decodeBytes(yield* readBytes(id, path), path)
+      return yield* Effect.flatMap(decodeBytes(yield* readBytes(id, path), path), (c) => ownHeader(id, path, c))
     })
 
     const list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> = fs.readDirectory(directory).pipe(
@@ -748,3 +766,237 @@ export const makeJsonl = (
  */
 export const layerJsonl = (options: JsonlOptions): Layer.Layer<SessionStore, never, FileSystem.FileSystem> =>
   Layer.scoped(SessionStore, makeJsonl(options))
+
+// ---------------------------------------------------------------------------------------------
+// SQL store
+// ---------------------------------------------------------------------------------------------
+
+/** Rows per INSERT statement (3 parameters each; SQLite allows 32,766 parameters). */
+const ROWS_PER_STATEMENT = 5000
+
+/**
+ * Builds the SQL store (DESIGN.md §3.3: an append is durable when committed) on the
+ * `@effect/sql` `SqlClient` in context; `layerSqlite` runs it on SQLite. Creates its tables when
+ * missing:
+ * - `agent_loop_sessions (id TEXT PRIMARY KEY, header TEXT)`: the header line's JSON;
+ * - `agent_loop_events (session_id TEXT, seq INTEGER, event TEXT, PRIMARY KEY (session_id, seq))`:
+ *   one row per event, `event` being exactly the line the JSONL store would write (without its
+ *   newline): a session exports to a JSONL log by concatenation, and reads back through the same
+ *   decoder with the same checks.
+ *
+ * Rules:
+ * - An append is one INSERT (a transaction when it holds more than 5,000 events): all of its
+ *   events or none, committed when it returns. Appends to one log are serialized by the log.
+ * - One writer per session: a second process appending to the same session fails on the
+ *   `(session_id, seq)` key with a `SessionStoreError` (nothing changes in memory), never
+ *   interleaves.
+ * - Reading orders rows by `seq`. A row that is not one line of JSON, a missing or repeated seq,
+ *   or invalid event data is a `SessionLogError` naming the session and the seq; its `line` is
+ *   the line the event would have in a JSONL file (seq + 2). There is no torn tail: a commit is
+ *   atomic.
+ * - Session ids follow the JSONL store's rule (`[A-Za-z0-9_-][A-Za-z0-9._-]*`), so every session
+ *   can be exported to a file. Logs opened through the store refuse appends once its scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlClient.SqlClient | Scope.Scope> = Effect
+  .gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const failed = (what: string, id: string | undefined) => (error: SqlError) => storeError(what, id, error)
+    yield* Effect.mapError(
+      Effect.zipRight(
+        sql`CREATE TABLE IF NOT EXISTS agent_loop_sessions (id TEXT PRIMARY KEY NOT NULL, header TEXT NOT NULL)`,
+        sql`CREATE TABLE IF NOT EXISTS agent_loop_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
+      ),
+      failed("cannot create the session tables", undefined)
+    )
+    const openLogs = new Map<string, SessionLog>()
+    let closed = false
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+      })
+    )
+    const storeLock = yield* Effect.makeSemaphore(1)
+
+    const insert = (id: string, committed: ReadonlyArray<SessionEvent>): Effect.Effect<unknown, SqlError> => {
+      const rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
+      if (rows.length <= ROWS_PER_STATEMENT) return sql`INSERT INTO agent_loop_events ${sql.insert(rows)}`
+      const statements: Array<Effect.Effect<unknown, SqlError>> = []
+      for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+        statements.push(sql`INSERT INTO agent_loop_events ${sql.insert(rows.slice(i, i + ROWS_PER_STATEMENT))}`)
+      }
+      return sql.withTransaction(Effect.all(statements, { discard: true }))
+    }
+
+    const attach = (header: SessionHeader, events: Array<SessionEvent>): Effect.Effect<SessionLog> =>
+      Effect.map(Effect.makeSemaphore(1), (lock) => {
+        const id = header.id
+        const commit = (time: number, drafts: ReadonlyArray<EventDraft>) => {
+          if (closed) return Effect.fail(storeError(`session "${id}" is closed`, id))
+          let committed: ReadonlyArray<SessionEvent>
+          try {
+            committed = commitDrafts(drafts, events.length, time)
+          } catch (error) {
+            return Effect.fail(storeError(`cannot encode the events of session "${id}"`, id, error))
+          }
+          return insert(id, committed).pipe(
+            Effect.mapError(failed(`cannot append to session "${id}"`, id)),
+            Effect.map(() => {
+              for (const event of committed) events.push(event)
+              return committed
+            })
+          )
+        }
+        const log: SessionLog = {
+          id,
+          header,
+          append: (drafts) =>
+            drafts.length === 0
+              ? EMPTY
+              : lock.withPermits(1)(
+                Effect.clockWith((clock) => Effect.suspend(() => commit(clock.unsafeCurrentTimeMillis(), drafts)))
+              ),
+          events: () => events
+        }
+        openLogs.set(id, log)
+        return log
+      })
+
+    const readRows = Effect.fnUntraced(function*(id: SessionId) {
+      const readFailed = failed(`cannot read session "${id}"`, id)
+      const headers = yield* Effect.mapError(
+        sql<{ header: string }>`SELECT header FROM agent_loop_sessions WHERE id = ${id}`,
+        readFailed
+      )
+      if (headers.length === 0) return yield* Effect.fail(notFound(id))
+      const rows = yield* Effect.mapError(
+        sql<{ seq: number; event: string }>`SELECT seq, event FROM agent_loop_events WHERE session_id = ${id} ORDER BY seq`,
+        readFailed
+      )
+      const where = `session "${id}"`
+      const rowError = (line: number, message: string) => {
+        const seq = line >= 2 ? rows[line - 2]?.seq : undefined
+        return new SessionLogError({
+          message: `${where}${seq === undefined ? "" : `, seq ${seq}`}: ${message}`,
+          path: undefined,
+          line
+        })
+      }
+      const header = headers[0]!.header
+      if (typeof header !== "string" || header.includes("\n")) return yield* Effect.fail(rowError(1, "header is not one line"))
+      let text = header + "\n"
+      for (let i = 0; i < rows.length; i++) {
+        const event = rows[i]!.event
+        if (typeof event !== "string" || event.includes("\n")) {
+          return yield* Effect.fail(rowError(i + 2, "event row is not one line of JSON"))
+        }
+        text += event + "\n"
+      }
+      const decoded = decodeLog(text)
+      if (Either.isLeft(decoded)) return yield* Effect.fail(rowError(decoded.left.line, decoded.left.message))
+      const contents = decoded.right
+      if (contents.header.version !== 1) return yield* Effect.fail(rowError(1, "only logs of our format (version 1) are stored in SQL"))
+      if (contents.header.id !== id) {
+        return yield* Effect.fail(rowError(1, `the header names session ${JSON.stringify(contents.header.id)}`))
+      }
+      return { header: contents.header, events: contents.events, warnings: contents.warnings } satisfies LogContents
+    })
+
+    const create = Effect.fnUntraced(function*(options: CreateOptions) {
+      const header = yield* resolveCreate(options)
+      const id = header.id
+      if (!VALID_ID.test(id)) return yield* Effect.fail(storeError(`invalid session id ${JSON.stringify(id)}`, id))
+      if (closed) return yield* Effect.fail(storeError("the store is closed", id))
+      const createFailed = failed(`cannot create session "${id}"`, id)
+      const existing = yield* Effect.mapError(sql<{ id: string }>`SELECT id FROM agent_loop_sessions WHERE id = ${id}`, createFailed)
+      if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(storeError(`session "${id}" already exists`, id))
+      yield* Effect.mapError(
+        sql`INSERT INTO agent_loop_sessions ${sql.insert({ id, header: encodeHeader(header).slice(0, -1) })}`,
+        createFailed
+      )
+      return yield* attach(header, [])
+    })
+
+    const open = Effect.fnUntraced(function*(id: SessionId) {
+      const already = openLogs.get(id)
+      if (already !== undefined) return already
+      if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
+      if (closed) return yield* Effect.fail(storeError("the store is closed", id))
+      const contents = yield* readRows(id)
+      return yield* attach(contents.header, contents.events as Array<SessionEvent>)
+    })
+
+    const read = (id: SessionId): Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound> =>
+      Effect.suspend(() => {
+        const already = openLogs.get(id)
+        if (already !== undefined) {
+          return Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
+        }
+        return VALID_ID.test(id) ? readRows(id) : Effect.fail(notFound(id))
+      })
+
+    const list = Effect.mapError(
+      Effect.map(sql<{ id: string }>`SELECT id FROM agent_loop_sessions ORDER BY id`, (rows) => rows.map((r) => r.id)),
+      failed("cannot list the sessions", undefined)
+    )
+
+    return SessionStore.of({
+      create: (options) => Effect.withSpan(storeLock.withPermits(1)(create(options)), "SessionStore.create"),
+      open: (id) => Effect.withSpan(storeLock.withPermits(1)(open(id)), "SessionStore.open"),
+      read: (id) => Effect.withSpan(read(id), "SessionStore.read"),
+      list: Effect.withSpan(list, "SessionStore.list")
+    })
+  })
+
+/**
+ * Options of `layerSqlite`. `filename`: the database file (created when missing; `":memory:"`
+ * for a private in-memory database). `synchronous`: SQLite's `PRAGMA synchronous` in WAL mode:
+ * `"full"` (default) syncs the WAL at every commit, so an append that returned survives power
+ * loss; `"normal"` syncs at checkpoints only, so it survives a crash of the process (SIGKILL) but
+ * not of the machine.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqliteOptions {
+  readonly filename: string
+  readonly synchronous?: "full" | "normal" | undefined
+}
+
+/**
+ * The SQLite store (`makeSql` on `@effect/sql-sqlite-node`, i.e. better-sqlite3, in WAL mode):
+ * every session in one database file (DESIGN.md §3.3). Fails with `SessionStoreError` when the
+ * native module cannot be loaded or the file is not a usable database. Scoped: the database
+ * closes with the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, SessionStoreError> =>
+  Layer.scoped(
+    SessionStore,
+    Effect.gen(function*() {
+      const cannotOpen = (cause: unknown) => storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
+      // Loaded on first use, so that the other stores never load the native module.
+      const { SqliteClient } = yield* Effect.tryPromise({
+        try: () => import("@effect/sql-sqlite-node"),
+        catch: cannotOpen
+      })
+      const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })
+      const client = yield* SqliteClient.make({ filename: options.filename }).pipe(
+        Effect.provide(Reactivity.layer),
+        Effect.catchAllDefect((defect) => Effect.fail(cannotOpen(defect)))
+      )
+      const synchronous = options.synchronous === "normal" ? "NORMAL" : "FULL"
+      const modes = yield* client<{ journal_mode: string }>`PRAGMA journal_mode`.pipe(
+        Effect.zipLeft(client.unsafe(`PRAGMA synchronous = ${synchronous}`)),
+        Effect.mapError(cannotOpen)
+      )
+      if (options.filename !== ":memory:" && modes[0]?.journal_mode !== "wal") {
+        return yield* Effect.fail(cannotOpen(`journal_mode is ${modes[0]?.journal_mode}, not wal`))
+      }
+      return yield* Effect.provideService(makeSql, SqlClient.SqlClient, client)
+    })
+  )

@@ -108,6 +108,86 @@ describe("agent-loop transcript / check on DSH logs", () => {
     }))
 })
 
+describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
+  const header = "{\"type\":\"session\",\"version\":0,\"id\":\"legacy\",\"createdAt\":1,\"delegationDepth\":0}"
+  const opening = [
+    header,
+    "{\"type\":\"agent/inbox/spliced\",\"data\":{\"target\":\"next-turn\",\"start\":0,\"inserted\":[{\"id\":\"u1\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],\"source\":{\"kind\":\"user\"}}]}}",
+    "{\"type\":\"turn/start\",\"data\":{\"turn\":1}}",
+    "{\"type\":\"agent/inbox/spliced\",\"data\":{\"target\":\"next-turn\",\"start\":0,\"removedCount\":1,\"inserted\":[]}}",
+    "{\"type\":\"step/start\",\"data\":{\"turn\":1,\"step\":1}}"
+  ]
+  const call = "{\"type\":\"tool/call\",\"data\":{\"turn\":1,\"step\":1,\"callId\":\"c1\",\"name\":\"bash\",\"arguments\":\"{}\"}}"
+  const result = (block: string) =>
+    `{"type":"tool/result","surfaceOp":"append","data":{"turn":1,"step":1,"message":{"id":"r1","role":"user","content":[${block}],"source":{"kind":"tool","callId":"c1"}}}}`
+  type Case = readonly [label: string, lines: ReadonlyArray<string>, message: string]
+  /** Each case's lines as a file: check, transcript and transcript --json exit 2 with one line naming it. */
+  const refused = (cases: ReadonlyArray<Case>) =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      for (const [label, lines, message] of cases) {
+        const file = Path.join(dir, "legacy.jsonl")
+        Fs.writeFileSync(file, lines.join("\n") + "\n")
+        for (const argv of [["check", file], ["transcript", file], ["transcript", file, "--json"]]) {
+          expect([label, argv[0], yield* cli(argv)]).toEqual([label, argv[0], { code: 2, out: "", err: `${file}, ${message}` }])
+        }
+      }
+    })
+
+  it.effect("a legacy line the reader cannot read: exit 2 with one line naming it, no stack trace", () =>
+    refused([
+      [
+        "user/message content a string",
+        [...opening, "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":\"hi\",\"source\":{\"kind\":\"user\"}}}"],
+        "line 6: unreadable DSH v0 \"user/message\" data: Expected ReadonlyArray<ContentBlock>, actual \"hi\" at .content"
+      ],
+      [
+        "a packed row whose dt does not fit its texts",
+        [...opening, "{\"type\":\"text-chunks\",\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[],\"texts\":[\"a\",\"b\"]}}"],
+        "line 6: unreadable DSH v0 \"text-chunks\" row: dt must hold 1 gaps (one fewer than the elements)"
+      ],
+      [
+        "a seq that is not the expanded index",
+        [...opening, "{\"type\":\"step/end\",\"seq\":5,\"data\":{\"turn\":1,\"step\":1}}"],
+        "line 6: \"step/end\" has seq 5 where 4 was expected"
+      ]
+    ]))
+
+  it.effect("blocks without the fields the transcript reads are refused (the transcript crashed on them: TypeError, exit 1)", () =>
+    Effect.gen(function*() {
+      yield* refused([
+        [
+          "a text block without its text",
+          [...opening, "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":[{\"type\":\"text\"}],\"source\":{\"kind\":\"user\"}}}"],
+          "line 6: unreadable DSH v0 \"user/message\" data: a \"text\" block needs a string \"text\" at .content[0]"
+        ],
+        [
+          "a tool-result block without content",
+          [...opening, call, result("{\"type\":\"tool-result\",\"toolCallId\":\"c1\"}")],
+          "line 7: unreadable DSH v0 \"tool/result\" data: a \"tool-result\" block needs \"content\": an array of readable blocks at .message.content[0]"
+        ],
+        [
+          "an assistant text block whose text is a number",
+          [...opening, "{\"type\":\"assistant/message\",\"surfaceOp\":\"append\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"id\":\"a1\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":5}],\"source\":{\"kind\":\"model\"}}}}"],
+          "line 6: unreadable DSH v0 \"assistant/message\" data: a \"text\" block needs a string \"text\" at .message.content[0]"
+        ]
+      ])
+      // the same log with readable blocks (an image of DSH's shape kept as it is) passes
+      const file = Path.join(tmpDir(), "fine.jsonl")
+      Fs.writeFileSync(
+        file,
+        [
+          ...opening,
+          "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":\"image\",\"attachment\":{\"id\":\"a\"}}],\"source\":{\"kind\":\"user\"}}}",
+          call,
+          result("{\"type\":\"tool-result\",\"toolCallId\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}")
+        ].join("\n") + "\n"
+      )
+      expect(yield* cli(["check", file])).toEqual({ code: 0, out: `${file}: ok (7 events)`, err: "" })
+      expect(yield* cli(["transcript", file])).toEqual({ code: 0, out: "── turn 1 ──\n> hi\n→ bash({})\n← ok", err: "" })
+    }))
+})
+
 describe("agent-loop run", () => {
   it.effect("bad arguments exit 2", () =>
     Effect.gen(function*() {
@@ -288,6 +368,30 @@ describe("agent-loop resume", () => {
       const contents = yield* SessionStore.readFile(file)
       expect(contents.events.filter((e) => e.type === "turn/end").map((e) => (e.data as any).turn)).toEqual([1, 2])
       expect(Invariant.check(contents.events)).toEqual([])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resume FILE whose header id is not its name is refused (exit 2): nothing is written or created", () =>
+    Effect.gen(function*() {
+      // The store keys sessions by <id>.jsonl; here other.jsonl holds session "crashed" and the
+      // real crashed.jsonl sits next to it. Opening other.jsonl as "crashed" would make a log
+      // that cannot be found again by its id.
+      const dir = tmpDir()
+      const original = yield* crashedLog(dir, ["and the date?"])
+      const file = Path.join(dir, "other.jsonl")
+      Fs.copyFileSync(original, file)
+      const untouched = Fs.readFileSync(original, "utf8")
+      for (const args of [["resume", file], ["resume", file, "--continue-pending"]]) {
+        expect(yield* cli(args)).toEqual({
+          code: 2,
+          out: "",
+          err: `${file}, line 1: the header names session "crashed", not "other"`
+        })
+      }
+      expect(Fs.readdirSync(dir).sort()).toEqual(["crashed.jsonl", "other.jsonl"])
+      expect(Fs.readFileSync(original, "utf8")).toBe(untouched)
+      expect(Fs.readFileSync(file, "utf8")).toBe(untouched)
+      // Reading it at its path still works.
+      expect((yield* cli(["check", file])).code).toBe(0)
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>

@@ -139,15 +139,16 @@ describe("Agent.resume (§10)", () => {
       const dir = yield* tmpDir
       const fixture = Path.resolve(process.cwd(), "../shared/fixtures/dsh/acp__text-turn__session.jsonl")
       const bytes = NodeFs.readFileSync(fixture)
-      NodeFs.writeFileSync(Path.join(dir, "v0.jsonl"), bytes)
+      const id = JSON.parse(bytes.toString("utf8").split("\n")[0]!).id as string
+      NodeFs.writeFileSync(Path.join(dir, `${id}.jsonl`), bytes)
       const jsonl = SessionStore.layerJsonl({ directory: dir })
-      const repaired = yield* Effect.flip(Agent.repair("v0").pipe(Effect.provide(jsonl), Effect.scoped))
+      const repaired = yield* Effect.flip(Agent.repair(id).pipe(Effect.provide(jsonl), Effect.scoped))
       expect(repaired).toMatchObject({ _tag: "SessionStoreError", message: expect.stringContaining("DSH v0 log") })
       const resumed = yield* Effect.flip(
-        Agent.resume("v0").pipe(Effect.provide(Layer.mergeAll(jsonl, Model.layer(Model.scripted([])))), Effect.scoped)
+        Agent.resume(id).pipe(Effect.provide(Layer.mergeAll(jsonl, Model.layer(Model.scripted([])))), Effect.scoped)
       )
       expect(resumed._tag).toBe("SessionStoreError")
-      expect(NodeFs.readFileSync(Path.join(dir, "v0.jsonl"))).toEqual(bytes)
+      expect(NodeFs.readFileSync(Path.join(dir, `${id}.jsonl`))).toEqual(bytes)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.scoped("JSONL: a torn tail is cut, the closers are written, a new store reads the same log and resumes with nothing to add", () =>

@@ -1,0 +1,360 @@
+/**
+ * The session store contract (DESIGN.md §3, issue 5): the memory, JSONL (`fsync` none and batch)
+ * and SQLite stores run one suite: create/open/read/list and their errors, append order with
+ * `seq`/`time`, durability when an append returns (an independent store on the same files sees
+ * it), concurrent appenders, read-back equality of a real agent session (with a reopen that
+ * continues it), crash repair. Torn and corrupt input is per store (memory holds no bytes).
+ */
+import * as NodeFs from "node:fs"
+import * as Path from "node:path"
+import { FileSystem } from "@effect/platform"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Schema, Scope, TestClock } from "effect"
+import * as Agent from "../src/Agent.js"
+import * as IdGenerator from "../src/IdGenerator.js"
+import * as Invariant from "../src/Invariant.js"
+import * as Model from "../src/Model.js"
+import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Tool from "../src/Tool.js"
+import { advance } from "./utils/agent.js"
+import { assistant, followup, msg, stepStart, toolCall, turnStart } from "./utils/events.js"
+import { tmpDir } from "./utils/tmp.js"
+
+type Service = SessionStore.SessionStoreService
+
+/**
+ * A store under test. `backing` makes a fresh place for its sessions (a directory, a database
+ * file); `make` builds a store on it in the given scope. Two stores made on one backing are
+ * independent readers/writers of the same data (memory: the same store, it holds no bytes).
+ */
+interface Kind {
+  readonly name: string
+  readonly make: (backing: string, scope: Scope.Scope) => Effect.Effect<Service, unknown, FileSystem.FileSystem>
+  /** Closing the scope of `make` closes its logs to appends (the memory store has no scope). */
+  readonly closes: boolean
+}
+
+const fromLayer = <E>(layer: Layer.Layer<SessionStore.SessionStore, E, FileSystem.FileSystem>, scope: Scope.Scope) =>
+  Effect.map(Layer.buildWithScope(layer, scope), (context) => Context.get(context, SessionStore.SessionStore))
+
+const memoryStores = new Map<string, Service>()
+
+const kinds: ReadonlyArray<Kind> = [
+  {
+    name: "memory",
+    make: (backing) =>
+      Effect.suspend(() => {
+        const known = memoryStores.get(backing)
+        if (known !== undefined) return Effect.succeed(known)
+        return Effect.tap(SessionStore.makeMemory, (store) => Effect.sync(() => memoryStores.set(backing, store)))
+      }),
+    closes: false
+  },
+  {
+    name: "jsonl",
+    make: (backing, scope) => fromLayer(SessionStore.layerJsonl({ directory: backing }), scope),
+    closes: true
+  },
+  {
+    name: "jsonl fsync batch",
+    make: (backing, scope) => fromLayer(SessionStore.layerJsonl({ directory: backing, fsync: "batch" }), scope),
+    closes: true
+  },
+  {
+    name: "sqlite",
+    make: (backing, scope) => fromLayer(SessionStore.layerSqlite({ filename: Path.join(backing, "sessions.db") }), scope),
+    closes: true
+  }
+]
+
+/** A store of `kind` on a fresh backing, plus a way to make independent stores on the same. */
+const setup = (kind: Kind) =>
+  Effect.gen(function*() {
+    const backing = yield* tmpDir
+    const scope = yield* Effect.scope
+    const store = yield* Effect.orDie(kind.make(backing, scope))
+    /** Runs `f` on a second store on the same backing, closed afterwards. */
+    const other = <A, E>(f: (store: Service) => Effect.Effect<A, E>) =>
+      Effect.scoped(Effect.flatMap(Effect.scope, (s) => Effect.flatMap(Effect.orDie(kind.make(backing, s)), f)))
+    return { backing, store, other }
+  })
+
+const draft = (type: string, data: unknown): EventDraft => ({ type, data } as EventDraft)
+const stripped = (events: ReadonlyArray<SessionEvent>) => events.map((e) => ({ type: e.type, data: e.data }))
+
+const quick = Tool.make({
+  name: "quick",
+  description: "",
+  parameters: Schema.Struct({ n: Schema.Number }),
+  execute: ({ n }) => Effect.succeed({ content: `n=${n} ✓ ü 𝄞` })
+})
+
+for (const kind of kinds) {
+  describe(`SessionStore contract: ${kind.name}`, () => {
+    it.scoped("create, open, read and list; duplicate, unknown and invalid ids are typed errors", () =>
+      Effect.gen(function*() {
+        const { store } = yield* setup(kind)
+        const b = yield* store.create({ id: "b", createdAt: 7, cwd: "/w" })
+        const a = yield* store.create({ id: "a", createdAt: 8 })
+        expect(b.header).toEqual({ type: "session", format: "effect-agent-loop", version: 1, id: "b", createdAt: 7, cwd: "/w" })
+        expect(a.header).toEqual({ type: "session", format: "effect-agent-loop", version: 1, id: "a", createdAt: 8 })
+        expect(yield* store.list).toEqual(["a", "b"])
+        expect(yield* store.open("a")).toBe(a)
+        expect(yield* store.read("b")).toMatchObject({ header: b.header, events: [] })
+        const duplicate = yield* Effect.flip(store.create({ id: "a" }))
+        expect([duplicate._tag, duplicate.message]).toEqual(["SessionStoreError", "session \"a\" already exists"])
+        expect((yield* Effect.flip(store.open("nope")))._tag).toBe("SessionNotFound")
+        expect((yield* Effect.flip(store.read("nope")))._tag).toBe("SessionNotFound")
+        expect((yield* Effect.flip(store.open("../a")))._tag).toBe("SessionNotFound")
+        const invalid = yield* Effect.flip(store.create({ id: "../escape" }))
+        expect([invalid._tag, invalid.message]).toEqual(["SessionStoreError", "invalid session id \"../escape\""])
+        expect(yield* store.list).toEqual(["a", "b"])
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("appends in order: contiguous seq, the clock's time per call, each call's events adjacent", () =>
+      Effect.gen(function*() {
+        const { store, other } = yield* setup(kind)
+        yield* TestClock.setTime(1_000)
+        const log = yield* store.create({ id: "s" })
+        const first = yield* log.append([turnStart(1), followup(msg("u1", "one")), draft("plugin/note", { n: 1 })])
+        yield* TestClock.adjust(500)
+        const second = yield* log.append([draft("plugin/note", { n: 2 })])
+        expect(yield* log.append([])).toEqual([])
+        expect(first.map((e) => [e.seq, e.time, e.type])).toEqual([
+          [0, 1_000, "turn/start"],
+          [1, 1_000, "agent/inbox/spliced"],
+          [2, 1_000, "plugin/note"]
+        ])
+        expect(second.map((e) => [e.seq, e.time])).toEqual([[3, 1_500]])
+        expect(log.events()).toEqual([...first, ...second])
+        expect(Object.isFrozen(first[1]!.data)).toBe(true)
+        // Durable once the append returned: an independent store on the same files sees it.
+        const seen = yield* other((s) => s.read("s"))
+        expect(seen.events).toEqual([...first, ...second])
+        expect(seen.header).toEqual(log.header)
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("concurrent appenders: every call's events adjacent and in seq order, none lost", () =>
+      Effect.gen(function*() {
+        const { store, other } = yield* setup(kind)
+        const log = yield* store.create({ id: "s" })
+        const appenders = 12
+        const rounds = 8
+        const results = yield* Effect.all(
+          Array.from({ length: appenders }, (_, w) =>
+            Effect.forEach(Array.from({ length: rounds }, (_, r) => r), (r) =>
+              Effect.map(
+                log.append(Array.from({ length: 1 + ((w + r) % 3) }, (_, k) => draft("plugin/note", { w, r, k }))),
+                (events) => ({ w, r, events })
+              ))),
+          { concurrency: "unbounded" }
+        )
+        const calls = results.flat()
+        const total = calls.reduce((n, c) => n + c.events.length, 0)
+        expect(total).toBe(appenders * rounds * 2) // sizes 1, 2, 3 in equal shares
+        for (const { events, r, w } of calls) {
+          expect(events.map((e) => e.seq)).toEqual(events.map((_, k) => events[0]!.seq + k))
+          expect(events.map((e) => e.data)).toEqual(events.map((_, k) => ({ w, r, k })))
+        }
+        // One appender's calls keep their order.
+        for (let w = 0; w < appenders; w++) {
+          const seqs = calls.filter((c) => c.w === w).map((c) => c.events[0]!.seq)
+          expect(seqs).toEqual([...seqs].sort((x, y) => x - y))
+        }
+        expect(log.events().map((e) => e.seq)).toEqual(Array.from({ length: total }, (_, i) => i))
+        expect((yield* other((s) => s.read("s"))).events).toEqual(log.events())
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("read-back equality: an agent session with tools reads back equal, and a reopen continues it", () =>
+      Effect.gen(function*() {
+        const { store, other } = yield* setup(kind)
+        const model = Model.scripted([
+          { reasoning: "think…", toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }] },
+          { text: "done: «n=1», n=2 — 完了 🎉" },
+          { text: "second" }
+        ])
+        const events = yield* Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make({ sessionId: "s", tools: [quick] })
+          yield* agent.followup("go \u0000 \u2028 \"quoted\"")
+          yield* agent.inject({ id: "ctx1", role: "user", content: [{ type: "text", text: "context" }], source: { kind: "plugin", plugin: "watch", extra: [1, { deep: null }] } } as never)
+          yield* advance(10)
+          yield* agent.followup("again")
+          yield* advance(10)
+          return agent.log.events().slice()
+        })).pipe(
+          Effect.provideService(SessionStore.SessionStore, store),
+          Effect.provideService(Model.Model, model),
+          Effect.provide(IdGenerator.layerSeeded(3))
+        )
+        expect(Invariant.check(events)).toEqual([])
+        expect(events.filter((e) => e.type === "turn/end").length).toBe(2)
+        expect(events.filter((e) => e.type === "tool/result").length).toBe(2)
+        // The store's own view, a read, and an independent store all agree.
+        expect((yield* store.read("s")).events).toEqual(events)
+        const back = yield* other((s) => s.read("s"))
+        expect(back.events).toEqual(events)
+        expect(back.warnings).toEqual([])
+        // Reopened by an independent store (the first one closed its logs with the agent's
+        // scope only for stores that close): appends continue the seq.
+        if (kind.closes) {
+          const next = yield* other((s) =>
+            Effect.flatMap(s.open("s"), (log) => log.append([draft("plugin/note", { after: true })]))
+          )
+          expect(next.map((e) => e.seq)).toEqual([events.length])
+          expect((yield* other((s) => s.read("s"))).events.length).toBe(events.length + 1)
+        }
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("crash repair: an open tool step gets the §10 closers; a second repair appends nothing", () =>
+      Effect.gen(function*() {
+        const { backing, store } = yield* setup(kind)
+        const log = yield* store.create({ id: "s" })
+        const prompt = msg("u1", "go")
+        yield* log.append([followup(prompt), turnStart(1), draft("agent/inbox/spliced", { target: "next-turn", start: 0, removedCount: 1, inserted: [] }), stepStart(1, 1), { type: "user/message", data: prompt }])
+        yield* log.append([
+          assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "quick", arguments: "{\"n\":1}" }, { id: "c2", name: "quick", arguments: "{\"n\":2}" }] }),
+          toolCall(1, 1, "c1", "quick", "{\"n\":1}")
+        ])
+        const repair = (s: Service) => Agent.repair("s").pipe(Effect.provideService(SessionStore.SessionStore, s))
+        // The repairing store is an independent one, as after a restart.
+        const scope = yield* Scope.make()
+        const fresh = yield* Effect.orDie(kind.make(backing, scope))
+        const appended = yield* repair(fresh)
+        expect(appended.map((e) => [e.seq, e.type, (e.data as any).error?.code ?? (e.data as any).callId ?? null])).toEqual([
+          [7, "tool/result", "TOOL_OUTCOME_UNKNOWN"],
+          [8, "tool/call", "c2"],
+          [9, "tool/result", "TOOL_NOT_STARTED"],
+          [10, "step/end", null],
+          [11, "turn/end", null],
+          [12, "session/end-seed", null]
+        ])
+        expect(yield* repair(fresh)).toEqual([])
+        yield* Scope.close(scope, Exit.void)
+        const after = kind.closes ? yield* Effect.scoped(Effect.flatMap(Effect.scope, (s) => Effect.flatMap(Effect.orDie(kind.make(backing, s)), (st) => st.read("s")))) : yield* store.read("s")
+        expect(after.events.length).toBe(13)
+        expect(Invariant.check(after.events)).toEqual([])
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    if (kind.closes) {
+      it.effect("a log refuses appends once its store's scope closed", () =>
+        Effect.gen(function*() {
+          const backing = yield* tmpDir
+          const scope = yield* Scope.make()
+          const store = yield* Effect.orDie(kind.make(backing, scope))
+          const log = yield* store.create({ id: "s" })
+          yield* log.append([turnStart(1)])
+          yield* Scope.close(scope, Exit.void)
+          const error = yield* Effect.flip(log.append([draft("plugin/note", {})]))
+          expect(error._tag).toBe("SessionStoreError")
+          expect(log.events().length).toBe(1)
+        }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+    }
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Torn and corrupt input, per store
+// ---------------------------------------------------------------------------------------------
+
+describe("SessionStore contract: torn and corrupt input", () => {
+  const header = "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"s\",\"createdAt\":0}"
+  const line = (seq: number) => `{"type":"plugin/note","seq":${seq},"time":0,"data":{"n":${seq}}}`
+
+  it.scoped("jsonl: a torn last line is ignored when read and cut before the next append; a bad line before it is an error naming the line", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const path = Path.join(dir, "s.jsonl")
+      NodeFs.writeFileSync(path, `${header}\n${line(0)}\n${line(1)}\n{"type":"plugin/no`)
+      const store = yield* SessionStore.makeJsonl({ directory: dir })
+      const read = yield* store.read("s")
+      expect([read.events.length, read.tornTail, read.warnings]).toEqual([2, true, ["line 4: torn last line ignored (18 characters, not JSON)"]])
+      const log = yield* store.open("s")
+      yield* log.append([draft("plugin/note", { n: 2 })])
+      expect(NodeFs.readFileSync(path, "utf8").split("\n").slice(3)).toEqual([
+        expect.stringMatching(/^\{"type":"plugin\/note","seq":2,/),
+        ""
+      ])
+      NodeFs.writeFileSync(Path.join(dir, "bad.jsonl"), `${header.replace("\"s\"", "\"bad\"")}\n${line(0)}\nnot json\n${line(2)}\n`)
+      const error = yield* Effect.flip(store.open("bad"))
+      expect([error._tag, (error as SessionStore.SessionLogError).line]).toEqual(["SessionLogError", 3])
+      expect(error.message).toContain("bad.jsonl, line 3: not JSON")
+      // A copied file whose header names another session is not that session.
+      NodeFs.copyFileSync(path, Path.join(dir, "copy.jsonl"))
+      for (const failure of [yield* Effect.flip(store.open("copy")), yield* Effect.flip(store.read("copy"))]) {
+        expect([failure._tag, failure.message]).toEqual([
+          "SessionLogError",
+          `${Path.join(dir, "copy.jsonl")}, line 1: the header names session "s", not "copy"`
+        ])
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  const sqliteWith = (dir: string) => SessionStore.layerSqlite({ filename: Path.join(dir, "sessions.db") })
+
+  it.scoped("sqlite: a corrupt row, a missing row and a foreign header are errors naming the seq; nothing is appended", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const filename = Path.join(dir, "sessions.db")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* SessionStore.SessionStore
+        for (const id of ["a", "b", "c"]) {
+          const log = yield* store.create({ id })
+          yield* log.append([0, 1, 2, 3].map((n) => draft("plugin/note", { n })))
+        }
+      }).pipe(Effect.provide(sqliteWith(dir))))
+      // Damage the rows with a second connection (better-sqlite3 directly).
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      const db = new Database(filename)
+      db.prepare("UPDATE agent_loop_events SET event = 'not json' WHERE session_id = 'a' AND seq = 2").run()
+      db.prepare("DELETE FROM agent_loop_events WHERE session_id = 'b' AND seq = 1").run()
+      db.prepare("UPDATE agent_loop_sessions SET header = replace(header, '\"c\"', '\"z\"') WHERE id = 'c'").run()
+      db.close()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* SessionStore.SessionStore
+        const a = yield* Effect.flip(store.open("a"))
+        expect([a._tag, (a as SessionStore.SessionLogError).line]).toEqual(["SessionLogError", 4])
+        expect(a.message).toMatch(/^session "a", seq 2: not JSON/)
+        const b = yield* Effect.flip(store.read("b"))
+        expect([b._tag, b.message]).toEqual([
+          "SessionLogError",
+          "session \"b\", seq 2: \"plugin/note\" has seq 2 where 1 was expected"
+        ])
+        const c = yield* Effect.flip(store.open("c"))
+        expect([c._tag, c.message]).toEqual(["SessionLogError", "session \"c\": the header names session \"z\""])
+        expect(yield* store.list).toEqual(["a", "b", "c"])
+      }).pipe(Effect.provide(sqliteWith(dir))))
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.effect("sqlite: a file that is not a database is a SessionStoreError when the layer is built", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const filename = Path.join(dir, "sessions.db")
+      NodeFs.writeFileSync(filename, "this is not a database, just text ".repeat(200))
+      const exit = yield* Effect.exit(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      expect(Exit.isFailure(exit)).toBe(true)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      expect(error._tag).toBe("SessionStoreError")
+      expect(error.message).toContain(`cannot open the SQLite database ${filename}`)
+      expect(error.message).toContain("file is not a database")
+      expect(NodeFs.readFileSync(filename, "utf8")).toBe("this is not a database, just text ".repeat(200))
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+
+  it.scoped("sqlite: the database is in WAL mode, with either synchronous setting", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      for (const synchronous of [undefined, "full", "normal"] as const) {
+        const filename = Path.join(dir, `${synchronous ?? "default"}.db`)
+        yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "s" })).pipe(
+          Effect.provide(SessionStore.layerSqlite({ filename, synchronous }))
+        ))
+        const db = new Database(filename, { readonly: true })
+        expect([synchronous, db.pragma("journal_mode", { simple: true })]).toEqual([synchronous, "wal"])
+        expect(db.prepare("SELECT header FROM agent_loop_sessions").all()).toEqual([
+          { header: expect.stringMatching(/^\{"type":"session","format":"effect-agent-loop","version":1,"id":"s","createdAt":\d+\}$/) }
+        ])
+        db.close()
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+})
