@@ -1,5 +1,6 @@
 // A session run in a child process for the crash tests (test/Crash.test.ts). Runs a tool-using
-// turn and queued work on a JSONL store and kills itself with SIGKILL right after append number
+// turn and queued work on a JSONL store (FSYNC "none" or "batch") or the SQLite store (FSYNC
+// "sqlite": DIR/sessions.db, synchronous FULL) and kills itself with SIGKILL right after append number
 // KILL_AT returns (never, when KILL_AT is -1). Prints `returned <id>` (synchronously) when a
 // delivery call has returned, and `appends <n>` when the session finished.
 //   node crashChild.mjs DIR FSYNC KILL_AT
@@ -28,7 +29,13 @@ const store = Layer.effect(
         appendSync: log.appendSync === undefined ? undefined : (drafts, time) => counted(() => log.appendSync(drafts, time))
       }))
   }))
-).pipe(Layer.provide(SessionStore.layerJsonl({ directory, fsync })), Layer.provide(NodeFileSystem.layer))
+).pipe(
+  Layer.provide(
+    fsync === "sqlite"
+      ? SessionStore.layerSqlite({ filename: `${directory}/sessions.db` })
+      : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
+  )
+)
 
 const quick = Tool.make({ name: "quick", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "done" }) })
 const slow = Tool.make({
