@@ -3,17 +3,22 @@
 // back from its file) written again with plain `write(2)`, batched N lines per write, each write
 // followed by `fdatasync` (fsync "batch"), or without it (fsync "none"). The baseline is the
 // ideal group commit; ours batches through its flusher fiber.
+// With `store: "sqlite"` (`layerSqlite`, WAL, `synchronous` FULL for fsync "batch", NORMAL for
+// "none"), the baseline is better-sqlite3 itself: the rows ours committed (read back from its
+// database) inserted again with one prepared INSERT per event, each its own commit, on a second
+// database with the same settings. SQLite commits one append at a time (no group commit).
 import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { SessionStore } from "../dist/index.js"
+import Database from "better-sqlite3"
 
 const TEXT = "the quick brown fox jumps over the lazy dog; ".repeat(3)
 
 /** Ours: `appenders` fibers append `total / appenders` single-event drafts each. Returns events/s and the file. */
-const runOurs = async ({ appenders, total, fsync, directory }) => {
+const runOurs = async ({ appenders, total, fsync, directory, store = "jsonl" }) => {
   const per = Math.floor(total / appenders)
   const events = per * appenders
   const program = Effect.gen(function*() {
@@ -32,8 +37,32 @@ const runOurs = async ({ appenders, total, fsync, directory }) => {
     return { perSecond: events / (elapsed / 1000), path: log.path }
   })
   return await Effect.runPromise(Effect.scoped(program).pipe(
-    Effect.provide(SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer)))
+    Effect.provide(
+      store === "sqlite"
+        ? SessionStore.layerSqlite({ filename: join(directory, "ours.db"), synchronous: sqliteSync(fsync) })
+        : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
+    )
   ))
+}
+
+const sqliteSync = (fsync) => fsync === "batch" ? "full" : "normal"
+
+/** Raw SQLite: the rows of ours, one prepared INSERT per event (autocommit), same pragmas. */
+const runRawSqlite = ({ directory, fsync, expected }) => {
+  const ours = new Database(join(directory, "ours.db"), { readonly: true })
+  const rows = ours.prepare("SELECT session_id, seq, event FROM agent_loop_events ORDER BY seq").all()
+  ours.close()
+  if (rows.length !== expected) throw new Error(`append: ${rows.length} rows in our database, expected ${expected}`)
+  const db = new Database(join(directory, "raw.db"))
+  db.pragma("journal_mode = WAL")
+  db.pragma(`synchronous = ${sqliteSync(fsync).toUpperCase()}`)
+  db.exec("CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))")
+  const insert = db.prepare("INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)")
+  const start = performance.now()
+  for (const r of rows) insert.run(r.session_id, r.seq, r.event)
+  const elapsed = performance.now() - start
+  db.close()
+  return { perSecond: rows.length / (elapsed / 1000) }
 }
 
 /** Raw: the same event lines, `appenders` lines per write, fdatasync after each write when `fsync === "batch"`. */
@@ -54,10 +83,14 @@ const runRaw = ({ lines, appenders, fsync, directory }) => {
 }
 
 /** One run: ours, then the raw baseline on the bytes ours wrote. */
-export const runAppend = async ({ appenders, total, fsync }) => {
+export const runAppend = async ({ appenders, total, fsync, store = "jsonl" }) => {
   const directory = mkdtempSync(join(tmpdir(), "bench-append-"))
   try {
-    const ours = await runOurs({ appenders, total, fsync, directory })
+    const ours = await runOurs({ appenders, total, fsync, directory, store })
+    if (store === "sqlite") {
+      const raw = runRawSqlite({ directory, fsync, expected: Math.floor(total / appenders) * appenders })
+      return { ours: ours.perSecond, peer: raw.perSecond }
+    }
     const text = readFileSync(ours.path, "utf8")
     const lines = text.split("\n").slice(1, -1).map((l) => l + "\n") // minus the header, minus the final ""
     const expected = Math.floor(total / appenders) * appenders

@@ -124,10 +124,16 @@ const makeTools = (workload, state) => {
   }
 }
 
-/** The store layer of a run: memory, or JSONL in a fresh temporary directory. */
+/** The store layer of a run: memory, or JSONL / SQLite (synchronous NORMAL, FULL for fsync "batch") in a fresh temporary directory. */
 const storeLayer = (store, fsync) => {
   if (store === "memory") return { layer: SessionStore.layerMemory, cleanup: () => {} }
   const directory = mkdtempSync(join(tmpdir(), "bench-ours-"))
+  if (store === "sqlite") {
+    return {
+      layer: SessionStore.layerSqlite({ filename: join(directory, "sessions.db"), synchronous: fsync === "batch" ? "full" : "normal" }),
+      cleanup: () => rmSync(directory, { recursive: true, force: true })
+    }
+  }
   return {
     layer: SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer)),
     cleanup: () => rmSync(directory, { recursive: true, force: true })

@@ -172,6 +172,40 @@ if (wanted("append")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// sqlite (ours only): the prompt workloads on layerSqlite (synchronous NORMAL) and its append
+// rate against better-sqlite3 inserting the same rows (synchronous NORMAL and FULL).
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("sqlite")) {
+  process.stderr.write(`sqlite (ours only; peers: pi's memory figure, better-sqlite3)\n`)
+  for (const workload of ["turns", "tool-steps"]) {
+    const prompts = Math.max(10, Math.round(scale(WORKLOADS[workload].prompts) / 5))
+    const runs = Math.min(RUNS, 3)
+    const spec = { kind: "prompts", workload, store: "sqlite", fsync: "none", prompts, warmup: prompts, warmupRuns: 3, runs, side: "ours" }
+    const ours = job(`ours sqlite ${workload} (${prompts} prompts, ${runs} runs)`, spec)
+    addRow(workload, "sqlite", `µs/${WORKLOADS[workload].unit}`, perUnit(ours), undefined, { prompts })
+  }
+  for (const fsync of ["none", "batch"]) {
+    for (const appenders of [1, 8, 64]) {
+      const total = fsync === "batch" ? 1000 : 20_000
+      const runs = Math.min(RUNS, 3)
+      const r = job(`append synchronous=${fsync === "batch" ? "full" : "normal"} ${appenders} appender(s), ${scale(total)} events × ${runs} runs`, {
+        kind: "append",
+        store: "sqlite",
+        appenders,
+        fsync,
+        total: scale(total),
+        warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
+        runs
+      })
+      addRow("append", "sqlite", `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, synchronous ${fsync === "batch" ? "full" : "normal"}`, r?.ours, r?.peer, {
+        events: scale(total)
+      })
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // replay (ours only): a generated 1M-event log rebuilt into inbox, history and fates vs JSON.parse
 // of every line; each measurement in its own process (peak RSS is per process).
 // ---------------------------------------------------------------------------------------------

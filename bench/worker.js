@@ -29,11 +29,11 @@ const run = async () => {
     }
     case "append": {
       const { runAppend } = await import("./append.js")
-      await runAppend({ appenders: job.appenders, total: job.warmupTotal, fsync: job.fsync })
+      await runAppend({ appenders: job.appenders, total: job.warmupTotal, fsync: job.fsync, store: job.store })
       const ours = []
       const peer = []
       for (let i = 0; i < job.runs; i++) {
-        const r = await runAppend({ appenders: job.appenders, total: job.total, fsync: job.fsync })
+        const r = await runAppend({ appenders: job.appenders, total: job.total, fsync: job.fsync, store: job.store })
         ours.push(r.ours)
         peer.push(r.peer)
       }
