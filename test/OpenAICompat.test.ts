@@ -3,10 +3,11 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Redacted, Schedule } from "effect"
-import type { ContentBlock, Message, MessageId } from "../src/Message.js"
-import { Model, type ModelError, type ModelPart, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
+import type { Message, MessageId } from "../src/Message.js"
+import { Model, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
 import type { FinishReason, Usage } from "../src/SessionEvent.js"
+import { assistantOf, freeze, collect, type Collected, errorFields, summarize, toolResult, user } from "./utils/modelParts.js"
 import { closedPort, framedBody, readFixture, type ReplaySpec, replayServer } from "./utils/replayServer.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -33,57 +34,7 @@ const REQUEST: ModelRequest = {
   ]
 }
 
-interface Collected {
-  readonly text: string
-  readonly reasoning: string
-  /** Part types, runs compressed: `text-delta*10`. */
-  readonly shape: string
-  readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
-  readonly usage: Usage | undefined
-  readonly finish: FinishReason | undefined
-}
-
-const summarize = (parts: ReadonlyArray<ModelPart>): Collected => {
-  let text = ""
-  let reasoning = ""
-  const toolCalls: Array<{ id: string; name: string; rawArguments: string }> = []
-  let usage: Usage | undefined
-  let finish: FinishReason | undefined
-  const runs: Array<[string, number]> = []
-  for (const part of parts) {
-    const last = runs[runs.length - 1]
-    if (last !== undefined && last[0] === part.type) last[1]++
-    else runs.push([part.type, 1])
-    switch (part.type) {
-      case "text-delta":
-        text += part.text
-        break
-      case "reasoning-delta":
-        reasoning += part.text
-        break
-      case "tool-call":
-        toolCalls.push({ id: part.id, name: part.name, rawArguments: part.rawArguments })
-        break
-      case "usage":
-        usage = part.usage
-        break
-      case "finish":
-        finish = part.reason
-        break
-    }
-  }
-  const shape = runs.map(([type, n]) => n === 1 ? type : `${type}*${n}`).join(",")
-  return { text, reasoning, shape, toolCalls, usage, finish }
-}
-
-const respond = (model: ModelService, request: ModelRequest = REQUEST) =>
-  Effect.suspend(() => {
-    const parts: Array<ModelPart> = []
-    return model.respond(request, { part: (p) => Effect.sync(() => void parts.push(p)) }).pipe(
-      Effect.as(parts),
-      Effect.mapError((error) => ({ error, parts }))
-    )
-  })
+const respond = (model: ModelService, request: ModelRequest = REQUEST) => collect(model, request)
 
 /** Replays `spec` and collects the response. */
 const replay = (spec: ReplaySpec) =>
@@ -102,15 +53,6 @@ const replayFailure = (spec: ReplaySpec, extra?: Partial<OpenAICompat.Options>) 
     const failure = yield* Effect.flip(respond(model))
     return { error: errorFields(failure.error), parts: summarize(failure.parts), requests: server.requests.length }
   })
-
-const errorFields = (e: ModelError) => ({
-  _tag: e._tag,
-  code: e.code,
-  message: e.message,
-  status: e.status,
-  retryable: e.retryable,
-  retryAfterMs: e.retryAfterMs
-})
 
 // ---------------------------------------------------------------------------------------------
 // Expected results, per recorded file (SOURCES.md)
@@ -568,33 +510,7 @@ describe("OpenAICompat errors", () => {
 // Request side
 // ---------------------------------------------------------------------------------------------
 
-const freeze = <M extends Message>(m: M): M => Object.freeze(m)
-const user = (id: string, text: string, source: Record<string, unknown> = { kind: "user" }) =>
-  freeze({
-    id: id as MessageId,
-    role: "user" as const,
-    content: [{ type: "text" as const, text }],
-    source: { kind: "user", ...source }
-  })
-const toolResult = (id: string, callId: string, text: string, isError?: boolean) =>
-  freeze({
-    id: id as MessageId,
-    role: "user" as const,
-    content: [{
-      type: "tool-result" as const,
-      toolCallId: callId,
-      content: [{ type: "text" as const, text }],
-      ...(isError === undefined ? {} : { isError })
-    }],
-    source: { kind: "tool", callId }
-  })
-const assistant = (id: string, content: ReadonlyArray<ContentBlock>) =>
-  freeze({
-    id: id as MessageId,
-    role: "assistant" as const,
-    content,
-    source: { kind: "model", provider: "openai-compat", model: "test-model" }
-  })
+const assistant = assistantOf("openai-compat", "test-model")
 
 const U1 = user("u1", "What's the weather like in Edinburgh?")
 const U2 = user("u2", "What's the price of AAPL?")

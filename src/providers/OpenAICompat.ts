@@ -28,14 +28,26 @@
  *
  * @since 0.1.0
  */
-import * as Sse from "@effect/experimental/Sse"
 import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientError, HttpClientResponse } from "@effect/platform"
-import { Clock, Effect, Layer, type Redacted, Schedule, Stream } from "effect"
+import type { HttpClientResponse } from "@effect/platform"
+import { Clock, Effect, Layer, type Redacted, type Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ContentBlock, Message } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
+import {
+  badResponse,
+  type Endpoint,
+  endpointUrl,
+  isRetryableStatus,
+  networkError,
+  readErrorBody,
+  retryAfter,
+  retrySchedule,
+  send
+} from "./internal/http.js"
+import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
+import { isRecord, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -120,7 +132,7 @@ const RESERVED_BODY_KEYS = new Set(["model", "messages", "tools"])
 const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
   const provider = options.provider ?? "openai-compat"
   const idleTimeout = options.idleTimeoutMs ?? 120_000
-  const url = completionsUrl(options.baseUrl)
+  const url = endpointUrl(options.baseUrl, "/chat/completions")
   const modelJson = JSON.stringify(options.model)
   const maxTokensField = options.maxTokensField ?? "max_tokens"
   const extraBody: Record<string, unknown> = {}
@@ -132,10 +144,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
   let baseRequest = HttpClientRequest.post(url)
   if (options.headers !== undefined) baseRequest = HttpClientRequest.setHeaders(baseRequest, options.headers)
   if (options.apiKey !== undefined) baseRequest = HttpClientRequest.bearerToken(baseRequest, options.apiKey)
-  const retry = options.retry === undefined ? undefined : Schedule.intersect(
-    options.retry,
-    Schedule.addDelay(Schedule.identity<ModelError>(), (e) => e.retryAfterMs ?? 0)
-  )
+  const endpoint: Endpoint = { client, provider, url, idleTimeoutMs: idleTimeout, retry: retrySchedule(options.retry) }
 
   const buildBody = (request: ModelRequest): string => {
     const settings = request.settings
@@ -155,43 +164,15 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
 
   const respond = Effect.fn("OpenAICompat.respond")(function*(request: ModelRequest, sink: ModelSink) {
     const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
-    let emitted = false
-    const guarded: ModelSink = retry === undefined ? sink : {
-      part: (part) => {
-        emitted = true
-        return sink.part(part)
-      }
-    }
-    const attempt = Effect.flatMap(
-      Effect.mapError(client.execute(httpRequest), (e) => transportError(e, provider, url)).pipe(
-        Effect.timeoutFail({ duration: idleTimeout, onTimeout: () => timeoutError(provider, url, idleTimeout, "the response headers") })
-      ),
-      (response) => handleResponse(response, guarded, idleTimeout, provider, url)
+    return yield* send(
+      endpoint,
+      httpRequest,
+      sink,
+      (response, guarded) => handleResponse(response, guarded, idleTimeout, provider, url)
     )
-    if (retry === undefined) return yield* attempt
-    return yield* Effect.retry(attempt, { schedule: retry, while: (e) => e.retryable && !emitted })
   })
 
   return Model.of({ provider, model: options.model, respond })
-}
-
-/** `${baseUrl}/chat/completions`, keeping a query string (`?api-version=…`) after the path. */
-const completionsUrl = (baseUrl: string): string => {
-  try {
-    const url = new URL(baseUrl)
-    url.pathname = url.pathname.replace(/\/+$/, "") + "/chat/completions"
-    return url.toString()
-  } catch {
-    return baseUrl.replace(/\/+$/, "") + "/chat/completions"
-  }
-}
-
-const numberSetting = (
-  settings: { readonly [key: string]: unknown } | undefined,
-  key: string
-): number | undefined => {
-  const value = settings?.[key]
-  return typeof value === "number" ? value : undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -364,8 +345,6 @@ const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
 // Response
 // ---------------------------------------------------------------------------------------------
 
-const MAX_ERROR_BODY = 64 * 1024
-
 const handleResponse = (
   response: HttpClientResponse.HttpClientResponse,
   sink: ModelSink,
@@ -383,81 +362,7 @@ const handleResponse = (
       (text) => completionBody(text, sink)
     )
   }
-  return streamBody(response, sink, idleTimeout, provider, url)
-}
-
-const readErrorBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
-  response.text.pipe(
-    Effect.map((text) => text.length > MAX_ERROR_BODY ? text.slice(0, MAX_ERROR_BODY) : text),
-    Effect.orElseSucceed(() => "")
-  )
-
-/** An SSE body: feeds decoded text to the SSE parser and pushes parts as chunks arrive. */
-const streamBody = (
-  response: HttpClientResponse.HttpClientResponse,
-  sink: ModelSink,
-  idleTimeout: number,
-  provider: string,
-  url: string
-): Effect.Effect<void, ModelError> =>
-  Effect.suspend(() => {
-    const decoder = new TextDecoder()
-    const state = new StreamState()
-    let pending: Array<ModelPart> = []
-    let cr = false // a chunk ended with "\r": hold it so "\r\n" split across chunks stays one break
-    const parser = Sse.makeParser((event) => {
-      if (event._tag !== "Event" || state.done || state.failure !== undefined) return
-      state.onEvent(event.event, event.data, pending)
-    })
-    const feed = (text: string) => {
-      if (cr) text = "\r" + text
-      cr = text.endsWith("\r")
-      if (cr) text = text.slice(0, -1)
-      if (text === "") return
-      const error = parser.feed(text)
-      if (error !== undefined && state.failure === undefined) {
-        state.failure = badResponse(`SSE event too large: ${error.message}`)
-      }
-    }
-    const drain = (): Effect.Effect<void, ModelError> => {
-      const parts = pending
-      pending = []
-      const push = pushAll(sink, parts)
-      return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
-    }
-    const body = Stream.timeoutFail(
-      response.stream,
-      () => timeoutError(provider, url, idleTimeout, "the next piece of the event stream"),
-      idleTimeout
-    )
-    const read = Stream.runForEachWhile(body, (bytes) => {
-      feed(decoder.decode(bytes, { stream: true }))
-      return Effect.as(drain(), !state.done)
-    })
-    const finish = Effect.suspend(() => {
-      if (!state.done && state.failure === undefined) {
-        // EOF: dispatch an unterminated last event instead of dropping it.
-        feed(decoder.decode() + (cr ? "\r" : "") + "\n\n")
-        cr = false
-      }
-      state.finish(pending)
-      return drain()
-    })
-    return Effect.zipRight(
-      Effect.mapError(read, (e) => e._tag === "ModelError" ? e : networkError(e, "reading the event stream")),
-      finish
-    )
-  })
-
-const pushAll = (sink: ModelSink, parts: ReadonlyArray<ModelPart>): Effect.Effect<void> => {
-  switch (parts.length) {
-    case 0:
-      return Effect.void
-    case 1:
-      return sink.part(parts[0]!)
-    default:
-      return Effect.forEach(parts, sink.part, { discard: true })
-  }
+  return streamEvents(response, new StreamState(), sink, idleTimeout, provider, url)
 }
 
 interface ToolCallSlot {
@@ -468,7 +373,7 @@ interface ToolCallSlot {
 }
 
 /** Assembly state of one streamed response. */
-class StreamState {
+class StreamState implements EventStreamState {
   done = false
   failure: ModelError | undefined = undefined
   private finishReason: string | undefined = undefined
@@ -670,9 +575,6 @@ const mapUsage = (u: Record<string, unknown>): Usage => {
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-const isRetryableStatus = (status: number): boolean =>
-  status === 408 || status === 409 || status === 429 || status >= 500
-
 const RETRYABLE_TYPE = /overload|rate.?limit|server.?error|timeout|unavailable|internal/i
 
 const httpError = (
@@ -728,75 +630,9 @@ const providerError = (error: unknown, raw: string | undefined): ModelError => {
   return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable })
 }
 
-/** `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date). */
-const retryAfter = (headers: { readonly [name: string]: string | undefined }, now: number): number | undefined => {
-  const ms = headers["retry-after-ms"]
-  if (ms !== undefined) {
-    const n = Number(ms)
-    if (ms.trim() !== "" && Number.isFinite(n) && n >= 0) return n
-  }
-  const value = headers["retry-after"]
-  if (value === undefined || value.trim() === "") return undefined
-  const seconds = Number(value)
-  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined
-  const date = Date.parse(value)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
-}
-
-/** No response headers, or no next body piece, within `idleTimeoutMs`: code `TIMEOUT`, retryable. */
-const timeoutError = (provider: string, url: string, ms: number, waitingFor: string): ModelError =>
-  new ModelError({
-    code: "TIMEOUT",
-    message: `${provider}: no answer from ${url} within ${ms} ms (waiting for ${waitingFor})`,
-    retryable: true
-  })
-
-const transportError = (error: HttpClientError.HttpClientError, provider: string, url: string): ModelError =>
-  error._tag === "RequestError" && error.reason === "InvalidUrl"
-    ? new ModelError({ code: "INVALID_URL", message: `${provider}: invalid URL ${url}`, retryable: false, cause: error })
-    : new ModelError({
-      code: "NETWORK",
-      message: `${provider}: cannot reach ${url}: ${causeMessage(error)}`,
-      retryable: true,
-      cause: error
-    })
-
-const networkError = (error: HttpClientError.HttpClientError, doing: string): ModelError =>
-  new ModelError({
-    code: "NETWORK",
-    message: `connection failed while ${doing}: ${causeMessage(error)}`,
-    retryable: true,
-    cause: error
-  })
-
-const causeMessage = (error: HttpClientError.HttpClientError): string => {
-  const cause: unknown = error.cause
-  if (cause instanceof Error) {
-    const inner: unknown = cause.cause
-    return inner instanceof Error && inner.message !== "" ? `${cause.message} (${inner.message})` : cause.message
-  }
-  return error.message
-}
-
-const badResponse = (message: string): ModelError => new ModelError({ code: "BAD_RESPONSE", message, retryable: false })
-
 // ---------------------------------------------------------------------------------------------
-// Small helpers: tolerant reading of foreign JSON (a field of an unexpected type is ignored)
+// Small helpers
 // ---------------------------------------------------------------------------------------------
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-const nonEmpty = (u: unknown): string | undefined => typeof u === "string" && u !== "" ? u : undefined
-
-const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
-
-const parseJsonOr = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
-}
 
 /** The choice with `index` 0 (n = 1), else the first one. */
 const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
@@ -804,7 +640,5 @@ const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
   for (const c of choices) if (isRecord(c) && (c.index === 0 || c.index === undefined)) return c
   return undefined
 }
-
-const truncate = (s: string, n: number): string => s.length > n ? s.slice(0, n) + "…" : s
 
 const generatedCallId = (): string => `call_${randomUUID()}`

@@ -1,0 +1,832 @@
+/**
+ * An Anthropic Messages adapter for the `Model` port (DESIGN.md §11): one streaming
+ * `POST {baseUrl}/v1/messages` per model request over @effect/platform's `HttpClient`, with
+ * `x-api-key` (a `Redacted` key) and `anthropic-version: 2023-06-01`. The session's
+ * instructions go to the top-level `system` field, never into the history. The history is mapped
+ * to Anthropic's alternating turns: consecutive user-role messages (direct prompts, contexts,
+ * steers, tool results) form one `user` turn whose `tool_result` blocks come first, in call
+ * order, right after the assistant turn that called them, followed by the text and image blocks
+ * of the other messages, one block each, in log order. Each message's converted blocks are
+ * cached per message object, so a step only converts the messages that are new. The SSE
+ * response (`message_start`, `content_block_*`, `message_delta`, `message_stop`, `ping`,
+ * `error`) is pushed into the sink as `text-delta`, `reasoning-delta`, `tool-call` (the raw
+ * `partial_json` concatenation, never parsed), `usage` and one `finish`. Every failure is a typed
+ * `ModelError`.
+ *
+ * Decisions (where the wire format leaves room):
+ * - **Thinking signatures**: a `thinking` block streams as `reasoning-delta`s, then, at its
+ *   `content_block_stop`, one `reasoning-delta` with empty text whose `providerState` is
+ *   `{kind:"anthropic", signature}` (see `ThinkingState`). The loop keeps it on the assistant
+ *   message's `reasoning` block, and the next request sends `{type:"thinking", thinking: text,
+ *   signature}` back. When the loop's one reasoning block covers more than one wire block
+ *   (adjacent thinking blocks, or any `redacted_thinking`), the state carries the wire blocks
+ *   themselves, `{kind:"anthropic", blocks}`, and they are sent back verbatim. A `reasoning`
+ *   block without such a state (another provider's, or a stream cut before the signature)
+ *   cannot be verified by Anthropic and is not sent.
+ * - **Tool calls** are pushed at their `content_block_stop`, so they keep their place among the
+ *   text and thinking blocks. A `tool_use` block with no `input_json_delta` has arguments `"{}"`.
+ * - **Truncation** (`stop_reason: "max_tokens"`): the stream is not failed. A `tool_use` block
+ *   that the limit cut (no `content_block_stop`) is dropped, as DESIGN.md §6.4 says an
+ *   incomplete call is; complete calls are pushed, and the loop gives each a `TRUNCATED`
+ *   result. The finish reason is `length`. (A `tool_use` left open in a response that was not
+ *   truncated is pushed at `message_stop` with the arguments that arrived.)
+ * - **Unparsable arguments**: a `tool-call` whose `arguments` are not a JSON object is sent back
+ *   as `tool_use` with `input: {}` (Anthropic accepts only an object); the loop's error result
+ *   for it (`INVALID_ARGUMENTS`) tells the model what was wrong.
+ * - **Orphan calls**: a `tool_use` with no `tool_result` in the user-role messages that follow it
+ *   (before the next assistant message or the end of the history) gets a synthetic error
+ *   `tool_result`, so a request is never rejected for it. A `tool-result` that answers no call
+ *   of the directly preceding assistant message is sent as a text block instead.
+ * - **End of stream**: `message_stop` ends reading. A body that ends without it fails with
+ *   `STREAM_INCOMPLETE` (retryable), as in `OpenAICompat`.
+ * - **Usage**: `inputTokens` counts the whole prompt (`input_tokens` plus
+ *   `cache_creation_input_tokens` plus `cache_read_input_tokens`), so that it means the same as
+ *   for Chat Completions providers; `cacheReadTokens` is `cache_read_input_tokens`.
+ *   `message_delta`'s cumulative counts replace `message_start`'s.
+ *
+ * @since 0.1.0
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import type { HttpClientResponse } from "@effect/platform"
+import { Clock, Effect, Layer, Redacted, type Schedule } from "effect"
+import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
+import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import type { FinishReason, Usage } from "../SessionEvent.js"
+import {
+  badResponse,
+  type Endpoint,
+  endpointUrl,
+  isRetryableStatus,
+  networkError,
+  readErrorBody,
+  retryAfter,
+  retrySchedule,
+  send
+} from "./internal/http.js"
+import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
+import { isRecord, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
+
+/**
+ * Options of the adapter.
+ *
+ * - `model`: the model name sent in every request and recorded in `request/header`.
+ * - `apiKey`: sent as `x-api-key`; `Redacted`, never logged nor put in an error message
+ *   (omit only for a proxy that adds it).
+ * - `baseUrl`: the API root (default `https://api.anthropic.com`); requests go to
+ *   `${baseUrl}/v1/messages` (a trailing `/` is ignored).
+ * - `provider`: the provider name recorded in `request/header` (default `"anthropic"`).
+ * - `maxTokens`: `max_tokens` when `request.settings.maxTokens` is not set (default 8192;
+ *   Anthropic requires the field; Claude 3 Opus and Haiku allow at most 4096). With `thinking`
+ *   it must exceed `budgetTokens`.
+ * - `temperature`: default for `request.settings.temperature` (`topP` is read from the
+ *   settings only). Anthropic rejects a temperature other than 1 together with thinking.
+ * - `thinking`: extended thinking, sent as `thinking: {type:"enabled", budget_tokens}`.
+ * - `anthropicVersion`: the `anthropic-version` header (default `"2023-06-01"`).
+ * - `headers`: extra request headers (e.g. `anthropic-beta: interleaved-thinking-2025-05-14`).
+ * - `extraBody`: extra top-level body fields merged last (e.g. `{stop_sequences: [...]}`); they
+ *   may override the settings and `stream`, never `model`, `system`, `messages` or `tools`.
+ * - `retry`: a schedule for failures that happen **before the first part reached the sink**
+ *   (connection refused, HTTP 429/5xx/529) and are `retryable`; each delay is at least the
+ *   error's `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
+ * - `idleTimeoutMs`: how long to wait for the response headers, and then for each next piece
+ *   of the body (Anthropic sends `ping` events while it works), before failing with `TIMEOUT`
+ *   (retryable). Default 120,000. Uses the Effect `Clock`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  readonly baseUrl?: string | undefined
+  readonly provider?: string | undefined
+  readonly maxTokens?: number | undefined
+  readonly temperature?: number | undefined
+  readonly thinking?: { readonly budgetTokens: number } | undefined
+  readonly anthropicVersion?: string | undefined
+  readonly headers?: { readonly [name: string]: string } | undefined
+  readonly extraBody?: { readonly [key: string]: unknown } | undefined
+  readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
+  readonly idleTimeoutMs?: number | undefined
+}
+
+/**
+ * A thinking block as Anthropic sends it and wants it back: `thinking` with its `signature`, or
+ * `redacted_thinking` with its encrypted `data`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ThinkingBlock =
+  | { readonly type: "thinking"; readonly thinking: string; readonly signature: string }
+  | { readonly type: "redacted_thinking"; readonly data: string }
+
+/**
+ * The `providerState` this adapter puts on `reasoning-delta`s (and so on the assistant
+ * message's `reasoning` blocks, DESIGN.md §2): `{kind:"anthropic", signature}` when the
+ * reasoning block is exactly one `thinking` block (its text is the block's `thinking`), else
+ * `{kind:"anthropic", blocks}`, the wire blocks the reasoning block stands for, sent back as
+ * they are.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ThinkingState =
+  | { readonly kind: "anthropic"; readonly signature: string }
+  | { readonly kind: "anthropic"; readonly blocks: ReadonlyArray<ThinkingBlock> }
+
+/**
+ * Builds the adapter's `ModelService` from the `HttpClient` in context (provide
+ * `NodeHttpClient.layerUndici` or `FetchHttpClient.layer`).
+ *
+ * `respond` fails with `ModelError`, `code`:
+ * - the error envelope's `error.type` for a non-2xx answer (`invalid_request_error`,
+ *   `rate_limit_error`, `overloaded_error`, …; `HTTP_<status>` when the body is not Anthropic's
+ *   envelope): `message` is `error.message` with the `request_id`; `status` set; retryable for
+ *   408, 409, 429 and 5xx (529 included) unless an `x-should-retry` header says otherwise;
+ *   `retryAfterMs` from `retry-after` (seconds or an HTTP date) or `retry-after-ms`;
+ * - the event's `error.type` for an `error` event inside a 200 stream (`overloaded_error`,
+ *   `api_error`, …; `PROVIDER_ERROR` without a type): no `status`; retryable for overload,
+ *   rate-limit, API and timeout errors;
+ * - `NETWORK` (retryable): the server could not be reached or the connection broke mid-body;
+ * - `TIMEOUT` (retryable): nothing arrived within `idleTimeoutMs`;
+ * - `INVALID_URL`: `baseUrl` is not a URL;
+ * - `BAD_RESPONSE`: an event or body that is not JSON;
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without `message_stop`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<ModelService, never, HttpClient.HttpClient> =>
+  Effect.map(HttpClient.HttpClient, (client) => makeWithClient(client, options))
+
+/**
+ * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
+ * requirement: `Anthropic.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
+  Layer.effect(Model, make(options))
+
+// ---------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------
+
+const DEFAULT_BASE_URL = "https://api.anthropic.com"
+const DEFAULT_MAX_TOKENS = 8192
+const RESERVED_BODY_KEYS = new Set(["model", "system", "messages", "tools"])
+
+const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
+  const provider = options.provider ?? "anthropic"
+  const idleTimeoutMs = options.idleTimeoutMs ?? 120_000
+  const url = endpointUrl(options.baseUrl ?? DEFAULT_BASE_URL, "/v1/messages")
+  const modelJson = JSON.stringify(options.model)
+  const extraBody: Record<string, unknown> = {}
+  if (options.extraBody !== undefined) {
+    for (const key of Object.keys(options.extraBody)) {
+      if (!RESERVED_BODY_KEYS.has(key)) extraBody[key] = options.extraBody[key]
+    }
+  }
+  let baseRequest = HttpClientRequest.post(url)
+  if (options.headers !== undefined) baseRequest = HttpClientRequest.setHeaders(baseRequest, options.headers)
+  baseRequest = HttpClientRequest.setHeader(baseRequest, "anthropic-version", options.anthropicVersion ?? "2023-06-01")
+  if (options.apiKey !== undefined) {
+    baseRequest = HttpClientRequest.setHeader(baseRequest, "x-api-key", Redacted.value(options.apiKey))
+  }
+  const endpoint: Endpoint = { client, provider, url, idleTimeoutMs, retry: retrySchedule(options.retry) }
+
+  const buildBody = (request: ModelRequest): string => {
+    const settings = request.settings
+    const maxTokens = numberSetting(settings, "maxTokens") ?? options.maxTokens ?? DEFAULT_MAX_TOKENS
+    let body = `{"model":${modelJson},"max_tokens":${JSON.stringify(maxTokens)}`
+    if (request.instructions !== undefined && request.instructions !== "") {
+      body += `,"system":${JSON.stringify(request.instructions)}`
+    }
+    body += `,"messages":[${assembleMessages(request.messages).join(",")}]`
+    if (request.tools.length > 0) body += `,"tools":${toolsJson(request.tools)}`
+    const tail: Record<string, unknown> = { stream: true }
+    if (options.thinking !== undefined) {
+      tail.thinking = { type: "enabled", budget_tokens: options.thinking.budgetTokens }
+    }
+    const temperature = numberSetting(settings, "temperature") ?? options.temperature
+    if (temperature !== undefined) tail.temperature = temperature
+    const topP = numberSetting(settings, "topP")
+    if (topP !== undefined) tail.top_p = topP
+    for (const key in extraBody) tail[key] = extraBody[key]
+    const tailJson = JSON.stringify(tail)
+    return tailJson === "{}" ? body + "}" : body + "," + tailJson.slice(1)
+  }
+
+  const respond = Effect.fn("Anthropic.respond")(function*(request: ModelRequest, sink: ModelSink) {
+    const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
+    return yield* send(
+      endpoint,
+      httpRequest,
+      sink,
+      (response, guarded) => handleResponse(response, guarded, idleTimeoutMs, provider, url)
+    )
+  })
+
+  return Model.of({ provider, model: options.model, respond })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request: history → alternating turns (DESIGN.md §11), blocks cached per message object
+// ---------------------------------------------------------------------------------------------
+
+interface ResultBlock {
+  readonly callId: string
+  readonly json: string
+  readonly block: ToolResultBlock
+}
+
+type Converted =
+  | {
+    readonly _tag: "assistant"
+    /** `thinking`, `redacted_thinking`, `text` and `tool_use` blocks as JSON, in order. */
+    readonly blocks: ReadonlyArray<string>
+    readonly callIds: ReadonlyArray<string>
+  }
+  | {
+    readonly _tag: "user"
+    readonly results: ReadonlyArray<ResultBlock>
+    /** `text` and `image` blocks as JSON, in order. */
+    readonly blocks: ReadonlyArray<string>
+  }
+
+const converted = new WeakMap<Message, Converted>()
+const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
+
+const convert = (message: Message): Converted => {
+  let c = converted.get(message)
+  if (c === undefined) {
+    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
+    converted.set(message, c)
+  }
+  return c
+}
+
+/**
+ * Text of the synthetic error result for a call whose result the history lacks (a log repaired
+ * after a crash normally holds one already: DESIGN.md §10).
+ */
+const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
+  "Do not assume it ran or did not run; check before calling it again."
+
+/**
+ * The `messages` array, as one JSON string per turn. One pass over the history with a `WeakMap`
+ * lookup per message; only messages not seen before are converted.
+ */
+const assembleMessages = (messages: ReadonlyArray<Message>): Array<string> => {
+  const out: Array<string> = []
+  let assistant: Array<string> | undefined // blocks of the assistant turn being built
+  let owed: ReadonlyArray<string> = [] // tool_use ids of the last assistant message
+  let results: Map<string, string> | undefined // their results, by call id
+  let texts: Array<string> | undefined // the user turn's other blocks, in log order
+  const closeAssistant = () => {
+    if (assistant !== undefined) out.push(`{"role":"assistant","content":[${assistant.join(",")}]}`)
+    assistant = undefined
+  }
+  const closeUser = () => {
+    const blocks: Array<string> = []
+    for (const id of owed) {
+      blocks.push(results?.get(id) ?? resultJson(id, MISSING_RESULT, true))
+    }
+    if (texts !== undefined) for (const json of texts) blocks.push(json)
+    if (blocks.length > 0) out.push(`{"role":"user","content":[${blocks.join(",")}]}`)
+    owed = []
+    results = undefined
+    texts = undefined
+  }
+  for (const message of messages) {
+    const c = convert(message)
+    if (c._tag === "assistant") {
+      if (c.blocks.length === 0) continue
+      if (assistant === undefined) closeUser()
+      ;(assistant ??= []).push(...c.blocks)
+      if (c.callIds.length > 0) {
+        // Results must follow in the very next (user) turn.
+        owed = c.callIds
+        closeAssistant()
+      }
+      continue
+    }
+    closeAssistant()
+    for (const result of c.results) {
+      if (owed.includes(result.callId) && results?.has(result.callId) !== true) {
+        ;(results ??= new Map()).set(result.callId, result.json)
+      } else {
+        ;(texts ??= []).push(strayResultJson(result.block))
+      }
+    }
+    if (c.blocks.length > 0) (texts ??= []).push(...c.blocks)
+  }
+  closeAssistant()
+  closeUser()
+  return out
+}
+
+const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
+  const blocks: Array<string> = []
+  const callIds: Array<string> = []
+  for (const block of content) {
+    switch (block.type) {
+      case "text":
+        if (block.text !== "") blocks.push(JSON.stringify({ type: "text", text: block.text }))
+        break
+      case "reasoning":
+        for (const thinking of thinkingBlocks(block.text, block.providerState)) blocks.push(JSON.stringify(thinking))
+        break
+      case "tool-call":
+        callIds.push(block.id)
+        blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: inputObject(block.arguments) }))
+        break
+    }
+  }
+  return { _tag: "assistant", blocks, callIds }
+}
+
+/** The wire blocks a `reasoning` block stands for (none without this adapter's state). */
+const thinkingBlocks = (text: string, state: unknown): ReadonlyArray<ThinkingBlock> => {
+  if (!isRecord(state) || state.kind !== "anthropic") return []
+  if (typeof state.signature === "string") return [{ type: "thinking", thinking: text, signature: state.signature }]
+  if (!Array.isArray(state.blocks)) return []
+  const out: Array<ThinkingBlock> = []
+  for (const b of state.blocks) {
+    if (!isRecord(b)) continue
+    if (b.type === "thinking" && typeof b.thinking === "string" && typeof b.signature === "string") {
+      out.push({ type: "thinking", thinking: b.thinking, signature: b.signature })
+    } else if (b.type === "redacted_thinking" && typeof b.data === "string") {
+      out.push({ type: "redacted_thinking", data: b.data })
+    }
+  }
+  return out
+}
+
+/** `tool_use.input`: the arguments if they are a JSON object, else `{}`. */
+const inputObject = (raw: string): unknown => {
+  const parsed = parseJsonOr(raw)
+  return isRecord(parsed) ? parsed : {}
+}
+
+const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
+  const results: Array<ResultBlock> = []
+  const blocks: Array<string> = []
+  for (const block of content) {
+    switch (block.type) {
+      case "tool-result":
+        results.push({ callId: block.toolCallId, json: toolResultJson(block), block })
+        break
+      case "text":
+        if (block.text !== "") blocks.push(JSON.stringify({ type: "text", text: block.text }))
+        break
+      case "image":
+        blocks.push(JSON.stringify(imageBlock(block.mediaType, block.data)))
+        break
+    }
+  }
+  return { _tag: "user", results, blocks }
+}
+
+const imageBlock = (mediaType: string, data: string) => ({
+  type: "image",
+  source: { type: "base64", media_type: mediaType, data }
+})
+
+/**
+ * `{type:"tool_result", tool_use_id, content, is_error?}`: `content` is the result's text
+ * blocks joined with "\n" (omitted when empty), or an array of text and image blocks when the
+ * result holds an image; `is_error: true` only for error results.
+ */
+const toolResultJson = (block: ToolResultBlock): string => {
+  if (!block.content.some((b) => b.type === "image")) return resultJson(block.toolCallId, joinText(block.content), block.isError === true)
+  const content: Array<unknown> = []
+  for (const b of block.content) {
+    if (b.type === "text" && b.text !== "") content.push({ type: "text", text: b.text })
+    else if (b.type === "image") content.push(imageBlock(b.mediaType, b.data))
+  }
+  return JSON.stringify({
+    type: "tool_result",
+    tool_use_id: block.toolCallId,
+    content,
+    ...(block.isError === true ? { is_error: true } : {})
+  })
+}
+
+const resultJson = (callId: string, text: string, isError: boolean): string =>
+  JSON.stringify({
+    type: "tool_result",
+    tool_use_id: callId,
+    ...(text === "" ? {} : { content: text }),
+    ...(isError ? { is_error: true } : {})
+  })
+
+/** A result that answers no call of the preceding assistant message, as a text block. */
+const strayResultJson = (block: ToolResultBlock): string =>
+  JSON.stringify({
+    type: "text",
+    text: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+  })
+
+const joinText = (content: ReadonlyArray<ContentBlock>): string => {
+  let out: string | undefined
+  for (const block of content) {
+    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
+  }
+  return out ?? ""
+}
+
+const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
+  let json = toolsCache.get(tools)
+  if (json === undefined) {
+    json = JSON.stringify(tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      input_schema: tool.parameters ?? { type: "object", properties: {} }
+    })))
+    toolsCache.set(tools, json)
+  }
+  return json
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------------------------
+
+const handleResponse = (
+  response: HttpClientResponse.HttpClientResponse,
+  sink: ModelSink,
+  idleTimeoutMs: number,
+  provider: string,
+  url: string
+): Effect.Effect<void, ModelError> => {
+  if (response.status < 200 || response.status >= 300) {
+    return Effect.flatMap(readErrorBody(response), (text) => Effect.flatMap(httpError(response, text), Effect.fail))
+  }
+  const contentType = response.headers["content-type"] ?? ""
+  if (contentType.includes("application/json")) {
+    return Effect.flatMap(
+      Effect.mapError(response.text, (e) => networkError(e, "reading the response body")),
+      (text) => messageBody(text, sink)
+    )
+  }
+  return streamEvents(response, new StreamState(), sink, idleTimeoutMs, provider, url)
+}
+
+type OpenBlock =
+  | { readonly kind: "text" }
+  | { readonly kind: "thinking"; text: string; signature: string }
+  | { readonly kind: "redacted_thinking"; readonly data: string }
+  | { readonly kind: "tool_use"; readonly id: string; readonly name: string; json: string }
+  | { readonly kind: "other" }
+
+/** Assembly state of one streamed response (also fed by a whole `message` body). */
+class StreamState implements EventStreamState {
+  done = false
+  failure: ModelError | undefined = undefined
+  private stopReason: string | undefined = undefined
+  private inputTokens: number | undefined = undefined
+  private cacheCreationTokens: number | undefined = undefined
+  private cacheReadTokens: number | undefined = undefined
+  private outputTokens: number | undefined = undefined
+  private readonly open = new Map<number, OpenBlock>()
+  private calls = 0
+  /**
+   * The signed thinking blocks behind the loop's current reasoning block: the loop merges
+   * consecutive `reasoning-delta`s into one block until a text delta or a tool call comes in
+   * between (src/Agent.ts), so the state pushed last must describe all of them.
+   */
+  private run: Array<ThinkingBlock> = []
+  /** The reasoning text pushed since the run began. */
+  private runText = ""
+  /** Whether the loop's last content block is a reasoning block of this response. */
+  private inRun = false
+
+  onEvent(name: string, data: string, out: Array<ModelPart>): void {
+    let event: unknown
+    try {
+      event = JSON.parse(data)
+    } catch {
+      this.failure = name === "error"
+        ? new ModelError({ code: "PROVIDER_ERROR", message: truncate(data, 1000), retryable: false })
+        : badResponse(`malformed JSON in a stream event: ${truncate(data, 200)}`)
+      return
+    }
+    if (!isRecord(event)) {
+      this.failure = badResponse(`a stream event is not an object: ${truncate(data, 200)}`)
+      return
+    }
+    this.onData(typeof event.type === "string" ? event.type : name, event, out)
+  }
+
+  onData(type: string, event: Record<string, unknown>, out: Array<ModelPart>): void {
+    switch (type) {
+      case "message_start": {
+        if (isRecord(event.message) && isRecord(event.message.usage)) this.onUsage(event.message.usage)
+        return
+      }
+      case "content_block_start": {
+        const index = num(event.index)
+        const block = event.content_block
+        if (index === undefined || !isRecord(block)) return
+        this.onBlockStart(index, block, out)
+        return
+      }
+      case "content_block_delta": {
+        const block = this.open.get(num(event.index) ?? -1)
+        if (block !== undefined && isRecord(event.delta)) this.onDelta(block, event.delta, out)
+        return
+      }
+      case "content_block_stop": {
+        const index = num(event.index) ?? -1
+        const block = this.open.get(index)
+        if (block === undefined) return
+        this.open.delete(index)
+        this.onBlockStop(block, out)
+        return
+      }
+      case "message_delta": {
+        if (isRecord(event.delta) && typeof event.delta.stop_reason === "string") this.stopReason = event.delta.stop_reason
+        if (isRecord(event.usage)) this.onUsage(event.usage)
+        return
+      }
+      case "message_stop": {
+        this.done = true
+        return
+      }
+      case "error": {
+        this.failure = streamError(event.error)
+        return
+      }
+      default:
+        return // ping, and event types this adapter does not know
+    }
+  }
+
+  private onBlockStart(index: number, block: Record<string, unknown>, out: Array<ModelPart>): void {
+    switch (block.type) {
+      case "text": {
+        this.open.set(index, { kind: "text" })
+        this.text(nonEmpty(block.text), out)
+        return
+      }
+      case "thinking": {
+        this.beginThinking(out)
+        const open = { kind: "thinking" as const, text: "", signature: typeof block.signature === "string" ? block.signature : "" }
+        this.open.set(index, open)
+        if (typeof block.thinking === "string") this.reasoning(open, block.thinking, out)
+        return
+      }
+      case "redacted_thinking": {
+        this.beginThinking(out)
+        this.open.set(index, { kind: "redacted_thinking", data: typeof block.data === "string" ? block.data : "" })
+        return
+      }
+      case "tool_use": {
+        this.open.set(index, {
+          kind: "tool_use",
+          id: typeof block.id === "string" ? block.id : "",
+          name: typeof block.name === "string" ? block.name : "",
+          json: ""
+        })
+        return
+      }
+      default:
+        this.open.set(index, { kind: "other" })
+    }
+  }
+
+  private onDelta(block: OpenBlock, delta: Record<string, unknown>, out: Array<ModelPart>): void {
+    switch (delta.type) {
+      case "text_delta":
+        if (block.kind === "text") this.text(nonEmpty(delta.text), out)
+        return
+      case "thinking_delta":
+        if (block.kind === "thinking" && typeof delta.thinking === "string") this.reasoning(block, delta.thinking, out)
+        return
+      case "signature_delta":
+        if (block.kind === "thinking" && typeof delta.signature === "string") block.signature += delta.signature
+        return
+      case "input_json_delta":
+        if (block.kind === "tool_use" && typeof delta.partial_json === "string") block.json += delta.partial_json
+        return
+    }
+  }
+
+  private onBlockStop(block: OpenBlock, out: Array<ModelPart>): void {
+    switch (block.kind) {
+      case "thinking": {
+        if (block.signature === "") return // unsigned: cannot be sent back
+        this.run.push({ type: "thinking", thinking: block.text, signature: block.signature })
+        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
+        this.inRun = true
+        return
+      }
+      case "redacted_thinking": {
+        if (block.data === "") return
+        this.run.push({ type: "redacted_thinking", data: block.data })
+        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
+        this.inRun = true
+        return
+      }
+      case "tool_use": {
+        this.pushCall(block, out)
+        return
+      }
+    }
+  }
+
+  private text(text: string | undefined, out: Array<ModelPart>): void {
+    if (text === undefined) return
+    out.push({ type: "text-delta", text })
+    this.endRun()
+  }
+
+  private reasoning(block: { text: string }, text: string, out: Array<ModelPart>): void {
+    if (text === "") return
+    block.text += text
+    out.push({ type: "reasoning-delta", text })
+    this.runText += text
+    this.inRun = true
+  }
+
+  /**
+   * A thinking block starts. When it joins a reasoning block the loop already holds with a
+   * state, that state becomes the `blocks` form now, so that a stream cut inside the new block
+   * leaves a state that still matches what Anthropic signed.
+   */
+  private beginThinking(out: Array<ModelPart>): void {
+    if (!this.inRun) {
+      this.endRun()
+      return
+    }
+    if (this.run.length === 1 && this.run[0]!.type === "thinking" && this.run[0]!.thinking === this.runText) {
+      out.push({ type: "reasoning-delta", text: "", providerState: { kind: "anthropic", blocks: this.run.slice() } })
+    }
+  }
+
+  private runState(): ThinkingState {
+    const only = this.run.length === 1 ? this.run[0]! : undefined
+    return only !== undefined && only.type === "thinking" && only.thinking === this.runText
+      ? { kind: "anthropic", signature: only.signature }
+      : { kind: "anthropic", blocks: this.run.slice() }
+  }
+
+  private endRun(): void {
+    this.run = []
+    this.runText = ""
+    this.inRun = false
+  }
+
+  private pushCall(block: { readonly id: string; readonly name: string; readonly json: string }, out: Array<ModelPart>): void {
+    out.push({ type: "tool-call", id: block.id, name: block.name, rawArguments: block.json === "" ? "{}" : block.json })
+    this.calls++
+    this.endRun()
+  }
+
+  private onUsage(u: Record<string, unknown>): void {
+    this.inputTokens = num(u.input_tokens) ?? this.inputTokens
+    this.cacheCreationTokens = num(u.cache_creation_input_tokens) ?? this.cacheCreationTokens
+    this.cacheReadTokens = num(u.cache_read_input_tokens) ?? this.cacheReadTokens
+    this.outputTokens = num(u.output_tokens) ?? this.outputTokens
+  }
+
+  /** End of the body: tool calls still open (unless truncated), usage, one finish; or a failure. */
+  finish(out: Array<ModelPart>): void {
+    if (this.failure !== undefined) return
+    if (!this.done) {
+      this.failure = new ModelError({
+        code: "STREAM_INCOMPLETE",
+        message: this.stopReason === undefined
+          ? "the response stream ended without message_stop"
+          : `the response stream ended without message_stop (stop_reason ${this.stopReason})`,
+        retryable: true
+      })
+      return
+    }
+    const truncated = this.stopReason === "max_tokens" || this.stopReason === "model_context_window_exceeded"
+    if (!truncated) {
+      // A tool_use never closed although the response was not cut: push what arrived.
+      const left = [...this.open.entries()].sort((a, b) => a[0] - b[0])
+      for (const [, block] of left) if (block.kind === "tool_use") this.pushCall(block, out)
+    }
+    this.open.clear()
+    const usage = this.usage()
+    if (usage !== undefined) out.push({ type: "usage", usage })
+    out.push({ type: "finish", reason: mapStopReason(this.stopReason, this.calls > 0) })
+  }
+
+  private usage(): Usage | undefined {
+    const usage: { -readonly [K in keyof Usage]: number } = {}
+    if (this.inputTokens !== undefined) {
+      usage.inputTokens = this.inputTokens + (this.cacheCreationTokens ?? 0) + (this.cacheReadTokens ?? 0)
+    }
+    if (this.outputTokens !== undefined) usage.outputTokens = this.outputTokens
+    if (this.cacheReadTokens !== undefined) usage.cacheReadTokens = this.cacheReadTokens
+    return Object.keys(usage).length === 0 ? undefined : usage
+  }
+}
+
+/**
+ * A whole `message` JSON body (a proxy that answered without streaming): replayed through the
+ * same assembly as the stream, so the parts are the ones the stream would have given.
+ */
+const messageBody = (text: string, sink: ModelSink): Effect.Effect<void, ModelError> =>
+  Effect.suspend(() => {
+    const body = parseJsonOr(text)
+    if (!isRecord(body)) return Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
+    if (body.type === "error") return Effect.fail(streamError(body.error))
+    if (!Array.isArray(body.content)) return Effect.fail(badResponse("the response body is not a message"))
+    const state = new StreamState()
+    const out: Array<ModelPart> = []
+    state.onData("message_start", { message: { usage: body.usage } }, out)
+    body.content.forEach((block: unknown, index) => {
+      if (!isRecord(block)) return
+      const start = block.type === "tool_use" ? { ...block, input: {} } : block
+      state.onData("content_block_start", { index, content_block: start }, out)
+      if (block.type === "tool_use" && block.input !== undefined) {
+        const partial_json = JSON.stringify(block.input)
+        state.onData("content_block_delta", { index, delta: { type: "input_json_delta", partial_json } }, out)
+      }
+      state.onData("content_block_stop", { index }, out)
+    })
+    state.onData("message_delta", { delta: { stop_reason: body.stop_reason } }, out)
+    state.onData("message_stop", {}, out)
+    state.finish(out)
+    return state.failure === undefined ? pushAll(sink, out) : Effect.fail(state.failure)
+  })
+
+/**
+ * `end_turn`/`stop_sequence` → `stop`, `tool_use` → `tool-calls`, `max_tokens` (and
+ * `model_context_window_exceeded`) → `length`, `refusal` → `content-filter`; anything else
+ * (`pause_turn`, none) → `stop`, or `tool-calls` when the response has tool calls.
+ */
+const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): FinishReason => {
+  switch (reason) {
+    case "end_turn":
+    case "stop_sequence":
+      return "stop"
+    case "tool_use":
+      return "tool-calls"
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length"
+    case "refusal":
+      return "content-filter"
+    default:
+      return hasToolCalls ? "tool-calls" : "stop"
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_error", "timeout_error"])
+
+/** An `error` event in a 200 stream (or an error body): code `error.type`, no status. */
+const streamError = (error: unknown): ModelError => {
+  if (!isRecord(error)) {
+    return new ModelError({
+      code: "PROVIDER_ERROR",
+      message: typeof error === "string" ? error : "provider error",
+      retryable: false
+    })
+  }
+  const type = nonEmpty(error.type)
+  return new ModelError({
+    code: type ?? "PROVIDER_ERROR",
+    message: typeof error.message === "string" ? error.message : JSON.stringify(error),
+    retryable: type !== undefined && RETRYABLE_TYPES.has(type)
+  })
+}
+
+/** A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope. */
+const httpError = (
+  response: HttpClientResponse.HttpClientResponse,
+  text: string
+): Effect.Effect<ModelError> =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    const status = response.status
+    const body = parseJsonOr(text)
+    const error = isRecord(body) && isRecord(body.error) ? body.error : undefined
+    const type = error === undefined ? undefined : nonEmpty(error.type)
+    let message = error !== undefined && typeof error.message === "string"
+      ? error.message
+      : text.trim() === ""
+      ? `HTTP ${status}`
+      : truncate(text.trim(), 1000)
+    const requestId = (isRecord(body) ? nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
+    if (requestId !== undefined) message += ` (request_id ${requestId})`
+    const shouldRetry = response.headers["x-should-retry"]
+    const retryAfterMs = retryAfter(response.headers, now)
+    return new ModelError({
+      code: type ?? `HTTP_${status}`,
+      message,
+      status,
+      retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status),
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+    })
+  })

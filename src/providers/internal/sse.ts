@@ -1,0 +1,105 @@
+/**
+ * Reading a `text/event-stream` response body for the provider adapters: bytes are decoded as
+ * UTF-8 (a character split across reads is kept whole), cut into events by @effect/experimental's
+ * SSE parser (a `\r\n` split across reads stays one line break), and each event is handed to
+ * the adapter's assembly state, which appends the parts to push. Parts are pushed into the sink
+ * after each read, so deltas reach the loop as they arrive. Shared by `OpenAICompat` and
+ * `Anthropic`.
+ */
+import * as Sse from "@effect/experimental/Sse"
+import type { HttpClientResponse } from "@effect/platform"
+import { Effect, Stream } from "effect"
+import type { ModelError, ModelPart, ModelSink } from "../../Model.js"
+import { badResponse, networkError, timeoutError } from "./http.js"
+
+/**
+ * The adapter's assembly state of one streamed response.
+ *
+ * - `onEvent(name, data, out)`: one SSE event (`name` is `"message"` when the event has no
+ *   `event:` line); appends parts to `out`, or sets `failure`.
+ * - `done`: set when the stream's own end marker arrived; reading stops and the connection is
+ *   released at once.
+ * - `failure`: set by the state (or by the reader for an oversized event); pushing stops and
+ *   the response fails with it, after the parts already in `out`.
+ * - `finish(out)`: the body ended (or `done`): appends the closing parts, or sets `failure`.
+ */
+export interface EventStreamState {
+  readonly done: boolean
+  failure: ModelError | undefined
+  onEvent(name: string, data: string, out: Array<ModelPart>): void
+  finish(out: Array<ModelPart>): void
+}
+
+/**
+ * Reads an SSE body into `state` and pushes the parts it produces. Each next piece of the body
+ * must arrive within `idleTimeoutMs` (Effect `Clock`), else `TIMEOUT`; a broken connection is
+ * `NETWORK`. At EOF an unterminated last event (no blank line before the end) is dispatched,
+ * not dropped.
+ */
+export const streamEvents = (
+  response: HttpClientResponse.HttpClientResponse,
+  state: EventStreamState,
+  sink: ModelSink,
+  idleTimeoutMs: number,
+  provider: string,
+  url: string
+): Effect.Effect<void, ModelError> =>
+  Effect.suspend(() => {
+    const decoder = new TextDecoder()
+    let pending: Array<ModelPart> = []
+    let cr = false // a chunk ended with "\r": hold it so "\r\n" split across chunks stays one break
+    const parser = Sse.makeParser((event) => {
+      if (event._tag !== "Event" || state.done || state.failure !== undefined) return
+      state.onEvent(event.event, event.data, pending)
+    })
+    const feed = (text: string) => {
+      if (cr) text = "\r" + text
+      cr = text.endsWith("\r")
+      if (cr) text = text.slice(0, -1)
+      if (text === "") return
+      const error = parser.feed(text)
+      if (error !== undefined && state.failure === undefined) {
+        state.failure = badResponse(`SSE event too large: ${error.message}`)
+      }
+    }
+    const drain = (): Effect.Effect<void, ModelError> => {
+      const parts = pending
+      pending = []
+      const push = pushAll(sink, parts)
+      return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
+    }
+    const body = Stream.timeoutFail(
+      response.stream,
+      () => timeoutError(provider, url, idleTimeoutMs, "the next piece of the event stream"),
+      idleTimeoutMs
+    )
+    const read = Stream.runForEachWhile(body, (bytes) => {
+      feed(decoder.decode(bytes, { stream: true }))
+      return Effect.as(drain(), !state.done)
+    })
+    const finish = Effect.suspend(() => {
+      if (!state.done && state.failure === undefined) {
+        // EOF: dispatch an unterminated last event instead of dropping it.
+        feed(decoder.decode() + (cr ? "\r" : "") + "\n\n")
+        cr = false
+      }
+      if (state.failure === undefined) state.finish(pending)
+      return drain()
+    })
+    return Effect.zipRight(
+      Effect.mapError(read, (e) => e._tag === "ModelError" ? e : networkError(e, "reading the event stream")),
+      finish
+    )
+  })
+
+/** Pushes parts in order (no `Effect.forEach` for the common 0 or 1 part). */
+export const pushAll = (sink: ModelSink, parts: ReadonlyArray<ModelPart>): Effect.Effect<void> => {
+  switch (parts.length) {
+    case 0:
+      return Effect.void
+    case 1:
+      return sink.part(parts[0]!)
+    default:
+      return Effect.forEach(parts, sink.part, { discard: true })
+  }
+}

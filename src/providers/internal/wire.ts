@@ -1,0 +1,35 @@
+/**
+ * Tolerant reading of foreign JSON for the provider adapters: a field of an unexpected type is
+ * ignored rather than failing the response. Shared by `OpenAICompat` and `Anthropic`.
+ */
+
+/** A plain JSON object (not an array, not `null`). */
+export const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** A non-empty string, else `undefined`. */
+export const nonEmpty = (u: unknown): string | undefined => typeof u === "string" && u !== "" ? u : undefined
+
+/** A finite number, else `undefined`. */
+export const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+
+/** The parsed JSON, or the text itself when it is not JSON. */
+export const parseJsonOr = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** `s` cut to `n` code units, with "…" when cut. */
+export const truncate = (s: string, n: number): string => s.length > n ? s.slice(0, n) + "…" : s
+
+/** A numeric setting of `ModelRequest.settings` (`maxTokens`, `temperature`, `topP`). */
+export const numberSetting = (
+  settings: { readonly [key: string]: unknown } | undefined,
+  key: string
+): number | undefined => {
+  const value = settings?.[key]
+  return typeof value === "number" ? value : undefined
+}
