@@ -205,8 +205,28 @@ describe("agent-loop run", () => {
       expect(yield* cli(["run", "--prompt", "  "])).toMatchObject({ code: 2, err: "--prompt: the prompt is empty" })
       expect(yield* cli(["run", "--prompt", "x", "--model", "m"])).toMatchObject({
         code: 2,
-        err: "--base-url, --model and --api-key-env need --provider openai-compat"
+        err: "--base-url, --model and --api-key-env need --provider openai-compat or anthropic"
       })
+      expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic"])).toMatchObject({
+        code: 2,
+        err: "--provider anthropic needs --model NAME"
+      })
+      const saved = { key: process.env.ANTHROPIC_API_KEY, url: process.env.ANTHROPIC_BASE_URL }
+      delete process.env.ANTHROPIC_API_KEY
+      delete process.env.ANTHROPIC_BASE_URL
+      try {
+        expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic", "--model", "claude-sonnet-4-5"])).toMatchObject({
+          code: 2,
+          err: "--provider anthropic needs an API key: set ANTHROPIC_API_KEY or pass --api-key-env VAR"
+        })
+        expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic", "--model", "m", "--base-url", "nope"])).toMatchObject({
+          code: 2,
+          err: "--base-url: not a URL: nope"
+        })
+      } finally {
+        if (saved.key !== undefined) process.env.ANTHROPIC_API_KEY = saved.key
+        if (saved.url !== undefined) process.env.ANTHROPIC_BASE_URL = saved.url
+      }
       expect(yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "ftp://127.0.0.1/v1"]))
         .toMatchObject({ code: 2, err: "--base-url: only http and https URLs are supported, not ftp:" })
       expect(yield* cli(["run", "--prompt", "x", "--max-steps", "0"])).toMatchObject({ code: 2, err: "--max-steps: must be at least 1" })
@@ -276,6 +296,45 @@ describe("agent-loop run", () => {
       expect(assistant.tool_calls.map((c: any) => c.function.name)).toEqual(["GetWeatherArgs", "get_stock_price"])
       expect(body.tools.map((t: any) => t.function.name).sort()).toEqual(["clock", "read_file", "wait"])
       expect(contents.events.filter((e) => e.type === "assistant/message")).toHaveLength(2)
+    })), 30_000)
+
+  it.live("anthropic against a loopback replay: a tool call, then thinking and an answer; the key only in x-api-key", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* replayServer([
+        { file: "anthropic-stream-tool-use.sse", splitEvery: 11 },
+        { file: "anthropic-stream-thinking.sse" }
+      ])
+      const store = tmpDir()
+      process.env.AGENT_LOOP_TEST_ANTHROPIC_KEY = "sk-ant-test-456"
+      const { code, out, err } = yield* cli([
+        "run", "--prompt", "What's the weather in Paris?", "--provider", "anthropic",
+        "--base-url", server.baseUrl.replace(/\/v1$/, ""), "--model", "claude-sonnet-4-5",
+        "--api-key-env", "AGENT_LOOP_TEST_ANTHROPIC_KEY", "--store", store
+      ])
+      expect([code, err]).toEqual([0, ""])
+      expect(out).toContain("I'll check the current weather in Paris for you.")
+      expect(out).toContain("→ get_weather({\"location\": \"Paris\"})")
+      expect(out).toContain("← error: Unknown tool \"get_weather\". Available tools: wait, clock, read_file.")
+      expect(out).toContain("turn 1 ended: completed")
+      expect(out).not.toContain("sk-ant-test-456")
+      const file = Path.join(store, Fs.readdirSync(store)[0]!)
+      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+      expect(Invariant.check(contents.events)).toEqual([])
+      expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-ant-test-456")
+      expect(server.requests.map((r) => [r.url, r.headers["x-api-key"], r.headers["anthropic-version"]])).toEqual([
+        ["/v1/messages", "sk-ant-test-456", "2023-06-01"],
+        ["/v1/messages", "sk-ant-test-456", "2023-06-01"]
+      ])
+      // The second request: the tool_result right after the assistant turn that called it.
+      const body = JSON.parse(server.requests[1]!.body)
+      expect([body.model, body.stream, typeof body.system]).toEqual(["claude-sonnet-4-5", true, "undefined"])
+      expect(body.messages.map((m: any) => [m.role, m.content.map((b: any) => b.type)])).toEqual([
+        ["user", ["text"]],
+        ["assistant", ["text", "tool_use"]],
+        ["user", ["tool_result"]]
+      ])
+      expect(body.messages[2].content[0]).toMatchObject({ tool_use_id: body.messages[1].content[1].id, is_error: true })
+      expect(body.tools.map((t: any) => t.name).sort()).toEqual(["clock", "read_file", "wait"])
     })), 30_000)
 
   it.live("an unreachable base URL ends the turn error NETWORK: exit 4 with a clear message", () =>

@@ -18,6 +18,7 @@ import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
 import * as OfflineTools from "../OfflineTools.js"
+import * as Anthropic from "../providers/Anthropic.js"
 import * as OpenAICompat from "../providers/OpenAICompat.js"
 import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
 import * as Scenario from "../Scenario.js"
@@ -43,18 +44,22 @@ const storeOption = Options.directory("store").pipe(
   Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
 )
 
-const providerOption = Options.choice("provider", ["offline", "openai-compat"]).pipe(
+const providerOption = Options.choice("provider", ["offline", "openai-compat", "anthropic"]).pipe(
   Options.withDefault("offline" as const),
-  Options.withDescription("model provider: the offline rule-based model, or an OpenAI-compatible server")
+  Options.withDescription(
+    "model provider: offline (the rule-based model), openai-compat (a Chat Completions server: DeepSeek, OpenAI, vLLM, llama.cpp, Ollama) or anthropic (the Messages API)"
+  )
 )
 const baseUrlOption = Options.text("base-url").pipe(
   Options.optional,
-  Options.withDescription("base URL of the provider, e.g. https://api.deepseek.com/v1")
+  Options.withDescription(
+    "base URL of the provider: for openai-compat the root the API paths follow (e.g. https://api.deepseek.com/v1); for anthropic the API origin (default $ANTHROPIC_BASE_URL, else https://api.anthropic.com)"
+  )
 )
 const modelOption = Options.text("model").pipe(Options.optional, Options.withDescription("model name"))
 const apiKeyEnvOption = Options.text("api-key-env").pipe(
   Options.optional,
-  Options.withDescription("name of the environment variable that holds the API key")
+  Options.withDescription("name of the environment variable that holds the API key (anthropic: default ANTHROPIC_API_KEY)")
 )
 
 /** Exit code of a turn end reason (DESIGN.md §14). */
@@ -80,45 +85,79 @@ const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undef
   return undefined
 }
 
-/** The model layer for the provider flags, or a bad-arguments exit. */
-const modelLayer = (options: {
-  readonly provider: "offline" | "openai-compat"
-  readonly baseUrl: Option.Option<string>
-  readonly model: Option.Option<string>
-  readonly apiKeyEnv: Option.Option<string>
-}): Effect.Effect<Layer.Layer<Model.Model>, CliExit> => {
-  if (options.provider === "offline") {
-    if (Option.isSome(options.baseUrl) || Option.isSome(options.model) || Option.isSome(options.apiKeyEnv)) {
-      return exit(2, "--base-url, --model and --api-key-env need --provider openai-compat")
-    }
-    return Effect.succeed(Model.layer(Model.offline()))
-  }
-  if (Option.isNone(options.baseUrl)) return exit(2, "--provider openai-compat needs --base-url URL")
-  if (Option.isNone(options.model) || options.model.value.trim() === "") {
-    return exit(2, "--provider openai-compat needs --model NAME")
-  }
-  let apiKey: Redacted.Redacted<string> | undefined
-  if (Option.isSome(options.apiKeyEnv)) {
-    const value = process.env[options.apiKeyEnv.value]
-    if (value === undefined) return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is not set`)
-    if (value === "") return exit(2, `--api-key-env: the environment variable ${options.apiKeyEnv.value} is empty`)
-    apiKey = Redacted.make(value)
-  }
+/** The providers of `--provider` (DESIGN.md §14). */
+type Provider = "offline" | "openai-compat" | "anthropic"
+
+const DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"
+
+/** A base URL checked to be http(s), or a bad-arguments exit. */
+const checkUrl = (value: string): Effect.Effect<string, CliExit> => {
   let url: URL
   try {
-    url = new URL(options.baseUrl.value)
+    url = new URL(value)
   } catch {
-    return exit(2, `--base-url: not a URL: ${options.baseUrl.value}`)
+    return exit(2, `--base-url: not a URL: ${value}`)
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     return exit(2, `--base-url: only http and https URLs are supported, not ${url.protocol}`)
   }
-  return Effect.succeed(
-    OpenAICompat.layer({ baseUrl: options.baseUrl.value, model: options.model.value, apiKey }).pipe(
-      Layer.provide(NodeHttpClient.layerUndici)
-    )
-  )
+  return Effect.succeed(value)
 }
+
+/** The API key named by `--api-key-env` (else `fallbackEnv` when set), as `Redacted`. */
+const readApiKey = (
+  apiKeyEnv: Option.Option<string>,
+  fallbackEnv: string | undefined
+): Effect.Effect<Redacted.Redacted<string> | undefined, CliExit> => {
+  if (Option.isNone(apiKeyEnv)) {
+    const value = fallbackEnv === undefined ? undefined : process.env[fallbackEnv]
+    return Effect.succeed(value === undefined || value === "" ? undefined : Redacted.make(value))
+  }
+  const value = process.env[apiKeyEnv.value]
+  if (value === undefined) return exit(2, `--api-key-env: the environment variable ${apiKeyEnv.value} is not set`)
+  if (value === "") return exit(2, `--api-key-env: the environment variable ${apiKeyEnv.value} is empty`)
+  return Effect.succeed(Redacted.make(value))
+}
+
+/**
+ * The model layer for the provider flags, or a bad-arguments exit. Keys are read from the
+ * environment only (`--api-key-env VAR`; for anthropic `ANTHROPIC_API_KEY` by default) and held
+ * as `Redacted`, never printed.
+ */
+const modelLayer = (options: {
+  readonly provider: Provider
+  readonly baseUrl: Option.Option<string>
+  readonly model: Option.Option<string>
+  readonly apiKeyEnv: Option.Option<string>
+}): Effect.Effect<Layer.Layer<Model.Model>, CliExit> =>
+  Effect.gen(function*() {
+    const provider = options.provider
+    if (provider === "offline") {
+      if (Option.isSome(options.baseUrl) || Option.isSome(options.model) || Option.isSome(options.apiKeyEnv)) {
+        return yield* exit(2, "--base-url, --model and --api-key-env need --provider openai-compat or anthropic")
+      }
+      return Model.layer(Model.offline())
+    }
+    if (Option.isNone(options.model) || options.model.value.trim() === "") {
+      return yield* exit(2, `--provider ${provider} needs --model NAME`)
+    }
+    const model = options.model.value
+    if (provider === "openai-compat") {
+      if (Option.isNone(options.baseUrl)) return yield* exit(2, "--provider openai-compat needs --base-url URL")
+      const baseUrl = yield* checkUrl(options.baseUrl.value)
+      const apiKey = yield* readApiKey(options.apiKeyEnv, undefined)
+      return OpenAICompat.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    }
+    const envUrl = process.env.ANTHROPIC_BASE_URL
+    const baseUrl = yield* checkUrl(
+      Option.getOrElse(options.baseUrl, () => envUrl === undefined || envUrl === "" ? DEFAULT_ANTHROPIC_URL : envUrl)
+    )
+    const apiKey = yield* readApiKey(options.apiKeyEnv, "ANTHROPIC_API_KEY")
+    if (apiKey === undefined && baseUrl.replace(/\/+$/, "") === DEFAULT_ANTHROPIC_URL) {
+      return yield* exit(2, "--provider anthropic needs an API key: set ANTHROPIC_API_KEY or pass --api-key-env VAR")
+    }
+    return Anthropic.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  })
 
 const printTranscript = (events: ReadonlyArray<SessionEvent>) => Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
 
