@@ -191,7 +191,14 @@ const resolveCreate = Effect.fnUntraced(function*(options: CreateOptions) {
   return makeHeader({ id, createdAt, cwd: options?.cwd })
 })
 
-const causeMessage = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+/** The message of a cause; for an error that wraps another (an `SqlError`), both messages. */
+const causeMessage = (cause: unknown): string => {
+  if (!(cause instanceof Error)) return String(cause)
+  const inner = (cause as { readonly cause?: unknown }).cause
+  return inner instanceof Error && inner.message !== "" && !cause.message.includes(inner.message)
+    ? `${cause.message}: ${inner.message}`
+    : cause.message
+}
 
 const storeError = (message: string, sessionId: string | undefined, cause?: unknown): SessionStoreError =>
   new SessionStoreError({
@@ -820,8 +827,8 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
     )
     const storeLock = yield* Effect.makeSemaphore(1)
 
-    const insert = (id: string, committed: ReadonlyArray<SessionEvent>): Effect.Effect<unknown, SqlError> => {
-      const rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
+    type Row = { readonly session_id: string; readonly seq: number; readonly event: string }
+    const insert = (rows: ReadonlyArray<Row>): Effect.Effect<unknown, SqlError> => {
       if (rows.length <= ROWS_PER_STATEMENT) return sql`INSERT INTO agent_loop_events ${sql.insert(rows)}`
       const statements: Array<Effect.Effect<unknown, SqlError>> = []
       for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
@@ -836,12 +843,15 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
         const commit = (time: number, drafts: ReadonlyArray<EventDraft>) => {
           if (closed) return Effect.fail(storeError(`session "${id}" is closed`, id))
           let committed: ReadonlyArray<SessionEvent>
+          let rows: ReadonlyArray<Row>
           try {
             committed = commitDrafts(drafts, events.length, time)
+            // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
+            rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
           } catch (error) {
             return Effect.fail(storeError(`cannot encode the events of session "${id}"`, id, error))
           }
-          return insert(id, committed).pipe(
+          return insert(rows).pipe(
             Effect.mapError(failed(`cannot append to session "${id}"`, id)),
             Effect.map(() => {
               for (const event of committed) events.push(event)
@@ -856,7 +866,12 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
             drafts.length === 0
               ? EMPTY
               : lock.withPermits(1)(
-                Effect.clockWith((clock) => Effect.suspend(() => commit(clock.unsafeCurrentTimeMillis(), drafts)))
+                // Uninterruptible: an insert the database committed is always recorded in memory
+                // too (an interrupted wait on an asynchronous client would lose it, and every later
+                // append would then fail on the seq key).
+                Effect.uninterruptible(
+                  Effect.clockWith((clock) => Effect.suspend(() => commit(clock.unsafeCurrentTimeMillis(), drafts)))
+                )
               ),
           events: () => events
         }

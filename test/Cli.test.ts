@@ -472,6 +472,17 @@ describe("the agent-loop binary", () => {
       })
     })
 
+  it.live("the built bin is executable by itself (npx agent-loop): its shebang runs it", () =>
+    Effect.async<{ code: number; stdout: string }>((resume) => {
+      // Executed directly, not through `node`: this needs the executable bit the build sets.
+      execFile(bin, ["--version"], { timeout: 20_000 }, (error, stdout) => {
+        resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout }))
+      })
+    }).pipe(Effect.map((r) => {
+      expect((Fs.statSync(bin).mode & 0o111) !== 0).toBe(true)
+      expect(r).toEqual({ code: 0, stdout: "0.1.0\n\n" })
+    })), 30_000)
+
   it.live("demo runs offline: a tool is called, a context is injected and a steer arrives", () =>
     Effect.gen(function*() {
       const cwd = tmpDir()

@@ -326,6 +326,29 @@ describe("SessionStore contract: torn and corrupt input", () => {
       }).pipe(Effect.provide(sqliteWith(dir))))
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.scoped("sqlite: an event that is not JSON, or a second writer of the session, fails typed and changes nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const layer = sqliteWith(dir)
+      const store = Context.get(yield* Layer.build(layer), SessionStore.SessionStore)
+      const log = yield* store.create({ id: "s" })
+      yield* log.append([turnStart(1)])
+      const bigint = yield* Effect.flip(log.append([draft("plugin/note", { n: 1n })]))
+      expect([bigint._tag, bigint.message]).toEqual([
+        "SessionStoreError",
+        "cannot encode the events of session \"s\": Do not know how to serialize a BigInt"
+      ])
+      // Another store on the same file (another process) appends seq 1 first.
+      yield* Effect.scoped(
+        Effect.flatMap(SessionStore.SessionStore, (s) => Effect.flatMap(s.open("s"), (other) => other.append([draft("plugin/note", { by: "other" })])))
+          .pipe(Effect.provide(layer))
+      )
+      const conflict = yield* Effect.flip(log.append([draft("plugin/note", { by: "first" })]))
+      expect(conflict._tag).toBe("SessionStoreError")
+      expect(conflict.message).toMatch(/^cannot append to session "s": Failed to execute statement: UNIQUE constraint failed/)
+      expect(log.events().map((e) => e.type)).toEqual(["turn/start"])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.effect("sqlite: a file that is not a database is a SessionStoreError when the layer is built", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir
