@@ -1020,7 +1020,10 @@ class AgentImpl implements Agent {
   get dispose(): Effect.Effect<void, SessionStoreError> {
     return Effect.suspend(() => {
       this.disposed = true
-      return Effect.zipRight(this.cancelNow(DISPOSED_CAUSE), this.awaitIdle)
+      return Effect.ensuring(
+        Effect.zipRight(this.cancelNow(DISPOSED_CAUSE), this.awaitIdle),
+        Effect.sync(() => liveLogs.delete(this.log))
+      )
     })
   }
 
@@ -2303,6 +2306,20 @@ const runHooks = (
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The logs that a live (not yet disposed) agent of this process writes: one writer per session
+ * (DESIGN.md §3.3). `resume` and `repair` refuse them (a store hands out one `SessionLog` per
+ * session, so a second agent would share it); the stores refuse a session that another store or
+ * process has open for writing.
+ */
+const liveLogs = new WeakSet<SessionLog>()
+
+const inUse = (sessionId: string): SessionStoreError =>
+  new SessionStoreError({
+    message: `session "${sessionId}" is in use by a live agent of this process: dispose it before resuming or repairing`,
+    sessionId
+  })
+
+/**
  * Creates an agent on a new session of the `SessionStore` in context. The agent is disposed
  * when the `Scope` closes (DESIGN.md §9). Requires `Model`; uses `PreStep` and `IdGenerator`
  * when provided (defaults: enter the claimed batch; random UUIDs).
@@ -2320,6 +2337,7 @@ export const make = (
     const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
     const sessionId = options.sessionId ?? (yield* ids.next)
     const log = yield* store.create({ id: sessionId, cwd: options.cwd })
+    liveLogs.add(log)
     const agent = new AgentImpl(log, model, preStep, ids, options)
     // The scope's own finalizer API: `Effect.addFinalizer` also keeps the FiberRefs of this
     // fiber for the finalizer, which doubles what an idle agent holds (§5.4).
@@ -2356,7 +2374,9 @@ export interface ResumeOptions extends Omit<AgentOptions, "sessionId" | "cwd"> {
  * `continuePending`. The agent is disposed when the `Scope` closes.
  *
  * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line),
- * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to).
+ * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to; and for a
+ * session that a live agent of this process writes, or that another store or process has open:
+ * one writer per session, DESIGN.md §3.3).
  *
  * @since 0.1.0
  * @category constructors
@@ -2370,6 +2390,7 @@ export const resume = (
     const preStep = Option.getOrElse(yield* Effect.serviceOption(PreStep), () => defaultPreStep)
     const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
     const { log } = yield* repairLog(sessionId, ids)
+    liveLogs.add(log)
     const agent = new AgentImpl(log, model, preStep, ids, options)
     agent.restore(log.events())
     const scope = yield* Effect.scope
@@ -2407,6 +2428,7 @@ const repairLog = (sessionId: string, ids: IdGeneratorService) =>
       )
     }
     const log = yield* store.open(sessionId)
+    if (liveLogs.has(log)) return yield* Effect.fail(inUse(sessionId))
     const before = log.events()
     // Ids for the synthetic results: counted first, then taken (the generator may be effectful).
     let needed = 0

@@ -13,6 +13,7 @@
  * @since 0.1.0
  */
 import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import { FileSystem } from "@effect/platform"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -152,7 +153,11 @@ export interface SessionStoreService {
   /**
    * Opens an existing session for appending. A torn last line is cut back to the end of the
    * last complete line before anything can be appended (DESIGN.md §3.1, §10). Returns the
-   * already open log when the session is open.
+   * already open log when the session is open. A stored log whose header names another
+   * session is a `SessionLogError` (line 1). One writer per session: a session that another
+   * store or process has open for writing (a live writer's lock: JSONL `<id>.jsonl.lock`, SQL
+   * `agent_loop_writers`) is a `SessionStoreError` naming it; a dead writer's lock is taken
+   * over. `create` takes the same lock.
    */
   readonly open: (id: SessionId) => Effect.Effect<SessionLog, SessionStoreError | SessionLogError | SessionNotFound>
   /** Reads a session without opening it for writing (a torn tail is ignored, not cut). */
@@ -588,6 +593,87 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
 }
 
 /**
+ * The writer of a session, as recorded in its lock (JSONL: `<id>.jsonl.lock`; SQL: a row of
+ * `agent_loop_writers`): the process id and host name.
+ */
+interface Writer {
+  readonly pid: number
+  readonly host: string
+}
+
+const thisWriter = (): Writer => ({ pid: process.pid, host: Os.hostname() })
+
+/**
+ * Whether the recorded writer may still write: this process (another store of it), a process
+ * of this host that still runs, or a process of another host (which cannot be checked). A
+ * writer that died (SIGKILL, a crash) leaves a stale lock, which the next writer takes over.
+ */
+const isLiveWriter = (writer: Writer): boolean => {
+  if (writer.host !== Os.hostname() || writer.pid === process.pid) return true
+  try {
+    process.kill(writer.pid, 0)
+    return true
+  } catch (error) {
+    return (error as { code?: string }).code === "EPERM"
+  }
+}
+
+const readWriter = (text: string): Writer | undefined => {
+  try {
+    const value = JSON.parse(text) as Writer
+    return typeof value?.pid === "number" && typeof value.host === "string" ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const inUseError = (id: string, writer: Writer): SessionStoreError =>
+  storeError(
+    `session "${id}" is open for writing by process ${writer.pid}${writer.host === Os.hostname() ? "" : ` on ${writer.host}`}` +
+      " (one writer per session; if that process is gone, remove its lock)",
+    id
+  )
+
+/**
+ * Takes the JSONL writer lock file at `lockPath` (created exclusively; a stale one, whose
+ * writer is gone or unreadable, is replaced). Returns its release. Fails with
+ * `SessionStoreError` when a live writer holds it.
+ */
+const acquireWriterLock = (lockPath: string, id: string): Effect.Effect<Effect.Effect<void>, SessionStoreError> =>
+  Effect.suspend(() => {
+    const me = JSON.stringify(thisWriter())
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        NodeFs.writeFileSync(lockPath, me, { flag: "wx" })
+        return Effect.succeed(Effect.sync(() => {
+          try {
+            if (NodeFs.readFileSync(lockPath, "utf8") === me) NodeFs.unlinkSync(lockPath)
+          } catch {
+            // already gone
+          }
+        }))
+      } catch (error) {
+        if ((error as { code?: string }).code !== "EEXIST") {
+          return Effect.fail(storeError(`cannot lock session "${id}" (${lockPath})`, id, error))
+        }
+      }
+      let holder: Writer | undefined
+      try {
+        holder = readWriter(NodeFs.readFileSync(lockPath, "utf8"))
+      } catch {
+        continue // released meanwhile
+      }
+      if (holder !== undefined && isLiveWriter(holder)) return Effect.fail(inUseError(id, holder))
+      try {
+        NodeFs.unlinkSync(lockPath) // stale
+      } catch {
+        // taken or released meanwhile: try again
+      }
+    }
+    return Effect.fail(storeError(`cannot lock session "${id}" (${lockPath}): contended`, id))
+  })
+
+/**
  * A store reads session `id` from `<id>.jsonl`: a file whose header names another session (a
  * copied or renamed file) is refused, as the log it would open could not be found again by its
  * id (`readFile` reads such a file at its path).
@@ -668,13 +754,19 @@ export const makeJsonl = (
 
     const openFile = (id: string, path: string, flag: "a" | "ax") =>
       Effect.flatMap(Scope.fork(storeScope, ExecutionStrategy.sequential), (scope) =>
-        fs.open(path, { flag }).pipe(
-          Scope.extend(scope),
-          Effect.mapError((error) =>
-            flag === "ax" && error._tag === "SystemError" && error.reason === "AlreadyExists"
-              ? storeError(`session "${id}" already exists`, id)
-              : storeError(`cannot open ${path}`, id, error)
-          ),
+        // One writer per session: `<id>.jsonl.lock` is held while the log is open (released
+        // when its scope closes, after the file).
+        Effect.zipRight(
+          Effect.flatMap(acquireWriterLock(`${path}.lock`, id), (release) => Scope.addFinalizer(scope, release)),
+          fs.open(path, { flag }).pipe(
+            Scope.extend(scope),
+            Effect.mapError((error) =>
+              flag === "ax" && error._tag === "SystemError" && error.reason === "AlreadyExists"
+                ? storeError(`session "${id}" already exists`, id)
+                : storeError(`cannot open ${path}`, id, error)
+            )
+          )
+        ).pipe(
           Effect.map((file) => [scope, file] as const),
           Effect.onError(() => Scope.close(scope, Exit.void))
         ))
@@ -683,6 +775,7 @@ export const makeJsonl = (
       const header = yield* resolveCreate(createOptions)
       const id = header.id
       if (!VALID_ID.test(id)) return yield* Effect.fail(storeError(`invalid session id ${JSON.stringify(id)}`, id))
+      if (openLogs.has(id)) return yield* Effect.fail(storeError(`session "${id}" already exists`, id))
       yield* Effect.mapError(
         fs.makeDirectory(directory, { recursive: true }),
         (error) => storeError(`cannot create ${directory}`, id, error)
@@ -814,15 +907,36 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
     yield* Effect.mapError(
       Effect.zipRight(
         sql`CREATE TABLE IF NOT EXISTS agent_loop_sessions (id TEXT PRIMARY KEY NOT NULL, header TEXT NOT NULL)`,
-        sql`CREATE TABLE IF NOT EXISTS agent_loop_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
+        Effect.zipRight(
+          sql`CREATE TABLE IF NOT EXISTS agent_loop_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`,
+          sql`CREATE TABLE IF NOT EXISTS agent_loop_writers (session_id TEXT PRIMARY KEY NOT NULL, writer TEXT NOT NULL)`
+        )
       ),
       failed("cannot create the session tables", undefined)
     )
     const openLogs = new Map<string, SessionLog>()
     let closed = false
+    const me = JSON.stringify(thisWriter())
+    // One writer per session: a row of `agent_loop_writers` is held while the log is open here.
+    const lockWriter = (id: string): Effect.Effect<void, SessionStoreError> =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<{ writer: string }>`SELECT writer FROM agent_loop_writers WHERE session_id = ${id}`
+        const holder = rows.length > 0 ? readWriter(rows[0]!.writer) : undefined
+        if (holder !== undefined && isLiveWriter(holder)) return holder
+        yield* sql`DELETE FROM agent_loop_writers WHERE session_id = ${id}`
+        yield* sql`INSERT INTO agent_loop_writers ${sql.insert({ session_id: id, writer: me })}`
+        return undefined
+      })).pipe(
+        Effect.mapError(failed(`cannot lock session "${id}"`, id)),
+        Effect.flatMap((holder) => holder === undefined ? Effect.void : Effect.fail(inUseError(id, holder)))
+      )
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         closed = true
+        const ids = [...openLogs.keys()]
+        return ids.length === 0
+          ? Effect.void
+          : Effect.ignore(sql`DELETE FROM agent_loop_writers WHERE writer = ${me} AND ${sql.in("session_id", ids)}`)
       })
     )
     const storeLock = yield* Effect.makeSemaphore(1)
@@ -927,6 +1041,7 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
       const createFailed = failed(`cannot create session "${id}"`, id)
       const existing = yield* Effect.mapError(sql<{ id: string }>`SELECT id FROM agent_loop_sessions WHERE id = ${id}`, createFailed)
       if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(storeError(`session "${id}" already exists`, id))
+      yield* lockWriter(id)
       yield* Effect.mapError(
         sql`INSERT INTO agent_loop_sessions ${sql.insert({ id, header: encodeHeader(header).slice(0, -1) })}`,
         createFailed
@@ -939,7 +1054,11 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
       if (already !== undefined) return already
       if (!VALID_ID.test(id)) return yield* Effect.fail(notFound(id))
       if (closed) return yield* Effect.fail(storeError("the store is closed", id))
-      const contents = yield* readRows(id)
+      yield* lockWriter(id)
+      const contents = yield* Effect.tapError(
+        readRows(id),
+        () => Effect.ignore(sql`DELETE FROM agent_loop_writers WHERE session_id = ${id} AND writer = ${me}`)
+      )
       return yield* attach(contents.header, contents.events as Array<SessionEvent>)
     })
 

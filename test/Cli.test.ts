@@ -1,7 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -187,6 +187,9 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
       expect(yield* cli(["transcript", file])).toEqual({ code: 0, out: "── turn 1 ──\n> hi\n→ bash({})\n← ok", err: "" })
     }))
 })
+
+/** The pid of a process that has exited. */
+const deadPid = () => spawnSync(process.execPath, ["-e", ""]).pid!
 
 describe("agent-loop run", () => {
   it.effect("bad arguments exit 2", () =>
@@ -451,6 +454,26 @@ describe("agent-loop resume", () => {
       expect(Fs.readFileSync(file, "utf8")).toBe(untouched)
       // Reading it at its path still works.
       expect((yield* cli(["check", file])).code).toBe(0)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resume refuses a session another live process writes (its lock), and takes over a dead writer's lock", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, [])
+      const before = Fs.readFileSync(file, "utf8")
+      // The test runner's parent process is alive: it stands for a `run` still writing.
+      Fs.writeFileSync(`${file}.lock`, JSON.stringify({ pid: process.ppid, host: Os.hostname() }))
+      expect(yield* cli(["resume", file])).toEqual({
+        code: 2,
+        out: "",
+        err: `${file}: session "crashed" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove its lock)`
+      })
+      expect(Fs.readFileSync(file, "utf8")).toBe(before)
+      // A writer that died (SIGKILL) leaves its lock behind: resume takes it over and repairs.
+      Fs.writeFileSync(`${file}.lock`, JSON.stringify({ pid: deadPid(), host: Os.hostname() }))
+      const { code, out } = yield* cli(["resume", file])
+      expect([code, out]).toEqual([0, `${file}: appended tool/result, step/end, turn/end, session/end-seed`])
+      expect(Fs.existsSync(`${file}.lock`)).toBe(false)
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>

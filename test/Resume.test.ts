@@ -5,7 +5,7 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import * as NodeFs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
@@ -132,6 +132,26 @@ describe("Agent.resume (§10)", () => {
       yield* advance(10)
       expect(brief(runs.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
       expect(Invariant.check(runs.log.events())).toEqual([])
+    }).pipe(Effect.provide(layers)))
+
+  it.scoped("one writer per session: a live agent's session is refused by resume and repair until it is disposed", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([{ text: "one" }, { text: "two" }])
+      const scope = yield* Scope.make()
+      const live = yield* Agent.make({ sessionId: "live" }).pipe(Effect.provideService(Model.Model, model), Scope.extend(scope))
+      yield* live.followup("hi")
+      yield* advance(10)
+      const before = live.log.events().length
+      const message = "session \"live\" is in use by a live agent of this process: dispose it before resuming or repairing"
+      const resumed = yield* Effect.flip(Agent.resume("live").pipe(Effect.provideService(Model.Model, model)))
+      expect([resumed._tag, resumed.message]).toEqual(["SessionStoreError", message])
+      const repaired = yield* Effect.flip(Agent.repair("live"))
+      expect([repaired._tag, repaired.message]).toEqual(["SessionStoreError", message])
+      expect(live.log.events().length).toBe(before)
+      yield* Scope.close(scope, Exit.void)
+      const again = yield* Agent.resume("live").pipe(Effect.provideService(Model.Model, model))
+      expect(again.log.events().at(-1)!.type).toBe("session/end-seed")
+      expect(Invariant.check(again.log.events())).toEqual([])
     }).pipe(Effect.provide(layers)))
 
   it.scoped("a DSH v0 log is refused (SessionStoreError) and left unchanged", () =>

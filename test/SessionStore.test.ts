@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import { FileSystem } from "@effect/platform"
 import { SystemError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -53,6 +55,16 @@ const inNewStore = <A, E>(dir: string, effect: Effect.Effect<A, E, Store | Fs>) 
   Effect.provide(effect, SessionStore.layerJsonl({ directory: dir }))
 
 const store = SessionStore.SessionStore
+
+/** The pid of a process that has exited. */
+const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!
+
+/**
+ * Makes the writer lock of the log at `path` look like its writer died (a crash): the lock
+ * names an exited process, so the next store takes it over.
+ */
+const abandonLock = (path: string) =>
+  NodeFs.writeFileSync(`${path}.lock`, JSON.stringify({ pid: deadPid, host: Os.hostname() }))
 
 const readText = (path: string) => Effect.orDie(Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(path)))
 const writeText = (path: string, text: string) =>
@@ -246,7 +258,12 @@ describe("SessionStore.layerJsonl", () => {
         expect(contents.validBytes).toBe(Buffer.byteLength(yield* readText(path)))
         expect(Object.isFrozen(contents.events[6]!.data)).toBe(true)
 
-        // A second store reads and reopens the same file.
+        // A second store reads the file, and reopens it once its writer is gone.
+        const refused = yield* Effect.flip(inNewStore(dir, Effect.flatMap(store, (other) => other.open("rt"))))
+        expect(refused.message).toBe(
+          `session "rt" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+        )
+        abandonLock(path)
         yield* inNewStore(
           dir,
           Effect.gen(function*() {
@@ -530,6 +547,7 @@ describe("reading logs", () => {
           expect(contents.warnings).toEqual([`line 4: torn last line ignored (${cut} characters, not JSON)`])
           expect(yield* readText(path)).toBe(complete + nextLine.slice(0, cut)) // reading changes nothing
 
+          abandonLock(path) // the writer crashed
           yield* inNewStore(
             dir,
             Effect.gen(function*() {

@@ -73,12 +73,15 @@ const kinds: ReadonlyArray<Kind> = [
 const setup = (kind: Kind) =>
   Effect.gen(function*() {
     const backing = yield* tmpDir
-    const scope = yield* Effect.scope
+    const scope = yield* Scope.make()
+    yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
     const store = yield* Effect.orDie(kind.make(backing, scope))
+    /** Closes the store (its logs, their writer locks), as a process that ends. */
+    const closeStore = Scope.close(scope, Exit.void)
     /** Runs `f` on a second store on the same backing, closed afterwards. */
     const other = <A, E>(f: (store: Service) => Effect.Effect<A, E>) =>
       Effect.scoped(Effect.flatMap(Effect.scope, (s) => Effect.flatMap(Effect.orDie(kind.make(backing, s)), f)))
-    return { backing, store, other }
+    return { backing, store, other, closeStore }
   })
 
 const draft = (type: string, data: unknown): EventDraft => ({ type, data } as EventDraft)
@@ -169,7 +172,7 @@ for (const kind of kinds) {
 
     it.scoped("read-back equality: an agent session with tools reads back equal, and a reopen continues it", () =>
       Effect.gen(function*() {
-        const { store, other } = yield* setup(kind)
+        const { store, other, closeStore } = yield* setup(kind)
         const model = Model.scripted([
           { reasoning: "think…", toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }] },
           { text: "done: «n=1», n=2 — 完了 🎉" },
@@ -196,9 +199,15 @@ for (const kind of kinds) {
         const back = yield* other((s) => s.read("s"))
         expect(back.events).toEqual(events)
         expect(back.warnings).toEqual([])
-        // Reopened by an independent store (the first one closed its logs with the agent's
-        // scope only for stores that close): appends continue the seq.
+        // Reopened for writing by an independent store once the first one closed (one writer
+        // per session: while it is open, the other store refuses): appends continue the seq.
         if (kind.closes) {
+          const refused = yield* Effect.flip(other((s) => s.open("s")))
+          expect([refused._tag, refused.message]).toEqual([
+            "SessionStoreError",
+            `session "s" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+          ])
+          yield* closeStore
           const next = yield* other((s) =>
             Effect.flatMap(s.open("s"), (log) => log.append([draft("plugin/note", { after: true })]))
           )
@@ -209,7 +218,7 @@ for (const kind of kinds) {
 
     it.scoped("crash repair: an open tool step gets the §10 closers; a second repair appends nothing", () =>
       Effect.gen(function*() {
-        const { backing, store } = yield* setup(kind)
+        const { backing, store, closeStore } = yield* setup(kind)
         const log = yield* store.create({ id: "s" })
         const prompt = msg("u1", "go")
         yield* log.append([followup(prompt), turnStart(1), draft("agent/inbox/spliced", { target: "next-turn", start: 0, removedCount: 1, inserted: [] }), stepStart(1, 1), { type: "user/message", data: prompt }])
@@ -219,6 +228,7 @@ for (const kind of kinds) {
         ])
         const repair = (s: Service) => Agent.repair("s").pipe(Effect.provideService(SessionStore.SessionStore, s))
         // The repairing store is an independent one, as after a restart.
+        if (kind.closes) yield* closeStore
         const scope = yield* Scope.make()
         const fresh = yield* Effect.orDie(kind.make(backing, scope))
         const appended = yield* repair(fresh)
@@ -338,11 +348,18 @@ describe("SessionStore contract: torn and corrupt input", () => {
         "SessionStoreError",
         "cannot encode the events of session \"s\": Do not know how to serialize a BigInt"
       ])
-      // Another store on the same file (another process) appends seq 1 first.
-      yield* Effect.scoped(
-        Effect.flatMap(SessionStore.SessionStore, (s) => Effect.flatMap(s.open("s"), (other) => other.append([draft("plugin/note", { by: "other" })])))
-          .pipe(Effect.provide(layer))
+      // Another store on the same file cannot open it for writing while this one has it.
+      const refused = yield* Effect.flip(
+        Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.open("s")).pipe(Effect.provide(layer)))
       )
+      expect(refused.message).toBe(
+        `session "s" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+      )
+      // A writer that ignores the lock inserts seq 1 first: the key refuses our seq 1.
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      const db = new Database(Path.join(dir, "sessions.db"))
+      db.prepare("INSERT INTO agent_loop_events (session_id, seq, event) VALUES ('s', 1, '{}')").run()
+      db.close()
       const conflict = yield* Effect.flip(log.append([draft("plugin/note", { by: "first" })]))
       expect(conflict._tag).toBe("SessionStoreError")
       expect(conflict.message).toMatch(/^cannot append to session "s": Failed to execute statement: UNIQUE constraint failed/)

@@ -1,6 +1,7 @@
 /**
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
- * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`, `simulate SCENARIO` and `demo`.
+ * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`, `resume FILE [--continue-pending]`,
+ * `simulate SCENARIO` and `demo`.
  *
  * Exit codes: `run` exits 0 for `completed` or `max-tokens`, 3 `blocked`, 4 `error`, 130
  * `aborted` (also on Ctrl-C); `check` exits 1 when an invariant is violated; every command
