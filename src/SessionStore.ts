@@ -30,7 +30,7 @@ import {
   Scope
 } from "effect"
 import { IdGenerator, random } from "./IdGenerator.js"
-import { commitDrafts, decodeLog, encodeEvents, encodeHeader, makeHeader } from "./internal/logCodec.js"
+import { commitDrafts, decodeLog, encodeEvents, encodeHeader, InvalidDraft, makeHeader } from "./internal/logCodec.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 
 /**
@@ -256,8 +256,13 @@ export const readFile = (
 const makeMemoryLog = (header: SessionHeader): SessionLog => {
   const events: Array<SessionEvent> = []
   // One synchronous step: nothing can interleave, so no lock is needed.
-  const commit = (drafts: ReadonlyArray<EventDraft>, time: number): ReadonlyArray<SessionEvent> => {
-    const committed = commitDrafts(drafts, events.length, time)
+  const commit = (drafts: ReadonlyArray<EventDraft>, time: number): ReadonlyArray<SessionEvent> | SessionStoreError => {
+    let committed: ReadonlyArray<SessionEvent>
+    try {
+      committed = commitDrafts(drafts, events.length, time)
+    } catch (cause) {
+      return invalidEvents(header.id, cause)
+    }
     for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
     return committed
   }
@@ -265,13 +270,20 @@ const makeMemoryLog = (header: SessionHeader): SessionLog => {
     id: header.id,
     header,
     append: (drafts) =>
-      drafts.length === 0
-        ? EMPTY
-        : Effect.clockWith((clock) => Effect.sync(() => commit(drafts, clock.unsafeCurrentTimeMillis()))),
+      drafts.length === 0 ? EMPTY : Effect.clockWith((clock) => {
+        const result = commit(drafts, clock.unsafeCurrentTimeMillis())
+        return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
+      }),
     appendSync: commit,
     events: () => events
   }
 }
+
+/** The error of an append whose events the reader would refuse or that are not JSON. */
+const invalidEvents = (id: string, cause: unknown): SessionStoreError =>
+  cause instanceof InvalidDraft
+    ? new SessionStoreError({ message: `cannot append to session "${id}": ${cause.message}`, sessionId: id, cause })
+    : storeError(`cannot append to session "${id}": an event is not JSON`, id, cause)
 
 /**
  * Builds an in-memory store: sessions live as long as the store. Appends are durable when
@@ -458,7 +470,7 @@ const encodeDrafts = (
     const committed = commitDrafts(drafts, seq, time)
     return { committed, text: encodeEvents(committed) }
   } catch (cause) {
-    return storeError(`cannot append to session "${log.id}": an event is not JSON`, log.id, cause)
+    return invalidEvents(log.id, cause)
   }
 }
 
@@ -963,7 +975,7 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
             // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
             rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
           } catch (error) {
-            return Effect.fail(storeError(`cannot encode the events of session "${id}"`, id, error))
+            return Effect.fail(invalidEvents(id, error))
           }
           return insert(rows).pipe(
             Effect.mapError(failed(`cannot append to session "${id}"`, id)),

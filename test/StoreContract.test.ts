@@ -139,6 +139,29 @@ for (const kind of kinds) {
         expect(seen.header).toEqual(log.header)
       }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+    it.scoped("an event the reader would refuse is a typed error and changes nothing (the log stays readable)", () =>
+      Effect.gen(function*() {
+        const { store, other } = yield* setup(kind)
+        const log = yield* store.create({ id: "s" })
+        yield* log.append([turnStart(1)])
+        const cases: ReadonlyArray<readonly [EventDraft, string]> = [
+          [draft("turn/end", { turn: "one" }), "invalid \"turn/end\" data: "],
+          [draft("step/start", { turn: 1 }), "invalid \"step/start\" data: "],
+          [{ type: 42, data: {} } as unknown as EventDraft, "an event type must be a non-empty string, not 42"],
+          [draft("user/message", { id: "u", role: "user", content: "hi", source: { kind: "user" } }), "invalid \"user/message\" data: "]
+        ]
+        for (const [bad, message] of cases) {
+          const error = yield* Effect.flip(log.append([draft("plugin/note", { before: true }), bad]))
+          expect([error._tag, error.message.startsWith(`cannot append to session "s": ${message}`)]).toEqual(["SessionStoreError", true])
+          if (log.appendSync !== undefined) {
+            const sync = log.appendSync([bad], 0)
+            expect(sync instanceof SessionStore.SessionStoreError).toBe(true)
+          }
+        }
+        expect(log.events().map((e) => e.type)).toEqual(["turn/start"])
+        expect((yield* other((s) => s.read("s"))).events.map((e) => e.type)).toEqual(["turn/start"])
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
     it.scoped("concurrent appenders: every call's events adjacent and in seq order, none lost", () =>
       Effect.gen(function*() {
         const { store, other } = yield* setup(kind)
@@ -346,7 +369,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       const bigint = yield* Effect.flip(log.append([draft("plugin/note", { n: 1n })]))
       expect([bigint._tag, bigint.message]).toEqual([
         "SessionStoreError",
-        "cannot encode the events of session \"s\": Do not know how to serialize a BigInt"
+        "cannot append to session \"s\": an event is not JSON: Do not know how to serialize a BigInt"
       ])
       // Another store on the same file cannot open it for writing while this one has it.
       const refused = yield* Effect.flip(

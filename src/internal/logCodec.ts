@@ -135,9 +135,26 @@ export const commitDrafts = (
   const out = new Array<SessionEvent>(drafts.length)
   for (let i = 0; i < drafts.length; i++) {
     const draft = drafts[i]!
+    const problem = checkDraft(draft)
+    if (problem !== undefined) throw new InvalidDraft(problem)
     out[i] = Object.freeze({ type: draft.type, seq: firstSeq + i, time, data: freezeJson(draft.data) }) as SessionEvent
   }
   return out
+}
+
+/**
+ * Thrown by `commitDrafts` for a draft the reader would refuse (so that no store accepts an event
+ * that makes its log unreadable): a `type` that is not a non-empty string, or core event data
+ * that fails the reader's own check (DESIGN.md §3.2).
+ */
+export class InvalidDraft extends Error {}
+
+/** Why the reader would refuse `draft`, or undefined. */
+export const checkDraft = (draft: EventDraft): string | undefined => {
+  const type = (draft as { readonly type: unknown }).type
+  if (typeof type !== "string" || type.length === 0) return `an event type must be a non-empty string, not ${JSON.stringify(type)}`
+  const problem = checkData(currentValidators, type, draft.data)
+  return problem === undefined ? undefined : `invalid "${type}" data: ${problem}`
 }
 
 /**
