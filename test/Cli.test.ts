@@ -10,6 +10,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
+import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
 
 const DSH = Path.resolve(process.cwd(), "../shared/fixtures/dsh")
@@ -208,7 +209,7 @@ describe("agent-loop run", () => {
       expect(yield* cli(["run", "--prompt", "  "])).toMatchObject({ code: 2, err: "--prompt: the prompt is empty" })
       expect(yield* cli(["run", "--prompt", "x", "--model", "m"])).toMatchObject({
         code: 2,
-        err: "--base-url, --model and --api-key-env need --provider openai-compat or anthropic"
+        err: "--base-url, --model and --api-key-env need --provider openai-compat, anthropic or openai"
       })
       expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic"])).toMatchObject({
         code: 2,
@@ -338,6 +339,34 @@ describe("agent-loop run", () => {
       ])
       expect(body.messages[2].content[0]).toMatchObject({ tool_use_id: body.messages[1].content[1].id, is_error: true })
       expect(body.tools.map((t: any) => t.name).sort()).toEqual(["clock", "read_file", "wait"])
+    })), 30_000)
+
+  it.live("openai (Responses API via @effect/ai-openai and the bridge) against a loopback server", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* replayServer({ body: textResponse("Hello from the Responses API."), splitEvery: 29 })
+      const store = tmpDir()
+      process.env.AGENT_LOOP_TEST_OPENAI_KEY = "sk-openai-test-789"
+      const { code, out, err } = yield* cli([
+        "run", "--prompt", "say hello", "--provider", "openai", "--base-url", server.baseUrl,
+        "--model", "gpt-5-mini", "--api-key-env", "AGENT_LOOP_TEST_OPENAI_KEY", "--store", store
+      ])
+      expect([code, err]).toEqual([0, ""])
+      expect(out).toContain("Hello from the Responses API.")
+      expect(out).toContain("turn 1 ended: completed")
+      expect(server.requests.map((r) => [r.url, r.headers.authorization])).toEqual([["/v1/responses", "Bearer sk-openai-test-789"]])
+      const body = JSON.parse(server.requests[0]!.body)
+      expect([body.model, body.stream, body.input]).toEqual([
+        "gpt-5-mini",
+        true,
+        [{ role: "user", content: [{ type: "input_text", text: "say hello" }] }]
+      ])
+      expect(body.tools.map((t: any) => [t.name, t.strict])).toEqual([["wait", false], ["clock", false], ["read_file", false]])
+      const file = Path.join(store, Fs.readdirSync(store)[0]!)
+      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+      expect(Invariant.check(contents.events)).toEqual([])
+      const header = contents.events.find((e) => e.type === "request/header")!.data as any
+      expect([header.provider, header.model]).toEqual(["openai", "gpt-5-mini"])
+      expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-openai-test-789")
     })), 30_000)
 
   it.live("an unreachable base URL ends the turn error NETWORK: exit 4 with a clear message", () =>

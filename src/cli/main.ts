@@ -45,22 +45,22 @@ const storeOption = Options.directory("store").pipe(
   Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
 )
 
-const providerOption = Options.choice("provider", ["offline", "openai-compat", "anthropic"]).pipe(
+const providerOption = Options.choice("provider", ["offline", "openai-compat", "anthropic", "openai"]).pipe(
   Options.withDefault("offline" as const),
   Options.withDescription(
-    "model provider: offline (the rule-based model), openai-compat (a Chat Completions server: DeepSeek, OpenAI, vLLM, llama.cpp, Ollama) or anthropic (the Messages API)"
+    "model provider: offline (the rule-based model), openai-compat (a Chat Completions server: DeepSeek, OpenAI, vLLM, llama.cpp, Ollama), anthropic (the Messages API) or openai (the Responses API, through @effect/ai-openai)"
   )
 )
 const baseUrlOption = Options.text("base-url").pipe(
   Options.optional,
   Options.withDescription(
-    "base URL of the provider: for openai-compat the root the API paths follow (e.g. https://api.deepseek.com/v1); for anthropic the API origin (default $ANTHROPIC_BASE_URL, else https://api.anthropic.com)"
+    "base URL of the provider: for openai-compat and openai the root the API paths follow (e.g. https://api.deepseek.com/v1; openai: default $OPENAI_BASE_URL, else https://api.openai.com/v1); for anthropic the API origin (default $ANTHROPIC_BASE_URL, else https://api.anthropic.com)"
   )
 )
 const modelOption = Options.text("model").pipe(Options.optional, Options.withDescription("model name"))
 const apiKeyEnvOption = Options.text("api-key-env").pipe(
   Options.optional,
-  Options.withDescription("name of the environment variable that holds the API key (anthropic: default ANTHROPIC_API_KEY)")
+  Options.withDescription("name of the environment variable that holds the API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai)")
 )
 
 /** Exit code of a turn end reason (DESIGN.md §14). */
@@ -87,9 +87,38 @@ const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undef
 }
 
 /** The providers of `--provider` (DESIGN.md §14). */
-type Provider = "offline" | "openai-compat" | "anthropic"
+type Provider = "offline" | "openai-compat" | "anthropic" | "openai"
 
-const DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"
+/** Defaults of the providers with a home API: base URL, and the variables of URL and key. */
+const HOSTED = {
+  anthropic: { url: "https://api.anthropic.com", urlEnv: "ANTHROPIC_BASE_URL", keyEnv: "ANTHROPIC_API_KEY" },
+  openai: { url: "https://api.openai.com/v1", urlEnv: "OPENAI_BASE_URL", keyEnv: "OPENAI_API_KEY" }
+} as const
+
+/**
+ * The OpenAI Responses API through `@effect/ai-openai` and our bridge (`AiBridge`), loaded on
+ * first use (so that other providers never load `@effect/ai`). Tool schemas are sent without
+ * strict mode (ours have optional properties); `settings.maxTokens` becomes `max_output_tokens`.
+ */
+const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<string> | undefined): Layer.Layer<Model.Model> =>
+  Layer.unwrapEffect(Effect.promise(async () => {
+    const [{ OpenAiClient, OpenAiLanguageModel }, AiBridge] = await Promise.all([
+      import("@effect/ai-openai"),
+      import("../providers/AiBridge.js")
+    ])
+    return AiBridge.layer({
+      provider: "openai",
+      model,
+      configure: (request) => {
+        const maxTokens = request.settings?.maxTokens
+        return OpenAiLanguageModel.withConfigOverride(typeof maxTokens === "number" ? { max_output_tokens: maxTokens } : {})
+      }
+    }).pipe(
+      Layer.provide(OpenAiLanguageModel.layer({ model, config: { strict: false } })),
+      Layer.provide(OpenAiClient.layer({ apiKey, apiUrl: baseUrl })),
+      Layer.provide(NodeHttpClient.layerUndici)
+    )
+  }))
 
 /** A base URL checked to be http(s), or a bad-arguments exit. */
 const checkUrl = (value: string): Effect.Effect<string, CliExit> => {
@@ -135,7 +164,7 @@ const modelLayer = (options: {
     const provider = options.provider
     if (provider === "offline") {
       if (Option.isSome(options.baseUrl) || Option.isSome(options.model) || Option.isSome(options.apiKeyEnv)) {
-        return yield* exit(2, "--base-url, --model and --api-key-env need --provider openai-compat or anthropic")
+        return yield* exit(2, "--base-url, --model and --api-key-env need --provider openai-compat, anthropic or openai")
       }
       return Model.layer(Model.offline())
     }
@@ -149,14 +178,16 @@ const modelLayer = (options: {
       const apiKey = yield* readApiKey(options.apiKeyEnv, undefined)
       return OpenAICompat.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
     }
-    const envUrl = process.env.ANTHROPIC_BASE_URL
+    const hosted = HOSTED[provider]
+    const envUrl = process.env[hosted.urlEnv]
     const baseUrl = yield* checkUrl(
-      Option.getOrElse(options.baseUrl, () => envUrl === undefined || envUrl === "" ? DEFAULT_ANTHROPIC_URL : envUrl)
+      Option.getOrElse(options.baseUrl, () => envUrl === undefined || envUrl === "" ? hosted.url : envUrl)
     )
-    const apiKey = yield* readApiKey(options.apiKeyEnv, "ANTHROPIC_API_KEY")
-    if (apiKey === undefined && baseUrl.replace(/\/+$/, "") === DEFAULT_ANTHROPIC_URL) {
-      return yield* exit(2, "--provider anthropic needs an API key: set ANTHROPIC_API_KEY or pass --api-key-env VAR")
+    const apiKey = yield* readApiKey(options.apiKeyEnv, hosted.keyEnv)
+    if (apiKey === undefined && baseUrl.replace(/\/+$/, "") === hosted.url) {
+      return yield* exit(2, `--provider ${provider} needs an API key: set ${hosted.keyEnv} or pass --api-key-env VAR`)
     }
+    if (provider === "openai") return openAiLayer(baseUrl, model, apiKey)
     return Anthropic.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
   })
 

@@ -1,0 +1,840 @@
+/**
+ * A bridge from any `@effect/ai` provider to the `Model` port (DESIGN.md §11):
+ * `fromLanguageModel(options)` reads the `LanguageModel` in context (e.g. `@effect/ai-openai`'s
+ * `OpenAiLanguageModel`, the OpenAI Responses API) and returns a `ModelService`. Each `respond`
+ * maps the request to an `@effect/ai` `Prompt`, runs `LanguageModel.streamText` with tool call
+ * resolution disabled, and pushes every stream part into the sink as it arrives: `text-delta`,
+ * `reasoning-delta` (with a `providerState`, below), `tool-call`, `usage` and one `finish`.
+ * Every failure is a typed `ModelError`. Tools are validated and run by the loop (DESIGN.md §8),
+ * never by `@effect/ai`.
+ *
+ * Mapping of the request (DESIGN.md §11 rules):
+ * - `instructions` → one `system` message, first; nothing else becomes a system message.
+ * - Each user-role message (direct prompt, context, steer) → its own `user` message, in log
+ *   order: `text` blocks → text parts, `image` blocks → file parts (`Uint8Array` data).
+ * - An assistant message → one `assistant` message: `text`, `reasoning` and `tool-call` parts in
+ *   block order (empty text skipped). Tool-call `params` are the raw argument string parsed when
+ *   it is a JSON object, else `{}` (the loop's `INVALID_ARGUMENTS` result tells the model).
+ * - Its calls' results → one `tool` message per call, in call order, directly after it and before
+ *   any user message (a result logged after a context message is moved up). `result` is the
+ *   result's text blocks joined with "\n" (a string), `isFailure` its `isError`, `name` the
+ *   call's tool name. A call without a result gets a synthetic error result saying its outcome
+ *   is unknown; a result that answers no call of the preceding assistant message is sent as a
+ *   user text `Result of tool call <id>: …`, as in the Anthropic adapter.
+ * - Tools → `@effect/ai` tools whose parameters schema is `Struct({}, Record(String, Unknown))`
+ *   annotated with the definition's JSON Schema (`jsonSchema`), so providers send that schema
+ *   as is and any JSON object decodes; `toolChoice: "auto"`.
+ * - Converted messages are cached per message object; the tools per tools array.
+ *
+ * Mapping of the response:
+ * - `text-delta` → `text-delta`; `reasoning-delta` → `reasoning-delta` (text only). When a run
+ *   of consecutive reasoning items ends (at the next text or tool call, or at the finish), one
+ *   `reasoning-delta` with empty text carries `providerState: ReasoningState`: each item's text
+ *   and its provider metadata (for `@effect/ai-openai`: `{openai: {itemId, encryptedContent}}`),
+ *   plus the metadata of the item that followed it. The loop keeps it on the `reasoning` block,
+ *   and the next request sends the items back as reasoning parts with those `options`, and the
+ *   following text or tool call with its own (OpenAI wants a reasoning item's following item
+ *   back with it). Nothing is attached when the provider gave no metadata.
+ * - `tool-call` → `tool-call`, `rawArguments` = the concatenated `tool-params-delta`s of that
+ *   call (the provider's own string); a call that streamed no deltas gets
+ *   `JSON.stringify(params)` (a re-serialization: whitespace, key order of duplicates and number
+ *   spelling may differ from the wire). Provider-executed calls and their results are skipped.
+ * - `finish` → `usage` (when any count is known) then `finish`: `stop`, `length`,
+ *   `content-filter` kept; `tool-calls`, `pause`, `other`, `unknown` → `tool-calls` when the
+ *   response had tool calls, else `stop`; `error` fails with `PROVIDER_ERROR`. Reading stops at
+ *   the first `finish`.
+ *
+ * Limitations (found in `@effect/ai` 0.37.0 and `@effect/ai-openai` 0.41.0):
+ * - **Cost**: every call runs an Effect `Stream`, and `@effect/ai` builds a new decoding schema
+ *   for the response parts (a union over the request's tools) and decodes each chunk with it.
+ *   Measured here (2 vCPU, a five-part scripted response): 2.3 ms per call without tools,
+ *   3.6 ms with two, of which a bare `LanguageModel.streamText` takes 1–2 ms; `Model.scripted`
+ *   answers the same request in 15–25 µs (DESIGN.md §11). Network time dwarfs it; a step
+ *   through the bridge is not on the loop's µs budget.
+ * - **Tool calls are decoded by `@effect/ai`** even with resolution disabled: a call naming a
+ *   tool that is not in the request, or whose arguments are not a JSON object, fails the whole
+ *   stream (`MALFORMED_OUTPUT`) instead of reaching the loop's `UNKNOWN_TOOL` /
+ *   `INVALID_ARGUMENTS` results. Decoding is per stream chunk, so the parts that arrived in the
+ *   same chunk as the bad call are lost too. `@effect/ai-openai` already fails the stream on
+ *   arguments that are not JSON (an empty string included) or hold a `__proto__` key (its
+ *   secure parse). `MALFORMED_OUTPUT` is not retryable.
+ * - **Tool results** reach the provider as `@effect/ai` sees them: `@effect/ai-openai` sends
+ *   `JSON.stringify(result)` (a text result arrives quoted, `"\"ok\""`) and drops `isFailure`;
+ *   images inside tool results are not sent. Assistant tool-call arguments are re-serialized
+ *   from the parsed object by the provider.
+ * - **providerState coverage**: only reasoning blocks carry state, so the metadata of a text or
+ *   tool-call item survives only when it directly follows reasoning. Whether a provider accepts
+ *   its own response metadata back as prompt `options` is the provider's contract; it holds for
+ *   `@effect/ai-openai` (reasoning `itemId`/`encryptedContent`, text and call `itemId`), others
+ *   are unverified, and nothing was checked against the live OpenAI API.
+ * - **Settings**: `@effect/ai` has no per-call settings; `request.settings` reaches the
+ *   provider only through `options.configure` (e.g. `OpenAiLanguageModel.withConfigOverride`).
+ * - **OpenAI specifics** (`@effect/ai-openai`): tools are sent with `strict: true` unless the
+ *   model's config says `strict: false` (strict mode rejects schemas with optional properties,
+ *   which most tool schemas have); refusals are not streamed (no `response.refusal.delta`
+ *   handling), so a refusal arrives as an empty answer; a `response.failed` event becomes an
+ *   ordinary `finish` (reason `stop`) and its error is lost; stream events it cannot decode are
+ *   skipped silently.
+ * - **Secrets**: `@effect/ai`'s `HttpRequestError`/`HttpResponseError` keep the request headers
+ *   (the API key) unredacted outside a logger, so a `ModelError` never keeps them as `cause`:
+ *   only the transport's own error (network failures) or nothing (HTTP statuses).
+ *
+ * @since 0.1.0
+ */
+import type * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as Tool from "@effect/ai/Tool"
+import type * as Toolkit from "@effect/ai/Toolkit"
+import { Clock, Effect, Layer, Schema, Stream } from "effect"
+import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
+import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import type { FinishReason, Usage } from "../SessionEvent.js"
+import { isRetryableStatus, retryAfter } from "./internal/http.js"
+import { isRecord, nonEmpty, num, parseJsonOr, truncate } from "./internal/wire.js"
+
+/**
+ * Options of the bridge.
+ *
+ * - `provider`: the provider name recorded in `request/header` (default `"effect-ai"`).
+ * - `model`: the model name recorded in `request/header` (default `"unknown"`: a
+ *   `LanguageModel` does not tell its model).
+ * - `configure`: wraps each call, given its request: the way to pass `request.settings` to a
+ *   provider, e.g. `(request) => OpenAiLanguageModel.withConfigOverride({ max_output_tokens:
+ *   request.settings?.maxTokens as number | undefined })`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly provider?: string | undefined
+  readonly model?: string | undefined
+  readonly configure?:
+    | ((request: ModelRequest) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>)
+    | undefined
+}
+
+/**
+ * The `providerState` of a `reasoning` block streamed through the bridge: the reasoning items
+ * of the block, each with its text and the provider metadata it is sent back with (as prompt
+ * `options`), and the metadata of the text or tool call that directly followed them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReasoningState {
+  readonly kind: "effect-ai"
+  readonly parts: ReadonlyArray<{ readonly text: string; readonly options: Prompt.ProviderOptions }>
+  readonly next?: {
+    readonly type: "text" | "tool-call"
+    /** The tool call id (for `type: "tool-call"`). */
+    readonly id?: string | undefined
+    readonly options: Prompt.ProviderOptions
+  } | undefined
+}
+
+/**
+ * Builds the `ModelService` from the `LanguageModel` in context (DESIGN.md §11).
+ *
+ * `respond` fails with `ModelError`, `code`:
+ * - `HTTP_<status>` for a non-2xx answer: `message` is the body's `error.message`, prefixed with
+ *   its `error.type` (else the body text, else `HTTP <status>`); `status` set; retryable for 408,
+ *   409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`;
+ * - `NETWORK` (retryable): the request could not be sent, or the body broke off;
+ * - `INVALID_URL`, `INVALID_REQUEST`: the request could not be built or encoded;
+ * - `MALFORMED_INPUT`: the provider cannot express the prompt (e.g. a media type it rejects);
+ * - `MALFORMED_OUTPUT`: the response could not be decoded, including a tool call naming an
+ *   unknown tool or with arguments that are not a JSON object (see the module's limitations);
+ * - `PROVIDER_ERROR`: an error part in the stream (retryable when its code or type names a rate
+ *   limit, overload, timeout or server error), a `finish` with reason `error`, or an
+ *   `@effect/ai` `UnknownError`;
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromLanguageModel = (
+  options?: Options
+): Effect.Effect<ModelService, never, LanguageModel.LanguageModel> =>
+  Effect.map(LanguageModel.LanguageModel, (languageModel) => make(languageModel, options ?? {}))
+
+/**
+ * The bridge as the `Model` service, leaving `LanguageModel` as a requirement:
+ * `AiBridge.layer({ model: "gpt-5" }).pipe(Layer.provide(OpenAiLanguageModel.layer({ model:
+ * "gpt-5" })), Layer.provide(OpenAiClient.layer({ apiKey })), Layer.provide(NodeHttpClient.layerUndici))`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: Options): Layer.Layer<Model, never, LanguageModel.LanguageModel> =>
+  Layer.effect(Model, fromLanguageModel(options))
+
+// ---------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------
+
+type Tools = Record<string, Tool.Any>
+type StreamPart = Response.StreamPart<Tools>
+
+const make = (languageModel: LanguageModel.Service, options: Options): ModelService => {
+  const provider = options.provider ?? "effect-ai"
+  const configure = options.configure
+
+  const respond = Effect.fn("AiBridge.respond")(function*(request: ModelRequest, sink: ModelSink) {
+    const prompt = Prompt.fromMessages(assemblePrompt(request))
+    const toolkit = toolkitFor(request.tools)
+    const stream: Stream.Stream<StreamPart, AiError.AiError> = toolkit === undefined
+      ? languageModel.streamText({ prompt })
+      : languageModel.streamText({ prompt, toolkit, toolChoice: "auto", disableToolCallResolution: true })
+    const state = new StreamState(sink, provider)
+    let run: Effect.Effect<void, AiError.AiError | ModelError> = Effect.zipRight(
+      Stream.runForEachWhile(stream, (part) => state.onPart(part)),
+      Effect.suspend(() => state.end())
+    )
+    if (configure !== undefined) run = configure(request)(run)
+    return yield* Effect.catchAll(
+      run,
+      (error) =>
+        error._tag === "ModelError" ? Effect.fail(error) : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
+    )
+  })
+
+  return Model.of({ provider, model: options.model ?? "unknown", respond })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request: Prompt mapping (DESIGN.md §11), cached per message object
+// ---------------------------------------------------------------------------------------------
+
+interface Call {
+  readonly id: string
+  readonly name: string
+}
+
+interface ResultEntry {
+  readonly block: ToolResultBlock
+  /** The tool message, built once the call's name is known. */
+  message?: { readonly name: string; readonly message: Prompt.ToolMessage } | undefined
+  /** The user text message it becomes when it answers no call. */
+  stray?: Prompt.UserMessage | undefined
+}
+
+type Converted =
+  | { readonly _tag: "assistant"; readonly message: Prompt.AssistantMessage | undefined; readonly calls: ReadonlyArray<Call> }
+  | { readonly _tag: "user"; readonly results: ReadonlyArray<ResultEntry>; readonly message: Prompt.UserMessage | undefined }
+
+const converted = new WeakMap<Message, Converted>()
+
+const convert = (message: Message): Converted => {
+  let c = converted.get(message)
+  if (c === undefined) {
+    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
+    converted.set(message, c)
+  }
+  return c
+}
+
+/**
+ * Text of the synthetic error result for a call whose result the history lacks (the same text
+ * as the Anthropic adapter's; a log repaired after a crash normally holds one already:
+ * DESIGN.md §10).
+ */
+const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
+  "Do not assume it ran or did not run; check before calling it again."
+
+/**
+ * The prompt's messages: the system message, then the history in log order, except that each
+ * assistant message's tool results follow it directly, in call order, ahead of the user
+ * messages logged after it. One `WeakMap` lookup per message.
+ */
+const assemblePrompt = (request: ModelRequest): Array<Prompt.Message> => {
+  const out: Array<Prompt.Message> = []
+  if (request.instructions !== undefined && request.instructions !== "") {
+    out.push(Prompt.makeMessage("system", { content: request.instructions }))
+  }
+  let owed: ReadonlyArray<Call> = [] // the calls of the last assistant message
+  let results: Map<string, Prompt.ToolMessage> | undefined // their results, by call id
+  let users: Array<Prompt.Message> | undefined // user messages logged since, in log order
+  const close = () => {
+    for (const call of owed) out.push(results?.get(call.id) ?? missingResult(call))
+    if (users !== undefined) for (const m of users) out.push(m)
+    owed = []
+    results = undefined
+    users = undefined
+  }
+  for (const message of request.messages) {
+    const c = convert(message)
+    if (c._tag === "assistant") {
+      close()
+      if (c.message !== undefined) {
+        out.push(c.message)
+        owed = c.calls
+      }
+      continue
+    }
+    for (const entry of c.results) {
+      const callId = entry.block.toolCallId
+      const call = results?.has(callId) === true ? undefined : owed.find((x) => x.id === callId)
+      if (call !== undefined) (results ??= new Map()).set(callId, toolMessage(entry, call.name))
+      else (users ??= []).push(entry.stray ??= strayResult(entry.block))
+    }
+    if (c.message !== undefined) (users ??= []).push(c.message)
+  }
+  close()
+  return out
+}
+
+const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
+  const parts: Array<Prompt.AssistantMessagePart> = []
+  const calls: Array<Call> = []
+  let next: ReasoningState["next"] // the item that followed the last reasoning block
+  for (const block of content) {
+    switch (block.type) {
+      case "reasoning": {
+        const state = reasoningState(block.providerState)
+        if (state !== undefined) {
+          for (const part of state.parts) parts.push(Prompt.makePart("reasoning", { text: part.text, options: part.options }))
+          next = state.next
+        } else {
+          if (block.text !== "") parts.push(Prompt.makePart("reasoning", { text: block.text }))
+          next = undefined
+        }
+        break
+      }
+      case "text": {
+        if (block.text !== "") {
+          parts.push(Prompt.makePart("text", {
+            text: block.text,
+            ...(next?.type === "text" ? { options: next.options } : {})
+          }))
+        }
+        next = undefined
+        break
+      }
+      case "tool-call": {
+        calls.push({ id: block.id, name: block.name })
+        parts.push(Prompt.makePart("tool-call", {
+          id: block.id,
+          name: block.name,
+          params: paramsOf(block.arguments),
+          providerExecuted: false,
+          ...(next?.type === "tool-call" && next.id === block.id ? { options: next.options } : {})
+        }))
+        next = undefined
+        break
+      }
+    }
+  }
+  return {
+    _tag: "assistant",
+    message: parts.length === 0 ? undefined : Prompt.makeMessage("assistant", { content: parts }),
+    calls
+  }
+}
+
+/** The bridge's own reasoning state, else `undefined` (another adapter's, or none). */
+const reasoningState = (state: unknown): ReasoningState | undefined =>
+  isRecord(state) && state.kind === "effect-ai" && Array.isArray(state.parts) ? state as unknown as ReasoningState : undefined
+
+/** Tool-call `params`: the arguments when they are a JSON object, else `{}`. */
+const paramsOf = (raw: string): unknown => {
+  const parsed = parseJsonOr(raw)
+  return isRecord(parsed) ? parsed : {}
+}
+
+const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
+  const results: Array<ResultEntry> = []
+  const parts: Array<Prompt.UserMessagePart> = []
+  for (const block of content) {
+    switch (block.type) {
+      case "tool-result":
+        results.push({ block })
+        break
+      case "text":
+        if (block.text !== "") parts.push(Prompt.makePart("text", { text: block.text }))
+        break
+      case "image":
+        parts.push(Prompt.makePart("file", { mediaType: block.mediaType, data: Buffer.from(block.data, "base64") }))
+        break
+    }
+  }
+  return {
+    _tag: "user",
+    results,
+    message: parts.length === 0 ? undefined : Prompt.makeMessage("user", { content: parts })
+  }
+}
+
+const toolMessage = (entry: ResultEntry, name: string): Prompt.ToolMessage => {
+  if (entry.message === undefined || entry.message.name !== name) {
+    const block = entry.block
+    entry.message = {
+      name,
+      message: Prompt.makeMessage("tool", {
+        content: [Prompt.makePart("tool-result", {
+          id: block.toolCallId,
+          name,
+          isFailure: block.isError === true,
+          result: joinText(block.content),
+          providerExecuted: false
+        })]
+      })
+    }
+  }
+  return entry.message.message
+}
+
+const missingResult = (call: Call): Prompt.ToolMessage =>
+  Prompt.makeMessage("tool", {
+    content: [Prompt.makePart("tool-result", {
+      id: call.id,
+      name: call.name,
+      isFailure: true,
+      result: MISSING_RESULT,
+      providerExecuted: false
+    })]
+  })
+
+const strayResult = (block: ToolResultBlock): Prompt.UserMessage =>
+  Prompt.makeMessage("user", {
+    content: [Prompt.makePart("text", {
+      text: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+    })]
+  })
+
+const joinText = (content: ReadonlyArray<ContentBlock>): string => {
+  let out: string | undefined
+  for (const block of content) {
+    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
+  }
+  return out ?? ""
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request: tools
+// ---------------------------------------------------------------------------------------------
+
+/** A never-called handler: the bridge always disables tool call resolution (DESIGN.md §8). */
+const noHandler = (name: PropertyKey): Effect.Effect<never> =>
+  Effect.dieMessage(`AiBridge: tool ${String(name)} cannot run inside @effect/ai (tool call resolution is disabled)`)
+
+const toolkits = new WeakMap<ReadonlyArray<ToolDefinition>, Toolkit.WithHandler<Tools>>()
+
+/**
+ * The request's tools as a toolkit (`undefined` when there are none): each tool's parameters
+ * schema accepts any JSON object and carries the definition's JSON Schema as its `jsonSchema`
+ * annotation, which `Tool.getJsonSchema` returns as is (when it has a `type`).
+ */
+const toolkitFor = (definitions: ReadonlyArray<ToolDefinition>): Toolkit.WithHandler<Tools> | undefined => {
+  if (definitions.length === 0) return undefined
+  let toolkit = toolkits.get(definitions)
+  if (toolkit === undefined) {
+    const tools: Tools = {}
+    for (const definition of definitions) {
+      const jsonSchema = isRecord(definition.parameters) ? definition.parameters : { type: "object", properties: {} }
+      tools[definition.name] = Tool.make(definition.name, { description: definition.description }).setParameters(
+        Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({ jsonSchema })
+      )
+    }
+    toolkit = { tools, handle: noHandler as Toolkit.WithHandler<Tools>["handle"] }
+    toolkits.set(definitions, toolkit)
+  }
+  return toolkit
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------------------------
+
+type Metadata = { [provider: string]: { [key: string]: unknown } }
+
+interface Segment {
+  text: string
+  readonly metadata: Metadata
+}
+
+const CONTINUE: Effect.Effect<boolean> = Effect.succeed(true)
+const STOP: Effect.Effect<boolean> = Effect.succeed(false)
+
+/** The parts of one response, pushed as they arrive. */
+class StreamState {
+  private finished = false
+  private calls = 0
+  /** The reasoning items of the reasoning block being streamed (closed by the next text or call). */
+  private run: Array<Segment> | undefined = undefined
+  private readonly segments = new Map<string, Segment>()
+  private readonly textMetadata = new Map<string, Metadata>()
+  private readonly rawArguments = new Map<string, string>()
+
+  constructor(private readonly sink: ModelSink, private readonly provider: string) {}
+
+  onPart(part: StreamPart): Effect.Effect<boolean, ModelError> {
+    switch (part.type) {
+      case "text-start": {
+        if (hasMetadata(part.metadata)) this.textMetadata.set(part.id, mergeMetadata({}, part.metadata))
+        return CONTINUE
+      }
+      case "text-delta": {
+        if (part.delta === "") return CONTINUE
+        return this.push({ type: "text-delta", text: part.delta }, { type: "text", metadata: this.textMetadata.get(part.id) })
+      }
+      case "reasoning-start": {
+        this.segment(part.id, part.metadata)
+        return CONTINUE
+      }
+      case "reasoning-delta": {
+        const segment = this.segment(part.id, part.metadata)
+        if (part.delta === "") return CONTINUE
+        segment.text += part.delta
+        return Effect.as(this.sink.part({ type: "reasoning-delta", text: part.delta }), true)
+      }
+      case "reasoning-end": {
+        const segment = this.segments.get(part.id)
+        if (segment !== undefined) mergeMetadata(segment.metadata, part.metadata)
+        return CONTINUE
+      }
+      case "tool-params-start": {
+        this.rawArguments.set(part.id, "")
+        return CONTINUE
+      }
+      case "tool-params-delta": {
+        const raw = this.rawArguments.get(part.id)
+        this.rawArguments.set(part.id, raw === undefined ? part.delta : raw + part.delta)
+        return CONTINUE
+      }
+      case "tool-call": {
+        if (part.providerExecuted) return CONTINUE
+        this.calls++
+        const raw = this.rawArguments.get(part.id)
+        return this.push(
+          {
+            type: "tool-call",
+            id: part.id,
+            name: part.name,
+            rawArguments: raw === undefined || raw === "" ? JSON.stringify(part.params ?? {}) : raw
+          },
+          { type: "tool-call", id: part.id, metadata: part.metadata }
+        )
+      }
+      case "error":
+        return Effect.fail(streamError(part.error, this.provider))
+      case "finish":
+        return this.finish(part)
+      default:
+        // response-metadata, text-end, tool-params-end, tool-result (provider-executed), file, source
+        return CONTINUE
+    }
+  }
+
+  /** The stream ended: without a `finish`, the response is incomplete. */
+  end(): Effect.Effect<void, ModelError> {
+    return this.finished ? Effect.void : Effect.fail(
+      new ModelError({
+        code: "STREAM_INCOMPLETE",
+        message: `${this.provider}: the response stream ended without a finish`,
+        retryable: true
+      })
+    )
+  }
+
+  private segment(id: string, metadata: Response.ProviderMetadata): Segment {
+    let segment = this.segments.get(id)
+    if (segment === undefined) {
+      segment = { text: "", metadata: {} }
+      this.segments.set(id, segment)
+      ;(this.run ??= []).push(segment)
+    }
+    mergeMetadata(segment.metadata, metadata)
+    return segment
+  }
+
+  /** Pushes `part`, after the state of the reasoning block it closes, if any. */
+  private push(
+    part: ModelPart,
+    next: { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined }
+  ): Effect.Effect<boolean> {
+    const state = this.closeRun(next)
+    const push = Effect.as(this.sink.part(part), true)
+    return state === undefined ? push : Effect.zipRight(this.sink.part(state), push)
+  }
+
+  /**
+   * Ends the reasoning run: a `reasoning-delta` with empty text whose `providerState` holds the
+   * run's items and what followed them, or `undefined` when the provider gave no metadata.
+   */
+  private closeRun(
+    next: { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined } | undefined
+  ): ModelPart | undefined {
+    const run = this.run
+    if (run === undefined) return undefined
+    this.run = undefined
+    if (!run.some((s) => hasMetadata(s.metadata))) return undefined
+    const providerState: ReasoningState = {
+      kind: "effect-ai",
+      parts: run.map((s) => ({ text: s.text, options: plainJson(s.metadata) })),
+      ...(next !== undefined && next.metadata !== undefined && hasMetadata(next.metadata)
+        ? {
+          next: {
+            type: next.type,
+            ...(next.id !== undefined ? { id: next.id } : {}),
+            options: plainJson(next.metadata)
+          }
+        }
+        : {})
+    }
+    return { type: "reasoning-delta", text: "", providerState }
+  }
+
+  private finish(part: Response.FinishPart): Effect.Effect<boolean, ModelError> {
+    this.finished = true
+    if (part.reason === "error") {
+      return Effect.fail(
+        new ModelError({
+          code: "PROVIDER_ERROR",
+          message: `${this.provider}: the response finished with reason "error"`,
+          retryable: false
+        })
+      )
+    }
+    const parts: Array<ModelPart> = []
+    const state = this.closeRun(undefined)
+    if (state !== undefined) parts.push(state)
+    const usage = mapUsage(part.usage)
+    if (usage !== undefined) parts.push({ type: "usage", usage })
+    parts.push({ type: "finish", reason: mapFinishReason(part.reason, this.calls > 0) })
+    let effect: Effect.Effect<boolean> = STOP
+    for (let i = parts.length - 1; i >= 0; i--) effect = Effect.zipRight(this.sink.part(parts[i]!), effect)
+    return effect
+  }
+}
+
+const hasMetadata = (metadata: Response.ProviderMetadata | Metadata): boolean => {
+  for (const key in metadata) {
+    const value = metadata[key]
+    if (value !== undefined && Object.keys(value).length > 0) return true
+  }
+  return false
+}
+
+/** Merges provider metadata into `target`, field by field; `undefined` fields are skipped. */
+const mergeMetadata = (target: Metadata, metadata: Response.ProviderMetadata): Metadata => {
+  for (const key in metadata) {
+    const value = metadata[key]
+    if (value === undefined) continue
+    const into = target[key] ??= {}
+    for (const field in value) {
+      if (value[field] !== undefined) into[field] = value[field]
+    }
+  }
+  return target
+}
+
+/** The value as plain JSON (the loop freezes and logs `providerState`). */
+const plainJson = (value: Response.ProviderMetadata): Prompt.ProviderOptions => JSON.parse(JSON.stringify(value))
+
+/**
+ * `stop`, `length`, `content-filter` are kept; `tool-calls`, `pause`, `other` and `unknown`
+ * become `tool-calls` when the response had tool calls, else `stop` (`error` fails earlier).
+ */
+const mapFinishReason = (reason: Response.FinishReason, hasToolCalls: boolean): FinishReason => {
+  switch (reason) {
+    case "length":
+      return "length"
+    case "content-filter":
+      return "content-filter"
+    default:
+      return hasToolCalls ? "tool-calls" : "stop"
+  }
+}
+
+/**
+ * `inputTokens`, `outputTokens`, `reasoningTokens` as given, `cachedInputTokens` →
+ * `cacheReadTokens`; `totalTokens` only alongside an input or output count (`@effect/ai-openai`
+ * reports a total of 0 when the response had no usage). `undefined` when nothing is known.
+ */
+const mapUsage = (u: Response.Usage): Usage | undefined => {
+  const usage: { -readonly [K in keyof Usage]: number } = {}
+  const input = num(u.inputTokens)
+  if (input !== undefined) usage.inputTokens = input
+  const output = num(u.outputTokens)
+  if (output !== undefined) usage.outputTokens = output
+  const cached = num(u.cachedInputTokens)
+  if (cached !== undefined) usage.cacheReadTokens = cached
+  const reasoning = num(u.reasoningTokens)
+  if (reasoning !== undefined) usage.reasoningTokens = reasoning
+  const total = num(u.totalTokens)
+  if (total !== undefined && (input !== undefined || output !== undefined)) usage.totalTokens = total
+  return Object.keys(usage).length === 0 ? undefined : usage
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+const RETRYABLE_TYPE = /overload|rate.?limit|server.?error|timeout|unavailable|internal/i
+
+/** An `error` part of the stream (for `@effect/ai-openai`: the Responses `error` event). */
+const streamError = (error: unknown, provider: string): ModelError => {
+  const inner = isRecord(error) && isRecord(error.error) ? error.error : error
+  if (!isRecord(inner)) {
+    return new ModelError({
+      code: "PROVIDER_ERROR",
+      message: `${provider}: ${typeof inner === "string" ? inner : "the provider reported an error"}`,
+      retryable: false
+    })
+  }
+  const numeric = num(inner.code) ?? num(inner.status)
+  // The Responses API's `error` event has `type: "error"`: its `code` names the error.
+  const label = nonEmpty(inner.code) ?? (inner.type === "error" ? undefined : nonEmpty(inner.type))
+  const retryable = numeric !== undefined ? isRetryableStatus(numeric) : label !== undefined && RETRYABLE_TYPE.test(label)
+  const message = typeof inner.message === "string" ? inner.message : JSON.stringify(inner)
+  const param = nonEmpty(inner.param) !== undefined ? ` (param ${inner.param})` : ""
+  return new ModelError({
+    code: "PROVIDER_ERROR",
+    message: (label === undefined ? message : `${label}: ${message}`) + param,
+    retryable
+  })
+}
+
+/** `type: message (param …)` from an OpenAI-style error object. */
+const describeError = (error: Record<string, unknown>): string => {
+  const message = typeof error.message === "string" ? error.message : JSON.stringify(error)
+  const type = nonEmpty(error.type) ?? nonEmpty(error.code)
+  const param = nonEmpty(error.param) !== undefined ? ` (param ${error.param})` : ""
+  return (type === undefined ? message : `${type}: ${message}`) + param
+}
+
+/**
+ * An `AiError` as a `ModelError`. The `HttpRequestError`/`HttpResponseError` themselves are
+ * never kept as `cause`: they hold the request headers, API key included, in the clear.
+ */
+const fromAiError = (
+  error: AiError.AiError,
+  provider: string,
+  tools: ReadonlyArray<ToolDefinition>
+): Effect.Effect<ModelError> => {
+  switch (error._tag) {
+    case "HttpResponseError":
+      return Effect.map(Clock.currentTimeMillis, (now) => fromResponseError(error, provider, now))
+    case "HttpRequestError": {
+      const transport = isRecord(error.cause) ? error.cause.cause : undefined
+      const cause = transport === undefined ? {} : { cause: transport }
+      const target = `${error.request.method} ${error.request.url}`
+      if (error.reason === "Transport") {
+        const detail = transport instanceof Error && transport.message !== "" ? transport.message : error.description
+        return Effect.succeed(
+          new ModelError({
+            code: "NETWORK",
+            message: `${provider}: cannot reach ${target}${detail === undefined ? "" : `: ${detail}`}`,
+            retryable: true,
+            ...cause
+          })
+        )
+      }
+      return Effect.succeed(
+        new ModelError({
+          code: error.reason === "InvalidUrl" ? "INVALID_URL" : "INVALID_REQUEST",
+          message: `${provider}: ${error.reason === "InvalidUrl" ? "invalid URL" : "cannot encode the request"} ${target}${
+            error.description === undefined ? "" : `: ${error.description}`
+          }`,
+          retryable: false,
+          ...cause
+        })
+      )
+    }
+    case "MalformedInput":
+    case "MalformedOutput":
+    case "UnknownError": {
+      const call = error._tag === "MalformedOutput" ? rejectedToolCall(error.cause) : undefined
+      if (call !== undefined) {
+        const name = String(call.name)
+        return Effect.succeed(
+          new ModelError({
+            code: "MALFORMED_OUTPUT",
+            message: tools.some((t) => t.name === name)
+              ? `${provider}: @effect/ai rejected the response: tool call ${String(call.id)} (${name}) has arguments that are not a JSON object`
+              : `${provider}: @effect/ai rejected the response: it calls tool "${name}", which is not among the request's tools`,
+            retryable: false,
+            cause: error
+          })
+        )
+      }
+      const detail = error.description ?? causeText(error.cause)
+      return Effect.succeed(
+        new ModelError({
+          code: error._tag === "MalformedInput"
+            ? "MALFORMED_INPUT"
+            : error._tag === "MalformedOutput"
+            ? "MALFORMED_OUTPUT"
+            : "PROVIDER_ERROR",
+          message: `${provider}: ${error.module}.${error.method}: ${detail ?? error._tag}`,
+          retryable: false,
+          cause: error
+        })
+      )
+    }
+  }
+}
+
+const fromResponseError = (error: AiError.HttpResponseError, provider: string, now: number): ModelError => {
+  const status = error.response.status
+  if (error.reason !== "StatusCode") {
+    // The body could not be read (connection broken mid-body) or was empty.
+    const what = error.reason === "EmptyBody" ? "an empty body" : "a broken body"
+    return new ModelError({
+      code: error.reason === "EmptyBody" ? "BAD_RESPONSE" : "NETWORK",
+      message: `${provider}: ${what} from ${error.request.method} ${error.request.url} (HTTP ${status})${
+        error.description === undefined ? "" : `: ${error.description}`
+      }`,
+      retryable: error.reason === "Decode"
+    })
+  }
+  const retryAfterMs = retryAfter(error.response.headers, now)
+  return new ModelError({
+    code: `HTTP_${status}`,
+    message: httpMessage(error.body, status),
+    status,
+    retryable: isRetryableStatus(status),
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+  })
+}
+
+/** The provider's error message from a response body (JSON or text), else `HTTP <status>`. */
+const httpMessage = (body: string | undefined, status: number): string => {
+  if (body === undefined || body.trim() === "") return `HTTP ${status}`
+  const parsed = parseJsonOr(body)
+  if (isRecord(parsed)) {
+    if (isRecord(parsed.error)) return describeError(parsed.error)
+    if (typeof parsed.error === "string") return parsed.error
+    if (typeof parsed.message === "string") return describeError(parsed)
+  }
+  // A text body arrives as a JSON string (`Inspectable.format`).
+  const text = typeof parsed === "string" ? parsed : body
+  return text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
+}
+
+/**
+ * The tool-call part that `@effect/ai`'s decoding of the stream rejected (an unknown tool name,
+ * or parameters its schema refused), found in the `ParseError`'s issue tree; else `undefined`.
+ */
+const rejectedToolCall = (cause: unknown): Record<string, unknown> | undefined => {
+  const visit = (issue: unknown, depth: number): Record<string, unknown> | undefined => {
+    if (!isRecord(issue) || depth > 16) return undefined
+    const actual = issue.actual
+    if (isRecord(actual) && actual.type === "tool-call") return actual
+    for (const key of ["issue", "issues"]) {
+      const inner = issue[key]
+      const list: ReadonlyArray<unknown> = Array.isArray(inner) ? inner : [inner]
+      for (const item of list) {
+        const found = visit(item, depth + 1)
+        if (found !== undefined) return found
+      }
+    }
+    return undefined
+  }
+  return isRecord(cause) && cause._tag === "ParseError" ? visit(cause.issue, 0) : undefined
+}
+
+const causeText = (cause: unknown): string | undefined =>
+  cause instanceof Error && cause.message !== "" ? truncate(cause.message, 1000) : undefined
