@@ -941,6 +941,51 @@ describe("Agent: model responses (§6.4, §11)", () => {
     }).pipe(Effect.provide(layer(model)))
   })
 
+  it.scoped("retries wait for retryAfterMs on the clock (else the backoff: 500 ms, 1 s), 3 attempts in all", () => {
+    const limited = { code: "HTTP_429", message: "slow down", status: 429, retryable: true, retryAfterMs: 2000 } as const
+    const overloaded = { code: "HTTP_529", message: "overloaded", status: 529, retryable: true } as const
+    const model = Model.scripted([
+      { text: "lost", error: limited },
+      { error: overloaded },
+      { text: "third time" },
+      { error: limited },
+      { error: overloaded },
+      { error: overloaded }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const queue = yield* agent.subscribe
+      yield* agent.followup("go")
+      yield* advance(0)
+      expect(model.requests).toHaveLength(1)
+      yield* advance(1999) // retryAfterMs 2000 wins over the first backoff (500 ms)
+      expect(model.requests).toHaveLength(1)
+      yield* advance(1)
+      expect(model.requests).toHaveLength(2)
+      yield* advance(999) // second backoff: 1 s
+      expect(model.requests).toHaveLength(2)
+      yield* advance(1)
+      expect(model.requests).toHaveLength(3)
+      yield* advance(10)
+      const live = Chunk.toReadonlyArray(yield* Queue.takeAll(queue))
+      // The failed attempt's delta is withdrawn by the retry notice; no message is logged for it.
+      expect(live.filter((e) => e.type === "assistant/retry" || e.type === "assistant/delta").map((e) => e.type === "assistant/retry" ? `retry ${e.attempt}` : "delta")).toEqual([
+        "delta",
+        "retry 2",
+        "retry 3",
+        "delta", // "third"
+        "delta" // " time"
+      ])
+      expect(brief(agent.log.events()).filter((l) => l.startsWith("assistant"))).toEqual(["assistant third time"])
+      // A second turn whose three attempts all fail ends error with the last error.
+      yield* agent.followup("again")
+      yield* advance(10_000)
+      expect(model.requests).toHaveLength(6)
+      expect(brief(agent.log.events()).slice(-2)).toEqual(["step/end 2.1", "turn/end 2 error:HTTP_529"])
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(layer(model)))
+  })
+
   it.scoped("a final model error ends the turn error with its code; the queued followup still runs", () => {
     const model = Model.scripted([
       { latencyMs: 50, error: { code: "HTTP_400", message: "bad request", status: 400 } },

@@ -92,7 +92,7 @@ import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { isRetryableStatus, retryAfter } from "./internal/http.js"
-import { isRecord, nonEmpty, num, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, truncate } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -234,14 +234,6 @@ const convert = (message: Message): Converted => {
   }
   return c
 }
-
-/**
- * Text of the synthetic error result for a call whose result the history lacks (the same text
- * as the Anthropic adapter's; a log repaired after a crash normally holds one already:
- * DESIGN.md §10).
- */
-const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
-  "Do not assume it ran or did not run; check before calling it again."
 
 /**
  * The prompt's messages: the system message, then the history in log order, except that each

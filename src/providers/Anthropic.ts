@@ -64,7 +64,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -267,13 +267,6 @@ const convert = (message: Message): Converted => {
   }
   return c
 }
-
-/**
- * Text of the synthetic error result for a call whose result the history lacks (a log repaired
- * after a crash normally holds one already: DESIGN.md §10).
- */
-const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
-  "Do not assume it ran or did not run; check before calling it again."
 
 /**
  * The `messages` array, as one JSON string per turn. One pass over the history with a `WeakMap`

@@ -22,6 +22,10 @@
  * - **Incomplete streams**: no `finish_reason` by the end of the body (with or without `[DONE]`)
  *   fails with `STREAM_INCOMPLETE` (retryable): the deltas already pushed are withdrawn by the
  *   loop's retry (DESIGN.md §11).
+ * - **Orphan calls**: an assistant tool call with no result before the next assistant message
+ *   or the end of the history (a log cut by a crash and not repaired) gets a synthetic `tool`
+ *   message `error: No result was recorded for this tool call…`, in call order, before the
+ *   user messages that follow. (Chat Completions has no error flag: the text says it.)
  * - **Tool-call order**: a tool-result message that the log holds after a context user message
  *   (which DESIGN.md §8 never produces, but a hand-edited or foreign log may) is moved up to
  *   directly after its assistant tool-call message; the context messages follow the last result.
@@ -47,7 +51,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -215,6 +219,9 @@ const assembleMessages = (request: ModelRequest): Array<string> => {
   let owed: Array<string> | undefined // call ids of the last assistant message still without result
   let held: Array<string> | undefined // user-role messages logged while results were owed
   const release = () => {
+    // A call without a result (before the next assistant message or the end of the history)
+    // gets a synthetic error result: a request never holds an orphan call (§11).
+    if (owed !== undefined) for (const id of owed) out.push(missingResultJson(id))
     if (held !== undefined) for (const json of held) out.push(json)
     held = undefined
     owed = undefined
@@ -253,6 +260,9 @@ const assembleMessages = (request: ModelRequest): Array<string> => {
   release()
   return out
 }
+
+const missingResultJson = (callId: string): string =>
+  JSON.stringify({ role: "tool", tool_call_id: callId, content: `error: ${MISSING_RESULT}` })
 
 const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
   let text: string | undefined

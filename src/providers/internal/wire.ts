@@ -33,3 +33,11 @@ export const numberSetting = (
   const value = settings?.[key]
   return typeof value === "number" ? value : undefined
 }
+
+/**
+ * Text of the synthetic error result every adapter sends for an assistant tool call whose
+ * result the history lacks, so that no request holds an orphan call (DESIGN.md §11; a log
+ * repaired after a crash normally holds a `TOOL_OUTCOME_UNKNOWN` result already, §10).
+ */
+export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
+  "Do not assume it ran or did not run; check before calling it again."

@@ -1,0 +1,341 @@
+/**
+ * The provider contract (DESIGN.md §11, issue 6): every adapter — OpenAI-compatible Chat
+ * Completions, Anthropic Messages, and the `@effect/ai` bridge running `@effect/ai-openai`'s
+ * Responses API — runs the same suite against a loopback server that captures the request
+ * body. Each captured body is read back into one provider-neutral list of items (system, user
+ * text, reasoning, assistant text, tool call, tool result), and the same rules are checked on
+ * it: tool results right after the assistant message that called them, contexts and steers as
+ * separate user-role content in log order, no mid-history system message, a synthetic error
+ * result for an orphan call, reasoning sent back with what the provider needs. The response
+ * side: recorded streams (`../shared/fixtures/wire/`) end in one finish after their parts, and
+ * HTTP errors become typed `ModelError`s with status, retryability and retry-after. Exact
+ * decoded parts of every recorded file are pinned in each adapter's own test file.
+ */
+import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
+import { NodeHttpClient } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Redacted, type Scope } from "effect"
+import type { ContentBlock, Message } from "../src/Message.js"
+import type { ModelRequest, ModelService, ToolDefinition } from "../src/Model.js"
+import * as AiBridge from "../src/providers/AiBridge.js"
+import * as Anthropic from "../src/providers/Anthropic.js"
+import * as OpenAICompat from "../src/providers/OpenAICompat.js"
+import { assistantOf, collect, toolResult, user } from "./utils/modelParts.js"
+import { textResponse } from "./utils/openaiResponses.js"
+import { readFixture, type ReplayServer, type ReplaySpec, replayServer } from "./utils/replayServer.js"
+
+const KEY = "sk-contract-test-key-0123"
+
+/** A provider-neutral item of a captured request. */
+type Item =
+  | { readonly kind: "system"; readonly text: string }
+  | { readonly kind: "user"; readonly text: string }
+  | { readonly kind: "assistant"; readonly text: string }
+  | { readonly kind: "reasoning"; readonly text: string; readonly state: unknown }
+  | { readonly kind: "call"; readonly id: string; readonly name: string }
+  | { readonly kind: "result"; readonly id: string; readonly text: string }
+
+/** An adapter under contract. */
+interface Adapter {
+  readonly name: string
+  /** The adapter on the replay server (its scope keeps HTTP clients alive). */
+  readonly make: (server: ReplayServer) => Effect.Effect<ModelService, never, Scope.Scope>
+  /** A successful text answer in the provider's wire format. */
+  readonly okBody: ReplaySpec
+  /** The items of a captured request body, in order. */
+  readonly items: (body: any) => ReadonlyArray<Item>
+  /** A reasoning block as this adapter's responses leave it on an assistant message. */
+  readonly reasoning: ContentBlock
+  /** What `items` shows for that block when sent back (the provider needs it back). */
+  readonly reasoningSent: Item
+  /** Recorded streams with their finish reason and tool-call ids (the bridge has none). */
+  readonly recorded: ReadonlyArray<{ readonly spec: ReplaySpec; readonly finish: string; readonly calls: ReadonlyArray<string> }>
+  /** A recorded or provider-shaped 400 error body. */
+  readonly badRequest: ReplaySpec
+}
+
+const text = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((c: any) => c.text ?? "").join("")
+    : ""
+
+const chatItems = (body: any): ReadonlyArray<Item> =>
+  body.messages.flatMap((m: any): ReadonlyArray<Item> => {
+    switch (m.role) {
+      case "system":
+        return [{ kind: "system", text: text(m.content) }]
+      case "user":
+        return [{ kind: "user", text: text(m.content) }]
+      case "tool":
+        return [{ kind: "result", id: m.tool_call_id, text: text(m.content) }]
+      case "assistant":
+        return [
+          ...(m.reasoning_content !== undefined ? [{ kind: "reasoning" as const, text: m.reasoning_content, state: null }] : []),
+          ...(text(m.content) !== "" ? [{ kind: "assistant" as const, text: text(m.content) }] : []),
+          ...(m.tool_calls ?? []).map((c: any) => ({ kind: "call" as const, id: c.id, name: c.function.name }))
+        ]
+      default:
+        throw new Error(`unexpected role ${m.role}`)
+    }
+  })
+
+const anthropicItems = (body: any): ReadonlyArray<Item> => [
+  ...(body.system !== undefined ? [{ kind: "system" as const, text: text(body.system) }] : []),
+  ...body.messages.flatMap((m: any) =>
+    m.content.map((b: any): Item => {
+      switch (b.type) {
+        case "text":
+          return { kind: m.role === "user" ? "user" : "assistant", text: b.text }
+        case "tool_result":
+          return { kind: "result", id: b.tool_use_id, text: text(b.content) }
+        case "tool_use":
+          return { kind: "call", id: b.id, name: b.name }
+        case "thinking":
+          return { kind: "reasoning", text: b.thinking, state: b.signature }
+        default:
+          throw new Error(`unexpected block ${b.type}`)
+      }
+    })
+  )
+]
+
+const responsesItems = (body: any): ReadonlyArray<Item> =>
+  body.input.map((i: any): Item => {
+    if (i.role === "developer" || i.role === "system") return { kind: "system", text: text(i.content) }
+    if (i.role === "user") return { kind: "user", text: text(i.content) }
+    if (i.role === "assistant" || i.type === "message") return { kind: "assistant", text: text(i.content) }
+    switch (i.type) {
+      case "reasoning":
+        return { kind: "reasoning", text: text(i.summary), state: i.encrypted_content }
+      case "function_call":
+        return { kind: "call", id: i.call_id, name: i.name }
+      case "function_call_output":
+        return { kind: "result", id: i.call_id, text: JSON.parse(i.output) }
+      default:
+        throw new Error(`unexpected input item ${JSON.stringify(i)}`)
+    }
+  })
+
+/** Runs `make` with an undici HTTP client that lives as long as the test's scope. */
+const withHttp = <A, R>(make: Effect.Effect<A, never, R>) =>
+  Effect.flatMap(Layer.build(NodeHttpClient.layerUndici), (context) => Effect.provide(make, context))
+
+const SIGNATURE = "EqQBCkYIBRgCIkB-signature-of-the-thinking-block"
+
+const adapters: ReadonlyArray<Adapter> = [
+  {
+    name: "openai-compat (Chat Completions)",
+    make: (server) => withHttp(OpenAICompat.make({ baseUrl: server.baseUrl, model: "deepseek-reasoner", apiKey: Redacted.make(KEY) })),
+    okBody: { file: "vllm-stream-text-usage-chunk.sse" },
+    items: chatItems,
+    // DeepSeek thinking mode: the reasoning of a tool-call round goes back as reasoning_content.
+    reasoning: { type: "reasoning", text: "Two lookups." },
+    reasoningSent: { kind: "reasoning", text: "Two lookups.", state: null },
+    recorded: [
+      { spec: { file: "openai-stream-tool-calls-parallel.sse" }, finish: "tool-calls", calls: ["call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"] },
+      { spec: { file: "openai-stream-finish-length.sse" }, finish: "length", calls: [] },
+      { spec: { file: "openai-stream-refusal.sse" }, finish: "stop", calls: [] },
+      { spec: { file: "openai-stream-text-then-tool-call.chunks.jsonl" }, finish: "tool-calls", calls: ["call_NZa7xqfefoaMI2YYHowVXVlU"] },
+      { spec: { file: "deepseek-reasoner-stream-tool-call.chunks.jsonl" }, finish: "tool-calls", calls: ["call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"] },
+      { spec: { file: "vllm-stream-text-usage-chunk.sse" }, finish: "stop", calls: [] },
+      { spec: { file: "openai-nonstream-tool-calls-parallel.json" }, finish: "tool-calls", calls: ["call_fdNz3vOBKYgOIpMdWotB9MjY", "call_h1DWI1POMJLb0KwIyQHWXD4p"] }
+    ],
+    badRequest: { file: "openai-error-400-tool-calls-without-tool-messages.json", status: 400 }
+  },
+  {
+    name: "anthropic (Messages)",
+    make: (server) =>
+      withHttp(Anthropic.make({ baseUrl: server.baseUrl.replace(/\/v1$/, ""), model: "claude-test", apiKey: Redacted.make(KEY) })),
+    okBody: { file: "anthropic-stream-thinking.sse" },
+    items: anthropicItems,
+    // Anthropic needs the thinking block back with its signature.
+    reasoning: { type: "reasoning", text: "Two lookups.", providerState: { kind: "anthropic", signature: SIGNATURE } },
+    reasoningSent: { kind: "reasoning", text: "Two lookups.", state: SIGNATURE },
+    recorded: [
+      { spec: { file: "anthropic-stream-tool-use.sse" }, finish: "tool-calls", calls: ["toolu_01NRLabsLyVHZPKxbKvkfSMn"] },
+      { spec: { file: "anthropic-stream-thinking.sse" }, finish: "stop", calls: [] },
+      // The tool_use cut by max_tokens is dropped; the response is not failed.
+      { spec: { file: "anthropic-stream-tool-use-truncated-max-tokens.sse" }, finish: "length", calls: [] }
+    ],
+    badRequest: { file: "anthropic-error-400-tool-use-without-tool-result.json", status: 400 }
+  },
+  {
+    name: "openai (Responses, through the @effect/ai bridge)",
+    make: (server) =>
+      Effect.flatMap(
+        Layer.build(
+          OpenAiLanguageModel.layer({ model: "gpt-5-mini", config: { strict: false } }).pipe(
+            Layer.provide(OpenAiClient.layer({ apiKey: Redacted.make(KEY), apiUrl: server.baseUrl })),
+            Layer.provide(NodeHttpClient.layerUndici)
+          )
+        ),
+        (context) => Effect.provide(AiBridge.fromLanguageModel({ provider: "openai", model: "gpt-5-mini" }), context)
+      ),
+    okBody: { body: textResponse("ok") },
+    items: responsesItems,
+    // OpenAI needs its reasoning item (id, encrypted content) back.
+    reasoning: {
+      type: "reasoning",
+      text: "Two lookups.",
+      providerState: {
+        kind: "effect-ai",
+        parts: [{ text: "Two lookups.", options: { openai: { itemId: "rs_1", encryptedContent: "enc-1" } } }]
+      }
+    },
+    reasoningSent: { kind: "reasoning", text: "Two lookups.", state: "enc-1" },
+    recorded: [],
+    badRequest: {
+      body: JSON.stringify({ error: { message: "No tool output found for function call call_1.", type: "invalid_request_error", param: "input", code: null } }),
+      status: 400,
+      contentType: "application/json"
+    }
+  }
+]
+
+const TOOLS: ReadonlyArray<ToolDefinition> = [
+  { name: "weather", description: "Weather of a city", parameters: { type: "object", properties: { city: { type: "string" } } } }
+]
+
+const U = user("u1", "What is the weather in Paris and Rome?")
+const X = user("x1", "weather data is 10 minutes old", { kind: "plugin", plugin: "watch" })
+const Y = user("y1", "branch: main", { kind: "plugin", plugin: "git" })
+const S = user("s1", "also check Oslo")
+const R1 = toolResult("r1", "c1", "Paris: 18°C")
+const R2 = toolResult("r2", "c2", "Rome: 24°C")
+
+const request = (messages: ReadonlyArray<Message>): ModelRequest => ({
+  sessionId: "s",
+  turn: 1,
+  step: 2,
+  instructions: "Be brief.",
+  tools: TOOLS,
+  messages
+})
+
+/** Sends `messages` through the adapter; returns the captured request's items. */
+const sent = (adapter: Adapter, messages: ReadonlyArray<Message>) =>
+  Effect.gen(function*() {
+    const server = yield* replayServer(adapter.okBody)
+    const model = yield* adapter.make(server)
+    yield* collect(model, request(messages))
+    expect(server.requests).toHaveLength(1)
+    return adapter.items(JSON.parse(server.requests[0]!.body))
+  })
+
+const brief = (items: ReadonlyArray<Item>) =>
+  items.map((i) =>
+    i.kind === "call" ? `call ${i.id}` : i.kind === "result" ? `result ${i.id}: ${i.text}` : `${i.kind}: ${i.text}`
+  )
+
+const MISSING = "No result was recorded for this tool call: its outcome is unknown."
+
+for (const adapter of adapters) {
+  const assistant = assistantOf("test", "test")
+  const calls = (...ids: ReadonlyArray<string>): ReadonlyArray<ContentBlock> =>
+    ids.map((id) => ({ type: "tool-call", id, name: "weather", arguments: `{"city":"${id}"}` }))
+
+  describe(`provider contract: ${adapter.name}`, () => {
+    it.scopedLive("tool results right after their call; contexts X, Y and steer S after them, separate and in order; system only first", () =>
+      Effect.gen(function*() {
+        const items = yield* sent(adapter, [U, assistant("a1", calls("c1", "c2")), R1, R2, X, Y, S])
+        expect(brief(items)).toEqual([
+          "system: Be brief.",
+          "user: What is the weather in Paris and Rome?",
+          "call c1",
+          "call c2",
+          "result c1: Paris: 18°C",
+          "result c2: Rome: 24°C",
+          "user: weather data is 10 minutes old",
+          "user: branch: main",
+          "user: also check Oslo"
+        ])
+      }))
+
+    it.scopedLive("a result logged after a context still follows its call; the context comes after the results", () =>
+      Effect.gen(function*() {
+        const items = yield* sent(adapter, [U, assistant("a1", calls("c1", "c2")), R1, X, R2, S])
+        expect(brief(items).slice(2)).toEqual([
+          "call c1",
+          "call c2",
+          "result c1: Paris: 18°C",
+          "result c2: Rome: 24°C",
+          "user: weather data is 10 minutes old",
+          "user: also check Oslo"
+        ])
+      }))
+
+    it.scopedLive("an orphan call (mid-history and at the end) gets a synthetic error result, never sent alone", () =>
+      Effect.gen(function*() {
+        const items = yield* sent(adapter, [U, assistant("a1", calls("c1", "c2")), R1, X, assistant("a2", calls("c3"))])
+        const view = brief(items)
+        expect(view.slice(2, 5)).toEqual(["call c1", "call c2", "result c1: Paris: 18°C"])
+        expect(view[5]).toContain("result c2: ")
+        expect(view[5]).toContain(MISSING)
+        expect(view[6]).toBe("user: weather data is 10 minutes old")
+        expect(view[7]).toBe("call c3")
+        expect(view[8]).toContain("result c3: ")
+        expect(view[8]).toContain(MISSING)
+        expect(view).toHaveLength(9)
+      }))
+
+    it.scopedLive("nothing model-facing is a mid-history system message: contexts of any source are user-role", () =>
+      Effect.gen(function*() {
+        const system = user("sys1", "You are now in plan mode.", { kind: "plugin", plugin: "plan-mode", form: "snapshot" })
+        const items = yield* sent(adapter, [U, assistant("a1", [{ type: "text", text: "Sure." }]), system, S])
+        expect(items.filter((i) => i.kind === "system")).toEqual([{ kind: "system", text: "Be brief." }])
+        expect(items[0]!.kind).toBe("system")
+        expect(brief(items).slice(-2)).toEqual(["user: You are now in plan mode.", "user: also check Oslo"])
+      }))
+
+    it.scopedLive("reasoning of a tool-call round goes back with what the provider needs", () =>
+      Effect.gen(function*() {
+        const items = yield* sent(adapter, [U, assistant("a1", [adapter.reasoning, ...calls("c1")]), R1])
+        const at = items.findIndex((i) => i.kind === "reasoning")
+        expect(items[at]).toEqual(adapter.reasoningSent)
+        expect(brief(items).slice(at + 1)).toEqual(["call c1", "result c1: Paris: 18°C"])
+      }))
+
+    for (const { spec, finish, calls: callIds } of adapter.recorded) {
+      it.scopedLive(`${spec.file}: parts, then at most one usage, then one finish (${finish}) last`, () =>
+        Effect.gen(function*() {
+          const server = yield* replayServer({ ...spec, splitEvery: 7 })
+          const model = yield* adapter.make(server)
+          const parts = yield* collect(model, request([U]))
+          const kinds = parts.map((p) => p.type)
+          expect(kinds.filter((k) => k === "finish")).toHaveLength(1)
+          expect(kinds.at(-1)).toBe("finish")
+          expect(kinds.filter((k) => k === "usage").length).toBeLessThanOrEqual(1)
+          if (kinds.includes("usage")) expect(kinds.indexOf("usage")).toBe(kinds.length - 2)
+          expect(parts.at(-1)).toEqual({ type: "finish", reason: finish })
+          const toolCalls = parts.flatMap((p) => p.type === "tool-call" ? [p] : [])
+          expect(toolCalls.map((c) => c.id)).toEqual(callIds)
+          for (const call of toolCalls) expect(typeof call.rawArguments).toBe("string")
+        }))
+    }
+
+    it.scopedLive("HTTP errors: 400 → not retryable with its status; 429 → retryable with retry-after; the key in no error", () =>
+      Effect.gen(function*() {
+        const bad = yield* replayServer({ ...adapter.badRequest, contentType: adapter.badRequest.contentType ?? "application/json" })
+        const failure = yield* Effect.flip(collect(yield* adapter.make(bad), request([U])))
+        expect([failure.error._tag, failure.error.status, failure.error.retryable]).toEqual(["ModelError", 400, false])
+        expect(failure.error.code.length).toBeGreaterThan(0)
+        const limited = yield* replayServer({
+          body: adapter.name.startsWith("anthropic")
+            ? JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: "Rate limited" } })
+            : JSON.stringify({ error: { message: "Rate limited", type: "rate_limit_exceeded", param: null, code: null } }),
+          status: 429,
+          contentType: "application/json",
+          headers: { "retry-after": "7" }
+        })
+        const limit = yield* Effect.flip(collect(yield* adapter.make(limited), request([U])))
+        expect([limit.error.status, limit.error.retryable, limit.error.retryAfterMs]).toEqual([429, true, 7000])
+        for (const error of [failure.error, limit.error]) {
+          expect(JSON.stringify(error)).not.toContain(KEY)
+          expect(String(error)).not.toContain(KEY)
+        }
+        expect(failure.parts).toEqual([])
+      }))
+  })
+}
