@@ -2313,6 +2313,46 @@ const runHooks = (
  */
 const liveLogs = new WeakSet<SessionLog>()
 
+/**
+ * The ids a log has used (inserted, entered, assistant and tool result messages): a resumed
+ * agent's generator skips them, so that a deterministic generator restarted after a crash
+ * (e.g. `IdGenerator.layerSeeded`) cannot give a repair result or a new message an id the log
+ * already holds.
+ */
+const usedIds = (events: ReadonlyArray<SessionEvent>): Set<string> => {
+  const used = new Set<string>()
+  for (const e of events) {
+    const data = e.data as any
+    switch (e.type) {
+      case "agent/inbox/spliced":
+        for (const m of data.inserted ?? []) used.add(m.id)
+        break
+      case "user/message":
+        used.add(data.id)
+        break
+      case "assistant/message":
+      case "tool/result":
+        used.add(data.message?.id)
+        break
+    }
+  }
+  return used
+}
+
+/** `ids` without the ids in `used` (checked at each call; `used` may grow). */
+const avoiding = (ids: IdGeneratorService, used: ReadonlySet<string>): IdGeneratorService => {
+  const next: Effect.Effect<string> = Effect.flatMap(ids.next, (id) => used.has(id) ? next : Effect.succeed(id))
+  const nextSync = ids.nextSync
+  return {
+    next,
+    nextSync: nextSync === undefined ? undefined : () => {
+      let id = nextSync()
+      while (used.has(id)) id = nextSync()
+      return id
+    }
+  }
+}
+
 const inUse = (sessionId: string): SessionStoreError =>
   new SessionStoreError({
     message: `session "${sessionId}" is in use by a live agent of this process: dispose it before resuming or repairing`,
@@ -2391,7 +2431,7 @@ export const resume = (
     const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
     const { log } = yield* repairLog(sessionId, ids)
     liveLogs.add(log)
-    const agent = new AgentImpl(log, model, preStep, ids, options)
+    const agent = new AgentImpl(log, model, preStep, avoiding(ids, usedIds(log.events())), options)
     agent.restore(log.events())
     const scope = yield* Effect.scope
     yield* Scope.addFinalizerExit(scope, () => agent.finalize)
@@ -2430,11 +2470,15 @@ const repairLog = (sessionId: string, ids: IdGeneratorService) =>
     const log = yield* store.open(sessionId)
     if (liveLogs.has(log)) return yield* Effect.fail(inUse(sessionId))
     const before = log.events()
-    // Ids for the synthetic results: counted first, then taken (the generator may be effectful).
+    // Ids for the synthetic results: counted first, then taken (the generator may be effectful),
+    // skipping the ids the log already holds.
     let needed = 0
     repairDrafts(before, () => String(needed++))
     const fresh: Array<string> = []
-    for (let i = 0; i < needed; i++) fresh.push(flatten(yield* ids.next))
+    if (needed > 0) {
+      const next = avoiding(ids, usedIds(before)).next
+      for (let i = 0; i < needed; i++) fresh.push(flatten(yield* next))
+    }
     const drafts = repairDrafts(before, () => fresh.shift()!)
     if (drafts.length === 0) return { log, appended: [] as ReadonlyArray<SessionEvent> }
     // Repair events take the time of the event before them (§3.1).

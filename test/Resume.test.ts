@@ -154,6 +154,31 @@ describe("Agent.resume (§10)", () => {
       expect(Invariant.check(again.log.events())).toEqual([])
     }).pipe(Effect.provide(layers)))
 
+  it.scoped("a generator restarted with the same seed gives the repair and the resumed agent no id the log holds", () =>
+    Effect.gen(function*() {
+      const model = Model.scripted([batch, { text: "after" }, { text: "again" }])
+      const seeded = IdGenerator.layerSeeded(1)
+      const copy = yield* crashedCopy(model, (events) => events).pipe(Effect.provide(seeded))
+      const before = copy.events().length
+      // The same seed again, as after a restart.
+      const agent = yield* Agent.resume("crashed", { tools: [quick, hang] }).pipe(
+        Effect.provideService(Model.Model, model),
+        Effect.provide(seeded)
+      )
+      yield* agent.followup("again")
+      yield* advance(10)
+      const events = agent.log.events()
+      expect(events.length).toBeGreaterThan(before + 6)
+      const ids = events.flatMap((e): ReadonlyArray<string> => {
+        const data = e.data as any
+        if (e.type === "user/message") return [data.id]
+        if (e.type === "assistant/message" || e.type === "tool/result") return [data.message.id]
+        return []
+      })
+      expect(new Set(ids).size).toBe(ids.length)
+      expect(Invariant.check(events)).toEqual([])
+    }).pipe(Effect.provide(SessionStore.layerMemory)))
+
   it.scoped("a DSH v0 log is refused (SessionStoreError) and left unchanged", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir
