@@ -926,6 +926,17 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
       ),
       failed("cannot create the session tables", undefined)
     )
+    // Tables of these names made by something else: refused now, not at the first append.
+    for (const [table, columns] of [
+      ["agent_loop_sessions", "id, header"],
+      ["agent_loop_events", "session_id, seq, event"],
+      ["agent_loop_writers", "session_id, writer"]
+    ] as const) {
+      yield* Effect.mapError(
+        sql.unsafe(`SELECT ${columns} FROM ${table} WHERE 1 = 0`),
+        failed(`the table ${table} exists without the columns (${columns}) this store needs`, undefined)
+      )
+    }
     const openLogs = new Map<string, SessionLog>()
     let closed = false
     const me = JSON.stringify(thisWriter())

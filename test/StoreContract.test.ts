@@ -403,6 +403,21 @@ describe("SessionStore contract: torn and corrupt input", () => {
       expect(NodeFs.readFileSync(filename, "utf8")).toBe("this is not a database, just text ".repeat(200))
     }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
 
+  it.effect("sqlite: a database whose agent_loop_events table has other columns is refused when the layer is built", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const filename = Path.join(dir, "foreign.db")
+      const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
+      const db = new Database(filename)
+      db.exec("CREATE TABLE agent_loop_events (a INTEGER, b TEXT)")
+      db.close()
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      expect(error._tag).toBe("SessionStoreError")
+      expect(error.message).toMatch(
+        /^the table agent_loop_events exists without the columns \(session_id, seq, event\) this store needs: .*no such column: session_id/
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+
   it.scoped("sqlite: the database is in WAL mode, with either synchronous setting", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir
