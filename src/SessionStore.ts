@@ -883,6 +883,9 @@ export const layerJsonl = (options: JsonlOptions): Layer.Layer<SessionStore, nev
 // SQL store
 // ---------------------------------------------------------------------------------------------
 
+/** The longest string V8 makes (characters): a log's text must fit in one. */
+const MAX_TEXT = 0x1fffffe8
+
 /** Rows per INSERT statement (3 parameters each; SQLite allows 32,766 parameters). */
 const ROWS_PER_STATEMENT = 5000
 
@@ -1043,6 +1046,9 @@ export const makeSql: Effect.Effect<SessionStoreService, SessionStoreError, SqlC
         const event = rows[i]!.event
         if (typeof event !== "string" || event.includes("\n")) {
           return yield* Effect.fail(rowError(i + 2, "event row is not one line of JSON"))
+        }
+        if (text.length + event.length + 1 > MAX_TEXT) {
+          return yield* Effect.fail(rowError(i + 2, "the log is too large to read (the reader's limit is about 512 MiB of text)"))
         }
         text += event + "\n"
       }

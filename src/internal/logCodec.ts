@@ -426,7 +426,16 @@ export const decodeLog = (input: string | Uint8Array): Either.Either<LogContents
     totalBytes = -1
   } else {
     const bytes = input
-    text = new TextDecoder().decode(bytes)
+    try {
+      text = new TextDecoder().decode(bytes)
+    } catch (e) {
+      // V8 strings hold at most ~2^29 characters (about 512 MiB of text).
+      if ((e as { code?: unknown }).code !== "ERR_STRING_TOO_LONG") throw e
+      return Either.left({
+        line: 1,
+        message: `the log is too large to read (${bytes.length} bytes; the reader's limit is about 512 MiB)`
+      })
+    }
     // A newline byte never occurs inside a multi-byte UTF-8 sequence, so the last "\n" of the
     // text is the last 0x0A of the bytes.
     byteLengthUpTo = () => bytes.lastIndexOf(10) + 1
