@@ -166,7 +166,12 @@ export const layer = <const L extends ReadonlyArray<Listener<any, any>>>(
     })
   )
 
-const wrapped = new WeakSet<PreStepService>()
+/**
+ * What listeners have wrapped: the inner service, or for the default service (one shared
+ * object, which every build of `PreStep.layer([])` returns) the context it was found in, so
+ * that separate builds (two runtimes, one test after another) are not taken for a merge.
+ */
+const wrapped = new WeakSet<object>()
 
 /**
  * One listener as a layer that wraps the `PreStep` it is provided with. Building a graph in
@@ -179,15 +184,17 @@ const wrapped = new WeakSet<PreStepService>()
 export const listener = <E, R>(fn: Listener<E, R>): Layer.Layer<PreStep, never, PreStep | R> =>
   Layer.effect(
     PreStep,
-    Effect.flatMap(PreStep, (inner) => {
-      if (wrapped.has(inner)) {
+    Effect.flatMap(Effect.context<PreStep | R>(), (context) => {
+      const inner = Context.get(context, PreStep)
+      const key: object = inner === defaultService ? context : inner
+      if (wrapped.has(key)) {
         return Effect.dieMessage(
           "PreStep.listener: two listeners wrap the same PreStep. Listener layers were merged " +
             "(Layer.merge/Layer.mergeAll keeps only one of them); compose them with Layer.provide " +
             "or list them in PreStep.layer([outer, …, inner])."
         )
       }
-      wrapped.add(inner)
-      return Effect.map(Effect.context<R>(), (context) => wrap(fn, inner, context))
+      wrapped.add(key)
+      return Effect.succeed(wrap(fn, inner, context as Context.Context<R>))
     })
   )
