@@ -1,11 +1,12 @@
 /**
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
- * `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`, `resume FILE [--continue-pending]`,
- * `simulate SCENARIO` and `demo`.
+ * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
+ * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`.
  *
- * Exit codes: `run` exits 0 for `completed` or `max-tokens`, 3 `blocked`, 4 `error`, 130
- * `aborted` (also on Ctrl-C); `check` exits 1 when an invariant is violated; every command
- * exits 2 for bad arguments, an unreadable log (the error names the line) or a missing file.
+ * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C; `run` exits 0 for `completed` or
+ * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
+ * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
+ * names the line) or a missing file.
  *
  * @since 0.1.0
  */
@@ -269,6 +270,51 @@ const run = Command.make(
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
 
 /**
+ * `chat [--session ID]`: the interactive terminal UI (DESIGN.md §14; `src/cli/chat/`), on a new
+ * session of the JSONL store or, with `--session ID`, on that session resumed (its history shown
+ * from the log). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
+ * on Ctrl-C, 2 when the session cannot be made or resumed; prints the log's path at exit.
+ */
+const chat = Command.make(
+  "chat",
+  {
+    session: Options.text("session").pipe(
+      Options.optional,
+      Options.withDescription("resume this session of the store (DIR/<ID>.jsonl) and show its history")
+    ),
+    provider: providerOption,
+    baseUrl: baseUrlOption,
+    model: modelOption,
+    apiKeyEnv: apiKeyEnvOption,
+    store: storeOption
+  },
+  (options) =>
+    Effect.gen(function*() {
+      if (!process.stdin.isTTY || !process.stdout.isTTY) {
+        return yield* exit(2, "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise")
+      }
+      const model = yield* modelLayer(options)
+      const path = yield* Path.Path
+      const directory = path.resolve(options.store)
+      // Read once when React and Ink are first loaded (below): React's development build is slow
+      // and chatty; Ink draws only the last frame when CI is set, and a chat on a TTY is not CI.
+      if (process.env.NODE_ENV === undefined) process.env.NODE_ENV = "production"
+      delete process.env.CI
+      delete process.env.CONTINUOUS_INTEGRATION
+      const { runChat } = yield* Effect.promise(() => import("./chat/runChat.js"))
+      const code = yield* runChat({ directory, model, sessionId: Option.getOrUndefined(options.session) }).pipe(
+        Effect.catchTags({
+          SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),
+          SessionLogError: (e) => exit(2, e.message),
+          SessionNotFound: (e) => exit(2, `${e.message} in ${directory}`)
+        })
+      )
+      if (code !== 0) return yield* exit(code)
+    })
+).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (DESIGN.md §14)."))
+
+/**
  * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (DESIGN.md
  * §10): a torn tail is cut, an open last turn gets its synthetic closers (printed), and state is
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
@@ -465,7 +511,7 @@ const simulate = Command.make(
 
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
-  Command.withSubcommands([run, resumeCommand, transcript, check, demo, simulate])
+  Command.withSubcommands([chat, run, resumeCommand, transcript, check, demo, simulate])
 )
 
 const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })

@@ -1,0 +1,272 @@
+/**
+ * The Ink view of `agent-loop chat` (DESIGN.md §14). It only reads a `ChatModel` snapshot and
+ * calls the plain callbacks of a `ChatController`; it never runs an effect.
+ *
+ * Layout, top to bottom: the transcript (Ink `<Static>`: printed once, then it scrolls into
+ * the terminal's scrollback), then a live area redrawn on every change: the streaming text of
+ * the current step, the running tool calls, the pending queue, the status line (a spinner and
+ * the elapsed time while running), the input line and a line of key help. The live area is
+ * kept shorter than the terminal (Ink repaints the whole screen when it is not).
+ *
+ * Keys: Enter sends (a followup when idle, a steer while running); Alt+Enter (ESC CR, what
+ * terminals and tmux send for Meta+Return) queues a followup; Esc cancels the running turn
+ * (while idle it clears the input line); Ctrl-C quits; ←/→, Home/End (Ctrl-A/Ctrl-E),
+ * Backspace and Ctrl-U edit the line. Text that arrives in one chunk with line breaks (a paste,
+ * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
+ * pressed at each break.
+ */
+import { Box, type Key, Static, Text, useInput, useStdout } from "ink"
+import { useEffect, useReducer, useRef, useState, useSyncExternalStore } from "react"
+import type { ChatModel, Item, PendingItem, RunningTool, Snapshot } from "./ChatModel.js"
+
+/**
+ * What the view may ask of the session: plain callbacks, each returning at once (the work is
+ * queued on the Effect side, in order).
+ */
+export interface ChatController {
+  /** A line typed by the user: a command (`/…`) or a message; `queue` for Alt+Enter. */
+  readonly submit: (text: string, mode: "enter" | "queue") => void
+  /** Esc: cancel the running turn. */
+  readonly cancel: () => void
+  /** Leave the chat with this exit code (Ctrl-C: 130). */
+  readonly quit: (code: number) => void
+}
+
+/** Props of `App`. */
+export interface AppProps {
+  readonly model: ChatModel
+  readonly controller: ChatController
+}
+
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+/** Re-renders every `ms` while `active` (spinner and elapsed time); returns the time now. */
+const useNow = (active: boolean, ms: number): number => {
+  const [now, setNow] = useState(Date.now)
+  useEffect(() => {
+    if (!active) return
+    setNow(Date.now())
+    const timer = setInterval(() => setNow(Date.now()), ms)
+    return () => clearInterval(timer)
+  }, [active, ms])
+  return active ? now : Date.now()
+}
+
+const seconds = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)}s`
+
+/**
+ * The end of `text` that fits in `max` rows of `columns` (a long line wraps onto several rows),
+ * with a marker for what was cut.
+ */
+const lastRows = (text: string, max: number, columns: number): string => {
+  const lines = text.split("\n")
+  const height = (line: string) => Math.max(1, Math.ceil(line.length / columns))
+  if (lines.reduce((rows, line) => rows + height(line), 0) <= max) return text
+  // Cut: one row for the marker, the rest for the last lines that fit whole.
+  let rows = 0
+  let first = lines.length
+  while (first > 0 && rows + height(lines[first - 1]!) <= max - 1) rows += height(lines[--first]!)
+  const kept = first < lines.length ? lines.slice(first) : [lines[lines.length - 1]!.slice(-columns * (max - 1))]
+  return ["… (cut)", ...kept].join("\n")
+}
+
+/** The first `max` lines of `text` (and at most 4000 characters), with a marker for the rest. */
+const firstLines = (text: string, max: number): string => {
+  const cut = text.length > 4000 ? text.slice(0, 4000) : text
+  const lines = cut.split("\n")
+  const more = text.split("\n").length - Math.min(lines.length, max)
+  return lines.length <= max && cut === text ? text : [...lines.slice(0, max), `… (${more > 0 ? `${more} more lines` : "cut"})`].join("\n")
+}
+
+/** Prefixes the first line with `first` and the others with `rest`. */
+const indent = (text: string, first: string, rest: string): string => first + text.split("\n").join("\n" + rest)
+
+const TONE_COLOR = { ok: "green", warn: "yellow", error: "red" } as const
+
+/** One transcript item (printed once). */
+const ItemView = ({ item }: { readonly item: Item }) => {
+  switch (item.kind) {
+    case "turn":
+      return <Text dimColor>{`── turn ${item.turn} ──`}</Text>
+    case "user":
+      return <Text color="cyan" bold>{indent(item.text, "> ", "> ")}</Text>
+    case "context":
+      return (
+        <Text color="magenta">
+          {indent(firstLines(item.text, 12), `[context from ${item.label}] `, "  ")}
+        </Text>
+      )
+    case "assistant":
+      return (
+        <Text>
+          {item.text}
+          {item.interrupted ? <Text color="yellow">{item.text === "" ? "[interrupted]" : " [interrupted]"}</Text> : null}
+        </Text>
+      )
+    case "tool":
+      return (
+        <Box flexDirection="column">
+          <Text color="blue">{indent(`${item.name}(${item.args})`, "→ ", "  ")}</Text>
+          {item.result === undefined
+            ? <Text dimColor>{"  ← (no result in the log)"}</Text>
+            : (
+              <Text color={item.isError ? "red" : "gray"}>
+                {indent(firstLines(item.result, 12), item.isError ? "  ← error: " : "  ← ", "    ")}
+              </Text>
+            )}
+        </Box>
+      )
+    case "turn-end":
+      return <Text color={TONE_COLOR[item.tone]}>{`turn ${item.turn} ended: ${item.reason}`}</Text>
+    case "notice":
+      return <Text color={item.tone === "ok" ? "gray" : TONE_COLOR[item.tone]}>{indent(item.text, "· ", "  ")}</Text>
+  }
+}
+
+const QUEUE_COLOR = { followup: "cyan", steer: "yellow", context: "magenta" } as const
+
+const PendingView = ({ pending, max }: { readonly pending: ReadonlyArray<PendingItem>; readonly max: number }) => {
+  if (pending.length === 0) return null
+  const shown = pending.slice(0, max)
+  return (
+    <Box flexDirection="column">
+      <Text dimColor>{`pending (${pending.length}):`}</Text>
+      {shown.map((p) => (
+        <Text key={p.id} color={QUEUE_COLOR[p.queue]} wrap="truncate-end">
+          {`  ${p.queue.padEnd(8)} ${p.direct ? "> " : `[${p.label}] `}${p.text.replace(/\n/g, " ⏎ ")}`}
+        </Text>
+      ))}
+      {pending.length > max ? <Text dimColor>{`  … ${pending.length - max} more`}</Text> : null}
+    </Box>
+  )
+}
+
+const ToolsView = ({ tools, now, frame }: { readonly tools: ReadonlyArray<RunningTool>; readonly now: number; readonly frame: string }) => (
+  <>
+    {tools.map((t) => (
+      <Text key={t.callId} color="blue" wrap="truncate-end">
+        {`${frame} → ${t.name}(${t.args.replace(/\n/g, " ")}) running ${seconds(now - t.since)}`}
+      </Text>
+    ))}
+  </>
+)
+
+const StatusLine = ({ snap, now, frame }: { readonly snap: Snapshot; readonly now: number; readonly frame: string }) =>
+  snap.status === "running"
+    ? (
+      <Text color="yellow">
+        {`${frame} running · turn ${snap.turn}${snap.step > 0 ? ` step ${snap.step}` : ""} · ${
+          seconds(now - (snap.runningSince ?? now))
+        }`}
+      </Text>
+    )
+    : <Text color="green">{`● idle · session ${snap.sessionId}`}</Text>
+
+/** The input line as code points (so that the cursor never splits a surrogate pair). */
+interface Line {
+  chars: Array<string>
+  cursor: number
+}
+
+const emptyLine = (): Line => ({ chars: [], cursor: 0 })
+
+/** Applies one key to the input line; returns the lines it completed (to send, in order). */
+const edit = (line: Line, input: string, key: Key): ReadonlyArray<string> => {
+  if (key.leftArrow) line.cursor = Math.max(0, line.cursor - 1)
+  else if (key.rightArrow) line.cursor = Math.min(line.chars.length, line.cursor + 1)
+  else if (key.home || (key.ctrl && input === "a")) line.cursor = 0
+  else if (key.end || (key.ctrl && input === "e")) line.cursor = line.chars.length
+  else if (key.ctrl && input === "u") {
+    line.chars = []
+    line.cursor = 0
+  } else if (key.backspace || key.delete) {
+    // Most terminals send DEL (0x7f) for Backspace, which Ink calls `delete`: both erase left.
+    if (line.cursor > 0) {
+      line.chars.splice(line.cursor - 1, 1)
+      line.cursor--
+    }
+  } else if (!key.ctrl && !key.meta && !key.tab && !key.upArrow && !key.downArrow && !key.pageUp && !key.pageDown && input !== "") {
+    // Several keys in one chunk: each line break is an Enter.
+    const parts = input.split(/\r\n|\r|\n/)
+    const sent: Array<string> = []
+    parts.forEach((part, i) => {
+      // eslint-disable-next-line no-control-regex
+      const clean = Array.from(part.replace(/[\u0000-\u001f\u007f-\u009f]/g, ""))
+      line.chars.splice(line.cursor, 0, ...clean)
+      line.cursor += clean.length
+      if (i < parts.length - 1) {
+        sent.push(line.chars.join(""))
+        line.chars = []
+        line.cursor = 0
+      }
+    })
+    return sent
+  }
+  return []
+}
+
+/**
+ * The chat screen. Reads the model with `useSyncExternalStore`; keeps the input line in a ref
+ * (a key handler must see the text as the previous key left it, even within one batch).
+ */
+export const App = ({ controller, model }: AppProps) => {
+  const snap = useSyncExternalStore(model.subscribe, model.getSnapshot)
+  const running = snap.status === "running"
+  const now = useNow(running || snap.tools.length > 0, 100)
+  const frame = SPINNER[Math.floor(now / 100) % SPINNER.length]!
+  const line = useRef<Line>(emptyLine())
+  const [, redraw] = useReducer((n: number) => n + 1, 0)
+  const { stdout } = useStdout()
+  const rows = stdout.rows > 0 ? stdout.rows : 24
+  const columns = stdout.columns > 0 ? stdout.columns : 80
+
+  useInput((input, key) => {
+    if (key.ctrl && input === "c") {
+      controller.quit(130)
+      return
+    }
+    if (key.return) {
+      const text = line.current.chars.join("")
+      line.current = emptyLine()
+      controller.submit(text, key.meta ? "queue" : "enter")
+    } else if (key.escape) {
+      if (model.getSnapshot().status === "running") controller.cancel()
+      else line.current = emptyLine()
+    } else {
+      for (const text of edit(line.current, input, key)) controller.submit(text, "enter")
+    }
+    redraw()
+  })
+
+  // The live area stays below the terminal's height: streaming text and the queue are cut.
+  const pendingMax = Math.max(1, Math.min(6, rows - 14))
+  const streamMax = Math.max(2, rows - 12 - Math.min(snap.pending.length, pendingMax) - snap.tools.length)
+  const { chars, cursor } = line.current
+  return (
+    <>
+      <Static items={snap.items as Array<Item>}>{(item) => <ItemView key={item.key} item={item} />}</Static>
+      <Box flexDirection="column">
+        {snap.streaming !== undefined && snap.streaming.reasoning !== ""
+          ? <Text dimColor italic>{lastRows(snap.streaming.reasoning, 3, columns)}</Text>
+          : null}
+        {snap.streaming !== undefined && snap.streaming.text !== ""
+          ? <Text>{lastRows(snap.streaming.text, streamMax, columns)}</Text>
+          : null}
+        <ToolsView tools={snap.tools} now={now} frame={frame} />
+        <PendingView pending={snap.pending} max={pendingMax} />
+        <StatusLine snap={snap} now={now} frame={frame} />
+        <Text>
+          <Text color={running ? "yellow" : "cyan"}>{running ? "steer › " : "› "}</Text>
+          {chars.slice(0, cursor).join("")}
+          <Text inverse>{chars[cursor] ?? " "}</Text>
+          {chars.slice(cursor + 1).join("")}
+        </Text>
+        <Text dimColor wrap="truncate-end">
+          {running
+            ? "Enter: steer · Alt+Enter: queue a followup · Esc: cancel · /inject TEXT · /quit"
+            : "Enter: send · /inject TEXT · /sessions · /quit · Ctrl-C: quit"}
+        </Text>
+      </Box>
+    </>
+  )
+}

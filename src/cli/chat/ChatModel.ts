@@ -1,0 +1,353 @@
+/**
+ * The state of the `chat` screen (DESIGN.md §14), kept outside React: a plain object that the
+ * Effect side feeds with the agent's live events (§5.3) and React reads with
+ * `useSyncExternalStore` (`subscribe` / `getSnapshot`). Nothing here runs an effect.
+ *
+ * - `items` is the append-only transcript (rendered once by Ink's `<Static>`): turn headers,
+ *   what the user typed, injected context labelled with its producer (`Transcript.sourceLabel`),
+ *   assistant text, each tool call together with its result, turn ends with their reason, and
+ *   notices of the UI itself. History read from the log at start and live events go through the
+ *   same projection, `Transcript.fromEvents`, so a resumed session looks as it did live.
+ * - The live part: the assistant text streaming in the current step (`assistant/delta`), the
+ *   tool calls that run (logged `tool/call`, no result yet), the pending queue (a mirror of the
+ *   inbox rebuilt from `agent/inbox/spliced` events with `Inbox.MutableInbox`, the runtime's own
+ *   splice algebra), the status and when the run started.
+ *
+ * Every string that comes from the log or the model is made safe for the terminal here
+ * (`visible`: control characters escaped as `Transcript.render` does), so the view never prints
+ * raw log text.
+ */
+import type { AgentEvent, AgentStatus } from "../../Agent.js"
+import * as Inbox from "../../Inbox.js"
+import { textOf, type UserMessage } from "../../Message.js"
+import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
+import * as Transcript from "../../Transcript.js"
+
+/** One line (or block) of the append-only transcript. `key` is unique and stable. */
+export type Item =
+  | { readonly kind: "turn"; readonly key: string; readonly turn: number }
+  | { readonly kind: "user"; readonly key: string; readonly text: string }
+  | { readonly kind: "context"; readonly key: string; readonly label: string; readonly text: string }
+  | { readonly kind: "assistant"; readonly key: string; readonly text: string; readonly interrupted: boolean }
+  | {
+    readonly kind: "tool"
+    readonly key: string
+    readonly name: string
+    readonly args: string
+    readonly result: string | undefined
+    readonly isError: boolean
+  }
+  | { readonly kind: "turn-end"; readonly key: string; readonly turn: number; readonly reason: string; readonly tone: Tone }
+  | { readonly kind: "notice"; readonly key: string; readonly text: string; readonly tone: Tone }
+
+/** How an item is coloured: fine, worth a look, or wrong. */
+export type Tone = "ok" | "warn" | "error"
+
+/**
+ * A message waiting in the inbox, in claim order (`next-step` first, then `next-turn`, §4):
+ * `followup` (next-turn), `steer` (waking next-step) or `context` (non-waking next-step).
+ */
+export interface PendingItem {
+  readonly id: string
+  readonly queue: "followup" | "steer" | "context"
+  /** `you` for what the user typed, else the producer (`Transcript.sourceLabel`). */
+  readonly label: string
+  readonly direct: boolean
+  readonly text: string
+}
+
+/** A tool call that is logged and has no result yet. `since`: epoch ms when it was seen. */
+export interface RunningTool {
+  readonly callId: string
+  readonly name: string
+  readonly args: string
+  readonly since: number
+}
+
+/** What the screen shows now. A new object after every change (stable in between). */
+export interface Snapshot {
+  readonly sessionId: string
+  readonly items: ReadonlyArray<Item>
+  readonly status: AgentStatus
+  /** Epoch ms when the current run started (undefined while idle). */
+  readonly runningSince: number | undefined
+  readonly turn: number
+  readonly step: number
+  /** The current step's streamed text and reasoning (escaped); undefined when none. */
+  readonly streaming: { readonly text: string; readonly reasoning: string } | undefined
+  readonly tools: ReadonlyArray<RunningTool>
+  readonly pending: ReadonlyArray<PendingItem>
+}
+
+/**
+ * Makes control characters visible (`\x1b` for ESC, …), keeping newlines; tabs become two
+ * spaces (Ink measures them as one column). Log content is untrusted and must not drive the
+ * terminal (the rule of `Transcript.render`).
+ */
+export const visible = (text: string): string =>
+  text.replace(/\t/g, "  ").replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`
+  )
+
+const toneOf = (reason: TurnEndReason): Tone => {
+  switch (reason.kind) {
+    case "completed":
+    case "max-tokens":
+      return "ok"
+    case "aborted":
+    case "blocked":
+      return "warn"
+    default:
+      return "error"
+  }
+}
+
+/**
+ * The chat screen's state: fed with live events (`apply`) and the UI's own notices
+ * (`notice`); read with `getSnapshot`, watched with `subscribe`.
+ */
+export class ChatModel {
+  private items: Array<Item> = []
+  private itemsView: ReadonlyArray<Item> = []
+  private readonly inbox: Inbox.MutableInbox
+  private readonly calls = new Map<string, RunningTool>()
+  private readonly listeners = new Set<() => void>()
+  private nextKey = 0
+  private headerTurn = 0
+  private turn = 0
+  private step = 0
+  private status: AgentStatus
+  private runningSince: number | undefined
+  private streaming: { turn: number; step: number; text: string; reasoning: string } | undefined
+  private snapshot: Snapshot
+  /** Durable events with a smaller `seq` were applied from the log already. */
+  private readonly seen: number
+
+  /**
+   * The state of a session whose log holds `events` (history shown through
+   * `Transcript.fromEvents`), whose inbox is `inbox` and whose status is `status`.
+   */
+  constructor(
+    readonly sessionId: string,
+    events: ReadonlyArray<SessionEvent>,
+    inbox: Inbox.InboxState,
+    status: AgentStatus,
+    private readonly now: () => number = Date.now
+  ) {
+    this.inbox = Inbox.MutableInbox.from(inbox)
+    this.seen = events.length
+    this.status = status
+    this.runningSince = status === "running" ? now() : undefined
+    for (const entry of Transcript.fromEvents(events)) this.entry(entry)
+    for (const e of events) {
+      if (e.type === "turn/start") this.turn = (e.data as { readonly turn: number }).turn
+    }
+    // A log read from disk has no running calls: show what a DSH log left open as results-less.
+    this.flushCalls()
+    this.snapshot = this.build()
+  }
+
+  /** Registers a listener called after each change; returns the unsubscribe function. */
+  readonly subscribe = (listener: () => void): () => void => {
+    this.listeners.add(listener)
+    return () => {
+      this.listeners.delete(listener)
+    }
+  }
+
+  /** The current snapshot (the same object until the next change). */
+  readonly getSnapshot = (): Snapshot => this.snapshot
+
+  /** The number of turns the log has opened so far. */
+  get turns(): number {
+    return this.turn
+  }
+
+  /** Applies a batch of live events (in order), then notifies once. */
+  apply(events: ReadonlyArray<AgentEvent>): void {
+    for (const event of events) this.event(event)
+    this.changed()
+  }
+
+  /** Appends a notice of the UI itself (escaped). */
+  notice(text: string, tone: Tone = "ok"): void {
+    this.push({ kind: "notice", key: this.key(), text: visible(text), tone })
+    this.changed()
+  }
+
+  private key(): string {
+    return String(this.nextKey++)
+  }
+
+  private push(item: Item): void {
+    this.items.push(item)
+  }
+
+  private changed(): void {
+    this.snapshot = this.build()
+    for (const listener of this.listeners) listener()
+  }
+
+  private build(): Snapshot {
+    if (this.itemsView.length !== this.items.length) this.itemsView = this.items.slice()
+    const pending: Array<PendingItem> = []
+    for (const p of this.inbox.nextStep) pending.push(pendingItem(p.message, p.waking ? "steer" : "context"))
+    for (const m of this.inbox.nextTurn) pending.push(pendingItem(m, "followup"))
+    return {
+      sessionId: this.sessionId,
+      items: this.itemsView,
+      status: this.status,
+      runningSince: this.runningSince,
+      turn: this.turn,
+      step: this.step,
+      streaming: this.streaming === undefined || (this.streaming.text === "" && this.streaming.reasoning === "")
+        ? undefined
+        : { text: this.streaming.text, reasoning: this.streaming.reasoning },
+      tools: Array.from(this.calls.values()),
+      pending
+    }
+  }
+
+  private event(event: AgentEvent): void {
+    if ("seq" in event) {
+      if (event.seq < this.seen) return
+      this.durable(event)
+      return
+    }
+    switch (event.type) {
+      case "agent/status": {
+        this.status = event.status
+        this.runningSince = event.status === "running" ? (this.runningSince ?? this.now()) : undefined
+        return
+      }
+      case "assistant/delta": {
+        if (event.text === undefined && event.reasoning === undefined) return
+        if (this.streaming === undefined || this.streaming.turn !== event.turn || this.streaming.step !== event.step) {
+          this.streaming = { turn: event.turn, step: event.step, text: "", reasoning: "" }
+        }
+        if (event.text !== undefined) this.streaming.text += visible(event.text)
+        if (event.reasoning !== undefined) this.streaming.reasoning += visible(event.reasoning)
+        return
+      }
+      case "assistant/retry": {
+        this.streaming = undefined
+        this.push({
+          kind: "notice",
+          key: this.key(),
+          text: `the model request failed; retrying (attempt ${event.attempt})`,
+          tone: "warn"
+        })
+        return
+      }
+      default:
+        // Inbox notifications: the pending queue follows the durable splices instead.
+        return
+    }
+  }
+
+  private durable(event: SessionEvent): void {
+    switch (event.type) {
+      case "turn/start": {
+        this.turn = (event.data as { readonly turn: number }).turn
+        this.step = 0
+        this.header(this.turn)
+        break
+      }
+      case "step/start": {
+        this.step = (event.data as { readonly step: number }).step
+        break
+      }
+      case "agent/inbox/spliced": {
+        this.inbox.apply(event.data as SplicedData)
+        return
+      }
+      case "assistant/message":
+      case "turn/end": {
+        this.streaming = undefined
+        break
+      }
+    }
+    for (const entry of Transcript.fromEvents([event])) {
+      // Alone, a `user/message` does not know its step: it is the open one.
+      this.entry(entry.kind === "user" || entry.kind === "context" ? { ...entry, turn: this.turn, step: this.step } : entry)
+    }
+  }
+
+  private header(turn: number): void {
+    if (turn === this.headerTurn || turn <= 0) return
+    this.headerTurn = turn
+    this.push({ kind: "turn", key: this.key(), turn })
+  }
+
+  private entry(entry: Transcript.Entry): void {
+    this.header(entry.turn)
+    switch (entry.kind) {
+      case "user":
+        this.push({ kind: "user", key: this.key(), text: visible(entry.text) })
+        return
+      case "context":
+        this.push({
+          kind: "context",
+          key: this.key(),
+          label: visible(Transcript.sourceLabel(entry.source)),
+          text: visible(entry.text)
+        })
+        return
+      case "assistant":
+        this.push({ kind: "assistant", key: this.key(), text: visible(entry.text), interrupted: entry.interrupted === true })
+        return
+      case "tool-call":
+        this.calls.set(entry.callId, {
+          callId: entry.callId,
+          name: visible(entry.name),
+          args: visible(entry.arguments),
+          since: this.now()
+        })
+        return
+      case "tool-result": {
+        const call = this.calls.get(entry.callId)
+        this.calls.delete(entry.callId)
+        this.push({
+          kind: "tool",
+          key: this.key(),
+          name: call?.name ?? "?",
+          args: call?.args ?? "",
+          result: visible(entry.text),
+          isError: entry.isError
+        })
+        return
+      }
+      case "turn-end":
+        this.flushCalls()
+        this.push({
+          kind: "turn-end",
+          key: this.key(),
+          turn: entry.turn,
+          reason: visible(Transcript.reasonLabel(entry.reason)),
+          tone: toneOf(entry.reason)
+        })
+        return
+    }
+  }
+
+  /** Shows calls left without a result (only a DSH log can have them at a turn's end). */
+  private flushCalls(): void {
+    for (const call of this.calls.values()) {
+      this.push({ kind: "tool", key: this.key(), name: call.name, args: call.args, result: undefined, isError: false })
+    }
+    this.calls.clear()
+  }
+}
+
+const pendingItem = (message: UserMessage, queue: PendingItem["queue"]): PendingItem => {
+  const direct = message.source?.kind === "user"
+  return {
+    id: message.id,
+    queue,
+    label: direct ? "you" : visible(Transcript.sourceLabel(message.source)),
+    direct,
+    text: visible(textOf(message.content ?? []))
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * `agent-loop chat` (DESIGN.md §14): the Effect program that owns the agent and mounts the Ink
+ * view. This module is the whole Effect/React boundary, and it is thin on purpose:
+ *
+ * - Effect → React: one fiber (forked in the chat's scope) takes the agent's live events from
+ *   `agent.subscribe` in batches and feeds them to a `ChatModel`, a plain object that React
+ *   reads with `useSyncExternalStore`. React never sees an `Effect`.
+ * - React → Effect: the view calls the `ChatController` callbacks, which only offer an action
+ *   to an unbounded `Queue` (`Queue.unsafeOffer`, synchronous) or complete the exit `Deferred`.
+ *   One fiber performs the actions in order (`followup`/`steer`/`inject`/`cancel`, the
+ *   commands), so two quick sends reach the inbox in the order they were typed; a failure is
+ *   shown as a notice, never thrown into React.
+ * - Lifetime: everything lives in one `Scope`. Closing it (on `/quit`, Ctrl-C as a key, or the
+ *   interruption SIGINT/SIGTERM cause under `NodeRuntime.runMain`) unmounts Ink first (the
+ *   terminal leaves raw mode), stops both fibers, then disposes the agent (DESIGN.md §9: a
+ *   running turn ends aborted `{kind:"disposed"}`, whatever is queued is canceled). The log's
+ *   path is printed after that, whatever the exit.
+ *
+ * A plain line is sent by the agent's status when the action runs: `followup` when idle,
+ * `steer` while running, through `SessionReference.deliver`, which also prepares the snapshot
+ * of each `@session:ID` it mentions (DESIGN.md §13: idle, the snapshot enters right after the
+ * message; running, it is injected, then the message steered). Alt+Enter queues a `followup`;
+ * a queued message may not mention sessions (its snapshot would have to wait for its pre-step,
+ * which `SessionReference.deliver` offers only to an idle agent): it is refused with a notice
+ * that gives its text back. Commands: `/inject TEXT` (context with source
+ * `{kind:"plugin", plugin:"chat"}`), `/followup TEXT` (queue a followup: the same as Alt+Enter,
+ * for terminals that cannot send it), `/sessions`, `/help`, `/quit`.
+ */
+import { Chunk, Console, Deferred, Effect, Exit, Layer, Queue, type Scope } from "effect"
+import type { FileSystem, Path } from "@effect/platform"
+import { render } from "ink"
+import { createElement } from "react"
+import * as Agent from "../../Agent.js"
+import * as IdGenerator from "../../IdGenerator.js"
+import { UserMessage } from "../../Message.js"
+import type * as Model from "../../Model.js"
+import * as OfflineTools from "../../OfflineTools.js"
+import * as PreStep from "../../PreStep.js"
+import * as SessionReference from "../../SessionReference.js"
+import * as SessionStore from "../../SessionStore.js"
+import { App, type ChatController } from "./App.js"
+import { ChatModel } from "./ChatModel.js"
+
+/** Options of `runChat`. */
+export interface ChatOptions {
+  /** The JSONL store's directory (absolute). */
+  readonly directory: string
+  /** Resume this session of the store (its history is shown); else a new session. */
+  readonly sessionId?: string | undefined
+  /** The model, from the CLI's provider flags. */
+  readonly model: Layer.Layer<Model.Model>
+}
+
+/** The source of what `/inject` delivers (DESIGN.md §2: context names its producer). */
+export const INJECT_SOURCE = { kind: "plugin", plugin: "chat" } as const
+
+const HELP = [
+  "Enter sends: a followup when idle (a new turn), a steer while running (joins the turn at its next step).",
+  "@session:ID in a message adds a quoted snapshot of that session of the store (up to 3), as context next to it.",
+  "Alt+Enter queues a followup while running (it runs as the next turn). Esc cancels the running turn and clears the queue.",
+  "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself",
+  "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  list the store's sessions   /quit  leave (also Ctrl-C)"
+].join("\n")
+
+type Action =
+  | { readonly _tag: "submit"; readonly text: string; readonly mode: "enter" | "queue" }
+  | { readonly _tag: "cancel" }
+
+/** Queues a followup (Alt+Enter, `/followup`): refused when it mentions a session (see above). */
+const queueFollowup = (agent: Agent.Agent, model: ChatModel, text: string) =>
+  Effect.gen(function*() {
+    const message = yield* UserMessage.make({ text })
+    const referenced = yield* SessionReference.mentions(message)
+    if (referenced.length > 0) {
+      model.notice(
+        `not queued: a message that mentions a session goes with Enter (its snapshot enters with it):\n${text}`,
+        "warn"
+      )
+      return
+    }
+    yield* agent.followup(message)
+  })
+
+/** Performs one action of the view; failures become notices. */
+const perform = (
+  agent: Agent.Agent,
+  references: SessionReference.SessionReferenceService,
+  store: SessionStore.SessionStoreService,
+  model: ChatModel,
+  quit: (code: number) => void,
+  action: Action
+): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
+  const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
+  if (action._tag === "cancel") {
+    return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
+  }
+  const text = action.text.trim()
+  if (text === "") return Effect.void
+  if (!text.startsWith("/")) {
+    return shown(Effect.flatMap(
+      agent.status,
+      // Idle, Alt+Enter is a plain send: `deliver` followups (with the snapshots of mentions).
+      (status) => action.mode === "queue" && status === "running" ? queueFollowup(agent, model, text) : references.deliver(agent, text)
+    ))
+  }
+  const space = text.search(/\s/)
+  const command = space < 0 ? text : text.slice(0, space)
+  const rest = space < 0 ? "" : text.slice(space + 1).trim()
+  switch (command) {
+    case "/quit":
+    case "/exit":
+      return Effect.sync(() => quit(0))
+    case "/help":
+      return Effect.sync(() => model.notice(HELP))
+    case "/inject":
+      if (rest === "") return Effect.sync(() => model.notice("usage: /inject TEXT", "warn"))
+      return shown(Effect.flatMap(UserMessage.make({ text: rest, source: INJECT_SOURCE }), agent.inject))
+    case "/followup":
+      if (rest === "") return Effect.sync(() => model.notice("usage: /followup TEXT", "warn"))
+      return shown(Effect.flatMap(
+        agent.status,
+        (status) => status === "running" ? queueFollowup(agent, model, rest) : references.deliver(agent, rest)
+      ))
+    case "/sessions":
+      return shown(Effect.map(store.list, (ids) => {
+        const lines = ids.length === 0
+          ? ["no sessions"]
+          : ids.map((id) => (id === agent.id ? `${id}  (this session)` : id))
+        model.notice(`sessions in the store (${ids.length}):\n${lines.join("\n")}`)
+      }))
+    default:
+      return Effect.sync(() => model.notice(`unknown command ${command} (/help lists them)`, "warn"))
+  }
+}
+
+/**
+ * The chat in its scope: makes or resumes the agent, mounts the view, waits for the exit code.
+ */
+const session = (
+  options: ChatOptions,
+  onLog: (path: string) => void
+): Effect.Effect<
+  number,
+  SessionStore.SessionStoreError | SessionStore.SessionLogError | SessionStore.SessionNotFound,
+  | SessionStore.SessionStore
+  | SessionReference.SessionReference
+  | PreStep.PreStep
+  | Model.Model
+  | IdGenerator.IdGenerator
+  | FileSystem.FileSystem
+  | Path.Path
+  | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const tools = yield* OfflineTools.all()
+    const agent = options.sessionId === undefined
+      ? yield* Agent.make({ tools, cwd: process.cwd() })
+      : yield* Agent.resume(options.sessionId, { tools })
+    const logPath = agent.log.path ?? agent.id
+    onLog(logPath)
+    const store = yield* SessionStore.SessionStore
+    const references = yield* SessionReference.SessionReference
+    // Subscribe first, then read the state: nothing is lost between the two.
+    const events = yield* agent.subscribe
+    const model = new ChatModel(agent.id, agent.log.events().slice(), yield* agent.inbox, yield* agent.status)
+    model.notice(
+      (options.sessionId === undefined
+        ? `new session ${agent.id}`
+        : `resumed session ${agent.id}: ${model.turns} turn${model.turns === 1 ? "" : "s"} so far`) +
+        `\nlog: ${logPath}\n/help lists the keys and commands`
+    )
+    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
+      Queue.takeBetween(events, 1, 4096),
+      (batch) => Effect.sync(() => model.apply(Chunk.toReadonlyArray(batch)))
+    )))
+
+    const done = yield* Deferred.make<number>()
+    const quit = (code: number) => {
+      Deferred.unsafeDone(done, Exit.succeed(code))
+    }
+    const actions = yield* Queue.unbounded<Action>()
+    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
+      Queue.take(actions),
+      (action) => perform(agent, references, store, model, quit, action)
+    )))
+    const controller: ChatController = {
+      submit: (text, mode) => {
+        Queue.unsafeOffer(actions, { _tag: "submit", text, mode })
+      },
+      cancel: () => {
+        Queue.unsafeOffer(actions, { _tag: "cancel" })
+      },
+      quit
+    }
+    // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
+    const ink = yield* Effect.acquireRelease(
+      Effect.sync(() => render(createElement(App, { model, controller }), { exitOnCtrlC: false })),
+      // After a turn of the event loop: React commits what the last key changed (it flushes in a
+      // microtask, as this finalizer runs), so that the last frame Ink leaves is current.
+      (ink) => Effect.zipRight(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), Effect.sync(() => ink.unmount()))
+    )
+    // Should the view stop by itself (a render error, shown by Ink), the chat ends too.
+    ink.waitUntilExit().then(() => quit(0), () => quit(1))
+    return yield* Deferred.await(done)
+  })
+
+/**
+ * Runs the chat until `/quit` (exit code 0) or Ctrl-C (130); a new session on the JSONL store
+ * of `options.directory`, or the resumed `options.sessionId` (repaired first if its process
+ * died, DESIGN.md §10; queued work is shown, not run). The agent is disposed before this
+ * returns, and the log's path is printed last (also when interrupted). Fails with the store's
+ * errors when the session cannot be made or resumed (nothing is shown then).
+ */
+export const runChat = (
+  options: ChatOptions
+): Effect.Effect<
+  number,
+  SessionStore.SessionStoreError | SessionStore.SessionLogError | SessionStore.SessionNotFound,
+  FileSystem.FileSystem | Path.Path
+> => {
+  let logPath: string | undefined
+  return Effect.scoped(session(options, (path) => {
+    logPath = path
+  })).pipe(
+    // The agent is made with the references' pre-step in context (DESIGN.md §13).
+    Effect.provide(Layer.mergeAll(
+      options.model,
+      IdGenerator.layer,
+      SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
+    ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))),
+    Effect.ensuring(Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${logPath}`)))
+  )
+}

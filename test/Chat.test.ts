@@ -1,0 +1,500 @@
+/**
+ * `agent-loop chat` (DESIGN.md §14) driven for real: the built binary runs in a tmux pane of a
+ * fixed size on the offline model, keys are typed with `send-keys`, and each scenario asserts
+ * on the captured screen and then on the session log it left (`SessionStore.readFile`,
+ * `Invariant.check` clean, and the exact sequence of events). Real waits are unavoidable (a real
+ * program in a real terminal): each is a short poll with a deadline (test/utils/tmux.ts).
+ *
+ * tmux is required: CI installs it (.ci/run). Without it the suite is skipped locally with a
+ * message, and fails under CI.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Console, Effect, Layer } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Agent from "../src/Agent.js"
+import { main } from "../src/cli/main.js"
+import * as IdGenerator from "../src/IdGenerator.js"
+import * as Invariant from "../src/Invariant.js"
+import { textOf, type UserMessage } from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import type { SessionEvent, ToolResultData } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Transcript from "../src/Transcript.js"
+import { ChatModel } from "../src/cli/chat/ChatModel.js"
+import * as E from "./utils/events.js"
+import * as Tmux from "./utils/tmux.js"
+
+const bin = Path.resolve("dist/cli/bin.js")
+const hasTmux = Tmux.available()
+if (!hasTmux && process.env.CI === undefined) {
+  console.warn("test/Chat.test.ts: skipped: tmux is not installed (apt-get install tmux); CI installs it and runs these tests")
+}
+
+const tmpDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-chat-"))
+
+/** The idle status line: the chat is ready for keys (raw mode is on once it is drawn). */
+const IDLE = /● idle · session (\S+)/
+
+/**
+ * Starts `agent-loop chat --store DIR [args]` in tmux and waits until it is idle and drawn.
+ * `CI` is left as it is (CI sets it, and Ink would draw only the last frame if the chat did not
+ * ignore it); `NODE_ENV` (vitest's "test") is removed, as in a user's shell.
+ */
+const startChat = (store: string, args: ReadonlyArray<string> = []) =>
+  Effect.gen(function*() {
+    const pane = yield* Tmux.start({
+      command: [process.execPath, bin, "chat", "--store", store, ...args],
+      cwd: Path.dirname(store),
+      unsetEnv: ["NODE_ENV"]
+    })
+    const screen = yield* pane.waitFor(IDLE, 20_000)
+    return { pane, sessionId: IDLE.exec(screen)![1]! }
+  })
+
+/** Types a line and presses `key` (Enter by default). */
+const send = (pane: Tmux.Pane, text: string, key = "Enter") => Effect.zipRight(pane.type(text), pane.keys(key))
+
+/** `/quit`, then the exit status and the log path the chat printed last (right before it exited). */
+const quit = (pane: Tmux.Pane) =>
+  Effect.gen(function*() {
+    yield* send(pane, "/quit")
+    const code = yield* pane.waitForExit()
+    const screen = yield* pane.screen
+    return { code, screen, logPath: /^session log: (\S+)\n\[exited \d+\]$/m.exec(screen)?.[1] }
+  })
+
+/** Reads a log with the real reader; checks the invariants of §12. */
+const readLog = (path: string) =>
+  Effect.gen(function*() {
+    const contents = yield* SessionStore.readFile(path)
+    expect(Invariant.check(contents.events, { header: contents.header })).toEqual([])
+    expect(contents.warnings).toEqual([])
+    return contents.events
+  }).pipe(Effect.provide(NodeContext.layer), Effect.orDie)
+
+const texts = (messages: ReadonlyArray<UserMessage>) => messages.map((m) => textOf(m.content))
+
+/** One line per event: the facts a scenario pins (ids and times left out). */
+const facts = (events: ReadonlyArray<SessionEvent>): Array<string> =>
+  events.map((e) => {
+    const d = e.data as any
+    switch (e.type) {
+      case "agent/inbox/spliced":
+        return `spliced ${d.target} @${d.start} -${d.removedCount ?? 0} +${JSON.stringify(texts(d.inserted))}` +
+          (d.wake === true ? " wake" : "") + (d.outcome !== undefined ? ` ${d.outcome} (${d.cause?.kind})` : "")
+      case "turn/start":
+        return `turn/start ${d.turn}`
+      case "turn/end":
+        return `turn/end ${d.turn}: ${Transcript.reasonLabel(d.reason)}`
+      case "step/start":
+      case "step/end":
+        return `${e.type} ${d.turn}.${d.step}`
+      case "user/message":
+        return `user/message [${Transcript.sourceLabel(d.source)}] ${textOf(d.content)}`
+      case "assistant/message":
+        return `assistant/message ${d.turn}.${d.step}${d.interrupted === true ? " (interrupted)" : ""}: ${textOf(d.message.content)}`
+      case "tool/call":
+        return `tool/call ${d.turn}.${d.step} ${d.callId} ${d.name}${d.arguments}`
+      case "tool/result": {
+        const r = d as ToolResultData
+        return `tool/result ${r.turn}.${r.step} ${Transcript.fromEvents([e]).map((x) => (x as Transcript.ToolResultEntry).text).join("")}` +
+          (r.error !== undefined ? ` [${r.error.code}]` : "")
+      }
+      default:
+        return e.type
+    }
+  })
+
+/** The lines of `screen` that match, in screen order (to pin an order of lines). */
+const linesOf = (screen: string, ...wanted: ReadonlyArray<string>) =>
+  screen.split("\n").filter((line) => wanted.some((w) => line.startsWith(w)))
+
+/** The events of one plain completed turn that answered `text` on the offline model. */
+const plainTurn = (turn: number, text: string) => [
+  `spliced next-turn @0 -0 +${JSON.stringify([text])}`,
+  `turn/start ${turn}`,
+  "spliced next-turn @0 -1 +[]",
+  `step/start ${turn}.1`,
+  `user/message [user] ${text}`,
+  ...(turn === 1 ? ["request/header"] : []),
+  `assistant/message ${turn}.1: I received 1 message in this step: 1 from you (${JSON.stringify(text)}).`,
+  `step/end ${turn}.1`,
+  `turn/end ${turn}: completed`
+]
+
+describe("ChatModel (the screen state fed by live events)", () => {
+  it("shows history and live events: the queue by kind, context labelled, calls paired with results, control characters escaped", () => {
+    const ctx = E.ctx("m1", "net is \u001b]0;pwned\u0007 metered")
+    const go = E.msg("m2", "go")
+    const all = E.events(
+      E.inject(ctx),
+      E.followup(go),
+      // Live from here.
+      E.turnStart(1),
+      E.claim("next-step", 1),
+      E.claim("next-turn", 1),
+      E.stepStart(1, 1),
+      E.entered(ctx),
+      E.entered(go),
+      E.assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "wait", arguments: "{\"seconds\":3}" }] }),
+      E.toolCall(1, 1, "c1", "wait", "{\"seconds\":3}"),
+      E.steer(E.msg("m3", "also this")),
+      // After the deltas.
+      E.toolResult(1, 1, "c1", "waited"),
+      E.stepEnd(1, 1),
+      E.turnEnd(1, "aborted")
+    )
+    const model = new ChatModel("s1", all.slice(0, 2), { nextStep: [{ message: ctx, waking: false }], nextTurn: [go] }, "idle", () => 1000)
+    expect(model.getSnapshot().pending).toEqual([
+      { id: "m1", queue: "context", label: "plugin:netwatch", direct: false, text: "net is \\x1b]0;pwned\\x07 metered" },
+      { id: "m2", queue: "followup", label: "you", direct: true, text: "go" }
+    ])
+    const before = model.getSnapshot()
+    // Events already in the log at start (seq 0, 1) are skipped.
+    model.apply([{ type: "agent/status", status: "running" }, ...all.slice(0, 11)])
+    const running = model.getSnapshot()
+    expect(running).not.toBe(before)
+    expect(running.status).toBe("running")
+    expect(running.runningSince).toBe(1000)
+    expect([running.turn, running.step]).toEqual([1, 1])
+    expect(running.tools).toEqual([{ callId: "c1", name: "wait", args: "{\"seconds\":3}", since: 1000 }])
+    expect(running.pending.map((p) => [p.queue, p.text])).toEqual([["steer", "also this"]])
+    model.apply([
+      { type: "assistant/delta", turn: 1, step: 2, text: "hal" },
+      { type: "assistant/delta", turn: 1, step: 2, text: "f\u001b[2J" }
+    ])
+    expect(model.getSnapshot().streaming).toEqual({ text: "half\\x1b[2J", reasoning: "" })
+    model.apply(all.slice(11))
+    model.apply([{ type: "agent/status", status: "idle" }])
+    const done = model.getSnapshot()
+    expect(done.streaming).toBeUndefined()
+    expect(done.runningSince).toBeUndefined()
+    expect(done.tools).toEqual([])
+    expect(done.items.map(({ key: _key, ...item }) => item)).toEqual([
+      { kind: "turn", turn: 1 },
+      { kind: "context", label: "plugin:netwatch", text: "net is \\x1b]0;pwned\\x07 metered" },
+      { kind: "user", text: "go" },
+      { kind: "tool", name: "wait", args: "{\"seconds\":3}", result: "waited", isError: false },
+      { kind: "turn-end", turn: 1, reason: "aborted (user)", tone: "warn" }
+    ])
+  })
+})
+
+describe("agent-loop chat without a terminal", () => {
+  it.effect("exits 2 with a message when stdin or stdout is not a TTY (as under vitest)", () =>
+    Effect.gen(function*() {
+      const errors: Array<string> = []
+      const base = yield* Console.consoleWith(Effect.succeed)
+      const code = yield* main(["chat", "--store", tmpDir()]).pipe(
+        Effect.withConsole({ ...base, error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void errors.push(args.join(" "))) }),
+        Effect.provide(NodeContext.layer)
+      )
+      expect(code).toBe(2)
+      expect(errors).toEqual(["chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"])
+    }))
+})
+
+describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a terminal (tmux)", () => {
+  it.scopedLive("a prompt is answered; /sessions lists the store; /quit exits 0 and prints the log path", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      // Another session in the store, for /sessions to list.
+      yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session" }))).pipe(
+        Effect.provide(SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer))),
+        Effect.orDie
+      )
+      const { pane, sessionId } = yield* startChat(store)
+      yield* send(pane, "hello there")
+      const screen = yield* pane.waitFor("turn 1 ended: completed")
+      expect(linesOf(screen, "── turn", "> ", "I received", "turn ")).toEqual([
+        "── turn 1 ──",
+        "> hello there",
+        "I received 1 message in this step: 1 from you (\"hello there\").",
+        "turn 1 ended: completed"
+      ])
+      yield* send(pane, "/sessions")
+      const listed = yield* pane.waitFor("sessions in the store (2):")
+      // Sorted by id; this session marked.
+      const listing = [`  an-earlier-session`, `  ${sessionId}  (this session)`]
+        .sort((a, b) => (a.trim() < b.trim() ? -1 : 1))
+      expect(listed).toContain(["· sessions in the store (2):", ...listing].join("\n"))
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
+      expect(facts(yield* readLog(logPath!))).toEqual(plainTurn(1, "hello there"))
+    }), 40_000)
+
+  it.scopedLive("@session:ID in a message adds a quoted snapshot of that session, entered right after it and labelled", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ sessionId: "earlier" })
+        yield* agent.followup("the secret word is kiwi")
+        yield* agent.awaitIdle
+      })).pipe(
+        Effect.provide(Layer.mergeAll(
+          SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
+          Model.layer(Model.offline()),
+          IdGenerator.layer
+        )),
+        Effect.orDie
+      )
+      const { pane } = yield* startChat(store)
+      yield* send(pane, "what did @session:earlier say?")
+      const screen = yield* pane.waitFor("turn 1 ended: completed")
+      expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
+        "── turn 1 ──",
+        "> what did @session:earlier say?",
+        // (Ink wraps lines at the pane's width.)
+        expect.stringMatching(/^\[context from session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. It is untrusted/),
+        "  > the secret word is kiwi",
+        expect.stringMatching(/^I received 2 messages in this step: 1 from you \("what did @session:earlier say\?"\); context from session:earlier \("Quoted/),
+        "turn 1 ended: completed"
+      ])
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      const events = yield* readLog(logPath!)
+      expect(facts(events)).toEqual([
+        "spliced next-turn @0 -0 +[\"what did @session:earlier say?\"]",
+        "turn/start 1",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 1.1",
+        "user/message [user] what did @session:earlier say?",
+        // Returned by the pre-step right after its message (DESIGN.md §13), never queued.
+        expect.stringMatching(/^user\/message \[session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. [^]*\n> the secret word is kiwi\n/),
+        "request/header",
+        expect.stringMatching(/^assistant\/message 1\.1: I received 2 messages in this step/),
+        "step/end 1.1",
+        "turn/end 1: completed"
+      ])
+    }), 40_000)
+
+  it.scopedLive("--session with an unknown id exits 2 with a message", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const pane = yield* Tmux.start({
+        command: [process.execPath, bin, "chat", "--store", store, "--session", "nope"],
+        cwd: Path.dirname(store),
+        unsetEnv: ["NODE_ENV"]
+      })
+      expect(yield* pane.waitForExit(20_000)).toBe(2)
+      expect(yield* pane.screen).toContain(`no session "nope" in ${store}\n[exited 2]`)
+    }), 40_000)
+
+  it.scopedLive("Enter while a tool runs steers: the steer enters the same turn at its next step", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane } = yield* startChat(store)
+      yield* send(pane, "wait 3 seconds and tell me the time")
+      yield* pane.waitFor("→ wait({\"seconds\":3}) running")
+      yield* send(pane, "also say hi")
+      // Waiting in the queue while the tool runs.
+      yield* pane.waitFor("  steer    > also say hi")
+      const screen = yield* pane.waitFor("turn 1 ended: completed")
+      expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "I received", "Tool result", "turn ")).toEqual([
+        "── turn 1 ──",
+        "> wait 3 seconds and tell me the time",
+        "I received 1 message in this step: 1 from you (\"wait 3 seconds and tell me the time\").",
+        "→ wait({\"seconds\":3})",
+        "  ← waited 3 seconds",
+        "> also say hi",
+        "Tool result (call_1_1_1): \"waited 3 seconds\"",
+        "I received 1 message in this step: 1 from you (\"also say hi\").",
+        "turn 1 ended: completed"
+      ])
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(facts(yield* readLog(logPath!))).toEqual([
+        "spliced next-turn @0 -0 +[\"wait 3 seconds and tell me the time\"]",
+        "turn/start 1",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 1.1",
+        "user/message [user] wait 3 seconds and tell me the time",
+        "request/header",
+        "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 3 seconds and tell me the time\").",
+        "tool/call 1.1 call_1_1_1 wait{\"seconds\":3}",
+        "spliced next-step @0 -0 +[\"also say hi\"] wake",
+        "tool/result 1.1 waited 3 seconds",
+        "step/end 1.1",
+        "spliced next-step @0 -1 +[]",
+        "step/start 1.2",
+        "user/message [user] also say hi",
+        "assistant/message 1.2: Tool result (call_1_1_1): \"waited 3 seconds\"\nI received 1 message in this step: 1 from you (\"also say hi\").",
+        "step/end 1.2",
+        "turn/end 1: completed"
+      ])
+    }), 40_000)
+
+  it.scopedLive("Alt+Enter while running queues a followup: it waits in the queue and runs as the next turn", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane } = yield* startChat(store)
+      yield* send(pane, "wait 2 seconds")
+      yield* pane.waitFor("→ wait({\"seconds\":2}) running")
+      yield* send(pane, "second prompt", "M-Enter")
+      yield* pane.waitFor("  followup > second prompt")
+      const screen = yield* pane.waitFor("turn 2 ended: completed")
+      expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ")).toEqual([
+        "── turn 1 ──",
+        "> wait 2 seconds",
+        "→ wait({\"seconds\":2})",
+        "  ← waited 2 seconds",
+        "turn 1 ended: completed",
+        "── turn 2 ──",
+        "> second prompt",
+        "turn 2 ended: completed"
+      ])
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(facts(yield* readLog(logPath!))).toEqual([
+        "spliced next-turn @0 -0 +[\"wait 2 seconds\"]",
+        "turn/start 1",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 1.1",
+        "user/message [user] wait 2 seconds",
+        "request/header",
+        "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 2 seconds\").",
+        "tool/call 1.1 call_1_1_1 wait{\"seconds\":2}",
+        // Queued for the next turn (no `wake`: next-turn items always wake), not steered.
+        "spliced next-turn @0 -0 +[\"second prompt\"]",
+        "tool/result 1.1 waited 2 seconds",
+        "step/end 1.1",
+        "step/start 1.2",
+        "assistant/message 1.2: Tool result (call_1_1_1): \"waited 2 seconds\"",
+        "step/end 1.2",
+        "turn/end 1: completed",
+        "turn/start 2",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 2.1",
+        "user/message [user] second prompt",
+        "assistant/message 2.1: I received 1 message in this step: 1 from you (\"second prompt\").",
+        "step/end 2.1",
+        "turn/end 2: completed"
+      ])
+    }), 40_000)
+
+  it.scopedLive("/inject shows the context pending, then entered and labelled with its source, apart from what was typed", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane } = yield* startChat(store)
+      yield* send(pane, "/inject the build is green")
+      // Idle injection starts nothing: it waits in the queue as context.
+      yield* pane.waitFor("  context  [plugin:chat] the build is green")
+      expect(yield* pane.screen).not.toContain("── turn")
+      yield* send(pane, "what do you know?")
+      const screen = yield* pane.waitFor("turn 1 ended: completed")
+      expect(linesOf(screen, "── turn", "> ", "[context", "I received", "turn ")).toEqual([
+        "── turn 1 ──",
+        "[context from plugin:chat] the build is green",
+        "> what do you know?",
+        "I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
+        "turn 1 ended: completed"
+      ])
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(facts(yield* readLog(logPath!))).toEqual([
+        "spliced next-step @0 -0 +[\"the build is green\"]",
+        "spliced next-turn @0 -0 +[\"what do you know?\"]",
+        "turn/start 1",
+        "spliced next-step @0 -1 +[]",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 1.1",
+        "user/message [plugin:chat] the build is green",
+        "user/message [user] what do you know?",
+        "request/header",
+        "assistant/message 1.1: I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
+        "step/end 1.1",
+        "turn/end 1: completed"
+      ])
+    }), 40_000)
+
+  it.scopedLive("Esc cancels the running turn (aborted, the queue cleared); Ctrl-C exits 130 and prints the log path; Alt+Enter refuses a mention", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane, sessionId } = yield* startChat(store)
+      yield* send(pane, "wait 30 seconds")
+      yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+      // A queued message may not mention a session (its snapshot must enter with it): refused, nothing logged.
+      yield* send(pane, "compare with @session:other", "M-Enter")
+      yield* pane.waitFor(
+        "· not queued: a message that mentions a session goes with Enter (its snapshot enters with it):\n  compare with @session:other"
+      )
+      yield* send(pane, "later, please", "M-Enter")
+      yield* pane.waitFor("  followup > later, please")
+      yield* pane.keys("Escape")
+      const screen = yield* pane.waitFor("turn 1 ended: aborted (user)")
+      expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ", "pending")).toEqual([
+        "── turn 1 ──",
+        "> wait 30 seconds",
+        "→ wait({\"seconds\":30})",
+        "  ← error: The turn was canceled while this tool call was running.",
+        "turn 1 ended: aborted (user)"
+      ])
+      yield* pane.waitFor(IDLE)
+      yield* pane.keys("C-c")
+      const code = yield* pane.waitForExit()
+      expect(code).toBe(130)
+      const logPath = Path.join(store, `${sessionId}.jsonl`)
+      expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+      expect(facts(yield* readLog(logPath))).toEqual([
+        "spliced next-turn @0 -0 +[\"wait 30 seconds\"]",
+        "turn/start 1",
+        "spliced next-turn @0 -1 +[]",
+        "step/start 1.1",
+        "user/message [user] wait 30 seconds",
+        "request/header",
+        "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
+        "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
+        "spliced next-turn @0 -0 +[\"later, please\"]",
+        // Esc = cancel (DESIGN.md §9): the queue is cleared durably first, then the turn aborts.
+        "spliced next-turn @0 -1 +[] canceled (user)",
+        "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+        "step/end 1.1",
+        "turn/end 1: aborted (user)"
+      ])
+    }), 40_000)
+
+  it.scopedLive("--session ID resumes a session: its history from the log (control characters escaped), then turn numbering goes on", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      // A session written by the library, whose model answered with terminal escapes.
+      const hostile = "\u001b[2J\u001b[31mred\u001b[0m and a bell\u0007"
+      const sessionId = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({})
+        yield* agent.followup("an earlier question")
+        yield* agent.awaitIdle
+        return agent.id
+      })).pipe(
+        Effect.provide(Layer.mergeAll(
+          SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
+          Model.layer(Model.scripted([{ text: hostile }])),
+          IdGenerator.layer
+        )),
+        Effect.orDie
+      )
+      const { pane, sessionId: shown } = yield* startChat(store, ["--session", sessionId])
+      expect(shown).toBe(sessionId)
+      const history = yield* pane.screen
+      expect(linesOf(history, "── turn", "> ", "\\x1b", "turn ", "· ", "  log: ")).toEqual([
+        "── turn 1 ──",
+        "> an earlier question",
+        "\\x1b[2J\\x1b[31mred\\x1b[0m and a bell\\x07",
+        "turn 1 ended: completed",
+        `· resumed session ${sessionId}: 1 turn so far`,
+        `  log: ${Path.join(store, `${sessionId}.jsonl`)}`
+      ])
+      yield* send(pane, "and now?")
+      yield* pane.waitFor("turn 2 ended: completed")
+      const { code, logPath } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(facts(yield* readLog(logPath!))).toEqual([
+        ...plainTurn(1, "an earlier question").map((f) => f.startsWith("assistant/message") ? `assistant/message 1.1: ${hostile}` : f),
+        "session/end-seed",
+        // Another provider than the log's last header: a new header (DESIGN.md §3.2).
+        ...plainTurn(2, "and now?").flatMap((f) => f === "user/message [user] and now?" ? [f, "request/header"] : [f])
+      ])
+    }), 40_000)
+})
