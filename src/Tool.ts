@@ -102,9 +102,40 @@ export const make = <A, I>(options: {
   definition: {
     name: options.name,
     description: options.description,
-    parameters: JSONSchema.make(options.parameters)
+    parameters: objectSchema(options.name, options.parameters)
   }
 })
+
+/**
+ * The JSON Schema of a tool's parameters as providers require it: `type: "object"` at the top
+ * (OpenAI and Anthropic reject anything else with a 400). `Schema.Struct({})` (no parameters),
+ * which `JSONSchema.make` renders as "an object or an array", becomes
+ * `{type:"object", properties:{}}`; a top-level `$ref` (a schema with an identifier) is inlined.
+ * Throws at `make` when the parameters are not an object schema (a programming error).
+ */
+const objectSchema = (name: string, parameters: Schema.Schema<any, any, never>): ToolDefinition["parameters"] => {
+  const json = JSONSchema.make(parameters) as Record<string, any>
+  if (json.type === "object") return json
+  const ref = typeof json.$ref === "string" ? /^#\/\$defs\/(.+)$/.exec(json.$ref) : null
+  if (ref !== null && json.$defs?.[ref[1]!]?.type === "object") {
+    const { [ref[1]!]: target, ...rest } = json.$defs
+    const { $ref: _, $defs: __, ...top } = json
+    return Object.keys(rest).length > 0 ? { ...top, ...target, $defs: rest } : { ...top, ...target }
+  }
+  const anyOf = json.anyOf
+  if (
+    Array.isArray(anyOf) && anyOf.length === 2 && anyOf.some((s: any) => s.type === "object" && Object.keys(s).length === 1) &&
+    anyOf.some((s: any) => s.type === "array" && Object.keys(s).length === 1)
+  ) {
+    const { anyOf: _, $id: __, ...top } = json
+    return { ...top, type: "object", properties: {} }
+  }
+  throw new Error(
+    `Tool.make: the parameters of tool "${name}" must be an object schema (providers require "type": "object" at the top); got ${
+      JSON.stringify(json)
+    }`
+  )
+}
 
 /**
  * A tool call as the guard and hooks see it.

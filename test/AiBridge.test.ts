@@ -6,7 +6,7 @@ import * as Tool from "@effect/ai/Tool"
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import { Cause, Effect, Fiber, Layer, Option, Redacted, Schema, Stream, TestClock } from "effect"
 import * as Agent from "../src/Agent.js"
 import type { ContentBlock, Message } from "../src/Message.js"
 import type { ModelError, ModelPart, ModelRequest, ModelService, ToolDefinition } from "../src/Model.js"
@@ -28,6 +28,8 @@ interface Scripted {
   readonly chunks?: "one" | "each" | undefined
   /** Fail the stream with this error after the parts. */
   readonly fail?: AiError.AiError | undefined
+  /** Send nothing more after the parts (a provider that stalls). */
+  readonly stall?: boolean | undefined
 }
 
 const scriptedLanguageModel = (script: ReadonlyArray<Scripted>) =>
@@ -42,6 +44,7 @@ const scriptedLanguageModel = (script: ReadonlyArray<Scripted>) =>
         let stream: Stream.Stream<Response.StreamPartEncoded, AiError.AiError> = Stream.fromIterable(entry.parts ?? [])
         if (entry.chunks === "each") stream = Stream.rechunk(stream, 1)
         if (entry.fail !== undefined) stream = Stream.concat(stream, Stream.fail(entry.fail))
+        if (entry.stall === true) stream = Stream.concat(stream, Stream.never)
         return stream
       }
     })
@@ -981,5 +984,32 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
       // `response.failed` becomes a plain finish: its error is not visible to the bridge.
       expect(yield* respond(model, req)).toEqual([{ type: "finish", reason: "stop" }])
       expect(server.requests).toHaveLength(3)
+    }))
+})
+
+describe("AiBridge: idle timeout", () => {
+  it.effect("nothing for idleTimeoutMs (default 120 s, on the Effect clock) → TIMEOUT, retryable, after the parts already pushed", () =>
+    Effect.gen(function*() {
+      const { model } = yield* bridged([
+        { parts: [{ type: "text-start", id: "t1" }, { type: "text-delta", id: "t1", delta: "Hel" }], chunks: "each", stall: true },
+        { stall: true }
+      ])
+      const first = yield* Effect.fork(respond(model, request([user("u1", "hi")])))
+      yield* TestClock.adjust(119_999)
+      expect(first.unsafePoll()).toBe(null)
+      yield* TestClock.adjust(1)
+      const result = yield* Effect.either(Fiber.join(first))
+      expect(result).toMatchObject({
+        _tag: "Left",
+        left: {
+          error: { _tag: "ModelError", code: "TIMEOUT", message: "effect-ai: nothing arrived for 120000 ms", retryable: true },
+          parts: [{ type: "text-delta", text: "Hel" }]
+        }
+      })
+      // Before the first part too, with a shorter limit.
+      const { model: quick } = yield* bridged([{ stall: true }], { idleTimeoutMs: 5_000 })
+      const second = yield* Effect.fork(respond(quick, request([user("u1", "hi")])))
+      yield* TestClock.adjust(5_000)
+      expect(yield* Effect.either(Fiber.join(second))).toMatchObject({ _tag: "Left", left: { error: { code: "TIMEOUT" }, parts: [] } })
     }))
 })

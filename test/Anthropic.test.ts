@@ -287,13 +287,16 @@ describe("Anthropic responses (recorded wire files)", () => {
       expect(yield* replayParts({ body })).toEqual(TOOL_USE_PARTS)
     }).pipe(provideHttp))
 
-  it.scoped("stop_reason refusal → content-filter; stop_sequence → stop (edited recording)", () =>
+  it.scoped("stop_reason refusal → content-filter; stop_sequence → stop; end_turn with tool calls → tool-calls (edited recordings)", () =>
     Effect.gen(function*() {
       const body = fixtureText("anthropic-stream-thinking.sse")
       const refusal = yield* replayParts({ body: body.replace("\"stop_reason\":\"end_turn\"", "\"stop_reason\":\"refusal\"") })
       expect(summarize(refusal).finish).toBe("content-filter")
       const stop = yield* replayParts({ body: body.replace("\"stop_reason\":\"end_turn\"", "\"stop_reason\":\"stop_sequence\"") })
       expect(summarize(stop).finish).toBe("stop")
+      // A response with tool calls finishes tool-calls whatever stop_reason says (as the other adapters).
+      const tools = fixtureText("anthropic-stream-tool-use.sse").replace("\"stop_reason\":\"tool_use\"", "\"stop_reason\":\"end_turn\"")
+      expect(summarize(yield* replayParts({ body: tools })).finish).toBe("tool-calls")
     }).pipe(provideHttp))
 })
 

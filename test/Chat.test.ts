@@ -243,7 +243,11 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         Effect.orDie
       )
       const { pane } = yield* startChat(store)
-      yield* send(pane, "what did @session:earlier say?")
+      // Tab completes the id after "@session:".
+      yield* pane.type("what did @session:ea")
+      yield* pane.keys("Tab")
+      yield* pane.waitFor("› what did @session:earlier ")
+      yield* send(pane, "say?")
       const screen = yield* pane.waitFor("turn 1 ended: completed")
       expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
         "── turn 1 ──",

@@ -205,6 +205,15 @@ describe("agent-loop run", () => {
         "--api-key-env", "AGENT_LOOP_TEST_UNSET_KEY"
       ])
       expect(noKey).toMatchObject({ code: 2, err: "--api-key-env: the environment variable AGENT_LOOP_TEST_UNSET_KEY is not set" })
+      const keyItself = yield* cli([
+        "run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "http://127.0.0.1:1/v1",
+        "--api-key-env", "sk-proj-REALKEY123"
+      ])
+      expect(keyItself).toEqual({
+        code: 2,
+        out: "",
+        err: "--api-key-env takes the NAME of an environment variable (letters, digits, _), not the key itself"
+      })
       expect((yield* cli(["frobnicate"])).code).toBe(2)
       expect(yield* cli(["run", "--prompt", "  "])).toMatchObject({ code: 2, err: "--prompt: the prompt is empty" })
       expect(yield* cli(["run", "--prompt", "x", "--model", "m"])).toMatchObject({

@@ -12,17 +12,19 @@
  * decoded parts of every recorded file are pinned in each adapter's own test file.
  */
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
-import { NodeHttpClient } from "@effect/platform-node"
+import { NodeContext, NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, type Scope } from "effect"
+import { Effect, Layer, Redacted, Schema, type Scope } from "effect"
 import type { ContentBlock, Message } from "../src/Message.js"
 import type { ModelRequest, ModelService, ToolDefinition } from "../src/Model.js"
 import * as AiBridge from "../src/providers/AiBridge.js"
 import * as Anthropic from "../src/providers/Anthropic.js"
+import * as OfflineTools from "../src/OfflineTools.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
+import * as Tool from "../src/Tool.js"
 import { assistantOf, collect, toolResult, user } from "./utils/modelParts.js"
 import { textResponse } from "./utils/openaiResponses.js"
-import { readFixture, type ReplayServer, type ReplaySpec, replayServer } from "./utils/replayServer.js"
+import { closedPort, type ReplayServer, type ReplaySpec, replayServer } from "./utils/replayServer.js"
 
 const KEY = "sk-contract-test-key-0123"
 
@@ -231,6 +233,30 @@ const brief = (items: ReadonlyArray<Item>) =>
 
 const MISSING = "No result was recorded for this tool call: its outcome is unknown."
 
+describe("tool schemas (what every provider requires)", () => {
+  it("Tool.make gives type object at the top: no parameters, an identified struct; anything else throws", () => {
+    const none = Tool.make({ name: "none", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "" }) })
+    expect(none.definition.parameters).toEqual({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: {} })
+    const Named = Schema.Struct({ city: Schema.String }).annotations({ identifier: "WeatherArgs" })
+    const named = Tool.make({ name: "named", description: "", parameters: Named, execute: () => Effect.succeed({ content: "" }) })
+    expect(named.definition.parameters).toEqual({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      required: ["city"],
+      properties: { city: { type: "string" } },
+      additionalProperties: false
+    })
+    expect(() =>
+      Tool.make({
+        name: "either",
+        description: "",
+        parameters: Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })),
+        execute: () => Effect.succeed({ content: "" })
+      })
+    ).toThrow(/^Tool\.make: the parameters of tool "either" must be an object schema/)
+  })
+})
+
 for (const adapter of adapters) {
   const assistant = assistantOf("test", "test")
   const calls = (...ids: ReadonlyArray<string>): ReadonlyArray<ContentBlock> =>
@@ -251,6 +277,17 @@ for (const adapter of adapters) {
           "user: branch: main",
           "user: also check Oslo"
         ])
+      }))
+
+    it.scopedLive("the CLI's tools (wait, clock, read_file) are sent with type object at the top of each schema", () =>
+      Effect.gen(function*() {
+        const tools = (yield* OfflineTools.all("/tmp").pipe(Effect.provide(NodeContext.layer))).map((t) => t.definition)
+        const server = yield* replayServer(adapter.okBody)
+        const model = yield* adapter.make(server)
+        yield* collect(model, { ...request([U]), tools })
+        const body = JSON.parse(server.requests[0]!.body)
+        const schemas = body.tools.map((t: any) => [t.name ?? t.function?.name, (t.input_schema ?? t.parameters ?? t.function?.parameters).type])
+        expect(schemas).toEqual([["wait", "object"], ["clock", "object"], ["read_file", "object"]])
       }))
 
     it.scopedLive("a result logged after a context still follows its call; the context comes after the results", () =>
@@ -278,6 +315,21 @@ for (const adapter of adapters) {
         expect(view[8]).toContain("result c3: ")
         expect(view[8]).toContain(MISSING)
         expect(view).toHaveLength(9)
+      }))
+
+    it.scopedLive("a result that answers no call of the assistant message before it is sent as user text, never as a stray result", () =>
+      Effect.gen(function*() {
+        const stray = toolResult("rz", "zz", "late", true)
+        const items = yield* sent(adapter, [stray, U, assistant("a1", calls("c1")), R1, stray, S])
+        expect(brief(items)).toEqual([
+          "system: Be brief.",
+          "user: Result of tool call zz (error): late",
+          "user: What is the weather in Paris and Rome?",
+          "call c1",
+          "result c1: Paris: 18°C",
+          "user: Result of tool call zz (error): late",
+          "user: also check Oslo"
+        ])
       }))
 
     it.scopedLive("nothing model-facing is a mid-history system message: contexts of any source are user-role", () =>
@@ -314,6 +366,19 @@ for (const adapter of adapters) {
           for (const call of toolCalls) expect(typeof call.rawArguments).toBe("string")
         }))
     }
+
+    it.scopedLive("secrets in the base URL (user:password@, a query string) are in no error message", () =>
+      Effect.gen(function*() {
+        const port = yield* closedPort
+        const fake = { baseUrl: `http://user:sk-url-secret@127.0.0.1:${port}/v1?api-key=query-secret`, requests: [], aborted: 0 }
+        const failure = yield* Effect.flip(collect(yield* adapter.make(fake as ReplayServer), request([U])))
+        expect(failure.error.code).toBe("NETWORK")
+        for (const shown of [failure.error.message, JSON.stringify(failure.error), String(failure.error)]) {
+          expect(shown).not.toContain("sk-url-secret")
+          expect(shown).not.toContain("query-secret")
+        }
+        expect(failure.error.message).toContain(`127.0.0.1:${port}`)
+      }))
 
     it.scopedLive("HTTP errors: 400 → not retryable with its status; 429 → retryable with retry-after; the key in no error", () =>
       Effect.gen(function*() {

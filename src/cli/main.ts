@@ -144,6 +144,10 @@ const readApiKey = (
     const value = fallbackEnv === undefined ? undefined : process.env[fallbackEnv]
     return Effect.succeed(value === undefined || value === "" ? undefined : Redacted.make(value))
   }
+  // A value that is not a variable name is likely the key itself: refused without echoing it.
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(apiKeyEnv.value)) {
+    return exit(2, "--api-key-env takes the NAME of an environment variable (letters, digits, _), not the key itself")
+  }
   const value = process.env[apiKeyEnv.value]
   if (value === undefined) return exit(2, `--api-key-env: the environment variable ${apiKeyEnv.value} is not set`)
   if (value === "") return exit(2, `--api-key-env: the environment variable ${apiKeyEnv.value} is empty`)

@@ -87,11 +87,11 @@ import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import { Clock, Effect, Layer, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Layer, Schema, Stream } from "effect"
 import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
-import { isRetryableStatus, retryAfter } from "./internal/http.js"
+import { displayUrl, isRetryableStatus, retryAfter } from "./internal/http.js"
 import { isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, truncate } from "./internal/wire.js"
 
 /**
@@ -100,6 +100,9 @@ import { isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, truncate } from "
  * - `provider`: the provider name recorded in `request/header` (default `"effect-ai"`).
  * - `model`: the model name recorded in `request/header` (default `"unknown"`: a
  *   `LanguageModel` does not tell its model).
+ * - `idleTimeoutMs`: how long to wait for the first part of the response, and then for each
+ *   next one, before failing with `TIMEOUT` (retryable). Default 120,000 (as the HTTP adapters).
+ *   Uses the Effect `Clock`.
  * - `configure`: wraps each call, given its request: the way to pass `request.settings` to a
  *   provider, e.g. `(request) => OpenAiLanguageModel.withConfigOverride({ max_output_tokens:
  *   request.settings?.maxTokens as number | undefined })`.
@@ -110,6 +113,7 @@ import { isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, truncate } from "
 export interface Options {
   readonly provider?: string | undefined
   readonly model?: string | undefined
+  readonly idleTimeoutMs?: number | undefined
   readonly configure?:
     | ((request: ModelRequest) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>)
     | undefined
@@ -149,7 +153,8 @@ export interface ReasoningState {
  * - `PROVIDER_ERROR`: an error part in the stream (retryable when its code or type names a rate
  *   limit, overload, timeout or server error), a `finish` with reason `error`, or an
  *   `@effect/ai` `UnknownError`;
- * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish`.
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish`;
+ * - `TIMEOUT` (retryable): nothing arrived within `idleTimeoutMs`.
  *
  * @since 0.1.0
  * @category constructors
@@ -180,6 +185,7 @@ type StreamPart = Response.StreamPart<Tools>
 const make = (languageModel: LanguageModel.Service, options: Options): ModelService => {
   const provider = options.provider ?? "effect-ai"
   const configure = options.configure
+  const idleTimeoutMs = options.idleTimeoutMs ?? 120_000
 
   const respond = Effect.fn("AiBridge.respond")(function*(request: ModelRequest, sink: ModelSink) {
     const prompt = Prompt.fromMessages(assemblePrompt(request))
@@ -188,8 +194,19 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
       ? languageModel.streamText({ prompt })
       : languageModel.streamText({ prompt, toolkit, toolChoice: "auto", disableToolCallResolution: true })
     const state = new StreamState(sink, provider)
+    // Nothing for idleTimeoutMs (before the first part, or between two parts): TIMEOUT.
+    const guarded = Stream.timeoutFail(
+      stream,
+      () =>
+        new ModelError({
+          code: "TIMEOUT",
+          message: `${provider}: nothing arrived for ${idleTimeoutMs} ms`,
+          retryable: true
+        }),
+      Duration.millis(idleTimeoutMs)
+    )
     let run: Effect.Effect<void, AiError.AiError | ModelError> = Effect.zipRight(
-      Stream.runForEachWhile(stream, (part) => state.onPart(part)),
+      Stream.runForEachWhile(guarded, (part) => state.onPart(part)),
       Effect.suspend(() => state.end())
     )
     if (configure !== undefined) run = configure(request)(run)
@@ -712,7 +729,7 @@ const fromAiError = (
     case "HttpRequestError": {
       const transport = isRecord(error.cause) ? error.cause.cause : undefined
       const cause = transport === undefined ? {} : { cause: transport }
-      const target = `${error.request.method} ${error.request.url}`
+      const target = `${error.request.method} ${displayUrl(error.request.url)}`
       if (error.reason === "Transport") {
         const detail = transport instanceof Error && transport.message !== "" ? transport.message : error.description
         return Effect.succeed(
@@ -776,7 +793,7 @@ const fromResponseError = (error: AiError.HttpResponseError, provider: string, n
     const what = error.reason === "EmptyBody" ? "an empty body" : "a broken body"
     return new ModelError({
       code: error.reason === "EmptyBody" ? "BAD_RESPONSE" : "NETWORK",
-      message: `${provider}: ${what} from ${error.request.method} ${error.request.url} (HTTP ${status})${
+      message: `${provider}: ${what} from ${error.request.method} ${displayUrl(error.request.url)} (HTTP ${status})${
         error.description === undefined ? "" : `: ${error.description}`
       }`,
       retryable: error.reason === "Decode"

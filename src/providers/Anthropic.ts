@@ -54,6 +54,7 @@ import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import {
   badResponse,
+  displayUrl,
   type Endpoint,
   endpointUrl,
   isRetryableStatus,
@@ -225,7 +226,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
       endpoint,
       httpRequest,
       sink,
-      (response, guarded) => handleResponse(response, guarded, idleTimeoutMs, provider, url)
+      (response, guarded) => handleResponse(response, guarded, idleTimeoutMs, provider, displayUrl(url))
     )
   })
 
@@ -760,7 +761,8 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
   switch (reason) {
     case "end_turn":
     case "stop_sequence":
-      return "stop"
+      // As the other adapters: a response that holds tool calls finishes `tool-calls`.
+      return hasToolCalls ? "tool-calls" : "stop"
     case "tool_use":
       return "tool-calls"
     case "max_tokens":

@@ -26,6 +26,9 @@
  *   or the end of the history (a log cut by a crash and not repaired) gets a synthetic `tool`
  *   message `error: No result was recorded for this tool call…`, in call order, before the
  *   user messages that follow. (Chat Completions has no error flag: the text says it.)
+ * - **Stray results**: a tool result that answers no call of the assistant message before it (a
+ *   hand-edited or foreign log) is sent as user text `Result of tool call ID: …`, as the other
+ *   adapters do: a `tool` message must follow the assistant message that called it.
  * - **Tool-call order**: a tool-result message that the log holds after a context user message
  *   (which DESIGN.md §8 never produces, but a hand-edited or foreign log may) is moved up to
  *   directly after its assistant tool-call message; the context messages follow the last result.
@@ -41,6 +44,7 @@ import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import {
   badResponse,
+  displayUrl,
   type Endpoint,
   endpointUrl,
   isRetryableStatus,
@@ -172,7 +176,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
       endpoint,
       httpRequest,
       sink,
-      (response, guarded) => handleResponse(response, guarded, idleTimeout, provider, url)
+      (response, guarded) => handleResponse(response, guarded, idleTimeout, provider, displayUrl(url))
     )
   })
 
@@ -188,7 +192,7 @@ type Converted =
   | { readonly _tag: "assistant"; readonly json: string; readonly callIds: ReadonlyArray<string> }
   | {
     readonly _tag: "tool"
-    readonly results: ReadonlyArray<{ readonly callId: string; readonly json: string }>
+    readonly results: ReadonlyArray<{ readonly callId: string; readonly json: string; readonly stray: string }>
     /** The message's non-result blocks, sent as a user message after the results. */
     readonly rest: string | undefined
   }
@@ -237,10 +241,16 @@ const assembleMessages = (request: ModelRequest): Array<string> => {
       }
       case "tool": {
         for (const result of c.results) {
-          out.push(result.json)
-          if (owed !== undefined) {
-            const i = owed.indexOf(result.callId)
-            if (i >= 0) owed.splice(i, 1)
+          const i = owed === undefined ? -1 : owed.indexOf(result.callId)
+          if (i >= 0) {
+            out.push(result.json)
+            owed!.splice(i, 1)
+          } else if (owed !== undefined && owed.length > 0) {
+            // A result that answers no call of the preceding assistant message: user text
+            // (a `tool` message must follow its call), after the owed results.
+            ;(held ??= []).push(result.stray)
+          } else {
+            out.push(result.stray)
           }
         }
         if (c.rest !== undefined) {
@@ -299,12 +309,17 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
  * `isError` results are sent as their text, and images inside results are not sent).
  */
 const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
-  let results: Array<{ readonly callId: string; readonly json: string }> | undefined
+  let results: Array<{ readonly callId: string; readonly json: string; readonly stray: string }> | undefined
   for (const block of content) {
     if (block.type === "tool-result") {
+      const text = joinText(block.content)
       ;(results ??= []).push({
         callId: block.toolCallId,
-        json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: joinText(block.content) })
+        json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: text }),
+        stray: JSON.stringify({
+          role: "user",
+          content: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${text}`
+        })
       })
     }
   }

@@ -8,7 +8,8 @@
  * the elapsed time while running), the input line and a line of key help. The live area is
  * kept shorter than the terminal (Ink repaints the whole screen when it is not).
  *
- * Keys: Enter sends (a followup when idle, a steer while running); Alt+Enter (ESC CR, what
+ * Keys: Tab after `@session:` completes a session id of the store (several matches: as far as
+ * they agree, and they are listed); Enter sends (a followup when idle, a steer while running); Alt+Enter (ESC CR, what
  * terminals and tmux send for Meta+Return) queues a followup; Esc cancels the running turn
  * (while idle it clears the input line); Ctrl-C quits; ←/→, Home/End (Ctrl-A/Ctrl-E),
  * Backspace and Ctrl-U edit the line. Text that arrives in one chunk with line breaks (a paste,
@@ -30,6 +31,11 @@ export interface ChatController {
   readonly cancel: () => void
   /** Leave the chat with this exit code (Ctrl-C: 130). */
   readonly quit: (code: number) => void
+  /**
+   * The ids of the store's other sessions, for Tab completion after `@session:` (as last read;
+   * each call also asks for a fresh read).
+   */
+  readonly sessionIds: () => ReadonlyArray<string>
 }
 
 /** Props of `App`. */
@@ -205,6 +211,31 @@ const edit = (line: Line, input: string, key: Key): ReadonlyArray<string> => {
   return []
 }
 
+/** The `@session:` prefix that ends right before the cursor, or undefined. */
+const MENTION_BEFORE_CURSOR = /(?:^|[^A-Za-z0-9_])@session:([A-Za-z0-9._-]*)$/
+
+const commonPrefix = (ids: ReadonlyArray<string>): string => {
+  let prefix = ids[0] ?? ""
+  for (const id of ids) while (!id.startsWith(prefix)) prefix = prefix.slice(0, -1)
+  return prefix
+}
+
+/**
+ * Tab after `@session:PREFIX`: completes the id when one session matches (and adds a space),
+ * else as far as the matches agree; returns the hint to show (the matches, or that none does).
+ */
+const complete = (line: Line, ids: ReadonlyArray<string>): string | undefined => {
+  const match = MENTION_BEFORE_CURSOR.exec(line.chars.slice(0, line.cursor).join(""))
+  if (match === null) return undefined
+  const prefix = match[1]!
+  const matches = ids.filter((id) => id.startsWith(prefix))
+  if (matches.length === 0) return `no session id starts with "${prefix}"`
+  const insert = Array.from(commonPrefix(matches).slice(prefix.length) + (matches.length === 1 ? " " : ""))
+  line.chars.splice(line.cursor, 0, ...insert)
+  line.cursor += insert.length
+  return matches.length === 1 ? undefined : `sessions: ${matches.slice(0, 12).join("  ")}${matches.length > 12 ? "  …" : ""}`
+}
+
 /**
  * The chat screen. Reads the model with `useSyncExternalStore`; keeps the input line in a ref
  * (a key handler must see the text as the previous key left it, even within one batch).
@@ -215,6 +246,7 @@ export const App = ({ controller, model }: AppProps) => {
   const now = useNow(running || snap.tools.length > 0, 100)
   const frame = SPINNER[Math.floor(now / 100) % SPINNER.length]!
   const line = useRef<Line>(emptyLine())
+  const hint = useRef<string | undefined>(undefined)
   const [, redraw] = useReducer((n: number) => n + 1, 0)
   const { stdout } = useStdout()
   const rows = stdout.rows > 0 ? stdout.rows : 24
@@ -225,7 +257,10 @@ export const App = ({ controller, model }: AppProps) => {
       controller.quit(130)
       return
     }
-    if (key.return) {
+    hint.current = undefined
+    if (key.tab) {
+      hint.current = complete(line.current, controller.sessionIds())
+    } else if (key.return) {
       const text = line.current.chars.join("")
       line.current = emptyLine()
       controller.submit(text, key.meta ? "queue" : "enter")
@@ -262,7 +297,7 @@ export const App = ({ controller, model }: AppProps) => {
           {chars.slice(cursor + 1).join("")}
         </Text>
         <Text dimColor wrap="truncate-end">
-          {running
+          {hint.current !== undefined ? hint.current : running
             ? "Enter: steer · Alt+Enter: queue a followup · Esc: cancel · /inject TEXT · /quit"
             : "Enter: send · /inject TEXT · /sessions · /quit · Ctrl-C: quit"}
         </Text>

@@ -172,6 +172,14 @@ export class ChatModel {
   }
 
   /** Appends a notice of the UI itself (escaped). */
+  /** The store's other sessions, as last read (for Tab completion after `@session:`). */
+  sessionIds: ReadonlyArray<string> = []
+
+  /** Records the session ids read from the store (no redraw: only the next Tab reads them). */
+  setSessionIds(ids: ReadonlyArray<string>): void {
+    this.sessionIds = ids
+  }
+
   notice(text: string, tone: Tone = "ok"): void {
     this.push({ kind: "notice", key: this.key(), text: visible(text), tone })
     this.changed()

@@ -65,6 +65,7 @@ const HELP = [
 type Action =
   | { readonly _tag: "submit"; readonly text: string; readonly mode: "enter" | "queue" }
   | { readonly _tag: "cancel" }
+  | { readonly _tag: "refresh-sessions" }
 
 /** Queues a followup (Alt+Enter, `/followup`): refused when it mentions a session (see above). */
 const queueFollowup = (agent: Agent.Agent, model: ChatModel, text: string) =>
@@ -92,6 +93,9 @@ const perform = (
 ): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
+  if (action._tag === "refresh-sessions") {
+    return Effect.ignore(Effect.map(store.list, (ids) => model.setSessionIds(ids.filter((id) => id !== agent.id))))
+  }
   if (action._tag === "cancel") {
     return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
   }
@@ -191,8 +195,13 @@ const session = (
       cancel: () => {
         Queue.unsafeOffer(actions, { _tag: "cancel" })
       },
-      quit
+      quit,
+      sessionIds: () => {
+        Queue.unsafeOffer(actions, { _tag: "refresh-sessions" })
+        return model.sessionIds
+      }
     }
+    Queue.unsafeOffer(actions, { _tag: "refresh-sessions" })
     // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
     const ink = yield* Effect.acquireRelease(
       Effect.sync(() => render(createElement(App, { model, controller }), { exitOnCtrlC: false })),

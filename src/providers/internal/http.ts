@@ -20,6 +20,24 @@ export const endpointUrl = (baseUrl: string, path: string): string => {
   }
 }
 
+/**
+ * A URL as error messages show it: without credentials (`user:password@`) and without its query
+ * string (gateways put keys there), so that no secret reaches a message, a log or a terminal.
+ */
+export const displayUrl = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.username === "" && parsed.password === "" && parsed.search === "") return url
+    parsed.username = ""
+    parsed.password = ""
+    const hadQuery = parsed.search !== ""
+    parsed.search = ""
+    return parsed.toString() + (hadQuery ? "?…" : "")
+  } catch {
+    return "(an invalid URL)"
+  }
+}
+
 /** Where and how one adapter sends its requests. */
 export interface Endpoint {
   readonly client: HttpClient.HttpClient
@@ -54,7 +72,8 @@ export const send = (
   sink: ModelSink,
   handle: (response: HttpClientResponse.HttpClientResponse, sink: ModelSink) => Effect.Effect<void, ModelError>
 ): Effect.Effect<void, ModelError> => {
-  const { client, idleTimeoutMs, provider, retry, url } = endpoint
+  const { client, idleTimeoutMs, provider, retry } = endpoint
+  const url = displayUrl(endpoint.url)
   let emitted = false
   const guarded: ModelSink = retry === undefined ? sink : {
     part: (part) => {
