@@ -367,6 +367,20 @@ for (const adapter of adapters) {
         }))
     }
 
+    if (!adapter.name.startsWith("openai (")) {
+      it.scopedLive("a 200 event stream that holds no event at all (an HTML page) is BAD_RESPONSE with the body's start, not retried", () =>
+        Effect.gen(function*() {
+          const server = yield* replayServer({ body: "<html><body>Please log in</body></html>\n", contentType: "text/event-stream" })
+          const failure = yield* Effect.flip(collect(yield* adapter.make(server), request([U])))
+          expect([failure.error.code, failure.error.retryable, failure.error.message]).toEqual([
+            "BAD_RESPONSE",
+            false,
+            "the response is not an event stream: \"<html><body>Please log in</body></html>\""
+          ])
+          expect(server.requests).toHaveLength(1)
+        }))
+    }
+
     it.scopedLive("secrets in the base URL (user:password@, a query string) are in no error message", () =>
       Effect.gen(function*() {
         const port = yield* closedPort

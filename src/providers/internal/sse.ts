@@ -48,11 +48,16 @@ export const streamEvents = (
     const decoder = new TextDecoder()
     let pending: Array<ModelPart> = []
     let cr = false // a chunk ended with "\r": hold it so "\r\n" split across chunks stays one break
+    let events = 0
+    let head = "" // the body's first characters, to show when it is not an event stream at all
     const parser = Sse.makeParser((event) => {
-      if (event._tag !== "Event" || state.done || state.failure !== undefined) return
+      if (event._tag !== "Event") return
+      events++
+      if (state.done || state.failure !== undefined) return
       state.onEvent(event.event, event.data, pending)
     })
     const feed = (text: string) => {
+      if (head.length < 200) head += text.slice(0, 200 - head.length)
       if (cr) text = "\r" + text
       cr = text.endsWith("\r")
       if (cr) text = text.slice(0, -1)
@@ -82,6 +87,11 @@ export const streamEvents = (
         // EOF: dispatch an unterminated last event instead of dropping it.
         feed(decoder.decode() + (cr ? "\r" : "") + "\n\n")
         cr = false
+      }
+      if (state.failure === undefined && events === 0 && head.trim() !== "") {
+        // Not one SSE event in a non-empty body (an HTML login page, a JSON error sent as an
+        // event stream): a bad response, shown, not an incomplete stream to retry.
+        state.failure = badResponse(`the response is not an event stream: ${JSON.stringify(head.trim().slice(0, 160))}`)
       }
       if (state.failure === undefined) state.finish(pending)
       return drain()
