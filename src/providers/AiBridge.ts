@@ -92,7 +92,7 @@ import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { displayUrl, isRetryableStatus, retryAfter } from "./internal/http.js"
-import { isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -408,17 +408,10 @@ const missingResult = (call: Call): Prompt.ToolMessage =>
 const strayResult = (block: ToolResultBlock): Prompt.UserMessage =>
   Prompt.makeMessage("user", {
     content: [Prompt.makePart("text", {
-      text: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+      text: strayResultText(block)
     })]
   })
 
-const joinText = (content: ReadonlyArray<ContentBlock>): string => {
-  let out: string | undefined
-  for (const block of content) {
-    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
-  }
-  return out ?? ""
-}
 
 // ---------------------------------------------------------------------------------------------
 // Request: tools

@@ -65,7 +65,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -421,16 +421,9 @@ const resultJson = (callId: string, text: string, isError: boolean): string =>
 const strayResultJson = (block: ToolResultBlock): string =>
   JSON.stringify({
     type: "text",
-    text: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+    text: strayResultText(block)
   })
 
-const joinText = (content: ReadonlyArray<ContentBlock>): string => {
-  let out: string | undefined
-  for (const block of content) {
-    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
-  }
-  return out ?? ""
-}
 
 const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
   let json = toolsCache.get(tools)

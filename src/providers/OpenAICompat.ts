@@ -55,7 +55,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, truncate } from "./internal/wire.js"
+import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -318,7 +318,7 @@ const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
         json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: text }),
         stray: JSON.stringify({
           role: "user",
-          content: `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${text}`
+          content: strayResultText(block)
         })
       })
     }
@@ -342,13 +342,6 @@ const userJson = (content: ReadonlyArray<ContentBlock>): string => {
   return JSON.stringify({ role: "user", content: parts })
 }
 
-const joinText = (content: ReadonlyArray<ContentBlock>): string => {
-  let out: string | undefined
-  for (const block of content) {
-    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
-  }
-  return out ?? ""
-}
 
 const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
   let json = toolsCache.get(tools)
