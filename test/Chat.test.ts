@@ -24,6 +24,7 @@ import type { SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
 import { ChatModel } from "../src/cli/chat/ChatModel.js"
+import { cleanInput } from "../src/cli/chat/stdin.js"
 import * as E from "./utils/events.js"
 import * as Tmux from "./utils/tmux.js"
 
@@ -198,6 +199,17 @@ describe("agent-loop chat without a terminal", () => {
 })
 
 describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a terminal (tmux)", () => {
+  it("keyboard input: escape sequences Ink cannot name are dropped (modified function keys, pasted colours); editing keys kept", () => {
+    expect(cleanInput("a \u001b[31mR\u001b[0m b", "")).toEqual({ text: "a R b", carry: "" })
+    expect(cleanInput("\u001b[1;5P", "")).toEqual({ text: "", carry: "" }) // Ctrl+F1
+    expect(cleanInput("x\u001b[D\u001b[3~\u001b[H\u001b[Z\u001bOP\u001b\r\u001b", "")).toEqual({
+      text: "x\u001b[D\u001b[3~\u001b[H\u001b[Z\u001bOP\u001b\r\u001b",
+      carry: ""
+    })
+    expect(cleanInput("ab\u001b[1;", "")).toEqual({ text: "ab", carry: "\u001b[1;" })
+    expect(cleanInput("2Pcd", "\u001b[1;")).toEqual({ text: "cd", carry: "" })
+  })
+
   it.scopedLive("a prompt is answered; /sessions lists the store; /quit exits 0 and prints the log path", () =>
     Effect.gen(function*() {
       const store = Path.join(tmpDir(), "sessions")
@@ -207,7 +219,10 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         Effect.orDie
       )
       const { pane, sessionId } = yield* startChat(store)
-      yield* send(pane, "hello there")
+      // Keys Ink cannot name (Ctrl+F1, a pasted colour code) once crashed the chat: now dropped.
+      yield* pane.keys("C-F1")
+      yield* pane.type("hello \u001b[31mthere")
+      yield* pane.keys("Enter")
       const screen = yield* pane.waitFor("turn 1 ended: completed")
       expect(linesOf(screen, "── turn", "> ", "I received", "turn ")).toEqual([
         "── turn 1 ──",
@@ -415,6 +430,41 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       ])
     }), 40_000)
 
+  it.scopedLive("nothing typed is lost silently: refused messages and unknown commands are given back; // sends a leading /", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane, sessionId } = yield* startChat(store)
+      yield* send(pane, "see @session:../x please")
+      yield* pane.waitFor("not sent: see @session:../x please")
+      yield* send(pane, "/frobnicate the thing")
+      yield* pane.waitFor("· unknown command /frobnicate (/help lists them; start a message with // to send a leading /)\n  not sent: /frobnicate the thing")
+      yield* send(pane, "//usr/bin/env is a path")
+      yield* pane.waitFor("turn 1 ended: completed")
+      const { code } = yield* quit(pane)
+      expect(code).toBe(0)
+      expect(facts(yield* readLog(Path.join(store, `${sessionId}.jsonl`)))).toEqual(plainTurn(1, "/usr/bin/env is a path"))
+    }), 40_000)
+
+  it.scopedLive("SIGTERM from outside while a tool runs: the agent is disposed, the log's path printed, exit 130", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const { pane, sessionId } = yield* startChat(store)
+      yield* send(pane, "wait 30 seconds")
+      yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+      const logPath = Path.join(store, `${sessionId}.jsonl`)
+      // The writer's lock names the chat's process.
+      const { pid } = JSON.parse(Fs.readFileSync(`${logPath}.lock`, "utf8")) as { pid: number }
+      process.kill(pid, "SIGTERM")
+      expect(yield* pane.waitForExit()).toBe(130)
+      expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+      expect(Fs.existsSync(`${logPath}.lock`)).toBe(false)
+      expect(facts(yield* readLog(logPath)).slice(-3)).toEqual([
+        "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+        "step/end 1.1",
+        "turn/end 1: aborted (disposed)"
+      ])
+    }), 40_000)
+
   it.scopedLive("Esc cancels the running turn (aborted, the queue cleared); Ctrl-C exits 130 and prints the log path; Alt+Enter refuses a mention", () =>
     Effect.gen(function*() {
       const store = Path.join(tmpDir(), "sessions")
@@ -430,6 +480,8 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       yield* pane.waitFor("  followup > later, please")
       yield* pane.keys("Escape")
       const screen = yield* pane.waitFor("turn 1 ended: aborted (user)")
+      // What the cancel removed from the queue is said on screen.
+      expect(screen).toContain("· canceled (user), not sent to the model:\n    followup > later, please")
       expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ", "pending")).toEqual([
         "── turn 1 ──",
         "> wait 30 seconds",

@@ -268,7 +268,18 @@ export class ChatModel {
         break
       }
       case "agent/inbox/spliced": {
-        this.inbox.apply(event.data as SplicedData)
+        const data = event.data as SplicedData
+        const target = data.target
+        const applied = this.inbox.apply(data)
+        // Queued input that a cancel or the end of the chat removed is said, never just gone.
+        if (data.outcome === "canceled" && applied.removed.length > 0) {
+          const cause = data.cause?.kind === undefined ? "" : ` (${data.cause.kind})`
+          const lines = applied.removed.map((p) => {
+            const item = pendingItem(p.message, target === "next-turn" ? "followup" : p.waking ? "steer" : "context")
+            return `  ${item.queue} > ${item.text}`
+          })
+          this.notice(`canceled${cause}, not sent to the model:\n${lines.join("\n")}`, "warn")
+        }
         return
       }
       case "assistant/message":

@@ -40,6 +40,7 @@ import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
+import { cleanStdin } from "./stdin.js"
 
 /** Options of `runChat`. */
 export interface ChatOptions {
@@ -59,7 +60,9 @@ const HELP = [
   "@session:ID in a message adds a quoted snapshot of that session of the store (up to 3), as context next to it.",
   "Alt+Enter queues a followup while running (it runs as the next turn). Esc cancels the running turn and clears the queue.",
   "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself",
-  "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  list the store's sessions   /quit  leave (also Ctrl-C)"
+  "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  list the store's sessions   /quit  leave (also Ctrl-C)",
+  "Tab after @session: completes a session id. //TEXT sends TEXT with its leading /. Esc while idle clears the line.",
+  "Pasted lines are sent one by one (each line is a message)."
 ].join("\n")
 
 type Action =
@@ -99,10 +102,19 @@ const perform = (
   if (action._tag === "cancel") {
     return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
   }
-  const text = action.text.trim()
+  let text = action.text.trim()
   if (text === "") return Effect.void
-  if (!text.startsWith("/")) {
-    return shown(Effect.flatMap(
+  // "//…" sends a message that starts with "/" (e.g. a path).
+  const escaped = text.startsWith("//")
+  if (escaped) text = text.slice(1)
+  if (escaped || !text.startsWith("/")) {
+    // A refused message is given back in the notice: nothing typed is lost silently.
+    const given = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.catchAll(
+        Effect.asVoid(effect),
+        (e) => Effect.sync(() => model.notice(`${e.message}\nnot sent: ${text}`, "error"))
+      )
+    return given(Effect.flatMap(
       agent.status,
       // Idle, Alt+Enter is a plain send: `deliver` followups (with the snapshots of mentions).
       (status) => action.mode === "queue" && status === "running" ? queueFollowup(agent, model, text) : references.deliver(agent, text)
@@ -134,7 +146,12 @@ const perform = (
         model.notice(`sessions in the store (${ids.length}):\n${lines.join("\n")}`)
       }))
     default:
-      return Effect.sync(() => model.notice(`unknown command ${command} (/help lists them)`, "warn"))
+      return Effect.sync(() =>
+        model.notice(
+          `unknown command ${command} (/help lists them; start a message with // to send a leading /)\nnot sent: ${text}`,
+          "warn"
+        )
+      )
   }
 }
 
@@ -202,9 +219,27 @@ const session = (
       }
     }
     Queue.unsafeOffer(actions, { _tag: "refresh-sessions" })
+    // SIGINT/SIGTERM from outside (kill, a closing terminal): leave as Ctrl-C does, through the
+    // scope (the agent disposed, the log's path printed). The listeners stay for the whole chat:
+    // without them, Ink's exit hook (signal-exit) re-sends the signal once Effect's own handler
+    // has removed itself, and the process dies before its clean-up.
+    const onSignal = () => quit(130)
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        process.on("SIGINT", onSignal)
+        process.on("SIGTERM", onSignal)
+      }),
+      () =>
+        Effect.sync(() => {
+          process.off("SIGINT", onSignal)
+          process.off("SIGTERM", onSignal)
+        })
+    )
     // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
     const ink = yield* Effect.acquireRelease(
-      Effect.sync(() => render(createElement(App, { model, controller }), { exitOnCtrlC: false })),
+      Effect.sync(() =>
+        render(createElement(App, { model, controller }), { exitOnCtrlC: false, stdin: cleanStdin(process.stdin) })
+      ),
       // After a turn of the event loop: React commits what the last key changed (it flushes in a
       // microtask, as this finalizer runs), so that the last frame Ink leaves is current.
       (ink) => Effect.zipRight(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), Effect.sync(() => ink.unmount()))
