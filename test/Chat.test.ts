@@ -12,7 +12,6 @@ import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import { main } from "../src/cli/main.js"
@@ -27,6 +26,7 @@ import { ChatModel } from "../src/cli/chat/ChatModel.js"
 import { cleanInput } from "../src/cli/chat/stdin.js"
 import * as E from "./utils/events.js"
 import * as Tmux from "./utils/tmux.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
 const hasTmux = Tmux.available()
@@ -34,7 +34,7 @@ if (!hasTmux && process.env.CI === undefined) {
   console.warn("test/Chat.test.ts: skipped: tmux is not installed (apt-get install tmux); CI installs it and runs these tests")
 }
 
-const tmpDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-chat-"))
+const tmpDir = scratchDirs("agent-loop-chat-")
 
 /** The idle status line: the chat is ready for keys (raw mode is on once it is drawn). */
 const IDLE = /● idle · session (\S+)/

@@ -12,6 +12,7 @@ import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
 
 const DSH = Path.resolve(process.cwd(), "../shared/fixtures/dsh")
 const dshFiles = Fs.readdirSync(DSH).filter((f) => f.endsWith(".jsonl")).sort()
@@ -33,7 +34,7 @@ const cli = (argv: ReadonlyArray<string>) =>
     return { code, out: out.join("\n"), err: err.join("\n") }
   })
 
-const tmpDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-cli-"))
+const tmpDir = scratchDirs("agent-loop-cli-")
 
 describe("agent-loop transcript / check on DSH logs", () => {
   it.effect("transcript (text and --json) and check read every DSH fixture without crashing", () =>

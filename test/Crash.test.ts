@@ -12,13 +12,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
 
 const child = Path.resolve(process.cwd(), "test/utils/crashChild.mjs")
 
@@ -86,7 +86,7 @@ const checkRepaired = (
   }
 }
 
-const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-crash-"))
+const tmp = scratchDirs("agent-loop-crash-")
 
 /** The child's session run to its end once (fsync none), shared by the tests that cut its log. */
 let completeRun: { readonly text: string; readonly returned: ReadonlyArray<string>; readonly appends: number } | undefined
