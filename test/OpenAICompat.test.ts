@@ -593,6 +593,16 @@ describe("OpenAICompat requests", () => {
       expect(req.headers["content-type"]).toBe("application/json")
     }).pipe(provideHttp))
 
+  it.scopedLive("reasoningContent: \"omit\" leaves reasoning_content out (servers that reject it); the default sends it", () =>
+    Effect.gen(function*() {
+      const sent = yield* sentBodies([[U1, A1, R1, R2]])
+      expect(sent.bodies[0].messages[2]).toEqual(WIRE_A1)
+      const omitted = yield* sentBodies([[U1, A1, R1, R2]], {}, { reasoningContent: "omit" })
+      const { reasoning_content: _, ...withoutReasoning } = WIRE_A1
+      expect(omitted.bodies[0].messages[2]).toEqual(withoutReasoning)
+      expect(omitted.bodies[0].messages.slice(3)).toEqual([WIRE_R1, WIRE_R2])
+    }).pipe(provideHttp))
+
   it.scopedLive("moves tool results up past context messages logged between the call and its results", () =>
     Effect.gen(function*() {
       const { bodies } = yield* sentBodies([[U1, A1, C1, R1, R2], [U1, A1, R1, C1, R2]])

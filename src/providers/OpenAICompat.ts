@@ -5,7 +5,7 @@
  * wire format. The history is mapped by the rules of DESIGN.md §11 (consecutive user-role messages
  * stay separate; tool results directly follow their assistant tool-call message, moved up past
  * any context message logged in between; no mid-history system message; `reasoning_content` is
- * always sent back). Each message's converted JSON is cached per message object, so a step only
+ * sent back unless `reasoningContent: "omit"`). Each message's converted JSON is cached per message object, so a step only
  * converts the messages that are new. The response (an SSE stream, or a whole `chat.completion`
  * JSON body when a server ignores `stream: true`) is pushed into the sink as `text-delta`,
  * `reasoning-delta`, `tool-call` (raw argument strings, never parsed), `usage` and one `finish`.
@@ -68,6 +68,9 @@ import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parse
  * - `maxTokens`, `temperature`: defaults for `request.settings.maxTokens` / `.temperature`.
  * - `maxTokensField`: the body field for `maxTokens`: `max_tokens` (default) or
  *   `max_completion_tokens` (OpenAI reasoning models reject `max_tokens`).
+ * - `reasoningContent`: `"send"` (default) puts an assistant message's reasoning back as
+ *   `reasoning_content` (DeepSeek's thinking mode requires it after tool calls); `"omit"` leaves
+ *   it out, for servers that reject the field (e.g. Cerebras, older vLLM).
  * - `headers`: extra request headers (e.g. OpenRouter's `HTTP-Referer`).
  * - `extraBody`: extra top-level body fields merged last (e.g. `{thinking: {type: "enabled"}}`);
  *   they may override `stream`, `stream_options` and the settings, never `model`, `messages`
@@ -87,6 +90,7 @@ export interface Options {
   readonly maxTokens?: number | undefined
   readonly temperature?: number | undefined
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
+  readonly reasoningContent?: "send" | "omit" | undefined
   readonly headers?: { readonly [name: string]: string } | undefined
   readonly extraBody?: { readonly [key: string]: unknown } | undefined
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
@@ -143,6 +147,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
   const url = endpointUrl(options.baseUrl, "/chat/completions")
   const modelJson = JSON.stringify(options.model)
   const maxTokensField = options.maxTokensField ?? "max_tokens"
+  const sendReasoning = options.reasoningContent !== "omit"
   const extraBody: Record<string, unknown> = {}
   if (options.extraBody !== undefined) {
     for (const key of Object.keys(options.extraBody)) {
@@ -164,7 +169,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
     const topP = numberSetting(settings, "topP")
     if (topP !== undefined) tail.top_p = topP
     for (const key in extraBody) tail[key] = extraBody[key]
-    let body = `{"model":${modelJson},"messages":[${assembleMessages(request).join(",")}]`
+    let body = `{"model":${modelJson},"messages":[${assembleMessages(request, sendReasoning).join(",")}]`
     if (request.tools.length > 0) body += `,"tools":${toolsJson(request.tools)}`
     const tailJson = JSON.stringify(tail)
     return tailJson === "{}" ? body + "}" : body + "," + tailJson.slice(1)
@@ -189,7 +194,13 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
 
 type Converted =
   | { readonly _tag: "user"; readonly json: string }
-  | { readonly _tag: "assistant"; readonly json: string; readonly callIds: ReadonlyArray<string> }
+  | {
+    readonly _tag: "assistant"
+    readonly json: string
+    /** The same without `reasoning_content` (option `reasoningContent: "omit"`). */
+    readonly plain: string
+    readonly callIds: ReadonlyArray<string>
+  }
   | {
     readonly _tag: "tool"
     readonly results: ReadonlyArray<{ readonly callId: string; readonly json: string; readonly stray: string }>
@@ -215,7 +226,7 @@ const convert = (message: Message): Converted => {
  * message when user-role messages were logged in between (those follow the last result).
  * One `WeakMap` lookup per message; conversion only for messages not seen before.
  */
-const assembleMessages = (request: ModelRequest): Array<string> => {
+const assembleMessages = (request: ModelRequest, sendReasoning: boolean): Array<string> => {
   const out: Array<string> = []
   if (request.instructions !== undefined && request.instructions !== "") {
     out.push(JSON.stringify({ role: "system", content: request.instructions }))
@@ -235,7 +246,7 @@ const assembleMessages = (request: ModelRequest): Array<string> => {
     switch (c._tag) {
       case "assistant": {
         release()
-        out.push(c.json)
+        out.push(sendReasoning ? c.json : c.plain)
         if (c.callIds.length > 0) owed = c.callIds.slice()
         break
       }
@@ -298,9 +309,11 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
     content: text ?? (toolCalls.length > 0 ? null : "")
   }
   if (toolCalls.length > 0) json.tool_calls = toolCalls
-  // DeepSeek thinking mode requires the reasoning of tool-call rounds back; always send it.
-  if (reasoning !== undefined) json.reasoning_content = reasoning
-  return { _tag: "assistant", json: JSON.stringify(json), callIds }
+  const plain = JSON.stringify(json)
+  // DeepSeek thinking mode requires the reasoning of tool-call rounds back (unless omitted).
+  if (reasoning === undefined) return { _tag: "assistant", json: plain, plain, callIds }
+  json.reasoning_content = reasoning
+  return { _tag: "assistant", json: JSON.stringify(json), plain, callIds }
 }
 
 /**
