@@ -92,7 +92,7 @@ import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { displayUrl, isRetryableStatus, retryAfter } from "./internal/http.js"
-import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -241,16 +241,7 @@ type Converted =
   | { readonly _tag: "assistant"; readonly message: Prompt.AssistantMessage | undefined; readonly calls: ReadonlyArray<Call> }
   | { readonly _tag: "user"; readonly results: ReadonlyArray<ResultEntry>; readonly message: Prompt.UserMessage | undefined }
 
-const converted = new WeakMap<Message, Converted>()
-
-const convert = (message: Message): Converted => {
-  let c = converted.get(message)
-  if (c === undefined) {
-    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
-    converted.set(message, c)
-  }
-  return c
-}
+const convert = (message: Message): Converted => convertMessage(message)
 
 /**
  * The prompt's messages: the system message, then the history in log order, except that each
@@ -840,3 +831,5 @@ const rejectedToolCall = (cause: unknown): Record<string, unknown> | undefined =
 
 const causeText = (cause: unknown): string | undefined =>
   cause instanceof Error && cause.message !== "" ? truncate(cause.message, 1000) : undefined
+
+const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)

@@ -65,7 +65,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -257,17 +257,9 @@ type Converted =
     readonly blocks: ReadonlyArray<string>
   }
 
-const converted = new WeakMap<Message, Converted>()
 const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
 
-const convert = (message: Message): Converted => {
-  let c = converted.get(message)
-  if (c === undefined) {
-    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
-    converted.set(message, c)
-  }
-  return c
-}
+const convert = (message: Message): Converted => convertMessage(message)
 
 /**
  * The `messages` array, as one JSON string per turn. One pass over the history with a `WeakMap`
@@ -818,3 +810,5 @@ const httpError = (
       ...(retryAfterMs === undefined ? {} : { retryAfterMs })
     })
   })
+
+const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)

@@ -55,7 +55,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -208,17 +208,9 @@ type Converted =
     readonly rest: string | undefined
   }
 
-const converted = new WeakMap<Message, Converted>()
 const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
 
-const convert = (message: Message): Converted => {
-  let c = converted.get(message)
-  if (c === undefined) {
-    c = message.role === "assistant" ? convertAssistant(message.content) : convertUser(message.content)
-    converted.set(message, c)
-  }
-  return c
-}
+const convert = (message: Message): Converted => convertMessage(message)
 
 /**
  * The provider-facing message list, as JSON strings: the `system` message, then the history in
@@ -673,3 +665,5 @@ const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
 }
 
 const generatedCallId = (): string => `call_${randomUUID()}`
+
+const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)

@@ -3,7 +3,7 @@
  * ignored rather than failing the response; and the texts every adapter sends the same way.
  * Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import type { ContentBlock, ToolResultBlock } from "../../Message.js"
+import type { ContentBlock, Message, ToolResultBlock } from "../../Message.js"
 
 /** A plain JSON object (not an array, not `null`). */
 export const isRecord = (u: unknown): u is Record<string, unknown> =>
@@ -59,3 +59,23 @@ export const joinText = (content: ReadonlyArray<ContentBlock>): string => {
  */
 export const strayResultText = (block: ToolResultBlock): string =>
   `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+
+/**
+ * A message's provider form, converted once per message object (messages are frozen; a step
+ * converts only the messages it has not seen): `assistant` for assistant messages, `user` for
+ * the others.
+ */
+export const convertOnce = <C>(
+  assistant: (content: ReadonlyArray<ContentBlock>) => C,
+  user: (content: ReadonlyArray<ContentBlock>) => C
+): (message: Message) => C => {
+  const cache = new WeakMap<Message, C>()
+  return (message) => {
+    let c = cache.get(message)
+    if (c === undefined) {
+      c = message.role === "assistant" ? assistant(message.content) : user(message.content)
+      cache.set(message, c)
+    }
+    return c
+  }
+}
