@@ -205,9 +205,12 @@ for (const kind of kinds) {
           const agent = yield* Agent.make({ sessionId: "s", tools: [quick] })
           yield* agent.followup("go \u0000 \u2028 \"quoted\"")
           yield* agent.inject({ id: "ctx1", role: "user", content: [{ type: "text", text: "context" }], source: { kind: "plugin", plugin: "watch", extra: [1, { deep: null }] } } as never)
+          // Real I/O (fdatasync with fsync "batch"): wait for the run, not only the clock.
           yield* advance(10)
+          yield* agent.awaitIdle
           yield* agent.followup("again")
           yield* advance(10)
+          yield* agent.awaitIdle
           return agent.log.events().slice()
         })).pipe(
           Effect.provideService(SessionStore.SessionStore, store),
