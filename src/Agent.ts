@@ -72,9 +72,9 @@ import {
   type SessionLog,
   type SessionLogError,
   type SessionNotFound,
-  SessionStore,
   SessionStoreError
-} from "./SessionStore.js"
+} from "./SessionLog.js"
+import { SessionStore } from "./SessionStore.js"
 import * as Tool from "./Tool.js"
 
 // ---------------------------------------------------------------------------------------------

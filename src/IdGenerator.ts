@@ -4,8 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
+import { flatten } from "./internal/flat.js"
 
 /**
  * @since 0.1.0
@@ -31,22 +32,7 @@ export class IdGenerator extends Context.Tag("effect-agent-loop/IdGenerator")<Id
   static readonly next: Effect.Effect<string, never, IdGenerator> = Effect.flatMap(IdGenerator, (g) => g.next)
 }
 
-/**
- * A string as one flat sequence: `crypto.randomUUID()` and template literals build a tree of
- * concatenations that a kept id would otherwise carry (~480 bytes per UUID measured here, ~58
- * flat). Reading a character makes V8 flatten the string in place (a numeric conversion does
- * not).
- *
- * @internal
- */
-export const flat = (s: string): string => {
-  // Kept in a module variable so that the optimizing compiler cannot drop the read.
-  if (s.length > 0) flatSink ^= s.charCodeAt(0)
-  return s
-}
-let flatSink = 0
-
-const flatUUID = (): string => flat(randomUUID())
+const flatUUID = (): string => flatten(randomUUID())
 
 /**
  * Random UUIDs (`crypto.randomUUID`), flat strings.
@@ -78,7 +64,7 @@ export const seeded = (seed: number): IdGeneratorService => {
   const hex = (n: number) => n.toString(16).padStart(8, "0")
   const nextSync = (): string => {
     const a = hex(nextU32()), b = hex(nextU32()), c = hex(nextU32()), d = hex(nextU32())
-    return flat(`${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`)
+    return flatten(`${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`)
   }
   return { next: Effect.sync(nextSync), nextSync }
 }
@@ -98,3 +84,15 @@ export const layer: Layer.Layer<IdGenerator> = Layer.succeed(IdGenerator, random
  * @category layers
  */
 export const layerSeeded = (seed: number): Layer.Layer<IdGenerator> => Layer.sync(IdGenerator, () => seeded(seed))
+
+/**
+ * The `IdGenerator` in context, or `random` when there is none: how every constructor that takes
+ * ids (`Agent.make`, the stores' `create`, `SessionReference`) picks its generator.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const current: Effect.Effect<IdGeneratorService> = Effect.map(
+  Effect.serviceOption(IdGenerator),
+  Option.getOrElse(() => random)
+)

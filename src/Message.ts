@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { flat, IdGenerator } from "./IdGenerator.js"
+import { IdGenerator } from "./IdGenerator.js"
+import { flatten as flattenString } from "./internal/flat.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
 
 /**
@@ -244,7 +245,7 @@ const freezeUserMessage = (id: string, input: UserMessageInput): UserMessage => 
  *
  * @since 0.1.0
  */
-export const flatten: (s: string) => string = flat
+export const flatten: (s: string) => string = flattenString
 
 /**
  * The `UserMessage` constructors: `make` (Effect, requires `IdGenerator`; fails with

@@ -27,16 +27,18 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Either, Exit, Layer, Option, Schema } from "effect"
+import { Context, Effect, Either, Exit, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type Agent, type DeliveryError, type DeliveryInput, DuplicateMessageId } from "./Agent.js"
 import type * as Delivery from "./Delivery.js"
-import { IdGenerator, type IdGeneratorService, random as randomIds } from "./IdGenerator.js"
+import * as IdGenerator from "./IdGenerator.js"
+import type { IdGeneratorService } from "./IdGenerator.js"
 import { deepFreezeJson, InvalidJson } from "./internal/json.js"
 import { isUserMessageShape } from "./internal/logCodec.js"
 import { InvalidMessage, textOf, UserMessage } from "./Message.js"
 import * as PreStep from "./PreStep.js"
 import type { SessionEvent } from "./SessionEvent.js"
+import { isSessionId } from "./internal/store/common.js"
 import { SessionStore } from "./SessionStore.js"
 import * as Transcript from "./Transcript.js"
 
@@ -103,9 +105,6 @@ export class SessionReferenceError extends Schema.TaggedError<SessionReferenceEr
 // Mentions
 // ---------------------------------------------------------------------------------------------
 
-/** The store's id rule (`SessionStore`): a file name that cannot leave the store's directory. */
-const VALID_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/
-
 /**
  * `@session:` not preceded by a letter, digit or `_` (an e-mail address is not a mention), then
  * the token: everything up to whitespace or closing punctuation that no id contains.
@@ -132,7 +131,7 @@ export const mentions = (message: UserMessage): Either.Either<ReadonlyArray<stri
   const ids: Array<string> = []
   for (const match of text.matchAll(MENTION)) {
     const id = match[1]!.replace(/\.+$/, "")
-    if (!VALID_ID.test(id)) {
+    if (!isSessionId(id)) {
       return Either.left(
         new SessionReferenceError({
           message: `invalid session reference ${JSON.stringify(`@session:${id}`)}: a session id is ` +
@@ -381,7 +380,7 @@ const usedIn = (events: ReadonlyArray<SessionEvent>, id: string): boolean => {
 
 const make = Effect.gen(function*() {
   const store = yield* SessionStore
-  const ids: IdGeneratorService = Option.getOrElse(yield* Effect.serviceOption(IdGenerator), () => randomIds)
+  const ids: IdGeneratorService = yield* IdGenerator.current
   const scope = yield* Effect.scope
   const pending = new Map<string, ReadonlyArray<UserMessage>>()
 
@@ -403,7 +402,7 @@ const make = Effect.gen(function*() {
         return UserMessage.make({ text: snapshotText(sessionId, throughSeq, events), source }).pipe(
           // The text is a string and the source plain JSON: this cannot fail.
           Effect.orDie,
-          Effect.provideService(IdGenerator, ids)
+          Effect.provideService(IdGenerator.IdGenerator, ids)
         )
       })
     )
@@ -428,7 +427,7 @@ const make = Effect.gen(function*() {
 
   const toMessage = (input: DeliveryInput): Effect.Effect<UserMessage> =>
     typeof input === "string"
-      ? Effect.orDie(Effect.provideService(UserMessage.make({ text: input }), IdGenerator, ids))
+      ? Effect.orDie(Effect.provideService(UserMessage.make({ text: input }), IdGenerator.IdGenerator, ids))
       : Effect.succeed(input)
 
   /**

@@ -7,6 +7,7 @@ import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, checkLog, layer, settle, text } from "./utils/agent.js"
 
@@ -694,11 +695,11 @@ describe("Agent: broken plugins and bad options never leave the log invalid", ()
       Effect.map(SessionStore.makeMemory, (store) => ({
         ...store,
         create: (options) =>
-          Effect.map(store.create(options), (log): SessionStore.SessionLog => {
-            const once = (): SessionStore.SessionStoreError | undefined => {
+          Effect.map(store.create(options), (log): SessionLog.SessionLog => {
+            const once = (): SessionLog.SessionStoreError | undefined => {
               if (!failNext) return undefined
               failNext = false
-              return new SessionStore.SessionStoreError({ message: "disk full (test)", sessionId: log.id })
+              return new SessionLog.SessionStoreError({ message: "disk full (test)", sessionId: log.id })
             }
             return {
               ...log,

@@ -18,6 +18,8 @@ import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import * as SessionLog from "../src/SessionLog.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const child = Path.resolve(process.cwd(), "test/utils/crashChild.mjs")
@@ -39,7 +41,7 @@ const repairIn = (directory: string, mode: Mode = "none") =>
   Effect.gen(function*() {
     const store = () =>
       mode === "sqlite"
-        ? SessionStore.layerSqlite({ filename: Path.join(directory, "sessions.db") })
+        ? SqlSessionStore.layerSqlite({ filename: Path.join(directory, "sessions.db") })
         : SessionStore.layerJsonl({ directory })
     const appended = yield* Agent.repair("s").pipe(Effect.provide(store()), Effect.scoped)
     const again = yield* Agent.repair("s").pipe(Effect.provide(store()), Effect.scoped)
@@ -52,7 +54,7 @@ const repairIn = (directory: string, mode: Mode = "none") =>
 /** The checks every repaired log must pass. */
 const checkRepaired = (
   label: string,
-  r: { appended: ReadonlyArray<SessionEvent>; again: ReadonlyArray<SessionEvent>; contents: SessionStore.LogContents },
+  r: { appended: ReadonlyArray<SessionEvent>; again: ReadonlyArray<SessionEvent>; contents: SessionLog.LogContents },
   returned: ReadonlyArray<string>
 ) => {
   const events = r.contents.events

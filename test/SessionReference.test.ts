@@ -12,6 +12,7 @@ import * as PreStep from "../src/PreStep.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionReference from "../src/SessionReference.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
 import { advance, brief, checkLog, storeLayer, text } from "./utils/agent.js"
@@ -29,7 +30,7 @@ const instrumentedStore = (reads: Array<string>): Layer.Layer<SessionStore.Sessi
       read: (id) => {
         reads.push(id)
         return id === "broken"
-          ? Effect.fail(new SessionStore.SessionLogError({ message: "broken.jsonl, line 3: not JSON", line: 3 }))
+          ? Effect.fail(new SessionLog.SessionLogError({ message: "broken.jsonl, line 3: not JSON", line: 3 }))
           : store.read(id)
       }
     }))
@@ -47,12 +48,12 @@ const failingSteerStore: Layer.Layer<SessionStore.SessionStore> = Layer.effect(
         d.type === "agent/inbox/spliced" &&
         (d.data as any).inserted.some((m: UserMessage) => text(m) === "fail to steer @session:notes")
       )
-    const wrap = (log: SessionStore.SessionLog): SessionStore.SessionLog => ({
+    const wrap = (log: SessionLog.SessionLog): SessionLog.SessionLog => ({
       ...log,
       append: (drafts) =>
-        failing(drafts) ? Effect.fail(new SessionStore.SessionStoreError({ message: "disk full" })) : log.append(drafts),
+        failing(drafts) ? Effect.fail(new SessionLog.SessionStoreError({ message: "disk full" })) : log.append(drafts),
       appendSync: (drafts, time) =>
-        failing(drafts) ? new SessionStore.SessionStoreError({ message: "disk full" }) : log.appendSync!(drafts, time)
+        failing(drafts) ? new SessionLog.SessionStoreError({ message: "disk full" }) : log.appendSync!(drafts, time)
     })
     return { ...store, create: (options) => Effect.map(store.create(options), wrap) }
   })
@@ -72,7 +73,7 @@ const refLayer = (
   )
 
 /** Appends one completed turn (a direct prompt and its answer) to a log written by hand. */
-const exchange = (log: SessionStore.SessionLog, turn: number, user: string, assistant: string) =>
+const exchange = (log: SessionLog.SessionLog, turn: number, user: string, assistant: string) =>
   log.append([
     { type: "turn/start", data: { turn } },
     { type: "step/start", data: { turn, step: 1 } },
@@ -435,7 +436,7 @@ describe("SessionReference.deliver", () => {
         "broken",
         "referenced session \"broken\" cannot be read: broken.jsonl, line 3: not JSON"
       ])
-      expect(broken.cause).toBeInstanceOf(SessionStore.SessionLogError)
+      expect(broken.cause).toBeInstanceOf(SessionLog.SessionLogError)
       expect(reads).toEqual(["notes", "missing", "broken"])
       yield* advance(10)
       expect(agent.log.events()).toEqual([])

@@ -10,6 +10,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import type { MessageId, UserMessage } from "../src/Message.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import { type JsonlIo, makeJsonlWith } from "../src/internal/store/jsonl.js"
 import { dshFixturesDir, tmpDir } from "./utils/tmp.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -33,17 +34,23 @@ const withJsonl = <A, E>(
   body: (dir: string) => Effect.Effect<A, E, Store | Fs>,
   options: {
     readonly fsync?: "none" | "batch"
-    readonly fs?: Layer.Layer<Fs>
-    readonly io?: SessionStore.JsonlIo
+    readonly io?: JsonlIo
   } = {}
 ): Effect.Effect<A, E> =>
   Effect.scoped(
     Effect.flatMap(tmpDir, (dir) =>
-      body(dir).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: options.fsync, io: options.io }))))
-  ).pipe(Effect.provide(options.fs ?? NodeFileSystem.layer))
+      body(dir).pipe(Effect.provide(
+        options.io === undefined
+          ? SessionStore.layerJsonl({ directory: dir, fsync: options.fsync })
+          : Layer.scoped(
+            SessionStore.SessionStore,
+            Effect.map(makeJsonlWith({ directory: dir, fsync: options.fsync }, options.io), SessionStore.SessionStore.of)
+          )
+      )))
+  ).pipe(Effect.provide(NodeFileSystem.layer))
 
 /** The store's real write seam, wrapped: `write` may be replaced per call. */
-const realIo: SessionStore.JsonlIo = {
+const realIo: JsonlIo = {
   writeText: (fd, text) => NodeFs.writeSync(fd, text),
   write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
   truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
@@ -169,6 +176,29 @@ describe("SessionStore.layerMemory", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("SessionStore.layerJsonl", () => {
+  it.live("needs no FileSystem service: it writes through node:fs (the layer's type has no requirement)", () => {
+    // Built and run with nothing in context but the layer itself (no NodeFileSystem.layer).
+    const dir = NodeFs.mkdtempSync(Os.tmpdir() + "/effect-agent-loop-nofs-")
+    const layer: Layer.Layer<SessionStore.SessionStore> = SessionStore.layerJsonl({ directory: `${dir}/sessions` })
+    return Effect.gen(function*() {
+      const s = yield* store
+      const log = yield* s.create({ id: "n1", createdAt: 3 })
+      yield* log.append([{ type: "plugin/note", data: { x: 1 } }])
+      const reopened = yield* s.read("n1")
+      expect(reopened.events.map((e) => e.type)).toEqual(["plugin/note"])
+      expect(yield* s.list).toEqual(["n1"])
+      expect(NodeFs.readFileSync(`${dir}/sessions/n1.jsonl`, "utf8").split("\n")[0]).toBe(
+        "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"n1\",\"createdAt\":3}"
+      )
+      expect(NodeFs.existsSync(`${dir}/sessions/n1.jsonl.lock`)).toBe(true)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(layer),
+      Effect.tap(() => Effect.sync(() => expect(NodeFs.existsSync(`${dir}/sessions/n1.jsonl.lock`)).toBe(false))),
+      Effect.ensuring(Effect.sync(() => NodeFs.rmSync(dir, { recursive: true, force: true })))
+    )
+  })
+
   it.effect("writes the header line and one line per event with seq and time", () =>
     withJsonl((dir) =>
       Effect.gen(function*() {
@@ -326,7 +356,7 @@ describe("SessionStore.layerJsonl", () => {
       // "partial": the first write(2) stores half of the bytes (a short write), the write of
       // the rest fails.
       let mode: "ok" | "fail" | "partial" = "ok"
-      const io: SessionStore.JsonlIo = {
+      const io: JsonlIo = {
         ...realIo,
         writeText: (fd, text) => {
           if (mode === "ok") return realIo.writeText(fd, text)
@@ -366,7 +396,7 @@ describe("SessionStore.layerJsonl", () => {
   it.effect("fsync batch: every append waits for an fsync that started after its write", () =>
     Effect.gen(function*() {
       let syncs = 0
-      const io: SessionStore.JsonlIo = { ...realIo, datasync: (fd, done) => (syncs++, realIo.datasync(fd, done)) }
+      const io: JsonlIo = { ...realIo, datasync: (fd, done) => (syncs++, realIo.datasync(fd, done)) }
       yield* withJsonl((dir) =>
         Effect.gen(function*() {
           const log = yield* (yield* store).create({ id: "b" })
@@ -386,7 +416,7 @@ describe("SessionStore.layerJsonl", () => {
       let writes = 0
       const firstSyncStarted = yield* Deferred.make<void>()
       let held: (() => void) | undefined = undefined
-      const io: SessionStore.JsonlIo = {
+      const io: JsonlIo = {
         ...realIo,
         datasync: (fd, done) => {
           if (!armed) return realIo.datasync(fd, done)
@@ -435,7 +465,7 @@ describe("SessionStore.layerJsonl", () => {
   it.effect("fsync batch: a failed write fails the round's appends and the log goes on", () =>
     Effect.gen(function*() {
       let failWrite = false
-      const io: SessionStore.JsonlIo = {
+      const io: JsonlIo = {
         ...realIo,
         writeText: (fd, text) => {
           if (failWrite) {
@@ -465,7 +495,7 @@ describe("SessionStore.layerJsonl", () => {
       let held: (() => void) | undefined = undefined
       const started = yield* Deferred.make<void>()
       let armed = false
-      const io: SessionStore.JsonlIo = {
+      const io: JsonlIo = {
         ...realIo,
         datasync: (fd, done) => {
           if (!armed) return realIo.datasync(fd, done)
@@ -484,7 +514,9 @@ describe("SessionStore.layerJsonl", () => {
         second = yield* Effect.fork(log.append([turnStart(2)]))
         yield* Effect.repeatN(Effect.yieldNow(), 10)
         return first
-      })).pipe(Effect.provide(SessionStore.layerJsonl({ directory: dir, fsync: "batch", io })))
+      })).pipe(Effect.provide(
+        Layer.scoped(SessionStore.SessionStore, Effect.map(makeJsonlWith({ directory: dir, fsync: "batch" }, io), SessionStore.SessionStore.of))
+      ))
       const main = yield* Effect.fork(program)
       yield* Deferred.await(started)
       yield* Effect.repeatN(Effect.yieldNow(), 50)
@@ -503,7 +535,7 @@ describe("SessionStore.layerJsonl", () => {
   it.effect("fsync batch: a failed fsync fails the waiting append and breaks the log", () =>
     Effect.gen(function*() {
       let failSync = false
-      const io: SessionStore.JsonlIo = {
+      const io: JsonlIo = {
         ...realIo,
         datasync: (fd, done) => (failSync ? done(new Error("no space left on device (test)")) : realIo.datasync(fd, done))
       }

@@ -17,6 +17,8 @@ import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import { advance } from "./utils/agent.js"
 import { assistant, followup, msg, stepStart, toolCall, turnStart } from "./utils/events.js"
@@ -64,7 +66,7 @@ const kinds: ReadonlyArray<Kind> = [
   },
   {
     name: "sqlite",
-    make: (backing, scope) => fromLayer(SessionStore.layerSqlite({ filename: Path.join(backing, "sessions.db") }), scope),
+    make: (backing, scope) => fromLayer(SqlSessionStore.layerSqlite({ filename: Path.join(backing, "sessions.db") }), scope),
     closes: true
   }
 ]
@@ -155,7 +157,7 @@ for (const kind of kinds) {
           expect([error._tag, error.message.startsWith(`cannot append to session "s": ${message}`)]).toEqual(["SessionStoreError", true])
           if (log.appendSync !== undefined) {
             const sync = log.appendSync([bad], 0)
-            expect(sync instanceof SessionStore.SessionStoreError).toBe(true)
+            expect(sync instanceof SessionLog.SessionStoreError).toBe(true)
           }
         }
         expect(log.events().map((e) => e.type)).toEqual(["turn/start"])
@@ -314,7 +316,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       ])
       NodeFs.writeFileSync(Path.join(dir, "bad.jsonl"), `${header.replace("\"s\"", "\"bad\"")}\n${line(0)}\nnot json\n${line(2)}\n`)
       const error = yield* Effect.flip(store.open("bad"))
-      expect([error._tag, (error as SessionStore.SessionLogError).line]).toEqual(["SessionLogError", 3])
+      expect([error._tag, (error as SessionLog.SessionLogError).line]).toEqual(["SessionLogError", 3])
       expect(error.message).toContain("bad.jsonl, line 3: not JSON")
       // A copied file whose header names another session is not that session.
       NodeFs.copyFileSync(path, Path.join(dir, "copy.jsonl"))
@@ -326,7 +328,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       }
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
-  const sqliteWith = (dir: string) => SessionStore.layerSqlite({ filename: Path.join(dir, "sessions.db") })
+  const sqliteWith = (dir: string) => SqlSessionStore.layerSqlite({ filename: Path.join(dir, "sessions.db") })
 
   it.scoped("sqlite: a corrupt row, a missing row and a foreign header are errors naming the seq; nothing is appended", () =>
     Effect.gen(function*() {
@@ -349,7 +351,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* SessionStore.SessionStore
         const a = yield* Effect.flip(store.open("a"))
-        expect([a._tag, (a as SessionStore.SessionLogError).line]).toEqual(["SessionLogError", 4])
+        expect([a._tag, (a as SessionLog.SessionLogError).line]).toEqual(["SessionLogError", 4])
         expect(a.message).toMatch(/^session "a", seq 2: not JSON/)
         const b = yield* Effect.flip(store.read("b"))
         expect([b._tag, b.message]).toEqual([
@@ -397,9 +399,9 @@ describe("SessionStore contract: torn and corrupt input", () => {
       const dir = yield* tmpDir
       const filename = Path.join(dir, "sessions.db")
       NodeFs.writeFileSync(filename, "this is not a database, just text ".repeat(200))
-      const exit = yield* Effect.exit(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      const exit = yield* Effect.exit(Effect.scoped(Layer.build(SqlSessionStore.layerSqlite({ filename }))))
       expect(Exit.isFailure(exit)).toBe(true)
-      const error = yield* Effect.flip(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(SqlSessionStore.layerSqlite({ filename }))))
       expect(error._tag).toBe("SessionStoreError")
       expect(error.message).toContain(`cannot open the SQLite database ${filename}`)
       expect(error.message).toContain("file is not a database")
@@ -414,7 +416,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       const db = new Database(filename)
       db.exec("CREATE TABLE agent_loop_events (a INTEGER, b TEXT)")
       db.close()
-      const error = yield* Effect.flip(Effect.scoped(Layer.build(SessionStore.layerSqlite({ filename }))))
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(SqlSessionStore.layerSqlite({ filename }))))
       expect(error._tag).toBe("SessionStoreError")
       expect(error.message).toMatch(
         /^the table agent_loop_events exists without the columns \(session_id, seq, event\) this store needs: .*no such column: session_id/
@@ -428,7 +430,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
       for (const synchronous of [undefined, "full", "normal"] as const) {
         const filename = Path.join(dir, `${synchronous ?? "default"}.db`)
         yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "s" })).pipe(
-          Effect.provide(SessionStore.layerSqlite({ filename, synchronous }))
+          Effect.provide(SqlSessionStore.layerSqlite({ filename, synchronous }))
         ))
         const db = new Database(filename, { readonly: true })
         expect([synchronous, db.pragma("journal_mode", { simple: true })]).toEqual([synchronous, "wal"])

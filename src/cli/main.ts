@@ -25,6 +25,7 @@ import * as OpenAICompat from "../providers/OpenAICompat.js"
 import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
 import * as Scenario from "../Scenario.js"
 import * as SessionStore from "../SessionStore.js"
+import * as SessionLog from "../SessionLog.js"
 import * as Transcript from "../Transcript.js"
 
 /**
@@ -358,9 +359,9 @@ const resumeCommand = Command.make(
       const before = contents.events.length
       const layers = Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)
       const failures = {
-        SessionStoreError: (e: SessionStore.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
-        SessionLogError: (e: SessionStore.SessionLogError) => exit(2, e.message),
-        SessionNotFound: (e: SessionStore.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
+        SessionStoreError: (e: SessionLog.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
+        SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
+        SessionNotFound: (e: SessionLog.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
       }
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.

@@ -56,7 +56,7 @@ import {
   type SessionHeader,
   SessionHeaderSchema
 } from "../SessionEvent.js"
-import type { LogContents } from "../SessionStore.js"
+import type { LogContents } from "../SessionLog.js"
 
 /** Why a log cannot be read: a 1-based line number and a readable message. */
 export interface LogDecodeFailure {

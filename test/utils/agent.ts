@@ -9,6 +9,7 @@ import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
+import * as SessionLog from "../../src/SessionLog.js"
 
 /**
  * The memory store without its synchronous append, and with group-committed appends: each
@@ -31,7 +32,7 @@ export const layerMemoryLocked: Layer.Layer<SessionStore.SessionStore> = Layer.e
       }
       round.push(() => resume(Effect.void))
     })
-    const waiting = (log: SessionStore.SessionLog): SessionStore.SessionLog => ({
+    const waiting = (log: SessionLog.SessionLog): SessionLog.SessionLog => ({
       ...log,
       append: (drafts) => Effect.tap(log.append(drafts), () => flushed),
       appendSync: undefined

@@ -8,6 +8,7 @@ import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { writeSync } from "node:fs"
 import { Agent, IdGenerator, Model, SessionStore, Tool, UserMessage } from "../../dist/index.js"
+import * as SqlSessionStore from "../../dist/SqlSessionStore.js"
 
 const [directory, fsync, killArg] = process.argv.slice(2)
 const killAt = Number(killArg)
@@ -32,7 +33,7 @@ const store = Layer.effect(
 ).pipe(
   Layer.provide(
     fsync === "sqlite"
-      ? SessionStore.layerSqlite({ filename: `${directory}/sessions.db` })
+      ? SqlSessionStore.layerSqlite({ filename: `${directory}/sessions.db` })
       : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
   )
 )

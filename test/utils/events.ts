@@ -9,7 +9,8 @@ import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { MessageId, MessageSource, UserMessage } from "../../src/Message.js"
-import { type LogContents, readFile } from "../../src/SessionStore.js"
+import type { LogContents } from "../../src/SessionLog.js"
+import { readFile } from "../../src/SessionStore.js"
 import type {
   AbortCause,
   EventDraft,

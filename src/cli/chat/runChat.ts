@@ -38,6 +38,7 @@ import * as OfflineTools from "../../OfflineTools.js"
 import * as PreStep from "../../PreStep.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
+import * as SessionLog from "../../SessionLog.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
 import { cleanStdin } from "./stdin.js"
@@ -163,7 +164,7 @@ const session = (
   onLog: (path: string) => void
 ): Effect.Effect<
   number,
-  SessionStore.SessionStoreError | SessionStore.SessionLogError | SessionStore.SessionNotFound,
+  SessionLog.SessionStoreError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
   | SessionStore.SessionStore
   | SessionReference.SessionReference
   | PreStep.PreStep
@@ -260,7 +261,7 @@ export const runChat = (
   options: ChatOptions
 ): Effect.Effect<
   number,
-  SessionStore.SessionStoreError | SessionStore.SessionLogError | SessionStore.SessionNotFound,
+  SessionLog.SessionStoreError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
   FileSystem.FileSystem | Path.Path
 > => {
   let logPath: string | undefined

@@ -1,0 +1,133 @@
+/**
+ * The session log (DESIGN.md §1, §3): the append-only, totally ordered list of durable events
+ * of one session, as a store hands it out. This module is the leaf the stores, the codec and the
+ * agent share: the log's interfaces (`SessionLog` for its one writer, `SessionLogView` for
+ * readers), what reading a log gives (`LogContents`), and the store errors.
+ *
+ * @since 0.1.0
+ */
+import type { Effect } from "effect"
+import { Schema } from "effect"
+import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
+
+/**
+ * An I/O failure of the store (create, open, write, fsync, read, list), an id that cannot name
+ * a session, an event the reader would refuse, or an append to a closed or broken log. `cause`
+ * is the lower error when there is one (a platform or SQL error). A failed append changes
+ * nothing in memory (DESIGN.md §3.3).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("SessionStoreError", {
+  message: Schema.String,
+  sessionId: Schema.optional(Schema.String),
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * A log that cannot be read: corruption before the tail (a line that is not JSON, a bad
+ * envelope, a `seq` out of order, core `data` that fails its schema), a header that is not a
+ * session header, a legacy shape the reader cannot import. `line` is 1-based (line 1 is the
+ * header); `message` names the line and the file or the SQL row (DESIGN.md §3.1).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionLogError extends Schema.TaggedError<SessionLogError>()("SessionLogError", {
+  message: Schema.String,
+  path: Schema.optional(Schema.String),
+  line: Schema.Number
+}) {}
+
+/**
+ * No session has this id (`open`, `read`). Creating a session whose id exists is a
+ * `SessionStoreError`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
+  message: Schema.String,
+  sessionId: Schema.String
+}) {}
+
+/**
+ * Every error a store operation can fail with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type SessionLogFailure = SessionStoreError | SessionLogError | SessionNotFound
+
+/**
+ * What reading a log gives: the header, every event, deep-frozen (DSH v0 logs normalized:
+ * `seq`/`time` assigned, packed chunk rows expanded into `assistant/chunk` events), and warnings
+ * (a torn last line ignored, blank lines skipped). `validBytes` and `tornTail` are set for
+ * logs read from bytes (DESIGN.md §3.1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LogContents {
+  readonly header: SessionHeader
+  readonly events: ReadonlyArray<SessionEvent>
+  readonly warnings: ReadonlyArray<string>
+  /** Byte length of the complete lines; a torn tail starts here (JSONL only). */
+  readonly validBytes?: number | undefined
+  /** True when a torn last line was ignored. */
+  readonly tornTail?: boolean | undefined
+}
+
+/**
+ * A session log as its readers see it: its id, header, file (JSONL) and committed events. What
+ * `agent.log` is: it cannot append (only the agent writes its session, past every invariant of
+ * DESIGN.md §12).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SessionLogView {
+  readonly id: SessionId
+  readonly header: SessionHeader
+  /** The file of a JSONL log. */
+  readonly path?: string | undefined
+  /**
+   * Every committed event so far (including the events read when the log was opened), in `seq`
+   * order. A live read-only view that grows with later appends: `slice()` it for a snapshot.
+   */
+  readonly events: () => ReadonlyArray<SessionEvent>
+}
+
+/**
+ * An open session log, the only writer of its session (DESIGN.md §3.3). A store hands out one
+ * `SessionLog` per session: `open` of a session that is already open returns the same log.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SessionLog extends SessionLogView {
+  /**
+   * Assigns `seq` (continuing the log) and `time` (`Clock.currentTimeMillis` when the append is
+   * accepted, one value for the whole call) and appends the drafts in order, all or nothing:
+   * one `write` for the whole call in the JSONL store, one transaction in SQL. Deep-freezes the
+   * drafts' data in place. Returns the committed, frozen events once durable. Concurrent calls
+   * are serialized and each call's events are adjacent. Fails with `SessionStoreError` when the
+   * write (or, with `fsync: "batch"`, the fsync) fails, or when an event is one the reader would
+   * refuse; after a failed write the file is cut back to its last committed event and nothing
+   * changed. A failed fsync breaks the log (later appends fail): its events were written and
+   * stay in `events()`, but their durability is unknown.
+   */
+  readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError>
+  /**
+   * Offered by a store whose appends are durable when a synchronous call returns (memory; JSONL
+   * with `fsync: "none"`, where durable means `write(2)` returned, DESIGN.md §3.3): the same as
+   * `append`, with `time` (epoch ms) given by the caller, as one synchronous step that returns
+   * the committed events or the `SessionStoreError` (never throws). The agent then runs each
+   * critical section (validate → append → state) as one `Ref.modify`, with no lock: nothing can
+   * interleave with a synchronous call. Absent when an append must wait (`fsync: "batch"`, SQL).
+   */
+  readonly appendSync?:
+    | ((drafts: ReadonlyArray<EventDraft>, time: number) => ReadonlyArray<SessionEvent> | SessionStoreError)
+    | undefined
+}

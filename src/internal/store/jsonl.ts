@@ -1,0 +1,471 @@
+/**
+ * The JSONL store's internals (DESIGN.md §3.1, §3.3): one `<id>.jsonl` per session, written
+ * through the open file's Node descriptor. With `fsync: "none"` an append is one synchronous
+ * `write(2)` (durable once it returns; nothing can interleave with it, so the log needs no
+ * lock); with `fsync: "batch"` appends are group-committed (one `write(2)` and one
+ * `fdatasync(2)` per round, rounds started on the event loop's next turn, never by a timer).
+ * Everything goes through `node:fs` (opening, reading, cutting a torn tail, the writer lock), so
+ * the store requires no `FileSystem` service: a `FileSystem` could not give the synchronous
+ * descriptor writes the appends are made of.
+ */
+import * as NodeFs from "node:fs"
+import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
+import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
+import type { LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
+import { SessionStoreError } from "../../SessionLog.js"
+import type { SessionStoreService } from "../../SessionStore.js"
+import { commitDrafts, encodeEvents, encodeHeader } from "../logCodec.js"
+import {
+  alreadyExists,
+  type CreateOptions,
+  decodeBytes,
+  EMPTY,
+  invalidEvents,
+  invalidId,
+  isSessionId,
+  newHeader,
+  notFound,
+  ownHeader,
+  storeError
+} from "./common.js"
+import { acquireWriterLock } from "./writer.js"
+
+/** Options of the JSONL store (see `SessionStore.JsonlOptions`). */
+export interface JsonlStoreOptions {
+  readonly directory: string
+  readonly fsync?: "none" | "batch" | undefined
+}
+
+/**
+ * How the JSONL store writes appended lines: a synchronous `write(2)` on the open file's
+ * descriptor (durable as DESIGN.md §3.3 defines it once it returns; one system call, no thread
+ * pool round trip), a synchronous truncate that undoes a failed write, and `fdatasync(2)` for
+ * `fsync: "batch"` (in the thread pool; one per group-commit round). The seam through which
+ * tests inject faults (`makeJsonlWith`).
+ */
+export interface JsonlIo {
+  /**
+   * Writes `text` as UTF-8 (one `write(2)`; no intermediate byte array); returns the bytes
+   * written, fewer on a short write. Throws on failure.
+   */
+  readonly writeText: (fd: number, text: string) => number
+  /** Writes `length` bytes from `offset` (the rest after a short write); returns the bytes written. Throws on failure. */
+  readonly write: (fd: number, bytes: Uint8Array, offset: number, length: number) => number
+  /** Cuts the file to `size` bytes. Throws on failure. */
+  readonly truncate: (fd: number, size: number) => void
+  /** Flushes the file's data to the device; calls `done` with the error, or null. */
+  readonly datasync: (fd: number, done: (error: Error | null) => void) => void
+}
+
+export const nodeIo: JsonlIo = {
+  writeText: (fd, text) => NodeFs.writeSync(fd, text),
+  write: (fd, bytes, offset, length) => NodeFs.writeSync(fd, bytes, offset, length),
+  truncate: (fd, size) => NodeFs.ftruncateSync(fd, size),
+  datasync: (fd, done) => NodeFs.fdatasync(fd, done)
+}
+
+/** `fdatasync` through the `io` seam as an effect. */
+const datasync = (io: JsonlIo, fd: number): Effect.Effect<void, Error> =>
+  Effect.async<void, Error>((resume) => {
+    io.datasync(fd, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
+  })
+
+
+/**
+ * `fsync: "batch"`: an append waiting for its group-commit round: its events and their lines,
+ * and `done`, called with the round's error, if any.
+ */
+interface Pending {
+  readonly committed: ReadonlyArray<SessionEvent>
+  readonly text: string
+  readonly done: (error: SessionStoreError | undefined) => void
+}
+
+/**
+ * The mutable state of one open JSONL log. An append (seq, time, write, commit) is one
+ * synchronous step, so appends need no lock: nothing can interleave with it.
+ */
+interface JsonlLog {
+  readonly id: string
+  readonly path: string
+  /** The open file's descriptor (flag `"a"`), closed with the log's scope. */
+  readonly fd: number
+  readonly io: JsonlIo
+  readonly events: Array<SessionEvent>
+  /** Bytes of the file that hold committed lines. */
+  size: number
+  /** The file ends with a complete line that lacks its newline (a DSH log, an edited file). */
+  pendingNewline: boolean
+  /** Set when the log can no longer be appended to (closed, or a failed fsync or repair). */
+  broken: SessionStoreError | undefined
+  /** `fsync: "batch"`: appends waiting for the next round (their lines not written yet). */
+  waiting: Array<Pending> | undefined
+  /** `fsync: "batch"`: the `seq` of the next append (counts the waiting appends' events). */
+  nextSeq: number
+  /** `fsync: "batch"`: an fdatasync round is running. */
+  syncing: boolean
+  /** `fsync: "batch"`: a round will start on the next turn of the event loop. */
+  roundDue: boolean
+  /** Called once the running round has ended (closing waits for it). */
+  onRoundEnd: (() => void) | undefined
+}
+
+/**
+ * Writes all of `text` through the `io` seam (one `write(2)` of the string in the normal case;
+ * after a short write, the rest as bytes). Returns the bytes written. Throws on failure.
+ */
+const writeAllSync = (io: JsonlIo, fd: number, text: string): number => {
+  const total = Buffer.byteLength(text, "utf8")
+  let offset = io.writeText(fd, text)
+  if (offset >= total) return total
+  const bytes = Buffer.from(text, "utf8")
+  while (offset < total) {
+    const n = io.write(fd, bytes, offset, total - offset)
+    if (n <= 0) throw new Error("write returned 0 bytes written")
+    offset += n
+  }
+  return total
+}
+
+/**
+ * Appends the drafts as one synchronous `write(2)` (looping on a short write). On failure the
+ * part that reached the file is cut off and nothing changes in memory; if the cut fails too,
+ * the log is marked broken. Returns the committed events or the error.
+ */
+const writeDrafts = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>,
+  time: number
+): ReadonlyArray<SessionEvent> | SessionStoreError => {
+  if (log.broken !== undefined) return log.broken
+  const encoded = encodeDrafts(log, drafts, log.events.length, time)
+  if (encoded instanceof SessionStoreError) return encoded
+  const failed = writeText(log, encoded.text)
+  if (failed !== undefined) return failed
+  const events = log.events
+  const committed = encoded.committed
+  for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
+  return committed
+}
+
+/** The committed events of `drafts` (from `seq`) and their lines, or the error when not JSON. */
+const encodeDrafts = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>,
+  seq: number,
+  time: number
+): { readonly committed: ReadonlyArray<SessionEvent>; readonly text: string } | SessionStoreError => {
+  try {
+    const committed = commitDrafts(drafts, seq, time)
+    return { committed, text: encodeEvents(committed) }
+  } catch (cause) {
+    return invalidEvents(log.id, cause)
+  }
+}
+
+/**
+ * Writes lines at the end of the file (one `write(2)` in the normal case). On failure the part
+ * that reached the file is cut off (if that fails too, the log is broken) and the error is
+ * returned; on success the file size is updated.
+ */
+const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined => {
+  let written: number
+  try {
+    written = writeAllSync(log.io, log.fd, log.pendingNewline ? "\n" + text : text)
+  } catch (error) {
+    try {
+      log.io.truncate(log.fd, log.size)
+    } catch (truncateError) {
+      log.broken = storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
+    }
+    return storeError(`cannot append to session "${log.id}"`, log.id, error)
+  }
+  log.size += written
+  log.pendingNewline = false
+  return undefined
+}
+
+/**
+ * `fsync: "batch"` (group commit, DESIGN.md §3.3): the append's events get their `seq` now and
+ * wait for the next round, which writes the lines of every waiting append in one `write(2)`,
+ * then runs one `fdatasync`; the append returns when that is done. A round starts on the event
+ * loop's next turn (`setImmediate`, not a timer), so that every append made in this turn
+ * (fibers resumed by the last round, other appenders) shares it; appends made while a round's
+ * fdatasync runs wait for the next one.
+ */
+const appendBatched = (
+  log: JsonlLog,
+  drafts: ReadonlyArray<EventDraft>
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
+  Effect.clockWith((clock) =>
+    Effect.async<ReadonlyArray<SessionEvent>, SessionStoreError>((resume) => {
+      if (log.broken !== undefined) return resume(Effect.fail(log.broken))
+      const encoded = encodeDrafts(log, drafts, log.nextSeq, clock.unsafeCurrentTimeMillis())
+      if (encoded instanceof SessionStoreError) return resume(Effect.fail(encoded))
+      const committed = encoded.committed
+      log.nextSeq += committed.length
+      log.waiting!.push({
+        committed,
+        text: encoded.text,
+        done: (error) => resume(error === undefined ? Effect.succeed(committed) : Effect.fail(error))
+      })
+      scheduleRound(log)
+    })
+  )
+
+/** Starts a round on the next turn of the event loop unless one runs or is due. */
+const scheduleRound = (log: JsonlLog): void => {
+  if (log.syncing || log.roundDue) return
+  log.roundDue = true
+  setImmediate(() => {
+    log.roundDue = false
+    if (!log.syncing && log.waiting !== undefined && log.waiting.length > 0) startRound(log)
+  })
+}
+
+/**
+ * One group-commit round: the lines of every waiting append in one write, then one
+ * fdatasync, then each append's outcome; then the next round if appends wait. A failed write
+ * fails the round's appends and leaves the log as it was (their `seq`s are given again); a
+ * failed fdatasync breaks the log (its events were written; their durability is unknown).
+ */
+const startRound = (log: JsonlLog): void => {
+  const round = log.waiting!
+  log.waiting = []
+  let text = ""
+  for (let i = 0; i < round.length; i++) text += round[i]!.text
+  const writeFailure = log.broken ?? writeText(log, text)
+  if (writeFailure !== undefined) {
+    log.nextSeq = log.events.length
+    for (let i = 0; i < round.length; i++) round[i]!.done(writeFailure)
+    return
+  }
+  const events = log.events
+  for (let i = 0; i < round.length; i++) {
+    const committed = round[i]!.committed
+    for (let j = 0; j < committed.length; j++) events.push(committed[j]!)
+  }
+  log.syncing = true
+  log.io.datasync(log.fd, (error) => {
+    log.syncing = false
+    let failure: SessionStoreError | undefined = undefined
+    if (error !== null) {
+      failure = storeError(`cannot fsync session "${log.id}"`, log.id, error)
+      if (log.broken === undefined) log.broken = storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
+    }
+    for (let i = 0; i < round.length; i++) round[i]!.done(failure)
+    if (log.waiting!.length > 0) {
+      // Appended while this round ran: the next round, unless the log broke or is closing
+      // (closing fails them itself).
+      if (log.broken === undefined) return scheduleRound(log)
+      if (log.onRoundEnd === undefined) {
+        const rest = log.waiting!
+        log.waiting = []
+        log.nextSeq = log.events.length
+        for (let i = 0; i < rest.length; i++) rest[i]!.done(log.broken)
+      }
+    }
+    const ended = log.onRoundEnd
+    if (ended !== undefined) {
+      log.onRoundEnd = undefined
+      ended()
+    }
+  })
+}
+
+const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
+  // One synchronous `write(2)`: nothing can interleave with it, so it needs no lock.
+  const writeNow = (drafts: ReadonlyArray<EventDraft>) =>
+    Effect.clockWith((clock) => {
+      const result = writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())
+      return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
+    })
+  const batch = log.waiting !== undefined
+  const append: SessionLog["append"] = !batch
+    ? (drafts) => drafts.length === 0 ? EMPTY : writeNow(drafts)
+    : (drafts) => drafts.length === 0 ? EMPTY : appendBatched(log, drafts)
+  return {
+    id: log.id,
+    header,
+    path: log.path,
+    append,
+    ...(!batch ? { appendSync: (drafts, time) => writeDrafts(log, drafts, time) } : {}),
+    events: () => log.events
+  } satisfies SessionLog
+}
+
+
+/** The `code` of a Node system error (`ENOENT`, `EEXIST`, …), if it has one. */
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
+    ? (error as { code: string }).code
+    : undefined
+
+/**
+ * Builds a JSONL store in `options.directory` that writes through `io` (DESIGN.md §3). Open logs
+ * keep their descriptor (opened with flag `"a"`) until the store's scope closes; with
+ * `fsync: "batch"` appends are group-committed: one `fdatasync` per round for every append
+ * whose write returned before the round began (no fiber: rounds chain from the fdatasync
+ * callbacks).
+ */
+export const makeJsonlWith = (
+  options: JsonlStoreOptions,
+  io: JsonlIo
+): Effect.Effect<SessionStoreService, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const storeScope = yield* Effect.scope
+    const batch = options.fsync === "batch"
+    const directory = options.directory.length > 1 ? options.directory.replace(/\/+$/, "") : options.directory
+    const pathOf = (id: string) => `${directory}/${id}.jsonl`
+    const openLogs = new Map<string, SessionLog>()
+    const storeLock = yield* Effect.makeSemaphore(1)
+
+    /** Sets up an open log on a descriptor in its own scope (child of the store's). */
+    const attach = (
+      scope: Scope.Scope,
+      fd: number,
+      header: SessionHeader,
+      path: string,
+      events: Array<SessionEvent>,
+      size: number,
+      pendingNewline: boolean
+    ): Effect.Effect<SessionLog> => {
+      const log: JsonlLog = {
+        id: header.id,
+        path,
+        fd,
+        io,
+        events,
+        size,
+        pendingNewline,
+        broken: undefined,
+        waiting: batch ? [] : undefined,
+        nextSeq: events.length,
+        syncing: false,
+        roundDue: false,
+        onRoundEnd: undefined
+      }
+      // Runs before the file closes: the log is closed to appends; a running fdatasync round
+      // ends first (its appends get its outcome); appends still waiting (not written) fail.
+      const closing = Effect.async<void>((resume) => {
+        log.broken = storeError(`session "${log.id}" is closed`, log.id)
+        const finish = () => {
+          const rest = log.waiting ?? []
+          log.waiting = batch ? [] : undefined
+          const closed = storeError(`session "${log.id}" was closed before its fsync`, log.id)
+          for (const waiting of rest) waiting.done(closed)
+          resume(Effect.void)
+        }
+        if (log.syncing) log.onRoundEnd = finish
+        else finish()
+      })
+      return Effect.map(Scope.addFinalizer(scope, closing), () => {
+        const sessionLog = makeSessionLog(log, header)
+        openLogs.set(header.id, sessionLog)
+        return sessionLog
+      })
+    }
+
+    /**
+     * Opens `path` in a new scope (a child of the store's): one writer per session, so
+     * `<id>.jsonl.lock` is taken first and released when the scope closes, after the file.
+     */
+    const openFile = (id: string, path: string, flag: "a" | "ax") =>
+      Effect.flatMap(Scope.fork(storeScope, ExecutionStrategy.sequential), (scope) =>
+        Effect.flatMap(acquireWriterLock(`${path}.lock`, id), (release) => Scope.addFinalizer(scope, release)).pipe(
+          Effect.zipRight(
+            Effect.try({
+              try: () => NodeFs.openSync(path, flag),
+              catch: (error) =>
+                flag === "ax" && codeOf(error) === "EEXIST" ? alreadyExists(id) : storeError(`cannot open ${path}`, id, error)
+            })
+          ),
+          Effect.tap((fd) => Scope.addFinalizer(scope, Effect.sync(() => NodeFs.closeSync(fd)))),
+          Effect.map((fd) => [scope, fd] as const),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        ))
+
+    const create = Effect.fnUntraced(function*(createOptions: CreateOptions | undefined) {
+      const header = yield* newHeader(createOptions)
+      const id = header.id
+      if (!isSessionId(id)) return yield* Effect.fail(invalidId(id))
+      if (openLogs.has(id)) return yield* Effect.fail(alreadyExists(id))
+      yield* Effect.try({
+        try: () => NodeFs.mkdirSync(directory, { recursive: true }),
+        catch: (error) => storeError(`cannot create ${directory}`, id, error)
+      })
+      const path = pathOf(id)
+      const [scope, fd] = yield* openFile(id, path, "ax")
+      const writeHeader = Effect.try({ try: () => writeAllSync(io, fd, encodeHeader(header)), catch: (error) => error })
+      const size = yield* (batch ? Effect.zipLeft(writeHeader, datasync(io, fd)) : writeHeader).pipe(
+        Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
+        Effect.onError(() =>
+          Effect.zipRight(Scope.close(scope, Exit.void), Effect.sync(() => NodeFs.rmSync(path, { force: true })))
+        )
+      )
+      return yield* attach(scope, fd, header, path, [], size, false)
+    })
+
+    const readBytes = (id: SessionId, path: string): Effect.Effect<Uint8Array, SessionStoreError | SessionNotFound> =>
+      Effect.tryPromise({
+        try: () => NodeFs.promises.readFile(path),
+        catch: (error) => codeOf(error) === "ENOENT" ? notFound(id) : storeError(`cannot read ${path}`, id, error)
+      })
+
+    const open = Effect.fnUntraced(function*(id: SessionId) {
+      const already = openLogs.get(id)
+      if (already !== undefined) return already
+      if (!isSessionId(id)) return yield* Effect.fail(notFound(id))
+      const path = pathOf(id)
+      const bytes = yield* readBytes(id, path)
+      const contents = yield* Effect.flatMap(decodeBytes(bytes, path), (c) => ownHeader(id, path, c))
+      const size = contents.validBytes ?? bytes.length
+      const [scope, fd] = yield* openFile(id, path, "a")
+      if (contents.tornTail === true) {
+        // DESIGN.md §3.1: cut the torn tail before anything can be appended.
+        const cut = Effect.try({ try: () => io.truncate(fd, size), catch: (error) => error })
+        yield* (batch ? Effect.zipRight(cut, datasync(io, fd)) : cut).pipe(
+          Effect.mapError((error) => storeError(`cannot cut the torn tail of ${path}`, id, error)),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
+      }
+      const pendingNewline = size > 0 && bytes[size - 1] !== 10
+      return yield* attach(scope, fd, contents.header, path, contents.events as Array<SessionEvent>, size, pendingNewline)
+    })
+
+    const read = (id: SessionId): Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound> =>
+      Effect.suspend(() => {
+        const already = openLogs.get(id)
+        if (already !== undefined) {
+          return Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
+        }
+        if (!isSessionId(id)) return Effect.fail(notFound(id))
+        const path = pathOf(id)
+        return Effect.flatMap(readBytes(id, path), (bytes) =>
+          Effect.flatMap(decodeBytes(bytes, path), (c) => ownHeader(id, path, c)))
+      })
+
+    const list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> = Effect.tryPromise({
+      try: () => NodeFs.promises.readdir(directory),
+      catch: (error) => error
+    }).pipe(
+      Effect.map((names) => {
+        const ids: Array<string> = []
+        for (const name of names) {
+          if (name.endsWith(".jsonl") && name.length > 6) ids.push(name.slice(0, -6))
+        }
+        return ids.sort()
+      }),
+      Effect.catchAll((error) =>
+        codeOf(error) === "ENOENT" ? Effect.succeed([]) : Effect.fail(storeError(`cannot list ${directory}`, undefined, error))
+      ),
+      Effect.withSpan("SessionStore.list")
+    )
+
+    return {
+      create: (createOptions) => Effect.withSpan(storeLock.withPermits(1)(create(createOptions)), "SessionStore.create"),
+      open: (id) => Effect.withSpan(storeLock.withPermits(1)(open(id)), "SessionStore.open"),
+      read: (id) => Effect.withSpan(read(id), "SessionStore.read"),
+      list
+    }
+  })
