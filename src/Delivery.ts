@@ -1,22 +1,32 @@
 /**
- * Delivery records and fates (DESIGN.md §5.1, §12). `followup`/`steer`/`inject` return a
+ * Deliveries and their fates (DESIGN.md §5.1, §12). `followup`/`steer`/`inject` return a
  * `Delivery { messageId, outcome }` once the splice is durable; `outcome` resolves when the
- * message's fate is decided and always equals `Delivery.fateOf(log, messageId)`.
+ * message's fate is decided and always equals `fateOf(log, messageId)`. The fate rules of §12
+ * are here, once: the live agent and the projections (`fateOf`, `fatesOf`) use the same
+ * `dropReasonOfTurnEnd` and `dropReasonOfCanceledSplice`.
+ *
+ * Log flavours: for a DSH v0 log (`header.version === 0`, or `dsh: true`) `next-step` items are
+ * non-waking (§4), and events before `seedLength` (the prefix inherited from a parent session,
+ * §3.1) are skipped: the seed's deliveries belong to the parent session, so messages inserted
+ * there have no fate in the child.
  *
  * @since 0.1.0
  */
 import type { Effect } from "effect"
-import type { DeliveryOutcome, DropReason } from "./internal/fate.js"
-import type { MessageId } from "./Message.js"
+import { MutableInbox } from "./Inbox.js"
+import { isDsh, seedLengthOf } from "./internal/logOptions.js"
+import type { MessageId, UserMessage } from "./Message.js"
+import type { SessionEvent, SplicedData, TurnEndReason } from "./SessionEvent.js"
+import type { LogOptions } from "./SessionLog.js"
 
 /**
- * `DeliveryOutcome` (`Entered {turn, step}` | `Dropped {reason}`), `DropReason` and `Fate`
- * (`Pending` | an outcome), as defined with the fate rules of DESIGN.md §12.
+ * What the delivery methods take: a `UserMessage`, or a string (one text block, source
+ * `{kind:"user"}`; `inject` takes a `UserMessage` only, since context must name its producer).
  *
  * @since 0.1.0
  * @category models
  */
-export type { DeliveryOutcome, DropReason, Fate } from "./internal/fate.js"
+export type DeliveryInput = UserMessage | string
 
 /**
  * What a delivery method returns once its splice is durable (DESIGN.md §5.1).
@@ -31,19 +41,255 @@ export interface Delivery {
 }
 
 /**
- * Constructors of outcomes.
+ * Why a delivered message never entered (DESIGN.md §5.1, §12): `rejected` (claimed by a turn that
+ * ended blocked), `failed` (… ended error), `canceled` (cleared or aborted by a cancel),
+ * `disposed` (… by dispose), `interrupted` (… by a crash, found at repair), `discarded` (removed
+ * by a plugin, or claimed and left out of the entered batch).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DropReason = "rejected" | "failed" | "canceled" | "disposed" | "interrupted" | "discarded"
+
+/**
+ * The outcome of a delivery (DESIGN.md §5.1): `{_tag:"Entered", turn, step}` — the message was a
+ * `user/message` of that step — or `{_tag:"Dropped", reason}`. Plain frozen objects.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeliveryOutcome =
+  | { readonly _tag: "Entered"; readonly turn: number; readonly step: number }
+  | { readonly _tag: "Dropped"; readonly reason: DropReason }
+
+/**
+ * What the log says about an inserted message (DESIGN.md §12): `{_tag:"Pending"}` while it has no
+ * outcome yet (still in the inbox, or claimed by a pre-step that has not decided), else its
+ * `DeliveryOutcome`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Fate = { readonly _tag: "Pending" } | DeliveryOutcome
+
+/**
+ * `{_tag:"Pending"}` (one shared frozen value).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const entered = (turn: number, step: number): DeliveryOutcome => Entered(turn, step)
+export const pending: Fate = Object.freeze({ _tag: "Pending" as const })
 
 /**
+ * `{_tag:"Entered", turn, step}` (frozen).
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const dropped = (reason: DropReason): DeliveryOutcome => Dropped(reason)
+export const entered = (turn: number, step: number): DeliveryOutcome =>
+  Object.freeze({ _tag: "Entered" as const, turn, step })
 
-import { Dropped, Entered } from "./internal/fate.js"
+const droppedOutcomes: { readonly [R in DropReason]: DeliveryOutcome } = {
+  rejected: Object.freeze({ _tag: "Dropped" as const, reason: "rejected" as const }),
+  failed: Object.freeze({ _tag: "Dropped" as const, reason: "failed" as const }),
+  canceled: Object.freeze({ _tag: "Dropped" as const, reason: "canceled" as const }),
+  disposed: Object.freeze({ _tag: "Dropped" as const, reason: "disposed" as const }),
+  interrupted: Object.freeze({ _tag: "Dropped" as const, reason: "interrupted" as const }),
+  discarded: Object.freeze({ _tag: "Dropped" as const, reason: "discarded" as const })
+}
 
-export { fateOf, fatesOf } from "./internal/fate.js"
+/**
+ * `{_tag:"Dropped", reason}` (a shared frozen value per reason).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const dropped = (reason: DropReason): DeliveryOutcome => droppedOutcomes[reason]
+
+/**
+ * The drop reason of messages claimed by a turn that ended with `reason` before their pre-step
+ * entered (DESIGN.md §12): blocked → rejected, error → failed, aborted → canceled (disposed when
+ * the abort cause is `{kind:"disposed"}`), interrupted → interrupted. A turn that ends completed
+ * (or max-tokens, or an unknown kind) right after a claim did so because its pre-step entered an
+ * empty batch (§6.1): discarded.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const dropReasonOfTurnEnd = (reason: TurnEndReason | undefined): DropReason => {
+  switch (reason?.kind) {
+    case "blocked":
+      return "rejected"
+    case "error":
+      return "failed"
+    case "aborted": {
+      const cause = (reason as { readonly reason?: { readonly kind?: unknown } }).reason
+      return cause?.kind === "disposed" ? "disposed" : "canceled"
+    }
+    case "interrupted":
+      return "interrupted"
+    default:
+      return "discarded"
+  }
+}
+
+/**
+ * The drop reason of messages removed by a canceled splice (DESIGN.md §12): `cause.kind ===
+ * "disposed"` → disposed; another cause → canceled; no cause → discarded.
+ *
+ * @since 0.1.0
+ * @category rules
+ */
+export const dropReasonOfCanceledSplice = (data: SplicedData): DropReason =>
+  data.cause === undefined || data.cause === null
+    ? "discarded"
+    : data.cause.kind === "disposed"
+    ? "disposed"
+    : "canceled"
+
+// ---------------------------------------------------------------------------------------------
+// Fate engine
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Types that end the batch of `user/message`s a pre-step entered (the model response started,
+ * or the step or turn closed).
+ */
+const endsBatch: ReadonlySet<string> = new Set([
+  "assistant/message",
+  "tool/call",
+  "tool/result",
+  "step/start",
+  "step/end",
+  "turn/start",
+  "turn/end"
+])
+
+/**
+ * One pass over a log computing fates. With `only`, tracks that id alone (O(1) memory beyond the
+ * inbox). Rules (DESIGN.md §12), per message id, latest insertion wins (ids are reusable in DSH
+ * logs once no longer pending):
+ * - inserted → Pending;
+ * - removed by a canceled splice → Dropped by `dropReasonOfCanceledSplice`;
+ * - removed by a splice without outcome (a claim) → claimed: Pending until its pre-step decides;
+ * - the next `step/start` of the turn starts the pre-step's entered batch: each `user/message`
+ *   of the batch whose id is claimed → Entered {turn, step}; when the batch ends (the first
+ *   assistant/tool/step/turn event) the other claimed ids → Dropped discarded;
+ * - a `turn/end` with claimed ids whose pre-step never entered → `dropReasonOfTurnEnd(reason)`.
+ */
+const computeFates = (
+  events: ReadonlyArray<SessionEvent>,
+  options: LogOptions | undefined,
+  only: string | undefined
+): Map<string, Fate> => {
+  const fates = new Map<string, Fate>()
+  const inbox = new MutableInbox(isDsh(options))
+  const seed = seedLengthOf(options)
+  // ids claimed since the last step/start of the open turn
+  let claimed: Array<string> = []
+  // ids claimed at the pre-step whose batch is being entered
+  let batch: Set<string> | undefined
+  let turn = 0
+  let step = 0
+  const closeBatch = () => {
+    if (batch !== undefined) {
+      for (const id of batch) fates.set(id, dropped("discarded"))
+      batch = undefined
+    }
+  }
+  for (const event of events) {
+    if (event.seq < seed) continue
+    const type = event.type
+    if (batch !== undefined && endsBatch.has(type)) closeBatch()
+    switch (type) {
+      case "agent/inbox/spliced": {
+        const data = event.data as SplicedData
+        const { inserted, removed } = inbox.apply(data)
+        if (removed.length > 0) {
+          if (data.outcome !== undefined) {
+            const outcome = dropped(dropReasonOfCanceledSplice(data))
+            for (const item of removed) {
+              const id = item.message.id
+              if (only === undefined || id === only) fates.set(id, outcome)
+            }
+          } else {
+            for (const item of removed) {
+              const id = item.message.id
+              if (only === undefined || id === only) claimed.push(id)
+            }
+          }
+        }
+        for (const item of inserted) {
+          const id = item.message.id
+          if (only !== undefined && id !== only) continue
+          fates.set(id, pending)
+          // a reused id starts over: forget an older instance's claim
+          if (claimed.length > 0) claimed = claimed.filter((c) => c !== id)
+          batch?.delete(id)
+        }
+        break
+      }
+      case "turn/start": {
+        turn = (event.data as { readonly turn: number }).turn
+        step = 0
+        claimed = []
+        break
+      }
+      case "step/start": {
+        const data = event.data as { readonly turn: number; readonly step: number }
+        turn = data.turn
+        step = data.step
+        if (claimed.length > 0) {
+          batch = new Set(claimed)
+          claimed = []
+        }
+        break
+      }
+      case "user/message": {
+        if (batch !== undefined) {
+          const id = (event.data as UserMessage).id
+          if (batch.delete(id)) {
+            fates.set(id, entered(turn, step))
+            if (batch.size === 0) batch = undefined
+          }
+        }
+        break
+      }
+      case "turn/end": {
+        if (claimed.length > 0) {
+          const outcome = dropped(dropReasonOfTurnEnd((event.data as { readonly reason?: TurnEndReason }).reason))
+          for (const id of claimed) fates.set(id, outcome)
+          claimed = []
+        }
+        break
+      }
+    }
+  }
+  return fates
+}
+
+/**
+ * The fate of every message ever inserted into the inbox (after the seed), keyed by id, in one
+ * pass (DESIGN.md §12). A message that was never inserted (a tool result, a pre-step addition)
+ * has no entry. In a DSH log an id may be reused once it is no longer pending; the entry is the
+ * fate of its latest insertion.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const fatesOf = (events: ReadonlyArray<SessionEvent>, options?: LogOptions): Map<string, Fate> =>
+  computeFates(events, options, undefined)
+
+/**
+ * The fate of one message (DESIGN.md §12): `Pending`, `Entered {turn, step}` or
+ * `Dropped {reason}`; `undefined` when the message was never inserted into the inbox.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const fateOf = (
+  events: ReadonlyArray<SessionEvent>,
+  messageId: string,
+  options?: LogOptions
+): Fate | undefined => computeFates(events, options, messageId).get(messageId)
+

@@ -28,8 +28,8 @@
  * @since 0.1.0
  */
 import type { Message } from "./Message.js"
-import type { LogOptions } from "./internal/fate.js"
-import { isDsh } from "./internal/fate.js"
+import { isDsh } from "./internal/logOptions.js"
+import type { LogOptions } from "./SessionLog.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**

@@ -4,12 +4,20 @@
  * `nextStep` (steering, injected context, tool contexts; each records whether it is waking).
  * Every mutation is an `Array.prototype.splice`, normalized and logged as an
  * `agent/inbox/spliced` event before the state changes; the state is a projection of those
- * events alone. This module holds the pure splice algebra shared by the live agent and replay.
+ * events alone.
+ *
+ * The state is an immutable value (`InboxState`): `apply` gives the state after one splice and
+ * leaves its argument as it was (the agent keeps the value in a `Ref` and replaces it together
+ * with the splice's durable append). `MutableInbox` applies splices in place, for replaying a
+ * whole log in one pass (`replay`, fates, invariants). Both run the same splice rule
+ * (`spliceInto`), so they cannot disagree.
  *
  * @since 0.1.0
  */
+import { isDsh, seedLengthOf } from "./internal/logOptions.js"
 import type { UserMessage } from "./Message.js"
-import type { InboxTarget, SplicedData } from "./SessionEvent.js"
+import type { InboxTarget, SessionEvent, SplicedData } from "./SessionEvent.js"
+import type { LogOptions } from "./SessionLog.js"
 
 /**
  * A pending `next-step` item: the message and whether it wakes the agent (a steer).
@@ -23,7 +31,7 @@ export interface Pending {
 }
 
 /**
- * Inbox state (DESIGN.md §4). Immutable: every change builds a new value.
+ * Inbox state (DESIGN.md §4): an immutable value; every change builds a new one (`apply`).
  *
  * @since 0.1.0
  * @category models
@@ -50,13 +58,129 @@ export interface SpliceApplied {
 const NONE: ReadonlyArray<Pending> = Object.freeze([])
 
 /**
- * The inbox as a mutable pair of queues that applies splices one at a time (DESIGN.md §4): the
- * one implementation of the splice rules, used by the live agent (which applies a splice only
- * after it is durable) and by replay (fates, invariants, resume). It is an `InboxState` view.
- * Waking flags: `next-turn` items are waking; a `next-step` insertion is waking when the splice
- * has `wake: true`, or when it replaces removed items (a replace keeps the replaced item's flag:
- * inserted item i takes removed item min(i, removed - 1)'s flag); DSH v0 `next-step` items are
- * never waking.
+ * The empty inbox.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const empty: InboxState = Object.freeze({ nextTurn: Object.freeze([]), nextStep: Object.freeze([]) })
+
+/** What `spliceInto` did, and how the count of waking `next-step` items changed. */
+interface Spliced extends SpliceApplied {
+  readonly wakingDelta: number
+}
+
+/**
+ * The splice rule (DESIGN.md §4), applied in place to the target's array: coordinates clamped
+ * as `Array.prototype.splice` does on non-negative arguments; `next-turn` items are waking; a
+ * `next-step` insertion is waking when the splice has `wake: true`, or when it replaces removed
+ * items (a replace keeps the replaced item's flag: inserted item i takes removed item
+ * min(i, removed - 1)'s flag); DSH v0 `next-step` items are never waking.
+ */
+const spliceInto = (
+  nextTurn: Array<UserMessage>,
+  nextStep: Array<Pending>,
+  data: SplicedData,
+  dsh: boolean
+): Spliced => {
+  const turnTarget = data.target === "next-turn"
+  const len = turnTarget ? nextTurn.length : nextStep.length
+  const rawStart = data.start ?? 0
+  const rawCount = data.removedCount ?? 0
+  const inRange = Number.isInteger(rawStart) && Number.isInteger(rawCount) && rawStart >= 0 && rawCount >= 0 &&
+    rawStart + rawCount <= len
+  const start = rawStart >= 0 ? Math.min(Math.trunc(rawStart), len) : 0
+  const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
+  const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
+  if (turnTarget) {
+    const removed = count > 0 ? nextTurn.splice(start, count).map((message) => ({ message, waking: true })) : NONE
+    if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange, wakingDelta: 0 }
+    if (start === nextTurn.length) for (const m of insertedMessages) nextTurn.push(m)
+    else nextTurn.splice(start, 0, ...insertedMessages)
+    return { removed, inserted: insertedMessages.map((message) => ({ message, waking: true })), inRange, wakingDelta: 0 }
+  }
+  let wakingDelta = 0
+  let removed: ReadonlyArray<Pending> = NONE
+  if (count > 0) {
+    removed = nextStep.splice(start, count)
+    for (const item of removed) if (item.waking) wakingDelta--
+  }
+  if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange, wakingDelta }
+  const inserted: Array<Pending> = new Array(insertedMessages.length)
+  for (let i = 0; i < insertedMessages.length; i++) {
+    let waking: boolean
+    if (dsh) waking = false
+    else if (data.wake === true) waking = true
+    else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
+    else waking = false
+    if (waking) wakingDelta++
+    inserted[i] = { message: insertedMessages[i]!, waking }
+  }
+  if (start === nextStep.length) for (const item of inserted) nextStep.push(item)
+  else nextStep.splice(start, 0, ...inserted)
+  return { removed, inserted, inRange, wakingDelta }
+}
+
+/**
+ * The state after one splice (DESIGN.md §4), and what the splice removed and inserted. `state`
+ * is not changed: the result shares the list the splice did not touch. `dsh`: the splice rule
+ * of DSH v0 logs (`next-step` items never waking).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const apply = (
+  state: InboxState,
+  data: SplicedData,
+  dsh = false
+): SpliceApplied & { readonly state: InboxState } => {
+  const turnTarget = data.target === "next-turn"
+  const nextTurn = turnTarget ? state.nextTurn.slice() : (state.nextTurn as Array<UserMessage>)
+  const nextStep = turnTarget ? (state.nextStep as Array<Pending>) : state.nextStep.slice()
+  const done = spliceInto(nextTurn, nextStep, data, dsh)
+  const next: InboxState = Object.freeze({
+    nextTurn: turnTarget ? Object.freeze(nextTurn) : state.nextTurn,
+    nextStep: turnTarget ? state.nextStep : Object.freeze(nextStep)
+  })
+  return { state: next, removed: done.removed, inserted: done.inserted, inRange: done.inRange }
+}
+
+/**
+ * The state after several splices, in order.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const applyAll = (state: InboxState, splices: ReadonlyArray<SplicedData>, dsh = false): InboxState => {
+  let out = state
+  for (let i = 0; i < splices.length; i++) out = apply(out, splices[i]!, dsh).state
+  return out
+}
+
+/**
+ * `next-step` holds waking input (a steer) (DESIGN.md §6.3). O(next-step).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const hasWakingStep = (state: InboxState): boolean => {
+  const nextStep = state.nextStep
+  for (let i = 0; i < nextStep.length; i++) if (nextStep[i]!.waking) return true
+  return false
+}
+
+/**
+ * A queued followup or an unclaimed steer is pending (DESIGN.md §6.5).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const hasWakingWork = (state: InboxState): boolean => state.nextTurn.length > 0 || hasWakingStep(state)
+
+/**
+ * The inbox as a mutable pair of queues that applies splices one at a time, in place (DESIGN.md
+ * §4), for replaying a log in one pass (`replay`, fates, invariants): the same rule as `apply`,
+ * without building a new value per splice. It is an `InboxState` view.
  *
  * @since 0.1.0
  * @category models
@@ -89,43 +213,11 @@ export class MutableInbox implements InboxState {
     return this.nextTurn.length > 0 || this.wakingSteps > 0
   }
 
-  /** Applies one splice. */
+  /** Applies one splice in place. */
   apply(data: SplicedData): SpliceApplied {
-    const turnTarget = data.target === "next-turn"
-    const len = turnTarget ? this.nextTurn.length : this.nextStep.length
-    const rawStart = data.start ?? 0
-    const rawCount = data.removedCount ?? 0
-    const inRange = Number.isInteger(rawStart) && Number.isInteger(rawCount) && rawStart >= 0 && rawCount >= 0 &&
-      rawStart + rawCount <= len
-    const start = rawStart >= 0 ? Math.min(Math.trunc(rawStart), len) : 0
-    const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
-    const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
-    if (turnTarget) {
-      const removed = count > 0 ? this.nextTurn.splice(start, count).map((message) => ({ message, waking: true })) : NONE
-      if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange }
-      if (start === this.nextTurn.length) for (const m of insertedMessages) this.nextTurn.push(m)
-      else this.nextTurn.splice(start, 0, ...insertedMessages)
-      return { removed, inserted: insertedMessages.map((message) => ({ message, waking: true })), inRange }
-    }
-    let removed: ReadonlyArray<Pending> = NONE
-    if (count > 0) {
-      removed = this.nextStep.splice(start, count)
-      for (const item of removed) if (item.waking) this.wakingSteps--
-    }
-    if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange }
-    const inserted: Array<Pending> = new Array(insertedMessages.length)
-    for (let i = 0; i < insertedMessages.length; i++) {
-      let waking: boolean
-      if (this.dsh) waking = false
-      else if (data.wake === true) waking = true
-      else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
-      else waking = false
-      if (waking) this.wakingSteps++
-      inserted[i] = { message: insertedMessages[i]!, waking }
-    }
-    if (start === this.nextStep.length) for (const item of inserted) this.nextStep.push(item)
-    else this.nextStep.splice(start, 0, ...inserted)
-    return { removed, inserted, inRange }
+    const done = spliceInto(this.nextTurn, this.nextStep, data, this.dsh)
+    this.wakingSteps += done.wakingDelta
+    return done
   }
 
   /** A frozen copy of the current state. */
@@ -135,11 +227,29 @@ export class MutableInbox implements InboxState {
 }
 
 /**
+ * Rebuilds the inbox from the `agent/inbox/spliced` events of a log (DESIGN.md §4, §10),
+ * skipping the inherited prefix of a DSH child session (`seedLength`). Returns the final state
+ * with the waking flag of each `next-step` item. One pass, O(events + splice sizes).
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const replay = (events: ReadonlyArray<SessionEvent>, options?: LogOptions): InboxState => {
+  const inbox = new MutableInbox(isDsh(options))
+  const seed = seedLengthOf(options)
+  for (const event of events) {
+    if (event.type === "agent/inbox/spliced" && event.seq >= seed) inbox.apply(event.data as SplicedData)
+  }
+  return inbox.snapshot()
+}
+
+/**
  * The claim at a pre-step boundary (DESIGN.md §4): all of `next-step` and, at a turn boundary,
  * the first `next-turn` item. Returns the batch in order `[...nextStep, nextTurn[0]]` and the
  * pure-deletion splices to log (`next-step` first); apply them once they are durable.
  *
  * @since 0.1.0
+ * @category combinators
  */
 export const claim = (state: InboxState, turnBoundary: boolean): {
   readonly batch: ReadonlyArray<UserMessage>
@@ -161,9 +271,10 @@ export const claim = (state: InboxState, turnBoundary: boolean): {
 
 /**
  * The splices that clear both queues for a cancel or dispose (DESIGN.md §9): `next-step` first,
- * then `next-turn`, each `outcome: "canceled"` with `cause`.
+ * then `next-turn`, each `outcome: "canceled"` with `cause` (without one: a plugin's `clear`).
  *
  * @since 0.1.0
+ * @category combinators
  */
 export const clearAll = (
   state: InboxState,
@@ -186,6 +297,7 @@ const withCause = (data: SplicedData, cause: SplicedData["cause"]): SplicedData 
  * Where an id is pending: `[target, index]`, or `undefined`.
  *
  * @since 0.1.0
+ * @category combinators
  */
 export const find = (state: InboxState, id: string): readonly [InboxTarget, number] | undefined => {
   for (let i = 0; i < state.nextStep.length; i++) if (state.nextStep[i]!.message.id === id) return ["next-step", i]

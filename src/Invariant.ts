@@ -37,11 +37,11 @@
  * @since 0.1.0
  */
 import type { UserMessage } from "./Message.js"
-import type { LogOptions } from "./internal/fate.js"
 import { MutableInbox } from "./Inbox.js"
-import { isDsh, seedLengthOf } from "./internal/fate.js"
+import { isDsh, seedLengthOf } from "./internal/logOptions.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "./SessionEvent.js"
 import { coreEventTypes } from "./SessionEvent.js"
+import type { LogOptions } from "./SessionLog.js"
 
 /**
  * A rule of DESIGN.md §12 (1–6).

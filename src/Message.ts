@@ -9,7 +9,7 @@
 import { Effect, Schema } from "effect"
 import { IdGenerator } from "./IdGenerator.js"
 import { flatten as flattenString } from "./internal/flat.js"
-import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import { checkJson, InvalidJson } from "./internal/json.js"
 
 /**
  * A message id, unique per session (DESIGN.md §2).
@@ -234,8 +234,8 @@ const freezeUserMessage = (id: string, input: UserMessageInput): UserMessage => 
   return Object.freeze({
     id: flatten(id) as MessageId,
     role: "user" as const,
-    content: deepFreezeJson(content, "content") as ReadonlyArray<ContentBlock>,
-    source: deepFreezeJson(source, "source") as MessageSource
+    content: checkJson(content, "content") as ReadonlyArray<ContentBlock>,
+    source: checkJson(source, "source") as MessageSource
   })
 }
 

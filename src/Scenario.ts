@@ -30,8 +30,11 @@ import {
   Supervisor,
 } from "effect"
 import * as Agent from "./Agent.js"
+import type { DeliveryError } from "./AgentError.js"
 import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
+import { observeOutcome } from "./internal/agent/observers.js"
+import { isAgentState } from "./internal/agent/state.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
 import { VirtualClock } from "./internal/virtualClock.js"
 import { type ContentBlock, type InvalidMessage, type Message, type MessageSource, UserMessage } from "./Message.js"
@@ -512,7 +515,7 @@ const apply = (
   const ignore = <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.asVoid(Effect.either(e))
   const deliver = (
     kind: DeliveryRecord["kind"],
-    effect: Effect.Effect<Delivery.Delivery, Agent.DeliveryError | InvalidMessage, IdGenerator.IdGenerator>
+    effect: Effect.Effect<Delivery.Delivery, DeliveryError | InvalidMessage, IdGenerator.IdGenerator>
   ) =>
     Effect.flatMap(Effect.either(effect), (result) => {
       if (Either.isLeft(result)) {
@@ -526,7 +529,7 @@ const apply = (
       const record = (outcome: Delivery.DeliveryOutcome) => {
         records[at] = { ...records[at]!, outcome }
       }
-      if (!Agent.observeOutcome(agent, result.right.messageId, record)) {
+      if (!(isAgentState(agent) && observeOutcome(agent, result.right.messageId, record))) {
         return Effect.map(result.right.outcome, record)
       }
       return Effect.void

@@ -80,6 +80,22 @@ export interface LogContents {
 }
 
 /**
+ * How to read a log (projections: `History.derive`, `Inbox.replay`, `Delivery.fateOf`,
+ * `Invariant.check`): pass the `header` (what the store read), or say it directly. `dsh`
+ * defaults to `header.version === 0` (a DSH v0 log: `next-step` items are non-waking, DSH's own
+ * rules apply); `seedLength` defaults to `header.seedLength` (events with `seq < seedLength` are
+ * the prefix inherited from a parent session, DESIGN.md §3.1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LogOptions {
+  readonly header?: SessionHeader | undefined
+  readonly dsh?: boolean | undefined
+  readonly seedLength?: number | undefined
+}
+
+/**
  * A session log as its readers see it: its id, header, file (JSONL) and committed events. What
  * `agent.log` is: it cannot append (only the agent writes its session, past every invariant of
  * DESIGN.md §12).

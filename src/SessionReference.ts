@@ -29,16 +29,19 @@
  */
 import { Context, Effect, Either, Exit, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { type Agent, type DeliveryError, type DeliveryInput, DuplicateMessageId } from "./Agent.js"
+import type { Agent } from "./Agent.js"
+import { type DeliveryError, DuplicateMessageId } from "./AgentError.js"
 import type * as Delivery from "./Delivery.js"
+import type { DeliveryInput } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { IdGeneratorService } from "./IdGenerator.js"
-import { deepFreezeJson, InvalidJson } from "./internal/json.js"
+import { isAgentState, seen, usedIds } from "./internal/agent/state.js"
 import { isUserMessageShape } from "./internal/logCodec.js"
-import { InvalidMessage, textOf, UserMessage } from "./Message.js"
+import { checkUserMessage, invalidMessage } from "./internal/message.js"
+import { isSessionId } from "./internal/store/common.js"
+import { type InvalidMessage, textOf, UserMessage } from "./Message.js"
 import * as PreStep from "./PreStep.js"
 import type { SessionEvent } from "./SessionEvent.js"
-import { isSessionId } from "./internal/store/common.js"
 import { SessionStore } from "./SessionStore.js"
 import * as Transcript from "./Transcript.js"
 
@@ -333,22 +336,13 @@ const insertAfter = (
 const preflight = (agent: Agent, message: UserMessage): Effect.Effect<void, InvalidMessage | DuplicateMessageId> =>
   Effect.suspend((): Effect.Effect<void, InvalidMessage | DuplicateMessageId> => {
     try {
-      deepFreezeJson(message, "message")
-      if (!isUserMessageShape(message)) {
-        throw new InvalidJson(
-          "is not a UserMessage (string id, role \"user\", content blocks, source with a string kind)",
-          "message"
-        )
-      }
+      checkUserMessage(message, "message")
     } catch (e) {
-      return Effect.fail(
-        new InvalidMessage({
-          message: e instanceof InvalidJson ? `message ${e.message}` : String(e),
-          path: e instanceof InvalidJson ? e.path : "message"
-        })
-      )
+      return Effect.fail(invalidMessage(e))
     }
-    return usedIn(agent.log.events(), message.id)
+    // The agent's own record of the ids its session used (§2); for another `Agent`, its log.
+    const used = isAgentState(agent) ? seen(agent).has(message.id) : usedIds(agent.log.events()).has(message.id)
+    return used
       ? Effect.fail(
         new DuplicateMessageId({
           message: `message id ${message.id} is pending or was already logged in session ${agent.id}`,
@@ -357,26 +351,6 @@ const preflight = (agent: Agent, message: UserMessage): Effect.Effect<void, Inva
       )
       : Effect.void
   })
-
-/** Whether a log has inserted or entered a message with this id (DESIGN.md §2: ids are unique per session). */
-const usedIn = (events: ReadonlyArray<SessionEvent>, id: string): boolean => {
-  for (const e of events) {
-    const data = e.data as any
-    switch (e.type) {
-      case "agent/inbox/spliced":
-        for (const m of data.inserted ?? []) if (m?.id === id) return true
-        break
-      case "user/message":
-        if (data.id === id) return true
-        break
-      case "assistant/message":
-      case "tool/result":
-        if (data.message?.id === id) return true
-        break
-    }
-  }
-  return false
-}
 
 const make = Effect.gen(function*() {
   const store = yield* SessionStore

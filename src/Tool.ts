@@ -8,19 +8,23 @@
  * @since 0.1.0
  */
 import { Effect, JSONSchema, Schema } from "effect"
+import type { DeliveryError } from "./AgentError.js"
+import type { Delivery, DeliveryInput } from "./Delivery.js"
 import type { ContentBlock, InvalidMessage, UserMessage, UserMessageInput } from "./Message.js"
 import type { ToolDefinition } from "./Model.js"
 
 /**
- * The delivery methods a running tool may use (the agent's `followup`/`steer`/`inject`).
+ * The delivery methods a running tool may use: the agent's own `followup`, `steer` and `inject`
+ * (DESIGN.md §5.1, §8), with their exact results and errors. A delivery from a tool lands in the
+ * inbox like any other: a steer joins the turn at the step after this batch's results.
  *
  * @since 0.1.0
  * @category models
  */
 export interface ToolAgent {
-  readonly followup: (message: UserMessage | string) => Effect.Effect<unknown, unknown>
-  readonly steer: (message: UserMessage | string) => Effect.Effect<unknown, unknown>
-  readonly inject: (message: UserMessage) => Effect.Effect<unknown, unknown>
+  readonly followup: (message: DeliveryInput) => Effect.Effect<Delivery, DeliveryError>
+  readonly steer: (message: DeliveryInput) => Effect.Effect<Delivery, DeliveryError>
+  readonly inject: (message: UserMessage) => Effect.Effect<Delivery, DeliveryError>
 }
 
 /**

@@ -4,6 +4,8 @@
  * @since 0.1.0
  */
 export * as Agent from "./Agent.js"
+export * as AgentError from "./AgentError.js"
+export * as AgentEvent from "./AgentEvent.js"
 export * as Delivery from "./Delivery.js"
 export * as History from "./History.js"
 export * as IdGenerator from "./IdGenerator.js"
@@ -22,4 +24,3 @@ export * as Scenario from "./Scenario.js"
 export * as SessionStore from "./SessionStore.js"
 export * as Tool from "./Tool.js"
 export * as Transcript from "./Transcript.js"
-export { UserMessage } from "./Message.js"

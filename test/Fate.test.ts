@@ -1,14 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import {
+  dropped as Dropped,
   dropReasonOfTurnEnd,
-  Dropped,
-  Entered,
+  entered as Entered,
   fateOf,
   fatesOf,
-  Pending,
-  replayInbox
-} from "../src/internal/fate.js"
-import { MutableInbox } from "../src/Inbox.js"
+  pending as Pending
+} from "../src/Delivery.js"
+import { MutableInbox, replay as replayInbox } from "../src/Inbox.js"
 import type { SessionEvent, SplicedData } from "../src/SessionEvent.js"
 import {
   assistant,

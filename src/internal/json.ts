@@ -1,5 +1,9 @@
 /**
  * Plain-JSON checking and deep freezing for values that enter the session log (DESIGN.md §2).
+ * Two functions, two contracts: `checkJson` is for values from outside (a caller's message, a
+ * plugin's data, a tool's result): it checks that the value is plain JSON and freezes it;
+ * `deepFreeze` is for values the runtime built itself or the log reader parsed (JSON by
+ * construction): it only freezes.
  */
 
 /** A value is not plain JSON; `path` is a dotted path to the offending part. */
@@ -15,7 +19,7 @@ export class InvalidJson extends Error {
  * else than what was checked) and deep-freezes it in place. Returns the same value. Throws
  * `InvalidJson`.
  */
-export const deepFreezeJson = (value: unknown, path: string): unknown => {
+export const checkJson = <A>(value: A, path: string): A => {
   // The fast walk builds no paths and allocates nothing; only a value that fails it is walked
   // again, with paths, to name the offending part.
   let ok: boolean
@@ -129,5 +133,29 @@ const walk = (value: unknown, path: string, seen: Set<object>): void => {
     }
     default:
       throw new InvalidJson(`${typeof value} is not JSON`, path)
+  }
+}
+
+/**
+ * Deep-freezes a JSON value in place and returns it. A subtree that is already frozen is taken
+ * as deep-frozen and not walked again (values `checkJson` checked freeze bottom-up).
+ */
+export const deepFreeze = <A>(value: A): A => {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) freezeWalk(value)
+  return value
+}
+
+const freezeWalk = (value: object): void => {
+  Object.freeze(value)
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item = value[i]
+      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
+    }
+  } else {
+    for (const key in value) {
+      const item = (value as Record<string, unknown>)[key]
+      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
+    }
   }
 }

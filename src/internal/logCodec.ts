@@ -48,6 +48,7 @@
  *   `ignorable`, …) are kept; header fields (`seedLength`, `parentSession`, …) are kept.
  */
 import { Either, ParseResult, Schema } from "effect"
+import { deepFreeze } from "./json.js"
 import {
   coreDataSchemas,
   coreEventTypes,
@@ -68,34 +69,6 @@ export interface LogDecodeFailure {
 export const FORMAT = "effect-agent-loop"
 /** The version of our format. */
 export const VERSION = 1
-
-// ---------------------------------------------------------------------------------------------
-// Freezing
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Deep-freezes a JSON value in place and returns it. A subtree that is already frozen is taken
- * as deep-frozen and not walked again (values built by `deepFreezeJson` freeze bottom-up).
- */
-export const freezeJson = <A>(value: A): A => {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) freezeWalk(value)
-  return value
-}
-
-const freezeWalk = (value: object): void => {
-  Object.freeze(value)
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const item = value[i]
-      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
-    }
-  } else {
-    for (const key in value) {
-      const item = (value as Record<string, unknown>)[key]
-      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Writing
@@ -137,7 +110,7 @@ export const commitDrafts = (
     const draft = drafts[i]!
     const problem = checkDraft(draft)
     if (problem !== undefined) throw new InvalidDraft(problem)
-    out[i] = Object.freeze({ type: draft.type, seq: firstSeq + i, time, data: freezeJson(draft.data) }) as SessionEvent
+    out[i] = Object.freeze({ type: draft.type, seq: firstSeq + i, time, data: deepFreeze(draft.data) }) as SessionEvent
   }
   return out
 }
@@ -522,7 +495,7 @@ const decodeText = (
       const problem = checkData(currentValidators, type, row.data)
       if (problem !== undefined) throw new Failure(lineNo, `invalid "${type}" data: ${problem}`)
     }
-    events.push(freezeJson(row) as unknown as SessionEvent)
+    events.push(deepFreeze(row) as unknown as SessionEvent)
   }
   if (header === undefined) throw new Failure(1, "empty log: no header line")
   if (blankCount > 0) {
@@ -547,7 +520,7 @@ const readHeader = (row: unknown, lineNo: number): SessionHeader => {
   } else if (header.version !== 0) {
     throw new Failure(lineNo, `unsupported log version ${header.version}`)
   }
-  return freezeJson(header)
+  return deepFreeze(header)
 }
 
 const readLegacyEvent = (
@@ -569,10 +542,10 @@ const readLegacyEvent = (
     const problem = checkData(legacyValidators, type, row.data)
     if (problem !== undefined) throw new Failure(lineNo, `unreadable DSH v0 "${type}" data: ${problem}`)
   }
-  if (seq !== undefined && time !== undefined) return freezeJson(row) as unknown as SessionEvent
+  if (seq !== undefined && time !== undefined) return deepFreeze(row) as unknown as SessionEvent
   const event: Record<string, unknown> = { type, seq: expectedSeq, time: time ?? prevTime, data: row.data }
   for (const key in row) if (!ENVELOPE_KEYS.has(key)) event[key] = row[key]
-  return freezeJson(event) as unknown as SessionEvent
+  return deepFreeze(event) as unknown as SessionEvent
 }
 
 /** Expands a DSH packed chunk row into `events`; returns the time of the last element. */

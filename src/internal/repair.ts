@@ -2,13 +2,9 @@
  * Crash repair (DESIGN.md §10): the synthetic closers a log needs when its last turn is open,
  * computed from the events alone, so that resuming a repaired log appends nothing.
  */
-import type { MessageId, UserMessage } from "../Message.js"
 import type { EventDraft, SessionEvent, ToolErrorCode } from "../SessionEvent.js"
-
-const errorName: Partial<Record<ToolErrorCode, string>> = {
-  TOOL_OUTCOME_UNKNOWN: "OutcomeUnknown",
-  TOOL_NOT_STARTED: "NotStarted"
-}
+import { textBlock, toolResultMessage } from "./message.js"
+import { toolError } from "./toolError.js"
 
 const resultText: Partial<Record<ToolErrorCode, string>> = {
   TOOL_OUTCOME_UNKNOWN:
@@ -16,18 +12,6 @@ const resultText: Partial<Record<ToolErrorCode, string>> = {
   TOOL_NOT_STARTED: "The session stopped before this tool call started; it did not run."
 }
 
-const resultMessage = (callId: string, id: string, code: ToolErrorCode): UserMessage =>
-  Object.freeze({
-    id: id as MessageId,
-    role: "user" as const,
-    content: Object.freeze([Object.freeze({
-      type: "tool-result" as const,
-      toolCallId: callId,
-      content: Object.freeze([Object.freeze({ type: "text" as const, text: resultText[code]! })]),
-      isError: true
-    })]),
-    source: Object.freeze({ kind: "tool", callId })
-  })
 
 /**
  * The closers of an open last turn, in order (§10): for each call of the open step's last
@@ -86,7 +70,7 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
       }
       drafts.push({
         type: "tool/result",
-        data: { turn, step, message: resultMessage(call.id, nextId(), code), error: { name: errorName[code]!, code } }
+        data: { turn, step, message: toolResultMessage(nextId(), call.id, [textBlock(resultText[code]!)], true), error: toolError(code) }
       })
     }
     drafts.push({ type: "step/end", data: { turn, step } })

@@ -7,7 +7,7 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { writeSync } from "node:fs"
-import { Agent, IdGenerator, Model, SessionStore, Tool, UserMessage } from "../../dist/index.js"
+import { Agent, IdGenerator, Message, Model, SessionStore, Tool } from "../../dist/index.js"
 import * as SqlSessionStore from "../../dist/SqlSessionStore.js"
 
 const [directory, fsync, killArg] = process.argv.slice(2)
@@ -59,7 +59,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   say(`returned ${a.messageId}`)
   const b = yield* agent.followup("then this")
   say(`returned ${b.messageId}`)
-  const c = yield* agent.inject(yield* UserMessage.make({ text: "context", source: { kind: "plugin", plugin: "test" } }))
+  const c = yield* agent.inject(yield* Message.UserMessage.make({ text: "context", source: { kind: "plugin", plugin: "test" } }))
   say(`returned ${c.messageId}`)
   yield* agent.awaitIdle
   say(`appends ${appends}`)

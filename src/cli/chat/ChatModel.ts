@@ -17,7 +17,7 @@
  * (`visible`: control characters escaped as `Transcript.render` does), so the view never prints
  * raw log text.
  */
-import type { AgentEvent, AgentStatus } from "../../Agent.js"
+import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
 import * as Inbox from "../../Inbox.js"
 import { textOf, type UserMessage } from "../../Message.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"

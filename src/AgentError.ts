@@ -1,0 +1,106 @@
+/**
+ * The agent's errors (DESIGN.md §5.1, §9): what `followup`/`steer`/`inject`, the plugin inbox
+ * operations, `cancel` and `appendEvent` fail with. Nothing is logged when one is returned.
+ * Each is a `Schema.TaggedError` with a readable `message`; `is*` guards and the `DeliveryError`
+ * union are here too (as `@effect/ai`'s `AiError` module does).
+ *
+ * @since 0.1.0
+ */
+import { Predicate, Schema } from "effect"
+import type { InvalidMessage } from "./Message.js"
+import type { SessionStoreError } from "./SessionLog.js"
+
+/**
+ * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentDisposed extends Schema.TaggedError<AgentDisposed>()("AgentDisposed", {
+  message: Schema.String,
+  agentId: Schema.String
+}) {}
+
+/**
+ * A message id that is pending or was ever logged in this session (DESIGN.md §2, §4).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateMessageId extends Schema.TaggedError<DuplicateMessageId>()("DuplicateMessageId", {
+  message: Schema.String,
+  messageId: Schema.String
+}) {}
+
+/**
+ * A plugin operation (`replace`, `remove`) named a message that is not pending (DESIGN.md §4).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MessageNotPending extends Schema.TaggedError<MessageNotPending>()("MessageNotPending", {
+  message: Schema.String,
+  messageId: Schema.String
+}) {}
+
+/**
+ * A standalone plugin event with a core type, a type without a `/`, or non-JSON data
+ * (`appendEvent`, DESIGN.md §3.2); a cancel cause that is not plain JSON with a string `kind`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEvent", {
+  message: Schema.String
+}) {}
+
+/**
+ * Errors of the delivery methods (DESIGN.md §5.1): a message that is not plain JSON or not a
+ * `UserMessage` (`InvalidMessage`), an id already used, a disposed agent, a store failure.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError
+
+/**
+ * Every error of this module.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type AgentError = AgentDisposed | DuplicateMessageId | MessageNotPending | InvalidEvent
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isAgentDisposed = (u: unknown): u is AgentDisposed => Predicate.isTagged(u, "AgentDisposed")
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isDuplicateMessageId = (u: unknown): u is DuplicateMessageId => Predicate.isTagged(u, "DuplicateMessageId")
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isMessageNotPending = (u: unknown): u is MessageNotPending => Predicate.isTagged(u, "MessageNotPending")
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isInvalidEvent = (u: unknown): u is InvalidEvent => Predicate.isTagged(u, "InvalidEvent")
+
+/**
+ * Whether `u` is an error of the delivery methods (`DeliveryError`).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isDeliveryError = (u: unknown): u is DeliveryError =>
+  Predicate.isTagged(u, "InvalidMessage") || Predicate.isTagged(u, "DuplicateMessageId") ||
+  Predicate.isTagged(u, "AgentDisposed") || Predicate.isTagged(u, "SessionStoreError")

@@ -1,0 +1,50 @@
+/**
+ * What an agent shows while it runs (DESIGN.md §5.2, §5.3): its status, and `agent.events`,
+ * every durable event as it commits plus the live notifications that are not durable (inbox
+ * insertions, claims and discards, status changes, model stream deltas, retries).
+ *
+ * @since 0.1.0
+ */
+import type { Message } from "./Message.js"
+import type { SessionEvent } from "./SessionEvent.js"
+
+/**
+ * `"idle" | "running"` (DESIGN.md §5.2). Status stays `running` across the turns of one run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentStatus = "idle" | "running"
+
+/**
+ * A live notification that is not a durable event (DESIGN.md §4, §5.3): `agent/inbox/inserted`,
+ * `agent/inbox/claimed` (with the turn), `agent/inbox/discarded` (ordinary removal, cancel,
+ * dispose; never on a claim), `agent/status`, `assistant/delta` (one of `text`, `reasoning`,
+ * `toolCall`), `assistant/retry` (a failed attempt's deltas are withdrawn; `attempt` ≥ 2).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentNotification =
+  | { readonly type: "agent/inbox/inserted"; readonly message: Message }
+  | { readonly type: "agent/inbox/claimed"; readonly message: Message; readonly turn: number }
+  | { readonly type: "agent/inbox/discarded"; readonly message: Message }
+  | { readonly type: "agent/status"; readonly status: AgentStatus }
+  | {
+    readonly type: "assistant/delta"
+    readonly turn: number
+    readonly step: number
+    readonly text?: string | undefined
+    readonly reasoning?: string | undefined
+    readonly toolCall?: { readonly id: string; readonly name: string; readonly arguments: string } | undefined
+  }
+  | { readonly type: "assistant/retry"; readonly turn: number; readonly step: number; readonly attempt: number }
+
+/**
+ * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live
+ * notifications (DESIGN.md §5.3), in the order they happen.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentEvent = SessionEvent | AgentNotification

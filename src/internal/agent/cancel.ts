@@ -1,0 +1,77 @@
+/**
+ * Cancel and dispose (DESIGN.md §9). `cancel` durably clears both queues (unless `keepInbox`)
+ * and interrupts the driver fiber; it does nothing else to the turn: the interrupted driver
+ * closes its own turn (`driver.ts`), and `cancel` returns when that is done. `dispose` refuses
+ * deliveries from the moment it is called, cancels with `{kind:"disposed"}` and waits for
+ * quiescence. Cancellation is fiber interruption; no `AbortSignal` plumbing.
+ */
+import { Effect, Equal, Fiber } from "effect"
+import { InvalidEvent } from "../../AgentError.js"
+import * as Inbox from "../../Inbox.js"
+import type { AbortCause } from "../../SessionEvent.js"
+import type { SessionStoreError } from "../../SessionLog.js"
+import { messageOf } from "../cause.js"
+import { checkJson, InvalidJson } from "../json.js"
+import { awaitIdle } from "./observers.js"
+import { critical, type Section, spliceSection } from "./section.js"
+import { type AgentState, DISPOSED_CAUSE, liveLogs, USER_CAUSE } from "./state.js"
+
+/**
+ * `agent.cancel(cause?, {keepInbox?})` (§9). The cause is logged (in splices and `turn/end`): it
+ * must be plain JSON with a string `kind` (else `InvalidEvent`, nothing done). The first cause
+ * wins; without one, `{kind:"user"}`.
+ */
+export const cancel = (
+  a: AgentState,
+  cause: AbortCause | undefined,
+  options: { readonly keepInbox?: boolean | undefined } | undefined
+): Effect.Effect<void, SessionStoreError | InvalidEvent> => {
+  const c = cause ?? USER_CAUSE
+  if (c !== USER_CAUSE && c !== DISPOSED_CAUSE) {
+    try {
+      checkJson(c, "cause")
+      if (typeof c !== "object" || c === null || typeof c.kind !== "string") throw new InvalidJson("has no string kind", "cause")
+    } catch (e) {
+      return Effect.fail(new InvalidEvent({ message: `the cancel cause is not plain JSON with a string kind: ${messageOf(e)}` }))
+    }
+  }
+  return cancelNow(a, c, options)
+}
+
+const cancelNow = (
+  a: AgentState,
+  c: AbortCause,
+  options?: { readonly keepInbox?: boolean | undefined }
+): Effect.Effect<void, SessionStoreError> =>
+  Effect.flatMap(
+    critical(a, (inbox): Section<Fiber.RuntimeFiber<void> | undefined> => {
+      const clear = options?.keepInbox === true ? undefined : spliceSection(a, inbox, Inbox.clearAll(inbox, c))
+      return {
+        drafts: clear === undefined ? [] : clear.drafts,
+        inbox: clear?.inbox,
+        apply: (events) => {
+          if (clear !== undefined) clear.apply(events)
+          if (!a.running) return undefined
+          if (a.cancelCause === undefined) a.cancelCause = c
+          return a.driver
+        }
+      }
+    }),
+    (fiber) =>
+      fiber === undefined
+        ? Effect.void
+        : Effect.flatMap(Effect.fiberId, (self) => Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber)))
+  )
+
+/** `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait until idle. */
+export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
+  Effect.suspend(() => {
+    a.disposed = true
+    return Effect.ensuring(
+      Effect.zipRight(cancelNow(a, DISPOSED_CAUSE), awaitIdle(a)),
+      Effect.sync(() => liveLogs.delete(a.sessionLog))
+    )
+  })
+
+/** Disposes the agent when its scope closes; a store failure is logged. */
+export const finalize = (a: AgentState): Effect.Effect<void> => Effect.catchAllCause(Effect.orDie(dispose(a)), Effect.logError)

@@ -1,0 +1,133 @@
+/**
+ * Delivery (DESIGN.md §4, §5.1): `followup`, `steer` and `inject`; the plugin inbox operations
+ * `replace`, `remove` and `clear`; standalone plugin events (`appendEvent`, §3.2). Each inbox
+ * change is one critical section: validate → durable splice → the inbox `Ref` → notifications.
+ */
+import { Effect } from "effect"
+import { AgentDisposed, type DeliveryError, DuplicateMessageId, InvalidEvent, MessageNotPending } from "../../AgentError.js"
+import type { Delivery, DeliveryInput } from "../../Delivery.js"
+import * as Inbox from "../../Inbox.js"
+import type { InvalidMessage, UserMessage } from "../../Message.js"
+import { coreEventTypes, type SessionEvent, type SplicedData } from "../../SessionEvent.js"
+import type { SessionStoreError } from "../../SessionLog.js"
+import { messageOf } from "../cause.js"
+import { flatten } from "../flat.js"
+import { checkJson } from "../json.js"
+import { checkUserMessage, invalidMessage, textMessage } from "../message.js"
+import { startRun } from "./driver.js"
+import { markUndecided, outcomeOf, publish } from "./observers.js"
+import { commit, critical, type Section, spliceSection } from "./section.js"
+import { type AgentState, seen } from "./state.js"
+
+const USER_SOURCE = Object.freeze({ kind: "user" })
+
+export const disposedError = (a: AgentState): AgentDisposed =>
+  new AgentDisposed({ message: `agent ${a.id} is disposed`, agentId: a.id })
+
+const duplicate = (a: AgentState, id: string): DuplicateMessageId =>
+  new DuplicateMessageId({ message: `message id ${id} is pending or was already logged in session ${a.id}`, messageId: id })
+
+/** A caller's message after the checks of `checkUserMessage` (§2), or `InvalidMessage`; nothing is logged. */
+export const checkMessage = (message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> =>
+  Effect.try({ try: () => checkUserMessage(message, "message"), catch: invalidMessage })
+
+/** The delivery input as a message: a string is one text block, source `{kind:"user"}`. */
+const toMessage = (a: AgentState, input: DeliveryInput): Effect.Effect<UserMessage, InvalidMessage> =>
+  typeof input === "string"
+    ? Effect.map(a.ids.next, (id) => textMessage(flatten(id), input, USER_SOURCE))
+    : checkMessage(input)
+
+/**
+ * `followup` (→ `next-turn`, waking), `steer` (→ `next-step`, waking) and `inject` (→ `next-step`,
+ * non-waking) (§5.1). From a cancel until idle, a waking delivery goes to `next-turn` and sets
+ * the latch (§9). Returns once the splice is durable.
+ */
+export const deliver = (
+  a: AgentState,
+  input: DeliveryInput,
+  mode: "followup" | "steer" | "inject"
+): Effect.Effect<Delivery, DeliveryError> => {
+  if (a.disposed) return Effect.fail(disposedError(a))
+  return Effect.flatMap(toMessage(a, input), (message) =>
+    critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
+      if (a.disposed) return Effect.fail(disposedError(a))
+      if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
+      const unwinding = a.cancelCause !== undefined
+      const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
+      const data: SplicedData = target === "next-turn"
+        ? { target, start: inbox.nextTurn.length, inserted: [message] }
+        : mode === "steer"
+        ? { target, start: inbox.nextStep.length, inserted: [message], wake: true }
+        : { target, start: inbox.nextStep.length, inserted: [message] }
+      return {
+        drafts: [{ type: "agent/inbox/spliced", data }],
+        inbox: Inbox.apply(inbox, data).state,
+        apply: () => {
+          seen(a).add(message.id)
+          markUndecided(a, data.inserted)
+          publish(a, { type: "agent/inbox/inserted", message })
+          if (mode !== "inject") {
+            if (unwinding) a.latch = true
+            else if (!a.running) startRun(a)
+          }
+          return { messageId: message.id, outcome: outcomeOf(a, message.id) }
+        }
+      }
+    }))
+}
+
+const notPending = (a: AgentState, id: string): MessageNotPending =>
+  new MessageNotPending({ message: `message ${id} is not pending in session ${a.id}`, messageId: id })
+
+/** Plugin operation (§4): replaces a pending message; one `outcome:"canceled"` splice, no cause. */
+export const replace = (
+  a: AgentState,
+  id: string,
+  message: UserMessage
+): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError> => {
+  if (a.disposed) return Effect.fail(disposedError(a))
+  return Effect.flatMap(checkMessage(message), (msg) =>
+    critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending | DuplicateMessageId> => {
+      const at = Inbox.find(inbox, id)
+      if (at === undefined) return Effect.fail(notPending(a, id))
+      if (seen(a).has(msg.id)) {
+        return Effect.fail(new DuplicateMessageId({ message: `message id ${msg.id} is already used`, messageId: msg.id }))
+      }
+      const data: SplicedData = { target: at[0], start: at[1], removedCount: 1, inserted: [msg], outcome: "canceled" }
+      const splices = spliceSection(a, inbox, [data])
+      return {
+        drafts: splices.drafts,
+        inbox: splices.inbox,
+        apply: (events) => {
+          splices.apply(events)
+          seen(a).add(msg.id)
+          markUndecided(a, data.inserted)
+          publish(a, { type: "agent/inbox/inserted", message: msg })
+        }
+      }
+    }))
+}
+
+/** Plugin operation (§4): removes a pending message; its fate is `discarded`. */
+export const remove = (a: AgentState, id: string): Effect.Effect<void, MessageNotPending | SessionStoreError> =>
+  critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending> => {
+    const at = Inbox.find(inbox, id)
+    if (at === undefined) return Effect.fail(notPending(a, id))
+    return spliceSection(a, inbox, [{ target: at[0], start: at[1], removedCount: 1, inserted: [], outcome: "canceled" }])
+  })
+
+/** Plugin operation (§4): clears one queue or both (`next-step` first); fates `discarded`. */
+export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefined): Effect.Effect<void, SessionStoreError> =>
+  critical(a, (inbox) =>
+    spliceSection(a, inbox, Inbox.clearAll(inbox, undefined).filter((s) => target === undefined || s.target === target)))
+
+/** Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. */
+export const appendEvent = (a: AgentState, type: string, data: unknown): Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError> => {
+  if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
+    return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
+  }
+  return Effect.try({
+    try: () => checkJson(data, "data"),
+    catch: (e) => new InvalidEvent({ message: `event data is not JSON: ${messageOf(e)}` })
+  }).pipe(Effect.flatMap((d) => commit(a, [{ type, data: d }], (events) => events[0]!)))
+}

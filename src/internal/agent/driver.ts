@@ -1,0 +1,473 @@
+/**
+ * The driver (DESIGN.md §6, §9): while running, one fiber runs turns while waking work is
+ * pending. A turn opens with its claim (§4), each step runs the pre-step waterfall (§7), the
+ * model call (`modelStep.ts`) and the tool batch (`toolBatch.ts`), and the decisions that read
+ * the inbox (the claim, the continuation rule of §6.3, the next-turn rule of §6.5) are critical
+ * sections atomic with the append they decide on. An interrupted driver (cancel, dispose) closes
+ * its own turn durably before the agent goes idle (§9); a failed run closes it `RUN_FAILED`.
+ *
+ * Written as plain effect chains, not generators: this runs once per model step (STYLE.md "Hot
+ * path"). The driver fiber is started with `Runtime.runFork` from inside the section that decides
+ * the run (no `Effect.fork` per run, measured 8–9 µs).
+ */
+import { Cause, Effect, Either, Exit, Runtime } from "effect"
+import { dropped, dropReasonOfTurnEnd, entered as enteredOutcome } from "../../Delivery.js"
+import type { DeliveryOutcome } from "../../Delivery.js"
+import * as Inbox from "../../Inbox.js"
+import type { UserMessage } from "../../Message.js"
+import type { PreStepDecision } from "../../PreStep.js"
+import type { EventDraft, TurnEndReason } from "../../SessionEvent.js"
+import type { SessionStoreError } from "../../SessionLog.js"
+import { causeMessage, messageOf } from "../cause.js"
+import { currentRuntime } from "../fork.js"
+import { checkJson } from "../json.js"
+import { isUserMessageShape } from "../logCodec.js"
+import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
+import { publish, resolve, setIdle } from "./observers.js"
+import { commit, critical, type Section } from "./section.js"
+import { type AgentState, history, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
+import { toolStep, truncateCalls } from "./toolBatch.js"
+import { commitAbortedCalls, pendingResults } from "./toolResults.js"
+
+/** Starts a run (status `running`, the driver fiber): called inside a critical section. */
+export const startRun = (a: AgentState): void => {
+  a.running = true
+  publish(a, { type: "agent/status", status: "running" })
+  forkDriver(a)
+}
+
+/**
+ * Forks the driver fiber at once, from plain code inside a critical section, as a daemon that
+ * inherits the current fiber's context and FiberRefs (as `Effect.forkDaemon` does); it starts
+ * on the scheduler, after the section, uninterruptible until its first turn begins, so that a
+ * cancel landing before it runs still closes the turn and settles the agent.
+ */
+const forkDriver = (a: AgentState): void => {
+  a.driver = Runtime.runFork(currentRuntime(true))(runLoop(a), { immediate: false })
+}
+
+/** The driver fiber's body: turns while the run goes on (§6.5). */
+const runLoop = (a: AgentState): Effect.Effect<void> => {
+  // The fiber starts uninterruptible (see `forkDriver`); only the turns are interruptible, so
+  // a cancel that lands even before the fiber runs ends in `stopRun`'s clean-up.
+  const loop = (t: TurnState): Effect.Effect<void> =>
+    Effect.matchCauseEffect(Effect.interruptible(runTurn(a, t)), {
+      onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
+      onFailure: (cause) => stopRun(a, t, cause)
+    })
+  return Effect.suspend(() => {
+    const first = newTurnState()
+    a.current = first
+    return loop(first)
+  })
+}
+
+/** Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. */
+const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionStoreError>): Effect.Effect<void> => {
+  const idle = Effect.orDie(critical(a, () => ({ drafts: [], apply: () => setIdle(a) })))
+  if (Cause.isInterruptedOnly(cause)) {
+    // `current` is the turn the interruption hit (possibly the next one, already opened).
+    return Effect.catchAllCause(
+      closeAborted(a, a.current ?? t),
+      (closed) => Effect.zipRight(Effect.logError("agent: could not close the aborted turn", closed), idle)
+    )
+  }
+  // A defect (a broken plugin, a bug) or a failed append: the turn is closed durably with
+  // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid; if even
+  // that cannot be appended, the agent goes idle with the turn open (the store is broken).
+  return Effect.zipRight(
+    Effect.logError(`agent ${a.id}: the run failed`, cause),
+    Effect.catchAllCause(
+      closeAborted(a, a.current ?? t, causeMessage(cause)),
+      (closed) => Effect.zipRight(Effect.logError("agent: could not close the failed turn", closed), idle)
+    )
+  )
+}
+
+/**
+ * One turn. Returns the next turn when the run goes on (opened, with its claim, in the same
+ * append as this turn's `turn/end`, §6.5), else `undefined` (the agent went idle).
+ */
+const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+  if (t.turnOpen) return runStep(a, t, false)
+  // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
+  return Effect.flatMap(
+    critical(a, (inbox) => {
+      const drafts: Array<EventDraft> = []
+      const open = openTurn(a, inbox, drafts)
+      return { drafts, inbox: open.inbox, apply: () => open.apply(t) }
+    }),
+    () => runStep(a, t, false)
+  )
+}
+
+/** One step: the pre-step (unless entered with its claim), the model call, tools, the step's end. */
+const runStep = (a: AgentState, t: TurnState, toolContinuation: boolean): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+  if (t.entered) {
+    // With the default pre-step the step was entered together with its claim.
+    t.entered = false
+    return runModelStep(a, t)
+  }
+  const batch = t.claimed ?? []
+  return Effect.flatMap(
+    Effect.exit(Effect.suspend(() => a.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch }))),
+    (decision): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+      if (Exit.isFailure(decision)) {
+        if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
+        return endTurn(a, t, { kind: "error", error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" } })
+      }
+      const d: PreStepDecision = decision.value
+      const malformed = typeof d !== "object" || d === null
+        ? "the pre-step returned no decision"
+        : d._tag === "Reject"
+        ? (typeof d.reason === "string" ? undefined : "a pre-step Reject reason is not a string")
+        : d._tag === "Enter"
+        ? undefined
+        : "the pre-step returned something that is not a decision (Enter or Reject)"
+      if (malformed !== undefined) {
+        return endTurn(a, t, { kind: "error", error: { message: malformed, code: "PRE_STEP_FAILED" } })
+      }
+      if (d._tag === "Reject") return endTurn(a, t, { kind: "blocked", reason: d.reason })
+      const checked = checkEntered(a, batch, d.messages)
+      if (Either.isLeft(checked)) {
+        return endTurn(a, t, { kind: "error", error: { message: checked.left, code: "PRE_STEP_FAILED" } })
+      }
+      const entered = checked.right
+      if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
+        return endTurn(a, t, { kind: "completed" }, true)
+      }
+      return Effect.flatMap(enterStep(a, t, batch, entered), () => runModelStep(a, t))
+    }
+  )
+}
+
+/** The model call of an entered step and what follows it: tools, the step's end, the next step. */
+const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> =>
+  Effect.flatMap(callModel(a, t), (response): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+    if (Either.isLeft(response)) {
+      const e = response.left
+      return endTurn(a, t, {
+        kind: "error",
+        error: e.status !== undefined ? { message: e.message, code: e.code, status: e.status } : { message: e.message, code: e.code }
+      })
+    }
+    const acc = response.right
+    const truncated = acc.finish === "length"
+    if (truncated) t.maxTokens = true
+    const withTools = acc.toolCalls.length > 0
+    const ended: Effect.Effect<"step" | TurnState | undefined, SessionStoreError> = withTools
+      ? (truncated ? Effect.flatMap(logAssistant(a, t, acc, false), () => truncateCalls(a, t)) : toolStep(a, t, acc))
+        .pipe(Effect.flatMap(() => endStep(a, t, !truncated)))
+      : Effect.flatMap(a.ids.next, (id) => endStep(a, t, false, assistantDraft(a, t, acc, false, id)))
+    return Effect.flatMap(ended, (next) => next === "step" ? runStep(a, t, withTools && !truncated) : Effect.succeed(next))
+  })
+
+/**
+ * Validates the entered batch (§7, §12 rule 6): each message was claimed at this pre-step
+ * (same id) or has an id never seen; no id twice; a well-formed, plain-JSON `UserMessage`
+ * (deep-frozen in place).
+ */
+const checkEntered = (
+  a: AgentState,
+  claimed: ReadonlyArray<UserMessage>,
+  messages: ReadonlyArray<UserMessage>
+): Either.Either<ReadonlyArray<UserMessage>, string> => {
+  if (!Array.isArray(messages)) return Either.left("pre-step Enter.messages is not an array")
+  const ids = new Set<string>()
+  const out: Array<UserMessage> = []
+  for (const m of messages) {
+    if (typeof m !== "object" || m === null || m.role !== "user" || typeof m.id !== "string") {
+      return Either.left("pre-step returned something that is not a UserMessage")
+    }
+    if (!isUserMessageShape(m)) return Either.left(`pre-step returned message ${m.id}, which is not a well-formed UserMessage`)
+    if (ids.has(m.id)) return Either.left(`pre-step returned message id ${m.id} twice`)
+    ids.add(m.id)
+    const wasClaimed = claimed.some((c) => c.id === m.id)
+    if (!wasClaimed && seen(a).has(m.id)) {
+      return Either.left(`pre-step returned message id ${m.id}, which was not claimed and is already used`)
+    }
+    try {
+      checkJson(m, "message")
+    } catch (e) {
+      return Either.left(`pre-step returned a message that is not plain JSON: ${messageOf(e)}`)
+    }
+    out.push(m)
+  }
+  return Either.right(out)
+}
+
+/**
+ * Adds `step/start`, one `user/message` per entered message, and `request/header` when the
+ * request configuration differs from the last one logged (§6.2), to `drafts`; returns the state
+ * update to run once they are durable.
+ */
+const stepDrafts = (
+  a: AgentState,
+  turn: number,
+  step: number,
+  claimed: ReadonlyArray<UserMessage>,
+  entered: ReadonlyArray<UserMessage>,
+  drafts: Array<EventDraft>
+): (t: TurnState) => void => {
+  drafts.push({ type: "step/start", data: { turn, step } })
+  for (const m of entered) drafts.push({ type: "user/message", data: m })
+  const header = a.requestKey !== a.headerKey
+  if (header) {
+    drafts.push({
+      type: "request/header",
+      data: {
+        turn,
+        step,
+        provider: a.model.provider,
+        model: a.model.model,
+        ...(a.instructions !== undefined ? { instructions: a.instructions } : {}),
+        tools: a.toolDefinitions,
+        settings: a.settings ?? {}
+      }
+    })
+  }
+  return (t) => {
+    if (header) a.headerKey = a.requestKey
+    t.stepOpen = true
+    t.claimed = undefined
+    t.acc = undefined
+    t.assistantLogged = false
+    t.calls = undefined
+    t.nextCommit = 0
+    t.contextsInserted = 0
+    const ids = seen(a)
+    const list = history(a)
+    for (const m of entered) {
+      ids.add(m.id)
+      list.push(m)
+    }
+    const outcome = enteredOutcome(turn, step)
+    for (const m of entered) resolve(a, m.id, outcome)
+    if (claimed !== entered) {
+      for (const c of claimed) {
+        if (!entered.some((m) => m.id === c.id)) resolve(a, c.id, dropped("discarded"))
+      }
+    }
+  }
+}
+
+/** Enters a step after a pre-step decided (its own append; it reads no inbox, so no section). */
+const enterStep = (a: AgentState, t: TurnState, claimed: ReadonlyArray<UserMessage>, entered: ReadonlyArray<UserMessage>) => {
+  const drafts: Array<EventDraft> = []
+  const apply = stepDrafts(a, t.turn, t.step, claimed, entered, drafts)
+  return commit(a, drafts, () => apply(t))
+}
+
+/**
+ * With the default pre-step (enter the claimed batch as it is), a claim and the step it enters
+ * are one append: the waterfall's answer is known when the claim is made. Not when the batch is
+ * empty at a boundary that is not a tool continuation (that turn ends with no step).
+ */
+const enterNow = (a: AgentState, batch: ReadonlyArray<UserMessage>, toolContinuation: boolean): boolean =>
+  a.fastPreStep && (batch.length > 0 || toolContinuation)
+
+/** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5). */
+const endTurn = (
+  a: AgentState,
+  t: TurnState,
+  reason: TurnEndReason,
+  enteredEmpty = false
+): Effect.Effect<TurnState | undefined, SessionStoreError> =>
+  critical(a, (inbox) =>
+    closeTurn(a, t, inbox, reason, [], enteredEmpty ? dropped("discarded") : dropped(dropReasonOfTurnEnd(reason))))
+
+/** Runs the state update of a prefix draft (the assistant message, results) once the append is durable. */
+const committed = (t: TurnState): void => {
+  const apply = t.onCommit
+  if (apply !== undefined) {
+    t.onCommit = undefined
+    apply()
+  }
+}
+
+/**
+ * Adds `turn/start` and the turn-boundary claim to `drafts` (and, with the default pre-step,
+ * the step it enters); returns the inbox after the claim and what to apply once the drafts are
+ * durable. Called inside a critical section.
+ */
+const openTurn = (
+  a: AgentState,
+  inbox: Inbox.InboxState,
+  drafts: Array<EventDraft>
+): { readonly inbox: Inbox.InboxState; readonly apply: (t: TurnState) => void } => {
+  const turn = a.turnCounter + 1
+  const claim = Inbox.claim(inbox, true)
+  drafts.push({ type: "turn/start", data: { turn } })
+  for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+  const enter = enterNow(a, claim.batch, false) ? stepDrafts(a, turn, 1, claim.batch, claim.batch, drafts) : undefined
+  return {
+    inbox: Inbox.applyAll(inbox, claim.splices),
+    apply: (t) => {
+      a.turnCounter = turn
+      t.turn = turn
+      t.turnOpen = true
+      t.step = 1
+      t.claimed = claim.batch
+      a.current = t
+      for (const m of claim.batch) publish(a, { type: "agent/inbox/claimed", message: m, turn })
+      if (enter !== undefined) {
+        enter(t)
+        t.entered = true
+      }
+    }
+  }
+}
+
+/**
+ * Appends `step/end` (if a step is open) and `turn/end {reason}`, and, iff waking work is
+ * pending (§6.5), the next turn's `turn/start` and claim in the same append. Resolves the
+ * undecided claimed messages with `claimedOutcome`. Built inside a critical section.
+ */
+const closeTurn = (
+  a: AgentState,
+  t: TurnState,
+  inbox: Inbox.InboxState,
+  reason: TurnEndReason,
+  prefix: ReadonlyArray<EventDraft>,
+  claimedOutcome: DeliveryOutcome
+): Section<TurnState | undefined> => {
+  const drafts: Array<EventDraft> = prefix.slice()
+  if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
+  drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
+  const open = !a.disposed && Inbox.hasWakingWork(inbox) ? openTurn(a, inbox, drafts) : undefined
+  return {
+    drafts,
+    inbox: open?.inbox,
+    apply: () => {
+      committed(t)
+      t.stepOpen = false
+      t.turnOpen = false
+      resolveClaimed(a, t, claimedOutcome)
+      if (open === undefined) {
+        setIdle(a)
+        return undefined
+      }
+      const next = newTurnState()
+      open.apply(next)
+      return next
+    }
+  }
+}
+
+const resolveClaimed = (a: AgentState, t: TurnState, outcome: DeliveryOutcome): void => {
+  const claimed = t.claimed
+  t.claimed = undefined
+  if (claimed !== undefined) for (const m of claimed) resolve(a, m.id, outcome)
+}
+
+/** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
+const endStep = (
+  a: AgentState,
+  t: TurnState,
+  toolContinuation: boolean,
+  assistant?: { readonly draft: EventDraft; readonly apply: () => void }
+): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> =>
+  critical(a, (inbox): Section<"step" | TurnState | undefined> => {
+    const maxSteps = a.maxSteps
+    // A response without tool calls is logged in the same append as its step's end; so are
+    // the last results of a tool step.
+    let prefix: ReadonlyArray<EventDraft> = []
+    if (assistant !== undefined) {
+      prefix = [assistant.draft]
+      t.onCommit = assistant.apply
+    } else {
+      const results = pendingResults(a, t)
+      if (results !== undefined) {
+        prefix = results.drafts
+        t.onCommit = results.apply
+      }
+    }
+    const another = toolContinuation || Inbox.hasWakingStep(inbox)
+    if (another && t.step >= maxSteps) {
+      return closeTurn(a, t, inbox, {
+        kind: "error",
+        error: { message: `the turn reached its limit of ${maxSteps} steps`, code: "MAX_STEPS" }
+      }, prefix, dropped("failed"))
+    }
+    if (another) {
+      const drafts: Array<EventDraft> = [...prefix, { type: "step/end", data: { turn: t.turn, step: t.step } }]
+      const claim = Inbox.claim(inbox, false)
+      for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+      const enter = enterNow(a, claim.batch, toolContinuation)
+        ? stepDrafts(a, t.turn, t.step + 1, claim.batch, claim.batch, drafts)
+        : undefined
+      return {
+        drafts,
+        inbox: Inbox.applyAll(inbox, claim.splices),
+        apply: () => {
+          committed(t)
+          t.stepOpen = false
+          t.step++
+          t.claimed = claim.batch
+          for (const m of claim.batch) publish(a, { type: "agent/inbox/claimed", message: m, turn: t.turn })
+          if (enter !== undefined) {
+            enter(t)
+            t.entered = true
+          }
+          return "step" as const
+        }
+      }
+    }
+    const reason: TurnEndReason = t.maxTokens ? { kind: "max-tokens" } : { kind: "completed" }
+    return closeTurn(a, t, inbox, reason, prefix, dropped("discarded"))
+  })
+
+/**
+ * Closes an interrupted (or failed, with `failure`) turn durably (§9): opens it first when the
+ * run was about to start it, logs the streamed prefix (`interrupted: true`), closes every tool
+ * call, `step/end`, `turn/end {aborted}` (or `{error RUN_FAILED}`); then, iff the latch is set
+ * (never after dispose), or after a failure iff waking work is pending (§6.5), the run goes on in
+ * a new driver fiber; otherwise the agent goes idle.
+ */
+const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Effect<void, SessionStoreError> =>
+  Effect.gen(function*() {
+    const cause = a.cancelCause ?? USER_CAUSE
+    const reason: TurnEndReason = failure === undefined
+      ? { kind: "aborted", reason: cause }
+      : { kind: "error", error: { message: failure, code: "RUN_FAILED" } }
+    if (!t.turnOpen) {
+      yield* critical(a, (): Section<void> => {
+        const turn = a.turnCounter + 1
+        return {
+          drafts: [{ type: "turn/start", data: { turn } }],
+          apply: () => {
+            a.turnCounter = turn
+            t.turn = turn
+            t.turnOpen = true
+          }
+        }
+      })
+    }
+    if (t.stepOpen) {
+      const acc = t.acc
+      if (!t.assistantLogged && acc !== undefined && acc.streamed) yield* logAssistant(a, t, acc, true)
+      if (t.calls !== undefined) yield* commitAbortedCalls(a, t, t.calls, true, failure === undefined ? "was canceled" : "failed")
+    }
+    yield* critical(a, (inbox): Section<void> => {
+      const drafts: Array<EventDraft> = []
+      if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
+      drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
+      return {
+        drafts,
+        apply: () => {
+          t.stepOpen = false
+          t.turnOpen = false
+          resolveClaimed(a, t, dropped(dropReasonOfTurnEnd(reason)))
+          const goOn = failure !== undefined
+            // As after any turn (§6.5): pending waking work runs next, in a new driver fiber.
+            ? !a.disposed && a.cancelCause === undefined && Inbox.hasWakingWork(inbox)
+            // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).
+            : a.latch && !a.disposed
+          if (!goOn) return setIdle(a)
+          a.cancelCause = undefined
+          a.latch = false
+          forkDriver(a)
+        }
+      }
+    })
+  })

@@ -1,0 +1,200 @@
+/**
+ * The model call of a step (DESIGN.md §6.2, §11): the request from the incrementally kept
+ * history, the push-based `Model` port (a sink per attempt, no `Stream`: STYLE.md "Hot path"),
+ * retries of retryable errors on an Effect `Schedule` (the failed attempt's deltas withdrawn with
+ * `assistant/retry`), and the `assistant/message` the response becomes.
+ */
+import { Cause, Duration, Effect, Either, Option, Schedule } from "effect"
+import type { AssistantMessage, MessageId } from "../../Message.js"
+import { ModelError, type ModelPart, type ModelRequest, type ModelSink } from "../../Model.js"
+import type { EventDraft } from "../../SessionEvent.js"
+import type { SessionStoreError } from "../../SessionLog.js"
+import { causeMessage } from "../cause.js"
+import { checkJson, deepFreeze } from "../json.js"
+import { publish } from "./observers.js"
+import { commit } from "./section.js"
+import { type Accumulator, type AgentState, type CallState, history, newCall, seen, type TurnState } from "./state.js"
+
+/** The default retry schedule (§11): exponential from 500 ms, 3 attempts in all, never shorter than `retryAfterMs`. */
+const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponential("500 millis").pipe(
+  Schedule.zipRight(Schedule.identity<ModelError>()),
+  Schedule.modifyDelay((error, delay) =>
+    error.retryAfterMs !== undefined ? Duration.max(delay, Duration.millis(error.retryAfterMs)) : delay
+  ),
+  Schedule.intersect(Schedule.recurs(2))
+) as any
+
+/**
+ * Calls the model for the open step of `t`: the response, or the final `ModelError` (a defect
+ * in the adapter is `MODEL_FAILED`). Fails only by interruption.
+ */
+export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
+  const request: ModelRequest = {
+    sessionId: a.id,
+    turn: t.turn,
+    step: t.step,
+    instructions: a.instructions,
+    tools: a.toolDefinitions,
+    messages: history(a),
+    settings: a.settings
+  }
+  let attempt = 0
+  const once = Effect.suspend(() => {
+    attempt++
+    if (attempt > 1) publish(a, { type: "assistant/retry", turn: t.turn, step: t.step, attempt })
+    const acc: Accumulator = { content: [], toolCalls: [], usage: undefined, finish: undefined, streamed: false }
+    t.acc = acc
+    return Effect.as(a.model.respond(request, sinkFor(a, t, acc)), acc)
+  })
+  // The first attempt runs bare (no schedule driver on the success path); a retryable failure
+  // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
+  const outcome = (cause: Cause.Cause<ModelError>): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    // The failed attempt's deltas are withdrawn: a cancel during the retry wait logs no prefix.
+    t.acc = undefined
+    const failure = Cause.failureOption(cause)
+    if (Option.isNone(failure)) {
+      return Effect.succeed(Either.left(new ModelError({ code: "MODEL_FAILED", message: causeMessage(cause), retryable: false })))
+    }
+    return Effect.succeed(Either.left(failure.value))
+  }
+  const schedule = a.retry ?? defaultRetry
+  const retryFrom = (first: ModelError) =>
+    Effect.flatMap(Schedule.driver(schedule), (driver) => {
+      const loop = (error: ModelError): Effect.Effect<Either.Either<Accumulator, ModelError>> =>
+        !error.retryable
+          ? Effect.succeed(Either.left(error))
+          : Effect.matchEffect(driver.next(error), {
+            onFailure: () => Effect.succeed(Either.left(error)),
+            onSuccess: () =>
+              Effect.matchCauseEffect(once, {
+                onSuccess: (acc) => Effect.succeed(Either.right(acc)),
+                onFailure: (cause) => Effect.flatMap(outcome(cause), (e) => (Either.isLeft(e) ? loop(e.left) : Effect.succeed(e)))
+              })
+          })
+      return loop(first)
+    })
+  return Effect.matchCauseEffect(once, {
+    onSuccess: (acc) => Effect.succeed(Either.right(acc)),
+    onFailure: (cause) =>
+      Effect.flatMap(outcome(cause), (e) =>
+        Either.isLeft(e) && e.left.retryable && e.left.code !== "MODEL_FAILED" ? retryFrom(e.left) : Effect.succeed(e))
+  })
+}
+
+/** The sink of one attempt: accumulates the response and publishes its deltas (§5.3). */
+const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator): ModelSink => ({
+  part: (part: ModelPart) =>
+    Effect.sync(() => {
+      const content = acc.content
+      switch (part.type) {
+        case "text-delta": {
+          if (part.text.length === 0) return
+          const last = content[content.length - 1]
+          if (last !== undefined && last.type === "text") content[content.length - 1] = { type: "text", text: last.text + part.text }
+          else content.push({ type: "text", text: part.text })
+          acc.streamed = true
+          if (a.hub) publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
+          return
+        }
+        case "reasoning-delta": {
+          const last = content[content.length - 1]
+          if (last !== undefined && last.type === "reasoning") {
+            const providerState = part.providerState ?? last.providerState
+            content[content.length - 1] = providerState === undefined
+              ? { type: "reasoning", text: last.text + part.text }
+              : { type: "reasoning", text: last.text + part.text, providerState }
+          } else {
+            content.push(
+              part.providerState === undefined
+                ? { type: "reasoning", text: part.text }
+                : { type: "reasoning", text: part.text, providerState: part.providerState }
+            )
+          }
+          acc.streamed = true
+          if (a.hub) publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, reasoning: part.text })
+          return
+        }
+        case "tool-call": {
+          // A call id repeated within one response would pair results ambiguously (§12 rule 3):
+          // later duplicates get a suffix, in the logged message and in their tool events alike.
+          let id = part.id
+          if (acc.toolCalls.some((c) => c.id === id)) {
+            let n = 2
+            while (acc.toolCalls.some((c) => c.id === `${part.id}#${n}`)) n++
+            id = `${part.id}#${n}`
+          }
+          content.push({ type: "tool-call", id, name: part.name, arguments: part.rawArguments })
+          acc.toolCalls.push(id === part.id ? part : { ...part, id })
+          acc.streamed = true
+          if (a.hub) {
+            publish(a, {
+              type: "assistant/delta",
+              turn: t.turn,
+              step: t.step,
+              toolCall: { id: part.id, name: part.name, arguments: part.rawArguments }
+            })
+          }
+          return
+        }
+        case "usage":
+          acc.usage = part.usage
+          return
+        case "finish":
+          acc.finish = part.reason
+          return
+      }
+    })
+})
+
+/** The `assistant/message` draft of a response, its calls, and the state update once it is durable. */
+export const assistantDraft = (
+  a: AgentState,
+  t: TurnState,
+  acc: Accumulator,
+  interrupted: boolean,
+  id: string
+): { readonly draft: EventDraft; readonly apply: () => void; readonly calls: Array<CallState> | undefined } => {
+  const calls = acc.toolCalls.length > 0 ? acc.toolCalls.map(newCall) : undefined
+  // The message is our own literals over strings from the adapter; only a reasoning block's
+  // `providerState` is the adapter's own value, checked to be plain JSON.
+  for (const block of acc.content) {
+    if (block.type === "reasoning" && block.providerState !== undefined) checkJson(block.providerState, "providerState")
+  }
+  const message: AssistantMessage = deepFreeze({
+    id: id as MessageId,
+    role: "assistant",
+    content: acc.content,
+    source: { kind: "model", provider: a.model.provider, model: a.model.model }
+  }) as AssistantMessage
+  const data = {
+    turn: t.turn,
+    step: t.step,
+    message,
+    ...(acc.usage !== undefined ? { usage: acc.usage } : {}),
+    ...(interrupted ? { interrupted: true as const } : { finish: acc.finish ?? "stop" })
+  }
+  return {
+    draft: { type: "assistant/message", data },
+    calls,
+    apply: () => {
+      t.assistantLogged = true
+      seen(a).add(message.id)
+      history(a).push(message)
+      // The calls exist from the moment their message is durable: an abort from here on
+      // closes each of them (§9).
+      if (calls !== undefined) {
+        t.calls = calls
+        t.nextCommit = 0
+        t.contextsInserted = 0
+      }
+    }
+  }
+}
+
+/** Logs a response (or, `interrupted`, the prefix a cancel cut, §9) in its own append. */
+export const logAssistant = (a: AgentState, t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> =>
+  Effect.flatMap(a.ids.next, (id) => {
+    const { apply, draft } = assistantDraft(a, t, acc, interrupted, id)
+    return commit(a, [draft], apply)
+  })

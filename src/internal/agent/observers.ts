@@ -1,0 +1,147 @@
+/**
+ * Who watches an agent (DESIGN.md §5.1–§5.3): the live events hub (allocated on the first
+ * subscription, released with the last), outcome waiters and observers, idle waiters. Waiters
+ * are callbacks registered inside `Effect.async`, so that the check ("is it decided?") and the
+ * registration are one step that no decision can fall between (a `Deferred` per delivery costs
+ * ~7 µs here: STYLE.md "Hot path").
+ */
+import { Effect, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
+import { type DeliveryOutcome, fateOf } from "../../Delivery.js"
+import type { SessionEvent } from "../../SessionEvent.js"
+import { resumeAll } from "../waiters.js"
+import { type AgentState, undecided } from "./state.js"
+
+/** Publishes a live event when someone subscribed (0.2 µs otherwise saved per event). */
+export const publish = (a: AgentState, event: AgentEvent): void => {
+  if (a.hub !== undefined) a.hub.unsafeOffer(event)
+}
+
+/** Publishes committed events, in order. */
+export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): void => {
+  const hub = a.hub
+  if (hub !== undefined) for (let i = 0; i < events.length; i++) hub.unsafeOffer(events[i]!)
+}
+
+/** Decides the outcome of a delivered (or pre-step-entered) message: observers, then waiters. */
+export const resolve = (a: AgentState, id: string, outcome: DeliveryOutcome): void => {
+  a.undecidedCell?.delete(id)
+  const observers = a.observers
+  if (observers !== undefined) {
+    const observer = observers.get(id)
+    if (observer !== undefined) {
+      observers.delete(id)
+      observer(outcome)
+    }
+  }
+  const waiters = a.waiters
+  if (waiters === undefined) return
+  const list = waiters.get(id)
+  if (list !== undefined) {
+    waiters.delete(id)
+    resumeAll(list, Effect.succeed(outcome))
+  }
+}
+
+/**
+ * A delivery's `outcome` (§5.1): waits while the message is undecided (pending or claimed), then
+ * gives its outcome; for a decided message, `Delivery.fateOf` on the log (equal by §12).
+ */
+export const outcomeOf = (a: AgentState, id: string): Effect.Effect<DeliveryOutcome> =>
+  Effect.async<DeliveryOutcome>((resume) => {
+    if (a.undecidedCell?.has(id) === true) {
+      const waiters = a.waiters ?? (a.waiters = new Map())
+      let list = waiters.get(id)
+      if (list === undefined) {
+        list = []
+        waiters.set(id, list)
+      }
+      const waiting = list
+      waiting.push(resume)
+      return Effect.sync(() => {
+        const at = waiting.indexOf(resume)
+        if (at >= 0) waiting.splice(at, 1)
+      })
+    }
+    const fate = fateOf(a.sessionLog.events(), id)
+    resume(
+      fate === undefined || fate._tag === "Pending"
+        ? Effect.dieMessage(`no fate for message ${id} in session ${a.id}`)
+        : Effect.succeed(fate)
+    )
+  })
+
+/**
+ * Calls `observer` when the fate of an undecided message is decided, synchronously with the
+ * decision (no fiber; the simulator records live outcomes with it). False when it is decided.
+ */
+export const observeOutcome = (a: AgentState, id: string, observer: (outcome: DeliveryOutcome) => void): boolean => {
+  if (a.undecidedCell?.has(id) !== true) return false
+  ;(a.observers ?? (a.observers = new Map())).set(id, observer)
+  return true
+}
+
+/** Marks ids as delivered and undecided (inserted into the inbox). */
+export const markUndecided = (a: AgentState, ids: ReadonlyArray<{ readonly id: string }>): void => {
+  const set = undecided(a)
+  for (let i = 0; i < ids.length; i++) set.add(ids[i]!.id)
+}
+
+/** The run ended: status idle, the driver released, idle waiters resumed (§5.2). */
+export const setIdle = (a: AgentState): void => {
+  a.running = false
+  a.driver = undefined
+  a.cancelCause = undefined
+  a.latch = false
+  a.current = undefined
+  publish(a, { type: "agent/status", status: "idle" })
+  const waiters = a.idleWaiters
+  if (waiters !== undefined) {
+    a.idleWaiters = undefined
+    resumeAll(waiters, Effect.void)
+  }
+}
+
+/** Waits until the agent is idle (at once when it is). */
+export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    if (!a.running) return resume(Effect.void)
+    const waiters = a.idleWaiters ?? (a.idleWaiters = [])
+    waiters.push(resume)
+    return Effect.sync(() => {
+      const at = waiters.indexOf(resume)
+      if (at >= 0) waiters.splice(at, 1)
+    })
+  })
+
+export const status = (a: AgentState): AgentStatus => (a.running ? "running" : "idle")
+
+/** Subscribes now (in the scope): the hub is made on the first subscription, dropped with the last. */
+export const subscribe = (a: AgentState): Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> =>
+  Effect.suspend(() => {
+    const hub = a.hub ?? (a.hub = Effect.runSync(PubSub.unbounded<AgentEvent>()))
+    a.subscribers++
+    return Effect.flatMap(
+      Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          a.subscribers--
+          if (a.subscribers === 0 && a.hub === hub) a.hub = undefined
+        })
+      ),
+      () => PubSub.subscribe(hub)
+    )
+  })
+
+/** Live events (§5.3), subscribing when the stream starts. */
+export const events = (a: AgentState): Stream.Stream<AgentEvent> =>
+  Stream.unwrapScoped(Effect.map(subscribe(a), (queue) => Stream.fromQueue(queue)))
+
+/** The status now, then every change. */
+export const statusChanges = (a: AgentState): Stream.Stream<AgentStatus> =>
+  Stream.unwrapScoped(Effect.map(subscribe(a), (queue) =>
+    Stream.concat(
+      Stream.sync(() => status(a)),
+      Stream.fromQueue(queue).pipe(
+        Stream.filterMap((e) => e.type === "agent/status" ? Option.some((e as { status: AgentStatus }).status) : Option.none())
+      )
+    )))

@@ -1,0 +1,123 @@
+/**
+ * Resume and crash repair (DESIGN.md §10): the repaired log's closers (`internal/repair.ts`),
+ * appended durably before anything else, then the agent's state rebuilt from the log (inbox,
+ * history, used ids, turn counter, the last request configuration logged), and, when asked,
+ * the run the log left pending.
+ */
+import { Effect, Ref } from "effect"
+import type { IdGeneratorService } from "../../IdGenerator.js"
+import * as History from "../../History.js"
+import * as Inbox from "../../Inbox.js"
+import type { SessionEvent } from "../../SessionEvent.js"
+import { type SessionLog, type SessionLogError, type SessionNotFound, SessionStoreError } from "../../SessionLog.js"
+import { SessionStore } from "../../SessionStore.js"
+import { flatten } from "../flat.js"
+import { repairDrafts } from "../repair.js"
+import { VirtualClock } from "../virtualClock.js"
+import { startRun } from "./driver.js"
+import { markUndecided } from "./observers.js"
+import { critical } from "./section.js"
+import { type AgentState, liveLogs, requestKeyOf, usedIds } from "./state.js"
+
+/** `ids` without the ids in `used` (checked at each call; `used` may grow). */
+export const avoiding = (ids: IdGeneratorService, used: ReadonlySet<string>): IdGeneratorService => {
+  const next: Effect.Effect<string> = Effect.flatMap(ids.next, (id) => used.has(id) ? next : Effect.succeed(id))
+  const nextSync = ids.nextSync
+  return {
+    next,
+    nextSync: nextSync === undefined ? undefined : () => {
+      let id = nextSync()
+      while (used.has(id)) id = nextSync()
+      return id
+    }
+  }
+}
+
+/**
+ * Rebuilds the state of a resumed agent from its (repaired) log (§10): the inbox from its
+ * splices, the history from its surface events, the ids ever used, the turn counter from the
+ * last `turn/start`, the request configuration last logged.
+ */
+export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used: Set<string>): Effect.Effect<void> => {
+  const options = { header: a.sessionLog.header }
+  const inbox = Inbox.replay(events, options)
+  a.historyCell = History.derive(events, options)
+  a.seenCell = used
+  let turns = 0
+  for (const e of events) {
+    const data = e.data as any
+    if (e.type === "turn/start") {
+      if (data.turn > turns) turns = data.turn
+    } else if (e.type === "request/header") {
+      a.headerKey = requestKeyOf(data)
+    }
+  }
+  a.turnCounter = turns
+  markUndecided(a, inbox.nextTurn)
+  markUndecided(a, inbox.nextStep.map((p) => p.message))
+  return Ref.set(a.inbox, inbox)
+}
+
+/** Starts a run when the log left waking work pending (`continuePending`, §10). */
+export const continuePending = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
+  critical(a, (inbox) => ({
+    drafts: [],
+    apply: () => {
+      if (!a.running && !a.disposed && Inbox.hasWakingWork(inbox)) startRun(a)
+    }
+  }))
+
+const inUse = (sessionId: string): SessionStoreError =>
+  new SessionStoreError({
+    message: `session "${sessionId}" is in use by a live agent of this process: dispose it before resuming or repairing`,
+    sessionId
+  })
+
+/**
+ * Opens a session of the `SessionStore` in context and appends its repair closers (§10; the
+ * store cuts a torn tail). DSH v0 logs are refused (read, never appended to), as are sessions a
+ * live agent of this process writes. Repair events take the time of the event before them
+ * (§3.1); their ids skip the ids the log already holds.
+ */
+export const repairLog = (
+  sessionId: string,
+  ids: IdGeneratorService
+): Effect.Effect<
+  { readonly log: SessionLog; readonly appended: ReadonlyArray<SessionEvent>; readonly used: Set<string> },
+  SessionStoreError | SessionLogError | SessionNotFound,
+  SessionStore
+> =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    // A DSH v0 log is read, never appended to (checked before `open`, which may cut its tail).
+    const { header } = yield* store.read(sessionId)
+    if (header.version === 0) {
+      return yield* Effect.fail(
+        new SessionStoreError({
+          message: `session "${sessionId}" is a DSH v0 log: it can be read (transcript, check), not resumed or appended to`,
+          sessionId
+        })
+      )
+    }
+    const log = yield* store.open(sessionId)
+    if (liveLogs.has(log)) return yield* Effect.fail(inUse(sessionId))
+    const before = log.events()
+    const used = usedIds(before)
+    // Ids for the synthetic results: counted first, then taken (the generator may be effectful),
+    // skipping the ids the log already holds.
+    let needed = 0
+    repairDrafts(before, () => String(needed++))
+    const fresh: Array<string> = []
+    if (needed > 0) {
+      const next = avoiding(ids, used).next
+      for (let i = 0; i < needed; i++) fresh.push(flatten(yield* next))
+    }
+    const drafts = repairDrafts(before, () => fresh.shift()!)
+    if (drafts.length === 0) return { log, appended: [] as ReadonlyArray<SessionEvent>, used }
+    // Repair events take the time of the event before them (§3.1).
+    const clock = new VirtualClock()
+    clock.setTime(before.length > 0 ? before[before.length - 1]!.time : 0)
+    const appended = yield* Effect.withClock(log.append(drafts), clock)
+    for (const e of appended) if (e.type === "tool/result") used.add((e.data as any).message.id)
+    return { log, appended, used }
+  })

@@ -1,0 +1,232 @@
+/**
+ * The agent's state (DESIGN.md §5.4, §6): one mutable record per agent (`AgentState`, which the
+ * facade's class implements) and the per-turn and per-call records of the driver. Every module
+ * of `internal/agent/` is plain functions over these records, so that the hot path allocates no
+ * service, fiber or generator per step (STYLE.md "Hot path").
+ *
+ * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
+ * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
+ */
+import type { Fiber, PubSub, Ref, Schedule } from "effect"
+import type { AgentEvent } from "../../AgentEvent.js"
+import type { DeliveryOutcome } from "../../Delivery.js"
+import type { IdGeneratorService } from "../../IdGenerator.js"
+import type { InboxState } from "../../Inbox.js"
+import type { ContentBlock, Message, UserMessage } from "../../Message.js"
+import type { ModelError, ModelService, ToolDefinition } from "../../Model.js"
+import type { PreStepService } from "../../PreStep.js"
+import type { AbortCause, FinishReason, SessionEvent, ToolErrorCode, Usage } from "../../SessionEvent.js"
+import type { SessionLog } from "../../SessionLog.js"
+import type * as Tool from "../../Tool.js"
+import type { Resume } from "../waiters.js"
+
+/** The phase of a tool call in its step (§8, §9): what an abort gives it. */
+export type CallPhase = "pending" | "running" | "done" | "committed"
+
+/** One tool call of a response: its result is recorded here until it is committed (§8). */
+export interface CallState {
+  readonly id: string
+  readonly name: string
+  readonly rawArguments: string
+  phase: CallPhase
+  callLogged: boolean
+  content: ReadonlyArray<ContentBlock>
+  isError: boolean
+  error: { readonly name: string; readonly code: ToolErrorCode } | undefined
+  contexts: ReadonlyArray<UserMessage>
+}
+
+/** A call of a response, before it runs. */
+export const newCall = (c: { readonly id: string; readonly name: string; readonly rawArguments: string }): CallState => ({
+  id: c.id,
+  name: c.name,
+  rawArguments: c.rawArguments,
+  phase: "pending",
+  callLogged: false,
+  content: [],
+  isError: false,
+  error: undefined,
+  contexts: []
+})
+
+/** A model response as it streams in (§11). */
+export interface Accumulator {
+  content: Array<ContentBlock>
+  toolCalls: Array<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
+  usage: Usage | undefined
+  finish: FinishReason | undefined
+  streamed: boolean
+}
+
+/** The turn the driver runs (§6.1). */
+export interface TurnState {
+  turn: number
+  turnOpen: boolean
+  step: number
+  stepOpen: boolean
+  /** Claimed at the current pre-step and not yet decided. */
+  claimed: ReadonlyArray<UserMessage> | undefined
+  acc: Accumulator | undefined
+  assistantLogged: boolean
+  calls: Array<CallState> | undefined
+  nextCommit: number
+  contextsInserted: number
+  maxTokens: boolean
+  /** The current step was entered in the same append as its claim (default pre-step). */
+  entered: boolean
+  /** State update of a prefix draft appended with the step's end. */
+  onCommit: (() => void) | undefined
+}
+
+export const newTurnState = (): TurnState => ({
+  turn: 0,
+  turnOpen: false,
+  step: 0,
+  stepOpen: false,
+  claimed: undefined,
+  acc: undefined,
+  assistantLogged: false,
+  calls: undefined,
+  nextCommit: 0,
+  contextsInserted: 0,
+  maxTokens: false,
+  entered: false,
+  onCommit: undefined
+})
+
+/** Marks the agent's record (on its prototype: no field per agent). */
+export const AgentStateTypeId: unique symbol = Symbol.for("effect-agent-loop/AgentState")
+
+/** Whether `u` is an agent's record (an `Agent` made by `Agent.make` or `Agent.resume`). */
+export const isAgentState = (u: unknown): u is AgentState =>
+  typeof u === "object" && u !== null && (u as { readonly [AgentStateTypeId]?: unknown })[AgentStateTypeId] === true
+
+/** The agent's record (DESIGN.md §5.4): configuration fixed at `make`, then the mutable state. */
+export interface AgentState {
+  readonly id: string
+  /** The session log this agent writes (its only writer, §3.3). */
+  readonly sessionLog: SessionLog
+  readonly model: ModelService
+  readonly preStep: PreStepService
+  readonly ids: IdGeneratorService
+  readonly instructions: string | undefined
+  readonly settings: { readonly [key: string]: unknown } | undefined
+  readonly guards: ReadonlyArray<Tool.ToolGuard>
+  readonly hooks: ReadonlyArray<Tool.ToolHook>
+  readonly retry: Schedule.Schedule<unknown, ModelError> | undefined
+  readonly tools: ReadonlyMap<string, Tool.Tool<any>>
+  readonly toolDefinitions: ReadonlyArray<ToolDefinition>
+  /** The default pre-step (enter the claimed batch): a claim and its step are one append. */
+  readonly fastPreStep: boolean
+  /** `toolConcurrency` and `maxSteps`, whole numbers ≥ 1 (`countOption`). */
+  readonly toolBound: number
+  readonly maxSteps: number
+  /** The log's synchronous append, when it has one: sections are then one `Ref.modify`. */
+  readonly appendSync: SessionLog["appendSync"]
+  /**
+   * The request configuration as one key (provider, model, instructions, tool definitions,
+   * settings), computed once: a `request/header` is logged whenever it differs from the last
+   * one logged (§6.2).
+   */
+  readonly requestKey: string
+  /**
+   * The inbox (§4): an immutable value in a `Ref`, replaced only together with its durable
+   * splice (a `SynchronizedRef` when the log's appends are asynchronous; see `section.ts`).
+   */
+  readonly inbox: Ref.Ref<InboxState>
+  /**
+   * The delivery methods a running tool gets (`ctx.agent`, §8), set by the facade, so that the
+   * tool batch never imports the delivery module (imports run one way).
+   */
+  readonly toolAgent: Tool.ToolAgent
+
+  /** Every message id pending or ever logged in this session (§2); allocated on first use. */
+  seenCell: Set<string> | undefined
+  /** Ids delivered (or claimed) whose fate is not decided yet. */
+  undecidedCell: Set<string> | undefined
+  /** The model-visible history (§6.2), maintained incrementally. */
+  historyCell: Array<Message> | undefined
+  /** The key of the last `request/header` logged. */
+  headerKey: string | undefined
+  turnCounter: number
+  running: boolean
+  disposed: boolean
+  /** Set by `cancel` until the agent is idle (first cause wins, §9). */
+  cancelCause: AbortCause | undefined
+  /** A waking delivery arrived during a cancel (§9). */
+  latch: boolean
+  driver: Fiber.RuntimeFiber<void, never> | undefined
+  /** The turn the driver is running. */
+  current: TurnState | undefined
+  hub: PubSub.PubSub<AgentEvent> | undefined
+  subscribers: number
+  waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined
+  observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined
+  idleWaiters: Array<Resume<void>> | undefined
+}
+
+export const seen = (a: AgentState): Set<string> => a.seenCell ?? (a.seenCell = new Set())
+
+export const undecided = (a: AgentState): Set<string> => a.undecidedCell ?? (a.undecidedCell = new Set())
+
+export const history = (a: AgentState): Array<Message> => a.historyCell ?? (a.historyCell = [])
+
+/**
+ * A count option (`toolConcurrency`, `maxSteps`) as a whole number ≥ 1: absent or NaN gives the
+ * default, a fraction is rounded down, anything below 1 gives 1, Infinity stays (no bound).
+ */
+export const countOption = (value: number | undefined, fallback: number): number => {
+  if (value === undefined || Number.isNaN(value)) return fallback
+  return value === Infinity ? Infinity : Math.max(1, Math.floor(value))
+}
+
+/**
+ * The key of a request configuration (§6.2): provider, model, instructions, tool definitions and
+ * settings. A `request/header` is logged whenever the key differs from the last one logged, so
+ * that a session resumed with new instructions, tools or settings records them before the next
+ * request. The logged header's data gives the same key (it is these values as JSON).
+ */
+export const requestKeyOf = (config: {
+  readonly provider: string
+  readonly model: string
+  readonly instructions?: string | undefined
+  readonly tools: ReadonlyArray<unknown>
+  readonly settings?: unknown
+}): string =>
+  JSON.stringify([config.provider, config.model, config.instructions ?? null, config.tools, config.settings ?? {}])
+
+/**
+ * The ids a log has used (inserted, entered, assistant and tool result messages; DESIGN.md §2:
+ * ids are unique per session): a resumed agent starts from them, its id generator skips them,
+ * and `SessionReference` checks against them.
+ */
+export const usedIds = (events: ReadonlyArray<SessionEvent>): Set<string> => {
+  const used = new Set<string>()
+  for (const e of events) {
+    const data = e.data as any
+    switch (e.type) {
+      case "agent/inbox/spliced":
+        for (const m of data.inserted ?? []) used.add(m.id)
+        break
+      case "user/message":
+        used.add(data.id)
+        break
+      case "assistant/message":
+      case "tool/result":
+        used.add(data.message?.id)
+        break
+    }
+  }
+  return used
+}
+
+/**
+ * The logs that a live (not yet disposed) agent of this process writes: one writer per session
+ * (DESIGN.md §3.3). `resume` and `repair` refuse them (a store hands out one `SessionLog` per
+ * session, so a second agent would share it); the stores refuse a session that another store or
+ * process has open for writing.
+ */
+export const liveLogs = new WeakSet<SessionLog>()
+
+export const USER_CAUSE: AbortCause = Object.freeze({ kind: "user" })
+export const DISPOSED_CAUSE: AbortCause = Object.freeze({ kind: "disposed" })

@@ -1,0 +1,439 @@
+/**
+ * The tool batch of a step (DESIGN.md §8): calls are validated (a known tool, arguments that are
+ * JSON and decode with its `Schema`), guarded and logged (`tool/call`) in model order before they
+ * start; they run concurrently up to `toolConcurrency`, an `exclusive` call alone; hooks process
+ * each result; every failure is an error result with a §8 code and the loop goes on. Results are
+ * committed by `toolResults.ts`.
+ *
+ * Each call runs in a fiber started with `Runtime.runFork` on the spot, so that it runs until it
+ * completes or suspends (a synchronous tool costs no scheduling; an `Effect.fork` per call was
+ * measured too slow: STYLE.md "Hot path"); a single call runs on the driver fiber.
+ */
+import { Cause, Effect, Either, Exit, Fiber, ParseResult, Runtime, Schema } from "effect"
+import type { ContentBlock, UserMessage } from "../../Message.js"
+import { UserMessage as UserMessages } from "../../Message.js"
+import type { EventDraft, ToolErrorCode } from "../../SessionEvent.js"
+import type { SessionStoreError } from "../../SessionLog.js"
+import * as Tool from "../../Tool.js"
+import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
+import { causeMessage, messageOf } from "../cause.js"
+import { currentRuntime } from "../fork.js"
+import { checkJson } from "../json.js"
+import { isContentShape, isUserMessageShape } from "../logCodec.js"
+import type { Resume } from "../waiters.js"
+import { assistantDraft, logAssistant } from "./modelStep.js"
+import { commit } from "./section.js"
+import { type Accumulator, type AgentState, type CallState, seen, type TurnState } from "./state.js"
+import { commitAbortedCalls, commitBeforeStepEnd, commitReady, fail, succeed } from "./toolResults.js"
+
+/** A validated tool call: its tool and decoded arguments, or the error result to record (§8). */
+type Validated =
+  | { readonly ok: true; readonly tool: Tool.Tool<any>; readonly args: unknown }
+  | { readonly ok: false; readonly code: ToolErrorCode; readonly text: string }
+
+/** Raw tool arguments that decode as `{}`. */
+const BLANK = /^\s*$/
+
+/** Each tool's arguments decoder, built once (all errors reported). */
+const decoders = new WeakMap<Tool.Tool<any>, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+const decoderOf = (tool: Tool.Tool<any>) => {
+  let decode = decoders.get(tool)
+  if (decode === undefined) {
+    const decodeEither = Schema.decodeUnknownEither(tool.parameters, { errors: "all" })
+    decode = (u) => decodeEither(u)
+    decoders.set(tool, decode)
+  }
+  return decode
+}
+
+/** A tool call's context (§8): a class, so that a call allocates one object, not closures. */
+class CallContext implements Tool.ToolContext {
+  constructor(
+    readonly callId: string,
+    readonly turn: number,
+    readonly step: number,
+    readonly agent: Tool.ToolAgent,
+    private readonly ids: IdGeneratorService
+  ) {}
+  get makeMessage(): Tool.ToolContext["makeMessage"] {
+    return (input) =>
+      UserMessages.make(
+        typeof input === "string"
+          ? { text: input, source: { kind: "tool", callId: this.callId } }
+          : input.source === undefined
+          ? { ...input, source: { kind: "tool", callId: this.callId } }
+          : input
+      ).pipe(Effect.provideService(IdGenerator, this.ids))
+  }
+}
+
+/** A truncated response runs none of its calls: each gets `tool/call` + `TRUNCATED` (§6.4). */
+export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, SessionStoreError> => {
+  const calls = t.calls ?? []
+  for (const c of calls) fail(c, "TRUNCATED", "The response was truncated (max tokens); this tool call was not run.")
+  return commitAbortedCalls(a, t, calls, false)
+}
+
+/**
+ * Logs a response with tool calls and runs them (§8). Without guards, the assistant message
+ * and the `tool/call`s of the first group (the calls that can start together) are one append.
+ */
+export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> => {
+  if (a.guards.length > 0) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
+  return Effect.flatMap(a.ids.next, (id) => {
+    const assistant = assistantDraft(a, t, acc, false, id)
+    const calls = assistant.calls!
+    const end = groupEnd(a, calls, 0, 0)
+    if (end === 0) return Effect.flatMap(commit(a, [assistant.draft], assistant.apply), () => runTools(a, t, undefined))
+    const group = groupSection(a, t, calls.slice(0, end))
+    return Effect.flatMap(
+      commit(a, [assistant.draft, ...group.drafts], () => {
+        assistant.apply()
+        return group.apply()
+      }),
+      (runs) => runTools(a, t, { end, runs })
+    )
+  })
+}
+
+/**
+ * The end of the group of calls from `start` that can start together: up to the free slots
+ * (`running` calls run), up to the next `exclusive` call (a leading exclusive call: none).
+ */
+const groupEnd = (a: AgentState, calls: ReadonlyArray<CallState>, start: number, running: number): number => {
+  const bound = a.toolBound
+  let end = start
+  while (end < calls.length && end - start < bound - running && !(a.tools.get(calls[end]!.name)?.exclusive ?? false)) end++
+  return end
+}
+
+/** Runs the calls of `t`, the first group already logged when `first` is given. */
+const runTools = (
+  a: AgentState,
+  t: TurnState,
+  first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+): Effect.Effect<void, SessionStoreError> => {
+  const calls = t.calls ?? []
+  if (calls.length === 1) {
+    // Fast path: no fiber for a single call.
+    const prepared = first !== undefined
+      ? Effect.succeed(first.runs[0])
+      : a.guards.length > 0
+      ? prepare(a, t, calls[0]!)
+      : Effect.map(prepareGroup(a, t, calls), (runs) => runs[0])
+    return prepared.pipe(
+      Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+      Effect.flatMap(() => commitBeforeStepEnd(a, t))
+    )
+  }
+  return Effect.suspend(() => runBatch(a, t, calls, first))
+}
+
+/**
+ * Runs a batch of calls (§8): each is prepared (validated, guarded, `tool/call` logged) in
+ * model order and started at once in its own fiber, which runs on the spot until it completes
+ * or suspends; at most `toolConcurrency` run at a time; an `exclusive` call waits for the running
+ * ones and runs alone. The driver commits the results in call order whenever it waits, and at
+ * the end, several in one append. Interrupting the driver interrupts every started call.
+ */
+const runBatch = (
+  a: AgentState,
+  t: TurnState,
+  calls: ReadonlyArray<CallState>,
+  first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+): Effect.Effect<void, SessionStoreError> => {
+  const bound = a.toolBound
+  const runtime = currentRuntime()
+  const fibers: Array<Fiber.RuntimeFiber<void>> = []
+  let running = 0
+  let wake: Resume<void> | undefined = undefined
+  const settled = () => {
+    running--
+    const resume = wake
+    if (resume !== undefined) {
+      wake = undefined
+      resume(Effect.void)
+    }
+  }
+  // Resumes at the next completion, or at once when `ready()` holds (checked as it registers).
+  const completion = (ready: () => boolean) =>
+    Effect.async<void>((resume) => {
+      if (ready()) return resume(Effect.void)
+      wake = resume
+      return Effect.sync(() => {
+        wake = undefined
+      })
+    })
+  // Commits what is ready only when it has to wait (a batch that never waits commits its
+  // results with the step's end).
+  const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionStoreError> =>
+    Effect.suspend(() =>
+      ready() ? Effect.void : Effect.flatMap(commitReady(a, t), () =>
+        ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
+    )
+  const idle = () => running === 0
+  const free = () => running < bound
+  const isExclusive = (call: CallState) => a.tools.get(call.name)?.exclusive ?? false
+  const start = (run: Effect.Effect<void> | undefined) => {
+    if (run === undefined) return
+    const fiber = Runtime.runFork(runtime)(run)
+    if (fiber.unsafePoll() === null) {
+      running++
+      fibers.push(fiber)
+      fiber.addObserver(settled)
+    }
+  }
+  const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
+    // Once none runs, every result is done: the rest go with the step's end.
+    if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => commitBeforeStepEnd(a, t))
+    const call = calls[i]!
+    if (isExclusive(call)) {
+      // A barrier: the running calls finish and their results are committed first; its
+      // result is committed before any later call starts.
+      return waitUntil(idle).pipe(
+        Effect.flatMap(() => commitReady(a, t)),
+        Effect.flatMap(() => prepare(a, t, call)),
+        Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+        Effect.flatMap(() => commitReady(a, t)),
+        Effect.flatMap(() => dispatch(i + 1))
+      )
+    }
+    if (!free()) return Effect.flatMap(waitUntil(free), () => dispatch(i))
+    if (a.guards.length > 0) {
+      return Effect.flatMap(prepare(a, t, call), (run) => {
+        start(run)
+        return dispatch(i + 1)
+      })
+    }
+    // As many calls as there are free slots, up to the next exclusive one, in one append.
+    const end = groupEnd(a, calls, i, running)
+    return Effect.flatMap(prepareGroup(a, t, calls.slice(i, end)), (runs) => {
+      for (const run of runs) start(run)
+      return dispatch(end)
+    })
+  }
+  const begin = first === undefined ? dispatch(0) : Effect.suspend(() => {
+    for (const run of first.runs) start(run)
+    return dispatch(first.end)
+  })
+  return Effect.onInterrupt(begin, () => Fiber.interruptAll(fibers))
+}
+
+/** The `tool/call` draft of a call (§8). */
+const callDraft = (t: TurnState, call: CallState): EventDraft => ({
+  type: "tool/call",
+  data: { turn: t.turn, step: t.step, callId: call.id, name: call.name, arguments: call.rawArguments }
+})
+
+/**
+ * Validates a call (§8): a known tool and arguments that are JSON and decode with its
+ * parameters `Schema`. Returns the decoded arguments, or the error result to record.
+ */
+const validate = (a: AgentState, call: CallState): Validated => {
+  const tool = a.tools.get(call.name)
+  if (tool === undefined) {
+    return {
+      ok: false,
+      code: "UNKNOWN_TOOL",
+      text: `Unknown tool "${call.name}". Available tools: ${[...a.tools.keys()].join(", ") || "none"}.`
+    }
+  }
+  let parsed: unknown
+  try {
+    parsed = BLANK.test(call.rawArguments) ? {} : JSON.parse(call.rawArguments)
+  } catch (e) {
+    return { ok: false, code: "INVALID_ARGUMENTS", text: `The arguments of ${call.name} are not valid JSON: ${messageOf(e)}` }
+  }
+  const decoded = decoderOf(tool)(parsed)
+  if (Either.isLeft(decoded)) {
+    const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+      .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ` : "") + i.message)
+      .join("; ")
+    return { ok: false, code: "INVALID_ARGUMENTS", text: `Invalid arguments for ${call.name}: ${issues}` }
+  }
+  return { ok: true, tool, args: decoded.right }
+}
+
+/** The call as guards and hooks see it. */
+const callInfo = (t: TurnState, call: CallState, args: unknown): Tool.ToolCall => ({
+  callId: call.id,
+  name: call.name,
+  arguments: args,
+  rawArguments: call.rawArguments,
+  turn: t.turn,
+  step: t.step
+})
+
+/**
+ * Validates, guards and logs `tool/call` for one call, in model order (§8). Returns the
+ * execution (execute + hooks) to run, or `undefined` when the call already has its error
+ * result (unknown tool, invalid arguments, denied, guard failure). Never fails but for the
+ * store. Without guards, see `prepareGroup`.
+ */
+const prepare = (a: AgentState, t: TurnState, call: CallState): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> =>
+  Effect.suspend(() => {
+    const logCall = (after: () => void) =>
+      commit(a, [callDraft(t, call)], () => {
+        // Still "pending": the call is running once its execution starts (§9 codes).
+        call.callLogged = true
+        after()
+      })
+    const failWith = (code: ToolErrorCode, text: string) => Effect.as(logCall(() => fail(call, code, text)), undefined)
+    const checked = validate(a, call)
+    if (!checked.ok) return failWith(checked.code, checked.text)
+    if (a.guards.length === 0) return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
+    return Effect.flatMap(Effect.exit(runGuards(a.guards, callInfo(t, call, checked.args))), (g) => {
+      if (Exit.isFailure(g)) {
+        if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
+        return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
+      }
+      if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
+      return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
+    })
+  })
+
+/**
+ * With no guards, validation is synchronous: a group of calls is validated and their
+ * `tool/call`s logged in one append, in model order (§8). Returns each call's execution, or
+ * `undefined` for a call that got its error result.
+ */
+const prepareGroup = (
+  a: AgentState,
+  t: TurnState,
+  calls: ReadonlyArray<CallState>
+): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionStoreError> =>
+  Effect.suspend(() => {
+    const group = groupSection(a, t, calls)
+    return commit(a, group.drafts, group.apply)
+  })
+
+/** The `tool/call` drafts of a group (validated now), and what to apply once they are durable. */
+const groupSection = (
+  a: AgentState,
+  t: TurnState,
+  calls: ReadonlyArray<CallState>
+): { readonly drafts: Array<EventDraft>; readonly apply: () => ReadonlyArray<Effect.Effect<void> | undefined> } => {
+  const drafts: Array<EventDraft> = []
+  const checks: Array<Validated> = []
+  for (const call of calls) {
+    drafts.push(callDraft(t, call))
+    checks.push(validate(a, call))
+  }
+  return {
+    drafts,
+    apply: () => {
+      const runs: Array<Effect.Effect<void> | undefined> = []
+      for (let k = 0; k < calls.length; k++) {
+        const call = calls[k]!
+        const checked = checks[k]!
+        call.callLogged = true
+        if (checked.ok) runs.push(execution(a, t, call, checked.tool, checked.args))
+        else {
+          fail(call, checked.code, checked.text)
+          runs.push(undefined)
+        }
+      }
+      return runs
+    }
+  }
+}
+
+/**
+ * A validated, allowed call's execution: `execute`, then the hooks; its result is recorded
+ * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
+ */
+const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> => {
+  const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.ids)
+  const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
+    return Effect.void
+  }
+  // The call counts as started (an abort then gives ABORTED, not TOOL_ABORTED_BEFORE_DISPATCH)
+  // when its execution begins, not when its `tool/call` is durable.
+  const started = Effect.suspend(() => {
+    call.phase = "running"
+    return tool.execute(args, ctx)
+  })
+  // A defect anywhere in recording the result (ours or a plugin's) is this call's failure,
+  // never the batch's: the call gets a TOOL_FAILED result.
+  if (a.hooks.length === 0) {
+    return Effect.catchAllCause(
+      Effect.matchCauseEffect(started, {
+        onSuccess: (output) => {
+          finish(a, call, { output, isError: false })
+          return Effect.void
+        },
+        onFailure: (cause) => {
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+          finish(a, call, { output: { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }, isError: true })
+          return Effect.void
+        }
+      }),
+      failed
+    )
+  }
+  const executed = Effect.flatMap(Effect.exit(started), (exit): Effect.Effect<Tool.HookResult> => {
+    if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
+    if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
+    return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
+  })
+  return Effect.catchAllCause(
+    Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.hooks, callInfo(t, call, args), r)), {
+      onSuccess: (result) => {
+        finish(a, call, result)
+        return Effect.void
+      },
+      onFailure: failed
+    }),
+    failed
+  )
+}
+
+/**
+ * Records a tool's (or the hooks') result on its call after checking it (§2, §8): a `ToolOutput`
+ * whose content is plain-JSON content blocks (or a string) and whose `additionalContexts` are
+ * well-formed plain-JSON `UserMessage`s with ids never used; otherwise a `TOOL_FAILED` result.
+ */
+const finish = (a: AgentState, call: CallState, result: Tool.HookResult): void => {
+  let contexts: ReadonlyArray<UserMessage>
+  let content: ReadonlyArray<ContentBlock>
+  try {
+    const output: unknown = typeof result === "object" && result !== null ? result.output : undefined
+    if (typeof output !== "object" || output === null) throw new Error("it is not a ToolOutput ({content, additionalContexts?})")
+    const given = (output as Tool.ToolOutput).additionalContexts ?? []
+    if (!Array.isArray(given)) throw new Error("its additionalContexts is not an array")
+    contexts = given
+    const raw = (output as Tool.ToolOutput).content
+    if (typeof raw !== "string" && !Array.isArray(raw)) throw new Error("its content is not a string or an array of content blocks")
+    content = checkJson(Tool.contentOf(raw), "content")
+    if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
+    const ids = contexts.length === 0 ? undefined : new Set<string>()
+    for (const m of contexts) {
+      checkJson(m, "additionalContexts")
+      if (!isUserMessageShape(m)) throw new Error("an additional context is not a UserMessage")
+      if (ids!.has(m.id) || seen(a).has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
+      ids!.add(m.id)
+    }
+  } catch (e) {
+    fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: ${messageOf(e)}`)
+    return
+  }
+  succeed(call, content, contexts, result.isError)
+}
+
+const runGuards = (guards: ReadonlyArray<Tool.ToolGuard>, call: Tool.ToolCall): Effect.Effect<Tool.GuardDecision, unknown> => {
+  const at = (i: number): Effect.Effect<Tool.GuardDecision, unknown> =>
+    i >= guards.length ? Effect.succeed(Tool.Guard.allow) : Effect.suspend(() => guards[i]!(call, () => at(i + 1)))
+  return at(0)
+}
+
+const runHooks = (
+  hooks: ReadonlyArray<Tool.ToolHook>,
+  call: Tool.ToolCall,
+  innermost: Tool.HookResult
+): Effect.Effect<Tool.HookResult, unknown> => {
+  const at = (i: number): Effect.Effect<Tool.HookResult, unknown> =>
+    i >= hooks.length ? Effect.succeed(innermost) : Effect.suspend(() => hooks[i]!(call, () => at(i + 1)))
+  return at(0)
+}

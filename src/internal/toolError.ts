@@ -1,0 +1,22 @@
+/**
+ * `tool/result.error.name` (DESIGN.md §3.2, §8, §10): the short name logged with each error code.
+ */
+import type { ToolErrorCode } from "../SessionEvent.js"
+
+export const toolErrorName: { readonly [C in ToolErrorCode]: string } = {
+  UNKNOWN_TOOL: "UnknownTool",
+  INVALID_ARGUMENTS: "InvalidArguments",
+  DENIED: "Denied",
+  TOOL_FAILED: "ToolFailed",
+  TRUNCATED: "Truncated",
+  ABORTED: "Aborted",
+  TOOL_ABORTED_BEFORE_DISPATCH: "AbortedBeforeDispatch",
+  TOOL_OUTCOME_UNKNOWN: "OutcomeUnknown",
+  TOOL_NOT_STARTED: "NotStarted"
+}
+
+/** The `error` of a `tool/result` with this code. */
+export const toolError = (code: ToolErrorCode): { readonly name: string; readonly code: ToolErrorCode } => ({
+  name: toolErrorName[code],
+  code
+})
