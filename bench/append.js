@@ -2,7 +2,7 @@
 // log, against a raw baseline measured in the same run: the very bytes our store wrote (read
 // back from its file) written again with plain `write(2)`, batched N lines per write, each write
 // followed by `fdatasync` (fsync "batch"), or without it (fsync "none"). The baseline is the
-// ideal group commit; ours batches through its flusher fiber.
+// ideal group commit; ours group-commits its appends in rounds (one write and one fdatasync per round).
 // With `store: "sqlite"` (`layerSqlite`, WAL, `synchronous` FULL for fsync "batch", NORMAL for
 // "none"), the baseline is better-sqlite3 itself: the rows ours committed (read back from its
 // database) inserted again with one prepared INSERT per event, each its own commit, on a second
@@ -12,7 +12,7 @@ import { Effect, Layer } from "effect"
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { SessionStore } from "../dist/index.js"
+import { layerSqlite, SessionStore } from "./dist.js"
 import Database from "better-sqlite3"
 
 const TEXT = "the quick brown fox jumps over the lazy dog; ".repeat(3)
@@ -39,7 +39,7 @@ const runOurs = async ({ appenders, total, fsync, directory, store = "jsonl" }) 
   return await Effect.runPromise(Effect.scoped(program).pipe(
     Effect.provide(
       store === "sqlite"
-        ? SessionStore.layerSqlite({ filename: join(directory, "ours.db"), synchronous: sqliteSync(fsync) })
+        ? layerSqlite({ filename: join(directory, "ours.db"), synchronous: sqliteSync(fsync) })
         : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
     )
   ))

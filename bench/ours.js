@@ -8,7 +8,7 @@ import { Effect, Layer, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, IdGenerator, Model, SessionStore, Tool } from "../dist/index.js"
+import { Agent, IdGenerator, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
 import { checkCounts, WORKLOADS } from "./workloads.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
@@ -130,7 +130,7 @@ const storeLayer = (store, fsync) => {
   const directory = mkdtempSync(join(tmpdir(), "bench-ours-"))
   if (store === "sqlite") {
     return {
-      layer: SessionStore.layerSqlite({ filename: join(directory, "sessions.db"), synchronous: fsync === "batch" ? "full" : "normal" }),
+      layer: layerSqlite({ filename: join(directory, "sessions.db"), synchronous: fsync === "batch" ? "full" : "normal" }),
       cleanup: () => rmSync(directory, { recursive: true, force: true })
     }
   }

@@ -1,6 +1,6 @@
 // `replay` (ours only): a generated log of 1,000,000 events rebuilt into inbox, history and fates
 // (`SessionStore.readFile`: read + decode + validate; `History.derive`; `Delivery.fatesOf`; the
-// inbox replay of `internal/fate.js`), against a raw baseline in the same bench run:
+// inbox replay `Inbox.replay`), against a raw baseline in the same bench run:
 // `readFileSync` + `JSON.parse` of every line of the same file (the parsed rows kept, as ours
 // keeps its events). Each side runs in its own process so that its peak RSS is its own, after a
 // warm-up on a 20,000-event log and a read of the file into the page cache (disk reads are not
@@ -19,8 +19,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, write
 import { randomUUID } from "node:crypto"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, Delivery, History, IdGenerator, Invariant, Model, SessionStore, Tool } from "../dist/index.js"
-import { replayInbox } from "../dist/internal/fate.js"
+import { Agent, Delivery, History, IdGenerator, Invariant, Model, replayInbox, SessionStore, Tool } from "./dist.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
 const isResult = (m) => m.role === "user" && m.source.kind === "tool"

@@ -5,9 +5,13 @@
 // Figures are never asserted; a run whose counts are off (model calls, tool runs, messages)
 // fails its job, which is reported and makes the exit code 1.
 //
-//   node --expose-gc bench/run.js [--quick] [--only=turns,append,…]
+//   node --expose-gc bench/run.js [--quick] [--only=turns,append,…] [--baseline=DIR]
 //
 // --quick: a smoke test (a tenth of the prompts, 2 runs, a 100,000-event replay).
+// --baseline=DIR: also runs our side of the prompt workloads and idle-agents on the build in
+// DIR/dist (another checkout, e.g. the commit before a refactor, built with `npm run build`),
+// job by job next to the current build, and prints a before/after table
+// (bench/results/before-after.json).
 import { spawnSync } from "node:child_process"
 import { cpus, loadavg } from "node:os"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -21,6 +25,8 @@ const args = process.argv.slice(2)
 const quick = args.includes("--quick")
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
 const wanted = (name) => only === undefined || only.includes(name)
+const baselineArg = args.find((a) => a.startsWith("--baseline="))?.slice(11)
+const baselineDist = baselineArg === undefined ? undefined : join(baselineArg, "dist")
 
 const RUNS = quick ? 2 : 5
 const WARMUP_RUNS = quick ? 1 : 10
@@ -32,10 +38,11 @@ const loadStart = loadavg()
 const failures = []
 
 /** Runs one job in a fresh process; returns its result, or undefined when it failed. */
-const job = (label, spec, nodeFlags = []) => {
+const job = (label, spec, nodeFlags = [], env = undefined) => {
   const t = performance.now()
   process.stderr.write(`  ${label} … `)
   const child = spawnSync(process.execPath, ["--expose-gc", ...nodeFlags, join(here, "worker.js"), JSON.stringify(spec)], {
+    env: env === undefined ? process.env : { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024
@@ -73,6 +80,28 @@ const addRow = (workload, store, unit, ours, peer, extra = {}) => {
 }
 const perUnit = (r) => r?.samples.map((s) => s.perUnit)
 
+/** With --baseline: the same job on the baseline build; its figures go to the before/after table. */
+const beforeAfter = []
+const baselineJob = (label, spec) =>
+  baselineDist === undefined ? undefined : job(`before ${label}`, spec, [], { BENCH_DIST: baselineDist })
+const addBeforeAfter = (workload, store, unit, after, before) => {
+  if (baselineDist === undefined) return
+  const a = stat(after)
+  const b = stat(before)
+  beforeAfter.push({
+    workload,
+    store,
+    unit,
+    before: b?.median ?? null,
+    beforeMin: b?.min ?? null,
+    beforeMax: b?.max ?? null,
+    after: a?.median ?? null,
+    afterMin: a?.min ?? null,
+    afterMax: a?.max ?? null,
+    ratio: a !== undefined && b !== undefined ? a.median / b.median : null
+  })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Prompt workloads: memory and jsonl (fsync "none"; pi persists like pi-coding-agent), plus our
 // fsync "batch" figures on a fifth of the prompts (each append waits for an fdatasync).
@@ -89,6 +118,8 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
     // settles only after a few thousand model steps (early runs cost 2–3× the steady state).
     const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, warmupRuns: WARMUP_RUNS, runs: RUNS }
     const ours = job(`ours ${store}`, { ...spec, side: "ours" })
+    const before = baselineJob(`ours ${store}`, { ...spec, side: "ours" })
+    addBeforeAfter(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(before))
     const pi = job(`pi   ${store}`, { ...spec, side: "pi" })
     let extra = {}
     if (store === "jsonl") {
@@ -142,6 +173,8 @@ if (wanted("idle-agents")) {
   const count = quick ? 2000 : 10_000
   process.stderr.write(`idle-agents (${count} agents, ${RUNS} runs after a warm-up)\n`)
   const ours = job("ours", { kind: "idle", side: "ours", count, runs: RUNS })
+  const before = baselineJob("ours", { kind: "idle", side: "ours", count, runs: RUNS })
+  addBeforeAfter("idle-agents", "memory", "heap bytes/agent", perUnit(ours), perUnit(before))
   const pi = job("pi  ", { kind: "idle", side: "pi", count, runs: RUNS })
   addRow("idle-agents", "memory", "heap bytes/agent", perUnit(ours), perUnit(pi), { agents: count })
 }
@@ -294,6 +327,20 @@ console.log(`\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load a
 
 const resultsDir = join(here, "results")
 mkdirSync(resultsDir, { recursive: true })
+if (baselineDist !== undefined) {
+  const t2 = [["workload", "store", "unit", "before median [min–max]", "after median [min–max]", "after/before"]]
+  for (const r of beforeAfter) {
+    t2.push([r.workload, r.store, r.unit, cell(r.before, r.beforeMin, r.beforeMax), cell(r.after, r.afterMin, r.afterMax), ratioText(r.ratio)])
+  }
+  const w2 = t2[0].map((_, i) => Math.max(...t2.map((row) => row[i].length)))
+  const line2 = (row) => row.map((c, i) => (i >= 3 ? c.padStart(w2[i]) : c.padEnd(w2[i]))).join("  ")
+  console.log(`\nbefore = ${baselineDist}, after = dist (same run, jobs alternated)\n`)
+  console.log(line2(t2[0]))
+  console.log(w2.map((w) => "-".repeat(w)).join("  "))
+  for (const row of t2.slice(1)) console.log(line2(row))
+  writeFileSync(join(resultsDir, "before-after.json"), JSON.stringify({ baseline: baselineArg, rows: beforeAfter }, null, 2) + "\n")
+  console.log("wrote bench/results/before-after.json")
+}
 if (quick || only !== undefined) {
   console.log("(--quick/--only: bench/results/latest.json not written)")
 } else {

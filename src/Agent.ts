@@ -164,9 +164,8 @@ class AgentRecord implements Agent, AgentState {
   readonly toolBound: number
   readonly maxSteps: number
   readonly appendSync: SessionLog["appendSync"]
-  readonly requestKey: string
-  /** The inbox `Ref` (§4); as `Agent.inbox` it is read-only: a `Ref` is an `Effect` of its value. */
-  readonly inbox: Ref.Ref<InboxState>
+  private requestKeyCell: string | undefined = undefined
+  private inboxCell: Ref.Ref<InboxState> | undefined = undefined
   seenCell: Set<string> | undefined = undefined
   undecidedCell: Set<string> | undefined = undefined
   historyCell: Array<Message> | undefined = undefined
@@ -215,14 +214,26 @@ class AgentRecord implements Agent, AgentState {
       this.tools = tools
       this.toolDefinitions = options.tools.map((t) => t.definition)
     }
-    this.requestKey = requestKeyOf({
-      provider: model.provider,
-      model: model.model,
-      instructions: options.instructions,
+  }
+
+  /** The request configuration's key (§6.2), computed at the first step. */
+  get requestKey(): string {
+    return this.requestKeyCell ?? (this.requestKeyCell = requestKeyOf({
+      provider: this.model.provider,
+      model: this.model.model,
+      instructions: this.instructions,
       tools: this.toolDefinitions,
-      settings: options.settings
-    })
-    this.inbox = makeInboxRef(log, Inbox.empty)
+      settings: this.settings
+    }))
+  }
+
+  /**
+   * The inbox `Ref` (§4), made on first use: a `Ref` is ~290 bytes here, more than the rest of
+   * an idle agent's own fields (§5.4). As `Agent.inbox` it is read-only: a `Ref` is an `Effect`
+   * of its value.
+   */
+  get inbox(): Ref.Ref<InboxState> {
+    return this.inboxCell ?? (this.inboxCell = makeInboxRef(this.sessionLog, Inbox.empty))
   }
 
   get [AgentStateTypeId](): true {

@@ -22,8 +22,9 @@
  * For a DSH child session the inherited prefix (`seedLength`) is part of the history: it is the
  * seed conversation. Only the inbox replay skips it.
  *
- * `derive` is one pass; `make` gives the incremental form the running agent keeps (O(1) per
- * appended message; a replace costs O(surface)).
+ * `derive` is one pass (O(1) per appended message; a replace costs O(surface)). The running
+ * agent keeps its history incrementally itself (it appends the messages it logs; our logs have
+ * no replacements), so nothing on its per-step path is O(history).
  *
  * @since 0.1.0
  */
@@ -33,44 +34,12 @@ import type { LogOptions } from "./SessionLog.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**
- * Options of `derive`/`make`: the log's `header` (or `dsh: true`) selects DSH v0 surface rules.
+ * Options of `derive`: the log's `header` (or `dsh: true`) selects DSH v0 surface rules.
  *
  * @since 0.1.0
  * @category models
  */
 export type DeriveOptions = Pick<LogOptions, "header" | "dsh">
-
-/**
- * What one event did to the history, as `Array.prototype.splice` coordinates on `messages`:
- * `messages.splice(start, deleteCount, ...(message ? [message] : []))`. An append is
- * `{start: length, deleteCount: 0, message}`. Lets a provider-facing message list follow the
- * history incrementally (DESIGN.md §6.2).
- *
- * @since 0.1.0
- * @category models
- */
-export interface HistoryChange {
-  readonly start: number
-  readonly deleteCount: number
-  readonly message: Message | undefined
-}
-
-/**
- * The incremental history (DESIGN.md §6.2): feed it every committed event with `push` (events
- * that are not model-visible are ignored cheaply); `messages` is the current history (a live
- * array owned by the builder: do not mutate it; copy it to keep a snapshot).
- *
- * @since 0.1.0
- * @category models
- */
-export interface HistoryBuilder {
-  /** The model-visible messages so far, in history order. */
-  readonly messages: ReadonlyArray<Message>
-  /** Applies one event; returns what changed, or `undefined` when the event is not model-visible. */
-  readonly push: (event: SessionEvent) => HistoryChange | undefined
-  /** Applies events in order. */
-  readonly pushAll: (events: Iterable<SessionEvent>) => void
-}
 
 /** The message an event contributes, if it is one of the three model-visible types. */
 const messageOf = (event: SessionEvent): Message | undefined => {
@@ -88,7 +57,14 @@ const messageOf = (event: SessionEvent): Message | undefined => {
 const isSurfaceType = (type: string): boolean =>
   type === "user/message" || type === "assistant/message" || type === "tool/result"
 
-class Builder implements HistoryBuilder {
+/** What one event did to the history, as splice coordinates on `messages`. */
+interface HistoryChange {
+  readonly start: number
+  readonly deleteCount: number
+  readonly message: Message | undefined
+}
+
+class Builder {
   readonly messages: Array<Message> = []
   /** Seq of each surface node, in surface order. */
   private readonly nodes: Array<number> = []
@@ -110,10 +86,6 @@ class Builder implements HistoryBuilder {
     }
     // An unknown surface operation: keep the message visible.
     return this.append(event.seq, messageOf(event))
-  }
-
-  pushAll = (events: Iterable<SessionEvent>): void => {
-    for (const event of events) this.push(event)
   }
 
   private append(seq: number, message: Message | undefined): HistoryChange {
@@ -153,14 +125,6 @@ class Builder implements HistoryBuilder {
     return { start: msgStart, deleteCount, message }
   }
 }
-
-/**
- * A new, empty incremental history. Pass the log's header (or `dsh: true`) for a DSH v0 log.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (options?: DeriveOptions): HistoryBuilder => new Builder(isDsh(options))
 
 /**
  * The model-visible messages of a log (DESIGN.md §12): `user/message` data,

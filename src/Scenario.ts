@@ -35,9 +35,10 @@ import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { observeOutcome } from "./internal/agent/observers.js"
 import { isAgentState } from "./internal/agent/state.js"
+import { textMessage } from "./internal/message.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
 import { VirtualClock } from "./internal/virtualClock.js"
-import { type ContentBlock, type InvalidMessage, type Message, type MessageSource, UserMessage } from "./Message.js"
+import { type ContentBlock, type InvalidMessage, type Message, type MessageSource, textOf, UserMessage } from "./Message.js"
 import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
 import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
@@ -250,9 +251,6 @@ export const seedOf = (text: string): number => {
 // Building the run
 // ---------------------------------------------------------------------------------------------
 
-const textOf = (content: ReadonlyArray<ContentBlock>): string =>
-  content.map((b) => (b.type === "text" ? b.text : "")).filter((t) => t.length > 0).join("\n")
-
 const batchText = (messages: ReadonlyArray<UserMessage>): string => messages.map((m) => textOf(m.content)).join("\n")
 
 /** The pre-step listeners of a scenario, outermost first (DESIGN.md §15). */
@@ -281,12 +279,7 @@ const listeners = (
             (id) =>
               PreStep.Decision.enter([
                 ...d.messages,
-                Object.freeze({
-                  id: id as UserMessage["id"],
-                  role: "user" as const,
-                  content: Object.freeze([Object.freeze({ type: "text" as const, text: spec.appendText })]),
-                  source: Object.freeze({ kind: "plugin", plugin: "scenario-pre-step" })
-                })
+                textMessage(id, spec.appendText, { kind: "plugin", plugin: "scenario-pre-step" })
               ])
           ))
   })

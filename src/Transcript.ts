@@ -308,13 +308,17 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
         break
     }
   }
-  return lines.length === 0 ? "" : lines.map(visible).join("\n") + "\n"
+  return lines.length === 0 ? "" : lines.map(escapeControl).join("\n") + "\n"
 }
 
 /**
  * Makes control characters visible (`\x1b` for ESC, …), keeping newlines and tabs: log content
- * is untrusted (model output, other people's logs) and must not drive the terminal.
+ * is untrusted (model output, other people's logs) and must not drive the terminal. What
+ * `render`, `agent-loop run` and the chat show.
+ *
+ * @since 0.1.0
+ * @category utils
  */
-const visible = (line: string): string =>
+export const escapeControl = (line: string): string =>
   // eslint-disable-next-line no-control-regex
   line.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)

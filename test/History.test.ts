@@ -114,40 +114,6 @@ describe("History.derive", () => {
   })
 })
 
-describe("History.make", () => {
-  it("follows the log incrementally and reports each change as splice coordinates", () => {
-    const history = History.make()
-    const changes = smallLog.map((e) => history.push(e))
-    expect(history.messages).toEqual(History.derive(smallLog))
-    expect(changes.map((c) => c === undefined ? undefined : [c.start, c.deleteCount, c.message?.id])).toEqual([
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      [0, 0, "u1"],
-      undefined,
-      [1, 0, "a1.1"],
-      undefined,
-      [2, 0, "r.c1"],
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      [3, 0, "n1"],
-      [4, 0, "a1.2"],
-      undefined,
-      undefined
-    ])
-    const replace = history.push(
-      { type: "user/message", seq: 18, time: 180, data: msg("sum", "S"), surfaceOp: { op: "replace", start: 4, end: 8 } }
-    )
-    expect(replace).toEqual({ start: 0, deleteCount: 3, message: msg("sum", "S") })
-    expect(history.messages.map((m) => m.id)).toEqual(["sum", "n1", "a1.2"])
-  })
-})
-
-/** The message-bearing events of a fixture, straight from its lines (independent of the reader). */
 const rawSurface = (name: string): Array<{ readonly type: string; readonly message: unknown; readonly surfaceOp: unknown }> =>
   readFileSync(join(dshDir, name), "utf8").split("\n").filter((l) => l !== "").slice(1).map((l) => JSON.parse(l))
     .filter((e: { type: string }) => ["user/message", "assistant/message", "tool/result"].includes(e.type))
@@ -242,14 +208,11 @@ describe("History.derive on DSH v0 fixtures", () => {
     expect(history[5]!.content.at(-1)).toEqual({ type: "text", text: "MARMALADE" })
   })
 
-  it("every fixture: the appended messages in log order (the one replace aside), same as incremental", async () => {
+  it("every fixture: the appended messages in log order (the one replace aside)", async () => {
     let total = 0
     for (const name of dshFixtures) {
       const { events: log, header } = await readDsh(name)
       const history = History.derive(log, { header })
-      const builder = History.make({ header })
-      builder.pushAll(log)
-      expect(builder.messages, name).toEqual(history)
       const raw = rawSurface(name)
       if (raw.every((e) => e.surfaceOp === "append")) {
         expect(history, name).toEqual(raw.map((e) => e.message))

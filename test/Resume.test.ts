@@ -10,6 +10,7 @@ import * as NodeFs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
+import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
@@ -235,4 +236,56 @@ describe("Agent.resume (§10)", () => {
       })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(11), Model.layer(model))))
       expect(again).toBe(repaired.length)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.scoped("§6.2: resumed with new instructions, tools or settings, a new request/header precedes the next request; the log holds what the model saw", () => {
+    const model = Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }, { text: "four" }])
+    return Effect.gen(function*() {
+      const headers = (events: ReadonlyArray<SessionEvent>) =>
+        events.filter((e) => e.type === "request/header").map((e) => {
+          const d = e.data as any
+          return { turn: d.turn, step: d.step, instructions: d.instructions, tools: d.tools.map((t: any) => t.name), settings: d.settings }
+        })
+      // Turn 1 on the first configuration.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ sessionId: "cfg", instructions: "Be brief." })
+        yield* agent.followup("first")
+        yield* agent.awaitIdle
+      }))
+      // Resumed with the same configuration: no new header.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("cfg", { instructions: "Be brief." })
+        yield* agent.followup("second")
+        yield* agent.awaitIdle
+      }))
+      // Resumed with new instructions, then with a tool and settings too.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("cfg", { instructions: "Answer in French." })
+        yield* agent.followup("third")
+        yield* agent.awaitIdle
+      }))
+      const events = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("cfg", { instructions: "Answer in French.", tools: [quick], settings: { temperature: 0 } })
+        yield* agent.followup("fourth")
+        yield* agent.awaitIdle
+        return agent.log.events().slice()
+      }))
+      expect(headers(events)).toEqual([
+        { turn: 1, step: 1, instructions: "Be brief.", tools: [], settings: {} },
+        { turn: 3, step: 1, instructions: "Answer in French.", tools: [], settings: {} },
+        { turn: 4, step: 1, instructions: "Answer in French.", tools: ["quick"], settings: { temperature: 0 } }
+      ])
+      // Each header comes right before its step's request: after step/start and the prompt.
+      const at = events.findIndex((e) => e.type === "request/header" && (e.data as any).turn === 3)
+      expect(brief(events.slice(at - 2, at + 2))).toEqual(["step/start 3.1", "user third", "request/header", "assistant three"])
+      // What the model was sent is what the log holds: instructions of the last header before
+      // each request, and the history derived from the log up to it.
+      expect(model.requests.map((r) => r.instructions)).toEqual(["Be brief.", "Be brief.", "Answer in French.", "Answer in French."])
+      expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([[], [], [], ["quick"]])
+      const lastRequest = model.requests[3]!
+      const upTo = events.slice(0, events.findIndex((e) => e.type === "assistant/message" && (e.data as any).turn === 4))
+      expect(lastRequest.messages).toEqual(History.derive(upTo))
+      expect(Invariant.check(events)).toEqual([])
+    }).pipe(Effect.provide(Layer.mergeAll(layers, Model.layer(model))))
+  })
 })
+

@@ -88,11 +88,11 @@ import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Clock, Duration, Effect, Layer, Schema, Stream } from "effect"
-import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
+import { type ContentBlock, type Message, type ToolResultBlock, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { displayUrl, isRetryableStatus, retryAfter } from "./internal/http.js"
-import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -376,7 +376,7 @@ const toolMessage = (entry: ResultEntry, name: string): Prompt.ToolMessage => {
           id: block.toolCallId,
           name,
           isFailure: block.isError === true,
-          result: joinText(block.content),
+          result: textOf(block.content),
           providerExecuted: false
         })]
       })

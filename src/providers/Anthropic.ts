@@ -49,7 +49,7 @@
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import type { HttpClientResponse } from "@effect/platform"
 import { Clock, Effect, Layer, Redacted, type Schedule } from "effect"
-import type { ContentBlock, Message, ToolResultBlock } from "../Message.js"
+import { type ContentBlock, type Message, type ToolResultBlock, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import {
@@ -65,7 +65,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -387,7 +387,7 @@ const imageBlock = (mediaType: string, data: string) => ({
  * result holds an image; `is_error: true` only for error results.
  */
 const toolResultJson = (block: ToolResultBlock): string => {
-  if (!block.content.some((b) => b.type === "image")) return resultJson(block.toolCallId, joinText(block.content), block.isError === true)
+  if (!block.content.some((b) => b.type === "image")) return resultJson(block.toolCallId, textOf(block.content), block.isError === true)
   const content: Array<unknown> = []
   for (const b of block.content) {
     if (b.type === "text" && b.text !== "") content.push({ type: "text", text: b.text })

@@ -39,7 +39,7 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import type { HttpClientResponse } from "@effect/platform"
 import { Clock, Effect, Layer, type Redacted, type Schedule } from "effect"
 import { randomUUID } from "node:crypto"
-import type { ContentBlock, Message } from "../Message.js"
+import { type ContentBlock, type Message, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import {
@@ -55,7 +55,7 @@ import {
   send
 } from "./internal/http.js"
 import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { convertOnce, isRecord, joinText, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -317,7 +317,7 @@ const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
   let results: Array<{ readonly callId: string; readonly json: string; readonly stray: string }> | undefined
   for (const block of content) {
     if (block.type === "tool-result") {
-      const text = joinText(block.content)
+      const text = textOf(block.content)
       ;(results ??= []).push({
         callId: block.toolCallId,
         json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: text }),
@@ -335,7 +335,7 @@ const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
 
 const userJson = (content: ReadonlyArray<ContentBlock>): string => {
   if (!content.some((b) => b.type === "image")) {
-    return JSON.stringify({ role: "user", content: joinText(content) })
+    return JSON.stringify({ role: "user", content: textOf(content) })
   }
   const parts: Array<unknown> = []
   for (const block of content) {

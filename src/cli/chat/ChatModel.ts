@@ -84,12 +84,7 @@ export interface Snapshot {
  * spaces (Ink measures them as one column). Log content is untrusted and must not drive the
  * terminal (the rule of `Transcript.render`).
  */
-export const visible = (text: string): string =>
-  text.replace(/\t/g, "  ").replace(
-    // eslint-disable-next-line no-control-regex
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
-    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`
-  )
+export const visible = (text: string): string => Transcript.escapeControl(text.replace(/\t/g, "  "))
 
 const toneOf = (reason: TurnEndReason): Tone => {
   switch (reason.kind) {

@@ -3,7 +3,7 @@
  * ignored rather than failing the response; and the texts every adapter sends the same way.
  * Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import type { ContentBlock, Message, ToolResultBlock } from "../../Message.js"
+import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../../Message.js"
 
 /** A plain JSON object (not an array, not `null`). */
 export const isRecord = (u: unknown): u is Record<string, unknown> =>
@@ -44,21 +44,12 @@ export const numberSetting = (
 export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
   "Do not assume it ran or did not run; check before calling it again."
 
-/** The text blocks of `content`, joined with "\n" (other blocks are not text). */
-export const joinText = (content: ReadonlyArray<ContentBlock>): string => {
-  let out: string | undefined
-  for (const block of content) {
-    if (block.type === "text") out = out === undefined ? block.text : out + "\n" + block.text
-  }
-  return out ?? ""
-}
-
 /**
  * The user text every adapter sends for a tool result that answers no call of the assistant
  * message before it (a hand-edited or foreign log): a provider rejects a result without its call.
  */
 export const strayResultText = (block: ToolResultBlock): string =>
-  `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${joinText(block.content)}`
+  `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${textOf(block.content)}`
 
 /**
  * A message's provider form, converted once per message object (messages are frozen; a step
