@@ -13,7 +13,6 @@ import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
 import type { LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
 import { SessionStoreError } from "../../SessionLog.js"
-import type { SessionStoreService } from "../../SessionStore.js"
 import { commitDrafts, encodeEvents, encodeHeader } from "../logCodec.js"
 import {
   alreadyExists,
@@ -308,10 +307,7 @@ const codeOf = (error: unknown): string | undefined =>
  * whose write returned before the round began (no fiber: rounds chain from the fdatasync
  * callbacks).
  */
-export const makeJsonlWith = (
-  options: JsonlStoreOptions,
-  io: JsonlIo
-): Effect.Effect<SessionStoreService, never, Scope.Scope> =>
+export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
   Effect.gen(function*() {
     const storeScope = yield* Effect.scope
     const batch = options.fsync === "batch"
@@ -385,7 +381,7 @@ export const makeJsonlWith = (
           Effect.onError(() => Scope.close(scope, Exit.void))
         ))
 
-    const create = Effect.fnUntraced(function*(createOptions: CreateOptions | undefined) {
+    const create = Effect.fnUntraced(function*(createOptions?: CreateOptions | undefined) {
       const header = yield* newHeader(createOptions)
       const id = header.id
       if (!isSessionId(id)) return yield* Effect.fail(invalidId(id))
@@ -463,9 +459,10 @@ export const makeJsonlWith = (
     )
 
     return {
-      create: (createOptions) => Effect.withSpan(storeLock.withPermits(1)(create(createOptions)), "SessionStore.create"),
-      open: (id) => Effect.withSpan(storeLock.withPermits(1)(open(id)), "SessionStore.open"),
-      read: (id) => Effect.withSpan(read(id), "SessionStore.read"),
+      create: (createOptions?: CreateOptions | undefined) =>
+        Effect.withSpan(storeLock.withPermits(1)(create(createOptions)), "SessionStore.create"),
+      open: (id: SessionId) => Effect.withSpan(storeLock.withPermits(1)(open(id)), "SessionStore.open"),
+      read: (id: SessionId) => Effect.withSpan(read(id), "SessionStore.read"),
       list
     }
   })
