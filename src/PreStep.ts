@@ -151,6 +151,19 @@ type RequirementsOf<L> = L extends Listener<any, infer R> ? R : never
  * The whole waterfall as one layer: `PreStep.layer([outer, …, inner])`; `PreStep.layer([])`
  * is the default (enter with the claimed batch).
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { PreStep } from "effect-agent-loop"
+ *
+ * // Outermost first: the secret check runs before the default, which enters the claimed batch.
+ * const noSecrets: PreStep.Listener = (payload, next) =>
+ *   payload.messages.some((m) => JSON.stringify(m.content).includes("password"))
+ *     ? Effect.succeed(PreStep.Decision.reject("contains a secret"))
+ *     : next()
+ * const waterfall = PreStep.layer([noSecrets])
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */
@@ -177,6 +190,27 @@ const wrapped = new WeakSet<object>()
  * One listener as a layer that wraps the `PreStep` it is provided with. Building a graph in
  * which two listeners wrap the same `PreStep` (what `Layer.merge`/`Layer.mergeAll` of listener
  * layers does) dies with a defect that names the mistake (DESIGN.md §7).
+ *
+ * @example
+ * ```ts
+ * import { Context, Effect, Layer } from "effect"
+ * import { Message, PreStep } from "effect-agent-loop"
+ *
+ * class WallClock extends Context.Tag("WallClock")<WallClock, { readonly now: Effect.Effect<string> }>() {}
+ *
+ * // Adds the time as context to every batch the inner listeners enter (a reject passes through).
+ * const withTime = PreStep.listener((payload, next) =>
+ *   Effect.gen(function*() {
+ *     const decision = yield* next()
+ *     if (decision._tag === "Reject") return decision
+ *     const now = yield* WallClock.pipe(Effect.flatMap((c) => c.now))
+ *     const note = yield* Message.UserMessage.make({ text: `now: ${now}`, source: { kind: "plugin", plugin: "clock" } })
+ *     return PreStep.Decision.enter([...decision.messages, note])
+ *   })
+ * )
+ * // Outside the default waterfall; the layer still needs WallClock and IdGenerator.
+ * const waterfall = withTime.pipe(Layer.provide(PreStep.layer([])))
+ * ```
  *
  * @since 0.1.0
  * @category layers

@@ -513,6 +513,31 @@ export const prepare = (
 /**
  * `deliver` of the `SessionReference` in context (DESIGN.md §13).
  *
+ * Idle agent: `followup` of the message, its snapshot returned by the message's pre-step right
+ * after it; running agent: `inject` of the snapshot, then `steer` of the message. Fails with
+ * `SessionReferenceError` (a bad or unreadable mention) or a `DeliveryError` before anything
+ * is logged.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Agent, Model, PreStep, SessionReference, SessionStore } from "effect-agent-loop"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const agent = yield* Agent.make()
+ *   const sent = yield* SessionReference.deliver(agent, "what did we decide in @session:planning?")
+ *   yield* agent.awaitIdle
+ *   return sent
+ * }))
+ * // The reference layer wraps the agent's PreStep (here the default) and reads the same store.
+ * const layers = SessionReference.layer.pipe(
+ *   Layer.provideMerge(PreStep.layer([])),
+ *   Layer.provideMerge(SessionStore.layerJsonl({ directory: ".agent-loop/sessions" })),
+ *   Layer.merge(Model.layer(Model.offline()))
+ * )
+ * Effect.runPromise(program.pipe(Effect.provide(layers)))
+ * ```
+ *
  * @since 0.1.0
  * @category combinators
  */

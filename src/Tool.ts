@@ -88,6 +88,27 @@ export interface Tool<A = any> {
 /**
  * Builds a tool. `parameters` must be a Schema of an object whose encoded side is JSON.
  *
+ * `execute` gets the decoded arguments and `ctx` (`callId`, `turn`, `step`, `agent` for
+ * deliveries, `makeMessage` for `additionalContexts`); a failure or a defect becomes an error
+ * `tool/result` (`TOOL_FAILED`). Throws when `parameters` is not an object schema (DESIGN.md §8).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "effect-agent-loop"
+ *
+ * const weather = Tool.make({
+ *   name: "weather",
+ *   description: "Current weather for a city",
+ *   parameters: Schema.Struct({ city: Schema.String }),
+ *   execute: ({ city }, ctx) =>
+ *     Effect.map(ctx.makeMessage(`weather looked up for ${city}`), (note) => ({
+ *       content: `${city}: 18°C, cloudy`,
+ *       additionalContexts: [note]
+ *     })).pipe(Effect.orDie)
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

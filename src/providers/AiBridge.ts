@@ -169,6 +169,20 @@ export const fromLanguageModel = (
  * `AiBridge.layer({ model: "gpt-5" }).pipe(Layer.provide(OpenAiLanguageModel.layer({ model:
  * "gpt-5" })), Layer.provide(OpenAiClient.layer({ apiKey })), Layer.provide(NodeHttpClient.layerUndici))`.
  *
+ * @example
+ * ```ts
+ * import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { Config, Layer } from "effect"
+ * import { AiBridge } from "effect-agent-loop/ai-bridge"
+ *
+ * const model = AiBridge.layer().pipe(
+ *   Layer.provide(OpenAiLanguageModel.layer({ model: "gpt-5-mini" })),
+ *   Layer.provide(OpenAiClient.layerConfig({ apiKey: Config.redacted("OPENAI_API_KEY") })),
+ *   Layer.provide(NodeHttpClient.layerUndici)
+ * )
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

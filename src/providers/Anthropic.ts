@@ -165,6 +165,17 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
  * requirement: `Anthropic.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
  *
+ * @example
+ * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { Config, Effect, Layer } from "effect"
+ * import { Anthropic } from "effect-agent-loop"
+ *
+ * const claude = Layer.unwrapEffect(Effect.map(Config.redacted("ANTHROPIC_API_KEY"), (apiKey) =>
+ *   Anthropic.layer({ model: "claude-sonnet-4-5", apiKey })
+ * )).pipe(Layer.provide(NodeHttpClient.layerUndici))
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -129,6 +129,17 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
  * requirement: `OpenAICompat.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
  *
+ * @example
+ * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { Config, Effect, Layer } from "effect"
+ * import { OpenAICompat } from "effect-agent-loop"
+ *
+ * const deepseek = Layer.unwrapEffect(Effect.map(Config.redacted("DEEPSEEK_API_KEY"), (apiKey) =>
+ *   OpenAICompat.layer({ baseUrl: "https://api.deepseek.com/v1", model: "deepseek-chat", apiKey })
+ * )).pipe(Layer.provide(NodeHttpClient.layerUndici))
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */
