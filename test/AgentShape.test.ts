@@ -1,0 +1,134 @@
+/**
+ * The agent's public shape (issue 12 §1, §2, §4): the inbox is an immutable value in a `Ref`
+ * (`agent.inbox`), replaced with each durable splice; `agent.log` is a read-only view; a tool's
+ * `ctx.agent` has the delivery methods' exact types; the errors have guards. Both store modes:
+ * a synchronous store (one `Ref.modify` per section) and an asynchronous one (a
+ * `SynchronizedRef`).
+ */
+import { describe, expect, expectTypeOf, it } from "@effect/vitest"
+import { Effect, Layer, Ref, Schema } from "effect"
+import * as Agent from "../src/Agent.js"
+import * as AgentError from "../src/AgentError.js"
+import type * as Delivery from "../src/Delivery.js"
+import * as IdGenerator from "../src/IdGenerator.js"
+import * as Inbox from "../src/Inbox.js"
+import * as Model from "../src/Model.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Tool from "../src/Tool.js"
+import { advance, brief, layerMemoryLocked } from "./utils/agent.js"
+
+const modes = [
+  { name: "synchronous store", store: SessionStore.layerMemory },
+  { name: "asynchronous store", store: layerMemoryLocked }
+] as const
+
+for (const mode of modes) {
+  const layers = (model: Model.ModelService) => Layer.mergeAll(mode.store, IdGenerator.layerSeeded(3), Model.layer(model))
+
+  describe(`Agent shape (${mode.name})`, () => {
+    it.scoped("agent.inbox is a Ref of an immutable value: a value read before a splice stays as it was", () =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make()
+        const empty = yield* agent.inbox
+        expect(empty).toEqual({ nextTurn: [], nextStep: [] })
+        expect(Ref.RefTypeId in agent.inbox).toBe(true)
+        const c = yield* agent.inject({ id: "ctx-1" as never, role: "user", content: [{ type: "text", text: "fyi" }], source: { kind: "plugin", plugin: "t" } })
+        const one = yield* agent.inbox
+        expect(one.nextStep.map((p) => [p.message.id, p.waking])).toEqual([["ctx-1", false]])
+        // The earlier value did not change, and neither value can be changed.
+        expect(empty).toEqual({ nextTurn: [], nextStep: [] })
+        expect(Object.isFrozen(one) && Object.isFrozen(one.nextStep) && Object.isFrozen(one.nextTurn)).toBe(true)
+        // Reading twice without a splice gives the very same value (no copy per read).
+        expect(yield* agent.inbox).toBe(one)
+        yield* agent.remove(c.messageId)
+        expect(yield* agent.inbox).toEqual(Inbox.empty)
+        expect(one.nextStep).toHaveLength(1)
+      }).pipe(Effect.provide(layers(Model.scripted([])))))
+
+    it.scoped("the inbox value equals the log's replay after every section of a run", () => {
+      const model = Model.scripted([{ latencyMs: 10, text: "one" }, { text: "two" }])
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make()
+        const queue = yield* agent.subscribe
+        yield* agent.followup("first")
+        yield* agent.followup("second")
+        yield* agent.steer("steer")
+        yield* advance(100)
+        // At every committed event the Ref's value at the end equals the replay of the whole log.
+        const events = agent.log.events()
+        expect(yield* agent.inbox).toEqual(Inbox.replay(events))
+        expect(brief(events).filter((l) => l.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
+        expect((yield* queue.takeAll).pipe((c) => [...c].filter((e) => e.type === "agent/inbox/claimed").length)).toBe(3)
+      }).pipe(Effect.provide(layers(model)))
+    })
+
+    it.scoped("agent.log is read-only: id, header, path, events(); no append", () =>
+      Effect.gen(function*() {
+        const agent = yield* Agent.make({ sessionId: "ro" })
+        expect(Object.keys(agent.log).sort()).toEqual(["events", "header", "id"])
+        expect("append" in agent.log).toBe(false)
+        expect(Object.isFrozen(agent.log)).toBe(true)
+        expect(agent.log.id).toBe("ro")
+        expect(agent.log).toBe(agent.log)
+        // @ts-expect-error the view has no append: only the agent writes its session
+        expect(agent.log.append).toBe(undefined)
+        yield* agent.followup("hi")
+        expect(agent.log.events().length).toBeGreaterThan(0)
+      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
+
+    it.scoped("a tool's ctx.agent has the delivery methods' exact types, and its steer joins the turn", () => {
+      const steerer = Tool.make({
+        name: "steerer",
+        description: "steers while it runs",
+        parameters: Schema.Struct({}),
+        execute: (_args, ctx) => {
+          expectTypeOf(ctx.agent.steer).returns.toEqualTypeOf<Effect.Effect<Delivery.Delivery, AgentError.DeliveryError>>()
+          expectTypeOf(ctx.agent.inject).returns.toEqualTypeOf<Effect.Effect<Delivery.Delivery, AgentError.DeliveryError>>()
+          return Effect.as(Effect.orDie(ctx.agent.steer("from the tool")), { content: "steered" })
+        }
+      })
+      const model = Model.scripted([{ toolCalls: [{ id: "c1", name: "steerer", arguments: {} }] }, { text: "done" }])
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [steerer] })
+        yield* agent.followup("go")
+        yield* advance(10)
+        expect(brief(agent.log.events())).toEqual([
+          "splice next-turn 0 +[go]",
+          "turn/start 1",
+          "splice next-turn 0 -1",
+          "step/start 1.1",
+          "user go",
+          "request/header",
+          "assistant steerer({})",
+          "tool/call c1 steerer",
+          "splice next-step 0 +[from the tool] wake",
+          "tool/result c1",
+          "step/end 1.1",
+          "splice next-step 0 -1",
+          "step/start 1.2",
+          "user from the tool",
+          "assistant done",
+          "step/end 1.2",
+          "turn/end 1 completed"
+        ])
+      }).pipe(Effect.provide(layers(model)))
+    })
+  })
+}
+
+describe("AgentError guards", () => {
+  it.scoped("each error has a guard; DeliveryError covers the delivery failures", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const sent = yield* agent.followup("once")
+      const duplicate = yield* Effect.flip(agent.followup({ id: sent.messageId, role: "user", content: [{ type: "text", text: "again" }], source: { kind: "user" } }))
+      expect([AgentError.isDuplicateMessageId(duplicate), AgentError.isDeliveryError(duplicate), AgentError.isAgentDisposed(duplicate)]).toEqual([true, true, false])
+      const missing = yield* Effect.flip(agent.remove("nope"))
+      expect([AgentError.isMessageNotPending(missing), AgentError.isDeliveryError(missing)]).toEqual([true, false])
+      const invalid = yield* Effect.flip(agent.appendEvent("turn/start", {}))
+      expect(AgentError.isInvalidEvent(invalid)).toBe(true)
+      yield* agent.dispose
+      const disposed = yield* Effect.flip(agent.followup("late"))
+      expect([AgentError.isAgentDisposed(disposed), disposed.message]).toEqual([true, `agent ${agent.id} is disposed`])
+    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([{ text: "ok" }]))))))
+})
