@@ -34,7 +34,7 @@ export const checkMessage = (message: UserMessage): Effect.Effect<UserMessage, I
 /** The delivery input as a message: a string is one text block, source `{kind:"user"}`. */
 const toMessage = (a: AgentState, input: DeliveryInput): Effect.Effect<UserMessage, InvalidMessage> =>
   typeof input === "string"
-    ? Effect.map(a.ids.next, (id) => textMessage(flatten(id), input, USER_SOURCE))
+    ? Effect.map(a.config.ids.next, (id) => textMessage(flatten(id), input, USER_SOURCE))
     : checkMessage(input)
 
 /**

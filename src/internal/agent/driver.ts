@@ -110,7 +110,7 @@ const runStep = (a: AgentState, t: TurnState, toolContinuation: boolean): Effect
   }
   const batch = t.claimed ?? []
   return Effect.flatMap(
-    Effect.exit(Effect.suspend(() => a.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch }))),
+    Effect.exit(Effect.suspend(() => a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch }))),
     (decision): Effect.Effect<TurnState | undefined, SessionStoreError> => {
       if (Exit.isFailure(decision)) {
         if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
@@ -158,7 +158,7 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
     const ended: Effect.Effect<"step" | TurnState | undefined, SessionStoreError> = withTools
       ? (truncated ? Effect.flatMap(logAssistant(a, t, acc, false), () => truncateCalls(a, t)) : toolStep(a, t, acc))
         .pipe(Effect.flatMap(() => endStep(a, t, !truncated)))
-      : Effect.flatMap(a.ids.next, (id) => endStep(a, t, false, assistantDraft(a, t, acc, false, id)))
+      : Effect.flatMap(a.config.ids.next, (id) => endStep(a, t, false, assistantDraft(a, t, acc, false, id)))
     return Effect.flatMap(ended, (next) => next === "step" ? runStep(a, t, withTools && !truncated) : Effect.succeed(next))
   })
 
@@ -218,11 +218,11 @@ const stepDrafts = (
       data: {
         turn,
         step,
-        provider: a.model.provider,
-        model: a.model.model,
-        ...(a.instructions !== undefined ? { instructions: a.instructions } : {}),
-        tools: a.toolDefinitions,
-        settings: a.settings ?? {}
+        provider: a.config.model.provider,
+        model: a.config.model.model,
+        ...(a.config.instructions !== undefined ? { instructions: a.config.instructions } : {}),
+        tools: a.config.toolDefinitions,
+        settings: a.config.settings ?? {}
       }
     })
   }
@@ -264,7 +264,7 @@ const enterStep = (a: AgentState, t: TurnState, claimed: ReadonlyArray<UserMessa
  * empty at a boundary that is not a tool continuation (that turn ends with no step).
  */
 const enterNow = (a: AgentState, batch: ReadonlyArray<UserMessage>, toolContinuation: boolean): boolean =>
-  a.fastPreStep && (batch.length > 0 || toolContinuation)
+  a.config.fastPreStep && (batch.length > 0 || toolContinuation)
 
 /** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5). */
 const endTurn = (
@@ -368,7 +368,7 @@ const endStep = (
   assistant?: { readonly draft: EventDraft; readonly apply: () => void }
 ): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> =>
   critical(a, (inbox): Section<"step" | TurnState | undefined> => {
-    const maxSteps = a.maxSteps
+    const maxSteps = a.config.maxSteps
     // A response without tool calls is logged in the same append as its step's end; so are
     // the last results of a tool step.
     let prefix: ReadonlyArray<EventDraft> = []

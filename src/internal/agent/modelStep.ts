@@ -33,10 +33,10 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
     sessionId: a.id,
     turn: t.turn,
     step: t.step,
-    instructions: a.instructions,
-    tools: a.toolDefinitions,
+    instructions: a.config.instructions,
+    tools: a.config.toolDefinitions,
     messages: history(a),
-    settings: a.settings
+    settings: a.config.settings
   }
   let attempt = 0
   const once = Effect.suspend(() => {
@@ -44,7 +44,7 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
     if (attempt > 1) publish(a, { type: "assistant/retry", turn: t.turn, step: t.step, attempt })
     const acc: Accumulator = { content: [], toolCalls: [], usage: undefined, finish: undefined, streamed: false }
     t.acc = acc
-    return Effect.as(a.model.respond(request, sinkFor(a, t, acc)), acc)
+    return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc)), acc)
   })
   // The first attempt runs bare (no schedule driver on the success path); a retryable failure
   // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
@@ -58,7 +58,7 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
     }
     return Effect.succeed(Either.left(failure.value))
   }
-  const schedule = a.retry ?? defaultRetry
+  const schedule = a.config.retry ?? defaultRetry
   const retryFrom = (first: ModelError) =>
     Effect.flatMap(Schedule.driver(schedule), (driver) => {
       const loop = (error: ModelError): Effect.Effect<Either.Either<Accumulator, ModelError>> =>
@@ -165,7 +165,7 @@ export const assistantDraft = (
     id: id as MessageId,
     role: "assistant",
     content: acc.content,
-    source: { kind: "model", provider: a.model.provider, model: a.model.model }
+    source: { kind: "model", provider: a.config.model.provider, model: a.config.model.model }
   }) as AssistantMessage
   const data = {
     turn: t.turn,
@@ -194,7 +194,7 @@ export const assistantDraft = (
 
 /** Logs a response (or, `interrupted`, the prefix a cancel cut, §9) in its own append. */
 export const logAssistant = (a: AgentState, t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> =>
-  Effect.flatMap(a.ids.next, (id) => {
+  Effect.flatMap(a.config.ids.next, (id) => {
     const { apply, draft } = assistantDraft(a, t, acc, interrupted, id)
     return commit(a, [draft], apply)
   })

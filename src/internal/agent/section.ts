@@ -35,10 +35,6 @@ export interface Section<R> {
 
 const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
 
-/** The inbox `Ref` for a log: a plain `Ref` when appends are synchronous, else a `SynchronizedRef`. */
-export const makeInboxRef = (log: SessionLog, state: Inbox.InboxState): Ref.Ref<Inbox.InboxState> =>
-  log.appendSync !== undefined ? Ref.unsafeMake(state) : SynchronizedRef.unsafeMake(state)
-
 /** Appends drafts durably and publishes the committed events. */
 const append = (a: AgentState, drafts: ReadonlyArray<EventDraft>): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
   Effect.tap(a.sessionLog.append(drafts), (events) => {

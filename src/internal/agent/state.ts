@@ -7,10 +7,11 @@
  * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
  * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
  */
-import type { Fiber, PubSub, Ref, Schedule } from "effect"
+import { type Fiber, type PubSub, Ref, type Schedule, SynchronizedRef } from "effect"
 import type { AgentEvent } from "../../AgentEvent.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
+import * as Inbox from "../../Inbox.js"
 import type { InboxState } from "../../Inbox.js"
 import type { ContentBlock, Message, UserMessage } from "../../Message.js"
 import type { ModelError, ModelService, ToolDefinition } from "../../Model.js"
@@ -101,16 +102,14 @@ export const AgentStateTypeId: unique symbol = Symbol.for("effect-agent-loop/Age
 export const isAgentState = (u: unknown): u is AgentState =>
   typeof u === "object" && u !== null && (u as { readonly [AgentStateTypeId]?: unknown })[AgentStateTypeId] === true
 
-/** The agent's record (DESIGN.md §5.4): configuration fixed at `make`, then the mutable state. */
-export interface AgentState {
-  readonly id: string
-  /** The session log this agent writes (its only writer, §3.3). */
-  readonly sessionLog: SessionLog
+/** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
+export interface AgentConfig {
   readonly model: ModelService
   readonly preStep: PreStepService
   readonly ids: IdGeneratorService
   readonly instructions: string | undefined
   readonly settings: { readonly [key: string]: unknown } | undefined
+  /** Pre-execute guards and post-processing hooks, outermost first (§8). */
   readonly guards: ReadonlyArray<Tool.ToolGuard>
   readonly hooks: ReadonlyArray<Tool.ToolHook>
   readonly retry: Schedule.Schedule<unknown, ModelError> | undefined
@@ -121,48 +120,88 @@ export interface AgentState {
   /** `toolConcurrency` and `maxSteps`, whole numbers ≥ 1 (`countOption`). */
   readonly toolBound: number
   readonly maxSteps: number
+}
+
+/**
+ * The agent's record (DESIGN.md §5.4): its log, its configuration, and the mutable state every
+ * module of `internal/agent/` works on. The facade (`Agent.ts`) extends it with the public
+ * members, bound on first use.
+ */
+export abstract class AgentState {
+  readonly id: string
   /** The log's synchronous append, when it has one: sections are then one `Ref.modify`. */
   readonly appendSync: SessionLog["appendSync"]
+  /** Every message id pending or ever logged in this session (§2); allocated on first use. */
+  seenCell: Set<string> | undefined = undefined
+  /** Ids delivered (or claimed) whose fate is not decided yet. */
+  undecidedCell: Set<string> | undefined = undefined
+  /** The model-visible history (§6.2), maintained incrementally. */
+  historyCell: Array<Message> | undefined = undefined
+  /** The key of the last `request/header` logged. */
+  headerKey: string | undefined = undefined
+  turnCounter = 0
+  running = false
+  disposed = false
+  /** Set by `cancel` until the agent is idle (first cause wins, §9). */
+  cancelCause: AbortCause | undefined = undefined
+  /** A waking delivery arrived during a cancel (§9). */
+  latch = false
+  driver: Fiber.RuntimeFiber<void, never> | undefined = undefined
+  /** The turn the driver is running. */
+  current: TurnState | undefined = undefined
+  hub: PubSub.PubSub<AgentEvent> | undefined = undefined
+  subscribers = 0
+  waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined = undefined
+  observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined = undefined
+  idleWaiters: Array<Resume<void>> | undefined = undefined
+  private requestKeyCell: string | undefined = undefined
+  private inboxCell: Ref.Ref<InboxState> | undefined = undefined
+
+  constructor(
+    /** The session log this agent writes (its only writer, §3.3). */
+    readonly sessionLog: SessionLog,
+    readonly config: AgentConfig
+  ) {
+    this.id = sessionLog.id
+    this.appendSync = sessionLog.appendSync
+  }
+
   /**
-   * The request configuration as one key (provider, model, instructions, tool definitions,
-   * settings), computed once: a `request/header` is logged whenever it differs from the last
-   * one logged (§6.2).
-   */
-  readonly requestKey: string
-  /**
-   * The inbox (§4): an immutable value in a `Ref`, replaced only together with its durable
-   * splice (a `SynchronizedRef` when the log's appends are asynchronous; see `section.ts`).
-   */
-  readonly inbox: Ref.Ref<InboxState>
-  /**
-   * The delivery methods a running tool gets (`ctx.agent`, §8), set by the facade, so that the
+   * The delivery methods a running tool gets (`ctx.agent`, §8), given by the facade, so that the
    * tool batch never imports the delivery module (imports run one way).
    */
-  readonly toolAgent: Tool.ToolAgent
+  abstract readonly toolAgent: Tool.ToolAgent
 
-  /** Every message id pending or ever logged in this session (§2); allocated on first use. */
-  seenCell: Set<string> | undefined
-  /** Ids delivered (or claimed) whose fate is not decided yet. */
-  undecidedCell: Set<string> | undefined
-  /** The model-visible history (§6.2), maintained incrementally. */
-  historyCell: Array<Message> | undefined
-  /** The key of the last `request/header` logged. */
-  headerKey: string | undefined
-  turnCounter: number
-  running: boolean
-  disposed: boolean
-  /** Set by `cancel` until the agent is idle (first cause wins, §9). */
-  cancelCause: AbortCause | undefined
-  /** A waking delivery arrived during a cancel (§9). */
-  latch: boolean
-  driver: Fiber.RuntimeFiber<void, never> | undefined
-  /** The turn the driver is running. */
-  current: TurnState | undefined
-  hub: PubSub.PubSub<AgentEvent> | undefined
-  subscribers: number
-  waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined
-  observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined
-  idleWaiters: Array<Resume<void>> | undefined
+  get [AgentStateTypeId](): true {
+    return true
+  }
+
+  /**
+   * The request configuration as one key (provider, model, instructions, tool definitions,
+   * settings), computed at the first step: a `request/header` is logged whenever it differs from
+   * the last one logged (§6.2).
+   */
+  get requestKey(): string {
+    const c = this.config
+    return this.requestKeyCell ??
+      (this.requestKeyCell = requestKeyOf({
+        provider: c.model.provider,
+        model: c.model.model,
+        instructions: c.instructions,
+        tools: c.toolDefinitions,
+        settings: c.settings
+      }))
+  }
+
+  /**
+   * The inbox (§4): an immutable value in a `Ref`, replaced only together with its durable
+   * splice (a `SynchronizedRef` when the log's appends are asynchronous; see `section.ts`). Made
+   * on first use: a `Ref` is ~290 bytes here, more than the rest of an idle agent's own fields.
+   */
+  get inbox(): Ref.Ref<InboxState> {
+    return this.inboxCell ??
+      (this.inboxCell = this.appendSync !== undefined ? Ref.unsafeMake(Inbox.empty) : SynchronizedRef.unsafeMake(Inbox.empty))
+  }
 }
 
 export const seen = (a: AgentState): Set<string> => a.seenCell ?? (a.seenCell = new Set())

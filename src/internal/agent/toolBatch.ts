@@ -79,8 +79,8 @@ export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, 
  * and the `tool/call`s of the first group (the calls that can start together) are one append.
  */
 export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> => {
-  if (a.guards.length > 0) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
-  return Effect.flatMap(a.ids.next, (id) => {
+  if (a.config.guards.length > 0) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
+  return Effect.flatMap(a.config.ids.next, (id) => {
     const assistant = assistantDraft(a, t, acc, false, id)
     const calls = assistant.calls!
     const end = groupEnd(a, calls, 0, 0)
@@ -101,9 +101,9 @@ export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.
  * (`running` calls run), up to the next `exclusive` call (a leading exclusive call: none).
  */
 const groupEnd = (a: AgentState, calls: ReadonlyArray<CallState>, start: number, running: number): number => {
-  const bound = a.toolBound
+  const bound = a.config.toolBound
   let end = start
-  while (end < calls.length && end - start < bound - running && !(a.tools.get(calls[end]!.name)?.exclusive ?? false)) end++
+  while (end < calls.length && end - start < bound - running && !(a.config.tools.get(calls[end]!.name)?.exclusive ?? false)) end++
   return end
 }
 
@@ -118,7 +118,7 @@ const runTools = (
     // Fast path: no fiber for a single call.
     const prepared = first !== undefined
       ? Effect.succeed(first.runs[0])
-      : a.guards.length > 0
+      : a.config.guards.length > 0
       ? prepare(a, t, calls[0]!)
       : Effect.map(prepareGroup(a, t, calls), (runs) => runs[0])
     return prepared.pipe(
@@ -142,7 +142,7 @@ const runBatch = (
   calls: ReadonlyArray<CallState>,
   first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
 ): Effect.Effect<void, SessionStoreError> => {
-  const bound = a.toolBound
+  const bound = a.config.toolBound
   const runtime = currentRuntime()
   const fibers: Array<Fiber.RuntimeFiber<void>> = []
   let running = 0
@@ -173,7 +173,7 @@ const runBatch = (
     )
   const idle = () => running === 0
   const free = () => running < bound
-  const isExclusive = (call: CallState) => a.tools.get(call.name)?.exclusive ?? false
+  const isExclusive = (call: CallState) => a.config.tools.get(call.name)?.exclusive ?? false
   const start = (run: Effect.Effect<void> | undefined) => {
     if (run === undefined) return
     const fiber = Runtime.runFork(runtime)(run)
@@ -199,7 +199,7 @@ const runBatch = (
       )
     }
     if (!free()) return Effect.flatMap(waitUntil(free), () => dispatch(i))
-    if (a.guards.length > 0) {
+    if (a.config.guards.length > 0) {
       return Effect.flatMap(prepare(a, t, call), (run) => {
         start(run)
         return dispatch(i + 1)
@@ -230,12 +230,12 @@ const callDraft = (t: TurnState, call: CallState): EventDraft => ({
  * parameters `Schema`. Returns the decoded arguments, or the error result to record.
  */
 const validate = (a: AgentState, call: CallState): Validated => {
-  const tool = a.tools.get(call.name)
+  const tool = a.config.tools.get(call.name)
   if (tool === undefined) {
     return {
       ok: false,
       code: "UNKNOWN_TOOL",
-      text: `Unknown tool "${call.name}". Available tools: ${[...a.tools.keys()].join(", ") || "none"}.`
+      text: `Unknown tool "${call.name}". Available tools: ${[...a.config.tools.keys()].join(", ") || "none"}.`
     }
   }
   let parsed: unknown
@@ -281,8 +281,8 @@ const prepare = (a: AgentState, t: TurnState, call: CallState): Effect.Effect<Ef
     const failWith = (code: ToolErrorCode, text: string) => Effect.as(logCall(() => fail(call, code, text)), undefined)
     const checked = validate(a, call)
     if (!checked.ok) return failWith(checked.code, checked.text)
-    if (a.guards.length === 0) return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
-    return Effect.flatMap(Effect.exit(runGuards(a.guards, callInfo(t, call, checked.args))), (g) => {
+    if (a.config.guards.length === 0) return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
+    return Effect.flatMap(Effect.exit(runGuards(a.config.guards, callInfo(t, call, checked.args))), (g) => {
       if (Exit.isFailure(g)) {
         if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
         return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
@@ -343,7 +343,7 @@ const groupSection = (
  * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
  */
 const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> => {
-  const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.ids)
+  const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids)
   const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
     if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
     fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
@@ -357,7 +357,7 @@ const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool
   })
   // A defect anywhere in recording the result (ours or a plugin's) is this call's failure,
   // never the batch's: the call gets a TOOL_FAILED result.
-  if (a.hooks.length === 0) {
+  if (a.config.hooks.length === 0) {
     return Effect.catchAllCause(
       Effect.matchCauseEffect(started, {
         onSuccess: (output) => {
@@ -379,7 +379,7 @@ const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool
     return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
   })
   return Effect.catchAllCause(
-    Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.hooks, callInfo(t, call, args), r)), {
+    Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.config.hooks, callInfo(t, call, args), r)), {
       onSuccess: (result) => {
         finish(a, call, result)
         return Effect.void

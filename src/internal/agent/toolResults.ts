@@ -151,7 +151,7 @@ export const commitReady = (a: AgentState, t: TurnState): Effect.Effect<void, Se
 export const commitBeforeStepEnd = (a: AgentState, t: TurnState): Effect.Effect<void, SessionStoreError> =>
   Effect.suspend(() => {
     const calls = t.calls
-    if (calls === undefined || a.ids.nextSync === undefined) return commitReady(a, t)
+    if (calls === undefined || a.config.ids.nextSync === undefined) return commitReady(a, t)
     for (let i = t.nextCommit; i < calls.length; i++) {
       if (calls[i]!.contexts.length > 0) return commitReady(a, t)
     }
@@ -167,7 +167,7 @@ export const pendingResults = (
   t: TurnState
 ): { readonly drafts: Array<EventDraft>; readonly apply: () => void } | undefined => {
   const calls = t.calls
-  const nextSync = a.ids.nextSync
+  const nextSync = a.config.ids.nextSync
   if (calls === undefined || nextSync === undefined) return undefined
   let end = t.nextCommit
   while (end < calls.length && calls[end]!.phase === "done" && calls[end]!.contexts.length === 0) end++
@@ -179,7 +179,7 @@ export const pendingResults = (
 
 /** `n` fresh ids (flat strings), in one step when the generator has `nextSync`. */
 const takeIds = (a: AgentState, n: number): Effect.Effect<ReadonlyArray<string>> => {
-  const nextSync = a.ids.nextSync
+  const nextSync = a.config.ids.nextSync
   if (nextSync !== undefined) {
     return Effect.sync(() => {
       const ids = new Array<string>(n)
@@ -187,7 +187,7 @@ const takeIds = (a: AgentState, n: number): Effect.Effect<ReadonlyArray<string>>
       return ids
     })
   }
-  const next = a.ids.next
+  const next = a.config.ids.next
   return Effect.all(Array.from({ length: n }, () => next))
 }
 
