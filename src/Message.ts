@@ -128,18 +128,17 @@ export const MessageSource = Schema.Struct(
  */
 export type MessageSource = typeof MessageSource.Type
 
+/** `{ id, role, content, source }`: the one shape of both roles (DESIGN.md §2). */
+const messageSchema = <const Role extends "user" | "assistant">(role: Role) =>
+  Schema.Struct({ id: MessageId, role: Schema.Literal(role), content: Schema.Array(ContentBlock), source: MessageSource })
+
 /**
  * `{ id, role: "user", content, source }` (DESIGN.md §2).
  *
  * @since 0.1.0
  * @category models
  */
-export const UserMessageSchema = Schema.Struct({
-  id: MessageId,
-  role: Schema.Literal("user"),
-  content: Schema.Array(ContentBlock),
-  source: MessageSource
-})
+export const UserMessageSchema = messageSchema("user")
 /**
  * @since 0.1.0
  * @category models
@@ -152,12 +151,7 @@ export type UserMessage = typeof UserMessageSchema.Type
  * @since 0.1.0
  * @category models
  */
-export const AssistantMessageSchema = Schema.Struct({
-  id: MessageId,
-  role: Schema.Literal("assistant"),
-  content: Schema.Array(ContentBlock),
-  source: MessageSource
-})
+export const AssistantMessageSchema = messageSchema("assistant")
 /**
  * @since 0.1.0
  * @category models

@@ -80,6 +80,20 @@ export interface LogContents {
 }
 
 /**
+ * What `SessionStore.create` takes: `id` (default: the `IdGenerator` in context, else a random
+ * UUID; it must name a file: `[A-Za-z0-9_-][A-Za-z0-9._-]*`), `cwd` (recorded in the header),
+ * `createdAt` (epoch ms; default: the `Clock`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CreateOptions {
+  readonly id?: SessionId | undefined
+  readonly cwd?: string | undefined
+  readonly createdAt?: number | undefined
+}
+
+/**
  * How to read a log (projections: `History.derive`, `Inbox.replay`, `Delivery.fateOf`,
  * `Invariant.check`): pass the `header` (what the store read), or say it directly. `dsh`
  * defaults to `header.version === 0` (a DSH v0 log: `next-step` items are non-waking, DSH's own

@@ -15,21 +15,11 @@
 import { FileSystem } from "@effect/platform"
 import { Context, Effect, Layer, type Scope } from "effect"
 import { commitDrafts } from "./internal/logCodec.js"
-import {
-  alreadyExists,
-  type CreateOptions,
-  decodeBytes,
-  EMPTY,
-  invalidEvents,
-  invalidId,
-  isSessionId,
-  newHeader,
-  notFound,
-  storeError
-} from "./internal/store/common.js"
+import * as Store from "./internal/store/common.js"
 import { makeJsonlWith, nodeIo } from "./internal/store/jsonl.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 import {
+  type CreateOptions,
   type LogContents,
   type SessionLog,
   type SessionLogError,
@@ -78,15 +68,6 @@ export interface SessionStoreService {
 export class SessionStore extends Context.Tag("effect-agent-loop/SessionStore")<SessionStore, SessionStoreService>() {}
 
 /**
- * What `create` takes: `id` (default: the `IdGenerator` in context, else a random UUID), `cwd`
- * (recorded in the header), `createdAt` (epoch ms; default: the `Clock`).
- *
- * @since 0.1.0
- * @category models
- */
-export type { CreateOptions }
-
-/**
  * Reads and decodes a log file at any path: ours (version 1) or DSH v0 (DESIGN.md §3.1), for
  * CLI commands such as `transcript FILE` and `check FILE` (DESIGN.md §14). A torn last line is
  * ignored with a warning (the file is not changed). Fails with `SessionStoreError` when the
@@ -113,8 +94,8 @@ export const readFile = (
 ): Effect.Effect<LogContents, SessionStoreError | SessionLogError, FileSystem.FileSystem> =>
   Effect.flatMap(FileSystem.FileSystem, (fs) =>
     fs.readFile(path).pipe(
-      Effect.mapError((error) => storeError(`cannot read ${path}`, undefined, error)),
-      Effect.flatMap((bytes) => decodeBytes(bytes, path))
+      Effect.mapError((error) => Store.storeError(`cannot read ${path}`, undefined, error)),
+      Effect.flatMap((bytes) => Store.decodeBytes(bytes, path))
     ))
 
 // ---------------------------------------------------------------------------------------------
@@ -129,7 +110,7 @@ const makeMemoryLog = (header: SessionHeader): SessionLog => {
     try {
       committed = commitDrafts(drafts, events.length, time)
     } catch (cause) {
-      return invalidEvents(header.id, cause)
+      return Store.invalidEvents(header.id, cause)
     }
     for (let i = 0; i < committed.length; i++) events.push(committed[i]!)
     return committed
@@ -138,7 +119,7 @@ const makeMemoryLog = (header: SessionHeader): SessionLog => {
     id: header.id,
     header,
     append: (drafts) =>
-      drafts.length === 0 ? EMPTY : Effect.clockWith((clock) => {
+      drafts.length === 0 ? Store.EMPTY : Effect.clockWith((clock) => {
         const result = commit(drafts, clock.unsafeCurrentTimeMillis())
         return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
       }),
@@ -158,13 +139,13 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
   const sessions = new Map<string, SessionLog>()
   const get = (id: SessionId): Effect.Effect<SessionLog, SessionNotFound> => {
     const log = sessions.get(id)
-    return log === undefined ? Effect.fail(notFound(id)) : Effect.succeed(log)
+    return log === undefined ? Effect.fail(Store.notFound(id)) : Effect.succeed(log)
   }
   return SessionStore.of({
     create: (options) =>
-      Effect.flatMap(newHeader(options), (header) => {
-        if (!isSessionId(header.id)) return Effect.fail(invalidId(header.id))
-        if (sessions.has(header.id)) return Effect.fail(alreadyExists(header.id))
+      Effect.flatMap(Store.newHeader(options), (header) => {
+        if (!Store.isSessionId(header.id)) return Effect.fail(Store.invalidId(header.id))
+        if (sessions.has(header.id)) return Effect.fail(Store.alreadyExists(header.id))
         const log = makeMemoryLog(header)
         sessions.set(header.id, log)
         return Effect.succeed(log)

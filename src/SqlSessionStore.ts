@@ -41,20 +41,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Layer, Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
-import {
-  alreadyExists,
-  type CreateOptions,
-  EMPTY,
-  invalidEvents,
-  invalidId,
-  isSessionId,
-  newHeader,
-  notFound,
-  storeError
-} from "./internal/store/common.js"
+import * as Store from "./internal/store/common.js"
 import { inUseError, isLiveWriter, readWriter, thisWriter } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
-import { type LogContents, type SessionLog, SessionLogError, type SessionNotFound, SessionStoreError } from "./SessionLog.js"
+import type { CreateOptions, LogContents, SessionLog, SessionNotFound } from "./SessionLog.js"
+import { SessionLogError, SessionStoreError } from "./SessionLog.js"
 import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 
 /**
@@ -104,7 +95,7 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
       ] as const) {
         yield* Effect.mapError(
           sql`SELECT ${sql.literal(columns.join(", "))} FROM ${sql(table)} WHERE 1 = 0`,
-          (error) => storeError(`the table ${table} exists without the columns (${columns.join(", ")}) this store needs`, undefined, error)
+          (error) => Store.storeError(`the table ${table} exists without the columns (${columns.join(", ")}) this store needs`, undefined, error)
         )
       }
     })
@@ -117,7 +108,7 @@ const migrate = (sql: SqlClient.SqlClient, tables: ReturnType<typeof tablesOf>):
     Effect.catchAllDefect((defect) => Effect.fail(defect)),
     Effect.mapError((error) => {
       const inner = (error as { readonly cause?: unknown }).cause
-      return inner instanceof SessionStoreError ? inner : storeError("cannot create the session tables", undefined, error)
+      return inner instanceof SessionStoreError ? inner : Store.storeError("cannot create the session tables", undefined, error)
     }),
     Effect.asVoid
   )
@@ -138,11 +129,11 @@ export const make = (
   Effect.gen(function*() {
     const prefix = options.tablePrefix ?? "agent_loop_"
     if (!PREFIX.test(prefix)) {
-      return yield* Effect.fail(storeError(`invalid tablePrefix ${JSON.stringify(prefix)}: letters, digits and _ only`, undefined))
+      return yield* Effect.fail(Store.storeError(`invalid tablePrefix ${JSON.stringify(prefix)}: letters, digits and _ only`, undefined))
     }
     const tables = tablesOf(prefix)
     const sql = yield* SqlClient.SqlClient
-    const failed = (what: string, id: string | undefined) => (error: SqlError) => storeError(what, id, error)
+    const failed = (what: string, id: string | undefined) => (error: SqlError) => Store.storeError(what, id, error)
     yield* migrate(sql, tables)
     const sessionsTable = sql(tables.sessions)
     const eventsTable = sql(tables.events)
@@ -189,7 +180,7 @@ export const make = (
       Effect.map(Effect.makeSemaphore(1), (lock) => {
         const id = header.id
         const commit = (time: number, drafts: ReadonlyArray<EventDraft>) => {
-          if (closed) return Effect.fail(storeError(`session "${id}" is closed`, id))
+          if (closed) return Effect.fail(Store.storeError(`session "${id}" is closed`, id))
           let committed: ReadonlyArray<SessionEvent>
           let rows: ReadonlyArray<Row>
           try {
@@ -197,7 +188,7 @@ export const make = (
             // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
             rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
           } catch (error) {
-            return Effect.fail(invalidEvents(id, error))
+            return Effect.fail(Store.invalidEvents(id, error))
           }
           return insert(rows).pipe(
             Effect.mapError(failed(`cannot append to session "${id}"`, id)),
@@ -212,7 +203,7 @@ export const make = (
           header,
           append: (drafts) =>
             drafts.length === 0
-              ? EMPTY
+              ? Store.EMPTY
               : lock.withPermits(1)(
                 // Uninterruptible: an insert the database committed is always recorded in memory
                 // too (an interrupted wait on an asynchronous client would lose it, and every later
@@ -233,7 +224,7 @@ export const make = (
         sql<{ header: string }>`SELECT header FROM ${sessionsTable} WHERE id = ${id}`,
         readFailed
       )
-      if (headers.length === 0) return yield* Effect.fail(notFound(id))
+      if (headers.length === 0) return yield* Effect.fail(Store.notFound(id))
       const rows = yield* Effect.mapError(
         sql<{ seq: number; event: string }>`SELECT seq, event FROM ${eventsTable} WHERE session_id = ${id} ORDER BY seq`,
         readFailed
@@ -271,13 +262,13 @@ export const make = (
     })
 
     const create = Effect.fnUntraced(function*(createOptions: CreateOptions | undefined) {
-      const header = yield* newHeader(createOptions)
+      const header = yield* Store.newHeader(createOptions)
       const id = header.id
-      if (!isSessionId(id)) return yield* Effect.fail(invalidId(id))
-      if (closed) return yield* Effect.fail(storeError("the store is closed", id))
+      if (!Store.isSessionId(id)) return yield* Effect.fail(Store.invalidId(id))
+      if (closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
       const createFailed = failed(`cannot create session "${id}"`, id)
       const existing = yield* Effect.mapError(sql<{ id: string }>`SELECT id FROM ${sessionsTable} WHERE id = ${id}`, createFailed)
-      if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(alreadyExists(id))
+      if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
       yield* lockWriter(id)
       yield* Effect.mapError(
         sql`INSERT INTO ${sessionsTable} ${sql.insert({ id, header: encodeHeader(header).slice(0, -1) })}`,
@@ -289,8 +280,8 @@ export const make = (
     const open = Effect.fnUntraced(function*(id: SessionId) {
       const already = openLogs.get(id)
       if (already !== undefined) return already
-      if (!isSessionId(id)) return yield* Effect.fail(notFound(id))
-      if (closed) return yield* Effect.fail(storeError("the store is closed", id))
+      if (!Store.isSessionId(id)) return yield* Effect.fail(Store.notFound(id))
+      if (closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
       yield* lockWriter(id)
       const contents = yield* Effect.tapError(
         readRows(id),
@@ -305,7 +296,7 @@ export const make = (
         if (already !== undefined) {
           return Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
         }
-        return isSessionId(id) ? readRows(id) : Effect.fail(notFound(id))
+        return Store.isSessionId(id) ? readRows(id) : Effect.fail(Store.notFound(id))
       })
 
     const list = Effect.mapError(
@@ -386,7 +377,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, S
   Layer.scoped(
     SessionStore,
     Effect.gen(function*() {
-      const cannotOpen = (cause: unknown) => storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
+      const cannotOpen = (cause: unknown) => Store.storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
       // Loaded on first use, so that the other stores never load the native module.
       const { SqliteClient } = yield* Effect.tryPromise({
         try: () => import("@effect/sql-sqlite-node"),

@@ -5,7 +5,7 @@
 import { Effect, Either } from "effect"
 import * as IdGenerator from "../../IdGenerator.js"
 import type { SessionEvent, SessionHeader } from "../../SessionEvent.js"
-import { type LogContents, SessionLogError, SessionNotFound, SessionStoreError } from "../../SessionLog.js"
+import { type CreateOptions, type LogContents, SessionLogError, SessionNotFound, SessionStoreError } from "../../SessionLog.js"
 import { decodeLog, InvalidDraft, makeHeader } from "../logCodec.js"
 
 /** No events: what an append of no drafts returns (nothing is written). */
@@ -19,13 +19,6 @@ const SESSION_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/
 
 /** Whether `id` follows the stores' session id rule (`[A-Za-z0-9_-][A-Za-z0-9._-]*`). */
 export const isSessionId = (id: string): boolean => SESSION_ID.test(id)
-
-/** What `SessionStore.create` takes. */
-export interface CreateOptions {
-  readonly id?: string | undefined
-  readonly cwd?: string | undefined
-  readonly createdAt?: number | undefined
-}
 
 /**
  * The header of a new session: `id` from the options, else the `IdGenerator` in context (random

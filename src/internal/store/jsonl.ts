@@ -11,22 +11,10 @@
 import * as NodeFs from "node:fs"
 import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
-import type { LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
+import type { CreateOptions, LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
 import { SessionStoreError } from "../../SessionLog.js"
 import { commitDrafts, encodeEvents, encodeHeader } from "../logCodec.js"
-import {
-  alreadyExists,
-  type CreateOptions,
-  decodeBytes,
-  EMPTY,
-  invalidEvents,
-  invalidId,
-  isSessionId,
-  newHeader,
-  notFound,
-  ownHeader,
-  storeError
-} from "./common.js"
+import * as Store from "./common.js"
 import { acquireWriterLock } from "./writer.js"
 
 /** Options of the JSONL store (see `SessionStore.JsonlOptions`). */
@@ -158,7 +146,7 @@ const encodeDrafts = (
     const committed = commitDrafts(drafts, seq, time)
     return { committed, text: encodeEvents(committed) }
   } catch (cause) {
-    return invalidEvents(log.id, cause)
+    return Store.invalidEvents(log.id, cause)
   }
 }
 
@@ -175,9 +163,9 @@ const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined =
     try {
       log.io.truncate(log.fd, log.size)
     } catch (truncateError) {
-      log.broken = storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
+      log.broken = Store.storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
     }
-    return storeError(`cannot append to session "${log.id}"`, log.id, error)
+    return Store.storeError(`cannot append to session "${log.id}"`, log.id, error)
   }
   log.size += written
   log.pendingNewline = false
@@ -249,8 +237,8 @@ const startRound = (log: JsonlLog): void => {
     log.syncing = false
     let failure: SessionStoreError | undefined = undefined
     if (error !== null) {
-      failure = storeError(`cannot fsync session "${log.id}"`, log.id, error)
-      if (log.broken === undefined) log.broken = storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
+      failure = Store.storeError(`cannot fsync session "${log.id}"`, log.id, error)
+      if (log.broken === undefined) log.broken = Store.storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
     }
     for (let i = 0; i < round.length; i++) round[i]!.done(failure)
     if (log.waiting!.length > 0) {
@@ -281,8 +269,8 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
     })
   const batch = log.waiting !== undefined
   const append: SessionLog["append"] = !batch
-    ? (drafts) => drafts.length === 0 ? EMPTY : writeNow(drafts)
-    : (drafts) => drafts.length === 0 ? EMPTY : appendBatched(log, drafts)
+    ? (drafts) => drafts.length === 0 ? Store.EMPTY : writeNow(drafts)
+    : (drafts) => drafts.length === 0 ? Store.EMPTY : appendBatched(log, drafts)
   return {
     id: log.id,
     header,
@@ -344,11 +332,11 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       // Runs before the file closes: the log is closed to appends; a running fdatasync round
       // ends first (its appends get its outcome); appends still waiting (not written) fail.
       const closing = Effect.async<void>((resume) => {
-        log.broken = storeError(`session "${log.id}" is closed`, log.id)
+        log.broken = Store.storeError(`session "${log.id}" is closed`, log.id)
         const finish = () => {
           const rest = log.waiting ?? []
           log.waiting = batch ? [] : undefined
-          const closed = storeError(`session "${log.id}" was closed before its fsync`, log.id)
+          const closed = Store.storeError(`session "${log.id}" was closed before its fsync`, log.id)
           for (const waiting of rest) waiting.done(closed)
           resume(Effect.void)
         }
@@ -373,7 +361,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
             Effect.try({
               try: () => NodeFs.openSync(path, flag),
               catch: (error) =>
-                flag === "ax" && codeOf(error) === "EEXIST" ? alreadyExists(id) : storeError(`cannot open ${path}`, id, error)
+                flag === "ax" && codeOf(error) === "EEXIST" ? Store.alreadyExists(id) : Store.storeError(`cannot open ${path}`, id, error)
             })
           ),
           Effect.tap((fd) => Scope.addFinalizer(scope, Effect.sync(() => NodeFs.closeSync(fd)))),
@@ -382,19 +370,19 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         ))
 
     const create = Effect.fnUntraced(function*(createOptions?: CreateOptions | undefined) {
-      const header = yield* newHeader(createOptions)
+      const header = yield* Store.newHeader(createOptions)
       const id = header.id
-      if (!isSessionId(id)) return yield* Effect.fail(invalidId(id))
-      if (openLogs.has(id)) return yield* Effect.fail(alreadyExists(id))
+      if (!Store.isSessionId(id)) return yield* Effect.fail(Store.invalidId(id))
+      if (openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
       yield* Effect.try({
         try: () => NodeFs.mkdirSync(directory, { recursive: true }),
-        catch: (error) => storeError(`cannot create ${directory}`, id, error)
+        catch: (error) => Store.storeError(`cannot create ${directory}`, id, error)
       })
       const path = pathOf(id)
       const [scope, fd] = yield* openFile(id, path, "ax")
       const writeHeader = Effect.try({ try: () => writeAllSync(io, fd, encodeHeader(header)), catch: (error) => error })
       const size = yield* (batch ? Effect.zipLeft(writeHeader, datasync(io, fd)) : writeHeader).pipe(
-        Effect.mapError((error) => storeError(`cannot write the header of ${path}`, id, error)),
+        Effect.mapError((error) => Store.storeError(`cannot write the header of ${path}`, id, error)),
         Effect.onError(() =>
           Effect.zipRight(Scope.close(scope, Exit.void), Effect.sync(() => NodeFs.rmSync(path, { force: true })))
         )
@@ -405,23 +393,23 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
     const readBytes = (id: SessionId, path: string): Effect.Effect<Uint8Array, SessionStoreError | SessionNotFound> =>
       Effect.tryPromise({
         try: () => NodeFs.promises.readFile(path),
-        catch: (error) => codeOf(error) === "ENOENT" ? notFound(id) : storeError(`cannot read ${path}`, id, error)
+        catch: (error) => codeOf(error) === "ENOENT" ? Store.notFound(id) : Store.storeError(`cannot read ${path}`, id, error)
       })
 
     const open = Effect.fnUntraced(function*(id: SessionId) {
       const already = openLogs.get(id)
       if (already !== undefined) return already
-      if (!isSessionId(id)) return yield* Effect.fail(notFound(id))
+      if (!Store.isSessionId(id)) return yield* Effect.fail(Store.notFound(id))
       const path = pathOf(id)
       const bytes = yield* readBytes(id, path)
-      const contents = yield* Effect.flatMap(decodeBytes(bytes, path), (c) => ownHeader(id, path, c))
+      const contents = yield* Effect.flatMap(Store.decodeBytes(bytes, path), (c) => Store.ownHeader(id, path, c))
       const size = contents.validBytes ?? bytes.length
       const [scope, fd] = yield* openFile(id, path, "a")
       if (contents.tornTail === true) {
         // DESIGN.md §3.1: cut the torn tail before anything can be appended.
         const cut = Effect.try({ try: () => io.truncate(fd, size), catch: (error) => error })
         yield* (batch ? Effect.zipRight(cut, datasync(io, fd)) : cut).pipe(
-          Effect.mapError((error) => storeError(`cannot cut the torn tail of ${path}`, id, error)),
+          Effect.mapError((error) => Store.storeError(`cannot cut the torn tail of ${path}`, id, error)),
           Effect.onError(() => Scope.close(scope, Exit.void))
         )
       }
@@ -435,10 +423,10 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         if (already !== undefined) {
           return Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
         }
-        if (!isSessionId(id)) return Effect.fail(notFound(id))
+        if (!Store.isSessionId(id)) return Effect.fail(Store.notFound(id))
         const path = pathOf(id)
         return Effect.flatMap(readBytes(id, path), (bytes) =>
-          Effect.flatMap(decodeBytes(bytes, path), (c) => ownHeader(id, path, c)))
+          Effect.flatMap(Store.decodeBytes(bytes, path), (c) => Store.ownHeader(id, path, c)))
       })
 
     const list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> = Effect.tryPromise({
@@ -453,7 +441,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         return ids.sort()
       }),
       Effect.catchAll((error) =>
-        codeOf(error) === "ENOENT" ? Effect.succeed([]) : Effect.fail(storeError(`cannot list ${directory}`, undefined, error))
+        codeOf(error) === "ENOENT" ? Effect.succeed([]) : Effect.fail(Store.storeError(`cannot list ${directory}`, undefined, error))
       ),
       Effect.withSpan("SessionStore.list")
     )
