@@ -8,7 +8,7 @@ import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief, checkLog, layer, settle, text } from "./utils/agent.js"
+import { advance, brief, checkLog, layer, layerTracked, settle, text } from "./utils/agent.js"
 
 const ctx = (t: string, plugin = "netwatch") =>
   UserMessage.make({ text: t, source: { kind: "plugin", plugin } }).pipe(Effect.provide(IdGenerator.layerSeeded(7 + t.length)))
@@ -723,7 +723,7 @@ describe("Agent: broken plugins and bad options never leave the log invalid", ()
       yield* advance(10)
       expect(yield* next.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
       yield* checkLog(agent, [d, next])
-    }).pipe(Effect.provide(Layer.mergeAll(failing, IdGenerator.layerSeeded(42), Model.layer(model), PreStep.layer([]))))
+    }).pipe(Effect.provide(Layer.mergeAll(failing, IdGenerator.layerSeeded(42), Model.layer(model), PreStep.layer([]), layerTracked)))
   })
 
   it.scoped("a cancel cause that is not plain JSON fails InvalidEvent and changes nothing", () => {
