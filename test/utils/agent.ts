@@ -47,11 +47,15 @@ export const layerMemoryLocked: Layer.Layer<SessionStore.SessionStore> = Layer.e
 )
 
 /**
- * The store of agent tests: the memory store; with `AGENT_STORE_MODE=locked` (set by
- * `AgentLocked.test.ts`), the same store without its synchronous append.
+ * How the store of an agent test appends: `"sync"` is the memory store (its synchronous append
+ * makes each critical section one synchronous step); `"locked"` is `layerMemoryLocked` (no
+ * synchronous append: every critical section takes the lock path, as with JSONL `fsync: "batch"`).
  */
-export const storeLayer = (): Layer.Layer<SessionStore.SessionStore> =>
-  process.env.AGENT_STORE_MODE === "locked" ? layerMemoryLocked : SessionStore.layerMemory
+export type StoreMode = "sync" | "locked"
+
+/** The store of agent tests in the given mode. */
+export const storeLayer = (mode: StoreMode = "sync"): Layer.Layer<SessionStore.SessionStore> =>
+  mode === "locked" ? layerMemoryLocked : SessionStore.layerMemory
 
 /**
  * The fibers of a test: a `FiberTracker` (internal/settle.ts) installed as a supervisor on the
@@ -69,11 +73,12 @@ export const layerTracked: Layer.Layer<TrackedFibers> = Layer.scoped(
   })
 )
 
-/** Layers for an agent test: memory store, seeded ids, the given model and pre-step, tracked fibers. */
+/** Layers for an agent test: the store in `mode`, seeded ids, the given model and pre-step, tracked fibers. */
 export const layer = (
   model: Model.ModelService,
-  preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([])
-) => Layer.mergeAll(storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), preStep, layerTracked)
+  preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([]),
+  mode: StoreMode = "sync"
+) => Layer.mergeAll(storeLayer(mode), IdGenerator.layerSeeded(42), Model.layer(model), preStep, layerTracked)
 
 /** A compact view of a log: `type` plus the fields that identify the event. */
 export const brief = (events: ReadonlyArray<SessionEvent>): Array<string> =>
