@@ -20,15 +20,7 @@
  *
  * @since 0.1.0
  */
-import {
-  Effect,
-  Either,
-  Fiber,
-  Layer,
-  ParseResult,
-  Schema,
-  Supervisor,
-} from "effect"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import * as Agent from "./Agent.js"
 import type { DeliveryError } from "./AgentError.js"
 import type * as Delivery from "./Delivery.js"
@@ -37,6 +29,7 @@ import { observeOutcome } from "./internal/agent/observers.js"
 import { isAgentState } from "./internal/agent/state.js"
 import { textMessage } from "./internal/message.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
+import { FiberTracker, settle } from "./internal/settle.js"
 import { VirtualClock } from "./internal/virtualClock.js"
 import { type InvalidMessage, type Message, type MessageSource, textOf, UserMessage } from "./Message.js"
 import * as Model from "./Model.js"
@@ -388,40 +381,6 @@ export interface DeliveryRecord {
 // The simulator
 // ---------------------------------------------------------------------------------------------
 
-type Statuses = ReadonlyArray<readonly [number, string]>
-
-const statuses = (fibers: ReadonlyArray<Fiber.RuntimeFiber<any, any>>, self: number) =>
-  Effect.map(
-    Effect.forEach(fibers.filter((f) => f.id().id !== self), (f) =>
-      Effect.map(Fiber.status(f), (s) => [f.id().id, s._tag] as const)),
-    (list): Statuses => list
-  )
-
-const sameStatuses = (a: Statuses, b: Statuses) =>
-  a.length === b.length && a.every(([id, s], i) => b[i]![0] === id && b[i]![1] === s)
-
-/** One real event-loop turn, so fibers scheduled by the runtime (microtasks, timers) get to run. */
-const yieldTimer = Effect.async<void>((resume) => {
-  const immediate = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(immediate))
-})
-
-/**
- * Waits until every fiber of the run (tracked by `supervisor`) is suspended or done, twice in a
- * row across a real event-loop turn.
- */
-const settle = (supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<any, any>>>) =>
-  Effect.gen(function*() {
-    const self = (yield* Effect.fiberId)
-    const selfId = self._tag === "Runtime" ? self.id : -1
-    while (true) {
-      const before = yield* statuses(yield* supervisor.value, selfId)
-      yield* yieldTimer
-      const after = yield* statuses(yield* supervisor.value, selfId)
-      if (sameStatuses(before, after) && after.every(([, s]) => s !== "Running")) return
-    }
-  })
-
 const messageOf = (
   text: string | { readonly text: string; readonly source?: MessageSource | undefined },
   source: MessageSource
@@ -442,7 +401,7 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
   const clock = new VirtualClock()
   const records: Array<DeliveryRecord> = []
   const program = Effect.gen(function*() {
-    const supervisor = yield* Supervisor.track
+    const supervisor = new FiberTracker()
     const store = yield* SessionStore.SessionStore
     return yield* Effect.scoped(Effect.gen(function*() {
       const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
@@ -450,7 +409,8 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
       const actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
       let next = 0
       while (true) {
-        yield* settle(supervisor)
+        // A scenario runs to its end however long that takes: no bound on the rounds.
+        yield* Effect.orDie(settle(supervisor, { maxRounds: Infinity }))
         const now = clock.unsafeCurrentTimeMillis()
         const nextAction = next < actions.length ? actions[next]![0].at : undefined
         const nextSleep = clock.nextSleep()

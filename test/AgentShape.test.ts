@@ -15,7 +15,7 @@ import * as Inbox from "../src/Inbox.js"
 import * as Model from "../src/Model.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief, layerMemoryLocked } from "./utils/agent.js"
+import { advance, brief, layerMemoryLocked, layerTracked } from "./utils/agent.js"
 
 const modes = [
   { name: "synchronous store", store: SessionStore.layerMemory },
@@ -23,7 +23,7 @@ const modes = [
 ] as const
 
 for (const mode of modes) {
-  const layers = (model: Model.ModelService) => Layer.mergeAll(mode.store, IdGenerator.layerSeeded(3), Model.layer(model))
+  const layers = (model: Model.ModelService) => Layer.mergeAll(mode.store, IdGenerator.layerSeeded(3), Model.layer(model), layerTracked)
 
   describe(`Agent shape (${mode.name})`, () => {
     it.scoped("agent.inbox is a Ref of an immutable value: a value read before a splice stays as it was", () =>

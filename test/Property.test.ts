@@ -138,11 +138,12 @@ const check = (scenario: ReturnType<typeof scenarioArb["generate"]>["value"]) =>
   })
 
 describe("property: random deliveries against random scripted models", () => {
-  it.live(`${RUNS} runs: invariants, fates, no lost wake-up, one followup per turn, requests = history, determinism`, () =>
-    Effect.promise(() =>
-      fc.assert(
-        fc.asyncProperty(scenarioArb, (scenario) => Effect.runPromise(check(scenario))),
-        { numRuns: RUNS }
-      )
-    ), 120_000)
+  // Each run a fresh fast-check seed, as before; a failure prints the seed and path to replay
+  // it (`fastCheck: { seed, path }`). `it.live`: the simulator has its own virtual clock.
+  it.live.prop(
+    `${RUNS} runs: invariants, fates, no lost wake-up, one followup per turn, requests = history, determinism`,
+    [scenarioArb],
+    ([scenario]) => check(scenario),
+    { timeout: 120_000, fastCheck: { numRuns: RUNS } }
+  )
 })

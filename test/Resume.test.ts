@@ -17,7 +17,7 @@ import * as Model from "../src/Model.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief } from "./utils/agent.js"
+import { advance, brief, layerTracked } from "./utils/agent.js"
 import { tmpDir } from "./utils/tmp.js"
 
 const quick = Tool.make({ name: "quick", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "done" }) })
@@ -40,7 +40,7 @@ const crashedCopy = (model: Model.ModelService, cut: (events: ReadonlyArray<Sess
     return copy
   })
 
-const layers = Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(5))
+const layers = Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(5), layerTracked)
 
 describe("Agent.resume (§10)", () => {
   it.scoped("an open tool step gets its closers in call order; state is rebuilt; a second resume appends nothing", () =>
@@ -178,7 +178,7 @@ describe("Agent.resume (§10)", () => {
       })
       expect(new Set(ids).size).toBe(ids.length)
       expect(Invariant.check(events)).toEqual([])
-    }).pipe(Effect.provide(SessionStore.layerMemory)))
+    }).pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, layerTracked))))
 
   it.scoped("a DSH v0 log is refused (SessionStoreError) and left unchanged", () =>
     Effect.gen(function*() {
@@ -235,7 +235,7 @@ describe("Agent.resume (§10)", () => {
         return agent.log.events().length
       })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(11), Model.layer(model))))
       expect(again).toBe(repaired.length)
-    }).pipe(Effect.provide(NodeFileSystem.layer)))
+    }).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, layerTracked))))
 
   it.scoped("§6.2: resumed with new instructions, tools or settings, a new request/header precedes the next request; the log holds what the model saw", () => {
     const model = Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }, { text: "four" }])

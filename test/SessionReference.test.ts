@@ -15,7 +15,7 @@ import * as SessionStore from "../src/SessionStore.js"
 import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
-import { advance, brief, checkLog, storeLayer, text } from "./utils/agent.js"
+import { advance, brief, checkLog, layerTracked, storeLayer, text } from "./utils/agent.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -60,8 +60,8 @@ const failingSteerStore: Layer.Layer<SessionStore.SessionStore> = Layer.effect(
 )
 
 /**
- * The layers of a test: the store, seeded ids, the model, and `SessionReference.layer` around
- * `inner` (the listeners downstream of it).
+ * The layers of a test: the store, seeded ids, the model, tracked fibers, and
+ * `SessionReference.layer` around `inner` (the listeners downstream of it).
  */
 const refLayer = (
   model: Model.ModelService,
@@ -69,7 +69,7 @@ const refLayer = (
 ) =>
   SessionReference.layer.pipe(
     Layer.provide(options.inner ?? PreStep.layer([])),
-    Layer.provideMerge(Layer.mergeAll(options.store ?? storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model)))
+    Layer.provideMerge(Layer.mergeAll(options.store ?? storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), layerTracked))
   )
 
 /** Appends one completed turn (a direct prompt and its answer) to a log written by hand. */

@@ -20,7 +20,7 @@ import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
-import { advance } from "./utils/agent.js"
+import { advance, layerTracked } from "./utils/agent.js"
 import { assistant, followup, msg, stepStart, toolCall, turnStart } from "./utils/events.js"
 import { tmpDir } from "./utils/tmp.js"
 
@@ -217,7 +217,7 @@ for (const kind of kinds) {
         })).pipe(
           Effect.provideService(SessionStore.SessionStore, store),
           Effect.provideService(Model.Model, model),
-          Effect.provide(IdGenerator.layerSeeded(3))
+          Effect.provide(Layer.merge(IdGenerator.layerSeeded(3), layerTracked))
         )
         expect(Invariant.check(events)).toEqual([])
         expect(events.filter((e) => e.type === "turn/end").length).toBe(2)

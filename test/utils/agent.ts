@@ -1,9 +1,11 @@
 /**
- * Test helpers: an agent on the memory store with a scripted model and seeded ids.
+ * Test helpers: an agent on the memory store with a scripted model and seeded ids; settling the
+ * test's fibers and advancing the TestClock.
  */
-import { Effect, Layer } from "effect"
+import { Context, Effect, FiberRef, Layer } from "effect"
 import * as Agent from "../../src/Agent.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
+import * as Settle from "../../src/internal/settle.js"
 import type { Message, UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
@@ -46,17 +48,41 @@ export const layerMemoryLocked: Layer.Layer<SessionStore.SessionStore> = Layer.e
 )
 
 /**
- * The store of agent tests: the memory store; with `AGENT_STORE_MODE=locked` (set by
- * `AgentLocked.test.ts`), the same store without its synchronous append.
+ * How the store of an agent test appends: `"sync"` is the memory store (its synchronous append
+ * makes each critical section one synchronous step); `"locked"` is `layerMemoryLocked` (no
+ * synchronous append: every critical section takes the lock path, as with JSONL `fsync: "batch"`).
  */
-export const storeLayer = (): Layer.Layer<SessionStore.SessionStore> =>
-  process.env.AGENT_STORE_MODE === "locked" ? layerMemoryLocked : SessionStore.layerMemory
+export type StoreMode = "sync" | "locked"
 
-/** Layers for an agent test: memory store, seeded ids, the given model and pre-step. */
+/** The store of agent tests in the given mode. */
+export const storeLayer = (mode: StoreMode = "sync"): Layer.Layer<SessionStore.SessionStore> =>
+  mode === "locked" ? layerMemoryLocked : SessionStore.layerMemory
+
+/**
+ * The fibers of a test: a `FiberTracker` (internal/settle.ts) installed as a supervisor on the
+ * fiber `layerTracked` is provided to, so it sees every fiber started from there on, the agent's
+ * driver and tool fibers included (they are forked from the calling fiber's FiberRefs).
+ */
+export class TrackedFibers extends Context.Tag("test/TrackedFibers")<TrackedFibers, Settle.FiberTracker>() {}
+
+/**
+ * Installs a fresh `FiberTracker` on the fiber it is provided to, for the scope it is provided
+ * in: provide it around the whole test (fibers started before it are not tracked).
+ */
+export const layerTracked: Layer.Layer<TrackedFibers> = Layer.scoped(
+  TrackedFibers,
+  Effect.suspend(() => {
+    const tracker = new Settle.FiberTracker()
+    return Effect.as(Effect.locallyScopedWith(FiberRef.currentSupervisor, (s) => s.zip(tracker)), tracker)
+  })
+)
+
+/** Layers for an agent test: the store in `mode`, seeded ids, the given model and pre-step, tracked fibers. */
 export const layer = (
   model: Model.ModelService,
-  preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([])
-) => Layer.mergeAll(storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), preStep)
+  preStep: Layer.Layer<PreStep.PreStep> = PreStep.layer([]),
+  mode: StoreMode = "sync"
+) => Layer.mergeAll(storeLayer(mode), IdGenerator.layerSeeded(42), Model.layer(model), preStep, layerTracked)
 
 /** A compact view of a log: `type` plus the fields that identify the event. */
 export const brief = (events: ReadonlyArray<SessionEvent>): Array<string> =>
@@ -109,18 +135,23 @@ export const text = (m: Message): string =>
   ).join(" ")
 
 /**
- * Lets forked fibers run to their next suspension (no time passes). In locked mode appends also
- * wait for a flush (a macrotask), so settling lets the event loop turn as well.
+ * The most event-loop turns `settle` waits for. A settle in these suites takes 1 to 13 rounds
+ * (measured; the longest are chains of flushes of the locked store); a runtime still busy after
+ * this many never settles (a fiber that loops without suspending, or re-arms a macrotask
+ * forever), and the test fails naming the fibers that still ran.
  */
-export const settle: Effect.Effect<void> = process.env.AGENT_STORE_MODE === "locked"
-  ? Effect.repeatN(
-    Effect.zipRight(
-      Effect.repeatN(Effect.yieldNow(), 20),
-      Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-    ),
-    30
-  )
-  : Effect.repeatN(Effect.yieldNow(), 50)
+export const SETTLE_ROUNDS = 10_000
+
+/**
+ * Lets the test's fibers (those started under `layerTracked`) run until each is suspended on
+ * something outside the runtime (a clock sleep, a promise, I/O) or done, and none ran across a
+ * real event-loop turn (so the `setImmediate` flushes of `layerMemoryLocked` happen). No time
+ * passes. Dies with `Unsettled` after `SETTLE_ROUNDS` rounds.
+ */
+export const settle: Effect.Effect<void, never, TrackedFibers> = Effect.flatMap(
+  TrackedFibers,
+  (tracker) => Effect.orDie(Settle.settle(tracker, { maxRounds: SETTLE_ROUNDS }))
+)
 
 export { Agent }
 
