@@ -7,6 +7,7 @@ import "./tools/lint-typescript/index.cjs"
 
 import * as effectEslint from "@effect/eslint-plugin"
 import js from "@eslint/js"
+import reactHooks from "eslint-plugin-react-hooks"
 import { defineConfig } from "eslint/config"
 import globals from "globals"
 import tseslint from "typescript-eslint"
@@ -28,11 +29,13 @@ export default defineConfig(
       reportUnusedDisableDirectives: "error"
     },
     rules: {
-      // Formatting: dprint, with the Effect monorepo's settings.
+      // Formatting: dprint, with the Effect monorepo's settings except the line width: the code here
+      // is written to about 130 columns (src/: 1.1% of lines over 120, 0.4% over 130; Effect uses 120).
+      // dprint also sorts import declarations and named imports (case-insensitive), as in Effect.
       "@effect/dprint": ["error", {
         config: {
           indentWidth: 2,
-          lineWidth: 120,
+          lineWidth: 130,
           semiColons: "asi",
           quoteStyle: "alwaysDouble",
           trailingCommas: "never",
@@ -47,7 +50,8 @@ export default defineConfig(
         selector: "CallExpression[callee.property.name='push'] > SpreadElement.arguments",
         message: "Do not use spread arguments in Array.push"
       }],
-      "require-yield": "off",
+      "require-yield": "off", // Effect.gen(function*() { ... }) without a yield is normal.
+      "no-duplicate-imports": ["error", { allowSeparateTypeImports: true }],
       "@typescript-eslint/array-type": ["error", { default: "generic", readonly: "generic" }],
       "@typescript-eslint/consistent-type-imports": ["error", { fixStyle: "inline-type-imports" }],
       "@typescript-eslint/no-unused-vars": ["error", {
@@ -55,15 +59,38 @@ export default defineConfig(
         varsIgnorePattern: "^_",
         caughtErrorsIgnorePattern: "^_"
       }],
+      // Off (as in Effect): they fight deliberate patterns. `x[i]!` after a bounds check under
+      // noUncheckedIndexedAccess (257 places); `any` for existential types (`Tool.Tool<any>`) and
+      // foreign JSON in tests (133); `Tool.Tool<{}>`, the decoded `Schema.Struct({})` of a tool without arguments.
       "@typescript-eslint/no-non-null-assertion": "off",
       "@typescript-eslint/no-explicit-any": "off",
       "@typescript-eslint/no-empty-object-type": "off",
-      "@typescript-eslint/no-namespace": "off",
-      "@typescript-eslint/ban-ts-comment": "off"
+      // `const self = this` before `Effect.gen(function*() { ... })` in class methods.
+      "@typescript-eslint/no-this-alias": ["error", { allowedNames: ["self"] }]
+      // no-control-regex stays on: the code already marks its deliberate escape-sequence regexps with
+      // `// eslint-disable-next-line no-control-regex` (Transcript.ts, ChatModel.ts, App.tsx).
     }
   },
   {
-    // Node scripts (bench/, test/utils/*.mjs): CommonJS-free ESM, Node globals only.
+    // The library writes through Effect's Console / the CLI's streams, never console.* (as in Effect).
+    files: ["src/**/*"],
+    rules: {
+      "no-console": "error"
+    }
+  },
+  {
+    // The chat UI (Ink). Only the two classic hooks rules: the React Compiler rules of
+    // eslint-plugin-react-hooks 7 (refs, purity, set-state-in-effect) reject the deliberate
+    // ref-based line editor (13 problems in App.tsx).
+    files: ["**/*.tsx"],
+    plugins: { "react-hooks": reactHooks },
+    rules: {
+      "react-hooks/rules-of-hooks": "error",
+      "react-hooks/exhaustive-deps": "error"
+    }
+  },
+  {
+    // Plain JavaScript (bench/, test/utils/*.mjs, configs): ESM with Node globals; .cjs is CommonJS.
     files: ["**/*.{js,mjs,cjs}"],
     rules: {
       "@typescript-eslint/no-require-imports": "off"
