@@ -9,12 +9,16 @@
  * TypeScript 7.1).
  *
  * This package depends on `typescript@6.0.3`. npm cannot hoist it (the root has `typescript@7`), so it
- * stays in `tools/lint-typescript/node_modules`, and its `tsc` bin never shadows the root one
- * (an npm alias such as `"typescript-classic": "npm:typescript@6.0.3"` at the root would link its
- * `tsc` over TypeScript 7's in `node_modules/.bin`). Loaded first by `eslint.config.mjs`, this file
- * makes `require("typescript")` (and `typescript/...`) from any file under a `node_modules` folder
- * resolve here, in the ESLint process only. The root `overrides` entry tells npm that
- * typescript-eslint's peer `typescript` is the root one, so that `npm ci` does not stop on ERESOLVE.
+ * stays in `tools/lint-typescript/node_modules`, and its `tsc` bin never shadows the root one. At the
+ * root, a second TypeScript does: an alias (`"typescript-classic": "npm:typescript@6.0.3"`) linked its
+ * `tsc` over TypeScript 7's in `node_modules/.bin` when added, and `@typescript/typescript6` (whose
+ * hoisted dependency `@typescript/old` is `typescript@6`) did so on every `npm ci`: `npm run typecheck`
+ * then ran TypeScript 6.0.3.
+ *
+ * Loaded first by `eslint.config.mjs`, this file makes `require("typescript")` (and `typescript/...`)
+ * from any file under a `node_modules` folder resolve here, in the ESLint process only (the packages
+ * that need it are CommonJS). The root `overrides` entry lets typescript-eslint's peer `typescript`
+ * be the root one, so that npm does not stop on ERESOLVE.
  */
 "use strict"
 const Module = require("node:module")
