@@ -1,6 +1,12 @@
 // ESLint (with dprint as the `@effect/dprint` rule) for the whole tree: `npm run lint` checks, `npm run format`
 // fixes. Modelled on the Effect monorepo's eslint.config.mjs (branch v3).
 //
+// `npm run format` fixes in two runs: every fix but dprint's (`--fix-type problem,suggestion,directive`), then
+// dprint's alone (`--fix-type layout`). In one run ESLint applies dprint's character-level diff together with
+// other rules' fixes whenever their ranges do not overlap, and the result can be wrong: dprint swapping
+// `import * as SessionStore` / `import * as SessionLog` while consistent-type-imports put `type` on the second
+// line gave `import type * as SessionStore` (9 tsc errors). Editors' "fix all" on save runs one pass too.
+//
 // First import: typescript-eslint needs TypeScript's JS API, which typescript@7 does not have; this makes
 // `require("typescript")` from node_modules resolve to TypeScript 6.0 in this process (see its header).
 import "./tools/lint-typescript/index.cjs"
