@@ -320,7 +320,7 @@ export const make = (
  * ```ts
  * import { SqliteClient } from "@effect/sql-sqlite-node"
  * import { Layer } from "effect"
- * import { SqlSessionStore } from "effect-agent-loop/sql"
+ * import * as SqlSessionStore from "effect-agent-loop/sql"
  *
  * const store = SqlSessionStore.layer({ tablePrefix: "chat_" }).pipe(
  *   Layer.provide(SqliteClient.layer({ filename: "sessions.db" }))
@@ -359,7 +359,7 @@ export interface SqliteOptions extends SqlOptions {
  * ```ts
  * import { Effect, Layer } from "effect"
  * import { Agent, Model } from "effect-agent-loop"
- * import { SqlSessionStore } from "effect-agent-loop/sql"
+ * import * as SqlSessionStore from "effect-agent-loop/sql"
  *
  * const store = SqlSessionStore.layerSqlite({ filename: "sessions.db", synchronous: "normal" })
  * const program = Effect.scoped(Effect.gen(function*() {

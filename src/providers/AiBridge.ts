@@ -174,7 +174,7 @@ export const fromLanguageModel = (
  * import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Config, Layer } from "effect"
- * import { AiBridge } from "effect-agent-loop/ai-bridge"
+ * import * as AiBridge from "effect-agent-loop/AiBridge"
  *
  * const model = AiBridge.layer().pipe(
  *   Layer.provide(OpenAiLanguageModel.layer({ model: "gpt-5-mini" })),
