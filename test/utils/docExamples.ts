@@ -1,0 +1,132 @@
+/**
+ * The `@example` blocks of the library's doc comments as programs: `extract` finds every fenced
+ * ```ts block under an `@example` tag of a `/** … *\/` comment, `typecheck` writes each block to
+ * its own module in a temporary folder inside the repository (so that `effect-agent-loop` and
+ * `effect-agent-loop/sql` resolve by package self-reference, to `dist/`, as for a user) and
+ * type-checks them all in one run of the project's `tsc`, with the project's compiler options.
+ */
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+/** One fenced block: where it is (`line`: the source line of its first line of code), what it documents, its code. */
+export interface DocBlock {
+  readonly file: string
+  readonly line: number
+  /** The name the doc comment documents (`make`, `layerJsonl`, …), or `?`. */
+  readonly symbol: string
+  readonly code: string
+}
+
+/** A compiler error in a block, at a line of the source file. */
+export interface DocFailure {
+  readonly block: DocBlock
+  readonly line: number
+  readonly message: string
+}
+
+const FENCE_OPEN = /^```(?:ts|typescript)\s*$/
+const FENCE_CLOSE = /^```\s*$/
+const DECLARATION = /^export\s+(?:declare\s+)?(?:const|let|function\*?|class|interface|type|namespace)\s+([A-Za-z_$][\w$]*)/
+
+/** The `@example` blocks of one source file's doc comments, in file order. */
+export const extract = (file: string, text: string): Array<DocBlock> => {
+  const lines = text.split("\n")
+  const blocks: Array<DocBlock> = []
+  for (let i = 0; i < lines.length; i++) {
+    if (!/^\s*\/\*\*/.test(lines[i]!)) continue
+    const start = i
+    while (i < lines.length && !lines[i]!.includes("*/")) i++
+    const symbol = lines.slice(i + 1).map((l) => l.trim()).find((l) => l.length > 0)?.match(DECLARATION)?.[1] ?? "?"
+    let inExample = false
+    let code: Array<string> | undefined
+    let codeLine = 0
+    for (let j = start + 1; j < i; j++) {
+      const body = lines[j]!.replace(/^\s*\* ?/, "")
+      if (code !== undefined) {
+        if (FENCE_CLOSE.test(body)) {
+          blocks.push({ file, line: codeLine, symbol, code: code.join("\n") })
+          code = undefined
+        } else code.push(body)
+      } else if (/^@example\b/.test(body)) inExample = true
+      else if (/^@\w/.test(body)) inExample = false
+      else if (inExample && FENCE_OPEN.test(body)) {
+        code = []
+        codeLine = j + 2
+      }
+    }
+    if (code !== undefined) throw new Error(`${file}:${codeLine - 1}: an @example block of ${symbol} has no closing fence`)
+  }
+  return blocks
+}
+
+/** Every `@example` block of the `.ts` files under `root` (recursively), files in sorted order. */
+export const collect = (root: string): Array<DocBlock> =>
+  (Fs.readdirSync(root, { recursive: true }) as Array<string>)
+    .filter((f) => f.endsWith(".ts"))
+    .sort()
+    .flatMap((f) => {
+      const file = Path.join(root, f).split(Path.sep).join("/")
+      return extract(file, Fs.readFileSync(file, "utf8"))
+    })
+
+/** `src/Agent.ts:262 (@example of make): error TS2339: …` */
+export const format = (failure: DocFailure): string =>
+  `${failure.block.file}:${failure.line} (@example of ${failure.block.symbol}, block at line ${failure.block.line}): ${failure.message}`
+
+const tsc = Path.resolve("node_modules/typescript/bin/tsc")
+const ERROR = /^(.+?)\((\d+),(\d+)\): (error TS\d+: .*)$/
+
+/**
+ * Type-checks the blocks in one `tsc --noEmit` run over a generated tsconfig that extends the
+ * project's; returns the errors, each mapped back to its block and source line. The folder
+ * (under `.scratch/`, git-ignored) is removed afterwards.
+ */
+export const typecheck = (blocks: ReadonlyArray<DocBlock>): Array<DocFailure> => {
+  Fs.mkdirSync(".scratch", { recursive: true })
+  const dir = Fs.mkdtempSync(Path.join(".scratch", "doc-examples-"))
+  try {
+    const byName = new Map<string, DocBlock>()
+    blocks.forEach((block, i) => {
+      const name = `${String(i).padStart(2, "0")}_${block.file.replace(/[^\w]+/g, "_")}_${block.line}.ts`
+      byName.set(name, block)
+      // `export {}` makes every block a module (a block without imports would otherwise share
+      // one global scope with the others).
+      Fs.writeFileSync(Path.join(dir, name), `${block.code}\nexport {}\n`)
+    })
+    Fs.writeFileSync(
+      Path.join(dir, "tsconfig.json"),
+      JSON.stringify({ extends: "../../tsconfig.json", compilerOptions: { noEmit: true }, include: ["*.ts"] })
+    )
+    let output: string
+    try {
+      output = execFileSync(process.execPath, [tsc, "--noEmit", "--pretty", "false", "-p", Path.join(dir, "tsconfig.json")], {
+        encoding: "utf8"
+      })
+    } catch (e) {
+      const failed = e as { stdout?: string; stderr?: string; status?: number }
+      output = (failed.stdout ?? "") + (failed.stderr ?? "")
+      if (failed.status !== 1 && failed.status !== 2) throw new Error(`tsc failed (status ${failed.status}): ${output}`)
+    }
+    const failures: Array<DocFailure> = []
+    const unmapped: Array<string> = []
+    for (const line of output.split("\n")) {
+      if (line.trim().length === 0) continue
+      const m = ERROR.exec(line)
+      const block = m === null ? undefined : byName.get(Path.basename(m[1]!))
+      if (m === null || block === undefined) {
+        // A continuation line of the previous message, or an error outside the blocks.
+        if (failures.length > 0 && /^\s/.test(line)) {
+          const last = failures.pop()!
+          failures.push({ ...last, message: `${last.message}\n${line}` })
+        } else unmapped.push(line)
+        continue
+      }
+      failures.push({ block, line: block.line + Number(m[2]) - 1, message: m[4]! })
+    }
+    if (unmapped.length > 0) throw new Error(`tsc reported errors outside the blocks:\n${unmapped.join("\n")}`)
+    return failures
+  } finally {
+    Fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
