@@ -20,7 +20,8 @@
  *   curl -X POST localhost:3000/sessions/ID/steer -d '{"text":"and the date"}'
  */
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Deferred, Effect, Layer, Schema, Scope, Stream } from "effect"
 import { Agent, type AgentEvent, Model, OfflineTools, type SessionLog, SessionStore } from "effect-agent-loop"
 import { createServer } from "node:http"

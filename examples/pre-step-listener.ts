@@ -12,7 +12,7 @@
  *
  * Run: npm run example -- pre-step-listener
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Layer } from "effect"
 import { Agent, Delivery, Message, Model, PreStep, type SessionEvent, SessionStore } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"

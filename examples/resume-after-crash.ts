@@ -12,7 +12,7 @@
  * Run: npm run example -- resume-after-crash [DIR]   (default .agent-loop/sessions)
  * then e.g. `npx agent-loop transcript DIR/<id>.jsonl`.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Deferred, Effect, Layer, Schema } from "effect"
 import { Agent, Delivery, Model, SessionEvent, SessionStore, Tool, Transcript } from "effect-agent-loop"
 import { spawn } from "node:child_process"

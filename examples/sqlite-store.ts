@@ -6,7 +6,7 @@
  *
  * Run: npm run example -- sqlite-store [FILE]   (default .agent-loop/sessions.db)
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
 import { Agent, Invariant, Model, SessionStore, Transcript } from "effect-agent-loop"
 import * as SqlSessionStore from "effect-agent-loop/sql"

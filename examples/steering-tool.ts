@@ -11,7 +11,7 @@
  *
  * Run: npm run example -- steering-tool
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Schema } from "effect"
 import { Agent, Message, Model, SessionStore, Tool, Transcript } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
