@@ -85,13 +85,22 @@ const events = Effect.gen(function*() {
   const { closed } = yield* Sessions
   const body = Stream.unwrapScoped(
     // Subscribes when the response body starts, before its first line.
-    Effect.map(agent.subscribe, (queue) => Stream.concat(Stream.make(": subscribed\n\n"), Stream.map(Stream.fromQueue(queue), sse)))
+    Effect.map(
+      agent.subscribe,
+      (queue) => Stream.concat(Stream.make(": subscribed\n\n"), Stream.map(Stream.fromQueue(queue), sse))
+    )
   ).pipe(Stream.interruptWhen(closed), Stream.encodeText)
   return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } })
 })
 
 export const router = HttpRouter.empty.pipe(
-  HttpRouter.post("/sessions", Effect.flatMap(Effect.flatMap(Sessions, (s) => s.create), (agent) => HttpServerResponse.json({ id: agent.id }, { status: 201 }))),
+  HttpRouter.post(
+    "/sessions",
+    Effect.flatMap(
+      Effect.flatMap(Sessions, (s) => s.create),
+      (agent) => HttpServerResponse.json({ id: agent.id }, { status: 201 })
+    )
+  ),
   HttpRouter.post("/sessions/:id/followup", deliver("followup")),
   HttpRouter.post("/sessions/:id/steer", deliver("steer")),
   HttpRouter.get("/sessions/:id/events", events),

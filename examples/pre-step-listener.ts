@@ -36,8 +36,7 @@ export const redaction: Layer.Layer<PreStep.PreStep, never, PreStep.PreStep | Se
         ...m,
         content: m.content.map((block) => block.type === "text" ? { ...block, text: redact(block.text, values) } : block)
       }))
-    })
-  )
+    }))
 )
 
 /** Rejects a batch that asks for `rm -rf`: the turn ends `{kind:"blocked", reason}` (§6.4). */

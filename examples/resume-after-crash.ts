@@ -58,8 +58,11 @@ const runChild = (entry: string, directory: string, sessionId: string) =>
   Effect.async<NodeJS.Signals | null, Error>((resume) => {
     const proc = spawn(process.execPath, [entry, "child", directory, sessionId], { stdio: ["ignore", "inherit", "inherit"] })
     proc.on("error", (e) => resume(Effect.fail(e)))
-    proc.on("exit", (code, signal) => resume(signal !== null || code === 0 ? Effect.succeed(signal) : Effect.fail(new Error(`child exited ${code}`))))
-    return Effect.sync(() => proc.kill("SIGKILL"))
+    proc.on("exit", (code, signal) =>
+      resume(signal !== null || code === 0 ? Effect.succeed(signal) : Effect.fail(new Error(`child exited ${code}`))))
+    return Effect.sync(() =>
+      proc.kill("SIGKILL")
+    )
   }).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the child did not exit within 30 s") }))
 
 /**
@@ -81,7 +84,9 @@ export const main = (options: { readonly directory: string; readonly entry?: str
     const repaired = agent.log.events().slice(before, seed + 1)
     console.log("parent: repair appended")
     for (const e of repaired) {
-      const detail = SessionEvent.is(e, "tool/result") ? `${e.data.message.source.callId} ${e.data.error?.code}` : JSON.stringify(e.data)
+      const detail = SessionEvent.is(e, "tool/result")
+        ? `${e.data.message.source.callId} ${e.data.error?.code}`
+        : JSON.stringify(e.data)
       console.log(`  ${e.seq} ${e.type} ${detail}`)
     }
 

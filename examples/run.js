@@ -12,7 +12,11 @@ if (name === undefined || !names.includes(name)) {
   console.error(`usage: npm run example -- NAME [ARGS…]\nNAME: ${names.join(", ")}`)
   process.exit(2)
 }
-const child = spawn(process.execPath, ["--enable-source-maps", fileURLToPath(new URL(`../dist-examples/${name}.js`, import.meta.url)), ...args], {
+const child = spawn(process.execPath, [
+  "--enable-source-maps",
+  fileURLToPath(new URL(`../dist-examples/${name}.js`, import.meta.url)),
+  ...args
+], {
   stdio: "inherit"
 })
 // Ctrl-C reaches the example itself (same process group): let it shut down, then exit as it does.

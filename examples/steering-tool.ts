@@ -50,9 +50,13 @@ export const main = Effect.gen(function*() {
   console.log("\nstep 2's request:")
   for (const m of model.requests[1]?.messages ?? []) {
     const text = m.content.map((b) =>
-      b.type === "tool-result" ? `result of ${b.toolCallId}: ${Message.textOf(b.content)}` :
-      b.type === "tool-call" ? `call ${b.id} ${b.name}` :
-      b.type === "text" ? b.text : b.type
+      b.type === "tool-result" ?
+        `result of ${b.toolCallId}: ${Message.textOf(b.content)}` :
+        b.type === "tool-call" ?
+        `call ${b.id} ${b.name}` :
+        b.type === "text"
+        ? b.text
+        : b.type
     )
     console.log(`  ${m.role} (${m.source.kind}) ${text.join(" | ")}`)
   }

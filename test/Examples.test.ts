@@ -129,8 +129,17 @@ describe("examples/sqlite-store", () => {
       expect(Invariant.check(contents.events)).toEqual([])
       const turn = ["turn/start", "agent/inbox/spliced", "step/start", "user/message"]
       expect(types(contents.events)).toEqual([
-        "agent/inbox/spliced", ...turn, "request/header", "assistant/message", "step/end", "turn/end",
-        "agent/inbox/spliced", ...turn, "assistant/message", "step/end", "turn/end"
+        "agent/inbox/spliced",
+        ...turn,
+        "request/header",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+        "agent/inbox/spliced",
+        ...turn,
+        "assistant/message",
+        "step/end",
+        "turn/end"
       ])
       expect(printed[1]).toBe("invariant violations: []")
     }))
@@ -163,7 +172,7 @@ const openEvents = async (url: string) => {
       buffer += value
       const parts = buffer.split("\n\n")
       buffer = parts.pop()!
-      frames.push(...parts)
+      for (const part of parts) frames.push(part)
     }
   }
   const close = () => {
@@ -202,12 +211,28 @@ describe("examples/http-server-sse", () => {
         const stream = await openEvents(`${base}/sessions/${id}/events`)
         try {
           const first = await stream.next(() => true)
-          const followup = await request(`${base}/sessions/${id}/followup`, { method: "POST", body: JSON.stringify({ text: "what time is it?" }) })
+          const followup = await request(`${base}/sessions/${id}/followup`, {
+            method: "POST",
+            body: JSON.stringify({ text: "what time is it?" })
+          })
           const isIdle = (f: string) => f.startsWith("event: agent/status\n") && f.includes("\"idle\"")
           const turn1 = (await stream.next(isIdle)).map(parseFrame)
-          const steer = await request(`${base}/sessions/${id}/steer`, { method: "POST", body: JSON.stringify({ text: "and say hello" }) })
+          const steer = await request(`${base}/sessions/${id}/steer`, {
+            method: "POST",
+            body: JSON.stringify({ text: "and say hello" })
+          })
           const turn2 = (await stream.next(isIdle)).map(parseFrame)
-          return { id, created, unknown, badBody, stream: { status: stream.status, type: stream.type, first }, followup, steer, turn1, turn2 }
+          return {
+            id,
+            created,
+            unknown,
+            badBody,
+            stream: { status: stream.status, type: stream.type, first },
+            followup,
+            steer,
+            turn1,
+            turn2
+          }
         } finally {
           stream.close()
         }
@@ -269,7 +294,12 @@ describe("examples/http-server-sse", () => {
       ])
       const all = [...turn1, ...turn2]
       expect(all.filter((e) => e.type === "tool/call").map((e) => e.data.name)).toEqual(["clock"])
-      expect(turn2[0].data).toEqual({ target: "next-step", start: 0, inserted: [expect.objectContaining({ id: steerId })], wake: true })
+      expect(turn2[0].data).toEqual({
+        target: "next-step",
+        start: 0,
+        inserted: [expect.objectContaining({ id: steerId })],
+        wake: true
+      })
       // The deltas of each step spell its assistant message's text.
       for (const message of all.filter((e) => e.type === "assistant/message")) {
         const { step, turn } = message.data

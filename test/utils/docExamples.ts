@@ -106,7 +106,9 @@ export const typecheck = (blocks: ReadonlyArray<DocBlock>): Array<DocFailure> =>
     } catch (e) {
       const failed = e as { stdout?: string; stderr?: string; status?: number }
       output = (failed.stdout ?? "") + (failed.stderr ?? "")
-      if (failed.status !== 1 && failed.status !== 2) throw new Error(`tsc failed (status ${failed.status}): ${output}`)
+      if (failed.status !== 1 && failed.status !== 2) {
+        throw new Error(`tsc failed (status ${failed.status}): ${output}`, { cause: e })
+      }
     }
     const failures: Array<DocFailure> = []
     const unmapped: Array<string> = []
