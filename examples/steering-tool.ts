@@ -36,6 +36,19 @@ export const status = Tool.make({
   execute: () => Effect.succeed({ content: "47 hosts green" })
 })
 
+const show = (block: Message.ContentBlock): string => {
+  switch (block.type) {
+    case "tool-result":
+      return `result of ${block.toolCallId}: ${Message.textOf(block.content)}`
+    case "tool-call":
+      return `call ${block.id} ${block.name}`
+    case "text":
+      return block.text
+    default:
+      return block.type
+  }
+}
+
 /** Runs one turn; returns the log and the requests the model got. */
 export const main = Effect.gen(function*() {
   const model = Model.scripted([
@@ -49,16 +62,7 @@ export const main = Effect.gen(function*() {
   console.log(Transcript.render(Transcript.fromEvents(events)))
   console.log("\nstep 2's request:")
   for (const m of model.requests[1]?.messages ?? []) {
-    const text = m.content.map((b) =>
-      b.type === "tool-result" ?
-        `result of ${b.toolCallId}: ${Message.textOf(b.content)}` :
-        b.type === "tool-call" ?
-        `call ${b.id} ${b.name}` :
-        b.type === "text"
-        ? b.text
-        : b.type
-    )
-    console.log(`  ${m.role} (${m.source.kind}) ${text.join(" | ")}`)
+    console.log(`  ${m.role} (${m.source.kind}) ${m.content.map(show).join(" | ")}`)
   }
   return { events, requests: model.requests }
 }).pipe(Effect.scoped, Effect.provide(SessionStore.layerMemory))
