@@ -162,7 +162,7 @@ export const report = (s) =>
     `install footprint (npm ${run("npm", ["--version"], root).stdout.trim()}, node ${process.version}; tarball ${s.tarballKB.toFixed(0)} KB)`,
     `  baseline (peers only):  ${s.baseline.mb.toFixed(1)} MB, ${s.baseline.packages} packages, native build: ${s.baseline.nativeBuilds.join(", ") || "none"} (${s.baseline.seconds.toFixed(1)} s)`,
     `  with effect-agent-loop: ${s.library.mb.toFixed(1)} MB, ${s.library.packages} packages, native build: ${s.library.nativeBuilds.join(", ") || "none"} (${s.library.seconds.toFixed(1)} s)`,
-    `  the library adds ${s.addedMB.toFixed(1)} MB and ${s.addedPackages} packages (targets: ≤ 10 MB, ≤ 5 packages, no native build)`,
+    `  the library adds ${s.addedMB.toFixed(1)} MB and ${s.addedPackages} package${s.addedPackages === 1 ? "" : "s"} (targets: ≤ 10 MB, ≤ 5 packages, no native build)`,
     ...s.added.slice(0, 12).map((p) => `    + ${p}`),
     ...(s.added.length > 12 ? [`    + … ${s.added.length - 12} more`] : []),
     ...s.smoke.map((l) => `  ${l}`)
