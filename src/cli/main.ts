@@ -100,10 +100,11 @@ const HOSTED = {
 
 /**
  * The OpenAI Responses API through `@effect/ai-openai` and our bridge (`AiBridge`), loaded on
- * first use (so that other providers never load `@effect/ai`). The build bundles them into a
- * chunk of `dist/cli/` (`scripts/build-cli.js`), so the installed CLI needs no `@effect/ai`
- * package (the library's `effect-agent-loop/ai-bridge` does: it is an optional peer). Tool schemas are sent without
- * strict mode (ours have optional properties); `settings.maxTokens` becomes `max_output_tokens`.
+ * first use (so that other providers never load `@effect/ai`). The build bundles them into
+ * chunks of `dist/cli/` (`scripts/build-cli.js`), so the installed CLI needs no `@effect/ai`
+ * package (the library's `effect-agent-loop/ai-bridge` does: an optional peer). Tool schemas are
+ * sent without strict mode (ours have optional properties); `settings.maxTokens` becomes
+ * `max_output_tokens`.
  */
 const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<string> | undefined): Layer.Layer<Model.Model> =>
   Layer.unwrapEffect(Effect.promise(async () => {
