@@ -12,12 +12,16 @@
 // DIR/dist (another checkout, e.g. the commit before a refactor, built with `npm run build`),
 // job by job next to the current build, and prints a before/after table
 // (bench/results/before-after.json).
+// `startup` (the CLI's cold start against a bare `node -e 0` of the same run) and `install` (the
+// footprint of the packed package, bench/install.js; needs the npm registry or its cache) are
+// rows of the same table.
 import { spawnSync } from "node:child_process"
 import { cpus, loadavg } from "node:os"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { measure as measureInstall, report as installReport } from "./install.js"
 import { summarize, WORKLOADS } from "./workloads.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -69,7 +73,7 @@ const addRow = (workload, store, unit, ours, peer, extra = {}) => {
     unit,
     ours: o?.median ?? null,
     peer: p?.median ?? null,
-    ratio: o !== undefined && p !== undefined ? o.median / p.median : null,
+    ratio: o !== undefined && p !== undefined && p.median !== 0 ? o.median / p.median : null,
     oursMin: o?.min ?? null,
     oursMax: o?.max ?? null,
     peerMin: p?.min ?? null,
@@ -282,6 +286,85 @@ if (wanted("replay")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// startup (issue 12 §5): the CLI's cold start (dist/cli/bin.js: `--help`, and `transcript` and
+// `check` of a small log) against a bare `node -e 0`, each command run right after its own bare
+// start, the pairs alternated (bare first, then ours first), medians of the runs. Target: ≤ 8×.
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("startup")) {
+  const runs = quick ? 5 : 21
+  const warmup = 2
+  const bin = join(here, "..", "dist", "cli", "bin.js")
+  const directory = mkdtempSync(join(tmpdir(), "bench-startup-"))
+  try {
+    process.stderr.write(`startup (agent-loop vs node -e 0, ${runs} alternated pairs per command after ${warmup} warm-up pairs)\n`)
+    // The small log: one offline turn, written by the CLI itself.
+    const made = spawnSync(process.execPath, [bin, "run", "--prompt", "hello", "--store", directory], { encoding: "utf8" })
+    const log = /session log: (\S+)/.exec(made.stdout ?? "")?.[1]
+    if (made.status !== 0 || log === undefined) throw new Error(`agent-loop run (to make the small log) failed: ${made.stderr || made.stdout}`)
+    const lines = readFileSync(log, "utf8").trimEnd().split("\n").length
+    const start = (argv) => {
+      const t = performance.now()
+      const r = spawnSync(process.execPath, argv, { stdio: "ignore" })
+      const ms = performance.now() - t
+      if (r.status !== 0) throw new Error(`node ${argv.join(" ")} exited ${r.status ?? r.signal}`)
+      return ms
+    }
+    const commands = [
+      { label: "--help", argv: [bin, "--help"] },
+      { label: `transcript (${lines}-line log)`, argv: [bin, "transcript", log] },
+      { label: `check (${lines}-line log)`, argv: [bin, "check", log] }
+    ]
+    const samples = commands.map(() => ({ ours: [], bare: [] }))
+    for (let i = 0; i < warmup + runs; i++) {
+      commands.forEach((c, k) => {
+        let bare, ours
+        if (i % 2 === 0) {
+          bare = start(["-e", "0"])
+          ours = start(c.argv)
+        } else {
+          ours = start(c.argv)
+          bare = start(["-e", "0"])
+        }
+        if (i >= warmup) {
+          samples[k].bare.push(bare)
+          samples[k].ours.push(ours)
+        }
+      })
+    }
+    process.stderr.write(`  ${commands.length * (warmup + runs) * 2} processes\n`)
+    commands.forEach((c, k) => addRow("startup", "cli", `ms, agent-loop ${c.label}`, samples[k].ours, samples[k].bare, { logLines: lines }))
+  } catch (e) {
+    process.stderr.write(`  FAILED\n    ${e instanceof Error ? e.message : e}\n`)
+    failures.push({ label: "startup", error: e instanceof Error ? e.message : String(e) })
+  } finally {
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// install (issue 12 §5; bench/install.js): the packed package installed beside the peers only.
+// Targets: the library adds ≤ 10 MB and ≤ 5 packages, no native build.
+// ---------------------------------------------------------------------------------------------
+
+let installText
+if (wanted("install")) {
+  process.stderr.write(`install (npm pack; the tarball + peers vs the peers only, fresh projects)\n`)
+  try {
+    const s = measureInstall()
+    installText = installReport(s)
+    const extra = { addedMB: s.addedMB, addedPackages: s.addedPackages, added: s.added, nativeBuilds: s.library.nativeBuilds, tarballKB: s.tarballKB }
+    addRow("install", "npm", "MB node_modules", [s.library.mb], [s.baseline.mb], extra)
+    addRow("install", "npm", "packages", [s.library.packages], [s.baseline.packages], extra)
+    addRow("install", "npm", "native builds", [s.library.nativeBuilds.length], [s.baseline.nativeBuilds.length], extra)
+    if (s.smokeError !== undefined) failures.push({ label: "install smoke test", error: s.smokeError })
+  } catch (e) {
+    process.stderr.write(`  FAILED\n    ${e instanceof Error ? e.message : e}\n`)
+    failures.push({ label: "install", error: e instanceof Error ? e.message : String(e) })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 // ---------------------------------------------------------------------------------------------
 
@@ -292,7 +375,8 @@ const fmt = (x) => {
 }
 const cell = (median, min, max) => (median === null ? "FAILED" : `${fmt(median)} [${fmt(min)}–${fmt(max)}]`)
 const ratioText = (x) => (x === null ? "—" : x >= 10 ? x.toFixed(1) : x.toPrecision(2))
-const peerName = (r) => (r.workload === "append" || r.workload === "replay" ? "raw" : "pi")
+const peerName = (r) =>
+  r.workload === "append" || r.workload === "replay" ? "raw" : r.workload === "startup" ? "node -e 0" : r.workload === "install" ? "peers only" : "pi"
 const table = [["workload", "store", "unit", "ours median [min–max]", "pi / raw median [min–max]", "ratio"]]
 for (const r of rows) {
   table.push([
@@ -323,6 +407,7 @@ console.log(line(table[0]))
 console.log(widths.map((w) => "-".repeat(w)).join("  "))
 for (const row of table.slice(1)) console.log(line(row))
 const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
+if (installText !== undefined) console.log(`\n${installText}`)
 console.log(`\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${load(loadavg())} (${cpus().length} cores: other work on the machine skews the figures)`)
 
 const resultsDir = join(here, "results")

@@ -303,6 +303,24 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       expect(yield* pane.screen).toContain(`no session "nope" in ${store}\n[exited 2]`)
     }), 40_000)
 
+  it.scopedLive("a broken Ink install (a dependency of ink missing): exit 2 with Node's message and the packages to reinstall", () =>
+    Effect.gen(function*() {
+      // ink and react resolve, so the chat gets past its first check and the terminal check;
+      // loading Ink then fails on yoga-layout, which the hook makes unresolvable.
+      const store = Path.join(tmpDir(), "sessions")
+      const pane = yield* Tmux.start({
+        command: ["HIDE_PACKAGES=yoga-layout", process.execPath, "--import", Path.resolve("test/utils/moduleHooks.mjs"), bin, "chat", "--store", store],
+        cwd: Path.dirname(store),
+        unsetEnv: ["NODE_ENV"]
+      })
+      expect(yield* pane.waitForExit(20_000)).toBe(2)
+      const screen = yield* pane.screen
+      expect(screen).toMatch(
+        /^agent-loop chat cannot load ink and react: Cannot find package 'yoga-layout' imported from \S+; reinstall them: npm install ink@6\.8\.0 react@19\.3\.1\n\[exited 2\]$/m
+      )
+      expect(screen).not.toMatch(/^\s+at /m)
+    }), 40_000)
+
   it.scopedLive("Enter while a tool runs steers: the steer enters the same turn at its next step", () =>
     Effect.gen(function*() {
       const store = Path.join(tmpDir(), "sessions")

@@ -526,10 +526,14 @@ describe("agent-loop resume", () => {
 })
 
 describe("the agent-loop binary", () => {
+  // The bundle of scripts/build-cli.js (issue 12 §5): dist/cli/bin.js and its chunks.
   const bin = Path.resolve("dist/cli/bin.js")
-  const spawn = (args: ReadonlyArray<string>, cwd: string) =>
+  const hooks = Path.resolve("test/utils/moduleHooks.mjs")
+  const spawn = (args: ReadonlyArray<string>, cwd: string, options: { readonly hide?: string; readonly env?: Record<string, string> } = {}) =>
     Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
-      execFile(process.execPath, [bin, ...args], { cwd, timeout: 20_000 }, (error, stdout, stderr) => {
+      const argv = options.hide === undefined ? [bin, ...args] : ["--import", hooks, bin, ...args]
+      const env = { ...process.env, ...options.env, ...(options.hide === undefined ? {} : { HIDE_PACKAGES: options.hide }) }
+      execFile(process.execPath, argv, { cwd, env, timeout: 20_000 }, (error, stdout, stderr) => {
         resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
       })
     })
@@ -566,4 +570,46 @@ describe("the agent-loop binary", () => {
       const r = yield* spawn(["transcript", "--nope"], tmpDir())
       expect(r.code).toBe(2)
     }), 30_000)
+
+  it.live("chat without ink or react installed: exit 2 naming the packages and the versions to install, no stack trace", () =>
+    Effect.gen(function*() {
+      // The hook resolves these packages from a directory without node_modules: Node's own
+      // ERR_MODULE_NOT_FOUND, as in a project that did not install the optional peers.
+      expect(Fs.existsSync("/node_modules/ink") || Fs.existsSync("/node_modules/react")).toBe(false)
+      const both = yield* spawn(["chat", "--store", tmpDir()], tmpDir(), { hide: "ink,react" })
+      expect(both).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          "agent-loop chat needs ink and react (optional peer dependencies of effect-agent-loop), which are not installed: npm install ink@6.8.0 react@19.3.1\n"
+      })
+      const react = yield* spawn(["chat"], tmpDir(), { hide: "react" })
+      expect(react).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          "agent-loop chat needs react (an optional peer dependency of effect-agent-loop), which is not installed: npm install react@19.3.1\n"
+      })
+      // The other commands do not need them.
+      const help = yield* spawn(["--help"], tmpDir(), { hide: "ink,react" })
+      expect([help.code, help.stderr]).toEqual([0, ""])
+    }), 30_000)
+
+  it.live("the bundle loads its provider chunks on first use: openai-compat and openai (@effect/ai-openai, bundled) against a loopback replay", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const compat = yield* replayServer([{ file: "vllm-stream-text-usage-chunk.sse" }])
+      const cwd = tmpDir()
+      const a = yield* spawn(["run", "--prompt", "count", "--provider", "openai-compat", "--base-url", compat.baseUrl, "--model", "m", "--store", cwd], cwd)
+      expect([a.code, a.stderr]).toEqual([0, ""])
+      expect(a.stdout).toContain("1, 2, 3, 4, 5")
+      const responses = yield* replayServer({ body: textResponse("Hello from the bundle."), splitEvery: 29 })
+      const b = yield* spawn(
+        ["run", "--prompt", "say hello", "--provider", "openai", "--base-url", responses.baseUrl, "--model", "gpt-5-mini", "--store", cwd],
+        cwd,
+        { env: { OPENAI_API_KEY: "sk-bundle-test" } }
+      )
+      expect([b.code, b.stderr]).toEqual([0, ""])
+      expect(b.stdout).toContain("Hello from the bundle.")
+      expect(responses.requests.map((r) => [r.url, r.headers.authorization])).toEqual([["/v1/responses", "Bearer sk-bundle-test"]])
+    })), 30_000)
 })

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 /**
  * The `agent-loop` executable: runs `main` on the process arguments and exits with its code
- * (130 when interrupted with Ctrl-C).
+ * (130 when interrupted with Ctrl-C). The build bundles it, with everything it imports, into
+ * `dist/cli/bin.js` and lazily loaded chunks (`scripts/build-cli.js`).
  */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit } from "effect"
 import { main } from "./main.js"
 

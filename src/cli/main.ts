@@ -11,8 +11,8 @@
  * @since 0.1.0
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
-import { FileSystem, Path } from "@effect/platform"
-import { NodeContext, NodeHttpClient } from "@effect/platform-node"
+import { FileSystem, type HttpClient, Path } from "@effect/platform"
+import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
@@ -20,13 +20,14 @@ import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
 import * as OfflineTools from "../OfflineTools.js"
-import * as Anthropic from "../providers/Anthropic.js"
-import * as OpenAICompat from "../providers/OpenAICompat.js"
+import type * as Anthropic from "../providers/Anthropic.js"
+import type * as OpenAICompat from "../providers/OpenAICompat.js"
 import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
 import * as Scenario from "../Scenario.js"
 import * as SessionStore from "../SessionStore.js"
 import * as SessionLog from "../SessionLog.js"
 import * as Transcript from "../Transcript.js"
+import { loadWith, requirePackages } from "./optional.js"
 
 /**
  * A command's requested exit: the process exits with `code` after printing `message` (if any)
@@ -99,14 +100,19 @@ const HOSTED = {
 
 /**
  * The OpenAI Responses API through `@effect/ai-openai` and our bridge (`AiBridge`), loaded on
- * first use (so that other providers never load `@effect/ai`). Tool schemas are sent without
- * strict mode (ours have optional properties); `settings.maxTokens` becomes `max_output_tokens`.
+ * first use (so that other providers never load `@effect/ai`). The build bundles them into
+ * chunks of `dist/cli/` (`scripts/build-cli.js`), so the installed CLI needs no `@effect/ai`
+ * package (the library's `effect-agent-loop/ai-bridge` does: an optional peer). Tool schemas are
+ * sent without strict mode (ours have optional properties); `settings.maxTokens` becomes
+ * `max_output_tokens`.
  */
 const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<string> | undefined): Layer.Layer<Model.Model> =>
   Layer.unwrapEffect(Effect.promise(async () => {
-    const [{ OpenAiClient, OpenAiLanguageModel }, AiBridge] = await Promise.all([
-      import("@effect/ai-openai"),
-      import("../providers/AiBridge.js")
+    const [OpenAiClient, OpenAiLanguageModel, AiBridge, NodeHttpClient] = await Promise.all([
+      import("@effect/ai-openai/OpenAiClient"),
+      import("@effect/ai-openai/OpenAiLanguageModel"),
+      import("../providers/AiBridge.js"),
+      import("@effect/platform-node/NodeHttpClient")
     ])
     return AiBridge.layer({
       provider: "openai",
@@ -120,6 +126,28 @@ const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<s
       Layer.provide(OpenAiClient.layer({ apiKey, apiUrl: baseUrl })),
       Layer.provide(NodeHttpClient.layerUndici)
     )
+  }))
+
+/**
+ * A provider over HTTP (`openai-compat`, `anthropic`) on Node's HTTP client (undici), loaded on
+ * first use (a chunk of the CLI bundle): the commands that call no model (`transcript`, `check`,
+ * `--help`, the offline model) never parse the providers or undici, which alone is about 750 KB
+ * of bundled code, a third of what such a command would load otherwise (issue 12 §5).
+ */
+const httpLayer = (
+  make: (providers: { readonly OpenAICompat: typeof OpenAICompat; readonly Anthropic: typeof Anthropic }) => Layer.Layer<
+    Model.Model,
+    never,
+    HttpClient.HttpClient
+  >
+): Layer.Layer<Model.Model> =>
+  Layer.unwrapEffect(Effect.promise(async () => {
+    const [OpenAICompat, Anthropic, NodeHttpClient] = await Promise.all([
+      import("../providers/OpenAICompat.js"),
+      import("../providers/Anthropic.js"),
+      import("@effect/platform-node/NodeHttpClient")
+    ])
+    return make({ OpenAICompat, Anthropic }).pipe(Layer.provide(NodeHttpClient.layerUndici))
   }))
 
 /** A base URL checked to be http(s), or a bad-arguments exit. */
@@ -182,7 +210,7 @@ const modelLayer = (options: {
       if (Option.isNone(options.baseUrl)) return yield* exit(2, "--provider openai-compat needs --base-url URL")
       const baseUrl = yield* checkUrl(options.baseUrl.value)
       const apiKey = yield* readApiKey(options.apiKeyEnv, undefined)
-      return OpenAICompat.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      return httpLayer(({ OpenAICompat }) => OpenAICompat.layer({ baseUrl, model, apiKey }))
     }
     const hosted = HOSTED[provider]
     const envUrl = process.env[hosted.urlEnv]
@@ -194,7 +222,7 @@ const modelLayer = (options: {
       return yield* exit(2, `--provider ${provider} needs an API key: set ${hosted.keyEnv} or pass --api-key-env VAR`)
     }
     if (provider === "openai") return openAiLayer(baseUrl, model, apiKey)
-    return Anthropic.layer({ baseUrl, model, apiKey }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    return httpLayer(({ Anthropic }) => Anthropic.layer({ baseUrl, model, apiKey }))
   })
 
 const printTranscript = (events: ReadonlyArray<SessionEvent>) => Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
@@ -296,6 +324,9 @@ const chat = Command.make(
   },
   (options) =>
     Effect.gen(function*() {
+      // Ink and React are optional peers: a missing one is named (with the version to install)
+      // before anything else is checked, so that no other error hides it.
+      yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(2, "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise")
       }
@@ -307,7 +338,9 @@ const chat = Command.make(
       if (process.env.NODE_ENV === undefined) process.env.NODE_ENV = "production"
       delete process.env.CI
       delete process.env.CONTINUOUS_INTEGRATION
-      const { runChat } = yield* Effect.promise(() => import("./chat/runChat.js"))
+      const { runChat } = yield* loadWith("chat", ["ink", "react"], () => import("./chat/runChat.js")).pipe(
+        Effect.catchTag("MissingPackages", (e) => exit(2, e.message))
+      )
       const code = yield* runChat({ directory, model, sessionId: Option.getOrUndefined(options.session) }).pipe(
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),

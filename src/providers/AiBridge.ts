@@ -6,7 +6,8 @@
  * resolution disabled, and pushes every stream part into the sink as it arrives: `text-delta`,
  * `reasoning-delta` (with a `providerState`, below), `tool-call`, `usage` and one `finish`.
  * Every failure is a typed `ModelError`. Tools are validated and run by the loop (DESIGN.md §8),
- * never by `@effect/ai`.
+ * never by `@effect/ai`. Imported as `effect-agent-loop/ai-bridge`, not from the main entry:
+ * `@effect/ai` is an optional peer dependency that only this module loads.
  *
  * Mapping of the request (DESIGN.md §11 rules):
  * - `instructions` → one `system` message, first; nothing else becomes a system message.

@@ -1,0 +1,43 @@
+// Bundles the `agent-loop` CLI (src/cli/bin.ts) into dist/cli/ with esbuild (issue 12 §5):
+// dist/cli/bin.js and the chunks it loads on first use (dist/cli/chunks/: the HTTP providers
+// with undici, the OpenAI bridge with @effect/ai and @effect/ai-openai, the chat). Effect,
+// @effect/platform(-node), @effect/cli and the library's own modules are inlined, tree-shaken,
+// so that the CLI starts from a few files instead of about a thousand ES modules (which is where
+// its start-up time went) and needs none of those packages installed beside it. Ink and React
+// stay external: they are optional peers that only `chat` imports (src/cli/optional.ts names
+// them when missing). The library itself (dist/*.js from tsc) is not bundled.
+//
+//   node scripts/build-cli.js [--metafile]     (run by `npm run build`, after tsc)
+import { build } from "esbuild"
+import { chmodSync, rmSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..")
+const outdir = join(root, "dist", "cli")
+rmSync(outdir, { recursive: true, force: true })
+
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { bin: "src/cli/bin.ts" },
+  outdir,
+  chunkNames: "chunks/[name]-[hash]",
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  jsx: "automatic",
+  // Optional peers, resolved from the user's node_modules when `chat` runs.
+  external: ["ink", "react", "react/*"],
+  // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
+  banner: { js: "import { createRequire as __agentLoopCreateRequire } from \"node:module\"; const require = __agentLoopCreateRequire(import.meta.url);" },
+  minifySyntax: true,
+  minifyWhitespace: true,
+  keepNames: true,
+  legalComments: "external",
+  metafile: true,
+  logLevel: "warning"
+})
+chmodSync(join(outdir, "bin.js"), 0o755)
+if (process.argv.includes("--metafile")) writeFileSync(join(root, "dist", "cli-meta.json"), JSON.stringify(result.metafile))

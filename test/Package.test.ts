@@ -1,0 +1,110 @@
+/**
+ * The package as a user installs it (issue 12 §5): the entry points of package.json exist after
+ * the build, each entry loads only what it needs (recorded in a child process by the resolve
+ * hook of test/utils/moduleHooks.mjs), and the optional peers agree with the repository's own
+ * devDependencies (which `npm ci` installs, so a fresh clone runs everything).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { OPTIONAL_PACKAGES } from "../src/cli/optional.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
+
+const root = process.cwd()
+const manifest = JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8")) as {
+  readonly bin: Record<string, string>
+  readonly exports: Record<string, string | { readonly types: string; readonly default: string }>
+  readonly dependencies: Record<string, string>
+  readonly peerDependencies: Record<string, string>
+  readonly peerDependenciesMeta: Record<string, { readonly optional?: boolean }>
+  readonly devDependencies: Record<string, string>
+}
+const hooks = Path.join(root, "test/utils/moduleHooks.mjs")
+const tmpDir = scratchDirs("agent-loop-package-")
+
+/** The packages (by name, sorted) a child process resolves or requires while it imports `specifier`. */
+const packagesLoadedBy = (specifier: string): ReadonlyArray<string> => {
+  const file = Path.join(tmpDir(), "imports.txt")
+  execFileSync(process.execPath, ["--import", hooks, "--input-type=module", "-e", `await import(${JSON.stringify(specifier)})`], {
+    cwd: root,
+    env: { ...process.env, RECORD_IMPORTS_FILE: file },
+    timeout: 30_000
+  })
+  const names = new Set<string>()
+  for (const line of Fs.readFileSync(file, "utf8").split("\n")) {
+    const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(line)
+    if (m !== null) names.add(m[1]!)
+  }
+  return [...names].sort()
+}
+
+/** Optional peers and the heavy packages that no entry may load unless it is theirs. */
+const HEAVY = [
+  "@effect/ai",
+  "@effect/ai-openai",
+  "@effect/cli",
+  "@effect/cluster",
+  "@effect/platform-node",
+  "@effect/rpc",
+  "@effect/sql",
+  "@effect/sql-sqlite-node",
+  "better-sqlite3",
+  "gpt-tokenizer",
+  "ink",
+  "react",
+  "undici"
+]
+
+describe("package.json", () => {
+  it("every export and the bin name a file of the build", () => {
+    expect(Object.keys(manifest.exports)).toEqual([".", "./sql", "./ai-bridge", "./package.json"])
+    for (const target of Object.values(manifest.exports)) {
+      for (const file of typeof target === "string" ? [target] : [target.types, target.default]) {
+        expect(Fs.existsSync(Path.join(root, file)), file).toBe(true)
+      }
+    }
+    expect(manifest.exports["./sql"]).toEqual({ types: "./dist/SqlSessionStore.d.ts", default: "./dist/SqlSessionStore.js" })
+    expect(manifest.exports["./ai-bridge"]).toEqual({ types: "./dist/providers/AiBridge.d.ts", default: "./dist/providers/AiBridge.js" })
+    const bin = Path.join(root, manifest.bin["agent-loop"]!)
+    expect(Fs.statSync(bin).mode & 0o111).not.toBe(0)
+  })
+
+  it("one dependency; every peer is a devDependency at an exact version its range admits; the optional ones are the CLI's and the subpaths'", () => {
+    expect(manifest.dependencies).toEqual({ "@effect/experimental": "^0.61.1" })
+    for (const [name, range] of Object.entries(manifest.peerDependencies)) {
+      const dev = manifest.devDependencies[name]
+      expect(dev, name).toMatch(/^\d+\.\d+\.\d+$/)
+      expect(range, name).toBe(`^${dev}`)
+    }
+    const optional = Object.entries(manifest.peerDependenciesMeta).filter(([, m]) => m.optional === true).map(([n]) => n).sort()
+    expect(optional).toEqual(["@effect/ai", "@effect/sql", "@effect/sql-sqlite-node", "ink", "react"])
+    expect(Object.keys(manifest.peerDependencies).filter((n) => !optional.includes(n)).sort()).toEqual(["@effect/platform", "effect"])
+  })
+
+  it("the CLI's optional packages name the versions of our devDependencies", () => {
+    for (const [name, version] of Object.entries(OPTIONAL_PACKAGES)) {
+      expect([name, version]).toEqual([name, manifest.devDependencies[name]])
+      expect(manifest.peerDependenciesMeta[name]).toEqual({ optional: true })
+    }
+  })
+})
+
+describe("what each entry loads (a child process, its resolved modules recorded)", () => {
+  it("the main entry loads effect, @effect/platform and @effect/experimental, none of the optional peers", () => {
+    const loaded = packagesLoadedBy("effect-agent-loop")
+    // The recorder works: what the main entry does need is there.
+    expect(loaded).toEqual(expect.arrayContaining(["@effect/experimental", "@effect/platform", "effect"]))
+    expect(loaded.filter((name) => HEAVY.includes(name))).toEqual([])
+  })
+
+  it("effect-agent-loop/sql loads @effect/sql, not SQLite (loaded when layerSqlite is built) nor the others", () => {
+    const loaded = packagesLoadedBy("effect-agent-loop/sql")
+    expect(loaded.filter((name) => HEAVY.includes(name))).toEqual(["@effect/sql"])
+  })
+
+  it("effect-agent-loop/ai-bridge loads @effect/ai (and its peer @effect/rpc), not SQL nor the chat's packages", () => {
+    const loaded = packagesLoadedBy("effect-agent-loop/ai-bridge")
+    expect(loaded.filter((name) => HEAVY.includes(name) && name !== "@effect/rpc")).toEqual(["@effect/ai"])
+  })
+})
