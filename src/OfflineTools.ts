@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
 import * as Tool from "./Tool.js"
 

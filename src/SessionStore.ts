@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Context, Effect, Layer, type Scope } from "effect"
 import { commitDrafts } from "./internal/logCodec.js"
 import * as Store from "./internal/store/common.js"

@@ -175,7 +175,7 @@ export const fromLanguageModel = (
  * import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Config, Layer } from "effect"
- * import * as AiBridge from "effect-agent-loop/AiBridge"
+ * import * as AiBridge from "effect-agent-loop/ai-bridge"
  *
  * const model = AiBridge.layer().pipe(
  *   Layer.provide(OpenAiLanguageModel.layer({ model: "gpt-5-mini" })),
