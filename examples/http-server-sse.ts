@@ -10,7 +10,8 @@
  * An unknown session is 404, a body without a string `text` 400. The event stream starts with
  * the comment line `: subscribed` once it is subscribed: whatever is delivered after that line
  * is in the stream. Agents live in the scope of the `Sessions` layer: when the server stops,
- * each is disposed (a running turn ends aborted, its log stays valid) and open streams end.
+ * each is disposed (a running turn ends aborted, its log stays valid), and its open streams end
+ * after `agent/disposed`, the last event of a disposed agent.
  *
  * Run it (port 3000, logs in .agent-loop/sessions), then from another terminal:
  *   npm run example -- http-server-sse
@@ -22,7 +23,7 @@
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Context, Deferred, Effect, Layer, Schema, Scope, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Scope, Stream } from "effect"
 import { Agent, type AgentEvent, Model, OfflineTools, type SessionLog, SessionStore } from "effect-agent-loop"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
@@ -34,16 +35,11 @@ export class UnknownSession extends Schema.TaggedError<UnknownSession>()("Unknow
 export class Sessions extends Context.Tag("examples/Sessions")<Sessions, {
   readonly create: Effect.Effect<Agent.Agent, SessionLog.SessionStoreError>
   readonly get: (id: string) => Effect.Effect<Agent.Agent, UnknownSession>
-  /** Completes when the layer closes, after every agent was disposed: open event streams end then. */
-  readonly closed: Effect.Effect<void>
 }>() {}
 
 export const layerSessions: Layer.Layer<Sessions, never, SessionStore.SessionStore | Model.Model> = Layer.scoped(
   Sessions,
   Effect.gen(function*() {
-    const closed = yield* Deferred.make<void>()
-    // Added first, so it runs last: after the agents' finalizers (their disposal) below.
-    yield* Effect.addFinalizer(() => Deferred.succeed(closed, undefined))
     const scope = yield* Effect.scope
     const services = yield* Effect.context<SessionStore.SessionStore | Model.Model>()
     const agents = new Map<string, Agent.Agent>()
@@ -57,8 +53,7 @@ export const layerSessions: Layer.Layer<Sessions, never, SessionStore.SessionSto
       get: (id) => {
         const agent = agents.get(id)
         return agent === undefined ? Effect.fail(new UnknownSession({ id })) : Effect.succeed(agent)
-      },
-      closed: Deferred.await(closed)
+      }
     }
   })
 )
@@ -82,14 +77,14 @@ const sse = (event: AgentEvent.AgentEvent): string => `event: ${event.type}\ndat
 
 const events = Effect.gen(function*() {
   const agent = yield* sessionOfPath
-  const { closed } = yield* Sessions
   const body = Stream.unwrapScoped(
-    // Subscribes when the response body starts, before its first line.
-    Effect.map(
-      agent.subscribe,
-      (queue) => Stream.concat(Stream.make(": subscribed\n\n"), Stream.map(Stream.fromQueue(queue), sse))
-    )
-  ).pipe(Stream.interruptWhen(closed), Stream.encodeText)
+    // Subscribes when the response body starts, before its first line; ends after `agent/disposed`.
+    Effect.map(agent.subscribe, (queue) =>
+      Stream.concat(
+        Stream.make(": subscribed\n\n"),
+        Stream.fromQueue(queue).pipe(Stream.takeUntil((e) => e.type === "agent/disposed"), Stream.map(sse))
+      ))
+  ).pipe(Stream.encodeText)
   return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } })
 })
 

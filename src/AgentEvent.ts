@@ -20,7 +20,8 @@ export type AgentStatus = "idle" | "running"
  * A live notification that is not a durable event (DESIGN.md §4, §5.3): `agent/inbox/inserted`,
  * `agent/inbox/claimed` (with the turn), `agent/inbox/discarded` (ordinary removal, cancel,
  * dispose; never on a claim), `agent/status`, `assistant/delta` (one of `text`, `reasoning`,
- * `toolCall`), `assistant/retry` (a failed attempt's deltas are withdrawn; `attempt` ≥ 2).
+ * `toolCall`), `assistant/retry` (a failed attempt's deltas are withdrawn; `attempt` ≥ 2),
+ * `agent/disposed` (the last one: the agent is disposed and idle; `agent.events` ends after it).
  *
  * @since 0.1.0
  * @category models
@@ -39,6 +40,7 @@ export type AgentNotification =
     readonly toolCall?: { readonly id: string; readonly name: string; readonly arguments: string } | undefined
   }
   | { readonly type: "assistant/retry"; readonly turn: number; readonly step: number; readonly attempt: number }
+  | { readonly type: "agent/disposed" }
 
 /**
  * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live

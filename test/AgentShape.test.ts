@@ -6,16 +6,17 @@
  * `SynchronizedRef`).
  */
 import { describe, expect, expectTypeOf, it } from "@effect/vitest"
-import { Effect, Layer, Ref, Schema } from "effect"
+import { Chunk, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as AgentError from "../src/AgentError.js"
 import type * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Inbox from "../src/Inbox.js"
+import type { Message } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief, layerMemoryLocked, layerTracked } from "./utils/agent.js"
+import { advance, brief, layerMemoryLocked, layerTracked, settle, text } from "./utils/agent.js"
 
 const modes = [
   { name: "synchronous store", store: SessionStore.layerMemory },
@@ -59,6 +60,42 @@ for (const mode of modes) {
         expect(yield* agent.inbox).toEqual(Inbox.replay(events))
         expect(brief(events).filter((l) => l.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
         expect((yield* queue.takeAll).pipe((c) => [...c].filter((e) => e.type === "agent/inbox/claimed").length)).toBe(3)
+      }).pipe(Effect.provide(layers(model)))
+    })
+
+    it.scoped("live events follow the log: a claim's notifications come right after its splices, before the step they enter", () => {
+      const model = Model.scripted([{ text: "one" }, { text: "two" }])
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make()
+        const queue = yield* agent.subscribe
+        yield* agent.followup("first")
+        yield* agent.followup("second")
+        yield* advance(10)
+        const seen = [...(yield* queue.takeAll)].flatMap((e) =>
+          e.type === "agent/inbox/claimed" ? [`claimed ${text((e as { readonly message: Message }).message)}`]
+          : "seq" in e ? brief([e]) : []
+        )
+        expect(seen).toEqual([
+          "splice next-turn 0 +[first]",
+          "splice next-turn 1 +[second]",
+          "turn/start 1",
+          "splice next-turn 0 -1",
+          "claimed first",
+          "step/start 1.1",
+          "user first",
+          "request/header",
+          "assistant one",
+          "step/end 1.1",
+          "turn/end 1 completed",
+          "turn/start 2",
+          "splice next-turn 0 -1",
+          "claimed second",
+          "step/start 2.1",
+          "user second",
+          "assistant two",
+          "step/end 2.1",
+          "turn/end 2 completed"
+        ])
       }).pipe(Effect.provide(layers(model)))
     })
 
@@ -115,6 +152,29 @@ for (const mode of modes) {
     })
   })
 }
+
+describe("Agent live events end with the agent (§5.3, §9)", () => {
+  it.scoped("after dispose every stream ends with agent/disposed, having taken every event; a later stream holds only that", () => {
+    const never = Tool.make({ name: "never", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
+    const model = Model.scripted([{ toolCalls: [{ id: "c1", name: "never", arguments: {} }] }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [never] })
+      const collected = yield* Effect.fork(Stream.runCollect(agent.events))
+      const statuses = yield* Effect.fork(Stream.runCollect(agent.statusChanges))
+      yield* settle // both streams subscribed
+      yield* agent.followup("go")
+      yield* advance(10)
+      yield* agent.dispose
+      const events = Chunk.toReadonlyArray(yield* Fiber.join(collected))
+      const durable = events.filter((e) => "seq" in e)
+      expect(durable.map((e) => (e as { seq: number }).seq)).toEqual(agent.log.events().map((e) => e.seq))
+      expect(events.at(-1)).toEqual({ type: "agent/disposed" })
+      expect(brief(durable.slice(-3) as never)).toEqual(["tool/result c1 ABORTED", "step/end 1.1", "turn/end 1 aborted:disposed"])
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(statuses))).toEqual(["idle", "running", "idle"])
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(agent.events))).toEqual([{ type: "agent/disposed" }])
+    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(6), Model.layer(model), layerTracked)))
+  })
+})
 
 describe("AgentError guards", () => {
   it.scoped("each error has a guard; DeliveryError covers the delivery failures", () =>

@@ -12,7 +12,7 @@ import type { AbortCause } from "../../SessionEvent.js"
 import type { SessionStoreError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { checkJson, InvalidJson } from "../json.js"
-import { awaitIdle } from "./observers.js"
+import { awaitIdle, endEvents } from "./observers.js"
 import { critical, type Section, spliceSection } from "./section.js"
 import { type AgentState, DISPOSED_CAUSE, liveLogs, USER_CAUSE } from "./state.js"
 
@@ -63,13 +63,17 @@ const cancelNow = (
         : Effect.flatMap(Effect.fiberId, (self) => Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber)))
   )
 
-/** `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait until idle. */
+/**
+ * `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; cancel
+ * `{kind:"disposed"}`; wait until idle; then the live events end (every subscriber's stream ends
+ * after the disposal's last event, and a later subscription gets an empty stream).
+ */
 export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
   Effect.suspend(() => {
     a.disposed = true
     return Effect.ensuring(
       Effect.zipRight(cancelNow(a, DISPOSED_CAUSE), awaitIdle(a)),
-      Effect.sync(() => liveLogs.delete(a.sessionLog))
+      Effect.zipRight(Effect.sync(() => liveLogs.delete(a.sessionLog)), endEvents(a))
     )
   })
 

@@ -24,7 +24,7 @@ import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
 import { publish, resolve, setIdle } from "./observers.js"
-import { commit, critical, type Section } from "./section.js"
+import { type Claimed, commit, critical, type Section } from "./section.js"
 import { type AgentState, history, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { toolStep, truncateCalls } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
@@ -95,7 +95,7 @@ const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefin
     critical(a, (inbox) => {
       const drafts: Array<EventDraft> = []
       const open = openTurn(a, inbox, drafts)
-      return { drafts, inbox: open.inbox, apply: () => open.apply(t) }
+      return { drafts, inbox: open.inbox, claimed: open.claimed, apply: () => open.apply(t) }
     }),
     () => runStep(a, t, false)
   )
@@ -294,14 +294,16 @@ const openTurn = (
   a: AgentState,
   inbox: Inbox.InboxState,
   drafts: Array<EventDraft>
-): { readonly inbox: Inbox.InboxState; readonly apply: (t: TurnState) => void } => {
+): { readonly inbox: Inbox.InboxState; readonly claimed: Claimed | undefined; readonly apply: (t: TurnState) => void } => {
   const turn = a.turnCounter + 1
   const claim = Inbox.claim(inbox, true)
   drafts.push({ type: "turn/start", data: { turn } })
   for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+  const claimed = claim.batch.length > 0 ? { after: drafts.length - 1, batch: claim.batch, turn } : undefined
   const enter = enterNow(a, claim.batch, false) ? stepDrafts(a, turn, 1, claim.batch, claim.batch, drafts) : undefined
   return {
     inbox: Inbox.applyAll(inbox, claim.splices),
+    claimed,
     apply: (t) => {
       a.turnCounter = turn
       t.turn = turn
@@ -309,7 +311,6 @@ const openTurn = (
       t.step = 1
       t.claimed = claim.batch
       a.current = t
-      for (const m of claim.batch) publish(a, { type: "agent/inbox/claimed", message: m, turn })
       if (enter !== undefined) {
         enter(t)
         t.entered = true
@@ -338,6 +339,7 @@ const closeTurn = (
   return {
     drafts,
     inbox: open?.inbox,
+    claimed: open?.claimed,
     apply: () => {
       committed(t)
       t.stepOpen = false
@@ -393,18 +395,19 @@ const endStep = (
       const drafts: Array<EventDraft> = [...prefix, { type: "step/end", data: { turn: t.turn, step: t.step } }]
       const claim = Inbox.claim(inbox, false)
       for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
+      const claimed = claim.batch.length > 0 ? { after: drafts.length - 1, batch: claim.batch, turn: t.turn } : undefined
       const enter = enterNow(a, claim.batch, toolContinuation)
         ? stepDrafts(a, t.turn, t.step + 1, claim.batch, claim.batch, drafts)
         : undefined
       return {
         drafts,
         inbox: Inbox.applyAll(inbox, claim.splices),
+        claimed,
         apply: () => {
           committed(t)
           t.stepOpen = false
           t.step++
           t.claimed = claim.batch
-          for (const m of claim.batch) publish(a, { type: "agent/inbox/claimed", message: m, turn: t.turn })
           if (enter !== undefined) {
             enter(t)
             t.entered = true

@@ -116,9 +116,30 @@ export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
 
 export const status = (a: AgentState): AgentStatus => (a.running ? "running" : "idle")
 
-/** Subscribes now (in the scope): the hub is made on the first subscription, dropped with the last. */
+const DISPOSED: AgentEvent = Object.freeze({ type: "agent/disposed" as const })
+
+/**
+ * After disposal (§9): the last live event, `agent/disposed`, published after every event of
+ * the disposal, so that each subscriber takes all of them and then its stream ends (a shut
+ * down hub would drop what a slow subscriber has not taken yet). The agent publishes nothing
+ * more.
+ */
+export const endEvents = (a: AgentState): Effect.Effect<void> =>
+  Effect.sync(() => {
+    publish(a, DISPOSED)
+    a.hub = undefined
+  })
+
+/**
+ * Subscribes now (in the scope): the hub is made on the first subscription, dropped with the
+ * last. A disposed agent that is idle gives a subscription holding only `agent/disposed`.
+ */
 export const subscribe = (a: AgentState): Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> =>
   Effect.suspend(() => {
+    if (a.disposed && !a.running) {
+      return Effect.flatMap(PubSub.unbounded<AgentEvent>(), (ended) =>
+        Effect.flatMap(PubSub.subscribe(ended), (queue) => Effect.as(PubSub.publish(ended, DISPOSED), queue)))
+    }
     const hub = a.hub ?? (a.hub = Effect.runSync(PubSub.unbounded<AgentEvent>()))
     a.subscribers++
     return Effect.flatMap(
@@ -132,16 +153,19 @@ export const subscribe = (a: AgentState): Effect.Effect<Queue.Dequeue<AgentEvent
     )
   })
 
-/** Live events (§5.3), subscribing when the stream starts. */
-export const events = (a: AgentState): Stream.Stream<AgentEvent> =>
-  Stream.unwrapScoped(Effect.map(subscribe(a), (queue) => Stream.fromQueue(queue)))
+const isDisposed = (e: AgentEvent): boolean => e.type === "agent/disposed"
 
-/** The status now, then every change. */
+/** Live events (§5.3), subscribing when the stream starts; it ends with `agent/disposed`. */
+export const events = (a: AgentState): Stream.Stream<AgentEvent> =>
+  Stream.unwrapScoped(Effect.map(subscribe(a), (queue) => Stream.takeUntil(Stream.fromQueue(queue), isDisposed)))
+
+/** The status now, then every change; it ends when the agent is disposed. */
 export const statusChanges = (a: AgentState): Stream.Stream<AgentStatus> =>
   Stream.unwrapScoped(Effect.map(subscribe(a), (queue) =>
     Stream.concat(
       Stream.sync(() => status(a)),
       Stream.fromQueue(queue).pipe(
+        Stream.takeUntil(isDisposed),
         Stream.filterMap((e) => e.type === "agent/status" ? Option.some((e as { status: AgentStatus }).status) : Option.none())
       )
     )))

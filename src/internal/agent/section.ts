@@ -20,25 +20,55 @@
 import { type Clock, Effect, Ref, SynchronizedRef } from "effect"
 import { dropped, dropReasonOfCanceledSplice } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
+import type { UserMessage } from "../../Message.js"
 import type { EventDraft, SessionEvent, SplicedData } from "../../SessionEvent.js"
 import { type SessionLog, SessionStoreError } from "../../SessionLog.js"
 import { publish, publishAll, resolve } from "./observers.js"
 import type { AgentState } from "./state.js"
+
+/**
+ * A claim's live notifications (§4): `agent/inbox/claimed` for each message of `batch`, published
+ * right after the event of draft `after` (the claim's last splice), so that a subscriber sees
+ * the claim before the step it enters.
+ */
+export interface Claimed {
+  readonly after: number
+  readonly batch: ReadonlyArray<UserMessage>
+  readonly turn: number
+}
 
 /** What a critical section appends, the inbox after it, and the update once it is durable. */
 export interface Section<R> {
   readonly drafts: ReadonlyArray<EventDraft>
   /** The inbox once the drafts are durable; absent when the section splices nothing. */
   readonly inbox?: Inbox.InboxState | undefined
+  /** The claim the drafts make, if any (its notifications go between the events). */
+  readonly claimed?: Claimed | undefined
   readonly apply: (events: ReadonlyArray<SessionEvent>) => R
 }
 
 const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
 
+/** Publishes committed events, and a claim's notifications right after its splices. */
+const publishEvents = (a: AgentState, events: ReadonlyArray<SessionEvent>, claimed: Claimed | undefined): void => {
+  if (a.hub === undefined) return
+  if (claimed === undefined) return publishAll(a, events)
+  for (let i = 0; i < events.length; i++) {
+    publish(a, events[i]!)
+    if (i === claimed.after) {
+      for (const message of claimed.batch) publish(a, { type: "agent/inbox/claimed", message, turn: claimed.turn })
+    }
+  }
+}
+
 /** Appends drafts durably and publishes the committed events. */
-const append = (a: AgentState, drafts: ReadonlyArray<EventDraft>): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
+const append = (
+  a: AgentState,
+  drafts: ReadonlyArray<EventDraft>,
+  claimed?: Claimed | undefined
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
   Effect.tap(a.sessionLog.append(drafts), (events) => {
-    publishAll(a, events)
+    publishEvents(a, events, claimed)
   })
 
 /**
@@ -55,7 +85,7 @@ export const critical = <R, E = never>(
       Effect.flatten(Ref.modify(a.inbox, (inbox): readonly [Effect.Effect<R, E | SessionStoreError>, Inbox.InboxState] => {
         const section = build(inbox)
         if (Effect.isEffect(section)) return [section, inbox]
-        const result = commitNow(a, appendSync, clock, section.drafts, section.apply)
+        const result = commitNow(a, appendSync, clock, section.drafts, section.apply, section.claimed)
         return result instanceof SessionStoreError ? [Effect.fail(result), inbox] : [Effect.succeed(result), section.inbox ?? inbox]
       }))
     )
@@ -66,7 +96,7 @@ export const critical = <R, E = never>(
       (inbox): Effect.Effect<readonly [R, Inbox.InboxState], E | SessionStoreError> => {
         const section = build(inbox)
         if (Effect.isEffect(section)) return Effect.map(section, (r) => [r, inbox] as const)
-        return Effect.map(append(a, section.drafts), (events) => [section.apply(events), section.inbox ?? inbox] as const)
+        return Effect.map(append(a, section.drafts, section.claimed), (events) => [section.apply(events), section.inbox ?? inbox] as const)
       }
     )
   )
@@ -101,12 +131,13 @@ const commitNow = <R>(
   appendSync: NonNullable<SessionLog["appendSync"]>,
   clock: Clock.Clock,
   drafts: ReadonlyArray<EventDraft>,
-  apply: (events: ReadonlyArray<SessionEvent>) => R
+  apply: (events: ReadonlyArray<SessionEvent>) => R,
+  claimed?: Claimed | undefined
 ): R | SessionStoreError => {
   if (drafts.length === 0) return apply(NO_EVENTS)
   const events = appendSync(drafts, clock.unsafeCurrentTimeMillis())
   if (events instanceof SessionStoreError) return events
-  publishAll(a, events)
+  publishEvents(a, events, claimed)
   return apply(events)
 }
 
