@@ -1,9 +1,13 @@
 /**
  * Tolerant reading of foreign JSON for the provider adapters: a field of an unexpected type is
- * ignored rather than failing the response; and the texts every adapter sends the same way.
- * Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
+ * ignored rather than failing the response; the usage counts and the default finish reason of
+ * a response; and what every adapter sends the same way (a tool call's arguments as an object,
+ * a tool's parameters schema, the texts of missing and stray results, each message and each
+ * tools array converted once, and the per-object memo behind such caches). Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../../Message.js"
+import type { ToolDefinition } from "../../Model.js"
+import type { FinishReason, Usage } from "../../SessionEvent.js"
 
 /** A plain JSON object (not an array, not `null`). */
 export const isRecord = (u: unknown): u is Record<string, unknown> =>
@@ -15,13 +19,32 @@ export const nonEmpty = (u: unknown): string | undefined => typeof u === "string
 /** A finite number, else `undefined`. */
 export const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 
-/** The parsed JSON, or the text itself when it is not JSON. */
-export const parseJsonOr = (text: string): unknown => {
+/** What `parseJson` returns for a text that is not JSON. */
+export const NOT_JSON: unique symbol = Symbol("NOT_JSON")
+
+/** The parsed JSON, or `NOT_JSON`. */
+export const parseJson = (text: string): unknown => {
   try {
     return JSON.parse(text)
   } catch {
-    return text
+    return NOT_JSON
   }
+}
+
+/** The parsed JSON, or the text itself when it is not JSON. */
+export const parseJsonOr = (text: string): unknown => {
+  const parsed = parseJson(text)
+  return parsed === NOT_JSON ? text : parsed
+}
+
+/**
+ * A tool call's raw arguments as the object a provider wants back (`tool_use.input`, tool-call
+ * `params`): parsed when they are a JSON object, else `{}` (the loop's `INVALID_ARGUMENTS` result
+ * for the call tells the model what was wrong).
+ */
+export const objectArguments = (raw: string): unknown => {
+  const parsed = parseJsonOr(raw)
+  return isRecord(parsed) ? parsed : {}
 }
 
 /** `s` cut to `n` code units, with "…" when cut. */
@@ -35,6 +58,39 @@ export const numberSetting = (
   const value = settings?.[key]
   return typeof value === "number" ? value : undefined
 }
+
+/**
+ * The finish reason of a response whose own reason says no more (`stop`, or one this adapter
+ * does not know): `tool-calls` when the response has tool calls, else `stop` (some servers say
+ * `stop` after tool calls).
+ */
+export const stopOrToolCalls = (hasToolCalls: boolean): FinishReason => hasToolCalls ? "tool-calls" : "stop"
+
+const USAGE_FIELDS = ["inputTokens", "outputTokens", "cacheReadTokens", "reasoningTokens", "totalTokens"] as const
+
+/** The counts of `counts` that are known (not `undefined`), in `Usage`'s field order; may be `{}`. */
+export const knownUsage = (counts: Usage): Usage => {
+  const usage: { -readonly [K in keyof Usage]: number } = {}
+  for (const field of USAGE_FIELDS) {
+    const count = counts[field]
+    if (count !== undefined) usage[field] = count
+  }
+  return usage
+}
+
+const NO_PARAMETERS = { type: "object", properties: {} }
+
+/** A tool's parameters JSON Schema as sent: `{type:"object", properties:{}}` when it has none. */
+export const parametersOf = (tool: ToolDefinition): unknown => tool.parameters ?? NO_PARAMETERS
+
+/**
+ * A tools array's wire JSON, `encode` applied to each tool, computed once per array (a session
+ * sends the same array with every request).
+ */
+export const toolsOnce = (
+  encode: (tool: ToolDefinition) => unknown
+): (tools: ReadonlyArray<ToolDefinition>) => string =>
+  perObject((tools: ReadonlyArray<ToolDefinition>) => JSON.stringify(tools.map(encode)))
 
 /**
  * Text of the synthetic error result every adapter sends for an assistant tool call whose
@@ -59,14 +115,18 @@ export const strayResultText = (block: ToolResultBlock): string =>
 export const convertOnce = <C>(
   assistant: (content: ReadonlyArray<ContentBlock>) => C,
   user: (content: ReadonlyArray<ContentBlock>) => C
-): (message: Message) => C => {
-  const cache = new WeakMap<Message, C>()
-  return (message) => {
-    let c = cache.get(message)
-    if (c === undefined) {
-      c = message.role === "assistant" ? assistant(message.content) : user(message.content)
-      cache.set(message, c)
+): (message: Message) => C =>
+  perObject((message: Message) => message.role === "assistant" ? assistant(message.content) : user(message.content))
+
+/** `compute`, remembered per key object in a `WeakMap` (one lookup when the key was seen). */
+export const perObject = <K extends object, V>(compute: (key: K) => V): (key: K) => V => {
+  const cache = new WeakMap<K, V>()
+  return (key) => {
+    let value = cache.get(key)
+    if (value === undefined) {
+      value = compute(key)
+      cache.set(key, value)
     }
-    return c
+    return value
   }
 }
