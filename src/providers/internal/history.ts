@@ -9,7 +9,7 @@
  * piece is sent (`Wire`); `orderHistory` does one pass with one lookup per message. Shared by
  * `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import type { Message } from "../../Message.js"
+import type { ContentBlock, Message, ToolResultBlock } from "../../Message.js"
 
 /** An assistant tool call, as the history order needs it. */
 export interface Call {
@@ -102,4 +102,22 @@ export const orderHistory = <A, R, U, O>(
   }
   close()
   return out
+}
+
+/**
+ * A user-role message's blocks, split: its tool results (`result` of each, in order) and its
+ * other content (`part` of each non-empty text block and each image block, in order).
+ */
+export const splitUser = <R, P>(
+  content: ReadonlyArray<ContentBlock>,
+  result: (block: ToolResultBlock) => R,
+  part: (block: Extract<ContentBlock, { readonly type: "text" | "image" }>) => P
+): { readonly results: Array<R>; readonly parts: Array<P> } => {
+  const results: Array<R> = []
+  const parts: Array<P> = []
+  for (const block of content) {
+    if (block.type === "tool-result") results.push(result(block))
+    else if (block.type === "image" || (block.type === "text" && block.text !== "")) parts.push(part(block))
+  }
+  return { results, parts }
 }
