@@ -52,14 +52,21 @@ import { type ContentBlock, type Message, textOf, type ToolResultBlock } from ".
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { badResponse, endpointUrl, errorText, isRetryableStatus, statusError } from "./internal/http.js"
-import { type Call, type Converted, orderHistory, splitUser, type Wire } from "./internal/history.js"
+import {
+  type Call,
+  type Converted,
+  convertOnce,
+  MISSING_RESULT,
+  orderHistory,
+  splitUser,
+  strayResultText,
+  type Wire
+} from "./internal/history.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
 import {
-  convertOnce,
   isRecord,
   knownUsage,
-  MISSING_RESULT,
   nonEmpty,
   NOT_JSON,
   num,
@@ -68,7 +75,6 @@ import {
   parseJson,
   parseJsonOr,
   stopOrToolCalls,
-  strayResultText,
   toolsOnce,
   truncate
 } from "./internal/wire.js"

@@ -43,14 +43,12 @@ import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } 
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { bodyMessage, describeError, innerError, isRetryableError } from "./internal/errors.js"
 import { badResponse, endpointUrl, errorText, isRetryableStatus, statusError } from "./internal/http.js"
-import { type Call, type Converted, orderHistory, type Wire } from "./internal/history.js"
+import { type Call, type Converted, convertOnce, MISSING_RESULT, orderHistory, strayResultText, type Wire } from "./internal/history.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
 import {
-  convertOnce,
   isRecord,
   knownUsage,
-  MISSING_RESULT,
   nonEmpty,
   NOT_JSON,
   num,
@@ -58,7 +56,6 @@ import {
   parseJson,
   parseJsonOr,
   stopOrToolCalls,
-  strayResultText,
   toolsOnce,
   truncate
 } from "./internal/wire.js"

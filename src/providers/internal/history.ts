@@ -3,13 +3,40 @@
  * messages in log order, except that an assistant message's tool results follow it directly,
  * one per call, ahead of the user-role messages logged after it (those follow the last result);
  * a call without a result (before the next assistant message or the end of the history) gets a
- * synthetic error result (`wire.ts` `MISSING_RESULT`); a result that answers no call of the assistant
- * message before it, or answers one a second time, is sent as user text (`wire.ts` `strayResultText`).
- * Each adapter converts its messages once (`wire.ts` `convertOnce`) into the shape below and says how each
+ * synthetic error result (`MISSING_RESULT`); a result that answers no call of the assistant
+ * message before it, or answers one a second time, is sent as user text (`strayResultText`).
+ * Each adapter converts its messages once (`convertOnce`) into the shape below and says how each
  * piece is sent (`Wire`); `orderHistory` does one pass with one lookup per message. Shared by
  * `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import type { ContentBlock, Message, ToolResultBlock } from "../../Message.js"
+import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../../Message.js"
+import { perObject } from "./wire.js"
+
+/**
+ * Text of the synthetic error result every adapter sends for an assistant tool call whose
+ * result the history lacks, so that no request holds an orphan call (DESIGN.md §11; a log
+ * repaired after a crash normally holds a `TOOL_OUTCOME_UNKNOWN` result already, §10).
+ */
+export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
+  "Do not assume it ran or did not run; check before calling it again."
+
+/**
+ * The user text every adapter sends for a tool result that answers no call of the assistant
+ * message before it (a hand-edited or foreign log): a provider rejects a result without its call.
+ */
+export const strayResultText = (block: ToolResultBlock): string =>
+  `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${textOf(block.content)}`
+
+/**
+ * A message's provider form, converted once per message object (messages are frozen; a step
+ * converts only the messages it has not seen): `assistant` for assistant messages, `user` for
+ * the others.
+ */
+export const convertOnce = <C>(
+  assistant: (content: ReadonlyArray<ContentBlock>) => C,
+  user: (content: ReadonlyArray<ContentBlock>) => C
+): (message: Message) => C =>
+  perObject((message: Message) => message.role === "assistant" ? assistant(message.content) : user(message.content))
 
 /** An assistant tool call, as the history order needs it. */
 export interface Call {

@@ -2,10 +2,9 @@
  * Tolerant reading of foreign JSON for the provider adapters: a field of an unexpected type is
  * ignored rather than failing the response; the usage counts and the default finish reason of
  * a response; and what every adapter sends the same way (a tool call's arguments as an object,
- * a tool's parameters schema, the texts of missing and stray results, each message and each
- * tools array converted once, and the per-object memo behind such caches). Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
+ * a tool's parameters schema, each tools array encoded once, and the per-object memo behind
+ * such caches). Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../../Message.js"
 import type { ToolDefinition } from "../../Model.js"
 import type { FinishReason, Usage } from "../../SessionEvent.js"
 
@@ -91,32 +90,6 @@ export const toolsOnce = (
   encode: (tool: ToolDefinition) => unknown
 ): (tools: ReadonlyArray<ToolDefinition>) => string =>
   perObject((tools: ReadonlyArray<ToolDefinition>) => JSON.stringify(tools.map(encode)))
-
-/**
- * Text of the synthetic error result every adapter sends for an assistant tool call whose
- * result the history lacks, so that no request holds an orphan call (DESIGN.md §11; a log
- * repaired after a crash normally holds a `TOOL_OUTCOME_UNKNOWN` result already, §10).
- */
-export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
-  "Do not assume it ran or did not run; check before calling it again."
-
-/**
- * The user text every adapter sends for a tool result that answers no call of the assistant
- * message before it (a hand-edited or foreign log): a provider rejects a result without its call.
- */
-export const strayResultText = (block: ToolResultBlock): string =>
-  `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${textOf(block.content)}`
-
-/**
- * A message's provider form, converted once per message object (messages are frozen; a step
- * converts only the messages it has not seen): `assistant` for assistant messages, `user` for
- * the others.
- */
-export const convertOnce = <C>(
-  assistant: (content: ReadonlyArray<ContentBlock>) => C,
-  user: (content: ReadonlyArray<ContentBlock>) => C
-): (message: Message) => C =>
-  perObject((message: Message) => message.role === "assistant" ? assistant(message.content) : user(message.content))
 
 /** `compute`, remembered per key object in a `WeakMap` (one lookup when the key was seen). */
 export const perObject = <K extends object, V>(compute: (key: K) => V): (key: K) => V => {
