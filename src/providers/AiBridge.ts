@@ -88,12 +88,20 @@ import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Duration, Effect, Layer, Schema, Stream } from "effect"
-import { type ContentBlock, type ToolResultBlock, textOf } from "../Message.js"
-import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import { type ContentBlock, textOf, type ToolResultBlock } from "../Message.js"
+import {
+  Model,
+  ModelError,
+  type ModelPart,
+  type ModelRequest,
+  type ModelService,
+  type ModelSink,
+  type ToolDefinition
+} from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { fromAiError, streamError } from "./internal/aiError.js"
 import * as History from "./internal/history.js"
-import { DEFAULT_IDLE_TIMEOUT_MS } from "./internal/http.js"
+import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError } from "./internal/http.js"
 import { isRecord, knownUsage, num, objectArguments, perObject, stopOrToolCalls } from "./internal/wire.js"
 
 /**
@@ -229,7 +237,9 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
     return yield* Effect.catchAll(
       run,
       (error) =>
-        error._tag === "ModelError" ? Effect.fail(error) : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
+        error._tag === "ModelError"
+          ? Effect.fail(error)
+          : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
     )
   })
 
@@ -527,7 +537,9 @@ class StreamState {
    * run's items and what followed them, or `undefined` when the provider gave no metadata.
    */
   private closeRun(
-    next: { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined } | undefined
+    next:
+      | { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined }
+      | undefined
   ): ModelPart | undefined {
     const run = this.run
     if (run === undefined) return undefined
@@ -552,13 +564,7 @@ class StreamState {
   private finish(part: Response.FinishPart): Effect.Effect<boolean, ModelError> {
     this.finished = true
     if (part.reason === "error") {
-      return Effect.fail(
-        new ModelError({
-          code: "PROVIDER_ERROR",
-          message: `${this.provider}: the response finished with reason "error"`,
-          retryable: false
-        })
-      )
+      return Effect.fail(opaqueError(`${this.provider}: the response finished with reason "error"`))
     }
     const parts: Array<ModelPart> = []
     const state = this.closeRun(undefined)

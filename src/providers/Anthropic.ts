@@ -51,7 +51,6 @@ import { Effect, Layer, Redacted } from "effect"
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
-import { badResponse, endpointUrl, errorText, isRetryableStatus, statusError } from "./internal/http.js"
 import {
   type Call,
   type Converted,
@@ -62,6 +61,7 @@ import {
   strayResultText,
   type Wire
 } from "./internal/history.js"
+import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
 import {
@@ -182,8 +182,7 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model, make(options))
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> => Layer.effect(Model, make(options))
 
 // ---------------------------------------------------------------------------------------------
 // Service
@@ -318,7 +317,8 @@ const convertUser = (content: ReadonlyArray<ContentBlock>): Converted<Piece, Res
   const { parts, results } = splitUser(
     content,
     (block): ResultBlock => ({ callId: block.toolCallId, json: toolResultJson(block), block }),
-    (block) => JSON.stringify(block.type === "text" ? { type: "text", text: block.text } : imageBlock(block.mediaType, block.data))
+    (block) =>
+      JSON.stringify(block.type === "text" ? { type: "text", text: block.text } : imageBlock(block.mediaType, block.data))
   )
   return { _tag: "user", results, message: { assistant: false, json: parts.join(",") } }
 }
@@ -334,7 +334,9 @@ const imageBlock = (mediaType: string, data: string) => ({
  * result holds an image; `is_error: true` only for error results.
  */
 const toolResultJson = (block: ToolResultBlock): string => {
-  if (!block.content.some((b) => b.type === "image")) return resultJson(block.toolCallId, textOf(block.content), block.isError === true)
+  if (!block.content.some((b) => b.type === "image")) {
+    return resultJson(block.toolCallId, textOf(block.content), block.isError === true)
+  }
   const content: Array<unknown> = []
   for (const b of block.content) {
     if (b.type === "text" && b.text !== "") content.push({ type: "text", text: b.text })
@@ -356,11 +358,7 @@ const resultJson = (callId: string, text: string, isError: boolean): string =>
     ...(isError ? { is_error: true } : {})
   })
 
-const toolsJson = toolsOnce((tool) => ({
-  name: tool.name,
-  description: tool.description,
-  input_schema: parametersOf(tool)
-}))
+const toolsJson = toolsOnce((tool) => ({ name: tool.name, description: tool.description, input_schema: parametersOf(tool) }))
 
 // ---------------------------------------------------------------------------------------------
 // Response
@@ -399,9 +397,7 @@ class StreamState implements EventStreamState {
     const event = parseJson(data)
     if (isRecord(event)) this.onData(typeof event.type === "string" ? event.type : name, event, out)
     else if (event !== NOT_JSON) this.failure = badResponse(`a stream event is not an object: ${truncate(data, 200)}`)
-    else if (name === "error") {
-      this.failure = new ModelError({ code: "PROVIDER_ERROR", message: truncate(data, 1000), retryable: false })
-    }
+    else if (name === "error") this.failure = opaqueError(truncate(data, 1000))
     else this.failure = badResponse(`malformed JSON in a stream event: ${truncate(data, 200)}`)
   }
 
@@ -458,7 +454,11 @@ class StreamState implements EventStreamState {
       }
       case "thinking": {
         this.beginThinking(out)
-        const open = { kind: "thinking" as const, text: "", signature: typeof block.signature === "string" ? block.signature : "" }
+        const open = {
+          kind: "thinking" as const,
+          text: "",
+          signature: typeof block.signature === "string" ? block.signature : ""
+        }
         this.open.set(index, open)
         if (typeof block.thinking === "string") this.reasoning(open, block.thinking, out)
         return
@@ -502,17 +502,12 @@ class StreamState implements EventStreamState {
   private onBlockStop(block: OpenBlock, out: Array<ModelPart>): void {
     switch (block.kind) {
       case "thinking": {
-        if (block.signature === "") return // unsigned: cannot be sent back
-        this.run.push({ type: "thinking", thinking: block.text, signature: block.signature })
-        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
-        this.inRun = true
+        // unsigned: cannot be sent back
+        if (block.signature !== "") this.signed({ type: "thinking", thinking: block.text, signature: block.signature }, out)
         return
       }
       case "redacted_thinking": {
-        if (block.data === "") return
-        this.run.push({ type: "redacted_thinking", data: block.data })
-        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
-        this.inRun = true
+        if (block.data !== "") this.signed({ type: "redacted_thinking", data: block.data }, out)
         return
       }
       case "tool_use": {
@@ -520,6 +515,13 @@ class StreamState implements EventStreamState {
         return
       }
     }
+  }
+
+  /** A signed wire block joins the run: the state of the whole run is pushed again. */
+  private signed(block: ThinkingBlock, out: Array<ModelPart>): void {
+    this.run.push(block)
+    out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
+    this.inRun = true
   }
 
   private text(text: string | undefined, out: Array<ModelPart>): void {
@@ -668,9 +670,7 @@ const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_er
 
 /** An `error` event in a 200 stream (or an error body): code `error.type`, no status. */
 const streamError = (error: unknown): ModelError => {
-  if (!isRecord(error)) {
-    return new ModelError({ code: "PROVIDER_ERROR", message: typeof error === "string" ? error : "provider error", retryable: false })
-  }
+  if (!isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
   const type = nonEmpty(error.type)
   return new ModelError({
     code: type ?? "PROVIDER_ERROR",

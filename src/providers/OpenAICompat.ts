@@ -42,8 +42,16 @@ import { type ContentBlock, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { bodyMessage, describeError, innerError, isRetryableError } from "./internal/errors.js"
-import { badResponse, endpointUrl, errorText, isRetryableStatus, statusError } from "./internal/http.js"
-import { type Call, type Converted, convertOnce, MISSING_RESULT, orderHistory, strayResultText, type Wire } from "./internal/history.js"
+import {
+  type Call,
+  type Converted,
+  convertOnce,
+  MISSING_RESULT,
+  orderHistory,
+  strayResultText,
+  type Wire
+} from "./internal/history.js"
+import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
 import {
@@ -138,8 +146,7 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model, make(options))
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> => Layer.effect(Model, make(options))
 
 // ---------------------------------------------------------------------------------------------
 // Service
@@ -155,8 +162,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
     provider: "openai-compat",
     url: endpointUrl(options.baseUrl, "/chat/completions"),
     reserved: RESERVED_BODY_KEYS,
-    headers: (request) =>
-      options.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, options.apiKey),
+    headers: (request) => options.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, options.apiKey),
     fields: (request) => {
       const messages: Array<string> = []
       if (request.instructions !== undefined && request.instructions !== "") {
@@ -495,7 +501,7 @@ const providerError = (error: unknown, raw: string | undefined): ModelError => {
     return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable: isRetryableError(inner, type) })
   }
   const message = typeof inner === "string" ? inner : raw !== undefined ? truncate(raw, 1000) : "provider error"
-  return new ModelError({ code: "PROVIDER_ERROR", message, retryable: false })
+  return opaqueError(message)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,19 +11,13 @@ import type * as AiError from "@effect/ai/AiError"
 import { Clock, Effect } from "effect"
 import { ModelError, type ToolDefinition } from "../../Model.js"
 import { bodyMessage, innerError, isRetryableError, labelledMessage } from "./errors.js"
-import { displayUrl, errorText, isRetryableStatus, statusError } from "./http.js"
+import { displayUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./http.js"
 import { isRecord, nonEmpty, parseJsonOr, truncate } from "./wire.js"
 
 /** An `error` part of the stream (for `@effect/ai-openai`: the Responses `error` event). */
 export const streamError = (error: unknown, provider: string): ModelError => {
   const inner = innerError(error)
-  if (!isRecord(inner)) {
-    return new ModelError({
-      code: "PROVIDER_ERROR",
-      message: `${provider}: ${typeof inner === "string" ? inner : "the provider reported an error"}`,
-      retryable: false
-    })
-  }
+  if (!isRecord(inner)) return opaqueError(`${provider}: ${typeof inner === "string" ? inner : "the provider reported an error"}`)
   // The Responses API's `error` event has `type: "error"`: its `code` names the error.
   const label = nonEmpty(inner.code) ?? (inner.type === "error" ? undefined : nonEmpty(inner.type))
   return new ModelError({
@@ -77,11 +71,12 @@ export const fromAiError = (
       const call = error._tag === "MalformedOutput" ? rejectedToolCall(error.cause) : undefined
       if (call !== undefined) {
         const name = String(call.name)
+        const callId = String(call.id)
         return Effect.succeed(
           new ModelError({
             code: "MALFORMED_OUTPUT",
             message: tools.some((t) => t.name === name)
-              ? `${provider}: @effect/ai rejected the response: tool call ${String(call.id)} (${name}) has arguments that are not a JSON object`
+              ? `${provider}: @effect/ai rejected the response: tool call ${callId} (${name}) has arguments that are not a JSON object`
               : `${provider}: @effect/ai rejected the response: it calls tool "${name}", which is not among the request's tools`,
             retryable: false,
             cause: error

@@ -92,7 +92,7 @@ export const orderHistory = <A, R, U, O>(
   let held: Array<O> | undefined // user-role pieces held back, in log order
   const close = () => {
     for (const call of owed) out.push(results?.get(call.id) ?? wire.missing(call))
-    if (held !== undefined) for (const piece of held) out.push(piece)
+    for (const piece of held ?? []) out.push(piece)
     owed = []
     results = undefined
     held = undefined

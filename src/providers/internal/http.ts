@@ -98,8 +98,7 @@ export const send = (
 }
 
 /** HTTP statuses worth retrying: 408, 409, 429 and 5xx (Anthropic's 529 "overloaded" included). */
-export const isRetryableStatus = (status: number): boolean =>
-  status === 408 || status === 409 || status === 429 || status >= 500
+export const isRetryableStatus = (status: number): boolean => status === 408 || status === 409 || status === 429 || status >= 500
 
 /** `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date), in ms. */
 export const retryAfter = (
@@ -199,6 +198,8 @@ const causeMessage = (error: HttpClientError.HttpClientError): string => {
   return error.message
 }
 
+/** An error the provider reported with nothing more to read than `message`: `PROVIDER_ERROR`, not retryable. */
+export const opaqueError = (message: string): ModelError => new ModelError({ code: "PROVIDER_ERROR", message, retryable: false })
+
 /** A body or event the adapter cannot read: `BAD_RESPONSE`, not retryable. */
-export const badResponse = (message: string): ModelError =>
-  new ModelError({ code: "BAD_RESPONSE", message, retryable: false })
+export const badResponse = (message: string): ModelError => new ModelError({ code: "BAD_RESPONSE", message, retryable: false })

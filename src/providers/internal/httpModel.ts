@@ -12,15 +12,7 @@
 import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Clock, Effect, type Redacted, type Schedule } from "effect"
 import { Model, type ModelError, type ModelRequest, type ModelService, type ModelSink } from "../../Model.js"
-import {
-  badResponse,
-  DEFAULT_IDLE_TIMEOUT_MS,
-  displayUrl,
-  networkError,
-  readErrorBody,
-  retrySchedule,
-  send
-} from "./http.js"
+import { badResponse, DEFAULT_IDLE_TIMEOUT_MS, displayUrl, networkError, readErrorBody, retrySchedule, send } from "./http.js"
 import { type EventStreamState, streamEvents } from "./sse.js"
 import { isRecord, numberSetting, parseJsonOr, truncate } from "./wire.js"
 

@@ -9,8 +9,7 @@ import type { ToolDefinition } from "../../Model.js"
 import type { FinishReason, Usage } from "../../SessionEvent.js"
 
 /** A plain JSON object (not an array, not `null`). */
-export const isRecord = (u: unknown): u is Record<string, unknown> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** A non-empty string, else `undefined`. */
 export const nonEmpty = (u: unknown): string | undefined => typeof u === "string" && u !== "" ? u : undefined
