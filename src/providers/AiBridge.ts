@@ -88,12 +88,22 @@ import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import { Clock, Duration, Effect, Layer, Schema, Stream } from "effect"
-import { type ContentBlock, type Message, type ToolResultBlock, textOf } from "../Message.js"
-import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import { Duration, Effect, Layer, Schema, Stream } from "effect"
+import { type ContentBlock, textOf, type ToolResultBlock } from "../Message.js"
+import {
+  Model,
+  ModelError,
+  type ModelPart,
+  type ModelRequest,
+  type ModelService,
+  type ModelSink,
+  type ToolDefinition
+} from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
-import { displayUrl, isRetryableStatus, retryAfter } from "./internal/http.js"
-import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+import { fromAiError, streamError } from "./internal/aiError.js"
+import * as History from "./internal/history.js"
+import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError } from "./internal/http.js"
+import { isRecord, knownUsage, num, objectArguments, perObject, stopOrToolCalls } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -200,7 +210,7 @@ type StreamPart = Response.StreamPart<Tools>
 const make = (languageModel: LanguageModel.Service, options: Options): ModelService => {
   const provider = options.provider ?? "effect-ai"
   const configure = options.configure
-  const idleTimeoutMs = options.idleTimeoutMs ?? 120_000
+  const idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
 
   const respond = Effect.fn("AiBridge.respond")(function*(request: ModelRequest, sink: ModelSink) {
     const prompt = Prompt.fromMessages(assemblePrompt(request))
@@ -228,7 +238,9 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
     return yield* Effect.catchAll(
       run,
       (error) =>
-        error._tag === "ModelError" ? Effect.fail(error) : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
+        error._tag === "ModelError"
+          ? Effect.fail(error)
+          : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
     )
   })
 
@@ -239,11 +251,6 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
 // Request: Prompt mapping (DESIGN.md §11), cached per message object
 // ---------------------------------------------------------------------------------------------
 
-interface Call {
-  readonly id: string
-  readonly name: string
-}
-
 interface ResultEntry {
   readonly block: ToolResultBlock
   /** The tool message, built once the call's name is known. */
@@ -252,57 +259,34 @@ interface ResultEntry {
   stray?: Prompt.UserMessage | undefined
 }
 
-type Converted =
-  | { readonly _tag: "assistant"; readonly message: Prompt.AssistantMessage | undefined; readonly calls: ReadonlyArray<Call> }
-  | { readonly _tag: "user"; readonly results: ReadonlyArray<ResultEntry>; readonly message: Prompt.UserMessage | undefined }
-
-const convert = (message: Message): Converted => convertMessage(message)
+type Converted = History.Converted<Prompt.AssistantMessage, ResultEntry, Prompt.UserMessage>
 
 /**
- * The prompt's messages: the system message, then the history in log order, except that each
- * assistant message's tool results follow it directly, in call order, ahead of the user
- * messages logged after it. One `WeakMap` lookup per message.
+ * Each assistant message's tool messages in call order right after it, then the user messages
+ * logged after it, in log order.
  */
+const WIRE: History.Wire<Prompt.AssistantMessage, ResultEntry, Prompt.UserMessage, Prompt.Message> = {
+  convert: (message) => convertMessage(message),
+  callId: (entry) => entry.block.toolCallId,
+  assistant: (message) => message,
+  result: (entry, call) => toolMessage(entry, call.name),
+  missing: (call) => missingResult(call),
+  stray: (entry) => entry.stray ??= strayResult(entry.block),
+  user: (message) => message
+}
+
+/** The prompt's messages: the system message, then the history (`History.orderHistory`). */
 const assemblePrompt = (request: ModelRequest): Array<Prompt.Message> => {
   const out: Array<Prompt.Message> = []
   if (request.instructions !== undefined && request.instructions !== "") {
     out.push(Prompt.makeMessage("system", { content: request.instructions }))
   }
-  let owed: ReadonlyArray<Call> = [] // the calls of the last assistant message
-  let results: Map<string, Prompt.ToolMessage> | undefined // their results, by call id
-  let users: Array<Prompt.Message> | undefined // user messages logged since, in log order
-  const close = () => {
-    for (const call of owed) out.push(results?.get(call.id) ?? missingResult(call))
-    if (users !== undefined) for (const m of users) out.push(m)
-    owed = []
-    results = undefined
-    users = undefined
-  }
-  for (const message of request.messages) {
-    const c = convert(message)
-    if (c._tag === "assistant") {
-      close()
-      if (c.message !== undefined) {
-        out.push(c.message)
-        owed = c.calls
-      }
-      continue
-    }
-    for (const entry of c.results) {
-      const callId = entry.block.toolCallId
-      const call = results?.has(callId) === true ? undefined : owed.find((x) => x.id === callId)
-      if (call !== undefined) (results ??= new Map()).set(callId, toolMessage(entry, call.name))
-      else (users ??= []).push(entry.stray ??= strayResult(entry.block))
-    }
-    if (c.message !== undefined) (users ??= []).push(c.message)
-  }
-  close()
-  return out
+  return History.orderHistory(request.messages, WIRE, "call", out)
 }
 
 const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
   const parts: Array<Prompt.AssistantMessagePart> = []
-  const calls: Array<Call> = []
+  const calls: Array<History.Call> = []
   let next: ReasoningState["next"] // the item that followed the last reasoning block
   for (const block of content) {
     switch (block.type) {
@@ -332,7 +316,7 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
         parts.push(Prompt.makePart("tool-call", {
           id: block.id,
           name: block.name,
-          params: paramsOf(block.arguments),
+          params: objectArguments(block.arguments),
           providerExecuted: false,
           ...(next?.type === "tool-call" && next.id === block.id ? { options: next.options } : {})
         }))
@@ -352,28 +336,15 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
 const reasoningState = (state: unknown): ReasoningState | undefined =>
   isRecord(state) && state.kind === "effect-ai" && Array.isArray(state.parts) ? state as unknown as ReasoningState : undefined
 
-/** Tool-call `params`: the arguments when they are a JSON object, else `{}`. */
-const paramsOf = (raw: string): unknown => {
-  const parsed = parseJsonOr(raw)
-  return isRecord(parsed) ? parsed : {}
-}
-
 const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
-  const results: Array<ResultEntry> = []
-  const parts: Array<Prompt.UserMessagePart> = []
-  for (const block of content) {
-    switch (block.type) {
-      case "tool-result":
-        results.push({ block })
-        break
-      case "text":
-        if (block.text !== "") parts.push(Prompt.makePart("text", { text: block.text }))
-        break
-      case "image":
-        parts.push(Prompt.makePart("file", { mediaType: block.mediaType, data: Buffer.from(block.data, "base64") }))
-        break
-    }
-  }
+  const { parts, results } = History.splitUser(
+    content,
+    (block): ResultEntry => ({ block }),
+    (block): Prompt.UserMessagePart =>
+      block.type === "text"
+        ? Prompt.makePart("text", { text: block.text })
+        : Prompt.makePart("file", { mediaType: block.mediaType, data: Buffer.from(block.data, "base64") })
+  )
   return {
     _tag: "user",
     results,
@@ -400,13 +371,13 @@ const toolMessage = (entry: ResultEntry, name: string): Prompt.ToolMessage => {
   return entry.message.message
 }
 
-const missingResult = (call: Call): Prompt.ToolMessage =>
+const missingResult = (call: History.Call): Prompt.ToolMessage =>
   Prompt.makeMessage("tool", {
     content: [Prompt.makePart("tool-result", {
       id: call.id,
       name: call.name,
       isFailure: true,
-      result: MISSING_RESULT,
+      result: History.MISSING_RESULT,
       providerExecuted: false
     })]
   })
@@ -414,10 +385,9 @@ const missingResult = (call: Call): Prompt.ToolMessage =>
 const strayResult = (block: ToolResultBlock): Prompt.UserMessage =>
   Prompt.makeMessage("user", {
     content: [Prompt.makePart("text", {
-      text: strayResultText(block)
+      text: History.strayResultText(block)
     })]
   })
-
 
 // ---------------------------------------------------------------------------------------------
 // Request: tools
@@ -427,29 +397,25 @@ const strayResult = (block: ToolResultBlock): Prompt.UserMessage =>
 const noHandler = (name: PropertyKey): Effect.Effect<never> =>
   Effect.dieMessage(`AiBridge: tool ${String(name)} cannot run inside @effect/ai (tool call resolution is disabled)`)
 
-const toolkits = new WeakMap<ReadonlyArray<ToolDefinition>, Toolkit.WithHandler<Tools>>()
-
 /**
  * The request's tools as a toolkit (`undefined` when there are none): each tool's parameters
  * schema accepts any JSON object and carries the definition's JSON Schema as its `jsonSchema`
  * annotation, which `Tool.getJsonSchema` returns as is (when it has a `type`).
  */
-const toolkitFor = (definitions: ReadonlyArray<ToolDefinition>): Toolkit.WithHandler<Tools> | undefined => {
-  if (definitions.length === 0) return undefined
-  let toolkit = toolkits.get(definitions)
-  if (toolkit === undefined) {
-    const tools: Tools = {}
-    for (const definition of definitions) {
-      const jsonSchema = isRecord(definition.parameters) ? definition.parameters : { type: "object", properties: {} }
-      tools[definition.name] = Tool.make(definition.name, { description: definition.description }).setParameters(
-        Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({ jsonSchema })
-      )
-    }
-    toolkit = { tools, handle: noHandler as Toolkit.WithHandler<Tools>["handle"] }
-    toolkits.set(definitions, toolkit)
+const toolkitFor = (definitions: ReadonlyArray<ToolDefinition>): Toolkit.WithHandler<Tools> | undefined =>
+  definitions.length === 0 ? undefined : toolkitOf(definitions)
+
+/** One toolkit per tools array. */
+const toolkitOf = perObject((definitions: ReadonlyArray<ToolDefinition>): Toolkit.WithHandler<Tools> => {
+  const tools: Tools = {}
+  for (const definition of definitions) {
+    const jsonSchema = isRecord(definition.parameters) ? definition.parameters : { type: "object", properties: {} }
+    tools[definition.name] = Tool.make(definition.name, { description: definition.description }).setParameters(
+      Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({ jsonSchema })
+    )
   }
-  return toolkit
-}
+  return { tools, handle: noHandler as Toolkit.WithHandler<Tools>["handle"] }
+})
 
 // ---------------------------------------------------------------------------------------------
 // Response
@@ -572,7 +538,9 @@ class StreamState {
    * run's items and what followed them, or `undefined` when the provider gave no metadata.
    */
   private closeRun(
-    next: { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined } | undefined
+    next:
+      | { readonly type: "text" | "tool-call"; readonly id?: string; readonly metadata: Response.ProviderMetadata | undefined }
+      | undefined
   ): ModelPart | undefined {
     const run = this.run
     if (run === undefined) return undefined
@@ -597,13 +565,7 @@ class StreamState {
   private finish(part: Response.FinishPart): Effect.Effect<boolean, ModelError> {
     this.finished = true
     if (part.reason === "error") {
-      return Effect.fail(
-        new ModelError({
-          code: "PROVIDER_ERROR",
-          message: `${this.provider}: the response finished with reason "error"`,
-          retryable: false
-        })
-      )
+      return Effect.fail(opaqueError(`${this.provider}: the response finished with reason "error"`))
     }
     const parts: Array<ModelPart> = []
     const state = this.closeRun(undefined)
@@ -652,7 +614,7 @@ const mapFinishReason = (reason: Response.FinishReason, hasToolCalls: boolean): 
     case "content-filter":
       return "content-filter"
     default:
-      return hasToolCalls ? "tool-calls" : "stop"
+      return stopOrToolCalls(hasToolCalls)
   }
 }
 
@@ -662,189 +624,16 @@ const mapFinishReason = (reason: Response.FinishReason, hasToolCalls: boolean): 
  * reports a total of 0 when the response had no usage). `undefined` when nothing is known.
  */
 const mapUsage = (u: Response.Usage): Usage | undefined => {
-  const usage: { -readonly [K in keyof Usage]: number } = {}
-  const input = num(u.inputTokens)
-  if (input !== undefined) usage.inputTokens = input
-  const output = num(u.outputTokens)
-  if (output !== undefined) usage.outputTokens = output
-  const cached = num(u.cachedInputTokens)
-  if (cached !== undefined) usage.cacheReadTokens = cached
-  const reasoning = num(u.reasoningTokens)
-  if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  const total = num(u.totalTokens)
-  if (total !== undefined && (input !== undefined || output !== undefined)) usage.totalTokens = total
+  const inputTokens = num(u.inputTokens)
+  const outputTokens = num(u.outputTokens)
+  const usage = knownUsage({
+    inputTokens,
+    outputTokens,
+    cacheReadTokens: num(u.cachedInputTokens),
+    reasoningTokens: num(u.reasoningTokens),
+    totalTokens: inputTokens !== undefined || outputTokens !== undefined ? num(u.totalTokens) : undefined
+  })
   return Object.keys(usage).length === 0 ? undefined : usage
 }
 
-// ---------------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------------
-
-const RETRYABLE_TYPE = /overload|rate.?limit|server.?error|timeout|unavailable|internal/i
-
-/** An `error` part of the stream (for `@effect/ai-openai`: the Responses `error` event). */
-const streamError = (error: unknown, provider: string): ModelError => {
-  const inner = isRecord(error) && isRecord(error.error) ? error.error : error
-  if (!isRecord(inner)) {
-    return new ModelError({
-      code: "PROVIDER_ERROR",
-      message: `${provider}: ${typeof inner === "string" ? inner : "the provider reported an error"}`,
-      retryable: false
-    })
-  }
-  const numeric = num(inner.code) ?? num(inner.status)
-  // The Responses API's `error` event has `type: "error"`: its `code` names the error.
-  const label = nonEmpty(inner.code) ?? (inner.type === "error" ? undefined : nonEmpty(inner.type))
-  const retryable = numeric !== undefined ? isRetryableStatus(numeric) : label !== undefined && RETRYABLE_TYPE.test(label)
-  const message = typeof inner.message === "string" ? inner.message : JSON.stringify(inner)
-  const param = nonEmpty(inner.param) !== undefined ? ` (param ${inner.param})` : ""
-  return new ModelError({
-    code: "PROVIDER_ERROR",
-    message: (label === undefined ? message : `${label}: ${message}`) + param,
-    retryable
-  })
-}
-
-/** `type: message (param …)` from an OpenAI-style error object. */
-const describeError = (error: Record<string, unknown>): string => {
-  const message = typeof error.message === "string" ? error.message : JSON.stringify(error)
-  const type = nonEmpty(error.type) ?? nonEmpty(error.code)
-  const param = nonEmpty(error.param) !== undefined ? ` (param ${error.param})` : ""
-  return (type === undefined ? message : `${type}: ${message}`) + param
-}
-
-/**
- * An `AiError` as a `ModelError`. The `HttpRequestError`/`HttpResponseError` themselves are
- * never kept as `cause`: they hold the request headers, API key included, in the clear.
- */
-const fromAiError = (
-  error: AiError.AiError,
-  provider: string,
-  tools: ReadonlyArray<ToolDefinition>
-): Effect.Effect<ModelError> => {
-  switch (error._tag) {
-    case "HttpResponseError":
-      return Effect.map(Clock.currentTimeMillis, (now) => fromResponseError(error, provider, now))
-    case "HttpRequestError": {
-      const transport = isRecord(error.cause) ? error.cause.cause : undefined
-      const cause = transport === undefined ? {} : { cause: transport }
-      const target = `${error.request.method} ${displayUrl(error.request.url)}`
-      if (error.reason === "Transport") {
-        const detail = transport instanceof Error && transport.message !== "" ? transport.message : error.description
-        return Effect.succeed(
-          new ModelError({
-            code: "NETWORK",
-            message: `${provider}: cannot reach ${target}${detail === undefined ? "" : `: ${detail}`}`,
-            retryable: true,
-            ...cause
-          })
-        )
-      }
-      return Effect.succeed(
-        new ModelError({
-          code: error.reason === "InvalidUrl" ? "INVALID_URL" : "INVALID_REQUEST",
-          message: `${provider}: ${error.reason === "InvalidUrl" ? "invalid URL" : "cannot encode the request"} ${target}${
-            error.description === undefined ? "" : `: ${error.description}`
-          }`,
-          retryable: false,
-          ...cause
-        })
-      )
-    }
-    case "MalformedInput":
-    case "MalformedOutput":
-    case "UnknownError": {
-      const call = error._tag === "MalformedOutput" ? rejectedToolCall(error.cause) : undefined
-      if (call !== undefined) {
-        const name = String(call.name)
-        return Effect.succeed(
-          new ModelError({
-            code: "MALFORMED_OUTPUT",
-            message: tools.some((t) => t.name === name)
-              ? `${provider}: @effect/ai rejected the response: tool call ${String(call.id)} (${name}) has arguments that are not a JSON object`
-              : `${provider}: @effect/ai rejected the response: it calls tool "${name}", which is not among the request's tools`,
-            retryable: false,
-            cause: error
-          })
-        )
-      }
-      const detail = error.description ?? causeText(error.cause)
-      return Effect.succeed(
-        new ModelError({
-          code: error._tag === "MalformedInput"
-            ? "MALFORMED_INPUT"
-            : error._tag === "MalformedOutput"
-            ? "MALFORMED_OUTPUT"
-            : "PROVIDER_ERROR",
-          message: `${provider}: ${error.module}.${error.method}: ${detail ?? error._tag}`,
-          retryable: false,
-          cause: error
-        })
-      )
-    }
-  }
-}
-
-const fromResponseError = (error: AiError.HttpResponseError, provider: string, now: number): ModelError => {
-  const status = error.response.status
-  if (error.reason !== "StatusCode") {
-    // The body could not be read (connection broken mid-body) or was empty.
-    const what = error.reason === "EmptyBody" ? "an empty body" : "a broken body"
-    return new ModelError({
-      code: error.reason === "EmptyBody" ? "BAD_RESPONSE" : "NETWORK",
-      message: `${provider}: ${what} from ${error.request.method} ${displayUrl(error.request.url)} (HTTP ${status})${
-        error.description === undefined ? "" : `: ${error.description}`
-      }`,
-      retryable: error.reason === "Decode"
-    })
-  }
-  const retryAfterMs = retryAfter(error.response.headers, now)
-  return new ModelError({
-    code: `HTTP_${status}`,
-    message: httpMessage(error.body, status),
-    status,
-    retryable: isRetryableStatus(status),
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs })
-  })
-}
-
-/** The provider's error message from a response body (JSON or text), else `HTTP <status>`. */
-const httpMessage = (body: string | undefined, status: number): string => {
-  if (body === undefined || body.trim() === "") return `HTTP ${status}`
-  const parsed = parseJsonOr(body)
-  if (isRecord(parsed)) {
-    if (isRecord(parsed.error)) return describeError(parsed.error)
-    if (typeof parsed.error === "string") return parsed.error
-    if (typeof parsed.message === "string") return describeError(parsed)
-  }
-  // A text body arrives as a JSON string (`Inspectable.format`).
-  const text = typeof parsed === "string" ? parsed : body
-  return text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
-}
-
-/**
- * The tool-call part that `@effect/ai`'s decoding of the stream rejected (an unknown tool name,
- * or parameters its schema refused), found in the `ParseError`'s issue tree; else `undefined`.
- */
-const rejectedToolCall = (cause: unknown): Record<string, unknown> | undefined => {
-  const visit = (issue: unknown, depth: number): Record<string, unknown> | undefined => {
-    if (!isRecord(issue) || depth > 16) return undefined
-    const actual = issue.actual
-    if (isRecord(actual) && actual.type === "tool-call") return actual
-    for (const key of ["issue", "issues"]) {
-      const inner = issue[key]
-      const list: ReadonlyArray<unknown> = Array.isArray(inner) ? inner : [inner]
-      for (const item of list) {
-        const found = visit(item, depth + 1)
-        if (found !== undefined) return found
-      }
-    }
-    return undefined
-  }
-  return isRecord(cause) && cause._tag === "ParseError" ? visit(cause.issue, 0) : undefined
-}
-
-const causeText = (cause: unknown): string | undefined =>
-  cause instanceof Error && cause.message !== "" ? truncate(cause.message, 1000) : undefined
-
-const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)
+const convertMessage = History.convertOnce<Converted>(convertAssistant, convertUser)

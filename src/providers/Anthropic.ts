@@ -46,26 +46,38 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientResponse } from "@effect/platform"
-import { Clock, Effect, Layer, Redacted, type Schedule } from "effect"
-import { type ContentBlock, type Message, type ToolResultBlock, textOf } from "../Message.js"
-import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { Effect, Layer, Redacted } from "effect"
+import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
+import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import {
-  badResponse,
-  displayUrl,
-  type Endpoint,
-  endpointUrl,
-  isRetryableStatus,
-  networkError,
-  readErrorBody,
-  retryAfter,
-  retrySchedule,
-  send
-} from "./internal/http.js"
-import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+  type Call,
+  type Converted,
+  convertOnce,
+  MISSING_RESULT,
+  orderHistory,
+  splitUser,
+  strayResultText,
+  type Wire
+} from "./internal/history.js"
+import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
+import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
+import { type EventStreamState, pushAll } from "./internal/sse.js"
+import {
+  isRecord,
+  knownUsage,
+  nonEmpty,
+  NOT_JSON,
+  num,
+  objectArguments,
+  parametersOf,
+  parseJson,
+  parseJsonOr,
+  stopOrToolCalls,
+  toolsOnce,
+  truncate
+} from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -96,19 +108,10 @@ import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, pa
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  readonly model: string
-  readonly apiKey?: Redacted.Redacted<string> | undefined
+export interface Options extends HttpOptions {
   readonly baseUrl?: string | undefined
-  readonly provider?: string | undefined
-  readonly maxTokens?: number | undefined
-  readonly temperature?: number | undefined
   readonly thinking?: { readonly budgetTokens: number } | undefined
   readonly anthropicVersion?: string | undefined
-  readonly headers?: { readonly [name: string]: string } | undefined
-  readonly extraBody?: { readonly [key: string]: unknown } | undefined
-  readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
-  readonly idleTimeoutMs?: number | undefined
 }
 
 /**
@@ -179,8 +182,7 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model, make(options))
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> => Layer.effect(Model, make(options))
 
 // ---------------------------------------------------------------------------------------------
 // Service
@@ -188,65 +190,47 @@ export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.Ht
 
 const DEFAULT_BASE_URL = "https://api.anthropic.com"
 const DEFAULT_MAX_TOKENS = 8192
-const RESERVED_BODY_KEYS = new Set(["model", "system", "messages", "tools"])
+const RESERVED_BODY_KEYS = ["model", "system", "messages", "tools"]
 
-const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
-  const provider = options.provider ?? "anthropic"
-  const idleTimeoutMs = options.idleTimeoutMs ?? 120_000
-  const url = endpointUrl(options.baseUrl ?? DEFAULT_BASE_URL, "/v1/messages")
-  const modelJson = JSON.stringify(options.model)
-  const extraBody: Record<string, unknown> = {}
-  if (options.extraBody !== undefined) {
-    for (const key of Object.keys(options.extraBody)) {
-      if (!RESERVED_BODY_KEYS.has(key)) extraBody[key] = options.extraBody[key]
-    }
-  }
-  let baseRequest = HttpClientRequest.post(url)
-  if (options.headers !== undefined) baseRequest = HttpClientRequest.setHeaders(baseRequest, options.headers)
-  baseRequest = HttpClientRequest.setHeader(baseRequest, "anthropic-version", options.anthropicVersion ?? "2023-06-01")
-  if (options.apiKey !== undefined) {
-    baseRequest = HttpClientRequest.setHeader(baseRequest, "x-api-key", Redacted.value(options.apiKey))
-  }
-  const endpoint: Endpoint = { client, provider, url, idleTimeoutMs, retry: retrySchedule(options.retry) }
-
-  const buildBody = (request: ModelRequest): string => {
-    const settings = request.settings
-    const maxTokens = numberSetting(settings, "maxTokens") ?? options.maxTokens ?? DEFAULT_MAX_TOKENS
-    let body = `{"model":${modelJson},"max_tokens":${JSON.stringify(maxTokens)}`
-    if (request.instructions !== undefined && request.instructions !== "") {
-      body += `,"system":${JSON.stringify(request.instructions)}`
-    }
-    body += `,"messages":[${assembleMessages(request.messages).join(",")}]`
-    if (request.tools.length > 0) body += `,"tools":${toolsJson(request.tools)}`
-    const tail: Record<string, unknown> = { stream: true }
-    if (options.thinking !== undefined) {
-      tail.thinking = { type: "enabled", budget_tokens: options.thinking.budgetTokens }
-    }
-    const temperature = numberSetting(settings, "temperature") ?? options.temperature
-    if (temperature !== undefined) tail.temperature = temperature
-    const topP = numberSetting(settings, "topP")
-    if (topP !== undefined) tail.top_p = topP
-    for (const key in extraBody) tail[key] = extraBody[key]
-    const tailJson = JSON.stringify(tail)
-    return tailJson === "{}" ? body + "}" : body + "," + tailJson.slice(1)
-  }
-
-  const respond = Effect.fn("Anthropic.respond")(function*(request: ModelRequest, sink: ModelSink) {
-    const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
-    return yield* send(
-      endpoint,
-      httpRequest,
-      sink,
-      (response, guarded) => handleResponse(response, guarded, idleTimeoutMs, provider, displayUrl(url))
-    )
+const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService =>
+  makeHttpModel(client, options, {
+    span: "Anthropic.respond",
+    provider: "anthropic",
+    url: endpointUrl(options.baseUrl ?? DEFAULT_BASE_URL, "/v1/messages"),
+    reserved: RESERVED_BODY_KEYS,
+    headers: (request) => {
+      const versioned = HttpClientRequest.setHeader(request, "anthropic-version", options.anthropicVersion ?? "2023-06-01")
+      return options.apiKey === undefined
+        ? versioned
+        : HttpClientRequest.setHeader(versioned, "x-api-key", Redacted.value(options.apiKey))
+    },
+    fields: (request, maxTokens) => {
+      let json = `,"max_tokens":${JSON.stringify(maxTokens ?? DEFAULT_MAX_TOKENS)}`
+      if (request.instructions !== undefined && request.instructions !== "") {
+        json += `,"system":${JSON.stringify(request.instructions)}`
+      }
+      json += `,"messages":[${assembleMessages(request.messages).join(",")}]`
+      return request.tools.length > 0 ? json + `,"tools":${toolsJson(request.tools)}` : json
+    },
+    tail: () =>
+      options.thinking === undefined
+        ? { stream: true }
+        : { stream: true, thinking: { type: "enabled", budget_tokens: options.thinking.budgetTokens } },
+    httpError,
+    wholeBody: messageBody,
+    streamState: () => new StreamState()
   })
-
-  return Model.of({ provider, model: options.model, respond })
-}
 
 // ---------------------------------------------------------------------------------------------
 // Request: history → alternating turns (DESIGN.md §11), blocks cached per message object
 // ---------------------------------------------------------------------------------------------
+
+/** One piece of the history: blocks of an assistant turn, or blocks of a user turn. */
+interface Piece {
+  readonly assistant: boolean
+  /** The blocks as JSON, joined with ","; `""` for a user-role message without any (it still ends an assistant turn). */
+  readonly json: string
+}
 
 interface ResultBlock {
   readonly callId: string
@@ -254,95 +238,62 @@ interface ResultBlock {
   readonly block: ToolResultBlock
 }
 
-type Converted =
-  | {
-    readonly _tag: "assistant"
-    /** `thinking`, `redacted_thinking`, `text` and `tool_use` blocks as JSON, in order. */
-    readonly blocks: ReadonlyArray<string>
-    readonly callIds: ReadonlyArray<string>
-  }
-  | {
-    readonly _tag: "user"
-    readonly results: ReadonlyArray<ResultBlock>
-    /** `text` and `image` blocks as JSON, in order. */
-    readonly blocks: ReadonlyArray<string>
-  }
-
-const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
-
-const convert = (message: Message): Converted => convertMessage(message)
+/**
+ * Each assistant message's `tool_result`s in call order right after it, then the other blocks
+ * of the user-role messages in log order; an assistant message with no block is left out.
+ */
+const WIRE: Wire<Piece, ResultBlock, Piece, Piece> = {
+  convert: (message) => {
+    const c = convertMessage(message)
+    return c._tag === "assistant" && c.message === undefined ? undefined : c
+  },
+  callId: (result) => result.callId,
+  assistant: (piece) => piece,
+  result: (result) => ({ assistant: false, json: result.json }),
+  missing: (call) => ({ assistant: false, json: resultJson(call.id, MISSING_RESULT, true) }),
+  stray: (result) => ({ assistant: false, json: JSON.stringify({ type: "text", text: strayResultText(result.block) }) }),
+  user: (piece) => piece
+}
 
 /**
- * The `messages` array, as one JSON string per turn. One pass over the history with a `WeakMap`
- * lookup per message; only messages not seen before are converted.
+ * The `messages` array, as one JSON string per turn: consecutive assistant pieces form one
+ * assistant turn, consecutive user pieces one user turn (Anthropic's turns alternate); a turn
+ * without blocks is not sent.
  */
 const assembleMessages = (messages: ReadonlyArray<Message>): Array<string> => {
   const out: Array<string> = []
-  let assistant: Array<string> | undefined // blocks of the assistant turn being built
-  let owed: ReadonlyArray<string> = [] // tool_use ids of the last assistant message
-  let results: Map<string, string> | undefined // their results, by call id
-  let texts: Array<string> | undefined // the user turn's other blocks, in log order
-  const closeAssistant = () => {
-    if (assistant !== undefined) out.push(`{"role":"assistant","content":[${assistant.join(",")}]}`)
-    assistant = undefined
+  let role = "user" // of the turn being built
+  let blocks: Array<string> = []
+  const flush = () => {
+    if (blocks.length > 0) out.push(`{"role":"${role}","content":[${blocks.join(",")}]}`)
+    blocks = []
   }
-  const closeUser = () => {
-    const blocks: Array<string> = []
-    for (const id of owed) {
-      blocks.push(results?.get(id) ?? resultJson(id, MISSING_RESULT, true))
+  for (const piece of orderHistory(messages, WIRE, "call", [])) {
+    const pieceRole = piece.assistant ? "assistant" : "user"
+    if (pieceRole !== role) {
+      flush()
+      role = pieceRole
     }
-    if (texts !== undefined) for (const json of texts) blocks.push(json)
-    if (blocks.length > 0) out.push(`{"role":"user","content":[${blocks.join(",")}]}`)
-    owed = []
-    results = undefined
-    texts = undefined
+    if (piece.json !== "") blocks.push(piece.json)
   }
-  for (const message of messages) {
-    const c = convert(message)
-    if (c._tag === "assistant") {
-      if (c.blocks.length === 0) continue
-      if (assistant === undefined) closeUser()
-      ;(assistant ??= []).push(...c.blocks)
-      if (c.callIds.length > 0) {
-        // Results must follow in the very next (user) turn.
-        owed = c.callIds
-        closeAssistant()
-      }
-      continue
-    }
-    closeAssistant()
-    for (const result of c.results) {
-      if (owed.includes(result.callId) && results?.has(result.callId) !== true) {
-        ;(results ??= new Map()).set(result.callId, result.json)
-      } else {
-        ;(texts ??= []).push(strayResultJson(result.block))
-      }
-    }
-    if (c.blocks.length > 0) (texts ??= []).push(...c.blocks)
-  }
-  closeAssistant()
-  closeUser()
+  flush()
   return out
 }
 
-const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
+const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted<Piece, ResultBlock, Piece> => {
   const blocks: Array<string> = []
-  const callIds: Array<string> = []
+  const calls: Array<Call> = []
   for (const block of content) {
-    switch (block.type) {
-      case "text":
-        if (block.text !== "") blocks.push(JSON.stringify({ type: "text", text: block.text }))
-        break
-      case "reasoning":
-        for (const thinking of thinkingBlocks(block.text, block.providerState)) blocks.push(JSON.stringify(thinking))
-        break
-      case "tool-call":
-        callIds.push(block.id)
-        blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: inputObject(block.arguments) }))
-        break
+    if (block.type === "text") {
+      if (block.text !== "") blocks.push(JSON.stringify({ type: "text", text: block.text }))
+    } else if (block.type === "reasoning") {
+      for (const thinking of thinkingBlocks(block.text, block.providerState)) blocks.push(JSON.stringify(thinking))
+    } else if (block.type === "tool-call") {
+      calls.push({ id: block.id, name: block.name })
+      blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: objectArguments(block.arguments) }))
     }
   }
-  return { _tag: "assistant", blocks, callIds }
+  return { _tag: "assistant", message: blocks.length === 0 ? undefined : { assistant: true, json: blocks.join(",") }, calls }
 }
 
 /** The wire blocks a `reasoning` block stands for (none without this adapter's state). */
@@ -362,29 +313,14 @@ const thinkingBlocks = (text: string, state: unknown): ReadonlyArray<ThinkingBlo
   return out
 }
 
-/** `tool_use.input`: the arguments if they are a JSON object, else `{}`. */
-const inputObject = (raw: string): unknown => {
-  const parsed = parseJsonOr(raw)
-  return isRecord(parsed) ? parsed : {}
-}
-
-const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
-  const results: Array<ResultBlock> = []
-  const blocks: Array<string> = []
-  for (const block of content) {
-    switch (block.type) {
-      case "tool-result":
-        results.push({ callId: block.toolCallId, json: toolResultJson(block), block })
-        break
-      case "text":
-        if (block.text !== "") blocks.push(JSON.stringify({ type: "text", text: block.text }))
-        break
-      case "image":
-        blocks.push(JSON.stringify(imageBlock(block.mediaType, block.data)))
-        break
-    }
-  }
-  return { _tag: "user", results, blocks }
+const convertUser = (content: ReadonlyArray<ContentBlock>): Converted<Piece, ResultBlock, Piece> => {
+  const { parts, results } = splitUser(
+    content,
+    (block): ResultBlock => ({ callId: block.toolCallId, json: toolResultJson(block), block }),
+    (block) =>
+      JSON.stringify(block.type === "text" ? { type: "text", text: block.text } : imageBlock(block.mediaType, block.data))
+  )
+  return { _tag: "user", results, message: { assistant: false, json: parts.join(",") } }
 }
 
 const imageBlock = (mediaType: string, data: string) => ({
@@ -398,7 +334,9 @@ const imageBlock = (mediaType: string, data: string) => ({
  * result holds an image; `is_error: true` only for error results.
  */
 const toolResultJson = (block: ToolResultBlock): string => {
-  if (!block.content.some((b) => b.type === "image")) return resultJson(block.toolCallId, textOf(block.content), block.isError === true)
+  if (!block.content.some((b) => b.type === "image")) {
+    return resultJson(block.toolCallId, textOf(block.content), block.isError === true)
+  }
   const content: Array<unknown> = []
   for (const b of block.content) {
     if (b.type === "text" && b.text !== "") content.push({ type: "text", text: b.text })
@@ -420,50 +358,11 @@ const resultJson = (callId: string, text: string, isError: boolean): string =>
     ...(isError ? { is_error: true } : {})
   })
 
-/** A result that answers no call of the preceding assistant message, as a text block. */
-const strayResultJson = (block: ToolResultBlock): string =>
-  JSON.stringify({
-    type: "text",
-    text: strayResultText(block)
-  })
-
-
-const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
-  let json = toolsCache.get(tools)
-  if (json === undefined) {
-    json = JSON.stringify(tools.map((tool) => ({
-      name: tool.name,
-      description: tool.description,
-      input_schema: tool.parameters ?? { type: "object", properties: {} }
-    })))
-    toolsCache.set(tools, json)
-  }
-  return json
-}
+const toolsJson = toolsOnce((tool) => ({ name: tool.name, description: tool.description, input_schema: parametersOf(tool) }))
 
 // ---------------------------------------------------------------------------------------------
 // Response
 // ---------------------------------------------------------------------------------------------
-
-const handleResponse = (
-  response: HttpClientResponse.HttpClientResponse,
-  sink: ModelSink,
-  idleTimeoutMs: number,
-  provider: string,
-  url: string
-): Effect.Effect<void, ModelError> => {
-  if (response.status < 200 || response.status >= 300) {
-    return Effect.flatMap(readErrorBody(response), (text) => Effect.flatMap(httpError(response, text), Effect.fail))
-  }
-  const contentType = response.headers["content-type"] ?? ""
-  if (contentType.includes("application/json")) {
-    return Effect.flatMap(
-      Effect.mapError(response.text, (e) => networkError(e, "reading the response body")),
-      (text) => messageBody(text, sink)
-    )
-  }
-  return streamEvents(response, new StreamState(), sink, idleTimeoutMs, provider, url)
-}
 
 type OpenBlock =
   | { readonly kind: "text" }
@@ -495,20 +394,11 @@ class StreamState implements EventStreamState {
   private inRun = false
 
   onEvent(name: string, data: string, out: Array<ModelPart>): void {
-    let event: unknown
-    try {
-      event = JSON.parse(data)
-    } catch {
-      this.failure = name === "error"
-        ? new ModelError({ code: "PROVIDER_ERROR", message: truncate(data, 1000), retryable: false })
-        : badResponse(`malformed JSON in a stream event: ${truncate(data, 200)}`)
-      return
-    }
-    if (!isRecord(event)) {
-      this.failure = badResponse(`a stream event is not an object: ${truncate(data, 200)}`)
-      return
-    }
-    this.onData(typeof event.type === "string" ? event.type : name, event, out)
+    const event = parseJson(data)
+    if (isRecord(event)) this.onData(typeof event.type === "string" ? event.type : name, event, out)
+    else if (event !== NOT_JSON) this.failure = badResponse(`a stream event is not an object: ${truncate(data, 200)}`)
+    else if (name === "error") this.failure = opaqueError(truncate(data, 1000))
+    else this.failure = badResponse(`malformed JSON in a stream event: ${truncate(data, 200)}`)
   }
 
   onData(type: string, event: Record<string, unknown>, out: Array<ModelPart>): void {
@@ -564,7 +454,11 @@ class StreamState implements EventStreamState {
       }
       case "thinking": {
         this.beginThinking(out)
-        const open = { kind: "thinking" as const, text: "", signature: typeof block.signature === "string" ? block.signature : "" }
+        const open = {
+          kind: "thinking" as const,
+          text: "",
+          signature: typeof block.signature === "string" ? block.signature : ""
+        }
         this.open.set(index, open)
         if (typeof block.thinking === "string") this.reasoning(open, block.thinking, out)
         return
@@ -608,17 +502,12 @@ class StreamState implements EventStreamState {
   private onBlockStop(block: OpenBlock, out: Array<ModelPart>): void {
     switch (block.kind) {
       case "thinking": {
-        if (block.signature === "") return // unsigned: cannot be sent back
-        this.run.push({ type: "thinking", thinking: block.text, signature: block.signature })
-        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
-        this.inRun = true
+        // unsigned: cannot be sent back
+        if (block.signature !== "") this.signed({ type: "thinking", thinking: block.text, signature: block.signature }, out)
         return
       }
       case "redacted_thinking": {
-        if (block.data === "") return
-        this.run.push({ type: "redacted_thinking", data: block.data })
-        out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
-        this.inRun = true
+        if (block.data !== "") this.signed({ type: "redacted_thinking", data: block.data }, out)
         return
       }
       case "tool_use": {
@@ -626,6 +515,13 @@ class StreamState implements EventStreamState {
         return
       }
     }
+  }
+
+  /** A signed wire block joins the run: the state of the whole run is pushed again. */
+  private signed(block: ThinkingBlock, out: Array<ModelPart>): void {
+    this.run.push(block)
+    out.push({ type: "reasoning-delta", text: "", providerState: this.runState() })
+    this.inRun = true
   }
 
   private text(text: string | undefined, out: Array<ModelPart>): void {
@@ -709,12 +605,13 @@ class StreamState implements EventStreamState {
   }
 
   private usage(): Usage | undefined {
-    const usage: { -readonly [K in keyof Usage]: number } = {}
-    if (this.inputTokens !== undefined) {
-      usage.inputTokens = this.inputTokens + (this.cacheCreationTokens ?? 0) + (this.cacheReadTokens ?? 0)
-    }
-    if (this.outputTokens !== undefined) usage.outputTokens = this.outputTokens
-    if (this.cacheReadTokens !== undefined) usage.cacheReadTokens = this.cacheReadTokens
+    const usage = knownUsage({
+      inputTokens: this.inputTokens === undefined
+        ? undefined
+        : this.inputTokens + (this.cacheCreationTokens ?? 0) + (this.cacheReadTokens ?? 0),
+      outputTokens: this.outputTokens,
+      cacheReadTokens: this.cacheReadTokens
+    })
     return Object.keys(usage).length === 0 ? undefined : usage
   }
 }
@@ -723,10 +620,8 @@ class StreamState implements EventStreamState {
  * A whole `message` JSON body (a proxy that answered without streaming): replayed through the
  * same assembly as the stream, so the parts are the ones the stream would have given.
  */
-const messageBody = (text: string, sink: ModelSink): Effect.Effect<void, ModelError> =>
+const messageBody = (body: Record<string, unknown>, sink: ModelSink): Effect.Effect<void, ModelError> =>
   Effect.suspend(() => {
-    const body = parseJsonOr(text)
-    if (!isRecord(body)) return Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
     if (body.type === "error") return Effect.fail(streamError(body.error))
     if (!Array.isArray(body.content)) return Effect.fail(badResponse("the response body is not a message"))
     const state = new StreamState()
@@ -749,16 +644,12 @@ const messageBody = (text: string, sink: ModelSink): Effect.Effect<void, ModelEr
   })
 
 /**
- * `end_turn`/`stop_sequence` → `stop`, `tool_use` → `tool-calls`, `max_tokens` (and
- * `model_context_window_exceeded`) → `length`, `refusal` → `content-filter`; anything else
- * (`pause_turn`, none) → `stop`, or `tool-calls` when the response has tool calls.
+ * `tool_use` → `tool-calls`, `max_tokens` (and `model_context_window_exceeded`) → `length`,
+ * `refusal` → `content-filter`; anything else (`end_turn`, `stop_sequence`, `pause_turn`, none)
+ * → `stop`, or, as in the other adapters, `tool-calls` when the response has tool calls.
  */
 const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): FinishReason => {
   switch (reason) {
-    case "end_turn":
-    case "stop_sequence":
-      // As the other adapters: a response that holds tool calls finishes `tool-calls`.
-      return hasToolCalls ? "tool-calls" : "stop"
     case "tool_use":
       return "tool-calls"
     case "max_tokens":
@@ -767,7 +658,7 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
     case "refusal":
       return "content-filter"
     default:
-      return hasToolCalls ? "tool-calls" : "stop"
+      return stopOrToolCalls(hasToolCalls)
   }
 }
 
@@ -779,13 +670,7 @@ const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_er
 
 /** An `error` event in a 200 stream (or an error body): code `error.type`, no status. */
 const streamError = (error: unknown): ModelError => {
-  if (!isRecord(error)) {
-    return new ModelError({
-      code: "PROVIDER_ERROR",
-      message: typeof error === "string" ? error : "provider error",
-      retryable: false
-    })
-  }
+  if (!isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
   const type = nonEmpty(error.type)
   return new ModelError({
     code: type ?? "PROVIDER_ERROR",
@@ -795,31 +680,20 @@ const streamError = (error: unknown): ModelError => {
 }
 
 /** A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope. */
-const httpError = (
-  response: HttpClientResponse.HttpClientResponse,
-  text: string
-): Effect.Effect<ModelError> =>
-  Effect.map(Clock.currentTimeMillis, (now) => {
-    const status = response.status
-    const body = parseJsonOr(text)
-    const error = isRecord(body) && isRecord(body.error) ? body.error : undefined
-    const type = error === undefined ? undefined : nonEmpty(error.type)
-    let message = error !== undefined && typeof error.message === "string"
-      ? error.message
-      : text.trim() === ""
-      ? `HTTP ${status}`
-      : truncate(text.trim(), 1000)
-    const requestId = (isRecord(body) ? nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
-    if (requestId !== undefined) message += ` (request_id ${requestId})`
-    const shouldRetry = response.headers["x-should-retry"]
-    const retryAfterMs = retryAfter(response.headers, now)
-    return new ModelError({
-      code: type ?? `HTTP_${status}`,
-      message,
-      status,
-      retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status),
-      ...(retryAfterMs === undefined ? {} : { retryAfterMs })
-    })
+const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError => {
+  const status = response.status
+  const body = parseJsonOr(text)
+  const error = isRecord(body) && isRecord(body.error) ? body.error : undefined
+  const type = error === undefined ? undefined : nonEmpty(error.type)
+  let message = error !== undefined && typeof error.message === "string" ? error.message : errorText(text, status)
+  const requestId = (isRecord(body) ? nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
+  if (requestId !== undefined) message += ` (request_id ${requestId})`
+  const shouldRetry = response.headers["x-should-retry"]
+  return statusError(response, now, {
+    code: type ?? `HTTP_${status}`,
+    message,
+    retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status)
   })
+}
 
-const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)
+const convertMessage = convertOnce<Converted<Piece, ResultBlock, Piece>>(convertAssistant, convertUser)

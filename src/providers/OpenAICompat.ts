@@ -35,27 +35,38 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientResponse } from "@effect/platform"
-import { Clock, Effect, Layer, type Redacted, type Schedule } from "effect"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
-import { type ContentBlock, type Message, textOf } from "../Message.js"
-import { Model, ModelError, type ModelPart, type ModelRequest, type ModelService, type ModelSink, type ToolDefinition } from "../Model.js"
+import { type ContentBlock, textOf } from "../Message.js"
+import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
+import { bodyMessage, describeError, innerError, isRetryableError } from "./internal/errors.js"
 import {
-  badResponse,
-  displayUrl,
-  type Endpoint,
-  endpointUrl,
-  isRetryableStatus,
-  networkError,
-  readErrorBody,
-  retryAfter,
-  retrySchedule,
-  send
-} from "./internal/http.js"
-import { type EventStreamState, pushAll, streamEvents } from "./internal/sse.js"
-import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, parseJsonOr, strayResultText, truncate } from "./internal/wire.js"
+  type Call,
+  type Converted,
+  convertOnce,
+  MISSING_RESULT,
+  orderHistory,
+  strayResultText,
+  type Wire
+} from "./internal/history.js"
+import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
+import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
+import { type EventStreamState, pushAll } from "./internal/sse.js"
+import {
+  isRecord,
+  knownUsage,
+  nonEmpty,
+  NOT_JSON,
+  num,
+  parametersOf,
+  parseJson,
+  parseJsonOr,
+  stopOrToolCalls,
+  toolsOnce,
+  truncate
+} from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -82,18 +93,10 @@ import { convertOnce, isRecord, MISSING_RESULT, nonEmpty, num, numberSetting, pa
  * @since 0.1.0
  * @category models
  */
-export interface Options {
+export interface Options extends HttpOptions {
   readonly baseUrl: string
-  readonly model: string
-  readonly apiKey?: Redacted.Redacted<string> | undefined
-  readonly provider?: string | undefined
-  readonly maxTokens?: number | undefined
-  readonly temperature?: number | undefined
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
   readonly reasoningContent?: "send" | "omit" | undefined
-  readonly headers?: { readonly [name: string]: string } | undefined
-  readonly extraBody?: { readonly [key: string]: unknown } | undefined
-  readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
   /**
    * How long (ms) to wait for the response headers, and then for each next piece of the body,
    * before failing with `ModelError` code `TIMEOUT` (retryable). Default 120,000. Uses the
@@ -143,166 +146,93 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> =>
-  Layer.effect(Model, make(options))
+export const layer = (options: Options): Layer.Layer<Model, never, HttpClient.HttpClient> => Layer.effect(Model, make(options))
 
 // ---------------------------------------------------------------------------------------------
 // Service
 // ---------------------------------------------------------------------------------------------
 
-const RESERVED_BODY_KEYS = new Set(["model", "messages", "tools"])
+const RESERVED_BODY_KEYS = ["model", "messages", "tools"]
 
 const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelService => {
-  const provider = options.provider ?? "openai-compat"
-  const idleTimeout = options.idleTimeoutMs ?? 120_000
-  const url = endpointUrl(options.baseUrl, "/chat/completions")
-  const modelJson = JSON.stringify(options.model)
   const maxTokensField = options.maxTokensField ?? "max_tokens"
-  const sendReasoning = options.reasoningContent !== "omit"
-  const extraBody: Record<string, unknown> = {}
-  if (options.extraBody !== undefined) {
-    for (const key of Object.keys(options.extraBody)) {
-      if (!RESERVED_BODY_KEYS.has(key)) extraBody[key] = options.extraBody[key]
-    }
-  }
-  let baseRequest = HttpClientRequest.post(url)
-  if (options.headers !== undefined) baseRequest = HttpClientRequest.setHeaders(baseRequest, options.headers)
-  if (options.apiKey !== undefined) baseRequest = HttpClientRequest.bearerToken(baseRequest, options.apiKey)
-  const endpoint: Endpoint = { client, provider, url, idleTimeoutMs: idleTimeout, retry: retrySchedule(options.retry) }
-
-  const buildBody = (request: ModelRequest): string => {
-    const settings = request.settings
-    const tail: Record<string, unknown> = { stream: true, stream_options: { include_usage: true } }
-    const maxTokens = numberSetting(settings, "maxTokens") ?? options.maxTokens
-    if (maxTokens !== undefined) tail[maxTokensField] = maxTokens
-    const temperature = numberSetting(settings, "temperature") ?? options.temperature
-    if (temperature !== undefined) tail.temperature = temperature
-    const topP = numberSetting(settings, "topP")
-    if (topP !== undefined) tail.top_p = topP
-    for (const key in extraBody) tail[key] = extraBody[key]
-    let body = `{"model":${modelJson},"messages":[${assembleMessages(request, sendReasoning).join(",")}]`
-    if (request.tools.length > 0) body += `,"tools":${toolsJson(request.tools)}`
-    const tailJson = JSON.stringify(tail)
-    return tailJson === "{}" ? body + "}" : body + "," + tailJson.slice(1)
-  }
-
-  const respond = Effect.fn("OpenAICompat.respond")(function*(request: ModelRequest, sink: ModelSink) {
-    const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
-    return yield* send(
-      endpoint,
-      httpRequest,
-      sink,
-      (response, guarded) => handleResponse(response, guarded, idleTimeout, provider, displayUrl(url))
-    )
+  const wire = options.reasoningContent === "omit" ? WIRE_PLAIN : WIRE
+  return makeHttpModel(client, options, {
+    span: "OpenAICompat.respond",
+    provider: "openai-compat",
+    url: endpointUrl(options.baseUrl, "/chat/completions"),
+    reserved: RESERVED_BODY_KEYS,
+    headers: (request) => options.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, options.apiKey),
+    fields: (request) => {
+      const messages: Array<string> = []
+      if (request.instructions !== undefined && request.instructions !== "") {
+        messages.push(JSON.stringify({ role: "system", content: request.instructions }))
+      }
+      orderHistory(request.messages, wire, "log", messages)
+      const json = `,"messages":[${messages.join(",")}]`
+      return request.tools.length > 0 ? json + `,"tools":${toolsJson(request.tools)}` : json
+    },
+    tail: (_, maxTokens) => {
+      const tail: Record<string, unknown> = { stream: true, stream_options: { include_usage: true } }
+      if (maxTokens !== undefined) tail[maxTokensField] = maxTokens
+      return tail
+    },
+    httpError,
+    wholeBody: completionBody,
+    streamState: () => new StreamState()
   })
-
-  return Model.of({ provider, model: options.model, respond })
 }
 
 // ---------------------------------------------------------------------------------------------
 // Request: message mapping (DESIGN.md §11), cached per message object
 // ---------------------------------------------------------------------------------------------
 
-type Converted =
-  | { readonly _tag: "user"; readonly json: string }
-  | {
-    readonly _tag: "assistant"
-    readonly json: string
-    /** The same without `reasoning_content` (option `reasoningContent: "omit"`). */
-    readonly plain: string
-    readonly callIds: ReadonlyArray<string>
-  }
-  | {
-    readonly _tag: "tool"
-    readonly results: ReadonlyArray<{ readonly callId: string; readonly json: string; readonly stray: string }>
-    /** The message's non-result blocks, sent as a user message after the results. */
-    readonly rest: string | undefined
-  }
-
-const toolsCache = new WeakMap<ReadonlyArray<ToolDefinition>, string>()
-
-const convert = (message: Message): Converted => convertMessage(message)
-
-/**
- * The provider-facing message list, as JSON strings: the `system` message, then the history in
- * log order, except that tool results are moved up to directly follow their assistant tool-call
- * message when user-role messages were logged in between (those follow the last result).
- * One `WeakMap` lookup per message; conversion only for messages not seen before.
- */
-const assembleMessages = (request: ModelRequest, sendReasoning: boolean): Array<string> => {
-  const out: Array<string> = []
-  if (request.instructions !== undefined && request.instructions !== "") {
-    out.push(JSON.stringify({ role: "system", content: request.instructions }))
-  }
-  let owed: Array<string> | undefined // call ids of the last assistant message still without result
-  let held: Array<string> | undefined // user-role messages logged while results were owed
-  const release = () => {
-    // A call without a result (before the next assistant message or the end of the history)
-    // gets a synthetic error result: a request never holds an orphan call (§11).
-    if (owed !== undefined) for (const id of owed) out.push(missingResultJson(id))
-    if (held !== undefined) for (const json of held) out.push(json)
-    held = undefined
-    owed = undefined
-  }
-  for (const message of request.messages) {
-    const c = convert(message)
-    switch (c._tag) {
-      case "assistant": {
-        release()
-        out.push(sendReasoning ? c.json : c.plain)
-        if (c.callIds.length > 0) owed = c.callIds.slice()
-        break
-      }
-      case "tool": {
-        for (const result of c.results) {
-          const i = owed === undefined ? -1 : owed.indexOf(result.callId)
-          if (i >= 0) {
-            out.push(result.json)
-            owed!.splice(i, 1)
-          } else if (owed !== undefined && owed.length > 0) {
-            // A result that answers no call of the preceding assistant message: user text
-            // (a `tool` message must follow its call), after the owed results.
-            ;(held ??= []).push(result.stray)
-          } else {
-            out.push(result.stray)
-          }
-        }
-        if (c.rest !== undefined) {
-          if (owed !== undefined && owed.length > 0) (held ??= []).push(c.rest)
-          else out.push(c.rest)
-        }
-        if (owed !== undefined && owed.length === 0) release()
-        break
-      }
-      case "user": {
-        if (owed !== undefined && owed.length > 0) (held ??= []).push(c.json)
-        else out.push(c.json)
-        break
-      }
-    }
-  }
-  release()
-  return out
+/** An assistant message as JSON, and the same without `reasoning_content`. */
+interface AssistantJson {
+  readonly json: string
+  /** For option `reasoningContent: "omit"`. */
+  readonly plain: string
 }
 
-const missingResultJson = (callId: string): string =>
-  JSON.stringify({ role: "tool", tool_call_id: callId, content: `error: ${MISSING_RESULT}` })
+/** A tool result as a `tool` message, and as the user text it becomes when it answers no call. */
+interface ResultJson {
+  readonly callId: string
+  readonly json: string
+  readonly stray: string
+}
 
-const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
+/**
+ * The `tool` message of each result directly after its assistant message, in log order (a
+ * result logged after a context message is moved up); a user-role message's text and images
+ * after the results as one `user` message. See `orderHistory` for missing and stray results.
+ */
+const WIRE: Wire<AssistantJson, ResultJson, string, string> = {
+  convert: (message) => convertMessage(message),
+  callId: (result) => result.callId,
+  assistant: (message) => message.json,
+  result: (result) => result.json,
+  missing: (call) => JSON.stringify({ role: "tool", tool_call_id: call.id, content: `error: ${MISSING_RESULT}` }),
+  stray: (result) => result.stray,
+  user: (json) => json
+}
+
+const WIRE_PLAIN: Wire<AssistantJson, ResultJson, string, string> = { ...WIRE, assistant: (message) => message.plain }
+
+const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted<AssistantJson, ResultJson, string> => {
   let text: string | undefined
   let reasoning: string | undefined
   const toolCalls: Array<unknown> = []
-  const callIds: Array<string> = []
+  const calls: Array<Call> = []
   for (const block of content) {
     switch (block.type) {
       case "text":
-        text = text === undefined ? block.text : text + "\n" + block.text
+        text = joinLines(text, block.text)
         break
       case "reasoning":
-        reasoning = reasoning === undefined ? block.text : reasoning + "\n" + block.text
+        reasoning = joinLines(reasoning, block.text)
         break
       case "tool-call":
-        callIds.push(block.id)
+        calls.push({ id: block.id, name: block.name })
         toolCalls.push({ id: block.id, type: "function", function: { name: block.name, arguments: block.arguments } })
         break
     }
@@ -314,9 +244,9 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
   if (toolCalls.length > 0) json.tool_calls = toolCalls
   const plain = JSON.stringify(json)
   // DeepSeek thinking mode requires the reasoning of tool-call rounds back (unless omitted).
-  if (reasoning === undefined) return { _tag: "assistant", json: plain, plain, callIds }
+  if (reasoning === undefined) return { _tag: "assistant", message: { json: plain, plain }, calls }
   json.reasoning_content = reasoning
-  return { _tag: "assistant", json: JSON.stringify(json), plain, callIds }
+  return { _tag: "assistant", message: { json: JSON.stringify(json), plain }, calls }
 }
 
 /**
@@ -324,24 +254,20 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted => {
  * (`content` = the result's text blocks joined with "\n"; Chat Completions has no error flag, so
  * `isError` results are sent as their text, and images inside results are not sent).
  */
-const convertUser = (content: ReadonlyArray<ContentBlock>): Converted => {
-  let results: Array<{ readonly callId: string; readonly json: string; readonly stray: string }> | undefined
+const convertUser = (content: ReadonlyArray<ContentBlock>): Converted<AssistantJson, ResultJson, string> => {
+  const results: Array<ResultJson> = []
   for (const block of content) {
     if (block.type === "tool-result") {
-      const text = textOf(block.content)
-      ;(results ??= []).push({
+      results.push({
         callId: block.toolCallId,
-        json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: text }),
-        stray: JSON.stringify({
-          role: "user",
-          content: strayResultText(block)
-        })
+        json: JSON.stringify({ role: "tool", tool_call_id: block.toolCallId, content: textOf(block.content) }),
+        stray: JSON.stringify({ role: "user", content: strayResultText(block) })
       })
     }
   }
-  if (results === undefined) return { _tag: "user", json: userJson(content) }
+  if (results.length === 0) return { _tag: "user", results, message: userJson(content) }
   const rest = content.some((b) => b.type === "text" || b.type === "image") ? userJson(content) : undefined
-  return { _tag: "tool", results, rest }
+  return { _tag: "user", results, message: rest }
 }
 
 const userJson = (content: ReadonlyArray<ContentBlock>): string => {
@@ -358,46 +284,14 @@ const userJson = (content: ReadonlyArray<ContentBlock>): string => {
   return JSON.stringify({ role: "user", content: parts })
 }
 
-
-const toolsJson = (tools: ReadonlyArray<ToolDefinition>): string => {
-  let json = toolsCache.get(tools)
-  if (json === undefined) {
-    json = JSON.stringify(tools.map((tool) => ({
-      type: "function",
-      function: {
-        name: tool.name,
-        description: tool.description,
-        parameters: tool.parameters ?? { type: "object", properties: {} }
-      }
-    })))
-    toolsCache.set(tools, json)
-  }
-  return json
-}
+const toolsJson = toolsOnce((tool) => ({
+  type: "function",
+  function: { name: tool.name, description: tool.description, parameters: parametersOf(tool) }
+}))
 
 // ---------------------------------------------------------------------------------------------
 // Response
 // ---------------------------------------------------------------------------------------------
-
-const handleResponse = (
-  response: HttpClientResponse.HttpClientResponse,
-  sink: ModelSink,
-  idleTimeout: number,
-  provider: string,
-  url: string
-): Effect.Effect<void, ModelError> => {
-  if (response.status < 200 || response.status >= 300) {
-    return Effect.flatMap(readErrorBody(response), (text) => Effect.flatMap(httpError(response, text), Effect.fail))
-  }
-  const contentType = response.headers["content-type"] ?? ""
-  if (contentType.includes("application/json")) {
-    return Effect.flatMap(
-      Effect.mapError(response.text, (e) => networkError(e, "reading the response body")),
-      (text) => completionBody(text, sink)
-    )
-  }
-  return streamEvents(response, new StreamState(), sink, idleTimeout, provider, url)
-}
 
 interface ToolCallSlot {
   readonly index: number
@@ -425,22 +319,11 @@ class StreamState implements EventStreamState {
       this.done = true
       return
     }
-    let chunk: unknown
-    try {
-      chunk = JSON.parse(data)
-    } catch {
-      if (data.trim() === "[DONE]") {
-        this.done = true
-        return
-      }
-      this.failure = badResponse(`malformed JSON in a stream chunk: ${truncate(data, 200)}`)
-      return
-    }
-    if (!isRecord(chunk)) {
-      this.failure = badResponse(`a stream chunk is not an object: ${truncate(data, 200)}`)
-      return
-    }
-    this.onChunk(chunk, out)
+    const chunk = parseJson(data)
+    if (isRecord(chunk)) this.onChunk(chunk, out)
+    else if (chunk !== NOT_JSON) this.failure = badResponse(`a stream chunk is not an object: ${truncate(data, 200)}`)
+    else if (data.trim() === "[DONE]") this.done = true
+    else this.failure = badResponse(`malformed JSON in a stream chunk: ${truncate(data, 200)}`)
   }
 
   private onChunk(chunk: Record<string, unknown>, out: Array<ModelPart>): void {
@@ -453,12 +336,7 @@ class StreamState implements EventStreamState {
     if (choice === undefined) return
     const delta = choice.delta
     if (isRecord(delta)) {
-      const reasoning = nonEmpty(delta.reasoning_content) ?? nonEmpty(delta.reasoning)
-      if (reasoning !== undefined) out.push({ type: "reasoning-delta", text: reasoning })
-      const content = nonEmpty(delta.content)
-      if (content !== undefined) out.push({ type: "text-delta", text: content })
-      const refusal = nonEmpty(delta.refusal)
-      if (refusal !== undefined) out.push({ type: "text-delta", text: refusal })
+      contentParts(delta, out)
       if (Array.isArray(delta.tool_calls)) {
         for (const call of delta.tool_calls) if (isRecord(call)) this.onToolCallDelta(call)
       }
@@ -528,10 +406,8 @@ class StreamState implements EventStreamState {
 }
 
 /** A whole `chat.completion` JSON body (a server that answered without streaming). */
-const completionBody = (text: string, sink: ModelSink): Effect.Effect<void, ModelError> =>
+const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.Effect<void, ModelError> =>
   Effect.suspend(() => {
-    const body = parseJsonOr(text)
-    if (!isRecord(body)) return Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
     if (body.error !== undefined && body.error !== null) return Effect.fail(providerError(body.error, undefined))
     const choice = firstChoice(body.choices)
     const message = choice === undefined ? undefined : choice.message
@@ -539,12 +415,7 @@ const completionBody = (text: string, sink: ModelSink): Effect.Effect<void, Mode
       return Effect.fail(badResponse("the response body has no choice with a message"))
     }
     const parts: Array<ModelPart> = []
-    const reasoning = nonEmpty(message.reasoning_content) ?? nonEmpty(message.reasoning)
-    if (reasoning !== undefined) parts.push({ type: "reasoning-delta", text: reasoning })
-    const content = nonEmpty(message.content)
-    if (content !== undefined) parts.push({ type: "text-delta", text: content })
-    const refusal = nonEmpty(message.refusal)
-    if (refusal !== undefined) parts.push({ type: "text-delta", text: refusal })
+    contentParts(message, parts)
     let calls = 0
     if (Array.isArray(message.tool_calls)) {
       for (const call of message.tool_calls) {
@@ -569,6 +440,19 @@ const completionBody = (text: string, sink: ModelSink): Effect.Effect<void, Mode
   })
 
 /**
+ * The text parts of a streamed `delta` or a whole `message`, in this order: reasoning
+ * (`reasoning_content`, else `reasoning`), content, refusal (as text, see the module's notes).
+ */
+const contentParts = (message: Record<string, unknown>, out: Array<ModelPart>): void => {
+  const reasoning = nonEmpty(message.reasoning_content) ?? nonEmpty(message.reasoning)
+  if (reasoning !== undefined) out.push({ type: "reasoning-delta", text: reasoning })
+  const content = nonEmpty(message.content)
+  if (content !== undefined) out.push({ type: "text-delta", text: content })
+  const refusal = nonEmpty(message.refusal)
+  if (refusal !== undefined) out.push({ type: "text-delta", text: refusal })
+}
+
+/**
  * `stop` → `stop` (or `tool-calls` when the response has tool calls: Ollama and some vLLM
  * versions say `stop`), `tool_calls`/`function_call` → `tool-calls`, `length` → `length`,
  * `content_filter` → `content-filter`; anything else → `stop` (`tool-calls` with tool calls).
@@ -583,85 +467,41 @@ const mapFinishReason = (reason: string, hasToolCalls: boolean): FinishReason =>
     case "content_filter":
       return "content-filter"
     default:
-      return hasToolCalls ? "tool-calls" : "stop"
+      return stopOrToolCalls(hasToolCalls)
   }
 }
 
-const mapUsage = (u: Record<string, unknown>): Usage => {
-  const usage: { -readonly [K in keyof Usage]: number } = {}
-  const input = num(u.prompt_tokens)
-  if (input !== undefined) usage.inputTokens = input
-  const output = num(u.completion_tokens)
-  if (output !== undefined) usage.outputTokens = output
-  const cached = (isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined) ??
-    num(u.prompt_cache_hit_tokens)
-  if (cached !== undefined) usage.cacheReadTokens = cached
-  const reasoning = isRecord(u.completion_tokens_details)
-    ? num(u.completion_tokens_details.reasoning_tokens)
-    : undefined
-  if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  const total = num(u.total_tokens)
-  if (total !== undefined) usage.totalTokens = total
-  return usage
-}
+const mapUsage = (u: Record<string, unknown>): Usage =>
+  knownUsage({
+    inputTokens: num(u.prompt_tokens),
+    outputTokens: num(u.completion_tokens),
+    cacheReadTokens: (isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined) ??
+      num(u.prompt_cache_hit_tokens),
+    reasoningTokens: isRecord(u.completion_tokens_details) ? num(u.completion_tokens_details.reasoning_tokens) : undefined,
+    totalTokens: num(u.total_tokens)
+  })
 
 // ---------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-const RETRYABLE_TYPE = /overload|rate.?limit|server.?error|timeout|unavailable|internal/i
-
-const httpError = (
-  response: HttpClientResponse.HttpClientResponse,
-  text: string
-): Effect.Effect<ModelError> =>
-  Effect.map(Clock.currentTimeMillis, (now) => {
-    const status = response.status
-    const body = parseJsonOr(text)
-    let message: string | undefined
-    if (isRecord(body)) {
-      if (isRecord(body.error)) message = describeError(body.error)
-      else if (typeof body.error === "string") message = body.error // Ollama: {"error": "…"}
-      else if (typeof body.message === "string") message = describeError(body) // vLLM: top-level
-    }
-    if (message === undefined) message = text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
-    const retryAfterMs = retryAfter(response.headers, now)
-    return new ModelError({
-      code: `HTTP_${status}`,
-      message,
-      status,
-      retryable: isRetryableStatus(status),
-      ...(retryAfterMs === undefined ? {} : { retryAfterMs })
-    })
+/** A non-2xx answer: `HTTP_<status>`, the body's OpenAI-style error message (else its text). */
+const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError =>
+  statusError(response, now, {
+    code: `HTTP_${response.status}`,
+    message: bodyMessage(parseJsonOr(text)) ?? errorText(text, response.status),
+    retryable: isRetryableStatus(response.status)
   })
 
-/** `type: message (param …)` from an OpenAI-style error object. */
-const describeError = (error: Record<string, unknown>): string => {
-  const message = typeof error.message === "string" ? error.message : JSON.stringify(error)
-  const type = typeof error.type === "string" && error.type !== ""
-    ? error.type
-    : typeof error.code === "string" && error.code !== ""
-    ? error.code
-    : undefined
-  const param = typeof error.param === "string" && error.param !== "" ? ` (param ${error.param})` : ""
-  return (type === undefined ? message : `${type}: ${message}`) + param
-}
-
+/** An `error` object inside a 200 response (a chunk's `error`, an `event: error`): `PROVIDER_ERROR`. */
 const providerError = (error: unknown, raw: string | undefined): ModelError => {
-  const inner = isRecord(error) && isRecord(error.error) ? error.error : error
-  if (!isRecord(inner)) {
-    return new ModelError({
-      code: "PROVIDER_ERROR",
-      message: typeof inner === "string" ? inner : raw !== undefined ? truncate(raw, 1000) : "provider error",
-      retryable: false
-    })
+  const inner = innerError(error)
+  if (isRecord(inner)) {
+    const type = [inner.type, inner.code].find((v): v is string => typeof v === "string")
+    return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable: isRetryableError(inner, type) })
   }
-  const numeric = num(inner.code) ?? num(inner.status)
-  const type = [inner.type, inner.code].find((v): v is string => typeof v === "string")
-  const retryable = numeric !== undefined
-    ? isRetryableStatus(numeric)
-    : type !== undefined && RETRYABLE_TYPE.test(type)
-  return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable })
+  const message = typeof inner === "string" ? inner : raw !== undefined ? truncate(raw, 1000) : "provider error"
+  return opaqueError(message)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -677,4 +517,7 @@ const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
 
 const generatedCallId = (): string => `call_${randomUUID()}`
 
-const convertMessage = convertOnce<Converted>(convertAssistant, convertUser)
+/** `text` after `before` and a line break (the blocks of one assistant message share one field). */
+const joinLines = (before: string | undefined, text: string): string => before === undefined ? text : before + "\n" + text
+
+const convertMessage = convertOnce<Converted<AssistantJson, ResultJson, string>>(convertAssistant, convertUser)

@@ -1,13 +1,14 @@
 /**
- * The HTTP side shared by the provider adapters (`OpenAICompat`, `Anthropic`): the endpoint URL,
- * one request with a timeout on the response headers and an optional early retry, and the
- * mapping of transport failures, timeouts and `retry-after` headers to `ModelError`
- * (DESIGN.md §11). API keys live only in request headers: nothing here puts a header into a
- * message or into an error's `cause`.
+ * The HTTP side shared by the provider adapters (`OpenAICompat`, `Anthropic`, and `AiBridge` for
+ * what `@effect/ai` reports of HTTP): the endpoint URL, one request with a timeout on the
+ * response headers and an optional early retry, and the mapping of transport failures, timeouts,
+ * non-2xx statuses and `retry-after` headers to `ModelError` (DESIGN.md §11). API keys live only
+ * in request headers: nothing here puts a header into a message or into an error's `cause`.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Effect, Schedule } from "effect"
 import { ModelError, type ModelSink } from "../../Model.js"
+import { truncate } from "./wire.js"
 
 /** `${baseUrl}${path}`, ignoring a trailing `/` of `baseUrl` and keeping its query string. */
 export const endpointUrl = (baseUrl: string, path: string): string => {
@@ -37,6 +38,9 @@ export const displayUrl = (url: string): string => {
     return "(an invalid URL)"
   }
 }
+
+/** How long an adapter waits for the response headers, then for each next piece (ms). */
+export const DEFAULT_IDLE_TIMEOUT_MS = 120_000
 
 /** Where and how one adapter sends its requests. */
 export interface Endpoint {
@@ -94,8 +98,7 @@ export const send = (
 }
 
 /** HTTP statuses worth retrying: 408, 409, 429 and 5xx (Anthropic's 529 "overloaded" included). */
-export const isRetryableStatus = (status: number): boolean =>
-  status === 408 || status === 409 || status === 429 || status >= 500
+export const isRetryableStatus = (status: number): boolean => status === 408 || status === 409 || status === 429 || status >= 500
 
 /** `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date), in ms. */
 export const retryAfter = (
@@ -115,6 +118,25 @@ export const retryAfter = (
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
+/**
+ * A non-2xx answer as a `ModelError` with the adapter's `code`, `message` and `retryable`:
+ * `status` set, `retryAfterMs` from the headers (`retryAfter`, against `now` in ms).
+ */
+export const statusError = (
+  response: { readonly status: number; readonly headers: { readonly [name: string]: string | undefined } },
+  now: number,
+  error: { readonly code: string; readonly message: string; readonly retryable: boolean }
+): ModelError => {
+  const retryAfterMs = retryAfter(response.headers, now)
+  return new ModelError({
+    code: error.code,
+    message: error.message,
+    status: response.status,
+    retryable: error.retryable,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+  })
+}
+
 const MAX_ERROR_BODY = 64 * 1024
 
 /** The body of an error response, at most 64 KiB; `""` when it cannot be read. */
@@ -123,6 +145,13 @@ export const readErrorBody = (response: HttpClientResponse.HttpClientResponse): 
     Effect.map((text) => text.length > MAX_ERROR_BODY ? text.slice(0, MAX_ERROR_BODY) : text),
     Effect.orElseSucceed(() => "")
   )
+
+/**
+ * An error body as the message, when it holds none the adapter can read: trimmed, cut at 1,000
+ * characters; `HTTP <status>` when empty.
+ */
+export const errorText = (text: string, status: number): string =>
+  text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
 
 /** No response headers, or no next body piece, within `idleTimeoutMs`: code `TIMEOUT`, retryable. */
 export const timeoutError = (provider: string, url: string, ms: number, waitingFor: string): ModelError =>
@@ -169,6 +198,8 @@ const causeMessage = (error: HttpClientError.HttpClientError): string => {
   return error.message
 }
 
+/** An error the provider reported with nothing more to read than `message`: `PROVIDER_ERROR`, not retryable. */
+export const opaqueError = (message: string): ModelError => new ModelError({ code: "PROVIDER_ERROR", message, retryable: false })
+
 /** A body or event the adapter cannot read: `BAD_RESPONSE`, not retryable. */
-export const badResponse = (message: string): ModelError =>
-  new ModelError({ code: "BAD_RESPONSE", message, retryable: false })
+export const badResponse = (message: string): ModelError => new ModelError({ code: "BAD_RESPONSE", message, retryable: false })

@@ -1,13 +1,15 @@
 /**
  * Tolerant reading of foreign JSON for the provider adapters: a field of an unexpected type is
- * ignored rather than failing the response; and the texts every adapter sends the same way.
- * Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
+ * ignored rather than failing the response; the usage counts and the default finish reason of
+ * a response; and what every adapter sends the same way (a tool call's arguments as an object,
+ * a tool's parameters schema, each tools array encoded once, and the per-object memo behind
+ * such caches). Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../../Message.js"
+import type { ToolDefinition } from "../../Model.js"
+import type { FinishReason, Usage } from "../../SessionEvent.js"
 
 /** A plain JSON object (not an array, not `null`). */
-export const isRecord = (u: unknown): u is Record<string, unknown> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** A non-empty string, else `undefined`. */
 export const nonEmpty = (u: unknown): string | undefined => typeof u === "string" && u !== "" ? u : undefined
@@ -15,13 +17,32 @@ export const nonEmpty = (u: unknown): string | undefined => typeof u === "string
 /** A finite number, else `undefined`. */
 export const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 
-/** The parsed JSON, or the text itself when it is not JSON. */
-export const parseJsonOr = (text: string): unknown => {
+/** What `parseJson` returns for a text that is not JSON. */
+export const NOT_JSON: unique symbol = Symbol("NOT_JSON")
+
+/** The parsed JSON, or `NOT_JSON`. */
+export const parseJson = (text: string): unknown => {
   try {
     return JSON.parse(text)
   } catch {
-    return text
+    return NOT_JSON
   }
+}
+
+/** The parsed JSON, or the text itself when it is not JSON. */
+export const parseJsonOr = (text: string): unknown => {
+  const parsed = parseJson(text)
+  return parsed === NOT_JSON ? text : parsed
+}
+
+/**
+ * A tool call's raw arguments as the object a provider wants back (`tool_use.input`, tool-call
+ * `params`): parsed when they are a JSON object, else `{}` (the loop's `INVALID_ARGUMENTS` result
+ * for the call tells the model what was wrong).
+ */
+export const objectArguments = (raw: string): unknown => {
+  const parsed = parseJsonOr(raw)
+  return isRecord(parsed) ? parsed : {}
 }
 
 /** `s` cut to `n` code units, with "…" when cut. */
@@ -37,36 +58,47 @@ export const numberSetting = (
 }
 
 /**
- * Text of the synthetic error result every adapter sends for an assistant tool call whose
- * result the history lacks, so that no request holds an orphan call (DESIGN.md §11; a log
- * repaired after a crash normally holds a `TOOL_OUTCOME_UNKNOWN` result already, §10).
+ * The finish reason of a response whose own reason says no more (`stop`, or one this adapter
+ * does not know): `tool-calls` when the response has tool calls, else `stop` (some servers say
+ * `stop` after tool calls).
  */
-export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +
-  "Do not assume it ran or did not run; check before calling it again."
+export const stopOrToolCalls = (hasToolCalls: boolean): FinishReason => hasToolCalls ? "tool-calls" : "stop"
+
+const USAGE_FIELDS = ["inputTokens", "outputTokens", "cacheReadTokens", "reasoningTokens", "totalTokens"] as const
+
+/** The counts of `counts` that are known (not `undefined`), in `Usage`'s field order; may be `{}`. */
+export const knownUsage = (counts: Usage): Usage => {
+  const usage: { -readonly [K in keyof Usage]: number } = {}
+  for (const field of USAGE_FIELDS) {
+    const count = counts[field]
+    if (count !== undefined) usage[field] = count
+  }
+  return usage
+}
+
+const NO_PARAMETERS = { type: "object", properties: {} }
+
+/** A tool's parameters JSON Schema as sent: `{type:"object", properties:{}}` when it has none. */
+export const parametersOf = (tool: ToolDefinition): unknown => tool.parameters ?? NO_PARAMETERS
 
 /**
- * The user text every adapter sends for a tool result that answers no call of the assistant
- * message before it (a hand-edited or foreign log): a provider rejects a result without its call.
+ * A tools array's wire JSON, `encode` applied to each tool, computed once per array (a session
+ * sends the same array with every request).
  */
-export const strayResultText = (block: ToolResultBlock): string =>
-  `Result of tool call ${block.toolCallId}${block.isError === true ? " (error)" : ""}: ${textOf(block.content)}`
+export const toolsOnce = (
+  encode: (tool: ToolDefinition) => unknown
+): (tools: ReadonlyArray<ToolDefinition>) => string =>
+  perObject((tools: ReadonlyArray<ToolDefinition>) => JSON.stringify(tools.map(encode)))
 
-/**
- * A message's provider form, converted once per message object (messages are frozen; a step
- * converts only the messages it has not seen): `assistant` for assistant messages, `user` for
- * the others.
- */
-export const convertOnce = <C>(
-  assistant: (content: ReadonlyArray<ContentBlock>) => C,
-  user: (content: ReadonlyArray<ContentBlock>) => C
-): (message: Message) => C => {
-  const cache = new WeakMap<Message, C>()
-  return (message) => {
-    let c = cache.get(message)
-    if (c === undefined) {
-      c = message.role === "assistant" ? assistant(message.content) : user(message.content)
-      cache.set(message, c)
+/** `compute`, remembered per key object in a `WeakMap` (one lookup when the key was seen). */
+export const perObject = <K extends object, V>(compute: (key: K) => V): (key: K) => V => {
+  const cache = new WeakMap<K, V>()
+  return (key) => {
+    let value = cache.get(key)
+    if (value === undefined) {
+      value = compute(key)
+      cache.set(key, value)
     }
-    return c
+    return value
   }
 }
