@@ -46,7 +46,9 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer, Redacted } from "effect"
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"

@@ -35,7 +35,9 @@
  *
  * @since 0.1.0
  */
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { type ContentBlock, textOf } from "../Message.js"

@@ -9,7 +9,9 @@
  * the adapter, anything else is read as an event stream into the adapter's assembly state. An
  * adapter says only what differs (`Adapter`).
  */
-import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Clock, Effect, type Redacted, type Schedule } from "effect"
 import { Model, type ModelError, type ModelRequest, type ModelService, type ModelSink } from "../../Model.js"
 import { badResponse, DEFAULT_IDLE_TIMEOUT_MS, displayUrl, networkError, readErrorBody, retrySchedule, send } from "./http.js"
