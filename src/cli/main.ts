@@ -242,6 +242,18 @@ const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
   })
 }
 
+/** The options of the commands that run turns (`run`, `resume --continue-pending`): the provider and the step limit. */
+const runOptions = {
+  provider: providerOption,
+  baseUrl: baseUrlOption,
+  model: modelOption,
+  apiKeyEnv: apiKeyEnvOption,
+  maxSteps: Options.integer("max-steps").pipe(
+    Options.withDefault(100),
+    Options.withDescription("the most steps a turn may run (it ends error MAX_STEPS beyond)")
+  )
+}
+
 /**
  * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
  * as the log grows (model retries on stderr), then the log's path, also when interrupted
@@ -251,14 +263,7 @@ const run = Command.make(
   "run",
   {
     prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
-    provider: providerOption,
-    baseUrl: baseUrlOption,
-    model: modelOption,
-    apiKeyEnv: apiKeyEnvOption,
-    maxSteps: Options.integer("max-steps").pipe(
-      Options.withDefault(100),
-      Options.withDescription("the most steps the turn may run (it ends error MAX_STEPS beyond)")
-    ),
+    ...runOptions,
     store: storeOption
   },
   (options) =>
@@ -367,14 +372,7 @@ const resumeCommand = Command.make(
     continuePending: Options.boolean("continue-pending").pipe(
       Options.withDescription("run the work the log left pending (queued followups, steering)")
     ),
-    provider: providerOption,
-    baseUrl: baseUrlOption,
-    model: modelOption,
-    apiKeyEnv: apiKeyEnvOption,
-    maxSteps: Options.integer("max-steps").pipe(
-      Options.withDefault(100),
-      Options.withDescription("the most steps a turn may run (it ends error MAX_STEPS beyond)")
-    )
+    ...runOptions
   },
   (options) =>
     Effect.gen(function*() {

@@ -66,20 +66,7 @@ import {
 import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
-import {
-  isRecord,
-  knownUsage,
-  nonEmpty,
-  NOT_JSON,
-  num,
-  objectArguments,
-  parametersOf,
-  parseJson,
-  parseJsonOr,
-  stopOrToolCalls,
-  toolsOnce,
-  truncate
-} from "./internal/wire.js"
+import * as WireFormat from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -292,7 +279,7 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted<Piece
       for (const thinking of thinkingBlocks(block.text, block.providerState)) blocks.push(JSON.stringify(thinking))
     } else if (block.type === "tool-call") {
       calls.push({ id: block.id, name: block.name })
-      blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: objectArguments(block.arguments) }))
+      blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: WireFormat.objectArguments(block.arguments) }))
     }
   }
   return { _tag: "assistant", message: blocks.length === 0 ? undefined : { assistant: true, json: blocks.join(",") }, calls }
@@ -300,12 +287,12 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted<Piece
 
 /** The wire blocks a `reasoning` block stands for (none without this adapter's state). */
 const thinkingBlocks = (text: string, state: unknown): ReadonlyArray<ThinkingBlock> => {
-  if (!isRecord(state) || state.kind !== "anthropic") return []
+  if (!WireFormat.isRecord(state) || state.kind !== "anthropic") return []
   if (typeof state.signature === "string") return [{ type: "thinking", thinking: text, signature: state.signature }]
   if (!Array.isArray(state.blocks)) return []
   const out: Array<ThinkingBlock> = []
   for (const b of state.blocks) {
-    if (!isRecord(b)) continue
+    if (!WireFormat.isRecord(b)) continue
     if (b.type === "thinking" && typeof b.thinking === "string" && typeof b.signature === "string") {
       out.push({ type: "thinking", thinking: b.thinking, signature: b.signature })
     } else if (b.type === "redacted_thinking" && typeof b.data === "string") {
@@ -360,7 +347,7 @@ const resultJson = (callId: string, text: string, isError: boolean): string =>
     ...(isError ? { is_error: true } : {})
   })
 
-const toolsJson = toolsOnce((tool) => ({ name: tool.name, description: tool.description, input_schema: parametersOf(tool) }))
+const toolsJson = WireFormat.toolsOnce((tool) => ({ name: tool.name, description: tool.description, input_schema: WireFormat.parametersOf(tool) }))
 
 // ---------------------------------------------------------------------------------------------
 // Response
@@ -396,33 +383,33 @@ class StreamState implements EventStreamState {
   private inRun = false
 
   onEvent(name: string, data: string, out: Array<ModelPart>): void {
-    const event = parseJson(data)
-    if (isRecord(event)) this.onData(typeof event.type === "string" ? event.type : name, event, out)
-    else if (event !== NOT_JSON) this.failure = badResponse(`a stream event is not an object: ${truncate(data, 200)}`)
-    else if (name === "error") this.failure = opaqueError(truncate(data, 1000))
-    else this.failure = badResponse(`malformed JSON in a stream event: ${truncate(data, 200)}`)
+    const event = WireFormat.parseJson(data)
+    if (WireFormat.isRecord(event)) this.onData(typeof event.type === "string" ? event.type : name, event, out)
+    else if (event !== WireFormat.NOT_JSON) this.failure = badResponse(`a stream event is not an object: ${WireFormat.truncate(data, 200)}`)
+    else if (name === "error") this.failure = opaqueError(WireFormat.truncate(data, 1000))
+    else this.failure = badResponse(`malformed JSON in a stream event: ${WireFormat.truncate(data, 200)}`)
   }
 
   onData(type: string, event: Record<string, unknown>, out: Array<ModelPart>): void {
     switch (type) {
       case "message_start": {
-        if (isRecord(event.message) && isRecord(event.message.usage)) this.onUsage(event.message.usage)
+        if (WireFormat.isRecord(event.message) && WireFormat.isRecord(event.message.usage)) this.onUsage(event.message.usage)
         return
       }
       case "content_block_start": {
-        const index = num(event.index)
+        const index = WireFormat.num(event.index)
         const block = event.content_block
-        if (index === undefined || !isRecord(block)) return
+        if (index === undefined || !WireFormat.isRecord(block)) return
         this.onBlockStart(index, block, out)
         return
       }
       case "content_block_delta": {
-        const block = this.open.get(num(event.index) ?? -1)
-        if (block !== undefined && isRecord(event.delta)) this.onDelta(block, event.delta, out)
+        const block = this.open.get(WireFormat.num(event.index) ?? -1)
+        if (block !== undefined && WireFormat.isRecord(event.delta)) this.onDelta(block, event.delta, out)
         return
       }
       case "content_block_stop": {
-        const index = num(event.index) ?? -1
+        const index = WireFormat.num(event.index) ?? -1
         const block = this.open.get(index)
         if (block === undefined) return
         this.open.delete(index)
@@ -430,8 +417,8 @@ class StreamState implements EventStreamState {
         return
       }
       case "message_delta": {
-        if (isRecord(event.delta) && typeof event.delta.stop_reason === "string") this.stopReason = event.delta.stop_reason
-        if (isRecord(event.usage)) this.onUsage(event.usage)
+        if (WireFormat.isRecord(event.delta) && typeof event.delta.stop_reason === "string") this.stopReason = event.delta.stop_reason
+        if (WireFormat.isRecord(event.usage)) this.onUsage(event.usage)
         return
       }
       case "message_stop": {
@@ -451,7 +438,7 @@ class StreamState implements EventStreamState {
     switch (block.type) {
       case "text": {
         this.open.set(index, { kind: "text" })
-        this.text(nonEmpty(block.text), out)
+        this.text(WireFormat.nonEmpty(block.text), out)
         return
       }
       case "thinking": {
@@ -487,7 +474,7 @@ class StreamState implements EventStreamState {
   private onDelta(block: OpenBlock, delta: Record<string, unknown>, out: Array<ModelPart>): void {
     switch (delta.type) {
       case "text_delta":
-        if (block.kind === "text") this.text(nonEmpty(delta.text), out)
+        if (block.kind === "text") this.text(WireFormat.nonEmpty(delta.text), out)
         return
       case "thinking_delta":
         if (block.kind === "thinking" && typeof delta.thinking === "string") this.reasoning(block, delta.thinking, out)
@@ -575,10 +562,10 @@ class StreamState implements EventStreamState {
   }
 
   private onUsage(u: Record<string, unknown>): void {
-    this.inputTokens = num(u.input_tokens) ?? this.inputTokens
-    this.cacheCreationTokens = num(u.cache_creation_input_tokens) ?? this.cacheCreationTokens
-    this.cacheReadTokens = num(u.cache_read_input_tokens) ?? this.cacheReadTokens
-    this.outputTokens = num(u.output_tokens) ?? this.outputTokens
+    this.inputTokens = WireFormat.num(u.input_tokens) ?? this.inputTokens
+    this.cacheCreationTokens = WireFormat.num(u.cache_creation_input_tokens) ?? this.cacheCreationTokens
+    this.cacheReadTokens = WireFormat.num(u.cache_read_input_tokens) ?? this.cacheReadTokens
+    this.outputTokens = WireFormat.num(u.output_tokens) ?? this.outputTokens
   }
 
   /** End of the body: tool calls still open (unless truncated), usage, one finish; or a failure. */
@@ -607,7 +594,7 @@ class StreamState implements EventStreamState {
   }
 
   private usage(): Usage | undefined {
-    const usage = knownUsage({
+    const usage = WireFormat.knownUsage({
       inputTokens: this.inputTokens === undefined
         ? undefined
         : this.inputTokens + (this.cacheCreationTokens ?? 0) + (this.cacheReadTokens ?? 0),
@@ -630,7 +617,7 @@ const messageBody = (body: Record<string, unknown>, sink: ModelSink): Effect.Eff
     const out: Array<ModelPart> = []
     state.onData("message_start", { message: { usage: body.usage } }, out)
     body.content.forEach((block: unknown, index) => {
-      if (!isRecord(block)) return
+      if (!WireFormat.isRecord(block)) return
       const start = block.type === "tool_use" ? { ...block, input: {} } : block
       state.onData("content_block_start", { index, content_block: start }, out)
       if (block.type === "tool_use" && block.input !== undefined) {
@@ -660,7 +647,7 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
     case "refusal":
       return "content-filter"
     default:
-      return stopOrToolCalls(hasToolCalls)
+      return WireFormat.stopOrToolCalls(hasToolCalls)
   }
 }
 
@@ -672,8 +659,8 @@ const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_er
 
 /** An `error` event in a 200 stream (or an error body): code `error.type`, no status. */
 const streamError = (error: unknown): ModelError => {
-  if (!isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
-  const type = nonEmpty(error.type)
+  if (!WireFormat.isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
+  const type = WireFormat.nonEmpty(error.type)
   return new ModelError({
     code: type ?? "PROVIDER_ERROR",
     message: typeof error.message === "string" ? error.message : JSON.stringify(error),
@@ -684,11 +671,11 @@ const streamError = (error: unknown): ModelError => {
 /** A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope. */
 const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError => {
   const status = response.status
-  const body = parseJsonOr(text)
-  const error = isRecord(body) && isRecord(body.error) ? body.error : undefined
-  const type = error === undefined ? undefined : nonEmpty(error.type)
+  const body = WireFormat.parseJsonOr(text)
+  const error = WireFormat.isRecord(body) && WireFormat.isRecord(body.error) ? body.error : undefined
+  const type = error === undefined ? undefined : WireFormat.nonEmpty(error.type)
   let message = error !== undefined && typeof error.message === "string" ? error.message : errorText(text, status)
-  const requestId = (isRecord(body) ? nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
+  const requestId = (WireFormat.isRecord(body) ? WireFormat.nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
   if (requestId !== undefined) message += ` (request_id ${requestId})`
   const shouldRetry = response.headers["x-should-retry"]
   return statusError(response, now, {

@@ -56,19 +56,7 @@ import {
 import { badResponse, endpointUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./internal/http.js"
 import { type HttpOptions, makeHttpModel } from "./internal/httpModel.js"
 import { type EventStreamState, pushAll } from "./internal/sse.js"
-import {
-  isRecord,
-  knownUsage,
-  nonEmpty,
-  NOT_JSON,
-  num,
-  parametersOf,
-  parseJson,
-  parseJsonOr,
-  stopOrToolCalls,
-  toolsOnce,
-  truncate
-} from "./internal/wire.js"
+import * as WireFormat from "./internal/wire.js"
 
 /**
  * Options of the adapter.
@@ -286,9 +274,9 @@ const userJson = (content: ReadonlyArray<ContentBlock>): string => {
   return JSON.stringify({ role: "user", content: parts })
 }
 
-const toolsJson = toolsOnce((tool) => ({
+const toolsJson = WireFormat.toolsOnce((tool) => ({
   type: "function",
-  function: { name: tool.name, description: tool.description, parameters: parametersOf(tool) }
+  function: { name: tool.name, description: tool.description, parameters: WireFormat.parametersOf(tool) }
 }))
 
 // ---------------------------------------------------------------------------------------------
@@ -312,7 +300,7 @@ class StreamState implements EventStreamState {
 
   onEvent(name: string, data: string, out: Array<ModelPart>): void {
     if (name === "error") {
-      this.failure = providerError(parseJsonOr(data), data)
+      this.failure = providerError(WireFormat.parseJsonOr(data), data)
       return
     }
     // Chat Completions chunks are unnamed events; other named events are not chunks.
@@ -321,11 +309,11 @@ class StreamState implements EventStreamState {
       this.done = true
       return
     }
-    const chunk = parseJson(data)
-    if (isRecord(chunk)) this.onChunk(chunk, out)
-    else if (chunk !== NOT_JSON) this.failure = badResponse(`a stream chunk is not an object: ${truncate(data, 200)}`)
+    const chunk = WireFormat.parseJson(data)
+    if (WireFormat.isRecord(chunk)) this.onChunk(chunk, out)
+    else if (chunk !== WireFormat.NOT_JSON) this.failure = badResponse(`a stream chunk is not an object: ${WireFormat.truncate(data, 200)}`)
     else if (data.trim() === "[DONE]") this.done = true
-    else this.failure = badResponse(`malformed JSON in a stream chunk: ${truncate(data, 200)}`)
+    else this.failure = badResponse(`malformed JSON in a stream chunk: ${WireFormat.truncate(data, 200)}`)
   }
 
   private onChunk(chunk: Record<string, unknown>, out: Array<ModelPart>): void {
@@ -333,14 +321,14 @@ class StreamState implements EventStreamState {
       this.failure = providerError(chunk.error, undefined)
       return
     }
-    if (isRecord(chunk.usage)) this.usage = mapUsage(chunk.usage)
+    if (WireFormat.isRecord(chunk.usage)) this.usage = mapUsage(chunk.usage)
     const choice = firstChoice(chunk.choices)
     if (choice === undefined) return
     const delta = choice.delta
-    if (isRecord(delta)) {
+    if (WireFormat.isRecord(delta)) {
       contentParts(delta, out)
       if (Array.isArray(delta.tool_calls)) {
-        for (const call of delta.tool_calls) if (isRecord(call)) this.onToolCallDelta(call)
+        for (const call of delta.tool_calls) if (WireFormat.isRecord(call)) this.onToolCallDelta(call)
       }
     }
     if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
@@ -354,9 +342,9 @@ class StreamState implements EventStreamState {
    * call opens a new call (servers that send each call whole, all at index 0).
    */
   private onToolCallDelta(call: Record<string, unknown>): void {
-    const fn = isRecord(call.function) ? call.function : undefined
-    const id = nonEmpty(call.id)
-    const name = fn === undefined ? undefined : nonEmpty(fn.name)
+    const fn = WireFormat.isRecord(call.function) ? call.function : undefined
+    const id = WireFormat.nonEmpty(call.id)
+    const name = fn === undefined ? undefined : WireFormat.nonEmpty(fn.name)
     const args = fn === undefined ? undefined : typeof fn.arguments === "string" ? fn.arguments : undefined
     const last = this.calls[this.calls.length - 1]
     const index = typeof call.index === "number"
@@ -413,7 +401,7 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
     if (body.error !== undefined && body.error !== null) return Effect.fail(providerError(body.error, undefined))
     const choice = firstChoice(body.choices)
     const message = choice === undefined ? undefined : choice.message
-    if (choice === undefined || !isRecord(message)) {
+    if (choice === undefined || !WireFormat.isRecord(message)) {
       return Effect.fail(badResponse("the response body has no choice with a message"))
     }
     const parts: Array<ModelPart> = []
@@ -421,13 +409,13 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
     let calls = 0
     if (Array.isArray(message.tool_calls)) {
       for (const call of message.tool_calls) {
-        if (!isRecord(call)) continue
-        const fn = isRecord(call.function) ? call.function : {}
+        if (!WireFormat.isRecord(call)) continue
+        const fn = WireFormat.isRecord(call.function) ? call.function : {}
         const args = fn.arguments
         calls++
         parts.push({
           type: "tool-call",
-          id: nonEmpty(call.id) ?? generatedCallId(),
+          id: WireFormat.nonEmpty(call.id) ?? generatedCallId(),
           name: typeof fn.name === "string" ? fn.name : "",
           rawArguments: typeof args === "string"
             ? (args === "" ? "{}" : args)
@@ -435,7 +423,7 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
         })
       }
     }
-    if (isRecord(body.usage)) parts.push({ type: "usage", usage: mapUsage(body.usage) })
+    if (WireFormat.isRecord(body.usage)) parts.push({ type: "usage", usage: mapUsage(body.usage) })
     const reason = typeof choice.finish_reason === "string" ? choice.finish_reason : "stop"
     parts.push({ type: "finish", reason: mapFinishReason(reason, calls > 0) })
     return pushAll(sink, parts)
@@ -446,11 +434,11 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
  * (`reasoning_content`, else `reasoning`), content, refusal (as text, see the module's notes).
  */
 const contentParts = (message: Record<string, unknown>, out: Array<ModelPart>): void => {
-  const reasoning = nonEmpty(message.reasoning_content) ?? nonEmpty(message.reasoning)
+  const reasoning = WireFormat.nonEmpty(message.reasoning_content) ?? WireFormat.nonEmpty(message.reasoning)
   if (reasoning !== undefined) out.push({ type: "reasoning-delta", text: reasoning })
-  const content = nonEmpty(message.content)
+  const content = WireFormat.nonEmpty(message.content)
   if (content !== undefined) out.push({ type: "text-delta", text: content })
-  const refusal = nonEmpty(message.refusal)
+  const refusal = WireFormat.nonEmpty(message.refusal)
   if (refusal !== undefined) out.push({ type: "text-delta", text: refusal })
 }
 
@@ -469,18 +457,18 @@ const mapFinishReason = (reason: string, hasToolCalls: boolean): FinishReason =>
     case "content_filter":
       return "content-filter"
     default:
-      return stopOrToolCalls(hasToolCalls)
+      return WireFormat.stopOrToolCalls(hasToolCalls)
   }
 }
 
 const mapUsage = (u: Record<string, unknown>): Usage =>
-  knownUsage({
-    inputTokens: num(u.prompt_tokens),
-    outputTokens: num(u.completion_tokens),
-    cacheReadTokens: (isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined) ??
-      num(u.prompt_cache_hit_tokens),
-    reasoningTokens: isRecord(u.completion_tokens_details) ? num(u.completion_tokens_details.reasoning_tokens) : undefined,
-    totalTokens: num(u.total_tokens)
+  WireFormat.knownUsage({
+    inputTokens: WireFormat.num(u.prompt_tokens),
+    outputTokens: WireFormat.num(u.completion_tokens),
+    cacheReadTokens: (WireFormat.isRecord(u.prompt_tokens_details) ? WireFormat.num(u.prompt_tokens_details.cached_tokens) : undefined) ??
+      WireFormat.num(u.prompt_cache_hit_tokens),
+    reasoningTokens: WireFormat.isRecord(u.completion_tokens_details) ? WireFormat.num(u.completion_tokens_details.reasoning_tokens) : undefined,
+    totalTokens: WireFormat.num(u.total_tokens)
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -491,18 +479,18 @@ const mapUsage = (u: Record<string, unknown>): Usage =>
 const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError =>
   statusError(response, now, {
     code: `HTTP_${response.status}`,
-    message: bodyMessage(parseJsonOr(text)) ?? errorText(text, response.status),
+    message: bodyMessage(WireFormat.parseJsonOr(text)) ?? errorText(text, response.status),
     retryable: isRetryableStatus(response.status)
   })
 
 /** An `error` object inside a 200 response (a chunk's `error`, an `event: error`): `PROVIDER_ERROR`. */
 const providerError = (error: unknown, raw: string | undefined): ModelError => {
   const inner = innerError(error)
-  if (isRecord(inner)) {
+  if (WireFormat.isRecord(inner)) {
     const type = [inner.type, inner.code].find((v): v is string => typeof v === "string")
     return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable: isRetryableError(inner, type) })
   }
-  const message = typeof inner === "string" ? inner : raw !== undefined ? truncate(raw, 1000) : "provider error"
+  const message = typeof inner === "string" ? inner : raw !== undefined ? WireFormat.truncate(raw, 1000) : "provider error"
   return opaqueError(message)
 }
 
@@ -513,7 +501,7 @@ const providerError = (error: unknown, raw: string | undefined): ModelError => {
 /** The choice with `index` 0 (n = 1), else the first one. */
 const firstChoice = (choices: unknown): Record<string, unknown> | undefined => {
   if (!Array.isArray(choices) || choices.length === 0) return undefined
-  for (const c of choices) if (isRecord(c) && (c.index === 0 || c.index === undefined)) return c
+  for (const c of choices) if (WireFormat.isRecord(c) && (c.index === 0 || c.index === undefined)) return c
   return undefined
 }
 
