@@ -8,12 +8,12 @@
 // database) inserted again with one prepared INSERT per event, each its own commit, on a second
 // database with the same settings. SQLite commits one append at a time (no group commit).
 import { NodeFileSystem } from "@effect/platform-node"
+import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeSync } from "node:fs"
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { layerSqlite, SessionStore } from "./dist.js"
-import Database from "better-sqlite3"
 
 const TEXT = "the quick brown fox jumps over the lazy dog; ".repeat(3)
 
@@ -33,16 +33,20 @@ const runOurs = async ({ appenders, total, fsync, directory, store = "jsonl" }) 
     const start = performance.now()
     yield* Effect.forEach(Array.from({ length: appenders }, (_, a) => a), appender, { concurrency: "unbounded", discard: true })
     const elapsed = performance.now() - start
-    if (log.events().length !== events) throw new Error(`ours append: ${log.events().length} events in the log, expected ${events}`)
+    if (log.events().length !== events) {
+      throw new Error(`ours append: ${log.events().length} events in the log, expected ${events}`)
+    }
     return { perSecond: events / (elapsed / 1000), path: log.path }
   })
-  return await Effect.runPromise(Effect.scoped(program).pipe(
-    Effect.provide(
-      store === "sqlite"
-        ? layerSqlite({ filename: join(directory, "ours.db"), synchronous: sqliteSync(fsync) })
-        : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
+  return await Effect.runPromise(
+    Effect.scoped(program).pipe(
+      Effect.provide(
+        store === "sqlite"
+          ? layerSqlite({ filename: join(directory, "ours.db"), synchronous: sqliteSync(fsync) })
+          : SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer))
+      )
     )
-  ))
+  )
 }
 
 const sqliteSync = (fsync) => fsync === "batch" ? "full" : "normal"
@@ -56,7 +60,9 @@ const runRawSqlite = ({ directory, fsync, expected }) => {
   const db = new Database(join(directory, "raw.db"))
   db.pragma("journal_mode = WAL")
   db.pragma(`synchronous = ${sqliteSync(fsync).toUpperCase()}`)
-  db.exec("CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))")
+  db.exec(
+    "CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))"
+  )
   const insert = db.prepare("INSERT INTO events (session_id, seq, event) VALUES (?, ?, ?)")
   const start = performance.now()
   for (const r of rows) insert.run(r.session_id, r.seq, r.event)

@@ -26,11 +26,18 @@ const PEERS = ["effect", "@effect/platform", "@effect/platform-node"]
 /** Runs a command; throws with its output when it fails. */
 const run = (command, commandArgs, cwd, expectStatus = 0) => {
   const started = performance.now()
-  const r = spawnSync(command, commandArgs, { cwd, encoding: "utf8", maxBuffer: 64 * 1024 * 1024, env: { ...process.env, CI: "1" } })
+  const r = spawnSync(command, commandArgs, {
+    cwd,
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, CI: "1" }
+  })
   const seconds = (performance.now() - started) / 1000
   if (r.status !== expectStatus) {
     const output = `${r.stdout ?? ""}\n${r.stderr ?? ""}`.trim().split("\n").slice(-15).join("\n")
-    throw new Error(`${command} ${commandArgs.join(" ")} (in ${cwd}) exited ${r.status ?? r.signal}, expected ${expectStatus}:\n${output}`)
+    throw new Error(
+      `${command} ${commandArgs.join(" ")} (in ${cwd}) exited ${r.status ?? r.signal}, expected ${expectStatus}:\n${output}`
+    )
   }
   return { stdout: r.stdout, stderr: r.stderr, seconds }
 }
@@ -39,7 +46,7 @@ const run = (command, commandArgs, cwd, expectStatus = 0) => {
 const diskBytes = (path) => {
   const st = lstatSync(path)
   let total = st.blocks * 512
-  if (st.isDirectory()) for (const entry of readdirSync(path)) total += diskBytes(join(path, entry))
+  if (st.isDirectory()) { for (const entry of readdirSync(path)) total += diskBytes(join(path, entry)) }
   return total
 }
 
@@ -69,7 +76,10 @@ const packagesOf = (modules, into = []) => {
 /** A fresh project with these dependencies, installed; its footprint. */
 const project = (directory, dependencies) => {
   mkdirSync(directory, { recursive: true })
-  writeFileSync(join(directory, "package.json"), JSON.stringify({ name: "install-probe", version: "1.0.0", private: true, type: "module", dependencies }, null, 2))
+  writeFileSync(
+    join(directory, "package.json"),
+    JSON.stringify({ name: "install-probe", version: "1.0.0", private: true, type: "module", dependencies }, null, 2)
+  )
   const install = run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], directory)
   const modules = join(directory, "node_modules")
   const packages = packagesOf(modules)
@@ -86,7 +96,11 @@ const project = (directory, dependencies) => {
 const smokeTest = (directory) => {
   const bin = join(directory, "node_modules", ".bin", "agent-loop")
   const lines = []
-  run(process.execPath, ["--input-type=module", "-e", "const m = await import('effect-agent-loop'); if (!m.Agent) process.exit(3)"], directory)
+  run(process.execPath, [
+    "--input-type=module",
+    "-e",
+    "const m = await import('effect-agent-loop'); if (!m.Agent) process.exit(3)"
+  ], directory)
   lines.push("import 'effect-agent-loop': ok")
   const version = run(bin, ["--version"], directory).stdout.trim()
   lines.push(`agent-loop --version: ${version}`)
@@ -109,7 +123,9 @@ export const measure = ({ keep = false, log = (line) => process.stderr.write(lin
   const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
   const versionOf = (name) => {
     const v = manifest.devDependencies?.[name] ?? manifest.dependencies?.[name]
-    if (v === undefined || !/^\d+\.\d+\.\d+$/.test(v)) throw new Error(`package.json: ${name} needs an exact version in devDependencies (got ${v})`)
+    if (v === undefined || !/^\d+\.\d+\.\d+$/.test(v)) {
+      throw new Error(`package.json: ${name} needs an exact version in devDependencies (got ${v})`)
+    }
     return v
   }
   const peers = Object.fromEntries(PEERS.map((name) => [name, versionOf(name)]))
@@ -132,7 +148,9 @@ export const measure = ({ keep = false, log = (line) => process.stderr.write(lin
       if ((have.get(key) ?? 0) > 0) have.set(key, have.get(key) - 1)
       else added.push(p)
     }
-    const addedBytes = added.map((p) => ({ name: `${p.name}@${p.version}`, bytes: diskBytes(p.path) })).sort((a, b) => b.bytes - a.bytes)
+    const addedBytes = added.map((p) => ({ name: `${p.name}@${p.version}`, bytes: diskBytes(p.path) })).sort((a, b) =>
+      b.bytes - a.bytes
+    )
     let smoke, smokeError
     try {
       smoke = smokeTest(lib.directory)
@@ -159,10 +177,18 @@ export const measure = ({ keep = false, log = (line) => process.stderr.write(lin
 
 export const report = (s) =>
   [
-    `install footprint (npm ${run("npm", ["--version"], root).stdout.trim()}, node ${process.version}; tarball ${s.tarballKB.toFixed(0)} KB)`,
-    `  baseline (peers only):  ${s.baseline.mb.toFixed(1)} MB, ${s.baseline.packages} packages, native build: ${s.baseline.nativeBuilds.join(", ") || "none"} (${s.baseline.seconds.toFixed(1)} s)`,
-    `  with effect-agent-loop: ${s.library.mb.toFixed(1)} MB, ${s.library.packages} packages, native build: ${s.library.nativeBuilds.join(", ") || "none"} (${s.library.seconds.toFixed(1)} s)`,
-    `  the library adds ${s.addedMB.toFixed(1)} MB and ${s.addedPackages} package${s.addedPackages === 1 ? "" : "s"} (targets: ≤ 10 MB, ≤ 5 packages, no native build)`,
+    `install footprint (npm ${run("npm", ["--version"], root).stdout.trim()}, node ${process.version}; tarball ${
+      s.tarballKB.toFixed(0)
+    } KB)`,
+    `  baseline (peers only):  ${s.baseline.mb.toFixed(1)} MB, ${s.baseline.packages} packages, native build: ${
+      s.baseline.nativeBuilds.join(", ") || "none"
+    } (${s.baseline.seconds.toFixed(1)} s)`,
+    `  with effect-agent-loop: ${s.library.mb.toFixed(1)} MB, ${s.library.packages} packages, native build: ${
+      s.library.nativeBuilds.join(", ") || "none"
+    } (${s.library.seconds.toFixed(1)} s)`,
+    `  the library adds ${s.addedMB.toFixed(1)} MB and ${s.addedPackages} package${
+      s.addedPackages === 1 ? "" : "s"
+    } (targets: ≤ 10 MB, ≤ 5 packages, no native build)`,
     ...s.added.slice(0, 12).map((p) => `    + ${p}`),
     ...(s.added.length > 12 ? [`    + … ${s.added.length - 12} more`] : []),
     ...s.smoke.map((l) => `  ${l}`)

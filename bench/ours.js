@@ -153,32 +153,34 @@ export const runPrompts = async ({ workload, store, fsync = "none", prompts }) =
   const { layer, cleanup } = storeLayer(store, fsync)
   const tenth = Math.floor(prompts / 10)
   try {
-    const result = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const agent = yield* Agent.make({ tools })
-      const marks = []
-      const start = performance.now()
-      for (let i = 0; i < prompts; i++) {
-        if (workload === "history-growth" && (i === tenth || i === prompts - tenth)) marks.push(performance.now())
-        yield* agent.followup(`prompt ${i}`)
-        yield* agent.awaitIdle
-      }
-      const end = performance.now()
-      const history = yield* agent.history
-      let turns = 0
-      for (const e of agent.log.events()) if (e.type === "turn/end") turns++
-      if (turns !== prompts) state.errors.push(`${turns} turns ended, expected ${prompts}`)
-      checkCounts("ours", workload, prompts, {
-        modelCalls: model.consumed(),
-        toolRuns: state.toolRuns,
-        messages: history.length,
-        errors: state.errors
-      })
-      if (model.consumed() !== state.calls) throw new Error("ours: the scripted model's count disagrees with ours")
-      if (workload === "history-growth") {
-        return { first: ((marks[0] - start) * 1000) / tenth, last: ((end - marks[1]) * 1000) / tenth }
-      }
-      return { perUnit: ((end - start) * 1000) / w.units(prompts) }
-    })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model)))))
+    const result = await Effect.runPromise(
+      Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools })
+        const marks = []
+        const start = performance.now()
+        for (let i = 0; i < prompts; i++) {
+          if (workload === "history-growth" && (i === tenth || i === prompts - tenth)) marks.push(performance.now())
+          yield* agent.followup(`prompt ${i}`)
+          yield* agent.awaitIdle
+        }
+        const end = performance.now()
+        const history = yield* agent.history
+        let turns = 0
+        for (const e of agent.log.events()) if (e.type === "turn/end") turns++
+        if (turns !== prompts) state.errors.push(`${turns} turns ended, expected ${prompts}`)
+        checkCounts("ours", workload, prompts, {
+          modelCalls: model.consumed(),
+          toolRuns: state.toolRuns,
+          messages: history.length,
+          errors: state.errors
+        })
+        if (model.consumed() !== state.calls) throw new Error("ours: the scripted model's count disagrees with ours")
+        if (workload === "history-growth") {
+          return { first: ((marks[0] - start) * 1000) / tenth, last: ((end - marks[1]) * 1000) / tenth }
+        }
+        return { perUnit: ((end - start) * 1000) / w.units(prompts) }
+      })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model))))
+    )
     return result
   } finally {
     cleanup()
@@ -192,18 +194,20 @@ export const runPrompts = async ({ workload, store, fsync = "none", prompts }) =
  */
 export const runIdle = async ({ count }) => {
   const model = Model.scripted([{ text: "ok" }], { loop: true, record: false })
-  return await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const agents = new Array(count)
-    fullGc()
-    const before = process.memoryUsage().heapUsed
-    for (let i = 0; i < count; i++) agents[i] = yield* Agent.make()
-    fullGc()
-    const after = process.memoryUsage().heapUsed
-    if (agents.length !== count || agents.some((a) => a === undefined)) throw new Error("ours idle-agents: agents missing")
-    const status = yield* agents[count - 1].status
-    if (status !== "idle") throw new Error(`ours idle-agents: agent is ${status}`)
-    return { perUnit: (after - before) / count }
-  })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layer, Model.layer(model)))))
+  return await Effect.runPromise(
+    Effect.scoped(Effect.gen(function*() {
+      const agents = new Array(count)
+      fullGc()
+      const before = process.memoryUsage().heapUsed
+      for (let i = 0; i < count; i++) agents[i] = yield* Agent.make()
+      fullGc()
+      const after = process.memoryUsage().heapUsed
+      if (agents.length !== count || agents.some((a) => a === undefined)) throw new Error("ours idle-agents: agents missing")
+      const status = yield* agents[count - 1].status
+      if (status !== "idle") throw new Error(`ours idle-agents: agent is ${status}`)
+      return { perUnit: (after - before) / count }
+    })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layer, Model.layer(model))))
+  )
 }
 
 export const fullGc = () => {

@@ -208,12 +208,19 @@ const makeTools = (workload, state, agentRef) => {
 const persistJsonl = (agent) => {
   const directory = mkdtempSync(join(tmpdir(), "bench-pi-"))
   const path = join(directory, "session.jsonl")
-  appendFileSync(path, JSON.stringify({ type: "session", version: 3, id: randomUUID(), timestamp: new Date().toISOString(), cwd: process.cwd() }) + "\n")
+  appendFileSync(
+    path,
+    JSON.stringify({ type: "session", version: 3, id: randomUUID(), timestamp: new Date().toISOString(), cwd: process.cwd() }) +
+      "\n"
+  )
   let parentId = null
   agent.subscribe((event) => {
     if (event.type !== "message_end") return
     const id = randomUUID()
-    appendFileSync(path, JSON.stringify({ type: "message", id, parentId, timestamp: new Date().toISOString(), message: event.message }) + "\n")
+    appendFileSync(
+      path,
+      JSON.stringify({ type: "message", id, parentId, timestamp: new Date().toISOString(), message: event.message }) + "\n"
+    )
     parentId = id
   })
   return () => rmSync(directory, { recursive: true, force: true })

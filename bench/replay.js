@@ -15,8 +15,8 @@
 // `Invariant.check` (rules 1–6 of DESIGN.md §12) before it is used.
 import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
-import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs"
 import { randomUUID } from "node:crypto"
+import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, Delivery, History, IdGenerator, Invariant, Model, replayInbox, SessionStore, Tool } from "./dist.js"
@@ -39,7 +39,11 @@ const writeTemplate = async (directory) => {
     const prompt = textOf(msgs[i])
     const usage = { inputTokens: n, outputTokens: 3 }
     if (prompt.startsWith("two tool steps") && results < 2) {
-      return { text: "Looking it up.", toolCalls: [{ id: randomUUID(), name: "lookup", arguments: { key: `k${results}` } }], usage }
+      return {
+        text: "Looking it up.",
+        toolCalls: [{ id: randomUUID(), name: "lookup", arguments: { key: `k${results}` } }],
+        usage
+      }
     }
     if (prompt.startsWith("four in parallel") && results === 0) {
       return {
@@ -64,18 +68,20 @@ const writeTemplate = async (directory) => {
         ? Effect.as(Effect.orDie(ctx.agent.steer("steer: only the headers")), { content: `page ${page}: 200 OK` })
         : Effect.succeed({ content: `page ${page}: 200 OK` })
   })
-  return await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const agent = yield* Agent.make({ instructions: "Be brief.", tools: [lookup, fetch] })
-    for (const p of ["hello", "say something", "two tool steps please", "four in parallel please"]) {
-      yield* agent.followup(p)
-      yield* agent.awaitIdle
-    }
-    return agent.log.path
-  })).pipe(Effect.provide(Layer.mergeAll(
-    SessionStore.layerJsonl({ directory, fsync: "none" }).pipe(Layer.provide(NodeFileSystem.layer)),
-    IdGenerator.layer,
-    Model.layer(model)
-  ))))
+  return await Effect.runPromise(
+    Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.make({ instructions: "Be brief.", tools: [lookup, fetch] })
+      for (const p of ["hello", "say something", "two tool steps please", "four in parallel please"]) {
+        yield* agent.followup(p)
+        yield* agent.awaitIdle
+      }
+      return agent.log.path
+    })).pipe(Effect.provide(Layer.mergeAll(
+      SessionStore.layerJsonl({ directory, fsync: "none" }).pipe(Layer.provide(NodeFileSystem.layer)),
+      IdGenerator.layer,
+      Model.layer(model)
+    )))
+  )
 }
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g
@@ -172,7 +178,11 @@ export const validateLog = async (path) => {
   const contents = await Effect.runPromise(SessionStore.readFile(path).pipe(Effect.provide(NodeFileSystem.layer)))
   const violations = Invariant.check(contents.events, { header: contents.header })
   if (violations.length > 0) {
-    throw new Error(`replay: the generated log breaks rule ${violations[0].rule} at seq ${violations[0].seq}: ${violations[0].message} (${violations.length} violations)`)
+    throw new Error(
+      `replay: the generated log breaks rule ${violations[0].rule} at seq ${violations[0].seq}: ${
+        violations[0].message
+      } (${violations.length} violations)`
+    )
   }
   return contents.events.length
 }
@@ -199,7 +209,9 @@ export const replayOurs = async (path, expect) => {
   const bad = []
   if (contents.events.length !== expect.events) bad.push(`events ${contents.events.length} ≠ ${expect.events}`)
   if (history.length !== expect.messages) bad.push(`history ${history.length} ≠ ${expect.messages}`)
-  if (fates.size !== expect.inserted || entered !== expect.inserted) bad.push(`fates ${fates.size} (${entered} entered) ≠ ${expect.inserted}`)
+  if (fates.size !== expect.inserted || entered !== expect.inserted) {
+    bad.push(`fates ${fates.size} (${entered} entered) ≠ ${expect.inserted}`)
+  }
   if (inbox.nextTurn.length !== 0 || inbox.nextStep.length !== 0) bad.push("inbox not empty")
   if (bad.length > 0) throw new Error(`ours replay: counts are off: ${bad.join("; ")}`)
   return ms

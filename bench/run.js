@@ -16,9 +16,8 @@
 // footprint of the packed package, bench/install.js; needs the npm registry or its cache) are
 // rows of the same table.
 import { spawnSync } from "node:child_process"
-import { cpus, loadavg } from "node:os"
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { measure as measureInstall, report as installReport } from "./install.js"
@@ -53,7 +52,8 @@ const job = (label, spec, nodeFlags = [], env = undefined) => {
   })
   const line = child.stdout.split("\n").find((l) => l.startsWith("RESULT "))
   if (child.status !== 0 || line === undefined) {
-    const why = (child.stderr || child.stdout || `exit ${child.status} ${child.signal ?? ""}`).trim().split("\n").slice(0, 6).join("\n    ")
+    const why = (child.stderr || child.stdout || `exit ${child.status} ${child.signal ?? ""}`).trim().split("\n").slice(0, 6)
+      .join("\n    ")
     process.stderr.write(`FAILED\n    ${why}\n`)
     failures.push({ label, error: why })
     return undefined
@@ -161,11 +161,26 @@ if (wanted("history-growth")) {
   process.stderr.write(`history-growth (${prompts} turns, ${runs} runs after a warm-up of ${prompts / 10})\n`)
   // Warm-up: two runs of a tenth of the turns, so that the first 10% of a measured run is not
   // the JIT's warm-up.
-  const spec = { kind: "prompts", workload: "history-growth", store: "memory", prompts, warmup: prompts / 10, warmupRuns: 2, runs }
+  const spec = {
+    kind: "prompts",
+    workload: "history-growth",
+    store: "memory",
+    prompts,
+    warmup: prompts / 10,
+    warmupRuns: 2,
+    runs
+  }
   const ours = job("ours memory", { ...spec, side: "ours" })
   const pi = job("pi   memory", { ...spec, side: "pi" })
   for (const part of ["first", "last"]) {
-    addRow("history-growth", "memory", `µs/turn, ${part} 10%`, ours?.samples.map((s) => s[part]), pi?.samples.map((s) => s[part]), { prompts })
+    addRow(
+      "history-growth",
+      "memory",
+      `µs/turn, ${part} 10%`,
+      ours?.samples.map((s) => s[part]),
+      pi?.samples.map((s) => s[part]),
+      { prompts }
+    )
   }
 }
 
@@ -201,9 +216,16 @@ if (wanted("append")) {
         warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
         runs
       })
-      addRow("append", "jsonl", `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, fsync ${fsync}`, r?.ours, r?.peer, {
-        events: scale(total)
-      })
+      addRow(
+        "append",
+        "jsonl",
+        `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, fsync ${fsync}`,
+        r?.ours,
+        r?.peer,
+        {
+          events: scale(total)
+        }
+      )
     }
   }
 }
@@ -218,7 +240,17 @@ if (wanted("sqlite")) {
   for (const workload of ["turns", "tool-steps"]) {
     const prompts = Math.max(10, Math.round(scale(WORKLOADS[workload].prompts) / 5))
     const runs = Math.min(RUNS, 3)
-    const spec = { kind: "prompts", workload, store: "sqlite", fsync: "none", prompts, warmup: prompts, warmupRuns: 3, runs, side: "ours" }
+    const spec = {
+      kind: "prompts",
+      workload,
+      store: "sqlite",
+      fsync: "none",
+      prompts,
+      warmup: prompts,
+      warmupRuns: 3,
+      runs,
+      side: "ours"
+    }
     const ours = job(`ours sqlite ${workload} (${prompts} prompts, ${runs} runs)`, spec)
     addRow(workload, "sqlite", `µs/${WORKLOADS[workload].unit}`, perUnit(ours), undefined, { prompts })
   }
@@ -226,18 +258,30 @@ if (wanted("sqlite")) {
     for (const appenders of [1, 8, 64]) {
       const total = fsync === "batch" ? 1000 : 20_000
       const runs = Math.min(RUNS, 3)
-      const r = job(`append synchronous=${fsync === "batch" ? "full" : "normal"} ${appenders} appender(s), ${scale(total)} events × ${runs} runs`, {
-        kind: "append",
-        store: "sqlite",
-        appenders,
-        fsync,
-        total: scale(total),
-        warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
-        runs
-      })
-      addRow("append", "sqlite", `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, synchronous ${fsync === "batch" ? "full" : "normal"}`, r?.ours, r?.peer, {
-        events: scale(total)
-      })
+      const r = job(
+        `append synchronous=${fsync === "batch" ? "full" : "normal"} ${appenders} appender(s), ${
+          scale(total)
+        } events × ${runs} runs`,
+        {
+          kind: "append",
+          store: "sqlite",
+          appenders,
+          fsync,
+          total: scale(total),
+          warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
+          runs
+        }
+      )
+      addRow(
+        "append",
+        "sqlite",
+        `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, synchronous ${fsync === "batch" ? "full" : "normal"}`,
+        r?.ours,
+        r?.peer,
+        {
+          events: scale(total)
+        }
+      )
     }
   }
 }
@@ -297,11 +341,15 @@ if (wanted("startup")) {
   const bin = join(here, "..", "dist", "cli", "bin.js")
   const directory = mkdtempSync(join(tmpdir(), "bench-startup-"))
   try {
-    process.stderr.write(`startup (agent-loop vs node -e 0, ${runs} alternated pairs per command after ${warmup} warm-up pairs)\n`)
+    process.stderr.write(
+      `startup (agent-loop vs node -e 0, ${runs} alternated pairs per command after ${warmup} warm-up pairs)\n`
+    )
     // The small log: one offline turn, written by the CLI itself.
     const made = spawnSync(process.execPath, [bin, "run", "--prompt", "hello", "--store", directory], { encoding: "utf8" })
     const log = /session log: (\S+)/.exec(made.stdout ?? "")?.[1]
-    if (made.status !== 0 || log === undefined) throw new Error(`agent-loop run (to make the small log) failed: ${made.stderr || made.stdout}`)
+    if (made.status !== 0 || log === undefined) {
+      throw new Error(`agent-loop run (to make the small log) failed: ${made.stderr || made.stdout}`)
+    }
     const lines = readFileSync(log, "utf8").trimEnd().split("\n").length
     const start = (argv) => {
       const t = performance.now()
@@ -333,7 +381,9 @@ if (wanted("startup")) {
       })
     }
     process.stderr.write(`  ${commands.length * (warmup + runs) * 2} processes\n`)
-    commands.forEach((c, k) => addRow("startup", "cli", `ms, agent-loop ${c.label}`, samples[k].ours, samples[k].bare, { logLines: lines }))
+    commands.forEach((c, k) =>
+      addRow("startup", "cli", `ms, agent-loop ${c.label}`, samples[k].ours, samples[k].bare, { logLines: lines })
+    )
   } catch (e) {
     process.stderr.write(`  FAILED\n    ${e instanceof Error ? e.message : e}\n`)
     failures.push({ label: "startup", error: e instanceof Error ? e.message : String(e) })
@@ -353,7 +403,13 @@ if (wanted("install")) {
   try {
     const s = measureInstall()
     installText = installReport(s)
-    const extra = { addedMB: s.addedMB, addedPackages: s.addedPackages, added: s.added, nativeBuilds: s.library.nativeBuilds, tarballKB: s.tarballKB }
+    const extra = {
+      addedMB: s.addedMB,
+      addedPackages: s.addedPackages,
+      added: s.added,
+      nativeBuilds: s.library.nativeBuilds,
+      tarballKB: s.tarballKB
+    }
     addRow("install", "npm", "MB node_modules", [s.library.mb], [s.baseline.mb], extra)
     addRow("install", "npm", "packages", [s.library.packages], [s.baseline.packages], extra)
     addRow("install", "npm", "native builds", [s.library.nativeBuilds.length], [s.baseline.nativeBuilds.length], extra)
@@ -376,7 +432,13 @@ const fmt = (x) => {
 const cell = (median, min, max) => (median === null ? "FAILED" : `${fmt(median)} [${fmt(min)}–${fmt(max)}]`)
 const ratioText = (x) => (x === null ? "—" : x >= 10 ? x.toFixed(1) : x.toPrecision(2))
 const peerName = (r) =>
-  r.workload === "append" || r.workload === "replay" ? "raw" : r.workload === "startup" ? "node -e 0" : r.workload === "install" ? "peers only" : "pi"
+  r.workload === "append" || r.workload === "replay"
+    ? "raw"
+    : r.workload === "startup"
+    ? "node -e 0"
+    : r.workload === "install"
+    ? "peers only"
+    : "pi"
 const table = [["workload", "store", "unit", "ours median [min–max]", "pi / raw median [min–max]", "ratio"]]
 for (const r of rows) {
   table.push([
@@ -401,21 +463,36 @@ for (const r of rows) {
 const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
 const line = (row) => row.map((c, i) => (i >= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
 const elapsed = (performance.now() - started) / 1000
-console.log(`\neffect-agent-loop vs @mariozechner/pi-agent-core 0.73.1 — node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`)
+console.log(
+  `\neffect-agent-loop vs @mariozechner/pi-agent-core 0.73.1 — node ${process.version}, ${cpus().length} × ${
+    cpus()[0]?.model ?? "cpu"
+  }`
+)
 console.log(`ratio = ours / peer (µs, bytes, ms: lower is better for ours; events/s: higher is better)\n`)
 console.log(line(table[0]))
 console.log(widths.map((w) => "-".repeat(w)).join("  "))
 for (const row of table.slice(1)) console.log(line(row))
 const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
 if (installText !== undefined) console.log(`\n${installText}`)
-console.log(`\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${load(loadavg())} (${cpus().length} cores: other work on the machine skews the figures)`)
+console.log(
+  `\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${
+    load(loadavg())
+  } (${cpus().length} cores: other work on the machine skews the figures)`
+)
 
 const resultsDir = join(here, "results")
 mkdirSync(resultsDir, { recursive: true })
 if (baselineDist !== undefined) {
   const t2 = [["workload", "store", "unit", "before median [min–max]", "after median [min–max]", "after/before"]]
   for (const r of beforeAfter) {
-    t2.push([r.workload, r.store, r.unit, cell(r.before, r.beforeMin, r.beforeMax), cell(r.after, r.afterMin, r.afterMax), ratioText(r.ratio)])
+    t2.push([
+      r.workload,
+      r.store,
+      r.unit,
+      cell(r.before, r.beforeMin, r.beforeMax),
+      cell(r.after, r.afterMin, r.afterMax),
+      ratioText(r.ratio)
+    ])
   }
   const w2 = t2[0].map((_, i) => Math.max(...t2.map((row) => row[i].length)))
   const line2 = (row) => row.map((c, i) => (i >= 3 ? c.padStart(w2[i]) : c.padEnd(w2[i]))).join("  ")
@@ -423,7 +500,10 @@ if (baselineDist !== undefined) {
   console.log(line2(t2[0]))
   console.log(w2.map((w) => "-".repeat(w)).join("  "))
   for (const row of t2.slice(1)) console.log(line2(row))
-  writeFileSync(join(resultsDir, "before-after.json"), JSON.stringify({ baseline: baselineArg, rows: beforeAfter }, null, 2) + "\n")
+  writeFileSync(
+    join(resultsDir, "before-after.json"),
+    JSON.stringify({ baseline: baselineArg, rows: beforeAfter }, null, 2) + "\n"
+  )
   console.log("wrote bench/results/before-after.json")
 }
 if (quick || only !== undefined) {

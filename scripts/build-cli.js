@@ -31,7 +31,10 @@ const result = await build({
   // Optional peers, resolved from the user's node_modules when `chat` runs.
   external: ["ink", "react", "react/*"],
   // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
-  banner: { js: "import { createRequire as __agentLoopCreateRequire } from \"node:module\"; const require = __agentLoopCreateRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __agentLoopCreateRequire } from \"node:module\"; const require = __agentLoopCreateRequire(import.meta.url);"
+  },
   minifySyntax: true,
   minifyWhitespace: true,
   keepNames: true,

@@ -19,7 +19,7 @@ import type { AgentEvent, AgentStatus } from "./AgentEvent.js"
 import type { Delivery, DeliveryInput } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
-import { cancel, finalize, dispose } from "./internal/agent/cancel.js"
+import { cancel, dispose, finalize } from "./internal/agent/cancel.js"
 import { appendEvent, clear, deliver, remove, replace } from "./internal/agent/delivery.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
@@ -28,12 +28,7 @@ import type { InvalidMessage, Message, UserMessage } from "./Message.js"
 import { Model, type ModelError, type ModelService, type ToolDefinition } from "./Model.js"
 import { defaultService as defaultPreStep, PreStep, type PreStepService } from "./PreStep.js"
 import type { AbortCause, SessionEvent } from "./SessionEvent.js"
-import type {
-  SessionLogError,
-  SessionLogView,
-  SessionNotFound,
-  SessionStoreError
-} from "./SessionLog.js"
+import type { SessionLogError, SessionLogView, SessionNotFound, SessionStoreError } from "./SessionLog.js"
 import { SessionStore } from "./SessionStore.js"
 import type * as Tool from "./Tool.js"
 
@@ -147,9 +142,11 @@ class AgentRecord extends AgentState implements Agent {
   get log(): SessionLogView {
     const log = this.sessionLog
     return this.bind("log", (): SessionLogView =>
-      Object.freeze(log.path === undefined
-        ? { id: log.id, header: log.header, events: log.events }
-        : { id: log.id, header: log.header, path: log.path, events: log.events }))
+      Object.freeze(
+        log.path === undefined
+          ? { id: log.id, header: log.header, events: log.events }
+          : { id: log.id, header: log.header, path: log.path, events: log.events }
+      ))
   }
   get followup() {
     return this.bind("followup", () => (input: DeliveryInput) => deliver(this, input, "followup"))
@@ -179,7 +176,8 @@ class AgentRecord extends AgentState implements Agent {
   get cancel() {
     return this.bind(
       "cancel",
-      () => (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) => cancel(this, cause, options)
+      () => (cause?: AbortCause | undefined, options?: { readonly keepInbox?: boolean | undefined }) =>
+        cancel(this, cause, options)
     )
   }
   get dispose(): Effect.Effect<void, SessionStoreError> {

@@ -86,8 +86,7 @@ export const pending: Fate = Object.freeze({ _tag: "Pending" as const })
  * @since 0.1.0
  * @category constructors
  */
-export const entered = (turn: number, step: number): DeliveryOutcome =>
-  Object.freeze({ _tag: "Entered" as const, turn, step })
+export const entered = (turn: number, step: number): DeliveryOutcome => Object.freeze({ _tag: "Entered" as const, turn, step })
 
 const droppedOutcomes: { readonly [R in DropReason]: DeliveryOutcome } = {
   rejected: Object.freeze({ _tag: "Dropped" as const, reason: "rejected" as const }),
@@ -292,4 +291,3 @@ export const fateOf = (
   messageId: string,
   options?: LogOptions
 ): Fate | undefined => computeFates(events, options, messageId).get(messageId)
-

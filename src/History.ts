@@ -28,10 +28,10 @@
  *
  * @since 0.1.0
  */
-import type { Message } from "./Message.js"
 import { isDsh } from "./internal/logOptions.js"
-import type { LogOptions } from "./SessionLog.js"
+import type { Message } from "./Message.js"
 import type { SessionEvent } from "./SessionEvent.js"
+import type { LogOptions } from "./SessionLog.js"
 
 /**
  * Options of `derive`: the log's `header` (or `dsh: true`) selects DSH v0 surface rules.
@@ -54,8 +54,7 @@ const messageOf = (event: SessionEvent): Message | undefined => {
   }
 }
 
-const isSurfaceType = (type: string): boolean =>
-  type === "user/message" || type === "assistant/message" || type === "tool/result"
+const isSurfaceType = (type: string): boolean => type === "user/message" || type === "assistant/message" || type === "tool/result"
 
 /** What one event did to the history, as splice coordinates on `messages`. */
 interface HistoryChange {

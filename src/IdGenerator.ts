@@ -64,7 +64,9 @@ export const seeded = (seed: number): IdGeneratorService => {
   const hex = (n: number) => n.toString(16).padStart(8, "0")
   const nextSync = (): string => {
     const a = hex(nextU32()), b = hex(nextU32()), c = hex(nextU32()), d = hex(nextU32())
-    return flatten(`${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`)
+    return flatten(
+      `${a}-${b.slice(0, 4)}-4${b.slice(5, 8)}-${(8 | (parseInt(c[0]!, 16) & 3)).toString(16)}${c.slice(1, 4)}-${c.slice(4)}${d}`
+    )
   }
   return { next: Effect.sync(nextSync), nextSync }
 }

@@ -95,7 +95,7 @@ const spliceInto = (
   if (turnTarget) {
     const removed = count > 0 ? nextTurn.splice(start, count).map((message) => ({ message, waking: true })) : NONE
     if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange, wakingDelta: 0 }
-    if (start === nextTurn.length) for (const m of insertedMessages) nextTurn.push(m)
+    if (start === nextTurn.length) { for (const m of insertedMessages) nextTurn.push(m) }
     else nextTurn.splice(start, 0, ...insertedMessages)
     return { removed, inserted: insertedMessages.map((message) => ({ message, waking: true })), inRange, wakingDelta: 0 }
   }
@@ -116,7 +116,7 @@ const spliceInto = (
     if (waking) wakingDelta++
     inserted[i] = { message: insertedMessages[i]!, waking }
   }
-  if (start === nextStep.length) for (const item of inserted) nextStep.push(item)
+  if (start === nextStep.length) { for (const item of inserted) nextStep.push(item) }
   else nextStep.splice(start, 0, ...inserted)
   return { removed, inserted, inRange, wakingDelta }
 }
@@ -282,16 +282,19 @@ export const clearAll = (
 ): ReadonlyArray<SplicedData> => {
   const out: Array<SplicedData> = []
   if (state.nextStep.length > 0) {
-    out.push(withCause({ target: "next-step", start: 0, removedCount: state.nextStep.length, inserted: [], outcome: "canceled" }, cause))
+    out.push(
+      withCause({ target: "next-step", start: 0, removedCount: state.nextStep.length, inserted: [], outcome: "canceled" }, cause)
+    )
   }
   if (state.nextTurn.length > 0) {
-    out.push(withCause({ target: "next-turn", start: 0, removedCount: state.nextTurn.length, inserted: [], outcome: "canceled" }, cause))
+    out.push(
+      withCause({ target: "next-turn", start: 0, removedCount: state.nextTurn.length, inserted: [], outcome: "canceled" }, cause)
+    )
   }
   return out
 }
 
-const withCause = (data: SplicedData, cause: SplicedData["cause"]): SplicedData =>
-  cause === undefined ? data : { ...data, cause }
+const withCause = (data: SplicedData, cause: SplicedData["cause"]): SplicedData => cause === undefined ? data : { ...data, cause }
 
 /**
  * Where an id is pending: `[target, index]`, or `undefined`.

@@ -36,9 +36,9 @@
  *
  * @since 0.1.0
  */
-import type { UserMessage } from "./Message.js"
 import { MutableInbox } from "./Inbox.js"
 import { isDsh, seedLengthOf } from "./internal/logOptions.js"
+import type { UserMessage } from "./Message.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "./SessionEvent.js"
 import { coreEventTypes } from "./SessionEvent.js"
 import type { LogOptions } from "./SessionLog.js"
@@ -296,7 +296,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
             pending.set(id, n + 1)
           }
         } else {
-          if (isClaim) for (const item of applied.removed) claimed.add(item.message.id)
+          if (isClaim) { for (const item of applied.removed) claimed.add(item.message.id) }
           let removedIds: Set<string> | undefined
           for (const item of applied.inserted) {
             const id = item.message.id

@@ -235,7 +235,11 @@ export const scripted = (
         if (options?.loop === true && script.length > 0) index = 0
         else {
           return Effect.fail(
-            new ModelError({ code: "SCRIPT_EXHAUSTED", message: `the model script has ${script.length} responses; request ${index + 1} has none`, retryable: false })
+            new ModelError({
+              code: "SCRIPT_EXHAUSTED",
+              message: `the model script has ${script.length} responses; request ${index + 1} has none`,
+              retryable: false
+            })
           )
         }
       }
@@ -370,7 +374,9 @@ export const offlinePlan = (request: ModelRequest): ScriptedResponse => {
   const context = others.filter((m) => m.source.kind !== "user")
   if (others.length > 0) {
     const parts: Array<string> = []
-    if (direct.length > 0) parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
+    if (direct.length > 0) {
+      parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
+    }
     for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
     lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
   }
@@ -410,7 +416,7 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
   let called = 0
   for (let i = last + 1; i < messages.length; i++) {
     const m = messages[i]!
-    if (m.role === "assistant") for (const b of m.content) if (b.type === "tool-call") called++
+    if (m.role === "assistant") { for (const b of m.content) if (b.type === "tool-call") called++ }
   }
   const next = wanted[called]
   return next === undefined

@@ -82,7 +82,13 @@ export const readFile = (
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),
             (e) =>
-              Effect.fail(new Tool.ToolError({ message: `cannot read ${requested}: ${e._tag === "SystemError" ? (e.reason === "NotFound" ? "no such file" : e.reason) : e.message}` }))
+              Effect.fail(
+                new Tool.ToolError({
+                  message: `cannot read ${requested}: ${
+                    e._tag === "SystemError" ? (e.reason === "NotFound" ? "no such file" : e.reason) : e.message
+                  }`
+                })
+              )
           )
         )
     })

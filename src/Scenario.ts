@@ -27,8 +27,8 @@ import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { observeOutcome } from "./internal/agent/observers.js"
 import { isAgentState } from "./internal/agent/state.js"
-import { textMessage } from "./internal/message.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
+import { textMessage } from "./internal/message.js"
 import { FiberTracker, settle } from "./internal/settle.js"
 import { VirtualClock } from "./internal/virtualClock.js"
 import { type InvalidMessage, type Message, type MessageSource, textOf, UserMessage } from "./Message.js"
@@ -84,7 +84,9 @@ const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose"] as con
 const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) })
 
 const textAction = <K extends "followup" | "steer" | "inject">(kind: K) => ({
-  plain: Schema.Struct({ at: NonNegative, [kind]: Schema.String } as { at: typeof NonNegative } & { [P in K]: typeof Schema.String }),
+  plain: Schema.Struct(
+    { at: NonNegative, [kind]: Schema.String } as { at: typeof NonNegative } & { [P in K]: typeof Schema.String }
+  ),
   object: Schema.Struct({ at: NonNegative, [kind]: TextObject } as { at: typeof NonNegative } & { [P in K]: typeof TextObject })
 })
 
@@ -148,7 +150,13 @@ export class InvalidScenario extends Schema.TaggedError<InvalidScenario>()("Inva
 }) {}
 
 const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
-  "$" + path.map((k) => (typeof k === "number" ? `[${k}]` : /^[A-Za-z_$][\w$]*$/.test(String(k)) ? `.${String(k)}` : `[${JSON.stringify(String(k))}]`)).join("")
+  "$" +
+  path.map((k) => (typeof k === "number"
+    ? `[${k}]`
+    : /^[A-Za-z_$][\w$]*$/.test(String(k))
+    ? `.${String(k)}`
+    : `[${JSON.stringify(String(k))}]`)
+  ).join("")
 
 /**
  * Decodes a scenario from parsed JSON. Fails with `InvalidScenario` naming the JSON path of the
@@ -195,7 +203,12 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
       }
       const extra = Object.keys(value)[0]
       if (extra !== undefined) {
-        return Either.left(new InvalidScenario({ message: "is unexpected, dispose takes no fields", path: jsonPath(["actions", i, "dispose", extra]) }))
+        return Either.left(
+          new InvalidScenario({
+            message: "is unexpected, dispose takes no fields",
+            path: jsonPath(["actions", i, "dispose", extra])
+          })
+        )
       }
     }
     const schema = kind === "cancel" || kind === "dispose"
@@ -384,8 +397,7 @@ export interface DeliveryRecord {
 const messageOf = (
   text: string | { readonly text: string; readonly source?: MessageSource | undefined },
   source: MessageSource
-) =>
-  UserMessage.make(typeof text === "string" ? { text, source } : { text: text.text, source: text.source ?? source })
+) => UserMessage.make(typeof text === "string" ? { text, source } : { text: text.text, source: text.source ?? source })
 
 /**
  * Runs a scenario to its end under a virtual clock. `seed` seeds the ids (use `seedOf` of the
@@ -403,35 +415,37 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
   const program = Effect.gen(function*() {
     const supervisor = new FiberTracker()
     const store = yield* SessionStore.SessionStore
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
-      // By time, then file order (a stable sort).
-      const actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
-      let next = 0
-      while (true) {
-        // A scenario runs to its end however long that takes: no bound on the rounds.
-        yield* Effect.orDie(settle(supervisor, { maxRounds: Infinity }))
-        const now = clock.unsafeCurrentTimeMillis()
-        const nextAction = next < actions.length ? actions[next]![0].at : undefined
-        const nextSleep = clock.nextSleep()
-        if (nextAction !== undefined && nextAction <= now) {
-          yield* apply(agent, actions[next]![0], actions[next]![1], records)
-          next++
-          continue
+    return yield* Effect.scoped(
+      Effect.gen(function*() {
+        const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
+        // By time, then file order (a stable sort).
+        const actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
+        let next = 0
+        while (true) {
+          // A scenario runs to its end however long that takes: no bound on the rounds.
+          yield* Effect.orDie(settle(supervisor, { maxRounds: Infinity }))
+          const now = clock.unsafeCurrentTimeMillis()
+          const nextAction = next < actions.length ? actions[next]![0].at : undefined
+          const nextSleep = clock.nextSleep()
+          if (nextAction !== undefined && nextAction <= now) {
+            yield* apply(agent, actions[next]![0], actions[next]![1], records)
+            next++
+            continue
+          }
+          // An action due at the same instant as a sleep goes first.
+          if (nextSleep !== undefined && (nextAction === undefined || nextSleep < nextAction)) {
+            clock.wakeNext()
+            continue
+          }
+          if (nextAction === undefined) break
+          clock.setTime(nextAction)
         }
-        // An action due at the same instant as a sleep goes first.
-        if (nextSleep !== undefined && (nextAction === undefined || nextSleep < nextAction)) {
-          clock.wakeNext()
-          continue
-        }
-        if (nextAction === undefined) break
-        clock.setTime(nextAction)
-      }
-      // Read the log and the outcomes before the scope closes: closing it disposes the agent,
-      // which is the simulator's housekeeping, not part of the scenario.
-      const contents = yield* Effect.orDie(store.read(agent.id))
-      return { contents, deliveries: records.slice() }
-    }).pipe(Effect.supervised(supervisor)))
+        // Read the log and the outcomes before the scope closes: closing it disposes the agent,
+        // which is the simulator's housekeeping, not part of the scenario.
+        const contents = yield* Effect.orDie(store.read(agent.id))
+        return { contents, deliveries: records.slice() }
+      }).pipe(Effect.supervised(supervisor))
+    )
   })
   return program.pipe(
     Effect.provide(Layer.mergeAll(
@@ -500,4 +514,3 @@ const apply = (
   }
   return Effect.asVoid(Effect.fork(ignore(agent.dispose)))
 }
-

@@ -7,12 +7,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import {
-  AssistantMessageSchema,
-  type AssistantMessage,
-  type UserMessage,
-  UserMessageSchema
-} from "./Message.js"
+import { type AssistantMessage, AssistantMessageSchema, type UserMessage, UserMessageSchema } from "./Message.js"
 
 /**
  * A session id (file name stem of a JSONL log).

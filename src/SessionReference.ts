@@ -322,7 +322,7 @@ const insertAfter = (
   for (const m of messages) {
     out.push(m)
     const snapshots = taken.get(m.id)
-    if (snapshots !== undefined) for (const s of snapshots) out.push(s)
+    if (snapshots !== undefined) { for (const s of snapshots) out.push(s) }
   }
   return out
 }
@@ -471,10 +471,13 @@ const make = Effect.gen(function*() {
     }
     if (taken === undefined) return next()
     const found = taken
-    return Effect.map(next(), (decision) =>
-      typeof decision === "object" && decision !== null && decision._tag === "Enter" && Array.isArray(decision.messages)
-        ? PreStep.Decision.enter(insertAfter(decision.messages, found))
-        : decision)
+    return Effect.map(
+      next(),
+      (decision) =>
+        typeof decision === "object" && decision !== null && decision._tag === "Enter" && Array.isArray(decision.messages)
+          ? PreStep.Decision.enter(insertAfter(decision.messages, found))
+          : decision
+    )
   }
 
   return { service: SessionReference.of({ prepare, deliver }), listener }
@@ -494,8 +497,7 @@ const make = Effect.gen(function*() {
  */
 export const layer: Layer.Layer<SessionReference | PreStep.PreStep, never, SessionStore | PreStep.PreStep> = Layer
   .unwrapScoped(
-    Effect.map(make, ({ listener, service }) =>
-      Layer.merge(Layer.succeed(SessionReference, service), PreStep.listener(listener)))
+    Effect.map(make, ({ listener, service }) => Layer.merge(Layer.succeed(SessionReference, service), PreStep.listener(listener)))
   )
 
 /**

@@ -151,8 +151,7 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
         return Effect.succeed(log)
       }).pipe(Effect.withSpan("SessionStore.create")),
     open: (id) => get(id),
-    read: (id) =>
-      Effect.map(get(id), (log): LogContents => ({ header: log.header, events: log.events().slice(), warnings: [] })),
+    read: (id) => Effect.map(get(id), (log): LogContents => ({ header: log.header, events: log.events().slice(), warnings: [] })),
     list: Effect.sync(() => Array.from(sessions.keys()).sort())
   })
 })

@@ -39,7 +39,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Layer, Scope } from "effect"
+import { Effect, Either, Layer, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
 import * as Store from "./internal/store/common.js"
 import { inUseError, isLiveWriter, readWriter, thisWriter } from "./internal/store/writer.js"
@@ -85,17 +85,26 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
     "1_create_session_tables": Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.sessions)} (id TEXT PRIMARY KEY NOT NULL, header TEXT NOT NULL)`
-      yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.events)} (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
+      yield* sql`CREATE TABLE IF NOT EXISTS ${
+        sql(tables.events)
+      } (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
       yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.writers)} (session_id TEXT PRIMARY KEY NOT NULL, writer TEXT NOT NULL)`
       // Tables of these names that something else made: refused now, not at the first append.
-      for (const [table, columns] of [
-        [tables.sessions, ["id", "header"]],
-        [tables.events, ["session_id", "seq", "event"]],
-        [tables.writers, ["session_id", "writer"]]
-      ] as const) {
+      for (
+        const [table, columns] of [
+          [tables.sessions, ["id", "header"]],
+          [tables.events, ["session_id", "seq", "event"]],
+          [tables.writers, ["session_id", "writer"]]
+        ] as const
+      ) {
         yield* Effect.mapError(
           sql`SELECT ${sql.literal(columns.join(", "))} FROM ${sql(table)} WHERE 1 = 0`,
-          (error) => Store.storeError(`the table ${table} exists without the columns (${columns.join(", ")}) this store needs`, undefined, error)
+          (error) =>
+            Store.storeError(
+              `the table ${table} exists without the columns (${columns.join(", ")}) this store needs`,
+              undefined,
+              error
+            )
         )
       }
     })
@@ -129,7 +138,9 @@ export const make = (
   Effect.gen(function*() {
     const prefix = options.tablePrefix ?? "agent_loop_"
     if (!PREFIX.test(prefix)) {
-      return yield* Effect.fail(Store.storeError(`invalid tablePrefix ${JSON.stringify(prefix)}: letters, digits and _ only`, undefined))
+      return yield* Effect.fail(
+        Store.storeError(`invalid tablePrefix ${JSON.stringify(prefix)}: letters, digits and _ only`, undefined)
+      )
     }
     const tables = tablesOf(prefix)
     const sql = yield* SqlClient.SqlClient
@@ -254,7 +265,9 @@ export const make = (
       const decoded = decodeLog(text)
       if (Either.isLeft(decoded)) return yield* Effect.fail(rowError(decoded.left.line, decoded.left.message))
       const contents = decoded.right
-      if (contents.header.version !== 1) return yield* Effect.fail(rowError(1, "only logs of our format (version 1) are stored in SQL"))
+      if (contents.header.version !== 1) {
+        return yield* Effect.fail(rowError(1, "only logs of our format (version 1) are stored in SQL"))
+      }
       if (contents.header.id !== id) {
         return yield* Effect.fail(rowError(1, `the header names session ${JSON.stringify(contents.header.id)}`))
       }
@@ -377,7 +390,8 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, S
   Layer.scoped(
     SessionStore,
     Effect.gen(function*() {
-      const cannotOpen = (cause: unknown) => Store.storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
+      const cannotOpen = (cause: unknown) =>
+        Store.storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
       // Loaded on first use, so that the other stores never load the native module.
       const { SqliteClient } = yield* Effect.tryPromise({
         try: () => import("@effect/sql-sqlite-node"),

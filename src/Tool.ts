@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, JSONSchema, Schema } from "effect"
+import { type Effect, JSONSchema, Schema } from "effect"
 import type { DeliveryError } from "./AgentError.js"
 import type { Delivery, DeliveryInput } from "./Delivery.js"
 import type { ContentBlock, InvalidMessage, UserMessage, UserMessageInput } from "./Message.js"

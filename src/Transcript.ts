@@ -102,7 +102,9 @@ export interface TurnEndEntry {
  */
 export type Entry = MessageEntry | AssistantEntry | ToolCallEntry | ToolResultEntry | TurnEndEntry
 
-const toolResultOf = (message: UserMessage): { readonly callId: string | undefined; readonly block: ContentBlock | undefined } => {
+const toolResultOf = (
+  message: UserMessage
+): { readonly callId: string | undefined; readonly block: ContentBlock | undefined } => {
   let block: ContentBlock | undefined
   for (const b of message.content) {
     if (b.type === "tool-result") {

@@ -24,7 +24,8 @@ const modes = [
 ] as const
 
 for (const mode of modes) {
-  const layers = (model: Model.ModelService) => Layer.mergeAll(mode.store, IdGenerator.layerSeeded(3), Model.layer(model), layerTracked)
+  const layers = (model: Model.ModelService) =>
+    Layer.mergeAll(mode.store, IdGenerator.layerSeeded(3), Model.layer(model), layerTracked)
 
   describe(`Agent shape (${mode.name})`, () => {
     it.scoped("agent.inbox is a Ref of an immutable value: a value read before a splice stays as it was", () =>
@@ -33,7 +34,12 @@ for (const mode of modes) {
         const empty = yield* agent.inbox
         expect(empty).toEqual({ nextTurn: [], nextStep: [] })
         expect(Ref.RefTypeId in agent.inbox).toBe(true)
-        const c = yield* agent.inject({ id: "ctx-1" as never, role: "user", content: [{ type: "text", text: "fyi" }], source: { kind: "plugin", plugin: "t" } })
+        const c = yield* agent.inject({
+          id: "ctx-1" as never,
+          role: "user",
+          content: [{ type: "text", text: "fyi" }],
+          source: { kind: "plugin", plugin: "t" }
+        })
         const one = yield* agent.inbox
         expect(one.nextStep.map((p) => [p.message.id, p.waking])).toEqual([["ctx-1", false]])
         // The earlier value did not change, and neither value can be changed.
@@ -72,8 +78,11 @@ for (const mode of modes) {
         yield* agent.followup("second")
         yield* advance(10)
         const seen = [...(yield* queue.takeAll)].flatMap((e) =>
-          e.type === "agent/inbox/claimed" ? [`claimed ${text((e as { readonly message: Message }).message)}`]
-          : "seq" in e ? brief([e]) : []
+          e.type === "agent/inbox/claimed" ?
+            [`claimed ${text((e as { readonly message: Message }).message)}`]
+            : "seq" in e
+            ? brief([e])
+            : []
         )
         expect(seen).toEqual([
           "splice next-turn 0 +[first]",
@@ -172,7 +181,9 @@ describe("Agent live events end with the agent (§5.3, §9)", () => {
       expect(brief(durable.slice(-3) as never)).toEqual(["tool/result c1 ABORTED", "step/end 1.1", "turn/end 1 aborted:disposed"])
       expect(Chunk.toReadonlyArray(yield* Fiber.join(statuses))).toEqual(["idle", "running", "idle"])
       expect(Chunk.toReadonlyArray(yield* Stream.runCollect(agent.events))).toEqual([{ type: "agent/disposed" }])
-    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(6), Model.layer(model), layerTracked)))
+    }).pipe(
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(6), Model.layer(model), layerTracked))
+    )
   })
 })
 
@@ -181,8 +192,14 @@ describe("AgentError guards", () => {
     Effect.gen(function*() {
       const agent = yield* Agent.make()
       const sent = yield* agent.followup("once")
-      const duplicate = yield* Effect.flip(agent.followup({ id: sent.messageId, role: "user", content: [{ type: "text", text: "again" }], source: { kind: "user" } }))
-      expect([AgentError.isDuplicateMessageId(duplicate), AgentError.isDeliveryError(duplicate), AgentError.isAgentDisposed(duplicate)]).toEqual([true, true, false])
+      const duplicate = yield* Effect.flip(
+        agent.followup({ id: sent.messageId, role: "user", content: [{ type: "text", text: "again" }], source: { kind: "user" } })
+      )
+      expect([
+        AgentError.isDuplicateMessageId(duplicate),
+        AgentError.isDeliveryError(duplicate),
+        AgentError.isAgentDisposed(duplicate)
+      ]).toEqual([true, true, false])
       const missing = yield* Effect.flip(agent.remove("nope"))
       expect([AgentError.isMessageNotPending(missing), AgentError.isDeliveryError(missing)]).toEqual([true, false])
       const invalid = yield* Effect.flip(agent.appendEvent("turn/start", {}))
@@ -190,5 +207,9 @@ describe("AgentError guards", () => {
       yield* agent.dispose
       const disposed = yield* Effect.flip(agent.followup("late"))
       expect([AgentError.isAgentDisposed(disposed), disposed.message]).toEqual([true, `agent ${agent.id} is disposed`])
-    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([{ text: "ok" }]))))))
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([{ text: "ok" }])))
+      )
+    ))
 })

@@ -1,9 +1,9 @@
+import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
-import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Fiber, Layer, Option, Redacted, Schema, Stream, TestClock } from "effect"
@@ -119,7 +119,10 @@ const toolResultPart = (id: string, name: string, result: unknown, isFailure = f
 const MISSING =
   "No result was recorded for this tool call: its outcome is unknown. Do not assume it ran or did not run; check before calling it again."
 
-const finishPart = (reason: Response.FinishReason, usage?: Partial<typeof Response.Usage.Encoded>): Response.StreamPartEncoded => ({
+const finishPart = (
+  reason: Response.FinishReason,
+  usage?: Partial<typeof Response.Usage.Encoded>
+): Response.StreamPartEncoded => ({
   type: "finish",
   reason,
   usage: { inputTokens: undefined, outputTokens: undefined, totalTokens: undefined, ...usage }
@@ -298,7 +301,13 @@ describe("AiBridge: stream → ModelParts", () => {
           { type: "tool-call", id: "call_1", name: "read", params: { path: "a.txt" }, metadata: { openai: { itemId: "fc_1" } } },
           // No params deltas: the arguments are re-serialized from the parsed params.
           { type: "tool-call", id: "call_2", name: "clock", params: { tz: "UTC", n: 1.5 } },
-          finishPart("tool-calls", { inputTokens: 10, outputTokens: 5, totalTokens: 15, reasoningTokens: 3, cachedInputTokens: 4 })
+          finishPart("tool-calls", {
+            inputTokens: 10,
+            outputTokens: 5,
+            totalTokens: 15,
+            reasoningTokens: 3,
+            cachedInputTokens: 4
+          })
         ]
       }])
       const parts = yield* respond(model, request([user("m1", "hi")], { tools: TOOLS }))
@@ -310,21 +319,23 @@ describe("AiBridge: stream → ModelParts", () => {
         ],
         next: { type: "text", options: { openai: { itemId: "msg_1" } } }
       }
-      expect(parts).toEqual([
-        { type: "reasoning-delta", text: "Think" },
-        { type: "reasoning-delta", text: "ing. " },
-        { type: "reasoning-delta", text: "More." },
-        { type: "reasoning-delta", text: "", providerState: state },
-        { type: "text-delta", text: "Hello" },
-        { type: "text-delta", text: " there" },
-        { type: "tool-call", id: "call_1", name: "read", rawArguments: "{\"path\":  \"a.txt\" }" },
-        { type: "tool-call", id: "call_2", name: "clock", rawArguments: "{\"tz\":\"UTC\",\"n\":1.5}" },
-        {
-          type: "usage",
-          usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 4, reasoningTokens: 3, totalTokens: 15 }
-        },
-        { type: "finish", reason: "tool-calls" }
-      ] satisfies Array<ModelPart>)
+      expect(parts).toEqual(
+        [
+          { type: "reasoning-delta", text: "Think" },
+          { type: "reasoning-delta", text: "ing. " },
+          { type: "reasoning-delta", text: "More." },
+          { type: "reasoning-delta", text: "", providerState: state },
+          { type: "text-delta", text: "Hello" },
+          { type: "text-delta", text: " there" },
+          { type: "tool-call", id: "call_1", name: "read", rawArguments: "{\"path\":  \"a.txt\" }" },
+          { type: "tool-call", id: "call_2", name: "clock", rawArguments: "{\"tz\":\"UTC\",\"n\":1.5}" },
+          {
+            type: "usage",
+            usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 4, reasoningTokens: 3, totalTokens: 15 }
+          },
+          { type: "finish", reason: "tool-calls" }
+        ] satisfies Array<ModelPart>
+      )
     }))
 
   it.effect("a reasoning item with no summary text still carries its state (encrypted content), closed by the finish", () =>
@@ -340,7 +351,10 @@ describe("AiBridge: stream → ModelParts", () => {
         {
           type: "reasoning-delta",
           text: "",
-          providerState: { kind: "effect-ai", parts: [{ text: "", options: { openai: { itemId: "rs_9", encryptedContent: "e9" } } }] }
+          providerState: {
+            kind: "effect-ai",
+            parts: [{ text: "", options: { openai: { itemId: "rs_9", encryptedContent: "e9" } } }]
+          }
         },
         { type: "finish", reason: "stop" }
       ])
@@ -450,7 +464,11 @@ describe("AiBridge: errors → ModelError", () => {
   it.effect("HTTP statuses: code, status, provider message, retryable for 429/5xx, retryAfterMs from headers", () =>
     Effect.gen(function*() {
       const { model } = yield* bridged([
-        { fail: httpError(429, JSON.stringify({ error: { message: "Slow down", type: "rate_limit_error" } }, null, 2), { "retry-after": "3" }) },
+        {
+          fail: httpError(429, JSON.stringify({ error: { message: "Slow down", type: "rate_limit_error" } }, null, 2), {
+            "retry-after": "3"
+          })
+        },
         { fail: httpError(503, "\"upstream unavailable\"", { "retry-after-ms": "250" }) },
         {
           fail: httpError(400, JSON.stringify({ error: { message: "Bad input", type: "invalid_request_error", param: "input" } }))
@@ -513,10 +531,26 @@ describe("AiBridge: errors → ModelError", () => {
         { fail: requestError("Transport", transport) },
         { fail: requestError("InvalidUrl") },
         { fail: requestError("Encode") },
-        { fail: new AiError.MalformedInput({ module: "OpenAiLanguageModel", method: "prepareMessages", description: "unsupported media type" }) },
-        { fail: new AiError.MalformedOutput({ module: "OpenAiLanguageModel", method: "makeStreamResponse", description: "bad arguments" }) },
+        {
+          fail: new AiError.MalformedInput({
+            module: "OpenAiLanguageModel",
+            method: "prepareMessages",
+            description: "unsupported media type"
+          })
+        },
+        {
+          fail: new AiError.MalformedOutput({
+            module: "OpenAiLanguageModel",
+            method: "makeStreamResponse",
+            description: "bad arguments"
+          })
+        },
         { fail: new AiError.UnknownError({ module: "X", method: "y" }) },
-        { fail: httpError(200, undefined).pipe((e) => new AiError.HttpResponseError({ ...e, reason: "Decode", description: "socket hang up" })) }
+        {
+          fail: httpError(200, undefined).pipe((e) =>
+            new AiError.HttpResponseError({ ...e, reason: "Decode", description: "socket hang up" })
+          )
+        }
       ], { provider: "openai" })
       const req = request([user("m1", "hi")])
       const network = yield* failure(model, req)
@@ -772,8 +806,20 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
             item_id: "rs_1",
             part: { type: "summary_text", text: "" }
           },
-          { type: "response.reasoning_summary_text.delta", summary_index: 0, output_index: 0, item_id: "rs_1", delta: "Reading " },
-          { type: "response.reasoning_summary_text.delta", summary_index: 0, output_index: 0, item_id: "rs_1", delta: "the file." },
+          {
+            type: "response.reasoning_summary_text.delta",
+            summary_index: 0,
+            output_index: 0,
+            item_id: "rs_1",
+            delta: "Reading "
+          },
+          {
+            type: "response.reasoning_summary_text.delta",
+            summary_index: 0,
+            output_index: 0,
+            item_id: "rs_1",
+            delta: "the file."
+          },
           {
             type: "response.output_item.done",
             output_index: 0,
@@ -787,7 +833,14 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
           {
             type: "response.output_item.added",
             output_index: 1,
-            item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "read_file", arguments: "", status: "in_progress" }
+            item: {
+              type: "function_call",
+              id: "fc_1",
+              call_id: "call_1",
+              name: "read_file",
+              arguments: "",
+              status: "in_progress"
+            }
           },
           { type: "response.function_call_arguments.delta", output_index: 1, item_id: "fc_1", delta: "{\"path\":" },
           { type: "response.function_call_arguments.delta", output_index: 1, item_id: "fc_1", delta: " \"notes.txt\"}" },
@@ -866,26 +919,37 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
         ],
         include: [],
         text: { format: { type: "text" } },
-        tools: [{ type: "function", name: "read_file", description: "Reads a file", parameters: readFile.parameters, strict: false }],
+        tools: [{
+          type: "function",
+          name: "read_file",
+          description: "Reads a file",
+          parameters: readFile.parameters,
+          strict: false
+        }],
         tool_choice: "auto",
         stream: true
       })
-      expect(parts).toEqual([
-        { type: "reasoning-delta", text: "Reading " },
-        { type: "reasoning-delta", text: "the file." },
-        {
-          type: "reasoning-delta",
-          text: "",
-          providerState: {
-            kind: "effect-ai",
-            parts: [{ text: "Reading the file.", options: { openai: { itemId: "rs_1", encryptedContent: "gAAAA-enc-1" } } }],
-            next: { type: "tool-call", id: "call_1", options: { openai: { itemId: "fc_1" } } }
-          }
-        },
-        { type: "tool-call", id: "call_1", name: "read_file", rawArguments: "{\"path\": \"notes.txt\"}" },
-        { type: "usage", usage: { inputTokens: 42, outputTokens: 17, cacheReadTokens: 8, reasoningTokens: 9, totalTokens: 59 } },
-        { type: "finish", reason: "tool-calls" }
-      ] satisfies Array<ModelPart>)
+      expect(parts).toEqual(
+        [
+          { type: "reasoning-delta", text: "Reading " },
+          { type: "reasoning-delta", text: "the file." },
+          {
+            type: "reasoning-delta",
+            text: "",
+            providerState: {
+              kind: "effect-ai",
+              parts: [{ text: "Reading the file.", options: { openai: { itemId: "rs_1", encryptedContent: "gAAAA-enc-1" } } }],
+              next: { type: "tool-call", id: "call_1", options: { openai: { itemId: "fc_1" } } }
+            }
+          },
+          { type: "tool-call", id: "call_1", name: "read_file", rawArguments: "{\"path\": \"notes.txt\"}" },
+          {
+            type: "usage",
+            usage: { inputTokens: 42, outputTokens: 17, cacheReadTokens: 8, reasoningTokens: 9, totalTokens: 59 }
+          },
+          { type: "finish", reason: "tool-calls" }
+        ] satisfies Array<ModelPart>
+      )
     }))
 
   it.scopedLive("HTTP 429 and a refused connection map to ModelErrors that never hold the API key", () =>
@@ -944,7 +1008,13 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
               output_index: 0,
               item: { type: "message", id: "msg_1", role: "assistant", status: "in_progress", content: [] }
             },
-            { type: "response.refusal.delta", output_index: 0, content_index: 0, item_id: "msg_1", delta: "I can't help with that." },
+            {
+              type: "response.refusal.delta",
+              output_index: 0,
+              content_index: 0,
+              item_id: "msg_1",
+              delta: "I can't help with that."
+            },
             {
               type: "response.output_item.done",
               output_index: 0,
@@ -991,7 +1061,11 @@ describe("AiBridge: idle timeout", () => {
   it.effect("nothing for idleTimeoutMs (default 120 s, on the Effect clock) → TIMEOUT, retryable, after the parts already pushed", () =>
     Effect.gen(function*() {
       const { model } = yield* bridged([
-        { parts: [{ type: "text-start", id: "t1" }, { type: "text-delta", id: "t1", delta: "Hel" }], chunks: "each", stall: true },
+        {
+          parts: [{ type: "text-start", id: "t1" }, { type: "text-delta", id: "t1", delta: "Hel" }],
+          chunks: "each",
+          stall: true
+        },
         { stall: true }
       ])
       const first = yield* Effect.fork(respond(model, request([user("u1", "hi")])))
@@ -1010,6 +1084,9 @@ describe("AiBridge: idle timeout", () => {
       const { model: quick } = yield* bridged([{ stall: true }], { idleTimeoutMs: 5_000 })
       const second = yield* Effect.fork(respond(quick, request([user("u1", "hi")])))
       yield* TestClock.adjust(5_000)
-      expect(yield* Effect.either(Fiber.join(second))).toMatchObject({ _tag: "Left", left: { error: { code: "TIMEOUT" }, parts: [] } })
+      expect(yield* Effect.either(Fiber.join(second))).toMatchObject({
+        _tag: "Left",
+        left: { error: { code: "TIMEOUT" }, parts: [] }
+      })
     }))
 })

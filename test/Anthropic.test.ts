@@ -10,8 +10,8 @@ import * as Anthropic from "../src/providers/Anthropic.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
 import { layer as agentLayer } from "./utils/agent.js"
-import { assistantOf, freeze, collect, errorFields, summarize, toolResult, user } from "./utils/modelParts.js"
-import { closedPort, readFixture, type ReplayServer, type ReplaySpec, replayServer } from "./utils/replayServer.js"
+import { assistantOf, collect, errorFields, freeze, summarize, toolResult, user } from "./utils/modelParts.js"
+import { closedPort, readFixture, type ReplayServer, replayServer, type ReplaySpec } from "./utils/replayServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -234,7 +234,12 @@ describe("Anthropic responses (recorded wire files)", () => {
         { type: "reasoning-delta", text: "Weather lookup." },
         { type: "reasoning-delta", text: "", providerState: { kind: "anthropic", signature: "sig-w" } },
         { type: "text-delta", text: "I'll check the current weather in Paris for you." },
-        { type: "tool-call", id: "toolu_01NRLabsLyVHZPKxbKvkfSMn", name: "get_weather", rawArguments: "{\"location\":\"Paris\"}" },
+        {
+          type: "tool-call",
+          id: "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+          name: "get_weather",
+          rawArguments: "{\"location\":\"Paris\"}"
+        },
         { type: "usage", usage: { inputTokens: 377, outputTokens: 65, cacheReadTokens: 0 } },
         { type: "finish", reason: "tool-calls" }
       ])
@@ -245,15 +250,35 @@ describe("Anthropic responses (recorded wire files)", () => {
       const ev = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
       const body = [
         ev("message_start", { type: "message_start", message: { usage: { input_tokens: 10, output_tokens: 1 } } }),
-        ev("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+        ev("content_block_start", {
+          type: "content_block_start",
+          index: 0,
+          content_block: { type: "thinking", thinking: "", signature: "" }
+        }),
         ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "A" } }),
-        ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "sig-a" } }),
+        ev("content_block_delta", {
+          type: "content_block_delta",
+          index: 0,
+          delta: { type: "signature_delta", signature: "sig-a" }
+        }),
         ev("content_block_stop", { type: "content_block_stop", index: 0 }),
-        ev("content_block_start", { type: "content_block_start", index: 1, content_block: { type: "redacted_thinking", data: "ENC" } }),
+        ev("content_block_start", {
+          type: "content_block_start",
+          index: 1,
+          content_block: { type: "redacted_thinking", data: "ENC" }
+        }),
         ev("content_block_stop", { type: "content_block_stop", index: 1 }),
-        ev("content_block_start", { type: "content_block_start", index: 2, content_block: { type: "thinking", thinking: "", signature: "" } }),
+        ev("content_block_start", {
+          type: "content_block_start",
+          index: 2,
+          content_block: { type: "thinking", thinking: "", signature: "" }
+        }),
         ev("content_block_delta", { type: "content_block_delta", index: 2, delta: { type: "thinking_delta", thinking: "B" } }),
-        ev("content_block_delta", { type: "content_block_delta", index: 2, delta: { type: "signature_delta", signature: "sig-b" } }),
+        ev("content_block_delta", {
+          type: "content_block_delta",
+          index: 2,
+          delta: { type: "signature_delta", signature: "sig-b" }
+        }),
         ev("content_block_stop", { type: "content_block_stop", index: 2 }),
         ev("content_block_start", { type: "content_block_start", index: 3, content_block: { type: "text", text: "" } }),
         ev("content_block_delta", { type: "content_block_delta", index: 3, delta: { type: "text_delta", text: "ok" } }),
@@ -295,7 +320,10 @@ describe("Anthropic responses (recorded wire files)", () => {
       const stop = yield* replayParts({ body: body.replace("\"stop_reason\":\"end_turn\"", "\"stop_reason\":\"stop_sequence\"") })
       expect(summarize(stop).finish).toBe("stop")
       // A response with tool calls finishes tool-calls whatever stop_reason says (as the other adapters).
-      const tools = fixtureText("anthropic-stream-tool-use.sse").replace("\"stop_reason\":\"tool_use\"", "\"stop_reason\":\"end_turn\"")
+      const tools = fixtureText("anthropic-stream-tool-use.sse").replace(
+        "\"stop_reason\":\"tool_use\"",
+        "\"stop_reason\":\"end_turn\""
+      )
       expect(summarize(yield* replayParts({ body: tools })).finish).toBe("tool-calls")
     }).pipe(provideHttp))
 })
@@ -453,7 +481,8 @@ describe("Anthropic errors", () => {
       expect(errorFields(error)).toEqual({
         _tag: "ModelError",
         code: "TIMEOUT",
-        message: `anthropic: no answer from http://127.0.0.1:${port}/v1/messages within 30000 ms (waiting for the response headers)`,
+        message:
+          `anthropic: no answer from http://127.0.0.1:${port}/v1/messages within 30000 ms (waiting for the response headers)`,
         status: undefined,
         retryable: true,
         retryAfterMs: undefined
@@ -465,7 +494,9 @@ describe("Anthropic errors", () => {
       const port = yield* stallingServer(eventsPrefix("anthropic-stream-tool-use.sse", 4))
       const model = yield* Anthropic.make({ baseUrl: `http://127.0.0.1:${port}`, model: "m", idleTimeoutMs: 30_000 })
       const parts: Array<ModelPart> = []
-      const fiber = yield* Effect.fork(Effect.flip(model.respond(REQUEST, { part: (p) => Effect.sync(() => void parts.push(p)) })))
+      const fiber = yield* Effect.fork(
+        Effect.flip(model.respond(REQUEST, { part: (p) => Effect.sync(() => void parts.push(p)) }))
+      )
       for (let i = 0; i < 1000 && parts.length === 0; i++) yield* tick
       expect(parts).toEqual([{ type: "text-delta", text: "I" }])
       const error = yield* advanceUntilDone(fiber, 30_000)

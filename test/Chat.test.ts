@@ -14,6 +14,8 @@ import { Console, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
+import { ChatModel } from "../src/cli/chat/ChatModel.js"
+import { cleanInput } from "../src/cli/chat/stdin.js"
 import { main } from "../src/cli/main.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
@@ -22,11 +24,9 @@ import * as Model from "../src/Model.js"
 import type { SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
-import { ChatModel } from "../src/cli/chat/ChatModel.js"
-import { cleanInput } from "../src/cli/chat/stdin.js"
 import * as E from "./utils/events.js"
-import * as Tmux from "./utils/tmux.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
+import * as Tmux from "./utils/tmux.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
 const hasTmux = Tmux.available()
@@ -96,12 +96,16 @@ const facts = (events: ReadonlyArray<SessionEvent>): Array<string> =>
       case "user/message":
         return `user/message [${Transcript.sourceLabel(d.source)}] ${textOf(d.content)}`
       case "assistant/message":
-        return `assistant/message ${d.turn}.${d.step}${d.interrupted === true ? " (interrupted)" : ""}: ${textOf(d.message.content)}`
+        return `assistant/message ${d.turn}.${d.step}${d.interrupted === true ? " (interrupted)" : ""}: ${
+          textOf(d.message.content)
+        }`
       case "tool/call":
         return `tool/call ${d.turn}.${d.step} ${d.callId} ${d.name}${d.arguments}`
       case "tool/result": {
         const r = d as ToolResultData
-        return `tool/result ${r.turn}.${r.step} ${Transcript.fromEvents([e]).map((x) => (x as Transcript.ToolResultEntry).text).join("")}` +
+        return `tool/result ${r.turn}.${r.step} ${
+          Transcript.fromEvents([e]).map((x) => (x as Transcript.ToolResultEntry).text).join("")
+        }` +
           (r.error !== undefined ? ` [${r.error.code}]` : "")
       }
       default:
@@ -148,7 +152,13 @@ describe("ChatModel (the screen state fed by live events)", () => {
       E.stepEnd(1, 1),
       E.turnEnd(1, "aborted")
     )
-    const model = new ChatModel("s1", all.slice(0, 2), { nextStep: [{ message: ctx, waking: false }], nextTurn: [go] }, "idle", () => 1000)
+    const model = new ChatModel(
+      "s1",
+      all.slice(0, 2),
+      { nextStep: [{ message: ctx, waking: false }], nextTurn: [go] },
+      "idle",
+      () => 1000
+    )
     expect(model.getSnapshot().pending).toEqual([
       { id: "m1", queue: "context", label: "plugin:netwatch", direct: false, text: "net is \\x1b]0;pwned\\x07 metered" },
       { id: "m2", queue: "followup", label: "you", direct: true, text: "go" }
@@ -190,11 +200,16 @@ describe("agent-loop chat without a terminal", () => {
       const errors: Array<string> = []
       const base = yield* Console.consoleWith(Effect.succeed)
       const code = yield* main(["chat", "--store", tmpDir()]).pipe(
-        Effect.withConsole({ ...base, error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void errors.push(args.join(" "))) }),
+        Effect.withConsole({
+          ...base,
+          error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void errors.push(args.join(" ")))
+        }),
         Effect.provide(NodeContext.layer)
       )
       expect(code).toBe(2)
-      expect(errors).toEqual(["chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"])
+      expect(errors).toEqual([
+        "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"
+      ])
     }))
 })
 
@@ -210,86 +225,100 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
     expect(cleanInput("2Pcd", "\u001b[1;")).toEqual({ text: "cd", carry: "" })
   })
 
-  it.scopedLive("a prompt is answered; /sessions lists the store; /quit exits 0 and prints the log path", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      // Another session in the store, for /sessions to list.
-      yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session" }))).pipe(
-        Effect.provide(SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer))),
-        Effect.orDie
-      )
-      const { pane, sessionId } = yield* startChat(store)
-      // Keys Ink cannot name (Ctrl+F1, a pasted colour code) once crashed the chat: now dropped.
-      yield* pane.keys("C-F1")
-      yield* pane.type("hello \u001b[31mthere")
-      yield* pane.keys("Enter")
-      const screen = yield* pane.waitFor("turn 1 ended: completed")
-      expect(linesOf(screen, "── turn", "> ", "I received", "turn ")).toEqual([
-        "── turn 1 ──",
-        "> hello there",
-        "I received 1 message in this step: 1 from you (\"hello there\").",
-        "turn 1 ended: completed"
-      ])
-      yield* send(pane, "/sessions")
-      const listed = yield* pane.waitFor("sessions in the store (2):")
-      // Sorted by id; this session marked.
-      const listing = [`  an-earlier-session`, `  ${sessionId}  (this session)`]
-        .sort((a, b) => (a.trim() < b.trim() ? -1 : 1))
-      expect(listed).toContain(["· sessions in the store (2):", ...listing].join("\n"))
-      const { code, logPath } = yield* quit(pane)
-      expect(code).toBe(0)
-      expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
-      expect(facts(yield* readLog(logPath!))).toEqual(plainTurn(1, "hello there"))
-    }), 40_000)
+  it.scopedLive(
+    "a prompt is answered; /sessions lists the store; /quit exits 0 and prints the log path",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        // Another session in the store, for /sessions to list.
+        yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session" }))).pipe(
+          Effect.provide(SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer))),
+          Effect.orDie
+        )
+        const { pane, sessionId } = yield* startChat(store)
+        // Keys Ink cannot name (Ctrl+F1, a pasted colour code) once crashed the chat: now dropped.
+        yield* pane.keys("C-F1")
+        yield* pane.type("hello \u001b[31mthere")
+        yield* pane.keys("Enter")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "I received", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> hello there",
+          "I received 1 message in this step: 1 from you (\"hello there\").",
+          "turn 1 ended: completed"
+        ])
+        yield* send(pane, "/sessions")
+        const listed = yield* pane.waitFor("sessions in the store (2):")
+        // Sorted by id; this session marked.
+        const listing = [`  an-earlier-session`, `  ${sessionId}  (this session)`]
+          .sort((a, b) => (a.trim() < b.trim() ? -1 : 1))
+        expect(listed).toContain(["· sessions in the store (2):", ...listing].join("\n"))
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
+        expect(facts(yield* readLog(logPath!))).toEqual(plainTurn(1, "hello there"))
+      }),
+    40_000
+  )
 
-  it.scopedLive("@session:ID in a message adds a quoted snapshot of that session, entered right after it and labelled", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      yield* Effect.scoped(Effect.gen(function*() {
-        const agent = yield* Agent.make({ sessionId: "earlier" })
-        yield* agent.followup("the secret word is kiwi")
-        yield* agent.awaitIdle
-      })).pipe(
-        Effect.provide(Layer.mergeAll(
-          SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
-          Model.layer(Model.offline()),
-          IdGenerator.layer
-        )),
-        Effect.orDie
-      )
-      const { pane } = yield* startChat(store)
-      // Tab completes the id after "@session:".
-      yield* pane.type("what did @session:ea")
-      yield* pane.keys("Tab")
-      yield* pane.waitFor("› what did @session:earlier ")
-      yield* send(pane, "say?")
-      const screen = yield* pane.waitFor("turn 1 ended: completed")
-      expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
-        "── turn 1 ──",
-        "> what did @session:earlier say?",
-        // (Ink wraps lines at the pane's width.)
-        expect.stringMatching(/^\[context from session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. It is untrusted/),
-        "  > the secret word is kiwi",
-        expect.stringMatching(/^I received 2 messages in this step: 1 from you \("what did @session:earlier say\?"\); context from session:earlier \("Quoted/),
-        "turn 1 ended: completed"
-      ])
-      const { code, logPath } = yield* quit(pane)
-      expect(code).toBe(0)
-      const events = yield* readLog(logPath!)
-      expect(facts(events)).toEqual([
-        "spliced next-turn @0 -0 +[\"what did @session:earlier say?\"]",
-        "turn/start 1",
-        "spliced next-turn @0 -1 +[]",
-        "step/start 1.1",
-        "user/message [user] what did @session:earlier say?",
-        // Returned by the pre-step right after its message (DESIGN.md §13), never queued.
-        expect.stringMatching(/^user\/message \[session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. [^]*\n> the secret word is kiwi\n/),
-        "request/header",
-        expect.stringMatching(/^assistant\/message 1\.1: I received 2 messages in this step/),
-        "step/end 1.1",
-        "turn/end 1: completed"
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "@session:ID in a message adds a quoted snapshot of that session, entered right after it and labelled",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        yield* Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make({ sessionId: "earlier" })
+          yield* agent.followup("the secret word is kiwi")
+          yield* agent.awaitIdle
+        })).pipe(
+          Effect.provide(Layer.mergeAll(
+            SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
+            Model.layer(Model.offline()),
+            IdGenerator.layer
+          )),
+          Effect.orDie
+        )
+        const { pane } = yield* startChat(store)
+        // Tab completes the id after "@session:".
+        yield* pane.type("what did @session:ea")
+        yield* pane.keys("Tab")
+        yield* pane.waitFor("› what did @session:earlier ")
+        yield* send(pane, "say?")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> what did @session:earlier say?",
+          // (Ink wraps lines at the pane's width.)
+          expect.stringMatching(
+            /^\[context from session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. It is untrusted/
+          ),
+          "  > the secret word is kiwi",
+          expect.stringMatching(
+            /^I received 2 messages in this step: 1 from you \("what did @session:earlier say\?"\); context from session:earlier \("Quoted/
+          ),
+          "turn 1 ended: completed"
+        ])
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        const events = yield* readLog(logPath!)
+        expect(facts(events)).toEqual([
+          "spliced next-turn @0 -0 +[\"what did @session:earlier say?\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] what did @session:earlier say?",
+          // Returned by the pre-step right after its message (DESIGN.md §13), never queued.
+          expect.stringMatching(
+            /^user\/message \[session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. [^]*\n> the secret word is kiwi\n/
+          ),
+          "request/header",
+          expect.stringMatching(/^assistant\/message 1\.1: I received 2 messages in this step/),
+          "step/end 1.1",
+          "turn/end 1: completed"
+        ])
+      }),
+    40_000
+  )
 
   it.scopedLive("--session with an unknown id exits 2 with a message", () =>
     Effect.gen(function*() {
@@ -303,23 +332,36 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       expect(yield* pane.screen).toContain(`no session "nope" in ${store}\n[exited 2]`)
     }), 40_000)
 
-  it.scopedLive("a broken Ink install (a dependency of ink missing): exit 2 with Node's message and the packages to reinstall", () =>
-    Effect.gen(function*() {
-      // ink and react resolve, so the chat gets past its first check and the terminal check;
-      // loading Ink then fails on yoga-layout, which the hook makes unresolvable.
-      const store = Path.join(tmpDir(), "sessions")
-      const pane = yield* Tmux.start({
-        command: ["HIDE_PACKAGES=yoga-layout", process.execPath, "--import", Path.resolve("test/utils/moduleHooks.mjs"), bin, "chat", "--store", store],
-        cwd: Path.dirname(store),
-        unsetEnv: ["NODE_ENV"]
-      })
-      expect(yield* pane.waitForExit(20_000)).toBe(2)
-      const screen = yield* pane.screen
-      expect(screen).toMatch(
-        /^agent-loop chat cannot load ink and react: Cannot find package 'yoga-layout' imported from \S+; reinstall them: npm install ink@6\.8\.0 react@19\.3\.1\n\[exited 2\]$/m
-      )
-      expect(screen).not.toMatch(/^\s+at /m)
-    }), 40_000)
+  it.scopedLive(
+    "a broken Ink install (a dependency of ink missing): exit 2 with Node's message and the packages to reinstall",
+    () =>
+      Effect.gen(function*() {
+        // ink and react resolve, so the chat gets past its first check and the terminal check;
+        // loading Ink then fails on yoga-layout, which the hook makes unresolvable.
+        const store = Path.join(tmpDir(), "sessions")
+        const pane = yield* Tmux.start({
+          command: [
+            "HIDE_PACKAGES=yoga-layout",
+            process.execPath,
+            "--import",
+            Path.resolve("test/utils/moduleHooks.mjs"),
+            bin,
+            "chat",
+            "--store",
+            store
+          ],
+          cwd: Path.dirname(store),
+          unsetEnv: ["NODE_ENV"]
+        })
+        expect(yield* pane.waitForExit(20_000)).toBe(2)
+        const screen = yield* pane.screen
+        expect(screen).toMatch(
+          /^agent-loop chat cannot load ink and react: Cannot find package 'yoga-layout' imported from \S+; reinstall them: npm install ink@6\.8\.0 react@19\.3\.1\n\[exited 2\]$/m
+        )
+        expect(screen).not.toMatch(/^\s+at /m)
+      }),
+    40_000
+  )
 
   it.scopedLive("Enter while a tool runs steers: the steer enters the same turn at its next step", () =>
     Effect.gen(function*() {
@@ -365,210 +407,238 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       ])
     }), 40_000)
 
-  it.scopedLive("Alt+Enter while running queues a followup: it waits in the queue and runs as the next turn", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      const { pane } = yield* startChat(store)
-      yield* send(pane, "wait 2 seconds")
-      yield* pane.waitFor("→ wait({\"seconds\":2}) running")
-      yield* send(pane, "second prompt", "M-Enter")
-      yield* pane.waitFor("  followup > second prompt")
-      const screen = yield* pane.waitFor("turn 2 ended: completed")
-      expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ")).toEqual([
-        "── turn 1 ──",
-        "> wait 2 seconds",
-        "→ wait({\"seconds\":2})",
-        "  ← waited 2 seconds",
-        "turn 1 ended: completed",
-        "── turn 2 ──",
-        "> second prompt",
-        "turn 2 ended: completed"
-      ])
-      const { code, logPath } = yield* quit(pane)
-      expect(code).toBe(0)
-      expect(facts(yield* readLog(logPath!))).toEqual([
-        "spliced next-turn @0 -0 +[\"wait 2 seconds\"]",
-        "turn/start 1",
-        "spliced next-turn @0 -1 +[]",
-        "step/start 1.1",
-        "user/message [user] wait 2 seconds",
-        "request/header",
-        "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 2 seconds\").",
-        "tool/call 1.1 call_1_1_1 wait{\"seconds\":2}",
-        // Queued for the next turn (no `wake`: next-turn items always wake), not steered.
-        "spliced next-turn @0 -0 +[\"second prompt\"]",
-        "tool/result 1.1 waited 2 seconds",
-        "step/end 1.1",
-        "step/start 1.2",
-        "assistant/message 1.2: Tool result (call_1_1_1): \"waited 2 seconds\"",
-        "step/end 1.2",
-        "turn/end 1: completed",
-        "turn/start 2",
-        "spliced next-turn @0 -1 +[]",
-        "step/start 2.1",
-        "user/message [user] second prompt",
-        "assistant/message 2.1: I received 1 message in this step: 1 from you (\"second prompt\").",
-        "step/end 2.1",
-        "turn/end 2: completed"
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "Alt+Enter while running queues a followup: it waits in the queue and runs as the next turn",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store)
+        yield* send(pane, "wait 2 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":2}) running")
+        yield* send(pane, "second prompt", "M-Enter")
+        yield* pane.waitFor("  followup > second prompt")
+        const screen = yield* pane.waitFor("turn 2 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> wait 2 seconds",
+          "→ wait({\"seconds\":2})",
+          "  ← waited 2 seconds",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "> second prompt",
+          "turn 2 ended: completed"
+        ])
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          "spliced next-turn @0 -0 +[\"wait 2 seconds\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] wait 2 seconds",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 2 seconds\").",
+          "tool/call 1.1 call_1_1_1 wait{\"seconds\":2}",
+          // Queued for the next turn (no `wake`: next-turn items always wake), not steered.
+          "spliced next-turn @0 -0 +[\"second prompt\"]",
+          "tool/result 1.1 waited 2 seconds",
+          "step/end 1.1",
+          "step/start 1.2",
+          "assistant/message 1.2: Tool result (call_1_1_1): \"waited 2 seconds\"",
+          "step/end 1.2",
+          "turn/end 1: completed",
+          "turn/start 2",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 2.1",
+          "user/message [user] second prompt",
+          "assistant/message 2.1: I received 1 message in this step: 1 from you (\"second prompt\").",
+          "step/end 2.1",
+          "turn/end 2: completed"
+        ])
+      }),
+    40_000
+  )
 
-  it.scopedLive("/inject shows the context pending, then entered and labelled with its source, apart from what was typed", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      const { pane } = yield* startChat(store)
-      yield* send(pane, "/inject the build is green")
-      // Idle injection starts nothing: it waits in the queue as context.
-      yield* pane.waitFor("  context  [plugin:chat] the build is green")
-      expect(yield* pane.screen).not.toContain("── turn")
-      yield* send(pane, "what do you know?")
-      const screen = yield* pane.waitFor("turn 1 ended: completed")
-      expect(linesOf(screen, "── turn", "> ", "[context", "I received", "turn ")).toEqual([
-        "── turn 1 ──",
-        "[context from plugin:chat] the build is green",
-        "> what do you know?",
-        "I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
-        "turn 1 ended: completed"
-      ])
-      const { code, logPath } = yield* quit(pane)
-      expect(code).toBe(0)
-      expect(facts(yield* readLog(logPath!))).toEqual([
-        "spliced next-step @0 -0 +[\"the build is green\"]",
-        "spliced next-turn @0 -0 +[\"what do you know?\"]",
-        "turn/start 1",
-        "spliced next-step @0 -1 +[]",
-        "spliced next-turn @0 -1 +[]",
-        "step/start 1.1",
-        "user/message [plugin:chat] the build is green",
-        "user/message [user] what do you know?",
-        "request/header",
-        "assistant/message 1.1: I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
-        "step/end 1.1",
-        "turn/end 1: completed"
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "/inject shows the context pending, then entered and labelled with its source, apart from what was typed",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store)
+        yield* send(pane, "/inject the build is green")
+        // Idle injection starts nothing: it waits in the queue as context.
+        yield* pane.waitFor("  context  [plugin:chat] the build is green")
+        expect(yield* pane.screen).not.toContain("── turn")
+        yield* send(pane, "what do you know?")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "[context", "I received", "turn ")).toEqual([
+          "── turn 1 ──",
+          "[context from plugin:chat] the build is green",
+          "> what do you know?",
+          "I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
+          "turn 1 ended: completed"
+        ])
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          "spliced next-step @0 -0 +[\"the build is green\"]",
+          "spliced next-turn @0 -0 +[\"what do you know?\"]",
+          "turn/start 1",
+          "spliced next-step @0 -1 +[]",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [plugin:chat] the build is green",
+          "user/message [user] what do you know?",
+          "request/header",
+          "assistant/message 1.1: I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
+          "step/end 1.1",
+          "turn/end 1: completed"
+        ])
+      }),
+    40_000
+  )
 
-  it.scopedLive("nothing typed is lost silently: refused messages and unknown commands are given back; // sends a leading /", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      const { pane, sessionId } = yield* startChat(store)
-      yield* send(pane, "see @session:../x please")
-      yield* pane.waitFor("not sent: see @session:../x please")
-      yield* send(pane, "/frobnicate the thing")
-      yield* pane.waitFor("· unknown command /frobnicate (/help lists them; start a message with // to send a leading /)\n  not sent: /frobnicate the thing")
-      yield* send(pane, "//usr/bin/env is a path")
-      yield* pane.waitFor("turn 1 ended: completed")
-      const { code } = yield* quit(pane)
-      expect(code).toBe(0)
-      expect(facts(yield* readLog(Path.join(store, `${sessionId}.jsonl`)))).toEqual(plainTurn(1, "/usr/bin/env is a path"))
-    }), 40_000)
+  it.scopedLive(
+    "nothing typed is lost silently: refused messages and unknown commands are given back; // sends a leading /",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "see @session:../x please")
+        yield* pane.waitFor("not sent: see @session:../x please")
+        yield* send(pane, "/frobnicate the thing")
+        yield* pane.waitFor(
+          "· unknown command /frobnicate (/help lists them; start a message with // to send a leading /)\n  not sent: /frobnicate the thing"
+        )
+        yield* send(pane, "//usr/bin/env is a path")
+        yield* pane.waitFor("turn 1 ended: completed")
+        const { code } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(Path.join(store, `${sessionId}.jsonl`)))).toEqual(plainTurn(1, "/usr/bin/env is a path"))
+      }),
+    40_000
+  )
 
-  it.scopedLive("SIGTERM from outside while a tool runs: the agent is disposed, the log's path printed, exit 130", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      const { pane, sessionId } = yield* startChat(store)
-      yield* send(pane, "wait 30 seconds")
-      yield* pane.waitFor("→ wait({\"seconds\":30}) running")
-      const logPath = Path.join(store, `${sessionId}.jsonl`)
-      // The writer's lock names the chat's process.
-      const { pid } = JSON.parse(Fs.readFileSync(`${logPath}.lock`, "utf8")) as { pid: number }
-      process.kill(pid, "SIGTERM")
-      expect(yield* pane.waitForExit()).toBe(130)
-      expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
-      expect(Fs.existsSync(`${logPath}.lock`)).toBe(false)
-      expect(facts(yield* readLog(logPath)).slice(-3)).toEqual([
-        "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
-        "step/end 1.1",
-        "turn/end 1: aborted (disposed)"
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "SIGTERM from outside while a tool runs: the agent is disposed, the log's path printed, exit 130",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        // The writer's lock names the chat's process.
+        const { pid } = JSON.parse(Fs.readFileSync(`${logPath}.lock`, "utf8")) as { pid: number }
+        process.kill(pid, "SIGTERM")
+        expect(yield* pane.waitForExit()).toBe(130)
+        expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+        expect(Fs.existsSync(`${logPath}.lock`)).toBe(false)
+        expect(facts(yield* readLog(logPath)).slice(-3)).toEqual([
+          "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+          "step/end 1.1",
+          "turn/end 1: aborted (disposed)"
+        ])
+      }),
+    40_000
+  )
 
-  it.scopedLive("Esc cancels the running turn (aborted, the queue cleared); Ctrl-C exits 130 and prints the log path; Alt+Enter refuses a mention", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      const { pane, sessionId } = yield* startChat(store)
-      yield* send(pane, "wait 30 seconds")
-      yield* pane.waitFor("→ wait({\"seconds\":30}) running")
-      // A queued message may not mention a session (its snapshot must enter with it): refused, nothing logged.
-      yield* send(pane, "compare with @session:other", "M-Enter")
-      yield* pane.waitFor(
-        "· not queued: a message that mentions a session goes with Enter (its snapshot enters with it):\n  compare with @session:other"
-      )
-      yield* send(pane, "later, please", "M-Enter")
-      yield* pane.waitFor("  followup > later, please")
-      yield* pane.keys("Escape")
-      const screen = yield* pane.waitFor("turn 1 ended: aborted (user)")
-      // What the cancel removed from the queue is said on screen.
-      expect(screen).toContain("· canceled (user), not sent to the model:\n    followup > later, please")
-      expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ", "pending")).toEqual([
-        "── turn 1 ──",
-        "> wait 30 seconds",
-        "→ wait({\"seconds\":30})",
-        "  ← error: The turn was canceled while this tool call was running.",
-        "turn 1 ended: aborted (user)"
-      ])
-      yield* pane.waitFor(IDLE)
-      yield* pane.keys("C-c")
-      const code = yield* pane.waitForExit()
-      expect(code).toBe(130)
-      const logPath = Path.join(store, `${sessionId}.jsonl`)
-      expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
-      expect(facts(yield* readLog(logPath))).toEqual([
-        "spliced next-turn @0 -0 +[\"wait 30 seconds\"]",
-        "turn/start 1",
-        "spliced next-turn @0 -1 +[]",
-        "step/start 1.1",
-        "user/message [user] wait 30 seconds",
-        "request/header",
-        "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
-        "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
-        "spliced next-turn @0 -0 +[\"later, please\"]",
-        // Esc = cancel (DESIGN.md §9): the queue is cleared durably first, then the turn aborts.
-        "spliced next-turn @0 -1 +[] canceled (user)",
-        "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
-        "step/end 1.1",
-        "turn/end 1: aborted (user)"
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "Esc cancels the running turn (aborted, the queue cleared); Ctrl-C exits 130 and prints the log path; Alt+Enter refuses a mention",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        // A queued message may not mention a session (its snapshot must enter with it): refused, nothing logged.
+        yield* send(pane, "compare with @session:other", "M-Enter")
+        yield* pane.waitFor(
+          "· not queued: a message that mentions a session goes with Enter (its snapshot enters with it):\n  compare with @session:other"
+        )
+        yield* send(pane, "later, please", "M-Enter")
+        yield* pane.waitFor("  followup > later, please")
+        yield* pane.keys("Escape")
+        const screen = yield* pane.waitFor("turn 1 ended: aborted (user)")
+        // What the cancel removed from the queue is said on screen.
+        expect(screen).toContain("· canceled (user), not sent to the model:\n    followup > later, please")
+        expect(linesOf(screen, "── turn", "> ", "→ ", "  ← ", "turn ", "pending")).toEqual([
+          "── turn 1 ──",
+          "> wait 30 seconds",
+          "→ wait({\"seconds\":30})",
+          "  ← error: The turn was canceled while this tool call was running.",
+          "turn 1 ended: aborted (user)"
+        ])
+        yield* pane.waitFor(IDLE)
+        yield* pane.keys("C-c")
+        const code = yield* pane.waitForExit()
+        expect(code).toBe(130)
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+        expect(facts(yield* readLog(logPath))).toEqual([
+          "spliced next-turn @0 -0 +[\"wait 30 seconds\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] wait 30 seconds",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
+          "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
+          "spliced next-turn @0 -0 +[\"later, please\"]",
+          // Esc = cancel (DESIGN.md §9): the queue is cleared durably first, then the turn aborts.
+          "spliced next-turn @0 -1 +[] canceled (user)",
+          "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+          "step/end 1.1",
+          "turn/end 1: aborted (user)"
+        ])
+      }),
+    40_000
+  )
 
-  it.scopedLive("--session ID resumes a session: its history from the log (control characters escaped), then turn numbering goes on", () =>
-    Effect.gen(function*() {
-      const store = Path.join(tmpDir(), "sessions")
-      // A session written by the library, whose model answered with terminal escapes.
-      const hostile = "\u001b[2J\u001b[31mred\u001b[0m and a bell\u0007"
-      const sessionId = yield* Effect.scoped(Effect.gen(function*() {
-        const agent = yield* Agent.make({})
-        yield* agent.followup("an earlier question")
-        yield* agent.awaitIdle
-        return agent.id
-      })).pipe(
-        Effect.provide(Layer.mergeAll(
-          SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
-          Model.layer(Model.scripted([{ text: hostile }])),
-          IdGenerator.layer
-        )),
-        Effect.orDie
-      )
-      const { pane, sessionId: shown } = yield* startChat(store, ["--session", sessionId])
-      expect(shown).toBe(sessionId)
-      const history = yield* pane.screen
-      expect(linesOf(history, "── turn", "> ", "\\x1b", "turn ", "· ", "  log: ")).toEqual([
-        "── turn 1 ──",
-        "> an earlier question",
-        "\\x1b[2J\\x1b[31mred\\x1b[0m and a bell\\x07",
-        "turn 1 ended: completed",
-        `· resumed session ${sessionId}: 1 turn so far`,
-        `  log: ${Path.join(store, `${sessionId}.jsonl`)}`
-      ])
-      yield* send(pane, "and now?")
-      yield* pane.waitFor("turn 2 ended: completed")
-      const { code, logPath } = yield* quit(pane)
-      expect(code).toBe(0)
-      expect(facts(yield* readLog(logPath!))).toEqual([
-        ...plainTurn(1, "an earlier question").map((f) => f.startsWith("assistant/message") ? `assistant/message 1.1: ${hostile}` : f),
-        "session/end-seed",
-        // Another provider than the log's last header: a new header (DESIGN.md §3.2).
-        ...plainTurn(2, "and now?").flatMap((f) => f === "user/message [user] and now?" ? [f, "request/header"] : [f])
-      ])
-    }), 40_000)
+  it.scopedLive(
+    "--session ID resumes a session: its history from the log (control characters escaped), then turn numbering goes on",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        // A session written by the library, whose model answered with terminal escapes.
+        const hostile = "\u001b[2J\u001b[31mred\u001b[0m and a bell\u0007"
+        const sessionId = yield* Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make({})
+          yield* agent.followup("an earlier question")
+          yield* agent.awaitIdle
+          return agent.id
+        })).pipe(
+          Effect.provide(Layer.mergeAll(
+            SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
+            Model.layer(Model.scripted([{ text: hostile }])),
+            IdGenerator.layer
+          )),
+          Effect.orDie
+        )
+        const { pane, sessionId: shown } = yield* startChat(store, ["--session", sessionId])
+        expect(shown).toBe(sessionId)
+        const history = yield* pane.screen
+        expect(linesOf(history, "── turn", "> ", "\\x1b", "turn ", "· ", "  log: ")).toEqual([
+          "── turn 1 ──",
+          "> an earlier question",
+          "\\x1b[2J\\x1b[31mred\\x1b[0m and a bell\\x07",
+          "turn 1 ended: completed",
+          `· resumed session ${sessionId}: 1 turn so far`,
+          `  log: ${Path.join(store, `${sessionId}.jsonl`)}`
+        ])
+        yield* send(pane, "and now?")
+        yield* pane.waitFor("turn 2 ended: completed")
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          ...plainTurn(1, "an earlier question").map((f) =>
+            f.startsWith("assistant/message") ? `assistant/message 1.1: ${hostile}` : f
+          ),
+          "session/end-seed",
+          // Another provider than the log's last header: a new header (DESIGN.md §3.2).
+          ...plainTurn(2, "and now?").flatMap((f) => f === "user/message [user] and now?" ? [f, "request/header"] : [f])
+        ])
+      }),
+    40_000
+  )
 })

@@ -119,7 +119,8 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
     "{\"type\":\"agent/inbox/spliced\",\"data\":{\"target\":\"next-turn\",\"start\":0,\"removedCount\":1,\"inserted\":[]}}",
     "{\"type\":\"step/start\",\"data\":{\"turn\":1,\"step\":1}}"
   ]
-  const call = "{\"type\":\"tool/call\",\"data\":{\"turn\":1,\"step\":1,\"callId\":\"c1\",\"name\":\"bash\",\"arguments\":\"{}\"}}"
+  const call =
+    "{\"type\":\"tool/call\",\"data\":{\"turn\":1,\"step\":1,\"callId\":\"c1\",\"name\":\"bash\",\"arguments\":\"{}\"}}"
   const result = (block: string) =>
     `{"type":"tool/result","surfaceOp":"append","data":{"turn":1,"step":1,"message":{"id":"r1","role":"user","content":[${block}],"source":{"kind":"tool","callId":"c1"}}}}`
   type Case = readonly [label: string, lines: ReadonlyArray<string>, message: string]
@@ -140,7 +141,10 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
     refused([
       [
         "user/message content a string",
-        [...opening, "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":\"hi\",\"source\":{\"kind\":\"user\"}}}"],
+        [
+          ...opening,
+          "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":\"hi\",\"source\":{\"kind\":\"user\"}}}"
+        ],
         "line 6: unreadable DSH v0 \"user/message\" data: Expected ReadonlyArray<ContentBlock>, actual \"hi\" at .content"
       ],
       [
@@ -160,7 +164,10 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
       yield* refused([
         [
           "a text block without its text",
-          [...opening, "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":[{\"type\":\"text\"}],\"source\":{\"kind\":\"user\"}}}"],
+          [
+            ...opening,
+            "{\"type\":\"user/message\",\"surfaceOp\":\"append\",\"data\":{\"id\":\"u1\",\"role\":\"user\",\"content\":[{\"type\":\"text\"}],\"source\":{\"kind\":\"user\"}}}"
+          ],
           "line 6: unreadable DSH v0 \"user/message\" data: a \"text\" block needs a string \"text\" at .content[0]"
         ],
         [
@@ -170,7 +177,10 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
         ],
         [
           "an assistant text block whose text is a number",
-          [...opening, "{\"type\":\"assistant/message\",\"surfaceOp\":\"append\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"id\":\"a1\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":5}],\"source\":{\"kind\":\"model\"}}}}"],
+          [
+            ...opening,
+            "{\"type\":\"assistant/message\",\"surfaceOp\":\"append\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"id\":\"a1\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":5}],\"source\":{\"kind\":\"model\"}}}}"
+          ],
           "line 6: unreadable DSH v0 \"assistant/message\" data: a \"text\" block needs a string \"text\" at .message.content[0]"
         ]
       ])
@@ -202,13 +212,34 @@ describe("agent-loop run", () => {
       const noUrl = yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m"])
       expect(noUrl).toMatchObject({ code: 2, err: "--provider openai-compat needs --base-url URL" })
       const noKey = yield* cli([
-        "run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "http://127.0.0.1:1/v1",
-        "--api-key-env", "AGENT_LOOP_TEST_UNSET_KEY"
+        "run",
+        "--prompt",
+        "x",
+        "--provider",
+        "openai-compat",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:1/v1",
+        "--api-key-env",
+        "AGENT_LOOP_TEST_UNSET_KEY"
       ])
-      expect(noKey).toMatchObject({ code: 2, err: "--api-key-env: the environment variable AGENT_LOOP_TEST_UNSET_KEY is not set" })
+      expect(noKey).toMatchObject({
+        code: 2,
+        err: "--api-key-env: the environment variable AGENT_LOOP_TEST_UNSET_KEY is not set"
+      })
       const keyItself = yield* cli([
-        "run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "http://127.0.0.1:1/v1",
-        "--api-key-env", "sk-proj-REALKEY123"
+        "run",
+        "--prompt",
+        "x",
+        "--provider",
+        "openai-compat",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:1/v1",
+        "--api-key-env",
+        "sk-proj-REALKEY123"
       ])
       expect(keyItself).toEqual({
         code: 2,
@@ -233,17 +264,23 @@ describe("agent-loop run", () => {
           code: 2,
           err: "--provider anthropic needs an API key: set ANTHROPIC_API_KEY or pass --api-key-env VAR"
         })
-        expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic", "--model", "m", "--base-url", "nope"])).toMatchObject({
-          code: 2,
-          err: "--base-url: not a URL: nope"
-        })
+        expect(yield* cli(["run", "--prompt", "x", "--provider", "anthropic", "--model", "m", "--base-url", "nope"]))
+          .toMatchObject({
+            code: 2,
+            err: "--base-url: not a URL: nope"
+          })
       } finally {
         if (saved.key !== undefined) process.env.ANTHROPIC_API_KEY = saved.key
         if (saved.url !== undefined) process.env.ANTHROPIC_BASE_URL = saved.url
       }
-      expect(yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "ftp://127.0.0.1/v1"]))
+      expect(
+        yield* cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "ftp://127.0.0.1/v1"])
+      )
         .toMatchObject({ code: 2, err: "--base-url: only http and https URLs are supported, not ftp:" })
-      expect(yield* cli(["run", "--prompt", "x", "--max-steps", "0"])).toMatchObject({ code: 2, err: "--max-steps: must be at least 1" })
+      expect(yield* cli(["run", "--prompt", "x", "--max-steps", "0"])).toMatchObject({
+        code: 2,
+        err: "--max-steps: must be at least 1"
+      })
     }))
 
   it.effect("offline: runs one turn, prints the transcript and writes a valid JSONL log", () =>
@@ -270,122 +307,177 @@ describe("agent-loop run", () => {
       expect(out).not.toContain("\u001b")
     }))
 
-  it.live("openai-compat against a loopback replay: two parallel tool calls, then a text answer", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const server = yield* replayServer([
-        { file: "openai-stream-tool-calls-parallel.sse", splitEvery: 13 },
-        { file: "vllm-stream-text-usage-chunk.sse" }
-      ])
-      const store = tmpDir()
-      process.env.AGENT_LOOP_TEST_KEY = "sk-test-123"
-      const { code, out } = yield* cli([
-        "run", "--prompt", "What's the weather like in Edinburgh?", "--provider", "openai-compat",
-        "--base-url", server.baseUrl, "--model", "gpt-4o-2024-08-06", "--api-key-env", "AGENT_LOOP_TEST_KEY",
-        "--store", store
-      ])
-      expect(code).toBe(0)
-      // Raw argument strings are kept as the provider streamed them.
-      expect(out).toContain("→ GetWeatherArgs({\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"})")
-      expect(out).toContain("→ get_stock_price({\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"})")
-      expect(out).toContain("← error: Unknown tool \"GetWeatherArgs\". Available tools: wait, clock, read_file.")
-      expect(out).toContain("1, 2, 3, 4, 5")
-      const file = Path.join(store, Fs.readdirSync(store)[0]!)
-      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
-      expect(Invariant.check(contents.events)).toEqual([])
-      const calls = contents.events.filter((e) => e.type === "tool/call").map((e) => (e.data as any).name)
-      const results = contents.events.filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code)
-      expect(calls).toEqual(["GetWeatherArgs", "get_stock_price"])
-      expect(results).toEqual(["UNKNOWN_TOOL", "UNKNOWN_TOOL"])
-      // The second request is a valid Chat Completions body: each tool message follows the
-      // assistant message that called it.
-      expect(server.requests).toHaveLength(2)
-      expect(server.requests[0]!.headers.authorization).toBe("Bearer sk-test-123")
-      const body = JSON.parse(server.requests[1]!.body)
-      expect(body.model).toBe("gpt-4o-2024-08-06")
-      expect(body.stream).toBe(true)
-      const roles = body.messages.map((m: any) => m.role)
-      expect(roles).toEqual(["user", "assistant", "tool", "tool"])
-      const assistant = body.messages[1]
-      expect(assistant.tool_calls.map((c: any) => c.id)).toEqual(body.messages.slice(2).map((m: any) => m.tool_call_id))
-      expect(assistant.tool_calls.map((c: any) => c.function.name)).toEqual(["GetWeatherArgs", "get_stock_price"])
-      expect(body.tools.map((t: any) => t.function.name).sort()).toEqual(["clock", "read_file", "wait"])
-      expect(contents.events.filter((e) => e.type === "assistant/message")).toHaveLength(2)
-    })), 30_000)
+  it.live(
+    "openai-compat against a loopback replay: two parallel tool calls, then a text answer",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const server = yield* replayServer([
+          { file: "openai-stream-tool-calls-parallel.sse", splitEvery: 13 },
+          { file: "vllm-stream-text-usage-chunk.sse" }
+        ])
+        const store = tmpDir()
+        process.env.AGENT_LOOP_TEST_KEY = "sk-test-123"
+        const { code, out } = yield* cli([
+          "run",
+          "--prompt",
+          "What's the weather like in Edinburgh?",
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "gpt-4o-2024-08-06",
+          "--api-key-env",
+          "AGENT_LOOP_TEST_KEY",
+          "--store",
+          store
+        ])
+        expect(code).toBe(0)
+        // Raw argument strings are kept as the provider streamed them.
+        expect(out).toContain("→ GetWeatherArgs({\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"})")
+        expect(out).toContain("→ get_stock_price({\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"})")
+        expect(out).toContain("← error: Unknown tool \"GetWeatherArgs\". Available tools: wait, clock, read_file.")
+        expect(out).toContain("1, 2, 3, 4, 5")
+        const file = Path.join(store, Fs.readdirSync(store)[0]!)
+        const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+        expect(Invariant.check(contents.events)).toEqual([])
+        const calls = contents.events.filter((e) => e.type === "tool/call").map((e) => (e.data as any).name)
+        const results = contents.events.filter((e) => e.type === "tool/result").map((e) => (e.data as any).error?.code)
+        expect(calls).toEqual(["GetWeatherArgs", "get_stock_price"])
+        expect(results).toEqual(["UNKNOWN_TOOL", "UNKNOWN_TOOL"])
+        // The second request is a valid Chat Completions body: each tool message follows the
+        // assistant message that called it.
+        expect(server.requests).toHaveLength(2)
+        expect(server.requests[0]!.headers.authorization).toBe("Bearer sk-test-123")
+        const body = JSON.parse(server.requests[1]!.body)
+        expect(body.model).toBe("gpt-4o-2024-08-06")
+        expect(body.stream).toBe(true)
+        const roles = body.messages.map((m: any) => m.role)
+        expect(roles).toEqual(["user", "assistant", "tool", "tool"])
+        const assistant = body.messages[1]
+        expect(assistant.tool_calls.map((c: any) => c.id)).toEqual(body.messages.slice(2).map((m: any) => m.tool_call_id))
+        expect(assistant.tool_calls.map((c: any) => c.function.name)).toEqual(["GetWeatherArgs", "get_stock_price"])
+        expect(body.tools.map((t: any) => t.function.name).sort()).toEqual(["clock", "read_file", "wait"])
+        expect(contents.events.filter((e) => e.type === "assistant/message")).toHaveLength(2)
+      })),
+    30_000
+  )
 
-  it.live("anthropic against a loopback replay: a tool call, then thinking and an answer; the key only in x-api-key", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const server = yield* replayServer([
-        { file: "anthropic-stream-tool-use.sse", splitEvery: 11 },
-        { file: "anthropic-stream-thinking.sse" }
-      ])
-      const store = tmpDir()
-      process.env.AGENT_LOOP_TEST_ANTHROPIC_KEY = "sk-ant-test-456"
-      const { code, out, err } = yield* cli([
-        "run", "--prompt", "What's the weather in Paris?", "--provider", "anthropic",
-        "--base-url", server.baseUrl.replace(/\/v1$/, ""), "--model", "claude-sonnet-4-5",
-        "--api-key-env", "AGENT_LOOP_TEST_ANTHROPIC_KEY", "--store", store
-      ])
-      expect([code, err]).toEqual([0, ""])
-      expect(out).toContain("I'll check the current weather in Paris for you.")
-      expect(out).toContain("→ get_weather({\"location\": \"Paris\"})")
-      expect(out).toContain("← error: Unknown tool \"get_weather\". Available tools: wait, clock, read_file.")
-      expect(out).toContain("turn 1 ended: completed")
-      expect(out).not.toContain("sk-ant-test-456")
-      const file = Path.join(store, Fs.readdirSync(store)[0]!)
-      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
-      expect(Invariant.check(contents.events)).toEqual([])
-      expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-ant-test-456")
-      expect(server.requests.map((r) => [r.url, r.headers["x-api-key"], r.headers["anthropic-version"]])).toEqual([
-        ["/v1/messages", "sk-ant-test-456", "2023-06-01"],
-        ["/v1/messages", "sk-ant-test-456", "2023-06-01"]
-      ])
-      // The second request: the tool_result right after the assistant turn that called it.
-      const body = JSON.parse(server.requests[1]!.body)
-      expect([body.model, body.stream, typeof body.system]).toEqual(["claude-sonnet-4-5", true, "undefined"])
-      expect(body.messages.map((m: any) => [m.role, m.content.map((b: any) => b.type)])).toEqual([
-        ["user", ["text"]],
-        ["assistant", ["text", "tool_use"]],
-        ["user", ["tool_result"]]
-      ])
-      expect(body.messages[2].content[0]).toMatchObject({ tool_use_id: body.messages[1].content[1].id, is_error: true })
-      expect(body.tools.map((t: any) => t.name).sort()).toEqual(["clock", "read_file", "wait"])
-    })), 30_000)
+  it.live(
+    "anthropic against a loopback replay: a tool call, then thinking and an answer; the key only in x-api-key",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const server = yield* replayServer([
+          { file: "anthropic-stream-tool-use.sse", splitEvery: 11 },
+          { file: "anthropic-stream-thinking.sse" }
+        ])
+        const store = tmpDir()
+        process.env.AGENT_LOOP_TEST_ANTHROPIC_KEY = "sk-ant-test-456"
+        const { code, out, err } = yield* cli([
+          "run",
+          "--prompt",
+          "What's the weather in Paris?",
+          "--provider",
+          "anthropic",
+          "--base-url",
+          server.baseUrl.replace(/\/v1$/, ""),
+          "--model",
+          "claude-sonnet-4-5",
+          "--api-key-env",
+          "AGENT_LOOP_TEST_ANTHROPIC_KEY",
+          "--store",
+          store
+        ])
+        expect([code, err]).toEqual([0, ""])
+        expect(out).toContain("I'll check the current weather in Paris for you.")
+        expect(out).toContain("→ get_weather({\"location\": \"Paris\"})")
+        expect(out).toContain("← error: Unknown tool \"get_weather\". Available tools: wait, clock, read_file.")
+        expect(out).toContain("turn 1 ended: completed")
+        expect(out).not.toContain("sk-ant-test-456")
+        const file = Path.join(store, Fs.readdirSync(store)[0]!)
+        const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+        expect(Invariant.check(contents.events)).toEqual([])
+        expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-ant-test-456")
+        expect(server.requests.map((r) => [r.url, r.headers["x-api-key"], r.headers["anthropic-version"]])).toEqual([
+          ["/v1/messages", "sk-ant-test-456", "2023-06-01"],
+          ["/v1/messages", "sk-ant-test-456", "2023-06-01"]
+        ])
+        // The second request: the tool_result right after the assistant turn that called it.
+        const body = JSON.parse(server.requests[1]!.body)
+        expect([body.model, body.stream, typeof body.system]).toEqual(["claude-sonnet-4-5", true, "undefined"])
+        expect(body.messages.map((m: any) => [m.role, m.content.map((b: any) => b.type)])).toEqual([
+          ["user", ["text"]],
+          ["assistant", ["text", "tool_use"]],
+          ["user", ["tool_result"]]
+        ])
+        expect(body.messages[2].content[0]).toMatchObject({ tool_use_id: body.messages[1].content[1].id, is_error: true })
+        expect(body.tools.map((t: any) => t.name).sort()).toEqual(["clock", "read_file", "wait"])
+      })),
+    30_000
+  )
 
-  it.live("openai (Responses API via @effect/ai-openai and the bridge) against a loopback server", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const server = yield* replayServer({ body: textResponse("Hello from the Responses API."), splitEvery: 29 })
-      const store = tmpDir()
-      process.env.AGENT_LOOP_TEST_OPENAI_KEY = "sk-openai-test-789"
-      const { code, out, err } = yield* cli([
-        "run", "--prompt", "say hello", "--provider", "openai", "--base-url", server.baseUrl,
-        "--model", "gpt-5-mini", "--api-key-env", "AGENT_LOOP_TEST_OPENAI_KEY", "--store", store
-      ])
-      expect([code, err]).toEqual([0, ""])
-      expect(out).toContain("Hello from the Responses API.")
-      expect(out).toContain("turn 1 ended: completed")
-      expect(server.requests.map((r) => [r.url, r.headers.authorization])).toEqual([["/v1/responses", "Bearer sk-openai-test-789"]])
-      const body = JSON.parse(server.requests[0]!.body)
-      expect([body.model, body.stream, body.input]).toEqual([
-        "gpt-5-mini",
-        true,
-        [{ role: "user", content: [{ type: "input_text", text: "say hello" }] }]
-      ])
-      expect(body.tools.map((t: any) => [t.name, t.strict])).toEqual([["wait", false], ["clock", false], ["read_file", false]])
-      const file = Path.join(store, Fs.readdirSync(store)[0]!)
-      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
-      expect(Invariant.check(contents.events)).toEqual([])
-      const header = contents.events.find((e) => e.type === "request/header")!.data as any
-      expect([header.provider, header.model]).toEqual(["openai", "gpt-5-mini"])
-      expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-openai-test-789")
-    })), 30_000)
+  it.live(
+    "openai (Responses API via @effect/ai-openai and the bridge) against a loopback server",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const server = yield* replayServer({ body: textResponse("Hello from the Responses API."), splitEvery: 29 })
+        const store = tmpDir()
+        process.env.AGENT_LOOP_TEST_OPENAI_KEY = "sk-openai-test-789"
+        const { code, out, err } = yield* cli([
+          "run",
+          "--prompt",
+          "say hello",
+          "--provider",
+          "openai",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "gpt-5-mini",
+          "--api-key-env",
+          "AGENT_LOOP_TEST_OPENAI_KEY",
+          "--store",
+          store
+        ])
+        expect([code, err]).toEqual([0, ""])
+        expect(out).toContain("Hello from the Responses API.")
+        expect(out).toContain("turn 1 ended: completed")
+        expect(server.requests.map((r) => [r.url, r.headers.authorization])).toEqual([[
+          "/v1/responses",
+          "Bearer sk-openai-test-789"
+        ]])
+        const body = JSON.parse(server.requests[0]!.body)
+        expect([body.model, body.stream, body.input]).toEqual([
+          "gpt-5-mini",
+          true,
+          [{ role: "user", content: [{ type: "input_text", text: "say hello" }] }]
+        ])
+        expect(body.tools.map((t: any) => [t.name, t.strict])).toEqual([["wait", false], ["clock", false], ["read_file", false]])
+        const file = Path.join(store, Fs.readdirSync(store)[0]!)
+        const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+        expect(Invariant.check(contents.events)).toEqual([])
+        const header = contents.events.find((e) => e.type === "request/header")!.data as any
+        expect([header.provider, header.model]).toEqual(["openai", "gpt-5-mini"])
+        expect(Fs.readFileSync(file, "utf8")).not.toContain("sk-openai-test-789")
+      })),
+    30_000
+  )
 
   it.live("an unreachable base URL ends the turn error NETWORK: exit 4 with a clear message", () =>
     Effect.gen(function*() {
       const port = yield* closedPort
       const store = tmpDir()
       const { code, err, out } = yield* cli([
-        "run", "--prompt", "hi", "--provider", "openai-compat", "--base-url", `http://127.0.0.1:${port}/v1`,
-        "--model", "m", "--store", store
+        "run",
+        "--prompt",
+        "hi",
+        "--provider",
+        "openai-compat",
+        "--base-url",
+        `http://127.0.0.1:${port}/v1`,
+        "--model",
+        "m",
+        "--store",
+        store
       ])
       expect(code).toBe(4)
       // The model request is retried (3 attempts in all), then the turn ends error.
@@ -424,7 +516,12 @@ describe("agent-loop resume", () => {
           data: {
             turn: 1,
             step: 1,
-            message: { id: "a1", role: "assistant", content: [{ type: "tool-call", id: "c1", name: "clock", arguments: "{}" }], source: { kind: "model", provider: "offline", model: "offline" } },
+            message: {
+              id: "a1",
+              role: "assistant",
+              content: [{ type: "tool-call", id: "c1", name: "clock", arguments: "{}" }],
+              source: { kind: "model", provider: "offline", model: "offline" }
+            },
             finish: "tool-calls"
           }
         },
@@ -436,7 +533,10 @@ describe("agent-loop resume", () => {
         yield* log.append([{ type: "agent/inbox/spliced", data: { target: "next-turn", start: start++, inserted: [m] } }])
       }
       return Path.join(dir, "crashed.jsonl")
-    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(3))), Effect.scoped)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(3))),
+      Effect.scoped
+    )
 
   it.effect("resume FILE repairs an open turn once; check is clean; pending work waits", () =>
     Effect.gen(function*() {
@@ -505,7 +605,8 @@ describe("agent-loop resume", () => {
       expect(yield* cli(["resume", file])).toEqual({
         code: 2,
         out: "",
-        err: `${file}: session "crashed" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove its lock)`
+        err:
+          `${file}: session "crashed" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove its lock)`
       })
       expect(Fs.readFileSync(file, "utf8")).toBe(before)
       // A writer that died (SIGKILL) leaves its lock behind: resume takes it over and repairs.
@@ -529,7 +630,11 @@ describe("the agent-loop binary", () => {
   // The bundle of scripts/build-cli.js (issue 12 §5): dist/cli/bin.js and its chunks.
   const bin = Path.resolve("dist/cli/bin.js")
   const hooks = Path.resolve("test/utils/moduleHooks.mjs")
-  const spawn = (args: ReadonlyArray<string>, cwd: string, options: { readonly hide?: string; readonly env?: Record<string, string> } = {}) =>
+  const spawn = (
+    args: ReadonlyArray<string>,
+    cwd: string,
+    options: { readonly hide?: string; readonly env?: Record<string, string> } = {}
+  ) =>
     Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
       const argv = options.hide === undefined ? [bin, ...args] : ["--import", hooks, bin, ...args]
       const env = { ...process.env, ...options.env, ...(options.hide === undefined ? {} : { HIDE_PACKAGES: options.hide }) }
@@ -538,16 +643,20 @@ describe("the agent-loop binary", () => {
       })
     })
 
-  it.live("the built bin is executable by itself (npx agent-loop): its shebang runs it", () =>
-    Effect.async<{ code: number; stdout: string }>((resume) => {
-      // Executed directly, not through `node`: this needs the executable bit the build sets.
-      execFile(bin, ["--version"], { timeout: 20_000 }, (error, stdout) => {
-        resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout }))
-      })
-    }).pipe(Effect.map((r) => {
-      expect((Fs.statSync(bin).mode & 0o111) !== 0).toBe(true)
-      expect(r).toEqual({ code: 0, stdout: "0.1.0\n\n" })
-    })), 30_000)
+  it.live(
+    "the built bin is executable by itself (npx agent-loop): its shebang runs it",
+    () =>
+      Effect.async<{ code: number; stdout: string }>((resume) => {
+        // Executed directly, not through `node`: this needs the executable bit the build sets.
+        execFile(bin, ["--version"], { timeout: 20_000 }, (error, stdout) => {
+          resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout }))
+        })
+      }).pipe(Effect.map((r) => {
+        expect((Fs.statSync(bin).mode & 0o111) !== 0).toBe(true)
+        expect(r).toEqual({ code: 0, stdout: "0.1.0\n\n" })
+      })),
+    30_000
+  )
 
   it.live("demo runs offline: a tool is called, a context is injected and a steer arrives", () =>
     Effect.gen(function*() {
@@ -571,45 +680,80 @@ describe("the agent-loop binary", () => {
       expect(r.code).toBe(2)
     }), 30_000)
 
-  it.live("chat without ink or react installed: exit 2 naming the packages and the versions to install, no stack trace", () =>
-    Effect.gen(function*() {
-      // The hook resolves these packages from a directory without node_modules: Node's own
-      // ERR_MODULE_NOT_FOUND, as in a project that did not install the optional peers.
-      expect(Fs.existsSync("/node_modules/ink") || Fs.existsSync("/node_modules/react")).toBe(false)
-      const both = yield* spawn(["chat", "--store", tmpDir()], tmpDir(), { hide: "ink,react" })
-      expect(both).toEqual({
-        code: 2,
-        stdout: "",
-        stderr:
-          "agent-loop chat needs ink and react (optional peer dependencies of effect-agent-loop), which are not installed: npm install ink@6.8.0 react@19.3.1\n"
-      })
-      const react = yield* spawn(["chat"], tmpDir(), { hide: "react" })
-      expect(react).toEqual({
-        code: 2,
-        stdout: "",
-        stderr:
-          "agent-loop chat needs react (an optional peer dependency of effect-agent-loop), which is not installed: npm install react@19.3.1\n"
-      })
-      // The other commands do not need them.
-      const help = yield* spawn(["--help"], tmpDir(), { hide: "ink,react" })
-      expect([help.code, help.stderr]).toEqual([0, ""])
-    }), 30_000)
+  it.live(
+    "chat without ink or react installed: exit 2 naming the packages and the versions to install, no stack trace",
+    () =>
+      Effect.gen(function*() {
+        // The hook resolves these packages from a directory without node_modules: Node's own
+        // ERR_MODULE_NOT_FOUND, as in a project that did not install the optional peers.
+        expect(Fs.existsSync("/node_modules/ink") || Fs.existsSync("/node_modules/react")).toBe(false)
+        const both = yield* spawn(["chat", "--store", tmpDir()], tmpDir(), { hide: "ink,react" })
+        expect(both).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            "agent-loop chat needs ink and react (optional peer dependencies of effect-agent-loop), which are not installed: npm install ink@6.8.0 react@19.3.1\n"
+        })
+        const react = yield* spawn(["chat"], tmpDir(), { hide: "react" })
+        expect(react).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            "agent-loop chat needs react (an optional peer dependency of effect-agent-loop), which is not installed: npm install react@19.3.1\n"
+        })
+        // The other commands do not need them.
+        const help = yield* spawn(["--help"], tmpDir(), { hide: "ink,react" })
+        expect([help.code, help.stderr]).toEqual([0, ""])
+      }),
+    30_000
+  )
 
-  it.live("the bundle loads its provider chunks on first use: openai-compat and openai (@effect/ai-openai, bundled) against a loopback replay", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const compat = yield* replayServer([{ file: "vllm-stream-text-usage-chunk.sse" }])
-      const cwd = tmpDir()
-      const a = yield* spawn(["run", "--prompt", "count", "--provider", "openai-compat", "--base-url", compat.baseUrl, "--model", "m", "--store", cwd], cwd)
-      expect([a.code, a.stderr]).toEqual([0, ""])
-      expect(a.stdout).toContain("1, 2, 3, 4, 5")
-      const responses = yield* replayServer({ body: textResponse("Hello from the bundle."), splitEvery: 29 })
-      const b = yield* spawn(
-        ["run", "--prompt", "say hello", "--provider", "openai", "--base-url", responses.baseUrl, "--model", "gpt-5-mini", "--store", cwd],
-        cwd,
-        { env: { OPENAI_API_KEY: "sk-bundle-test" } }
-      )
-      expect([b.code, b.stderr]).toEqual([0, ""])
-      expect(b.stdout).toContain("Hello from the bundle.")
-      expect(responses.requests.map((r) => [r.url, r.headers.authorization])).toEqual([["/v1/responses", "Bearer sk-bundle-test"]])
-    })), 30_000)
+  it.live(
+    "the bundle loads its provider chunks on first use: openai-compat and openai (@effect/ai-openai, bundled) against a loopback replay",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const compat = yield* replayServer([{ file: "vllm-stream-text-usage-chunk.sse" }])
+        const cwd = tmpDir()
+        const a = yield* spawn([
+          "run",
+          "--prompt",
+          "count",
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          compat.baseUrl,
+          "--model",
+          "m",
+          "--store",
+          cwd
+        ], cwd)
+        expect([a.code, a.stderr]).toEqual([0, ""])
+        expect(a.stdout).toContain("1, 2, 3, 4, 5")
+        const responses = yield* replayServer({ body: textResponse("Hello from the bundle."), splitEvery: 29 })
+        const b = yield* spawn(
+          [
+            "run",
+            "--prompt",
+            "say hello",
+            "--provider",
+            "openai",
+            "--base-url",
+            responses.baseUrl,
+            "--model",
+            "gpt-5-mini",
+            "--store",
+            cwd
+          ],
+          cwd,
+          { env: { OPENAI_API_KEY: "sk-bundle-test" } }
+        )
+        expect([b.code, b.stderr]).toEqual([0, ""])
+        expect(b.stdout).toContain("Hello from the bundle.")
+        expect(responses.requests.map((r) => [r.url, r.headers.authorization])).toEqual([[
+          "/v1/responses",
+          "Bearer sk-bundle-test"
+        ]])
+      })),
+    30_000
+  )
 })

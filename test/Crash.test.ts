@@ -17,9 +17,9 @@ import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
+import type * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
-import * as SessionLog from "../src/SessionLog.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const child = Path.resolve(process.cwd(), "test/utils/crashChild.mjs")
@@ -30,7 +30,13 @@ const runChild = (directory: string, fsync: Mode, killAt: number) => {
   const r = spawnSync(process.execPath, [child, directory, fsync, String(killAt)], { encoding: "utf8", timeout: 30_000 })
   const returned = r.stdout.split("\n").filter((l) => l.startsWith("returned ")).map((l) => l.slice(9))
   const appends = r.stdout.split("\n").find((l) => l.startsWith("appends "))
-  return { signal: r.signal, status: r.status, stderr: r.stderr, returned, appends: appends === undefined ? undefined : Number(appends.slice(8)) }
+  return {
+    signal: r.signal,
+    status: r.status,
+    stderr: r.stderr,
+    returned,
+    appends: appends === undefined ? undefined : Number(appends.slice(8))
+  }
 }
 
 /**
@@ -64,7 +70,9 @@ const checkRepaired = (
   expect([label, events.map((e) => e.seq)]).toEqual([label, events.map((_, i) => i)])
   // Every delivery whose call returned is in the log exactly once.
   for (const id of returned) {
-    const inserted = events.filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).inserted.some((m: any) => m.id === id))
+    const inserted = events.filter((e) =>
+      e.type === "agent/inbox/spliced" && (e.data as any).inserted.some((m: any) => m.id === id)
+    )
     expect([label, id, inserted.length]).toEqual([label, id, 1])
   }
   // No event is duplicated.
@@ -77,14 +85,24 @@ const checkRepaired = (
   if (types.length > 0) {
     expect([label, types.at(-1)]).toEqual([label, "session/end-seed"])
     for (const e of r.appended) {
-      expect([label, ["tool/call", "tool/result", "step/end", "turn/end", "session/end-seed"].includes(e.type)]).toEqual([label, true])
+      expect([label, ["tool/call", "tool/result", "step/end", "turn/end", "session/end-seed"].includes(e.type)]).toEqual([
+        label,
+        true
+      ])
       if (e.type === "turn/end") expect([label, (e.data as any).reason]).toEqual([label, { kind: "interrupted" }])
       if (e.type === "tool/result") {
         expect([label, ["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"].includes((e.data as any).error.code)]).toEqual([label, true])
       }
     }
     const order = types.filter((t) => t !== "tool/call" && t !== "tool/result")
-    expect([label, order]).toEqual([label, order.includes("step/end") ? ["step/end", "turn/end", "session/end-seed"] : order.includes("turn/end") ? ["turn/end", "session/end-seed"] : ["session/end-seed"]])
+    expect([label, order]).toEqual([
+      label,
+      order.includes("step/end")
+        ? ["step/end", "turn/end", "session/end-seed"]
+        : order.includes("turn/end")
+        ? ["turn/end", "session/end-seed"]
+        : ["session/end-seed"]
+    ])
   }
 }
 
@@ -155,20 +173,26 @@ const closersFor = (events: ReadonlyArray<{ readonly type: string; readonly data
 
 describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
   for (const fsync of ["none", "batch", "sqlite"] as const) {
-    it.effect(`${fsync === "sqlite" ? "sqlite" : `jsonl fsync ${fsync}`}: a kill after each append leaves a log that repairs to a valid one`, () =>
-      Effect.gen(function*() {
-        const full = runChild(tmp(), fsync, -1)
-        expect(full.status).toBe(0)
-        const total = full.appends!
-        expect(total).toBeGreaterThan(6)
-        for (let k = 0; k < total; k++) {
-          const dir = tmp()
-          const run = runChild(dir, fsync, k)
-          expect([k, run.signal]).toEqual([k, "SIGKILL"])
-          checkRepaired(`${fsync} kill after append ${k}`, yield* repairIn(dir, fsync), run.returned)
-          Fs.rmSync(dir, { recursive: true, force: true })
-        }
-      }), 120_000)
+    it.effect(
+      `${
+        fsync === "sqlite" ? "sqlite" : `jsonl fsync ${fsync}`
+      }: a kill after each append leaves a log that repairs to a valid one`,
+      () =>
+        Effect.gen(function*() {
+          const full = runChild(tmp(), fsync, -1)
+          expect(full.status).toBe(0)
+          const total = full.appends!
+          expect(total).toBeGreaterThan(6)
+          for (let k = 0; k < total; k++) {
+            const dir = tmp()
+            const run = runChild(dir, fsync, k)
+            expect([k, run.signal]).toEqual([k, "SIGKILL"])
+            checkRepaired(`${fsync} kill after append ${k}`, yield* repairIn(dir, fsync), run.returned)
+            Fs.rmSync(dir, { recursive: true, force: true })
+          }
+        }),
+      120_000
+    )
   }
 
   it.effect("a log cut at every byte offset inside its last line repairs to a valid one", () =>
@@ -186,43 +210,47 @@ describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
       }
     }), 120_000)
 
-  it.effect("a log cut at every line boundary, inside multi-event appends too, repairs with exactly the §10 closers", () =>
-    Effect.gen(function*() {
-      // The agent writes several events in one append (the claims, step/start with its
-      // user/messages, the assistant/message with its tool/calls, …): a SIGKILL never separates
-      // them, a torn multi-line write or a power loss can. Every prefix of k complete events.
-      const full = complete()
-      const lines = full.text.split("\n").slice(0, -1)
-      const events = lines.slice(1).map((l) => JSON.parse(l))
-      expect([events.length, full.appends]).toEqual([29, 9])
-      const dir = tmp()
-      const results: Record<string, number> = {}
-      for (let k = 0; k <= events.length; k++) {
-        Fs.writeFileSync(Path.join(dir, "s.jsonl"), lines.slice(0, k + 1).join("\n") + "\n")
-        const r = yield* repairIn(dir)
-        const kept = events.slice(0, k)
-        // The deliveries that had returned when the cut was made: those whose splice is kept.
-        // They are always the first ones returned (each returns after its splice is durable).
-        const returned = full.returned.filter((id) =>
-          kept.some((e) => e.type === "agent/inbox/spliced" && e.data.inserted.some((m: any) => m.id === id))
-        )
-        expect([k, returned]).toEqual([k, full.returned.slice(0, returned.length)])
-        checkRepaired(`cut after ${k} events`, r, returned)
-        // Everything before the cut is kept as it was; the closers are exactly those §10 names.
-        expect([k, r.contents.events.slice(0, k)]).toEqual([k, kept])
-        expect([k, r.appended.map(closer)]).toEqual([k, closersFor(kept)])
-        // Every returned delivery has a fate in the repaired log.
-        for (const id of returned) expect([k, id, Delivery.fateOf(r.contents.events, id) === undefined]).toEqual([k, id, false])
-        for (const e of r.appended) {
-          if (e.type === "tool/result") {
-            const code = (e.data as any).error.code
-            results[code] = (results[code] ?? 0) + 1
+  it.effect(
+    "a log cut at every line boundary, inside multi-event appends too, repairs with exactly the §10 closers",
+    () =>
+      Effect.gen(function*() {
+        // The agent writes several events in one append (the claims, step/start with its
+        // user/messages, the assistant/message with its tool/calls, …): a SIGKILL never separates
+        // them, a torn multi-line write or a power loss can. Every prefix of k complete events.
+        const full = complete()
+        const lines = full.text.split("\n").slice(0, -1)
+        const events = lines.slice(1).map((l) => JSON.parse(l))
+        expect([events.length, full.appends]).toEqual([29, 9])
+        const dir = tmp()
+        const results: Record<string, number> = {}
+        for (let k = 0; k <= events.length; k++) {
+          Fs.writeFileSync(Path.join(dir, "s.jsonl"), lines.slice(0, k + 1).join("\n") + "\n")
+          const r = yield* repairIn(dir)
+          const kept = events.slice(0, k)
+          // The deliveries that had returned when the cut was made: those whose splice is kept.
+          // They are always the first ones returned (each returns after its splice is durable).
+          const returned = full.returned.filter((id) =>
+            kept.some((e) => e.type === "agent/inbox/spliced" && e.data.inserted.some((m: any) => m.id === id))
+          )
+          expect([k, returned]).toEqual([k, full.returned.slice(0, returned.length)])
+          checkRepaired(`cut after ${k} events`, r, returned)
+          // Everything before the cut is kept as it was; the closers are exactly those §10 names.
+          expect([k, r.contents.events.slice(0, k)]).toEqual([k, kept])
+          expect([k, r.appended.map(closer)]).toEqual([k, closersFor(kept)])
+          // Every returned delivery has a fate in the repaired log.
+          for (const id of returned) expect([k, id, Delivery.fateOf(r.contents.events, id) === undefined]).toEqual([k, id, false])
+          for (const e of r.appended) {
+            if (e.type === "tool/result") {
+              const code = (e.data as any).error.code
+              results[code] = (results[code] ?? 0) + 1
+            }
           }
         }
-      }
-      // k = 11: the response with calls c1, c2, c3 is kept, none of its tool/calls (3 not started);
-      // k = 12, 13: one, two calls logged; k = 14: all three logged, no result; k = 15, 16: one, two results.
-      expect(results).toEqual({ TOOL_NOT_STARTED: 6, TOOL_OUTCOME_UNKNOWN: 9 })
-      Fs.rmSync(dir, { recursive: true, force: true })
-    }), 60_000)
+        // k = 11: the response with calls c1, c2, c3 is kept, none of its tool/calls (3 not started);
+        // k = 12, 13: one, two calls logged; k = 14: all three logged, no result; k = 15, 16: one, two results.
+        expect(results).toEqual({ TOOL_NOT_STARTED: 6, TOOL_OUTCOME_UNKNOWN: 9 })
+        Fs.rmSync(dir, { recursive: true, force: true })
+      }),
+    60_000
+  )
 })

@@ -19,10 +19,10 @@ import { Effect, Either } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Delivery from "../src/Delivery.js"
-import * as History from "../src/History.js"
-import { decodeLog } from "../src/internal/logCodec.js"
 import { fatesOf } from "../src/Delivery.js"
+import * as History from "../src/History.js"
 import { replay as replayInbox } from "../src/Inbox.js"
+import { decodeLog } from "../src/internal/logCodec.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { dshDir, dshFixtures } from "./utils/events.js"
@@ -182,7 +182,11 @@ const dshFates = (log: RawLog): Map<string, OracleFate> => {
           else {
             fates.set(
               id,
-              data.cause === undefined ? "Dropped:discarded" : data.cause.kind === "disposed" ? "Dropped:disposed" : "Dropped:canceled"
+              data.cause === undefined
+                ? "Dropped:discarded"
+                : data.cause.kind === "disposed"
+                ? "Dropped:disposed"
+                : "Dropped:canceled"
             )
           }
         }
@@ -234,7 +238,12 @@ const fateString = (fate: Delivery.Fate | undefined): string | undefined =>
     ? `Dropped:${fate.reason}`
     : "Pending"
 
-const ids = (state: { readonly nextTurn: ReadonlyArray<{ readonly id: string }>; readonly nextStep: ReadonlyArray<{ readonly message: { readonly id: string } }> }) => ({
+const ids = (
+  state: {
+    readonly nextTurn: ReadonlyArray<{ readonly id: string }>
+    readonly nextStep: ReadonlyArray<{ readonly message: { readonly id: string } }>
+  }
+) => ({
   "next-turn": state.nextTurn.map((m) => m.id),
   "next-step": state.nextStep.map((p) => p.message.id)
 })
@@ -385,9 +394,20 @@ describe("DSH v0 import against raw-line oracles", () => {
           } else {
             const d = e.row.data
             const chunk = e.row.type === "tool-call-chunks"
-              ? { type: "tool-call-delta", index: d.index, id: d.id, argumentsDelta: d.args[e.k], ...(d.name === undefined ? {} : { name: d.name }) }
+              ? {
+                type: "tool-call-delta",
+                index: d.index,
+                id: d.id,
+                argumentsDelta: d.args[e.k],
+                ...(d.name === undefined ? {} : { name: d.name })
+              }
               : { type: e.row.type === "text-chunks" ? "text-delta" : "reasoning-delta", index: d.index, text: d.texts[e.k] }
-            expect([name, event]).toEqual([name, { type: "assistant/chunk", seq: e.seq, time: 0, data: { turn: d.turn, step: d.step, chunk } }])
+            expect([name, event]).toEqual([name, {
+              type: "assistant/chunk",
+              seq: e.seq,
+              time: 0,
+              data: { turn: d.turn, step: d.step, chunk }
+            }])
           }
         }
         const rawForeign = log.rows.filter((r) => !CORE.has(r.type) && !PACKED.includes(r.type)).length

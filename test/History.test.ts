@@ -174,7 +174,10 @@ describe("History.derive on DSH v0 fixtures", () => {
       ["61e6c6d6-872c-4dd7-9771-53ced14a120d", "user", "plugin", [
         "text:Note: command output has been verified ag"
       ]],
-      ["33bc2b6b-1d60-4143-971a-8ea2dab595bd", "assistant", "model", ["reasoning", "text:The tool result was:\n\n```\nHELLO\n```\n\nIt c"]]
+      ["33bc2b6b-1d60-4143-971a-8ea2dab595bd", "assistant", "model", [
+        "reasoning",
+        "text:The tool result was:\n\n```\nHELLO\n```\n\nIt c"
+      ]]
     ])
   })
 

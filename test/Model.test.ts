@@ -7,12 +7,16 @@ import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import type { Message, MessageId } from "../src/Message.js"
 import * as Model from "../src/Model.js"
-import * as OfflineTools from "../src/OfflineTools.js"
 import type { ModelRequest } from "../src/Model.js"
+import * as OfflineTools from "../src/OfflineTools.js"
 import { advance, brief, layer, text } from "./utils/agent.js"
 
-const user = (id: string, t: string, source: Record<string, unknown> = { kind: "user" }): Message =>
-  ({ id: id as MessageId, role: "user", content: [{ type: "text", text: t }], source: source as any })
+const user = (id: string, t: string, source: Record<string, unknown> = { kind: "user" }): Message => ({
+  id: id as MessageId,
+  role: "user",
+  content: [{ type: "text", text: t }],
+  source: source as any
+})
 
 const request = (messages: ReadonlyArray<Message>, tools = ["wait", "clock", "read_file"]): ModelRequest => ({
   sessionId: "s",
@@ -74,11 +78,21 @@ describe("Model.offline (§14)", () => {
     })
     const afterTool: Array<Message> = [
       user("u", "wait 1 second"),
-      { id: "a" as MessageId, role: "assistant", content: [{ type: "tool-call", id: "c1", name: "wait", arguments: "{}" }], source: { kind: "model" } },
+      {
+        id: "a" as MessageId,
+        role: "assistant",
+        content: [{ type: "tool-call", id: "c1", name: "wait", arguments: "{}" }],
+        source: { kind: "model" }
+      },
       {
         id: "r" as MessageId,
         role: "user",
-        content: [{ type: "tool-result", toolCallId: "c1", content: [{ type: "text", text: "waited 1 second" }], isError: false }],
+        content: [{
+          type: "tool-result",
+          toolCallId: "c1",
+          content: [{ type: "text", text: "waited 1 second" }],
+          isError: false
+        }],
         source: { kind: "tool", callId: "c1" }
       }
     ]
@@ -88,11 +102,21 @@ describe("Model.offline (§14)", () => {
     expect(Model.offlinePlan(request([both])).toolCalls).toEqual([{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }])
     const afterWait: Array<Message> = [
       both,
-      { id: "a" as MessageId, role: "assistant", content: [{ type: "tool-call", id: "w", name: "wait", arguments: "{}" }], source: { kind: "model" } },
+      {
+        id: "a" as MessageId,
+        role: "assistant",
+        content: [{ type: "tool-call", id: "w", name: "wait", arguments: "{}" }],
+        source: { kind: "model" }
+      },
       {
         id: "r" as MessageId,
         role: "user",
-        content: [{ type: "tool-result", toolCallId: "w", content: [{ type: "text", text: "waited 2 seconds" }], isError: false }],
+        content: [{
+          type: "tool-result",
+          toolCallId: "w",
+          content: [{ type: "text", text: "waited 2 seconds" }],
+          isError: false
+        }],
         source: { kind: "tool", callId: "w" }
       }
     ]

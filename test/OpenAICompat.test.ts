@@ -1,14 +1,14 @@
 import { NodeHttpClient } from "@effect/platform-node"
-import * as Http from "node:http"
-import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Redacted, Schedule } from "effect"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import type { Message, MessageId } from "../src/Message.js"
 import { Model, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
 import type { FinishReason, Usage } from "../src/SessionEvent.js"
-import { assistantOf, freeze, collect, type Collected, errorFields, summarize, toolResult, user } from "./utils/modelParts.js"
-import { closedPort, framedBody, readFixture, type ReplaySpec, replayServer } from "./utils/replayServer.js"
+import { assistantOf, collect, type Collected, errorFields, freeze, summarize, toolResult, user } from "./utils/modelParts.js"
+import { closedPort, framedBody, readFixture, replayServer, type ReplaySpec } from "./utils/replayServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -376,10 +376,11 @@ describe("OpenAICompat errors", () => {
           const s = Http.createServer(() => {}) // accepts, never answers
           s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
         }),
-        (s) => Effect.sync(() => {
-          s.closeAllConnections()
-          s.close()
-        })
+        (s) =>
+          Effect.sync(() => {
+            s.closeAllConnections()
+            s.close()
+          })
       )
       const port = (server.address() as AddressInfo).port
       const model = yield* OpenAICompat.make({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "m", idleTimeoutMs: 200 })

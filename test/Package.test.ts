@@ -65,7 +65,10 @@ describe("package.json", () => {
       }
     }
     expect(manifest.exports["./sql"]).toEqual({ types: "./dist/SqlSessionStore.d.ts", default: "./dist/SqlSessionStore.js" })
-    expect(manifest.exports["./ai-bridge"]).toEqual({ types: "./dist/providers/AiBridge.d.ts", default: "./dist/providers/AiBridge.js" })
+    expect(manifest.exports["./ai-bridge"]).toEqual({
+      types: "./dist/providers/AiBridge.d.ts",
+      default: "./dist/providers/AiBridge.js"
+    })
     const bin = Path.join(root, manifest.bin["agent-loop"]!)
     expect(Fs.statSync(bin).mode & 0o111).not.toBe(0)
   })
@@ -79,7 +82,10 @@ describe("package.json", () => {
     }
     const optional = Object.entries(manifest.peerDependenciesMeta).filter(([, m]) => m.optional === true).map(([n]) => n).sort()
     expect(optional).toEqual(["@effect/ai", "@effect/sql", "@effect/sql-sqlite-node", "ink", "react"])
-    expect(Object.keys(manifest.peerDependencies).filter((n) => !optional.includes(n)).sort()).toEqual(["@effect/platform", "effect"])
+    expect(Object.keys(manifest.peerDependencies).filter((n) => !optional.includes(n)).sort()).toEqual([
+      "@effect/platform",
+      "effect"
+    ])
   })
 
   it("the CLI's optional packages name the versions of our devDependencies", () => {

@@ -88,7 +88,10 @@ const prefixFor = (events: ReadonlyArray<SessionEvent>, turn: number, step: numb
   let i = events.findIndex((e) => e.type === "step/start" && (e.data as any).turn === turn && (e.data as any).step === step)
   expect(i).toBeGreaterThanOrEqual(0)
   i++
-  while (i < events.length && (events[i]!.type === "user/message" || events[i]!.type === "request/header" || events[i]!.type === "agent/inbox/spliced")) i++
+  while (
+    i < events.length &&
+    (events[i]!.type === "user/message" || events[i]!.type === "request/header" || events[i]!.type === "agent/inbox/spliced")
+  ) i++
   return events.slice(0, i)
 }
 

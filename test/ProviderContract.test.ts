@@ -17,14 +17,14 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, type Scope } from "effect"
 import type { ContentBlock, Message } from "../src/Message.js"
 import type { ModelRequest, ModelService, ToolDefinition } from "../src/Model.js"
+import * as OfflineTools from "../src/OfflineTools.js"
 import * as AiBridge from "../src/providers/AiBridge.js"
 import * as Anthropic from "../src/providers/Anthropic.js"
-import * as OfflineTools from "../src/OfflineTools.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
 import * as Tool from "../src/Tool.js"
 import { assistantOf, collect, toolResult, user } from "./utils/modelParts.js"
 import { textResponse } from "./utils/openaiResponses.js"
-import { closedPort, type ReplayServer, type ReplaySpec, replayServer } from "./utils/replayServer.js"
+import { closedPort, type ReplayServer, replayServer, type ReplaySpec } from "./utils/replayServer.js"
 
 const KEY = "sk-contract-test-key-0123"
 
@@ -129,27 +129,46 @@ const SIGNATURE = "EqQBCkYIBRgCIkB-signature-of-the-thinking-block"
 const adapters: ReadonlyArray<Adapter> = [
   {
     name: "openai-compat (Chat Completions)",
-    make: (server) => withHttp(OpenAICompat.make({ baseUrl: server.baseUrl, model: "deepseek-reasoner", apiKey: Redacted.make(KEY) })),
+    make: (server) =>
+      withHttp(OpenAICompat.make({ baseUrl: server.baseUrl, model: "deepseek-reasoner", apiKey: Redacted.make(KEY) })),
     okBody: { file: "vllm-stream-text-usage-chunk.sse" },
     items: chatItems,
     // DeepSeek thinking mode: the reasoning of a tool-call round goes back as reasoning_content.
     reasoning: { type: "reasoning", text: "Two lookups." },
     reasoningSent: { kind: "reasoning", text: "Two lookups.", state: null },
     recorded: [
-      { spec: { file: "openai-stream-tool-calls-parallel.sse" }, finish: "tool-calls", calls: ["call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"] },
+      {
+        spec: { file: "openai-stream-tool-calls-parallel.sse" },
+        finish: "tool-calls",
+        calls: ["call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"]
+      },
       { spec: { file: "openai-stream-finish-length.sse" }, finish: "length", calls: [] },
       { spec: { file: "openai-stream-refusal.sse" }, finish: "stop", calls: [] },
-      { spec: { file: "openai-stream-text-then-tool-call.chunks.jsonl" }, finish: "tool-calls", calls: ["call_NZa7xqfefoaMI2YYHowVXVlU"] },
-      { spec: { file: "deepseek-reasoner-stream-tool-call.chunks.jsonl" }, finish: "tool-calls", calls: ["call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"] },
+      {
+        spec: { file: "openai-stream-text-then-tool-call.chunks.jsonl" },
+        finish: "tool-calls",
+        calls: ["call_NZa7xqfefoaMI2YYHowVXVlU"]
+      },
+      {
+        spec: { file: "deepseek-reasoner-stream-tool-call.chunks.jsonl" },
+        finish: "tool-calls",
+        calls: ["call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"]
+      },
       { spec: { file: "vllm-stream-text-usage-chunk.sse" }, finish: "stop", calls: [] },
-      { spec: { file: "openai-nonstream-tool-calls-parallel.json" }, finish: "tool-calls", calls: ["call_fdNz3vOBKYgOIpMdWotB9MjY", "call_h1DWI1POMJLb0KwIyQHWXD4p"] }
+      {
+        spec: { file: "openai-nonstream-tool-calls-parallel.json" },
+        finish: "tool-calls",
+        calls: ["call_fdNz3vOBKYgOIpMdWotB9MjY", "call_h1DWI1POMJLb0KwIyQHWXD4p"]
+      }
     ],
     badRequest: { file: "openai-error-400-tool-calls-without-tool-messages.json", status: 400 }
   },
   {
     name: "anthropic (Messages)",
     make: (server) =>
-      withHttp(Anthropic.make({ baseUrl: server.baseUrl.replace(/\/v1$/, ""), model: "claude-test", apiKey: Redacted.make(KEY) })),
+      withHttp(
+        Anthropic.make({ baseUrl: server.baseUrl.replace(/\/v1$/, ""), model: "claude-test", apiKey: Redacted.make(KEY) })
+      ),
     okBody: { file: "anthropic-stream-thinking.sse" },
     items: anthropicItems,
     // Anthropic needs the thinking block back with its signature.
@@ -189,7 +208,14 @@ const adapters: ReadonlyArray<Adapter> = [
     reasoningSent: { kind: "reasoning", text: "Two lookups.", state: "enc-1" },
     recorded: [],
     badRequest: {
-      body: JSON.stringify({ error: { message: "No tool output found for function call call_1.", type: "invalid_request_error", param: "input", code: null } }),
+      body: JSON.stringify({
+        error: {
+          message: "No tool output found for function call call_1.",
+          type: "invalid_request_error",
+          param: "input",
+          code: null
+        }
+      }),
       status: 400,
       contentType: "application/json"
     }
@@ -235,8 +261,17 @@ const MISSING = "No result was recorded for this tool call: its outcome is unkno
 
 describe("tool schemas (what every provider requires)", () => {
   it("Tool.make gives type object at the top: no parameters, an identified struct; anything else throws", () => {
-    const none = Tool.make({ name: "none", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "" }) })
-    expect(none.definition.parameters).toEqual({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: {} })
+    const none = Tool.make({
+      name: "none",
+      description: "",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: "" })
+    })
+    expect(none.definition.parameters).toEqual({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      properties: {}
+    })
     const Named = Schema.Struct({ city: Schema.String }).annotations({ identifier: "WeatherArgs" })
     const named = Tool.make({ name: "named", description: "", parameters: Named, execute: () => Effect.succeed({ content: "" }) })
     expect(named.definition.parameters).toEqual({
@@ -286,7 +321,9 @@ for (const adapter of adapters) {
         const model = yield* adapter.make(server)
         yield* collect(model, { ...request([U]), tools })
         const body = JSON.parse(server.requests[0]!.body)
-        const schemas = body.tools.map((t: any) => [t.name ?? t.function?.name, (t.input_schema ?? t.parameters ?? t.function?.parameters).type])
+        const schemas = body.tools.map((
+          t: any
+        ) => [t.name ?? t.function?.name, (t.input_schema ?? t.parameters ?? t.function?.parameters)?.type])
         expect(schemas).toEqual([["wait", "object"], ["clock", "object"], ["read_file", "object"]])
       }))
 
@@ -370,7 +407,10 @@ for (const adapter of adapters) {
     if (!adapter.name.startsWith("openai (")) {
       it.scopedLive("a 200 event stream that holds no event at all (an HTML page) is BAD_RESPONSE with the body's start, not retried", () =>
         Effect.gen(function*() {
-          const server = yield* replayServer({ body: "<html><body>Please log in</body></html>\n", contentType: "text/event-stream" })
+          const server = yield* replayServer({
+            body: "<html><body>Please log in</body></html>\n",
+            contentType: "text/event-stream"
+          })
           const failure = yield* Effect.flip(collect(yield* adapter.make(server), request([U])))
           expect([failure.error.code, failure.error.retryable, failure.error.message]).toEqual([
             "BAD_RESPONSE",
@@ -396,7 +436,10 @@ for (const adapter of adapters) {
 
     it.scopedLive("HTTP errors: 400 → not retryable with its status; 429 → retryable with retry-after; the key in no error", () =>
       Effect.gen(function*() {
-        const bad = yield* replayServer({ ...adapter.badRequest, contentType: adapter.badRequest.contentType ?? "application/json" })
+        const bad = yield* replayServer({
+          ...adapter.badRequest,
+          contentType: adapter.badRequest.contentType ?? "application/json"
+        })
         const failure = yield* Effect.flip(collect(yield* adapter.make(bad), request([U])))
         expect([failure.error._tag, failure.error.status, failure.error.retryable]).toEqual(["ModelError", 400, false])
         expect(failure.error.code.length).toBeGreaterThan(0)

@@ -20,10 +20,21 @@ import * as Tool from "../src/Tool.js"
 import { advance, brief, layerTracked } from "./utils/agent.js"
 import { tmpDir } from "./utils/tmp.js"
 
-const quick = Tool.make({ name: "quick", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "done" }) })
+const quick = Tool.make({
+  name: "quick",
+  description: "",
+  parameters: Schema.Struct({}),
+  execute: () => Effect.succeed({ content: "done" })
+})
 const hang = Tool.make({ name: "hang", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
 
-const batch = { toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "hang", arguments: {} }, { id: "c3", name: "quick", arguments: {} }] }
+const batch = {
+  toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "hang", arguments: {} }, {
+    id: "c3",
+    name: "quick",
+    arguments: {}
+  }]
+}
 
 /** Runs a session until it stalls, then copies its log into a new session: the "crashed" one. */
 const crashedCopy = (model: Model.ModelService, cut: (events: ReadonlyArray<SessionEvent>) => ReadonlyArray<SessionEvent>) =>
@@ -119,7 +130,9 @@ describe("Agent.resume (§10)", () => {
         const agent = yield* Agent.make()
         yield* agent.followup("first")
         yield* agent.followup("second")
-        return agent.log.events().filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).target === "next-turn" && (e.data as any).inserted.length > 0)
+        return agent.log.events().filter((e) =>
+          e.type === "agent/inbox/spliced" && (e.data as any).target === "next-turn" && (e.data as any).inserted.length > 0
+        )
       })).pipe(Effect.provideService(Model.Model, model))
       for (const id of ["idle", "runs"]) {
         const log = yield* store.create({ id })
@@ -131,7 +144,10 @@ describe("Agent.resume (§10)", () => {
       expect((yield* idle.inbox).nextTurn.map((m) => (m.content[0] as any).text)).toEqual(["first", "second"])
       const runs = yield* Agent.resume("runs", { continuePending: true }).pipe(Effect.provideService(Model.Model, model))
       yield* advance(10)
-      expect(brief(runs.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual(["turn/end 1 completed", "turn/end 2 completed"])
+      expect(brief(runs.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual([
+        "turn/end 1 completed",
+        "turn/end 2 completed"
+      ])
       expect(Invariant.check(runs.log.events())).toEqual([])
     }).pipe(Effect.provide(layers)))
 
@@ -212,12 +228,18 @@ describe("Agent.resume (§10)", () => {
       // disposal's events and add a torn line.
       const lines = NodeFs.readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0)
       const keep = lines.slice(0, lines.findIndex((l) => l.includes("\"tool/result\"") && l.includes("Aborted")) >>> 0)
-      const crashed = keep.filter((l) => !l.includes("ABORTED") && !l.includes("TOOL_ABORTED") && !l.includes("\"turn/end\"") && !l.includes("\"step/end\""))
+      const crashed = keep.filter((l) =>
+        !l.includes("ABORTED") && !l.includes("TOOL_ABORTED") && !l.includes("\"turn/end\"") && !l.includes("\"step/end\"")
+      )
       NodeFs.writeFileSync(path, crashed.join("\n") + "\n{\"type\":\"tool/res")
       const repaired = yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.resume("s", { tools: [quick, hang] })
         return agent.log.events().slice()
-      })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(10), Model.layer(model))))
+      })).pipe(
+        Effect.provide(
+          Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(10), Model.layer(model))
+        )
+      )
       expect(brief(repaired).slice(-6)).toEqual([
         "tool/result c2 TOOL_OUTCOME_UNKNOWN",
         "tool/call c3 quick",
@@ -233,7 +255,11 @@ describe("Agent.resume (§10)", () => {
       const again = yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.resume("s", { tools: [quick, hang] })
         return agent.log.events().length
-      })).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(11), Model.layer(model))))
+      })).pipe(
+        Effect.provide(
+          Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), IdGenerator.layerSeeded(11), Model.layer(model))
+        )
+      )
       expect(again).toBe(repaired.length)
     }).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, layerTracked))))
 
@@ -243,7 +269,13 @@ describe("Agent.resume (§10)", () => {
       const headers = (events: ReadonlyArray<SessionEvent>) =>
         events.filter((e) => e.type === "request/header").map((e) => {
           const d = e.data as any
-          return { turn: d.turn, step: d.step, instructions: d.instructions, tools: d.tools.map((t: any) => t.name), settings: d.settings }
+          return {
+            turn: d.turn,
+            step: d.step,
+            instructions: d.instructions,
+            tools: d.tools.map((t: any) => t.name),
+            settings: d.settings
+          }
         })
       // Turn 1 on the first configuration.
       yield* Effect.scoped(Effect.gen(function*() {
@@ -264,7 +296,11 @@ describe("Agent.resume (§10)", () => {
         yield* agent.awaitIdle
       }))
       const events = yield* Effect.scoped(Effect.gen(function*() {
-        const agent = yield* Agent.resume("cfg", { instructions: "Answer in French.", tools: [quick], settings: { temperature: 0 } })
+        const agent = yield* Agent.resume("cfg", {
+          instructions: "Answer in French.",
+          tools: [quick],
+          settings: { temperature: 0 }
+        })
         yield* agent.followup("fourth")
         yield* agent.awaitIdle
         return agent.log.events().slice()
@@ -279,7 +315,12 @@ describe("Agent.resume (§10)", () => {
       expect(brief(events.slice(at - 2, at + 2))).toEqual(["step/start 3.1", "user third", "request/header", "assistant three"])
       // What the model was sent is what the log holds: instructions of the last header before
       // each request, and the history derived from the log up to it.
-      expect(model.requests.map((r) => r.instructions)).toEqual(["Be brief.", "Be brief.", "Answer in French.", "Answer in French."])
+      expect(model.requests.map((r) => r.instructions)).toEqual([
+        "Be brief.",
+        "Be brief.",
+        "Answer in French.",
+        "Answer in French."
+      ])
       expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([[], [], [], ["quick"]])
       const lastRequest = model.requests[3]!
       const upTo = events.slice(0, events.findIndex((e) => e.type === "assistant/message" && (e.data as any).turn === 4))
@@ -288,4 +329,3 @@ describe("Agent.resume (§10)", () => {
     }).pipe(Effect.provide(Layer.mergeAll(layers, Model.layer(model))))
   })
 })
-

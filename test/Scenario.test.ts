@@ -27,7 +27,11 @@ const usersOf = (events: ReadonlyArray<any>, turn: number, step: number) => {
     if (e.type === "step/start") open = e.data.turn === turn && e.data.step === step
     else if (e.type === "step/end") open = false
     else if (open && e.type === "user/message") {
-      out.push(`${e.data.content.map((b: any) => b.text).join("")} <${e.data.source.kind}${e.data.source.plugin ? `:${e.data.source.plugin}` : ""}${e.data.source.callId ? `:${e.data.source.callId}` : ""}>`)
+      out.push(
+        `${e.data.content.map((b: any) => b.text).join("")} <${e.data.source.kind}${
+          e.data.source.plugin ? `:${e.data.source.plugin}` : ""
+        }${e.data.source.callId ? `:${e.data.source.callId}` : ""}>`
+      )
     }
   }
   return out
@@ -128,7 +132,11 @@ describe("shared scenarios (../shared/scenarios/README.md)", () => {
       expect(usersOf(r.events, 1, 1)).toEqual(["git branch: main <plugin:scenario>", "which branch am I on? <user>"])
       expect(brief(r.events).filter((l) => l.startsWith("turn/end"))).toEqual(["turn/end 1 completed"])
       expect(r.requests).toEqual([
-        { turn: 1, step: 1, messages: [{ role: "user", content: "git branch: main" }, { role: "user", content: "which branch am I on?" }] }
+        {
+          turn: 1,
+          step: 1,
+          messages: [{ role: "user", content: "git branch: main" }, { role: "user", content: "which branch am I on?" }]
+        }
       ])
       checkRun(r)
     }))
@@ -140,7 +148,9 @@ describe("shared scenarios (../shared/scenarios/README.md)", () => {
         const b = yield* runFile(name)
         expect(b.log).toBe(a.log)
         expect(b.requestLines).toBe(a.requestLines)
-        expect(a.log.split("\n")[0]).toMatch(/^\{"type":"session","format":"effect-agent-loop","version":1,"id":"[0-9a-f-]+","createdAt":0\}$/)
+        expect(a.log.split("\n")[0]).toMatch(
+          /^\{"type":"session","format":"effect-agent-loop","version":1,"id":"[0-9a-f-]+","createdAt":0\}$/
+        )
       }
     }))
 })
@@ -175,7 +185,9 @@ describe("scenario validation (§15)", () => {
     })
     expect(invalid({ model: [], actions: [{ at: 0, cancel: { keep: true } }] }).path).toBe("$.actions[0].cancel.keep")
     expect(invalid({ model: [], actions: [{ at: 0, cancel: { keepInbox: "yes" } }] }).path).toBe("$.actions[0].cancel.keepInbox")
-    expect(invalid({ model: [], actions: [{ at: 0, followup: { text: "x", bogus: 1 } }] }).path).toBe("$.actions[0].followup.bogus")
+    expect(invalid({ model: [], actions: [{ at: 0, followup: { text: "x", bogus: 1 } }] }).path).toBe(
+      "$.actions[0].followup.bogus"
+    )
     expect(invalid({ model: [], actions: [{ at: 0, inject: { source: { kind: "p" } } }] }).path).toBe("$.actions[0].inject.text")
     expect(invalid({ model: [], actions: [{ at: 0, dispose: { now: true } }] }).path).toBe("$.actions[0].dispose.now")
     expect(invalid({ model: [], actions: [{ at: 0, dispose: [] }] }).path).toBe("$.actions[0].dispose")
@@ -187,7 +199,13 @@ describe("scenario validation (§15)", () => {
 describe("rules as scenarios (§4–§9)", () => {
   it.effect("claim order: a step claims all of next-step (context and steering in arrival order); the queued followup gets its own turn", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"latencyMs": 50, "text": "one"}, {"latencyMs": 10, "text": "two"}, {"latencyMs": 10, "text": "three"}], "actions": [{"at": 0, "followup": "a"}, {"at": 10, "inject": "ctx1"}, {"at": 20, "followup": "b"}, {"at": 30, "steer": "s1"}]})
+      const r = yield* runScenario({
+        "model": [{ "latencyMs": 50, "text": "one" }, { "latencyMs": 10, "text": "two" }, { "latencyMs": 10, "text": "three" }],
+        "actions": [{ "at": 0, "followup": "a" }, { "at": 10, "inject": "ctx1" }, { "at": 20, "followup": "b" }, {
+          "at": 30,
+          "steer": "s1"
+        }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[a]",
         "turn/start 1",
@@ -215,13 +233,35 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 2.1",
         "turn/end 2 completed"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 1, "step": 2}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 1, "step": 2}])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([
+        { "_tag": "Entered", "turn": 1, "step": 1 },
+        { "_tag": "Entered", "turn": 1, "step": 2 },
+        { "_tag": "Entered", "turn": 2, "step": 1 },
+        { "_tag": "Entered", "turn": 1, "step": 2 }
+      ])
       checkRun(r)
     }))
 
   it.effect("cancel mid-batch: canceled splices with cause, ABORTED for the running call, the computed result committed as is, later followup runs", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"latencyMs": 10, "toolCalls": [{"id": "t1", "name": "slow", "arguments": {"ms": 500}}, {"id": "t2", "name": "fast", "arguments": {}}]}, {"latencyMs": 5, "text": "after"}], "tools": {"slow": {"result": "slow done"}, "fast": {"result": "fast done", "durationMs": 5, "additionalContexts": ["fast ctx"]}}, "actions": [{"at": 0, "followup": "go"}, {"at": 50, "inject": "pending ctx"}, {"at": 60, "followup": "queued"}, {"at": 100, "cancel": {}}, {"at": 200, "followup": "again"}]})
+      const r = yield* runScenario({
+        "model": [{
+          "latencyMs": 10,
+          "toolCalls": [{ "id": "t1", "name": "slow", "arguments": { "ms": 500 } }, {
+            "id": "t2",
+            "name": "fast",
+            "arguments": {}
+          }]
+        }, { "latencyMs": 5, "text": "after" }],
+        "tools": {
+          "slow": { "result": "slow done" },
+          "fast": { "result": "fast done", "durationMs": 5, "additionalContexts": ["fast ctx"] }
+        },
+        "actions": [{ "at": 0, "followup": "go" }, { "at": 50, "inject": "pending ctx" }, { "at": 60, "followup": "queued" }, {
+          "at": 100,
+          "cancel": {}
+        }, { "at": 200, "followup": "again" }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[go]",
         "turn/start 1",
@@ -249,13 +289,27 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 2.1",
         "turn/end 2 completed"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Dropped", "reason": "canceled"}, {"_tag": "Dropped", "reason": "canceled"}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([
+        { "_tag": "Entered", "turn": 1, "step": 1 },
+        { "_tag": "Dropped", "reason": "canceled" },
+        { "_tag": "Dropped", "reason": "canceled" },
+        { "_tag": "Entered", "turn": 2, "step": 1 }
+      ])
       checkRun(r)
     }))
 
   it.effect("cancel({keepInbox}) keeps the followup pending, owed no turn; a later steer starts a turn claiming [steer, kept followup]", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"latencyMs": 100, "text": "first"}, {"latencyMs": 5, "text": "second"}, {"latencyMs": 5, "text": "third"}], "actions": [{"at": 0, "followup": "one"}, {"at": 10, "followup": "kept"}, {"at": 20, "cancel": {"keepInbox": true, "cause": {"kind": "parent"}}}, {"at": 500, "steer": "wake up"}]})
+      const r = yield* runScenario({
+        "model": [{ "latencyMs": 100, "text": "first" }, { "latencyMs": 5, "text": "second" }, {
+          "latencyMs": 5,
+          "text": "third"
+        }],
+        "actions": [{ "at": 0, "followup": "one" }, { "at": 10, "followup": "kept" }, {
+          "at": 20,
+          "cancel": { "keepInbox": true, "cause": { "kind": "parent" } }
+        }, { "at": 500, "steer": "wake up" }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[one]",
         "turn/start 1",
@@ -277,13 +331,24 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 2.1",
         "turn/end 2 completed"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{ "_tag": "Entered", "turn": 1, "step": 1 }, {
+        "_tag": "Entered",
+        "turn": 2,
+        "step": 1
+      }, { "_tag": "Entered", "turn": 2, "step": 1 }])
       checkRun(r)
     }))
 
   it.effect("dispose: pending injection disposed, running tool ABORTED, turn aborted {disposed}; a later delivery fails AgentDisposed", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"latencyMs": 10, "toolCalls": [{"id": "w", "name": "wait", "arguments": {"ms": 1000}}]}], "tools": {"wait": {"result": "ok"}}, "actions": [{"at": 0, "followup": "go"}, {"at": 20, "inject": "never seen"}, {"at": 30, "dispose": {}}, {"at": 40, "followup": "too late"}]})
+      const r = yield* runScenario({
+        "model": [{ "latencyMs": 10, "toolCalls": [{ "id": "w", "name": "wait", "arguments": { "ms": 1000 } }] }],
+        "tools": { "wait": { "result": "ok" } },
+        "actions": [{ "at": 0, "followup": "go" }, { "at": 20, "inject": "never seen" }, { "at": 30, "dispose": {} }, {
+          "at": 40,
+          "followup": "too late"
+        }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[go]",
         "turn/start 1",
@@ -299,13 +364,29 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 1.1",
         "turn/end 1 aborted:disposed"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Dropped", "reason": "disposed"}, "AgentDisposed"])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{ "_tag": "Entered", "turn": 1, "step": 1 }, {
+        "_tag": "Dropped",
+        "reason": "disposed"
+      }, "AgentDisposed"])
       checkRun(r)
     }))
 
   it.effect("max-tokens, unknown tool, retryable then final model errors and script exhaustion, one turn per followup", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"latencyMs": 5, "text": "cut off", "finish": "length"}, {"latencyMs": 5, "toolCalls": [{"id": "u1", "name": "nope", "arguments": {}}]}, {"latencyMs": 5, "text": "after unknown"}, {"latencyMs": 5, "error": {"code": "HTTP_503", "message": "overloaded", "retryable": true}}, {"latencyMs": 5, "text": "recovered"}, {"latencyMs": 5, "error": {"code": "HTTP_400", "message": "bad"}}], "actions": [{"at": 0, "followup": "p1"}, {"at": 1, "followup": "p2"}, {"at": 2, "followup": "p3"}, {"at": 3, "followup": "p4"}, {"at": 4, "followup": "p5"}]})
+      const r = yield* runScenario({
+        "model": [
+          { "latencyMs": 5, "text": "cut off", "finish": "length" },
+          { "latencyMs": 5, "toolCalls": [{ "id": "u1", "name": "nope", "arguments": {} }] },
+          { "latencyMs": 5, "text": "after unknown" },
+          { "latencyMs": 5, "error": { "code": "HTTP_503", "message": "overloaded", "retryable": true } },
+          { "latencyMs": 5, "text": "recovered" },
+          { "latencyMs": 5, "error": { "code": "HTTP_400", "message": "bad" } }
+        ],
+        "actions": [{ "at": 0, "followup": "p1" }, { "at": 1, "followup": "p2" }, { "at": 2, "followup": "p3" }, {
+          "at": 3,
+          "followup": "p4"
+        }, { "at": 4, "followup": "p5" }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[p1]",
         "turn/start 1",
@@ -352,13 +433,23 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 5.1",
         "turn/end 5 error:SCRIPT_EXHAUSTED"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Entered", "turn": 1, "step": 1}, {"_tag": "Entered", "turn": 2, "step": 1}, {"_tag": "Entered", "turn": 3, "step": 1}, {"_tag": "Entered", "turn": 4, "step": 1}, {"_tag": "Entered", "turn": 5, "step": 1}])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([
+        { "_tag": "Entered", "turn": 1, "step": 1 },
+        { "_tag": "Entered", "turn": 2, "step": 1 },
+        { "_tag": "Entered", "turn": 3, "step": 1 },
+        { "_tag": "Entered", "turn": 4, "step": 1 },
+        { "_tag": "Entered", "turn": 5, "step": 1 }
+      ])
       checkRun(r)
     }))
 
   it.effect("a failing listener among several fails the proposal with nothing appended; additions come inner first, then outer", () =>
     Effect.gen(function*() {
-      const r = yield* runScenario({"model": [{"text": "ok"}, {"text": "ok2"}], "preStep": [{"appendText": "outer"}, {"failIfTextIncludes": "boom"}, {"appendText": "inner"}], "actions": [{"at": 0, "followup": "boom now"}, {"at": 0, "followup": "fine"}]})
+      const r = yield* runScenario({
+        "model": [{ "text": "ok" }, { "text": "ok2" }],
+        "preStep": [{ "appendText": "outer" }, { "failIfTextIncludes": "boom" }, { "appendText": "inner" }],
+        "actions": [{ "at": 0, "followup": "boom now" }, { "at": 0, "followup": "fine" }]
+      })
       expect(brief(r.events)).toEqual([
         "splice next-turn 0 +[boom now]",
         "turn/start 1",
@@ -376,10 +467,13 @@ describe("rules as scenarios (§4–§9)", () => {
         "step/end 2.1",
         "turn/end 2 completed"
       ])
-      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{"_tag": "Dropped", "reason": "failed"}, {"_tag": "Entered", "turn": 2, "step": 1}])
+      expect(r.deliveries.map((d) => d.outcome ?? d.error ?? "pending")).toEqual([{ "_tag": "Dropped", "reason": "failed" }, {
+        "_tag": "Entered",
+        "turn": 2,
+        "step": 1
+      }])
       checkRun(r)
     }))
-
 })
 
 describe("simulator timing rules", () => {
@@ -410,7 +504,10 @@ describe("simulator timing rules", () => {
         actions: [{ at: 0.000001, inject: "I" }, { at: 0, followup: "F at 0" }]
       })
       expect(usersOf(r.events, 1, 1)).toEqual(["F at 0 <user>"])
-      expect(r.deliveries.map((d) => [d.kind, d.outcome?._tag ?? "pending"])).toEqual([["followup", "Entered"], ["inject", "pending"]])
+      expect(r.deliveries.map((d) => [d.kind, d.outcome?._tag ?? "pending"])).toEqual([["followup", "Entered"], [
+        "inject",
+        "pending"
+      ]])
       checkRun(r)
     }))
 

@@ -4,15 +4,15 @@ import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
-import { encodeEvents, encodeHeader, decodeLog } from "../src/internal/logCodec.js"
+import { decodeLog, encodeEvents, encodeHeader } from "../src/internal/logCodec.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
+import * as SessionLog from "../src/SessionLog.js"
 import * as SessionReference from "../src/SessionReference.js"
 import * as SessionStore from "../src/SessionStore.js"
-import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
 import { advance, brief, checkLog, layerTracked, storeLayer, text } from "./utils/agent.js"
@@ -69,7 +69,9 @@ const refLayer = (
 ) =>
   SessionReference.layer.pipe(
     Layer.provide(options.inner ?? PreStep.layer([])),
-    Layer.provideMerge(Layer.mergeAll(options.store ?? storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), layerTracked))
+    Layer.provideMerge(
+      Layer.mergeAll(options.store ?? storeLayer(), IdGenerator.layerSeeded(42), Model.layer(model), layerTracked)
+    )
   )
 
 /** Appends one completed turn (a direct prompt and its answer) to a log written by hand. */
@@ -165,7 +167,9 @@ describe("SessionReference.mentions", () => {
   })
 
   it("refuses ids that break the store's rule (path traversal, separators, empty) and more than 3 sessions", () => {
-    for (const [t, id] of [["@session:../x", "../x"], ["@session:a/b", "a/b"], ["@session: x", ""], ["@session:.hidden", ".hidden"]]) {
+    for (
+      const [t, id] of [["@session:../x", "../x"], ["@session:a/b", "a/b"], ["@session: x", ""], ["@session:.hidden", ".hidden"]]
+    ) {
       const result = mentionsOf(t!)
       expect(Either.isLeft(result)).toBe(true)
       const error = Either.getLeft(result).pipe((o) => (o._tag === "Some" ? o.value : undefined))!
@@ -369,7 +373,9 @@ describe("SessionReference.deliver", () => {
   const rejectForbidden: PreStep.Listener = (p, next) =>
     p.messages.some((x) => text(x).includes("forbidden")) ? Effect.succeed(PreStep.Decision.reject("forbidden")) : next()
   const failBroken: PreStep.Listener = (p, next) =>
-    p.messages.some((x) => text(x).includes("broken")) ? Effect.fail(new PreStep.PreStepFailed({ message: "policy down" })) : next()
+    p.messages.some((x) => text(x).includes("broken"))
+      ? Effect.fail(new PreStep.PreStepFailed({ message: "policy down" }))
+      : next()
 
   it.scoped("a downstream reject or failure: the snapshot never materializes; M is rejected / failed; nothing is left behind", () => {
     const model = Model.scripted([{ text: "plain answer" }])

@@ -1,16 +1,15 @@
-import { spawnSync } from "node:child_process"
-import * as NodeFs from "node:fs"
-import * as Os from "node:os"
 import { FileSystem } from "@effect/platform"
-import { SystemError } from "@effect/platform/Error"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { spawnSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import * as IdGenerator from "../src/IdGenerator.js"
+import { type JsonlIo, makeJsonlWith } from "../src/internal/store/jsonl.js"
 import type { MessageId, UserMessage } from "../src/Message.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
-import { type JsonlIo, makeJsonlWith } from "../src/internal/store/jsonl.js"
 import { dshFixturesDir, tmpDir } from "./utils/tmp.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -70,50 +69,11 @@ const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!
  * Makes the writer lock of the log at `path` look like its writer died (a crash): the lock
  * names an exited process, so the next store takes it over.
  */
-const abandonLock = (path: string) =>
-  NodeFs.writeFileSync(`${path}.lock`, JSON.stringify({ pid: deadPid, host: Os.hostname() }))
+const abandonLock = (path: string) => NodeFs.writeFileSync(`${path}.lock`, JSON.stringify({ pid: deadPid, host: Os.hostname() }))
 
 const readText = (path: string) => Effect.orDie(Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(path)))
 const writeText = (path: string, text: string) =>
   Effect.orDie(Effect.flatMap(FileSystem.FileSystem, (fs) => fs.writeFileString(path, text)))
-
-type FileOverrides = Partial<Pick<FileSystem.File, "sync" | "write" | "truncate">>
-
-/** A `FileSystem` over the real one whose opened files get `overrides`. */
-const wrappedFs = (overrides: (file: FileSystem.File) => FileOverrides): Layer.Layer<Fs> =>
-  Layer.effect(
-    FileSystem.FileSystem,
-    Effect.map(FileSystem.FileSystem, (fs) => ({
-      ...fs,
-      open: (path: string, options?: FileSystem.OpenFileOptions) =>
-        Effect.map(fs.open(path, options), (file): FileSystem.File => {
-          const o = overrides(file)
-          return {
-            [FileSystem.FileTypeId]: FileSystem.FileTypeId,
-            fd: file.fd,
-            get stat() {
-              return file.stat
-            },
-            get sync() {
-              return o.sync ?? file.sync
-            },
-            seek: (offset, from) => file.seek(offset, from),
-            read: (buffer) => file.read(buffer),
-            readAlloc: (size) => file.readAlloc(size),
-            truncate: o.truncate ?? ((length) => file.truncate(length)),
-            write: o.write ?? ((buffer) => file.write(buffer)),
-            writeAll: (buffer) => file.writeAll(buffer)
-          }
-        })
-    }))
-  ).pipe(Layer.provide(NodeFileSystem.layer))
-
-const diskFull = new SystemError({
-  reason: "Unknown",
-  module: "FileSystem",
-  method: "write",
-  description: "no space left on device (test)"
-})
 
 const seqs = (events: ReadonlyArray<SessionEvent>) => events.map((e) => e.seq)
 
@@ -480,7 +440,9 @@ describe("SessionStore.layerJsonl", () => {
           const log = yield* (yield* store).create({ id: "w" })
           yield* log.append([turnStart(1)])
           failWrite = true
-          const failed = yield* Effect.flip(Effect.all([log.append([turnStart(2)]), log.append([turnStart(3)])], { concurrency: "unbounded" }))
+          const failed = yield* Effect.flip(
+            Effect.all([log.append([turnStart(2)]), log.append([turnStart(3)])], { concurrency: "unbounded" })
+          )
           expect(failed).toMatchObject({ _tag: "SessionStoreError", sessionId: "w" })
           failWrite = false
           const [next] = yield* log.append([turnStart(4)])
@@ -515,7 +477,10 @@ describe("SessionStore.layerJsonl", () => {
         yield* Effect.repeatN(Effect.yieldNow(), 10)
         return first
       })).pipe(Effect.provide(
-        Layer.scoped(SessionStore.SessionStore, Effect.map(makeJsonlWith({ directory: dir, fsync: "batch" }, io), SessionStore.SessionStore.of))
+        Layer.scoped(
+          SessionStore.SessionStore,
+          Effect.map(makeJsonlWith({ directory: dir, fsync: "batch" }, io), SessionStore.SessionStore.of)
+        )
       ))
       const main = yield* Effect.fork(program)
       yield* Deferred.await(started)
@@ -641,7 +606,9 @@ describe("reading logs", () => {
           [`${header}\n${ok(0)}\n{"type":"x/y","seq":1,"data":{}}\n`, 3, "\"x/y\" has no numeric \"time\""],
           [`${header}\n["type"]\n`, 2, "event is an array, not an object"],
           [
-            `${header}\n${ok(0)}\n{"type":"user/message","seq":1,"time":0,"data":{"id":"m","role":"user","content":[{"type":"text","text":5}],"source":{"kind":"user"}}}\n${
+            `${header}\n${
+              ok(0)
+            }\n{"type":"user/message","seq":1,"time":0,"data":{"id":"m","role":"user","content":[{"type":"text","text":5}],"source":{"kind":"user"}}}\n${
               ok(2)
             }\n`,
             3,
@@ -838,7 +805,11 @@ describe("DSH v0 logs", () => {
             "unreadable DSH v0 \"text-chunks\" row: dt must hold 1 gaps"
           ],
           [`${header}\n{"type":"step/start","data":{"turn":1,"step":"one"}}\n`, 2, "unreadable DSH v0 \"step/start\""],
-          [`${header}\n${turn}\n{"type":"turn/end","seq":5,"data":{"turn":1,"reason":{"kind":"completed"}}}\n`, 3, "seq 5 where 1"],
+          [
+            `${header}\n${turn}\n{"type":"turn/end","seq":5,"data":{"turn":1,"reason":{"kind":"completed"}}}\n`,
+            3,
+            "seq 5 where 1"
+          ],
           [`${header}\n{"data":{}}\n`, 2, "event has no string \"type\""]
         ]
         for (const [text, line, message] of cases) {

@@ -49,7 +49,11 @@ describe("settle (internal/settle.ts)", () => {
         const agent = yield* Agent.make({ tools: [sleep] })
         yield* agent.followup("go")
         yield* settle
-        expect(brief(agent.log.events()).slice(-3)).toEqual(["assistant sleep({}) sleep({})", "tool/call a sleep", "tool/call b sleep"])
+        expect(brief(agent.log.events()).slice(-3)).toEqual([
+          "assistant sleep({}) sleep({})",
+          "tool/call a sleep",
+          "tool/call b sleep"
+        ])
         expect([ran.respond.length, ran.tools.length]).toEqual([1, 2])
         const tracked = Array.from(tracker.fibers, (f) => f.id().id)
         for (const id of [...ran.respond, ...ran.tools]) expect(tracked).toContain(id)
@@ -79,7 +83,9 @@ describe("settle (internal/settle.ts)", () => {
       const [first, second] = [spinning.id().id, rearming.id().id].sort((a, b) => a - b)
       expect(error).toBeInstanceOf(Settle.Unsettled)
       expect([error.rounds, error.running]).toEqual([5, [first, second]])
-      expect(error.message).toBe(`the runtime did not settle in 5 rounds (event-loop turns); fibers still running: #${first}, #${second}`)
+      expect(error.message).toBe(
+        `the runtime did not settle in 5 rounds (event-loop turns); fibers still running: #${first}, #${second}`
+      )
       expect(tracker.fibers.has(sleeping)).toBe(true)
     }).pipe(Effect.provide(layerTracked)))
 

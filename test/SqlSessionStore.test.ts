@@ -4,14 +4,14 @@
  * prefix, `layer` runs on a `SqlClient` the user provides, tables of an earlier version are
  * adopted. The behaviour every store shares is in StoreContract.test.ts.
  */
-import * as NodeFs from "node:fs"
-import * as Path from "node:path"
 import { Reactivity } from "@effect/experimental"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
+import * as NodeFs from "node:fs"
+import * as Path from "node:path"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { tmpDir } from "./utils/tmp.js"
@@ -53,7 +53,12 @@ describe("SqlSessionStore", () => {
       for (let i = 0; i < 2; i++) {
         yield* Effect.scoped(Layer.build(SqlSessionStore.layerSqlite({ filename })))
       }
-      expect(tables(filename)).toEqual(["agent_loop_events", "agent_loop_migrations", "agent_loop_sessions", "agent_loop_writers"])
+      expect(tables(filename)).toEqual([
+        "agent_loop_events",
+        "agent_loop_migrations",
+        "agent_loop_sessions",
+        "agent_loop_writers"
+      ])
       expect(rows(filename, "SELECT migration_id, name FROM agent_loop_migrations")).toEqual([
         { migration_id: 1, name: "create_session_tables" }
       ])
@@ -82,7 +87,11 @@ describe("SqlSessionStore", () => {
         "jobs_writers"
       ])
       expect(rows(filename, "SELECT session_id, seq, event FROM chat_events")).toEqual([
-        { session_id: "c1", seq: 0, event: expect.stringMatching(/^\{"type":"plugin\/note","seq":0,"time":\d+,"data":\{"id":"c1"\}\}$/) }
+        {
+          session_id: "c1",
+          seq: 0,
+          event: expect.stringMatching(/^\{"type":"plugin\/note","seq":0,"time":\d+,"data":\{"id":"c1"\}\}$/)
+        }
       ])
       // Writer rows are released when each store closes.
       expect(rows(filename, "SELECT * FROM chat_writers")).toEqual([])
@@ -106,7 +115,9 @@ describe("SqlSessionStore", () => {
       const filename = Path.join(yield* tmpDir, "old.db")
       const db = new Database(filename)
       db.exec("CREATE TABLE agent_loop_sessions (id TEXT PRIMARY KEY NOT NULL, header TEXT NOT NULL)")
-      db.exec("CREATE TABLE agent_loop_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))")
+      db.exec(
+        "CREATE TABLE agent_loop_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))"
+      )
       db.exec("CREATE TABLE agent_loop_writers (session_id TEXT PRIMARY KEY NOT NULL, writer TEXT NOT NULL)")
       db.prepare("INSERT INTO agent_loop_sessions VALUES (?, ?)").run(
         "old",

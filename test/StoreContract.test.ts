@@ -5,20 +5,20 @@
  * it), concurrent appenders, read-back equality of a real agent session (with a reopen that
  * continues it), crash repair. Torn and corrupt input is per store (memory holds no bytes).
  */
-import * as NodeFs from "node:fs"
-import * as Path from "node:path"
-import { FileSystem } from "@effect/platform"
+import { type FileSystem } from "@effect/platform"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Schema, Scope, TestClock } from "effect"
+import * as NodeFs from "node:fs"
+import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
-import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import type { EventDraft } from "../src/SessionEvent.js"
+import * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
-import * as SessionLog from "../src/SessionLog.js"
 import * as Tool from "../src/Tool.js"
 import { advance, layerTracked } from "./utils/agent.js"
 import { assistant, followup, msg, stepStart, toolCall, turnStart } from "./utils/events.js"
@@ -87,7 +87,6 @@ const setup = (kind: Kind) =>
   })
 
 const draft = (type: string, data: unknown): EventDraft => ({ type, data } as EventDraft)
-const stripped = (events: ReadonlyArray<SessionEvent>) => events.map((e) => ({ type: e.type, data: e.data }))
 
 const quick = Tool.make({
   name: "quick",
@@ -150,11 +149,17 @@ for (const kind of kinds) {
           [draft("turn/end", { turn: "one" }), "invalid \"turn/end\" data: "],
           [draft("step/start", { turn: 1 }), "invalid \"step/start\" data: "],
           [{ type: 42, data: {} } as unknown as EventDraft, "an event type must be a non-empty string, not 42"],
-          [draft("user/message", { id: "u", role: "user", content: "hi", source: { kind: "user" } }), "invalid \"user/message\" data: "]
+          [
+            draft("user/message", { id: "u", role: "user", content: "hi", source: { kind: "user" } }),
+            "invalid \"user/message\" data: "
+          ]
         ]
         for (const [bad, message] of cases) {
           const error = yield* Effect.flip(log.append([draft("plugin/note", { before: true }), bad]))
-          expect([error._tag, error.message.startsWith(`cannot append to session "s": ${message}`)]).toEqual(["SessionStoreError", true])
+          expect([error._tag, error.message.startsWith(`cannot append to session "s": ${message}`)]).toEqual([
+            "SessionStoreError",
+            true
+          ])
           if (log.appendSync !== undefined) {
             const sync = log.appendSync([bad], 0)
             expect(sync instanceof SessionLog.SessionStoreError).toBe(true)
@@ -199,14 +204,24 @@ for (const kind of kinds) {
       Effect.gen(function*() {
         const { store, other, closeStore } = yield* setup(kind)
         const model = Model.scripted([
-          { reasoning: "think…", toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }] },
+          {
+            reasoning: "think…",
+            toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }]
+          },
           { text: "done: «n=1», n=2 — 完了 🎉" },
           { text: "second" }
         ])
         const events = yield* Effect.scoped(Effect.gen(function*() {
           const agent = yield* Agent.make({ sessionId: "s", tools: [quick] })
           yield* agent.followup("go \u0000 \u2028 \"quoted\"")
-          yield* agent.inject({ id: "ctx1", role: "user", content: [{ type: "text", text: "context" }], source: { kind: "plugin", plugin: "watch", extra: [1, { deep: null }] } } as never)
+          yield* agent.inject(
+            {
+              id: "ctx1",
+              role: "user",
+              content: [{ type: "text", text: "context" }],
+              source: { kind: "plugin", plugin: "watch", extra: [1, { deep: null }] }
+            } as never
+          )
           // Real I/O (fdatasync with fsync "batch"): wait for the run, not only the clock.
           yield* advance(10)
           yield* agent.awaitIdle
@@ -249,9 +264,17 @@ for (const kind of kinds) {
         const { backing, store, closeStore } = yield* setup(kind)
         const log = yield* store.create({ id: "s" })
         const prompt = msg("u1", "go")
-        yield* log.append([followup(prompt), turnStart(1), draft("agent/inbox/spliced", { target: "next-turn", start: 0, removedCount: 1, inserted: [] }), stepStart(1, 1), { type: "user/message", data: prompt }])
         yield* log.append([
-          assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "quick", arguments: "{\"n\":1}" }, { id: "c2", name: "quick", arguments: "{\"n\":2}" }] }),
+          followup(prompt),
+          turnStart(1),
+          draft("agent/inbox/spliced", { target: "next-turn", start: 0, removedCount: 1, inserted: [] }),
+          stepStart(1, 1),
+          { type: "user/message", data: prompt }
+        ])
+        yield* log.append([
+          assistant(1, 1, undefined, {
+            toolCalls: [{ id: "c1", name: "quick", arguments: "{\"n\":1}" }, { id: "c2", name: "quick", arguments: "{\"n\":2}" }]
+          }),
           toolCall(1, 1, "c1", "quick", "{\"n\":1}")
         ])
         const repair = (s: Service) => Agent.repair("s").pipe(Effect.provideService(SessionStore.SessionStore, s))
@@ -270,7 +293,11 @@ for (const kind of kinds) {
         ])
         expect(yield* repair(fresh)).toEqual([])
         yield* Scope.close(scope, Exit.void)
-        const after = kind.closes ? yield* Effect.scoped(Effect.flatMap(Effect.scope, (s) => Effect.flatMap(Effect.orDie(kind.make(backing, s)), (st) => st.read("s")))) : yield* store.read("s")
+        const after = kind.closes
+          ? yield* Effect.scoped(
+            Effect.flatMap(Effect.scope, (s) => Effect.flatMap(Effect.orDie(kind.make(backing, s)), (st) => st.read("s")))
+          )
+          : yield* store.read("s")
         expect(after.events.length).toBe(13)
         expect(Invariant.check(after.events)).toEqual([])
       }).pipe(Effect.provide(NodeFileSystem.layer)))
@@ -307,14 +334,19 @@ describe("SessionStore contract: torn and corrupt input", () => {
       NodeFs.writeFileSync(path, `${header}\n${line(0)}\n${line(1)}\n{"type":"plugin/no`)
       const store = yield* SessionStore.makeJsonl({ directory: dir })
       const read = yield* store.read("s")
-      expect([read.events.length, read.tornTail, read.warnings]).toEqual([2, true, ["line 4: torn last line ignored (18 characters, not JSON)"]])
+      expect([read.events.length, read.tornTail, read.warnings]).toEqual([2, true, [
+        "line 4: torn last line ignored (18 characters, not JSON)"
+      ]])
       const log = yield* store.open("s")
       yield* log.append([draft("plugin/note", { n: 2 })])
       expect(NodeFs.readFileSync(path, "utf8").split("\n").slice(3)).toEqual([
         expect.stringMatching(/^\{"type":"plugin\/note","seq":2,/),
         ""
       ])
-      NodeFs.writeFileSync(Path.join(dir, "bad.jsonl"), `${header.replace("\"s\"", "\"bad\"")}\n${line(0)}\nnot json\n${line(2)}\n`)
+      NodeFs.writeFileSync(
+        Path.join(dir, "bad.jsonl"),
+        `${header.replace("\"s\"", "\"bad\"")}\n${line(0)}\nnot json\n${line(2)}\n`
+      )
       const error = yield* Effect.flip(store.open("bad"))
       expect([error._tag, (error as SessionLog.SessionLogError).line]).toEqual(["SessionLogError", 3])
       expect(error.message).toContain("bad.jsonl, line 3: not JSON")
@@ -334,13 +366,15 @@ describe("SessionStore contract: torn and corrupt input", () => {
     Effect.gen(function*() {
       const dir = yield* tmpDir
       const filename = Path.join(dir, "sessions.db")
-      yield* Effect.scoped(Effect.gen(function*() {
-        const store = yield* SessionStore.SessionStore
-        for (const id of ["a", "b", "c"]) {
-          const log = yield* store.create({ id })
-          yield* log.append([0, 1, 2, 3].map((n) => draft("plugin/note", { n })))
-        }
-      }).pipe(Effect.provide(sqliteWith(dir))))
+      yield* Effect.scoped(
+        Effect.gen(function*() {
+          const store = yield* SessionStore.SessionStore
+          for (const id of ["a", "b", "c"]) {
+            const log = yield* store.create({ id })
+            yield* log.append([0, 1, 2, 3].map((n) => draft("plugin/note", { n })))
+          }
+        }).pipe(Effect.provide(sqliteWith(dir)))
+      )
       // Damage the rows with a second connection (better-sqlite3 directly).
       const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
       const db = new Database(filename)
@@ -348,20 +382,22 @@ describe("SessionStore contract: torn and corrupt input", () => {
       db.prepare("DELETE FROM agent_loop_events WHERE session_id = 'b' AND seq = 1").run()
       db.prepare("UPDATE agent_loop_sessions SET header = replace(header, '\"c\"', '\"z\"') WHERE id = 'c'").run()
       db.close()
-      yield* Effect.scoped(Effect.gen(function*() {
-        const store = yield* SessionStore.SessionStore
-        const a = yield* Effect.flip(store.open("a"))
-        expect([a._tag, (a as SessionLog.SessionLogError).line]).toEqual(["SessionLogError", 4])
-        expect(a.message).toMatch(/^session "a", seq 2: not JSON/)
-        const b = yield* Effect.flip(store.read("b"))
-        expect([b._tag, b.message]).toEqual([
-          "SessionLogError",
-          "session \"b\", seq 2: \"plugin/note\" has seq 2 where 1 was expected"
-        ])
-        const c = yield* Effect.flip(store.open("c"))
-        expect([c._tag, c.message]).toEqual(["SessionLogError", "session \"c\": the header names session \"z\""])
-        expect(yield* store.list).toEqual(["a", "b", "c"])
-      }).pipe(Effect.provide(sqliteWith(dir))))
+      yield* Effect.scoped(
+        Effect.gen(function*() {
+          const store = yield* SessionStore.SessionStore
+          const a = yield* Effect.flip(store.open("a"))
+          expect([a._tag, (a as SessionLog.SessionLogError).line]).toEqual(["SessionLogError", 4])
+          expect(a.message).toMatch(/^session "a", seq 2: not JSON/)
+          const b = yield* Effect.flip(store.read("b"))
+          expect([b._tag, b.message]).toEqual([
+            "SessionLogError",
+            "session \"b\", seq 2: \"plugin/note\" has seq 2 where 1 was expected"
+          ])
+          const c = yield* Effect.flip(store.open("c"))
+          expect([c._tag, c.message]).toEqual(["SessionLogError", "session \"c\": the header names session \"z\""])
+          expect(yield* store.list).toEqual(["a", "b", "c"])
+        }).pipe(Effect.provide(sqliteWith(dir)))
+      )
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.scoped("sqlite: an event that is not JSON, or a second writer of the session, fails typed and changes nothing", () =>
@@ -429,13 +465,19 @@ describe("SessionStore contract: torn and corrupt input", () => {
       const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default
       for (const synchronous of [undefined, "full", "normal"] as const) {
         const filename = Path.join(dir, `${synchronous ?? "default"}.db`)
-        yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "s" })).pipe(
-          Effect.provide(SqlSessionStore.layerSqlite({ filename, synchronous }))
-        ))
+        yield* Effect.scoped(
+          Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "s" })).pipe(
+            Effect.provide(SqlSessionStore.layerSqlite({ filename, synchronous }))
+          )
+        )
         const db = new Database(filename, { readonly: true })
         expect([synchronous, db.pragma("journal_mode", { simple: true })]).toEqual([synchronous, "wal"])
         expect(db.prepare("SELECT header FROM agent_loop_sessions").all()).toEqual([
-          { header: expect.stringMatching(/^\{"type":"session","format":"effect-agent-loop","version":1,"id":"s","createdAt":\d+\}$/) }
+          {
+            header: expect.stringMatching(
+              /^\{"type":"session","format":"effect-agent-loop","version":1,"id":"s","createdAt":\d+\}$/
+            )
+          }
         ])
         db.close()
       }

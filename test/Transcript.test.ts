@@ -158,7 +158,9 @@ describe("Transcript on DSH v0 fixtures", () => {
     })
     expect(t[2]).toEqual({ kind: "assistant", turn: 1, step: 1, text: "partial", interrupted: true })
     expect(t[3]).toEqual({ kind: "turn-end", turn: 1, reason: { kind: "aborted", reason: { kind: "user" } } })
-    expect(Transcript.render(t).split("\n")[2]).toMatch(/^\[context from plugin:@deepseek-ai\/dsh-system-prompt \(snapshot\)\] Current runtime context/)
+    expect(Transcript.render(t).split("\n")[2]).toMatch(
+      /^\[context from plugin:@deepseek-ai\/dsh-system-prompt \(snapshot\)\] Current runtime context/
+    )
   })
 
   it("acp__tool-call-turn: tool call and result entries", async () => {

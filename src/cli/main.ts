@@ -22,10 +22,10 @@ import * as Model from "../Model.js"
 import * as OfflineTools from "../OfflineTools.js"
 import type * as Anthropic from "../providers/Anthropic.js"
 import type * as OpenAICompat from "../providers/OpenAICompat.js"
-import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
 import * as Scenario from "../Scenario.js"
+import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
+import type * as SessionLog from "../SessionLog.js"
 import * as SessionStore from "../SessionStore.js"
-import * as SessionLog from "../SessionLog.js"
 import * as Transcript from "../Transcript.js"
 import { loadWith, requirePackages } from "./optional.js"
 
@@ -63,7 +63,9 @@ const baseUrlOption = Options.text("base-url").pipe(
 const modelOption = Options.text("model").pipe(Options.optional, Options.withDescription("model name"))
 const apiKeyEnvOption = Options.text("api-key-env").pipe(
   Options.optional,
-  Options.withDescription("name of the environment variable that holds the API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai)")
+  Options.withDescription(
+    "name of the environment variable that holds the API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai)"
+  )
 )
 
 /** Exit code of a turn end reason (DESIGN.md §14). */
@@ -225,7 +227,8 @@ const modelLayer = (options: {
     return httpLayer(({ Anthropic }) => Anthropic.layer({ baseUrl, model, apiKey }))
   })
 
-const printTranscript = (events: ReadonlyArray<SessionEvent>) => Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
+const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
+  Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
 
 /**
  * Prints the transcript of a live log as it grows: each call prints the lines that are new
@@ -278,9 +281,7 @@ const run = Command.make(
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps })
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.
-        yield* Effect.addFinalizer(() =>
-          Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`))
-        )
+        yield* Effect.addFinalizer(() => Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`)))
         const queue = yield* agent.subscribe
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) =>
           event.type === "assistant/retry"
@@ -333,7 +334,10 @@ const chat = Command.make(
       // before anything else is checked, so that no other error hides it.
       yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
-        return yield* exit(2, "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise")
+        return yield* exit(
+          2,
+          "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"
+        )
       }
       const model = yield* modelLayer(options)
       const path = yield* Path.Path
@@ -419,7 +423,9 @@ const resumeCommand = Command.make(
         const print = livePrinter(() => agent.log.events().slice(before + repaired.length))
         yield* Effect.addFinalizer(() => print)
         const queue = yield* agent.subscribe
-        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) => ("seq" in event ? print : Effect.void))))
+        yield* Effect.forkScoped(
+          Effect.forever(Effect.flatMap(Queue.take(queue), (event) => ("seq" in event ? print : Effect.void)))
+        )
         yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
         if (agent.log.events().length === before + repaired.length) yield* Console.log("no queued followup or steering to run")
         return agent.log.events().slice(before + repaired.length)
@@ -430,7 +436,9 @@ const resumeCommand = Command.make(
       if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
       if (code !== 0) return yield* exit(code)
     })
-).pipe(Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10)."))
+).pipe(
+  Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10).")
+)
 
 /** Reads a log or exits 2 with the reader's message (naming the line). */
 const readLog = (file: string) =>
@@ -493,11 +501,15 @@ const demo = Command.make(
       const log = yield* Effect.scoped(Effect.gen(function*() {
         const tools = yield* OfflineTools.all()
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), instructions: "You are the effect-agent-loop demo." })
-        yield* agent.inject(yield* UserMessage.make({ text: "The user is on branch main.", source: { kind: "plugin", plugin: "git" } }))
+        yield* agent.inject(
+          yield* UserMessage.make({ text: "The user is on branch main.", source: { kind: "plugin", plugin: "git" } })
+        )
         yield* agent.followup("Please wait 1 second and tell me the time.")
         yield* Effect.sleep("300 millis")
         yield* agent.steer("Also read file package.json, please.")
-        yield* agent.inject(yield* UserMessage.make({ text: "The network is metered.", source: { kind: "plugin", plugin: "netwatch" } }))
+        yield* agent.inject(
+          yield* UserMessage.make({ text: "The network is metered.", source: { kind: "plugin", plugin: "netwatch" } })
+        )
         yield* agent.awaitIdle
         return agent.log
       })).pipe(
@@ -521,7 +533,10 @@ const simulate = Command.make(
   {
     scenario: Args.text({ name: "SCENARIO" }).pipe(Args.withDescription("a scenario JSON file (DESIGN.md §15)")),
     out: Options.text("out").pipe(Options.optional, Options.withDescription("where to write the session log (default: stdout)")),
-    requests: Options.text("requests").pipe(Options.optional, Options.withDescription("where to write the model requests, one JSON line each"))
+    requests: Options.text("requests").pipe(
+      Options.optional,
+      Options.withDescription("where to write the model requests, one JSON line each")
+    )
   },
   ({ out, requests, scenario }) =>
     Effect.gen(function*() {
@@ -530,7 +545,9 @@ const simulate = Command.make(
         Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
       )
       const decoded = Scenario.parse(text)
-      if (Either.isLeft(decoded)) return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
+      if (Either.isLeft(decoded)) {
+        return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
+      }
       const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
       for (const d of result.deliveries) {
         if (d.error !== undefined) {

@@ -48,11 +48,15 @@ export class MissingPackages extends Schema.TaggedError<MissingPackages>()("Miss
   reason: Schema.optional(Schema.String)
 }) {
   override get message(): string {
-    const names = this.packages.length === 1 ? this.packages[0]! : `${this.packages.slice(0, -1).join(", ")} and ${this.packages.at(-1)}`
+    const names = this.packages.length === 1
+      ? this.packages[0]!
+      : `${this.packages.slice(0, -1).join(", ")} and ${this.packages.at(-1)}`
     const install = `npm install ${this.packages.map((p) => `${p}@${OPTIONAL_PACKAGES[p]}`).join(" ")}`
     const one = this.packages.length === 1
     return this.reason === undefined
-      ? `agent-loop ${this.command} needs ${names} (${one ? "an optional peer dependency" : "optional peer dependencies"} of effect-agent-loop), which ${one ? "is" : "are"} not installed: ${install}`
+      ? `agent-loop ${this.command} needs ${names} (${
+        one ? "an optional peer dependency" : "optional peer dependencies"
+      } of effect-agent-loop), which ${one ? "is" : "are"} not installed: ${install}`
       : `agent-loop ${this.command} cannot load ${names}: ${this.reason}; reinstall ${one ? "it" : "them"}: ${install}`
   }
 }
@@ -71,7 +75,10 @@ const isNotFound = (error: unknown, name?: string): boolean =>
  * @since 0.1.0
  * @category constructors
  */
-export const requirePackages = (command: string, packages: ReadonlyArray<OptionalPackage>): Effect.Effect<void, MissingPackages> =>
+export const requirePackages = (
+  command: string,
+  packages: ReadonlyArray<OptionalPackage>
+): Effect.Effect<void, MissingPackages> =>
   Effect.suspend(() => {
     const resolve = (import.meta as { readonly resolve?: (specifier: string) => string }).resolve
     if (typeof resolve !== "function") return Effect.void

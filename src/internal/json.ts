@@ -122,7 +122,9 @@ const walk = (value: unknown, path: string, seen: Set<object>): void => {
       seen.add(value)
       for (const key of Object.keys(value)) {
         const descriptor = Object.getOwnPropertyDescriptor(value, key)!
-        if (descriptor.get !== undefined || descriptor.set !== undefined) throw new InvalidJson("has a getter or setter", `${path}.${key}`)
+        if (descriptor.get !== undefined || descriptor.set !== undefined) {
+          throw new InvalidJson("has a getter or setter", `${path}.${key}`)
+        }
         const item: unknown = descriptor.value
         if (item === undefined) continue
         walk(item, `${path}.${key}`, seen)

@@ -48,7 +48,6 @@
  *   `ignorable`, …) are kept; header fields (`seedLength`, `parentSession`, …) are kept.
  */
 import { Either, ParseResult, Schema } from "effect"
-import { deepFreeze } from "./json.js"
 import {
   coreDataSchemas,
   coreEventTypes,
@@ -58,6 +57,7 @@ import {
   SessionHeaderSchema
 } from "../SessionEvent.js"
 import type { LogContents } from "../SessionLog.js"
+import { deepFreeze } from "./json.js"
 
 /** Why a log cannot be read: a 1-based line number and a readable message. */
 export interface LogDecodeFailure {
@@ -125,7 +125,9 @@ export class InvalidDraft extends Error {}
 /** Why the reader would refuse `draft`, or undefined. */
 export const checkDraft = (draft: EventDraft): string | undefined => {
   const type = (draft as { readonly type: unknown }).type
-  if (typeof type !== "string" || type.length === 0) return `an event type must be a non-empty string, not ${JSON.stringify(type)}`
+  if (typeof type !== "string" || type.length === 0) {
+    return `an event type must be a non-empty string, not ${JSON.stringify(type)}`
+  }
   const problem = checkData(currentValidators, type, draft.data)
   return problem === undefined ? undefined : `invalid "${type}" data: ${problem}`
 }
@@ -146,8 +148,7 @@ export const encodeEvents = (events: ReadonlyArray<SessionEvent>): string => {
 
 type Check = (u: unknown) => boolean
 
-const isObject = (u: unknown): u is Record<string, unknown> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 const isInt = (u: unknown): boolean => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
 const isOptInt = (u: unknown): boolean => u === undefined || isInt(u)
 const isString = (u: unknown): u is string => typeof u === "string"
@@ -195,8 +196,7 @@ const legacyBlockProblem = (u: Record<string, unknown>): string | undefined => {
 }
 
 /** DSH v0 blocks: an object with a string `type`; known types need what the projections read. */
-const isLegacyBlock = (u: unknown): boolean =>
-  isObject(u) && typeof u.type === "string" && legacyBlockProblem(u) === undefined
+const isLegacyBlock = (u: unknown): boolean => isObject(u) && typeof u.type === "string" && legacyBlockProblem(u) === undefined
 
 const isBlocks = (u: unknown, block: Check): boolean => {
   if (!Array.isArray(u)) return false
@@ -242,8 +242,7 @@ const makeFastChecks = (legacy: boolean): { readonly [type: string]: Check } => 
     "user/message": (u) => isMessage(u, "user", block),
     "assistant/message": (u) =>
       isObject(u) && isTurnStep(u) && isMessage(u.message, "assistant", block) && isOptBoolean(u.interrupted),
-    "tool/call": (u) =>
-      isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name) && "arguments" in u,
+    "tool/call": (u) => isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name) && "arguments" in u,
     "tool/result": (u) =>
       isObject(u) && isTurnStep(u) && isMessage(u.message, "user", block) &&
       (u.error === undefined ||
@@ -338,7 +337,9 @@ const describe = (error: ParseResult.ParseError): string => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   const first = issues[0]
   if (first === undefined) return "invalid"
-  const at = first.path.length === 0 ? "" : ` at ${first.path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`).join("")}`
+  const at = first.path.length === 0
+    ? ""
+    : ` at ${first.path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`).join("")}`
   return `${first.message}${at}`
 }
 
@@ -616,4 +617,3 @@ const expandPacked = (
   }
   return time
 }
-

@@ -12,7 +12,6 @@ const resultText: Partial<Record<ToolErrorCode, string>> = {
   TOOL_NOT_STARTED: "The session stopped before this tool call started; it did not run."
 }
 
-
 /**
  * The closers of an open last turn, in order (§10): for each call of the open step's last
  * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
@@ -70,7 +69,12 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
       }
       drafts.push({
         type: "tool/result",
-        data: { turn, step, message: toolResultMessage(nextId(), call.id, [textBlock(resultText[code]!)], true), error: toolError(code) }
+        data: {
+          turn,
+          step,
+          message: toolResultMessage(nextId(), call.id, [textBlock(resultText[code]!)], true),
+          error: toolError(code)
+        }
       })
     }
     drafts.push({ type: "step/end", data: { turn, step } })

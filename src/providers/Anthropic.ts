@@ -279,7 +279,9 @@ const convertAssistant = (content: ReadonlyArray<ContentBlock>): Converted<Piece
       for (const thinking of thinkingBlocks(block.text, block.providerState)) blocks.push(JSON.stringify(thinking))
     } else if (block.type === "tool-call") {
       calls.push({ id: block.id, name: block.name })
-      blocks.push(JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: WireFormat.objectArguments(block.arguments) }))
+      blocks.push(
+        JSON.stringify({ type: "tool_use", id: block.id, name: block.name, input: WireFormat.objectArguments(block.arguments) })
+      )
     }
   }
   return { _tag: "assistant", message: blocks.length === 0 ? undefined : { assistant: true, json: blocks.join(",") }, calls }
@@ -347,7 +349,11 @@ const resultJson = (callId: string, text: string, isError: boolean): string =>
     ...(isError ? { is_error: true } : {})
   })
 
-const toolsJson = WireFormat.toolsOnce((tool) => ({ name: tool.name, description: tool.description, input_schema: WireFormat.parametersOf(tool) }))
+const toolsJson = WireFormat.toolsOnce((tool) => ({
+  name: tool.name,
+  description: tool.description,
+  input_schema: WireFormat.parametersOf(tool)
+}))
 
 // ---------------------------------------------------------------------------------------------
 // Response
@@ -385,8 +391,9 @@ class StreamState implements EventStreamState {
   onEvent(name: string, data: string, out: Array<ModelPart>): void {
     const event = WireFormat.parseJson(data)
     if (WireFormat.isRecord(event)) this.onData(typeof event.type === "string" ? event.type : name, event, out)
-    else if (event !== WireFormat.NOT_JSON) this.failure = badResponse(`a stream event is not an object: ${WireFormat.truncate(data, 200)}`)
-    else if (name === "error") this.failure = opaqueError(WireFormat.truncate(data, 1000))
+    else if (event !== WireFormat.NOT_JSON) {
+      this.failure = badResponse(`a stream event is not an object: ${WireFormat.truncate(data, 200)}`)
+    } else if (name === "error") this.failure = opaqueError(WireFormat.truncate(data, 1000))
     else this.failure = badResponse(`malformed JSON in a stream event: ${WireFormat.truncate(data, 200)}`)
   }
 
@@ -417,7 +424,9 @@ class StreamState implements EventStreamState {
         return
       }
       case "message_delta": {
-        if (WireFormat.isRecord(event.delta) && typeof event.delta.stop_reason === "string") this.stopReason = event.delta.stop_reason
+        if (WireFormat.isRecord(event.delta) && typeof event.delta.stop_reason === "string") {
+          this.stopReason = event.delta.stop_reason
+        }
         if (WireFormat.isRecord(event.usage)) this.onUsage(event.usage)
         return
       }
@@ -675,7 +684,8 @@ const httpError = (response: HttpClientResponse.HttpClientResponse, text: string
   const error = WireFormat.isRecord(body) && WireFormat.isRecord(body.error) ? body.error : undefined
   const type = error === undefined ? undefined : WireFormat.nonEmpty(error.type)
   let message = error !== undefined && typeof error.message === "string" ? error.message : errorText(text, status)
-  const requestId = (WireFormat.isRecord(body) ? WireFormat.nonEmpty(body.request_id) : undefined) ?? response.headers["request-id"]
+  const requestId = (WireFormat.isRecord(body) ? WireFormat.nonEmpty(body.request_id) : undefined) ??
+    response.headers["request-id"]
   if (requestId !== undefined) message += ` (request_id ${requestId})`
   const shouldRetry = response.headers["x-should-retry"]
   return statusError(response, now, {

@@ -311,8 +311,9 @@ class StreamState implements EventStreamState {
     }
     const chunk = WireFormat.parseJson(data)
     if (WireFormat.isRecord(chunk)) this.onChunk(chunk, out)
-    else if (chunk !== WireFormat.NOT_JSON) this.failure = badResponse(`a stream chunk is not an object: ${WireFormat.truncate(data, 200)}`)
-    else if (data.trim() === "[DONE]") this.done = true
+    else if (chunk !== WireFormat.NOT_JSON) {
+      this.failure = badResponse(`a stream chunk is not an object: ${WireFormat.truncate(data, 200)}`)
+    } else if (data.trim() === "[DONE]") this.done = true
     else this.failure = badResponse(`malformed JSON in a stream chunk: ${WireFormat.truncate(data, 200)}`)
   }
 
@@ -465,9 +466,12 @@ const mapUsage = (u: Record<string, unknown>): Usage =>
   WireFormat.knownUsage({
     inputTokens: WireFormat.num(u.prompt_tokens),
     outputTokens: WireFormat.num(u.completion_tokens),
-    cacheReadTokens: (WireFormat.isRecord(u.prompt_tokens_details) ? WireFormat.num(u.prompt_tokens_details.cached_tokens) : undefined) ??
-      WireFormat.num(u.prompt_cache_hit_tokens),
-    reasoningTokens: WireFormat.isRecord(u.completion_tokens_details) ? WireFormat.num(u.completion_tokens_details.reasoning_tokens) : undefined,
+    cacheReadTokens:
+      (WireFormat.isRecord(u.prompt_tokens_details) ? WireFormat.num(u.prompt_tokens_details.cached_tokens) : undefined) ??
+        WireFormat.num(u.prompt_cache_hit_tokens),
+    reasoningTokens: WireFormat.isRecord(u.completion_tokens_details)
+      ? WireFormat.num(u.completion_tokens_details.reasoning_tokens)
+      : undefined,
     totalTokens: WireFormat.num(u.total_tokens)
   })
 

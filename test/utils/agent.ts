@@ -2,16 +2,19 @@
  * Test helpers: an agent on the memory store with a scripted model and seeded ids; settling the
  * test's fibers and advancing the TestClock.
  */
-import { Context, Effect, FiberRef, Layer } from "effect"
+import { expect } from "@effect/vitest"
+import { Chunk, Clock, Context, Effect, FiberRef, Layer, TestClock } from "effect"
 import * as Agent from "../../src/Agent.js"
+import * as Delivery from "../../src/Delivery.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
 import * as Settle from "../../src/internal/settle.js"
+import * as Invariant from "../../src/Invariant.js"
 import type { Message, UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
+import type * as SessionLog from "../../src/SessionLog.js"
 import * as SessionStore from "../../src/SessionStore.js"
-import * as SessionLog from "../../src/SessionLog.js"
 
 /**
  * The memory store without its synchronous append, and with group-committed appends: each
@@ -155,10 +158,6 @@ export const settle: Effect.Effect<void, never, TrackedFibers> = Effect.flatMap(
 
 export { Agent }
 
-import { Clock, Chunk, TestClock } from "effect"
-import * as Delivery from "../../src/Delivery.js"
-import * as Invariant from "../../src/Invariant.js"
-
 /** Advances the TestClock by `ms`, sleep by sleep, letting the runtime settle before each step. */
 export const advance = (ms: number) =>
   Effect.gen(function*() {
@@ -195,5 +194,3 @@ export const checkLog = (
       expect(outcome).toEqual(fate)
     }
   })
-
-import { expect } from "@effect/vitest"

@@ -11,10 +11,10 @@ import * as IdGenerator from "../../src/IdGenerator.js"
 import { UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
-import * as SessionStore from "../../src/SessionStore.js"
 import * as SessionLog from "../../src/SessionLog.js"
+import * as SessionStore from "../../src/SessionStore.js"
 import * as Tool from "../../src/Tool.js"
-import { advance, brief, checkLog, layer as agentLayer, layerTracked, settle, type StoreMode, text } from "./agent.js"
+import { advance, brief, checkLog, layer as agentLayer, layerTracked, type StoreMode, text } from "./agent.js"
 
 const ctx = (t: string, plugin = "netwatch") =>
   UserMessage.make({ text: t, source: { kind: "plugin", plugin } }).pipe(Effect.provide(IdGenerator.layerSeeded(7 + t.length)))
@@ -159,7 +159,9 @@ export const agentSuite = (mode: StoreMode): void => {
         const bad = { id: "x1", role: "user", content: [{ type: "text", text: "t", extra: () => 1 }], source: { kind: "user" } }
         const invalid = yield* Effect.flip(agent.followup(bad as any))
         expect(invalid._tag).toBe("InvalidMessage")
-        const nan = yield* Effect.flip(UserMessage.make({ content: [{ type: "text", text: "t" }], source: { kind: "plugin", n: NaN } as any }))
+        const nan = yield* Effect.flip(
+          UserMessage.make({ content: [{ type: "text", text: "t" }], source: { kind: "plugin", n: NaN } as any })
+        )
         expect(nan._tag).toBe("InvalidMessage")
         expect(agent.log.events()).toHaveLength(1)
         yield* agent.dispose
@@ -467,7 +469,12 @@ export const agentSuite = (mode: StoreMode): void => {
               output: {
                 content: `${typeof r.output.content === "string" ? r.output.content : ""}!`,
                 additionalContexts: [
-                  { id: "hook-ctx-1", role: "user", content: [{ type: "text", text: "hooked" }], source: { kind: "hook", hook: "bang" } } as any
+                  {
+                    id: "hook-ctx-1",
+                    role: "user",
+                    content: [{ type: "text", text: "hooked" }],
+                    source: { kind: "hook", hook: "bang" }
+                  } as any
                 ]
               }
             }
@@ -621,7 +628,10 @@ export const agentSuite = (mode: StoreMode): void => {
         description: "returns a context without a source",
         parameters: Schema.Struct({}),
         execute: () =>
-          Effect.succeed({ content: "ok", additionalContexts: [{ id: "c1", role: "user", content: [{ type: "text", text: "x" }] } as any] })
+          Effect.succeed({
+            content: "ok",
+            additionalContexts: [{ id: "c1", role: "user", content: [{ type: "text", text: "x" }] } as any]
+          })
       })
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [num, badCtx] })
@@ -641,8 +651,18 @@ export const agentSuite = (mode: StoreMode): void => {
         { toolCalls: [{ id: "bad2", name: "bad", arguments: {} }] },
         { text: "done" }
       ])
-      const bad = Tool.make({ name: "bad", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed(undefined as any) })
-      const echo = Tool.make({ name: "echo", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "hi" }) })
+      const bad = Tool.make({
+        name: "bad",
+        description: "",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.succeed(undefined as any)
+      })
+      const echo = Tool.make({
+        name: "echo",
+        description: "",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.succeed({ content: "hi" })
+      })
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [bad, echo] })
         const d = yield* agent.followup("go")
@@ -694,10 +714,11 @@ export const agentSuite = (mode: StoreMode): void => {
         name: "t",
         description: "makes the next append fail",
         parameters: Schema.Struct({}),
-        execute: () => Effect.sync(() => {
-          failNext = true
-          return { content: "ok" }
-        })
+        execute: () =>
+          Effect.sync(() => {
+            failNext = true
+            return { content: "ok" }
+          })
       })
       const failing = Layer.effect(
         SessionStore.SessionStore,
@@ -712,10 +733,11 @@ export const agentSuite = (mode: StoreMode): void => {
               }
               return {
                 ...log,
-                append: (drafts) => Effect.suspend(() => {
-                  const e = once()
-                  return e === undefined ? log.append(drafts) : Effect.fail(e)
-                }),
+                append: (drafts) =>
+                  Effect.suspend(() => {
+                    const e = once()
+                    return e === undefined ? log.append(drafts) : Effect.fail(e)
+                  }),
                 appendSync: (drafts, time) => once() ?? log.appendSync!(drafts, time)
               }
             })
@@ -733,7 +755,9 @@ export const agentSuite = (mode: StoreMode): void => {
         yield* advance(10)
         expect(yield* next.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
         yield* checkLog(agent, [d, next])
-      }).pipe(Effect.provide(Layer.mergeAll(failing, IdGenerator.layerSeeded(42), Model.layer(model), PreStep.layer([]), layerTracked)))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(failing, IdGenerator.layerSeeded(42), Model.layer(model), PreStep.layer([]), layerTracked))
+      )
     })
 
     it.scoped("a cancel cause that is not plain JSON fails InvalidEvent and changes nothing", () => {
@@ -753,7 +777,14 @@ export const agentSuite = (mode: StoreMode): void => {
         const agent = yield* Agent.make()
         const hidden = { id: "h1", role: "user", content: [{ type: "text", text: "t" }], source: { kind: "user" } }
         Object.defineProperty(hidden, "toJSON", { value: () => ({ content: "not an array" }), enumerable: false })
-        const getter = { id: "h2", role: "user", get content() { return [{ type: "text", text: "t" }] }, source: { kind: "user" } }
+        const getter = {
+          id: "h2",
+          role: "user",
+          get content() {
+            return [{ type: "text", text: "t" }]
+          },
+          source: { kind: "user" }
+        }
         expect((yield* Effect.flip(agent.followup(hidden as any)))._tag).toBe("InvalidMessage")
         expect((yield* Effect.flip(agent.followup(getter as any)))._tag).toBe("InvalidMessage")
         expect(agent.log.events()).toEqual([])
@@ -765,7 +796,12 @@ export const agentSuite = (mode: StoreMode): void => {
         { toolCalls: [{ id: "a", name: "echo", arguments: {} }, { id: "b", name: "echo", arguments: {} }] },
         { text: "done" }
       ])
-      const echo = Tool.make({ name: "echo", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "hi" }) })
+      const echo = Tool.make({
+        name: "echo",
+        description: "",
+        parameters: Schema.Struct({}),
+        execute: () => Effect.succeed({ content: "hi" })
+      })
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [echo], toolConcurrency: NaN, maxSteps: NaN })
         yield* agent.followup("go")
@@ -839,7 +875,15 @@ export const agentSuite = (mode: StoreMode): void => {
       const adds: PreStep.Listener = (p, next) =>
         Effect.map(next(), (d) =>
           d._tag === "Enter"
-            ? PreStep.Decision.enter([...d.messages, { id: "added-1", role: "user", content: [{ type: "text", text: "added" }], source: { kind: "plugin", plugin: "outer" } } as any])
+            ? PreStep.Decision.enter([
+              ...d.messages,
+              {
+                id: "added-1",
+                role: "user",
+                content: [{ type: "text", text: "added" }],
+                source: { kind: "plugin", plugin: "outer" }
+              } as any
+            ])
             : d)
       const dies: PreStep.Listener = () => Effect.die(new Error("inner defect"))
       return Effect.gen(function*() {
@@ -864,7 +908,12 @@ export const agentSuite = (mode: StoreMode): void => {
           d._tag === "Enter"
             ? PreStep.Decision.enter([
               ...d.messages,
-              { id: `${name}-${_p.turn}`, role: "user", content: [{ type: "text", text: name }], source: { kind: "plugin", plugin: name } } as any
+              {
+                id: `${name}-${_p.turn}`,
+                role: "user",
+                content: [{ type: "text", text: name }],
+                source: { kind: "plugin", plugin: name }
+              } as any
             ])
             : d)
       const composed = PreStep.listener(appender("outer")).pipe(
@@ -892,8 +941,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
     it.scoped("a listener that drops a claimed message discards it; the step still enters", () => {
       const model = Model.scripted([{ text: "ok" }])
-      const dropCtx: PreStep.Listener = (p, next) =>
-        next({ ...p, messages: p.messages.filter((m) => m.source.kind === "user") })
+      const dropCtx: PreStep.Listener = (p, next) => next({ ...p, messages: p.messages.filter((m) => m.source.kind === "user") })
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const i = yield* agent.inject(yield* ctx("drop me"))
@@ -979,7 +1027,11 @@ export const agentSuite = (mode: StoreMode): void => {
         yield* advance(10)
         const live = Chunk.toReadonlyArray(yield* Queue.takeAll(queue))
         // The failed attempt's delta is withdrawn by the retry notice; no message is logged for it.
-        expect(live.filter((e) => e.type === "assistant/retry" || e.type === "assistant/delta").map((e) => e.type === "assistant/retry" ? `retry ${e.attempt}` : "delta")).toEqual([
+        expect(
+          live.filter((e) => e.type === "assistant/retry" || e.type === "assistant/delta").map((e) =>
+            e.type === "assistant/retry" ? `retry ${e.attempt}` : "delta"
+          )
+        ).toEqual([
           "delta",
           "retry 2",
           "retry 3",
@@ -1034,7 +1086,13 @@ export const agentSuite = (mode: StoreMode): void => {
   describe("Agent: cancel and dispose (§9)", () => {
     it.scoped("cancel during a tool run: canceled splices with cause, discarded notifications, ABORTED result, turn aborted", () => {
       const model = Model.scripted([
-        { toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 10_000 } }, { id: "never", name: "sleep", arguments: { ms: 1 } }] }
+        {
+          toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 10_000 } }, {
+            id: "never",
+            name: "sleep",
+            arguments: { ms: 1 }
+          }]
+        }
       ])
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [sleeper("sleep", [], { exclusive: true })] })
@@ -1076,7 +1134,10 @@ export const agentSuite = (mode: StoreMode): void => {
         yield* agent.cancel({ kind: "parent", by: "supervisor" })
         const events = agent.log.events()
         expect(brief(events).slice(-3)).toEqual(["assistant one two (interrupted)", "step/end 1.1", "turn/end 1 aborted:parent"])
-        expect((events[events.length - 1]!.data as any).reason).toEqual({ kind: "aborted", reason: { kind: "parent", by: "supervisor" } })
+        expect((events[events.length - 1]!.data as any).reason).toEqual({
+          kind: "aborted",
+          reason: { kind: "parent", by: "supervisor" }
+        })
         yield* checkLog(agent)
       }).pipe(Effect.provide(layer(model)))
     })
@@ -1239,7 +1300,9 @@ export const agentSuite = (mode: StoreMode): void => {
         const types = new Set(agent.log.events().map((e) => e.type))
         expect([...types].filter((t) => t.includes("chunk") || t.includes("delta"))).toEqual([])
         // Every durable event reached subscribers too, in log order.
-        expect(live.filter((e) => "seq" in e).map((e) => (e as { seq: number }).seq)).toEqual(agent.log.events().map((e) => e.seq))
+        expect(live.filter((e) => "seq" in e).map((e) => (e as { seq: number }).seq)).toEqual(
+          agent.log.events().map((e) => e.seq)
+        )
       }).pipe(Effect.provide(layer(model)))
     })
 
@@ -1254,7 +1317,8 @@ export const agentSuite = (mode: StoreMode): void => {
         expect((yield* agent.inbox).nextStep).toEqual([])
         const again = yield* Effect.flip(agent.inject(c))
         expect(again).toMatchObject({ _tag: "DuplicateMessageId", messageId: c.id })
-        expect(agent.log.events().filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).inserted.length > 0)).toHaveLength(2)
+        expect(agent.log.events().filter((e) => e.type === "agent/inbox/spliced" && (e.data as any).inserted.length > 0))
+          .toHaveLength(2)
       }).pipe(Effect.provide(layer(model)))
     })
   })

@@ -38,7 +38,12 @@ const store = Layer.effect(
   )
 )
 
-const quick = Tool.make({ name: "quick", description: "", parameters: Schema.Struct({}), execute: () => Effect.succeed({ content: "done" }) })
+const quick = Tool.make({
+  name: "quick",
+  description: "",
+  parameters: Schema.Struct({}),
+  execute: () => Effect.succeed({ content: "done" })
+})
 const slow = Tool.make({
   name: "slow",
   description: "",
@@ -46,21 +51,31 @@ const slow = Tool.make({
   execute: () => Effect.as(Effect.promise(() => new Promise((r) => setTimeout(r, 5))), { content: "slow done" })
 })
 const model = Model.scripted([
-  { toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "slow", arguments: {} }, { id: "c3", name: "quick", arguments: {} }] },
+  {
+    toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "slow", arguments: {} }, {
+      id: "c3",
+      name: "quick",
+      arguments: {}
+    }]
+  },
   { text: "first answer" },
   { text: "second answer" }
 ])
 
 const say = (line) => writeSync(1, line + "\n")
 
-await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-  const agent = yield* Agent.make({ tools: [quick, slow], sessionId: "s" })
-  const a = yield* agent.followup("go")
-  say(`returned ${a.messageId}`)
-  const b = yield* agent.followup("then this")
-  say(`returned ${b.messageId}`)
-  const c = yield* agent.inject(yield* Message.UserMessage.make({ text: "context", source: { kind: "plugin", plugin: "test" } }))
-  say(`returned ${c.messageId}`)
-  yield* agent.awaitIdle
-  say(`appends ${appends}`)
-})).pipe(Effect.provide(Layer.mergeAll(store, IdGenerator.layer, Model.layer(model)))))
+await Effect.runPromise(
+  Effect.scoped(Effect.gen(function*() {
+    const agent = yield* Agent.make({ tools: [quick, slow], sessionId: "s" })
+    const a = yield* agent.followup("go")
+    say(`returned ${a.messageId}`)
+    const b = yield* agent.followup("then this")
+    say(`returned ${b.messageId}`)
+    const c = yield* agent.inject(
+      yield* Message.UserMessage.make({ text: "context", source: { kind: "plugin", plugin: "test" } })
+    )
+    say(`returned ${c.messageId}`)
+    yield* agent.awaitIdle
+    say(`appends ${appends}`)
+  })).pipe(Effect.provide(Layer.mergeAll(store, IdGenerator.layer, Model.layer(model))))
+)

@@ -9,23 +9,21 @@ import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { MessageId, MessageSource, UserMessage } from "../../src/Message.js"
+import type { AbortCause, EventDraft, InboxTarget, SessionEvent, TurnEndReason } from "../../src/SessionEvent.js"
 import type { LogContents } from "../../src/SessionLog.js"
 import { readFile } from "../../src/SessionStore.js"
-import type {
-  AbortCause,
-  EventDraft,
-  InboxTarget,
-  SessionEvent,
-  TurnEndReason
-} from "../../src/SessionEvent.js"
 
 /** Assigns `seq` = index and `time` = 10 × index. */
 export const events = (...drafts: ReadonlyArray<EventDraft | ReadonlyArray<EventDraft>>): Array<SessionEvent> =>
   drafts.flat().map((draft, seq) => ({ ...draft, seq, time: seq * 10 }) as SessionEvent)
 
 /** A user-role message (default source `{kind:"user"}`). */
-export const msg = (id: string, text: string, source: MessageSource = { kind: "user" }): UserMessage =>
-  ({ id: id as MessageId, role: "user", content: [{ type: "text", text }], source })
+export const msg = (id: string, text: string, source: MessageSource = { kind: "user" }): UserMessage => ({
+  id: id as MessageId,
+  role: "user",
+  content: [{ type: "text", text }],
+  source
+})
 
 /** A context message from a plugin. */
 export const ctx = (id: string, text: string, plugin = "netwatch"): UserMessage => msg(id, text, { kind: "plugin", plugin })

@@ -26,7 +26,6 @@ export const responseObject = (status: string, extra?: Record<string, unknown>) 
 export const sse = (events: ReadonlyArray<Record<string, unknown>>): string =>
   events.map((event, i) => `event: ${event.type}\ndata: ${JSON.stringify({ ...event, sequence_number: i })}\n\n`).join("")
 
-
 /** A whole streamed answer: one assistant message with `text` (in two deltas), then completed. */
 export const textResponse = (text: string): string => {
   const half = Math.floor(text.length / 2)

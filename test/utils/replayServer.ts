@@ -77,7 +77,7 @@ const pieces = (body: Buffer, spec: ReplaySpec): Array<Buffer> => {
   if (spec.splitEvery !== undefined && spec.splitEvery > 0) {
     for (let i = spec.splitEvery; i < body.length; i += spec.splitEvery) cuts.push(i)
   }
-  if (spec.splitAt !== undefined) cuts.push(...spec.splitAt)
+  if (spec.splitAt !== undefined) { for (const at of spec.splitAt) cuts.push(at) }
   const sorted = [...new Set(cuts)].filter((i) => i > 0 && i < body.length).sort((a, b) => a - b)
   const out: Array<Buffer> = []
   let start = 0

@@ -91,16 +91,21 @@ export const start = (options: {
     const shell = `${["env", ...unset, ...options.command].map(quote).join(" ")}; echo "[exited $?]"`
     yield* Effect.sync(() =>
       tmux([
-        "new-session", "-d", "-s", "test",
-        "-x", String(options.width ?? 120), "-y", String(options.height ?? 40),
-        "-c", options.cwd,
+        "new-session",
+        "-d",
+        "-s",
+        "test",
+        "-x",
+        String(options.width ?? 120),
+        "-y",
+        String(options.height ?? 40),
+        "-c",
+        options.cwd,
         shell
       ])
     )
     const target = "test:0.0"
-    const screen = Effect.sync(() =>
-      tmux(["capture-pane", "-p", "-J", "-S", "-", "-t", target]).replace(/\s+$/, "")
-    )
+    const screen = Effect.sync(() => tmux(["capture-pane", "-p", "-J", "-S", "-", "-t", target]).replace(/\s+$/, ""))
     const poll = <A>(what: string, timeoutMs: number, probe: Effect.Effect<A | undefined>): Effect.Effect<A> =>
       Effect.gen(function*() {
         const deadline = Date.now() + timeoutMs
@@ -108,7 +113,9 @@ export const start = (options: {
           const found = yield* probe
           if (found !== undefined) return found
           if (Date.now() > deadline) {
-            return yield* Effect.die(new Error(`tmux: timed out after ${timeoutMs} ms waiting for ${what}; the screen:\n${yield* screen}`))
+            return yield* Effect.die(
+              new Error(`tmux: timed out after ${timeoutMs} ms waiting for ${what}; the screen:\n${yield* screen}`)
+            )
           }
           yield* Effect.sleep("50 millis")
         }
@@ -120,10 +127,14 @@ export const start = (options: {
       waitFor: (condition, timeoutMs = 10_000) =>
         poll(String(condition), timeoutMs, Effect.map(screen, (s) => holds(condition, s) ? s : undefined)),
       waitForExit: (timeoutMs = 10_000) =>
-        poll("the program to exit", timeoutMs, Effect.map(screen, (s) => {
-          const exited = /^\[exited (\d+)\]$/m.exec(s)
-          return exited === null ? undefined : Number(exited[1])
-        }))
+        poll(
+          "the program to exit",
+          timeoutMs,
+          Effect.map(screen, (s) => {
+            const exited = /^\[exited (\d+)\]$/m.exec(s)
+            return exited === null ? undefined : Number(exited[1])
+          })
+        )
     }
     return pane
   })

@@ -81,7 +81,9 @@ const firstLines = (text: string, max: number): string => {
   const cut = text.length > 4000 ? text.slice(0, 4000) : text
   const lines = cut.split("\n")
   const more = text.split("\n").length - Math.min(lines.length, max)
-  return lines.length <= max && cut === text ? text : [...lines.slice(0, max), `… (${more > 0 ? `${more} more lines` : "cut"})`].join("\n")
+  return lines.length <= max && cut === text
+    ? text
+    : [...lines.slice(0, max), `… (${more > 0 ? `${more} more lines` : "cut"})`].join("\n")
 }
 
 /** Prefixes the first line with `first` and the others with `rest`. */
@@ -147,7 +149,9 @@ const PendingView = ({ pending, max }: { readonly pending: ReadonlyArray<Pending
   )
 }
 
-const ToolsView = ({ tools, now, frame }: { readonly tools: ReadonlyArray<RunningTool>; readonly now: number; readonly frame: string }) => (
+const ToolsView = (
+  { tools, now, frame }: { readonly tools: ReadonlyArray<RunningTool>; readonly now: number; readonly frame: string }
+) => (
   <>
     {tools.map((t) => (
       <Text key={t.callId} color="blue" wrap="truncate-end">
@@ -191,7 +195,9 @@ const edit = (line: Line, input: string, key: Key): ReadonlyArray<string> => {
       line.chars.splice(line.cursor - 1, 1)
       line.cursor--
     }
-  } else if (!key.ctrl && !key.meta && !key.tab && !key.upArrow && !key.downArrow && !key.pageUp && !key.pageDown && input !== "") {
+  } else if (
+    !key.ctrl && !key.meta && !key.tab && !key.upArrow && !key.downArrow && !key.pageUp && !key.pageDown && input !== ""
+  ) {
     // Several keys in one chunk: each line break is an Enter.
     const parts = input.split(/\r\n|\r|\n/)
     const sent: Array<string> = []

@@ -26,8 +26,8 @@
  * `{kind:"plugin", plugin:"chat"}`), `/followup TEXT` (queue a followup: the same as Alt+Enter,
  * for terminals that cannot send it), `/sessions`, `/help`, `/quit`.
  */
-import { Chunk, Console, Deferred, Effect, Exit, Layer, Queue, type Scope } from "effect"
 import type { FileSystem, Path } from "@effect/platform"
+import { Chunk, Console, Deferred, Effect, Exit, Layer, Queue, type Scope } from "effect"
 import { render } from "ink"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
@@ -36,9 +36,9 @@ import { UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as OfflineTools from "../../OfflineTools.js"
 import * as PreStep from "../../PreStep.js"
+import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
-import * as SessionLog from "../../SessionLog.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
 import { cleanStdin } from "./stdin.js"
@@ -118,7 +118,8 @@ const perform = (
     return given(Effect.flatMap(
       agent.status,
       // Idle, Alt+Enter is a plain send: `deliver` followups (with the snapshots of mentions).
-      (status) => action.mode === "queue" && status === "running" ? queueFollowup(agent, model, text) : references.deliver(agent, text)
+      (status) =>
+        action.mode === "queue" && status === "running" ? queueFollowup(agent, model, text) : references.deliver(agent, text)
     ))
   }
   const space = text.search(/\s/)
@@ -243,7 +244,8 @@ const session = (
       ),
       // After a turn of the event loop: React commits what the last key changed (it flushes in a
       // microtask, as this finalizer runs), so that the last frame Ink leaves is current.
-      (ink) => Effect.zipRight(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), Effect.sync(() => ink.unmount()))
+      (ink) =>
+        Effect.zipRight(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), Effect.sync(() => ink.unmount()))
     )
     // Should the view stop by itself (a render error, shown by Ink), the chat ends too.
     ink.waitUntilExit().then(() => quit(0), () => quit(1))
@@ -269,11 +271,13 @@ export const runChat = (
     logPath = path
   })).pipe(
     // The agent is made with the references' pre-step in context (DESIGN.md §13).
-    Effect.provide(Layer.mergeAll(
-      options.model,
-      IdGenerator.layer,
-      SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
-    ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))),
+    Effect.provide(
+      Layer.mergeAll(
+        options.model,
+        IdGenerator.layer,
+        SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
+      ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))
+    ),
     Effect.ensuring(Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${logPath}`)))
   )
 }

@@ -12,8 +12,10 @@
  */
 
 /** A complete CSI sequence: parameters, intermediates, final byte. */
+// eslint-disable-next-line no-control-regex -- ESC is what a CSI sequence starts with
 const CSI = /\x1b\[([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])/g
 /** An incomplete CSI at the end of a chunk (no final byte yet). */
+// eslint-disable-next-line no-control-regex -- ESC is what a CSI sequence starts with
 const CSI_TAIL = /\x1b\[[\x30-\x3f]*[\x20-\x2f]*$/
 const KEPT_FINALS = "ABCDHFZ~"
 

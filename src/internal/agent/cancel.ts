@@ -60,7 +60,10 @@ const cancelNow = (
     (fiber) =>
       fiber === undefined
         ? Effect.void
-        : Effect.flatMap(Effect.fiberId, (self) => Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber)))
+        : Effect.flatMap(
+          Effect.fiberId,
+          (self) => Equal.equals(self, fiber.id()) ? Effect.interrupt : Effect.asVoid(Fiber.interrupt(fiber))
+        )
   )
 
 /**

@@ -48,32 +48,35 @@ export const deliver = (
   mode: "followup" | "steer" | "inject"
 ): Effect.Effect<Delivery, DeliveryError> => {
   if (a.disposed) return Effect.fail(disposedError(a))
-  return Effect.flatMap(toMessage(a, input), (message) =>
-    critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
-      if (a.disposed) return Effect.fail(disposedError(a))
-      if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
-      const unwinding = a.cancelCause !== undefined
-      const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
-      const data: SplicedData = target === "next-turn"
-        ? { target, start: inbox.nextTurn.length, inserted: [message] }
-        : mode === "steer"
-        ? { target, start: inbox.nextStep.length, inserted: [message], wake: true }
-        : { target, start: inbox.nextStep.length, inserted: [message] }
-      return {
-        drafts: [{ type: "agent/inbox/spliced", data }],
-        inbox: Inbox.apply(inbox, data).state,
-        apply: () => {
-          seen(a).add(message.id)
-          markUndecided(a, data.inserted)
-          publish(a, { type: "agent/inbox/inserted", message })
-          if (mode !== "inject") {
-            if (unwinding) a.latch = true
-            else if (!a.running) startRun(a)
+  return Effect.flatMap(
+    toMessage(a, input),
+    (message) =>
+      critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
+        if (a.disposed) return Effect.fail(disposedError(a))
+        if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
+        const unwinding = a.cancelCause !== undefined
+        const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
+        const data: SplicedData = target === "next-turn"
+          ? { target, start: inbox.nextTurn.length, inserted: [message] }
+          : mode === "steer"
+          ? { target, start: inbox.nextStep.length, inserted: [message], wake: true }
+          : { target, start: inbox.nextStep.length, inserted: [message] }
+        return {
+          drafts: [{ type: "agent/inbox/spliced", data }],
+          inbox: Inbox.apply(inbox, data).state,
+          apply: () => {
+            seen(a).add(message.id)
+            markUndecided(a, data.inserted)
+            publish(a, { type: "agent/inbox/inserted", message })
+            if (mode !== "inject") {
+              if (unwinding) a.latch = true
+              else if (!a.running) startRun(a)
+            }
+            return { messageId: message.id, outcome: outcomeOf(a, message.id) }
           }
-          return { messageId: message.id, outcome: outcomeOf(a, message.id) }
         }
-      }
-    }))
+      })
+  )
 }
 
 const notPending = (a: AgentState, id: string): MessageNotPending =>
@@ -86,26 +89,29 @@ export const replace = (
   message: UserMessage
 ): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError> => {
   if (a.disposed) return Effect.fail(disposedError(a))
-  return Effect.flatMap(checkMessage(message), (msg) =>
-    critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending | DuplicateMessageId> => {
-      const at = Inbox.find(inbox, id)
-      if (at === undefined) return Effect.fail(notPending(a, id))
-      if (seen(a).has(msg.id)) {
-        return Effect.fail(new DuplicateMessageId({ message: `message id ${msg.id} is already used`, messageId: msg.id }))
-      }
-      const data: SplicedData = { target: at[0], start: at[1], removedCount: 1, inserted: [msg], outcome: "canceled" }
-      const splices = spliceSection(a, inbox, [data])
-      return {
-        drafts: splices.drafts,
-        inbox: splices.inbox,
-        apply: (events) => {
-          splices.apply(events)
-          seen(a).add(msg.id)
-          markUndecided(a, data.inserted)
-          publish(a, { type: "agent/inbox/inserted", message: msg })
+  return Effect.flatMap(
+    checkMessage(message),
+    (msg) =>
+      critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending | DuplicateMessageId> => {
+        const at = Inbox.find(inbox, id)
+        if (at === undefined) return Effect.fail(notPending(a, id))
+        if (seen(a).has(msg.id)) {
+          return Effect.fail(new DuplicateMessageId({ message: `message id ${msg.id} is already used`, messageId: msg.id }))
         }
-      }
-    }))
+        const data: SplicedData = { target: at[0], start: at[1], removedCount: 1, inserted: [msg], outcome: "canceled" }
+        const splices = spliceSection(a, inbox, [data])
+        return {
+          drafts: splices.drafts,
+          inbox: splices.inbox,
+          apply: (events) => {
+            splices.apply(events)
+            seen(a).add(msg.id)
+            markUndecided(a, data.inserted)
+            publish(a, { type: "agent/inbox/inserted", message: msg })
+          }
+        }
+      })
+  )
 }
 
 /** Plugin operation (§4): removes a pending message; its fate is `discarded`. */
@@ -118,11 +124,18 @@ export const remove = (a: AgentState, id: string): Effect.Effect<void, MessageNo
 
 /** Plugin operation (§4): clears one queue or both (`next-step` first); fates `discarded`. */
 export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefined): Effect.Effect<void, SessionStoreError> =>
-  critical(a, (inbox) =>
-    spliceSection(a, inbox, Inbox.clearAll(inbox, undefined).filter((s) => target === undefined || s.target === target)))
+  critical(
+    a,
+    (inbox) =>
+      spliceSection(a, inbox, Inbox.clearAll(inbox, undefined).filter((s) => target === undefined || s.target === target))
+  )
 
 /** Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. */
-export const appendEvent = (a: AgentState, type: string, data: unknown): Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError> => {
+export const appendEvent = (
+  a: AgentState,
+  type: string,
+  data: unknown
+): Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError> => {
   if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
     return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
   }

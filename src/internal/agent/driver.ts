@@ -102,7 +102,11 @@ const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefin
 }
 
 /** One step: the pre-step (unless entered with its claim), the model call, tools, the step's end. */
-const runStep = (a: AgentState, t: TurnState, toolContinuation: boolean): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+const runStep = (
+  a: AgentState,
+  t: TurnState,
+  toolContinuation: boolean
+): Effect.Effect<TurnState | undefined, SessionStoreError> => {
   if (t.entered) {
     // With the default pre-step the step was entered together with its claim.
     t.entered = false
@@ -148,7 +152,9 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
       const e = response.left
       return endTurn(a, t, {
         kind: "error",
-        error: e.status !== undefined ? { message: e.message, code: e.code, status: e.status } : { message: e.message, code: e.code }
+        error: e.status !== undefined
+          ? { message: e.message, code: e.code, status: e.status }
+          : { message: e.message, code: e.code }
       })
     }
     const acc = response.right
@@ -273,8 +279,10 @@ const endTurn = (
   reason: TurnEndReason,
   enteredEmpty = false
 ): Effect.Effect<TurnState | undefined, SessionStoreError> =>
-  critical(a, (inbox) =>
-    closeTurn(a, t, inbox, reason, [], enteredEmpty ? dropped("discarded") : dropped(dropReasonOfTurnEnd(reason))))
+  critical(
+    a,
+    (inbox) => closeTurn(a, t, inbox, reason, [], enteredEmpty ? dropped("discarded") : dropped(dropReasonOfTurnEnd(reason)))
+  )
 
 /** Runs the state update of a prefix draft (the assistant message, results) once the append is durable. */
 const committed = (t: TurnState): void => {
@@ -359,7 +367,7 @@ const closeTurn = (
 const resolveClaimed = (a: AgentState, t: TurnState, outcome: DeliveryOutcome): void => {
   const claimed = t.claimed
   t.claimed = undefined
-  if (claimed !== undefined) for (const m of claimed) resolve(a, m.id, outcome)
+  if (claimed !== undefined) { for (const m of claimed) resolve(a, m.id, outcome) }
 }
 
 /** `step/end` and the continuation rule (§6.3), atomically; claims for the next step when one runs. */
@@ -386,10 +394,17 @@ const endStep = (
     }
     const another = toolContinuation || Inbox.hasWakingStep(inbox)
     if (another && t.step >= maxSteps) {
-      return closeTurn(a, t, inbox, {
-        kind: "error",
-        error: { message: `the turn reached its limit of ${maxSteps} steps`, code: "MAX_STEPS" }
-      }, prefix, dropped("failed"))
+      return closeTurn(
+        a,
+        t,
+        inbox,
+        {
+          kind: "error",
+          error: { message: `the turn reached its limit of ${maxSteps} steps`, code: "MAX_STEPS" }
+        },
+        prefix,
+        dropped("failed")
+      )
     }
     if (another) {
       const drafts: Array<EventDraft> = [...prefix, { type: "step/end", data: { turn: t.turn, step: t.step } }]

@@ -77,8 +77,10 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
   return Effect.matchCauseEffect(once, {
     onSuccess: (acc) => Effect.succeed(Either.right(acc)),
     onFailure: (cause) =>
-      Effect.flatMap(outcome(cause), (e) =>
-        Either.isLeft(e) && e.left.retryable && e.left.code !== "MODEL_FAILED" ? retryFrom(e.left) : Effect.succeed(e))
+      Effect.flatMap(
+        outcome(cause),
+        (e) => Either.isLeft(e) && e.left.retryable && e.left.code !== "MODEL_FAILED" ? retryFrom(e.left) : Effect.succeed(e)
+      )
   })
 }
 
@@ -91,10 +93,13 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator): ModelSink => ({
         case "text-delta": {
           if (part.text.length === 0) return
           const last = content[content.length - 1]
-          if (last !== undefined && last.type === "text") content[content.length - 1] = { type: "text", text: last.text + part.text }
-          else content.push({ type: "text", text: part.text })
+          if (last !== undefined && last.type === "text") {
+            content[content.length - 1] = { type: "text", text: last.text + part.text }
+          } else content.push({ type: "text", text: part.text })
           acc.streamed = true
-          if (a.hub) publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
+          if (a.hub) {
+            publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
+          }
           return
         }
         case "reasoning-delta": {
@@ -193,7 +198,12 @@ export const assistantDraft = (
 }
 
 /** Logs a response (or, `interrupted`, the prefix a cancel cut, §9) in its own append. */
-export const logAssistant = (a: AgentState, t: TurnState, acc: Accumulator, interrupted: boolean): Effect.Effect<void, SessionStoreError> =>
+export const logAssistant = (
+  a: AgentState,
+  t: TurnState,
+  acc: Accumulator,
+  interrupted: boolean
+): Effect.Effect<void, SessionStoreError> =>
   Effect.flatMap(a.config.ids.next, (id) => {
     const { apply, draft } = assistantDraft(a, t, acc, interrupted, id)
     return commit(a, [draft], apply)

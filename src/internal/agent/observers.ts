@@ -20,7 +20,7 @@ export const publish = (a: AgentState, event: AgentEvent): void => {
 /** Publishes committed events, in order. */
 export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): void => {
   const hub = a.hub
-  if (hub !== undefined) for (let i = 0; i < events.length; i++) hub.unsafeOffer(events[i]!)
+  if (hub !== undefined) { for (let i = 0; i < events.length; i++) hub.unsafeOffer(events[i]!) }
 }
 
 /** Decides the outcome of a delivered (or pre-step-entered) message: observers, then waiters. */
@@ -146,10 +146,13 @@ export const subscribe = (a: AgentState): Effect.Effect<Queue.Dequeue<AgentEvent
       Effect.addFinalizer(() =>
         Effect.sync(() => {
           a.subscribers--
-          if (a.subscribers === 0 && a.hub === hub) a.hub = undefined
+          if (a.subscribers === 0 && a.hub === hub) {
+            a.hub = undefined
+          }
         })
       ),
-      () => PubSub.subscribe(hub)
+      () =>
+        PubSub.subscribe(hub)
     )
   })
 

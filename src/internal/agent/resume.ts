@@ -5,8 +5,8 @@
  * the run the log left pending.
  */
 import { Effect, Ref } from "effect"
-import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as History from "../../History.js"
+import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
 import type { SessionEvent } from "../../SessionEvent.js"
 import { type SessionLog, type SessionLogError, type SessionNotFound, SessionStoreError } from "../../SessionLog.js"

@@ -86,7 +86,9 @@ export const critical = <R, E = never>(
         const section = build(inbox)
         if (Effect.isEffect(section)) return [section, inbox]
         const result = commitNow(a, appendSync, clock, section.drafts, section.apply, section.claimed)
-        return result instanceof SessionStoreError ? [Effect.fail(result), inbox] : [Effect.succeed(result), section.inbox ?? inbox]
+        return result instanceof SessionStoreError
+          ? [Effect.fail(result), inbox]
+          : [Effect.succeed(result), section.inbox ?? inbox]
       }))
     )
   }
@@ -96,7 +98,10 @@ export const critical = <R, E = never>(
       (inbox): Effect.Effect<readonly [R, Inbox.InboxState], E | SessionStoreError> => {
         const section = build(inbox)
         if (Effect.isEffect(section)) return Effect.map(section, (r) => [r, inbox] as const)
-        return Effect.map(append(a, section.drafts, section.claimed), (events) => [section.apply(events), section.inbox ?? inbox] as const)
+        return Effect.map(
+          append(a, section.drafts, section.claimed),
+          (events) => [section.apply(events), section.inbox ?? inbox] as const
+        )
       }
     )
   )

@@ -231,8 +231,7 @@ export const requestKeyOf = (config: {
   readonly instructions?: string | undefined
   readonly tools: ReadonlyArray<unknown>
   readonly settings?: unknown
-}): string =>
-  JSON.stringify([config.provider, config.model, config.instructions ?? null, config.tools, config.settings ?? {}])
+}): string => JSON.stringify([config.provider, config.model, config.instructions ?? null, config.tools, config.settings ?? {}])
 
 /**
  * The ids a log has used (inserted, entered, assistant and tool result messages; DESIGN.md §2:

@@ -10,12 +10,12 @@
  * measured too slow: STYLE.md "Hot path"); a single call runs on the driver fiber.
  */
 import { Cause, Effect, Either, Exit, Fiber, ParseResult, Runtime, Schema } from "effect"
+import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import { UserMessage as UserMessages } from "../../Message.js"
 import type { EventDraft, ToolErrorCode } from "../../SessionEvent.js"
 import type { SessionStoreError } from "../../SessionLog.js"
 import * as Tool from "../../Tool.js"
-import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
@@ -168,8 +168,9 @@ const runBatch = (
   // results with the step's end).
   const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionStoreError> =>
     Effect.suspend(() =>
-      ready() ? Effect.void : Effect.flatMap(commitReady(a, t), () =>
-        ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
+      ready() ?
+        Effect.void :
+        Effect.flatMap(commitReady(a, t), () => ready() ? Effect.void : Effect.flatMap(completion(ready), () => waitUntil(ready)))
     )
   const idle = () => running === 0
   const free = () => running < bound
@@ -270,7 +271,11 @@ const callInfo = (t: TurnState, call: CallState, args: unknown): Tool.ToolCall =
  * result (unknown tool, invalid arguments, denied, guard failure). Never fails but for the
  * store. Without guards, see `prepareGroup`.
  */
-const prepare = (a: AgentState, t: TurnState, call: CallState): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> =>
+const prepare = (
+  a: AgentState,
+  t: TurnState,
+  call: CallState
+): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> =>
   Effect.suspend(() => {
     const logCall = (after: () => void) =>
       commit(a, [callDraft(t, call)], () => {
@@ -405,7 +410,9 @@ const finish = (a: AgentState, call: CallState, result: Tool.HookResult): void =
     if (!Array.isArray(given)) throw new Error("its additionalContexts is not an array")
     contexts = given
     const raw = (output as Tool.ToolOutput).content
-    if (typeof raw !== "string" && !Array.isArray(raw)) throw new Error("its content is not a string or an array of content blocks")
+    if (typeof raw !== "string" && !Array.isArray(raw)) {
+      throw new Error("its content is not a string or an array of content blocks")
+    }
     content = checkJson(Tool.contentOf(raw), "content")
     if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
     const ids = contexts.length === 0 ? undefined : new Set<string>()

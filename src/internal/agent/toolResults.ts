@@ -5,10 +5,10 @@
  * abort or a truncation owes every call.
  */
 import { Effect } from "effect"
+import * as Inbox from "../../Inbox.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import type { EventDraft, SplicedData, ToolErrorCode } from "../../SessionEvent.js"
 import type { SessionStoreError } from "../../SessionLog.js"
-import * as Inbox from "../../Inbox.js"
 import { flatten } from "../flat.js"
 import { textBlock, toolResultMessage } from "../message.js"
 import { toolError } from "../toolError.js"
@@ -105,7 +105,11 @@ export const commitReady = (a: AgentState, t: TurnState): Effect.Effect<void, Se
         for (const call of ready) {
           for (const m of call.contexts) {
             if (seen(a).has(m.id) || used.has(m.id)) {
-              fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: additional context id ${m.id} is already used`)
+              fail(
+                call,
+                "TOOL_FAILED",
+                `Tool ${call.name} returned an invalid result: additional context id ${m.id} is already used`
+              )
               break
             }
           }

@@ -84,9 +84,16 @@ export const invalidEvents = (id: string, cause: unknown): SessionStoreError =>
  * copied or renamed file) is refused, as the log it would open could not be found again by its
  * id (`SessionStore.readFile` reads such a file at its path).
  */
-export const ownHeader = (id: string, path: string | undefined, contents: LogContents): Effect.Effect<LogContents, SessionLogError> =>
+export const ownHeader = (
+  id: string,
+  path: string | undefined,
+  contents: LogContents
+): Effect.Effect<LogContents, SessionLogError> =>
   contents.header.id === id
     ? Effect.succeed(contents)
     : Effect.fail(
-      logError(path, { line: 1, message: `the header names session ${JSON.stringify(contents.header.id)}, not ${JSON.stringify(id)}` })
+      logError(path, {
+        line: 1,
+        message: `the header names session ${JSON.stringify(contents.header.id)}, not ${JSON.stringify(id)}`
+      })
     )

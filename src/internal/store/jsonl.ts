@@ -8,8 +8,8 @@
  * the store requires no `FileSystem` service: a `FileSystem` could not give the synchronous
  * descriptor writes the appends are made of.
  */
-import * as NodeFs from "node:fs"
 import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
+import * as NodeFs from "node:fs"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
 import { SessionStoreError } from "../../SessionLog.js"
@@ -56,7 +56,6 @@ const datasync = (io: JsonlIo, fd: number): Effect.Effect<void, Error> =>
   Effect.async<void, Error>((resume) => {
     io.datasync(fd, (error) => resume(error === null ? Effect.void : Effect.fail(error)))
   })
-
 
 /**
  * `fsync: "batch"`: an append waiting for its group-commit round: its events and their lines,
@@ -281,7 +280,6 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
   } satisfies SessionLog
 }
 
-
 /** The `code` of a Node system error (`ENOENT`, `EEXIST`, …), if it has one. */
 const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
@@ -356,26 +354,34 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
      */
     const openFile = (id: string, path: string, flag: "a" | "ax") =>
       Effect.flatMap(Scope.fork(storeScope, ExecutionStrategy.sequential), (scope) =>
-        Effect.flatMap(acquireWriterLock(`${path}.lock`, id), (release) => Scope.addFinalizer(scope, release)).pipe(
-          Effect.zipRight(
-            Effect.try({
-              try: () => NodeFs.openSync(path, flag),
-              catch: (error) =>
-                flag === "ax" && codeOf(error) === "EEXIST" ? Store.alreadyExists(id) : Store.storeError(`cannot open ${path}`, id, error)
-            })
-          ),
-          Effect.tap((fd) => Scope.addFinalizer(scope, Effect.sync(() => NodeFs.closeSync(fd)))),
-          Effect.map((fd) => [scope, fd] as const),
-          Effect.onError(() => Scope.close(scope, Exit.void))
-        ))
+        Effect.flatMap(acquireWriterLock(`${path}.lock`, id), (release) =>
+          Scope.addFinalizer(scope, release)).pipe(
+            Effect.zipRight(
+              Effect.try({
+                try: () => NodeFs.openSync(path, flag),
+                catch: (error) =>
+                  flag === "ax" && codeOf(error) === "EEXIST"
+                    ? Store.alreadyExists(id)
+                    : Store.storeError(`cannot open ${path}`, id, error)
+              })
+            ),
+            Effect.tap((fd) => Scope.addFinalizer(scope, Effect.sync(() => NodeFs.closeSync(fd)))),
+            Effect.map((fd) => [scope, fd] as const),
+            Effect.onError(() => Scope.close(scope, Exit.void))
+          ))
 
     const create = Effect.fnUntraced(function*(createOptions?: CreateOptions | undefined) {
       const header = yield* Store.newHeader(createOptions)
       const id = header.id
-      if (!Store.isSessionId(id)) return yield* Effect.fail(Store.invalidId(id))
-      if (openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
+      if (!Store.isSessionId(id)) {
+        return yield* Effect.fail(Store.invalidId(id))
+      }
+      if (openLogs.has(id)) {
+        return yield* Effect.fail(Store.alreadyExists(id))
+      }
       yield* Effect.try({
-        try: () => NodeFs.mkdirSync(directory, { recursive: true }),
+        try: () =>
+          NodeFs.mkdirSync(directory, { recursive: true }),
         catch: (error) => Store.storeError(`cannot create ${directory}`, id, error)
       })
       const path = pathOf(id)
@@ -426,11 +432,13 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         if (!Store.isSessionId(id)) return Effect.fail(Store.notFound(id))
         const path = pathOf(id)
         return Effect.flatMap(readBytes(id, path), (bytes) =>
-          Effect.flatMap(Store.decodeBytes(bytes, path), (c) => Store.ownHeader(id, path, c)))
+          Effect.flatMap(Store.decodeBytes(bytes, path), (c) =>
+            Store.ownHeader(id, path, c)))
       })
 
     const list: Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> = Effect.tryPromise({
-      try: () => NodeFs.promises.readdir(directory),
+      try: () =>
+        NodeFs.promises.readdir(directory),
       catch: (error) => error
     }).pipe(
       Effect.map((names) => {
@@ -441,7 +449,9 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         return ids.sort()
       }),
       Effect.catchAll((error) =>
-        codeOf(error) === "ENOENT" ? Effect.succeed([]) : Effect.fail(Store.storeError(`cannot list ${directory}`, undefined, error))
+        codeOf(error) === "ENOENT"
+          ? Effect.succeed([])
+          : Effect.fail(Store.storeError(`cannot list ${directory}`, undefined, error))
       ),
       Effect.withSpan("SessionStore.list")
     )

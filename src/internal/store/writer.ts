@@ -3,9 +3,9 @@
  * alive, and the JSONL store's lock file `<id>.jsonl.lock`. The SQL store records the same
  * writer identity in its writers table.
  */
+import { Effect } from "effect"
 import * as NodeFs from "node:fs"
 import * as Os from "node:os"
-import { Effect } from "effect"
 import type { SessionStoreError } from "../../SessionLog.js"
 import { storeError } from "./common.js"
 
@@ -89,4 +89,3 @@ export const acquireWriterLock = (lockPath: string, id: string): Effect.Effect<E
     }
     return Effect.fail(storeError(`cannot lock session "${id}" (${lockPath}): contended`, id))
   })
-
