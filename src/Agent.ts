@@ -281,8 +281,10 @@ export const make = (
   })
 
 /**
- * Options of `resume`: the agent's options (its tools, instructions…: a log does not hold
- * them), and `continuePending` (default false).
+ * Options of `resume`: the agent's options, and `continuePending` (default false). A log holds
+ * the instructions and settings of its last `request/header` (§6.2): they are the defaults of
+ * `instructions` and `settings`; tools, guards, hooks and the model are code, which the caller
+ * gives again (a tool the log names but the caller does not give gets `UNKNOWN_TOOL`).
  *
  * @since 0.1.0
  * @category models
@@ -293,6 +295,22 @@ export interface ResumeOptions extends Omit<AgentOptions, "sessionId" | "cwd"> {
    * unclaimed steer). Without it resume starts nothing (DESIGN.md §10).
    */
   readonly continuePending?: boolean | undefined
+}
+
+/** `options` with the instructions and settings of the log's last `request/header` where they are not given. */
+const withLoggedRequest = (
+  log: { readonly events: () => ReadonlyArray<SessionEvent> },
+  options: ResumeOptions
+): ResumeOptions => {
+  if (options.instructions !== undefined && options.settings !== undefined) return options
+  const events = log.events()
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type !== "request/header") continue
+    const data = e.data as { readonly instructions?: string; readonly settings?: { readonly [key: string]: unknown } }
+    return { ...options, instructions: options.instructions ?? data.instructions, settings: options.settings ?? data.settings }
+  }
+  return options
 }
 
 /**
@@ -338,7 +356,7 @@ export const resume = (
   Effect.gen(function*() {
     const { ids, model, preStep } = yield* services
     const { log, used } = yield* repairLog(sessionId, ids)
-    const agent = new AgentRecord(log, configOf({ ids: avoiding(ids, used), model, preStep }, options))
+    const agent = new AgentRecord(log, configOf({ ids: avoiding(ids, used), model, preStep }, withLoggedRequest(log, options)))
     yield* restore(agent, log.events(), used)
     yield* own(agent)
     if (options.continuePending === true) yield* continuePending(agent)

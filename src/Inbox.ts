@@ -31,7 +31,8 @@ export interface Pending {
 }
 
 /**
- * Inbox state (DESIGN.md §4): an immutable value; every change builds a new one (`apply`).
+ * Inbox state (DESIGN.md §4): an immutable value, frozen throughout (the state, its lists, their
+ * items; the messages are frozen `UserMessage`s); every change builds a new one (`apply`).
  *
  * @since 0.1.0
  * @category models
@@ -56,6 +57,9 @@ export interface SpliceApplied {
 }
 
 const NONE: ReadonlyArray<Pending> = Object.freeze([])
+
+/** A `next-turn` item as a pending item (always waking), frozen like every part of the state. */
+const wakingItem = (message: UserMessage): Pending => Object.freeze({ message, waking: true })
 
 /**
  * The empty inbox.
@@ -93,11 +97,11 @@ const spliceInto = (
   const count = rawCount > 0 ? Math.min(Math.trunc(rawCount), len - start) : 0
   const insertedMessages = Array.isArray(data.inserted) ? data.inserted : []
   if (turnTarget) {
-    const removed = count > 0 ? nextTurn.splice(start, count).map((message) => ({ message, waking: true })) : NONE
+    const removed = count > 0 ? nextTurn.splice(start, count).map(wakingItem) : NONE
     if (insertedMessages.length === 0) return { removed, inserted: NONE, inRange, wakingDelta: 0 }
     if (start === nextTurn.length) { for (const m of insertedMessages) nextTurn.push(m) }
     else nextTurn.splice(start, 0, ...insertedMessages)
-    return { removed, inserted: insertedMessages.map((message) => ({ message, waking: true })), inRange, wakingDelta: 0 }
+    return { removed, inserted: insertedMessages.map(wakingItem), inRange, wakingDelta: 0 }
   }
   let wakingDelta = 0
   let removed: ReadonlyArray<Pending> = NONE
@@ -114,7 +118,7 @@ const spliceInto = (
     else if (removed.length > 0) waking = removed[Math.min(i, removed.length - 1)]!.waking
     else waking = false
     if (waking) wakingDelta++
-    inserted[i] = { message: insertedMessages[i]!, waking }
+    inserted[i] = Object.freeze({ message: insertedMessages[i]!, waking })
   }
   if (start === nextStep.length) { for (const item of inserted) nextStep.push(item) }
   else nextStep.splice(start, 0, ...inserted)

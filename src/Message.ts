@@ -221,7 +221,7 @@ const freezeUserMessage = (id: string, input: UserMessageInput): UserMessage => 
   if (input.text !== undefined && typeof input.text !== "string") {
     throw new InvalidJson("text must be a string", "text")
   }
-  const source = input.source ?? USER_SOURCE
+  const source = input.source === undefined ? USER_SOURCE : input.source
   if (source === null || typeof source !== "object" || typeof source.kind !== "string") {
     throw new InvalidJson("source must be an object with a string kind", "source")
   }

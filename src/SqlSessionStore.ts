@@ -164,7 +164,9 @@ export const make = (
         return undefined
       })).pipe(
         Effect.mapError(failed(`cannot lock session "${id}"`, id)),
-        Effect.flatMap((holder) => holder === undefined ? Effect.void : Effect.fail(inUseError(id, holder)))
+        Effect.flatMap((holder) =>
+          holder === undefined ? Effect.void : Effect.fail(inUseError(id, holder, `delete its row of ${tables.writers}`))
+        )
       )
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
@@ -392,10 +394,19 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, S
     Effect.gen(function*() {
       const cannotOpen = (cause: unknown) =>
         Store.storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
-      // Loaded on first use, so that the other stores never load the native module.
+      // Loaded on first use, so that the other stores never load the native module. A driver
+      // that is not installed (an optional peer dependency) is named with its version.
       const { SqliteClient } = yield* Effect.tryPromise({
         try: () => import("@effect/sql-sqlite-node"),
-        catch: cannotOpen
+        catch: (cause) =>
+          (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
+            ? Store.storeError(
+              "SqlSessionStore.layerSqlite needs @effect/sql-sqlite-node (an optional peer dependency of effect-agent-loop), " +
+                "which is not installed: npm install @effect/sql-sqlite-node@0.53.0",
+              undefined,
+              cause
+            )
+            : cannotOpen(cause)
       })
       const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })
       const client = yield* SqliteClient.make({ filename: options.filename }).pipe(

@@ -12,7 +12,7 @@ import * as AgentError from "../src/AgentError.js"
 import type * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Inbox from "../src/Inbox.js"
-import type { Message } from "../src/Message.js"
+import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
@@ -45,6 +45,11 @@ for (const mode of modes) {
         // The earlier value did not change, and neither value can be changed.
         expect(empty).toEqual({ nextTurn: [], nextStep: [] })
         expect(Object.isFrozen(one) && Object.isFrozen(one.nextStep) && Object.isFrozen(one.nextTurn)).toBe(true)
+        // Its items too: a waking flag cannot be turned on from outside (§6.3).
+        expect(Object.isFrozen(one.nextStep[0])).toBe(true)
+        expect(() => {
+          ;(one.nextStep[0] as { waking: boolean }).waking = true
+        }).toThrow(TypeError)
         // Reading twice without a splice gives the very same value (no copy per read).
         expect(yield* agent.inbox).toBe(one)
         yield* agent.remove(c.messageId)
@@ -79,7 +84,7 @@ for (const mode of modes) {
         yield* advance(10)
         const seen = [...(yield* queue.takeAll)].flatMap((e) =>
           e.type === "agent/inbox/claimed" ?
-            [`claimed ${text((e as { readonly message: Message }).message)}`]
+            [`claimed ${text((e as { readonly message: Message.Message }).message)}`]
             : "seq" in e
             ? brief([e])
             : []
@@ -185,6 +190,26 @@ describe("Agent live events end with the agent (§5.3, §9)", () => {
       Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(6), Model.layer(model), layerTracked))
     )
   })
+})
+
+describe("Delivery input checked at run time (§2, §5.1)", () => {
+  it.scoped("inject refuses a string; UserMessage.make refuses a null source; nothing is logged", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const injected = yield* Effect.flip(agent.inject("plain" as never))
+      expect([injected._tag, injected.message]).toEqual([
+        "InvalidMessage",
+        "inject takes a UserMessage whose source names its producer, not a string"
+      ])
+      const made = yield* Effect.flip(Message.UserMessage.make({ text: "x", source: null as never }))
+      expect([made._tag, made.message]).toEqual([
+        "InvalidMessage",
+        "message source must be an object with a string kind (at source)"
+      ])
+      expect(agent.log.events()).toEqual([])
+    }).pipe(
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(Model.scripted([]))))
+    ))
 })
 
 describe("AgentError guards", () => {

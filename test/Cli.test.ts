@@ -606,7 +606,7 @@ describe("agent-loop resume", () => {
         code: 2,
         out: "",
         err:
-          `${file}: session "crashed" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove its lock)`
+          `${file}: session "crashed" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove ${file}.lock)`
       })
       expect(Fs.readFileSync(file, "utf8")).toBe(before)
       // A writer that died (SIGKILL) leaves its lock behind: resume takes it over and repairs.

@@ -109,6 +109,25 @@ describe("what each entry loads (a child process, its resolved modules recorded)
     expect(loaded.filter((name) => HEAVY.includes(name))).toEqual(["@effect/sql"])
   })
 
+  it("layerSqlite without its driver installed is a SessionStoreError naming the package and version", () => {
+    const script = `
+      import { Effect, Layer } from "effect"
+      import * as SqlSessionStore from "effect-agent-loop/sql"
+      const error = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(SqlSessionStore.layerSqlite({ filename: ":memory:" })))))
+      console.log(JSON.stringify([error._tag, error.message]))`
+    const out = execFileSync(process.execPath, ["--import", hooks, "--input-type=module", "-e", script], {
+      cwd: root,
+      env: { ...process.env, HIDE_PACKAGES: "@effect/sql-sqlite-node" },
+      timeout: 30_000,
+      encoding: "utf8"
+    })
+    const [tag, message] = JSON.parse(out) as [string, string]
+    expect(tag).toBe("SessionStoreError")
+    expect(message).toMatch(
+      /^SqlSessionStore\.layerSqlite needs @effect\/sql-sqlite-node \(an optional peer dependency of effect-agent-loop\), which is not installed: npm install @effect\/sql-sqlite-node@0\.53\.0: Cannot find package '@effect\/sql-sqlite-node'/
+    )
+  })
+
   it("effect-agent-loop/ai-bridge loads @effect/ai (and its peer @effect/rpc), not SQL nor the chat's packages", () => {
     const loaded = packagesLoadedBy("effect-agent-loop/ai-bridge")
     expect(loaded.filter((name) => HEAVY.includes(name) && name !== "@effect/rpc")).toEqual(["@effect/ai"])

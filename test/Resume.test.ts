@@ -263,6 +263,26 @@ describe("Agent.resume (§10)", () => {
       expect(again).toBe(repaired.length)
     }).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, layerTracked))))
 
+  it.scoped("§6.2: resumed without instructions or settings, the agent keeps those of the log's last request/header", () => {
+    const model = Model.scripted([{ text: "one" }, { text: "two" }])
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ sessionId: "keep", instructions: "Be brief.", settings: { temperature: 0 } })
+        yield* agent.followup("first")
+        yield* agent.awaitIdle
+      }))
+      const events = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("keep")
+        yield* agent.followup("second")
+        yield* agent.awaitIdle
+        return agent.log.events().slice()
+      }))
+      expect(events.filter((e) => e.type === "request/header")).toHaveLength(1)
+      expect(model.requests.map((r) => r.instructions)).toEqual(["Be brief.", "Be brief."])
+      expect(Invariant.check(events)).toEqual([])
+    }).pipe(Effect.provide(Layer.mergeAll(layers, Model.layer(model))))
+  })
+
   it.scoped("§6.2: resumed with new instructions, tools or settings, a new request/header precedes the next request; the log holds what the model saw", () => {
     const model = Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }, { text: "four" }])
     return Effect.gen(function*() {

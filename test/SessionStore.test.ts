@@ -251,7 +251,7 @@ describe("SessionStore.layerJsonl", () => {
         // A second store reads the file, and reopens it once its writer is gone.
         const refused = yield* Effect.flip(inNewStore(dir, Effect.flatMap(store, (other) => other.open("rt"))))
         expect(refused.message).toBe(
-          `session "rt" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+          `session "rt" is open for writing by another store of this process (one writer per session)`
         )
         abandonLock(path)
         yield* inNewStore(
@@ -267,6 +267,33 @@ describe("SessionStore.layerJsonl", () => {
           })
         )
         expect(seqs((yield* SessionStore.readFile(path)).events)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+      })
+    ))
+
+  it.effect("a lock of a dead writer is taken over, also one with this process's pid and host from an earlier process (a restarted container)", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const s = yield* store
+        const log = yield* s.create({ id: "restarted" })
+        yield* log.append([turnStart(1)])
+        const path = `${dir}/restarted.jsonl`
+        // What a crashed process with the same pid (and the same host name) left behind.
+        const earlier = { pid: process.pid, host: Os.hostname(), instance: "an-earlier-process" }
+        yield* inNewStore(
+          dir,
+          Effect.gen(function*() {
+            NodeFs.writeFileSync(`${path}.lock`, JSON.stringify(earlier))
+            const reopened = yield* (yield* store).open("restarted")
+            expect(reopened.events().map((e) => e.type)).toEqual(["turn/start"])
+            expect(JSON.parse(NodeFs.readFileSync(`${path}.lock`, "utf8")).instance).not.toBe("an-earlier-process")
+          })
+        )
+        // A live process of this host keeps it, and the error says how to free it.
+        NodeFs.writeFileSync(`${path}.lock`, JSON.stringify({ pid: process.ppid, host: Os.hostname() }))
+        const refused = yield* Effect.flip(inNewStore(dir, Effect.flatMap(store, (other) => other.open("restarted"))))
+        expect(refused.message).toBe(
+          `session "restarted" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove ${path}.lock)`
+        )
       })
     ))
 

@@ -11,6 +11,7 @@ import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
 import * as NodeFs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
@@ -108,6 +109,34 @@ describe("SqlSessionStore", () => {
         "invalid tablePrefix \"x; DROP TABLE y; --\": letters, digits and _ only"
       ])
       expect(tables(filename)).toEqual([])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+  it.scoped("a writer row of an earlier process with this pid and host is taken over; a live one is refused naming the row", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tmpDir, "w.db")
+      yield* createAndList("w").pipe(Effect.scoped, Effect.provide(SqlSessionStore.layerSqlite({ filename })))
+      const setWriter = (writer: unknown) => {
+        const db = new Database(filename)
+        db.prepare("INSERT OR REPLACE INTO agent_loop_writers VALUES (?, ?)").run("w", JSON.stringify(writer))
+        db.close()
+      }
+      setWriter({ pid: process.pid, host: Os.hostname(), instance: "an-earlier-process" })
+      const events = yield* Effect.flatMap(SessionStore.SessionStore, (s) => s.open("w")).pipe(
+        Effect.map((log) => log.events().map((e) => e.type)),
+        Effect.scoped,
+        Effect.provide(SqlSessionStore.layerSqlite({ filename }))
+      )
+      expect(events).toEqual(["plugin/note"])
+      setWriter({ pid: process.ppid, host: Os.hostname() })
+      const refused = yield* Effect.flip(
+        Effect.flatMap(SessionStore.SessionStore, (s) => s.open("w")).pipe(
+          Effect.scoped,
+          Effect.provide(SqlSessionStore.layerSqlite({ filename }))
+        )
+      )
+      expect(refused.message).toBe(
+        `session "w" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, delete its row of agent_loop_writers)`
+      )
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
   it.scoped("tables made before the store had migrations are adopted with their sessions", () =>

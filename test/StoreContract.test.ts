@@ -248,7 +248,7 @@ for (const kind of kinds) {
           const refused = yield* Effect.flip(other((s) => s.open("s")))
           expect([refused._tag, refused.message]).toEqual([
             "SessionStoreError",
-            `session "s" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+            `session "s" is open for writing by another store of this process (one writer per session)`
           ])
           yield* closeStore
           const next = yield* other((s) =>
@@ -417,7 +417,7 @@ describe("SessionStore contract: torn and corrupt input", () => {
         Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.open("s")).pipe(Effect.provide(layer)))
       )
       expect(refused.message).toBe(
-        `session "s" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove its lock)`
+        `session "s" is open for writing by another store of this process (one writer per session)`
       )
       // A writer that ignores the lock inserts seq 1 first: the key refuses our seq 1.
       const Database = (yield* Effect.promise(() => import("better-sqlite3"))).default

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { AgentDisposed, type DeliveryError, DuplicateMessageId, InvalidEvent, MessageNotPending } from "../../AgentError.js"
 import type { Delivery, DeliveryInput } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
-import type { InvalidMessage, UserMessage } from "../../Message.js"
+import { InvalidMessage, type UserMessage } from "../../Message.js"
 import { coreEventTypes, type SessionEvent, type SplicedData } from "../../SessionEvent.js"
 import type { SessionStoreError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
@@ -48,6 +48,12 @@ export const deliver = (
   mode: "followup" | "steer" | "inject"
 ): Effect.Effect<Delivery, DeliveryError> => {
   if (a.disposed) return Effect.fail(disposedError(a))
+  if (mode === "inject" && typeof input === "string") {
+    // Injected context must name its producer (§2): only a `UserMessage` (the types say so too).
+    return Effect.fail(
+      new InvalidMessage({ message: "inject takes a UserMessage whose source names its producer, not a string", path: "message" })
+    )
+  }
   return Effect.flatMap(
     toMessage(a, input),
     (message) =>

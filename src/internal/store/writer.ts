@@ -4,32 +4,55 @@
  * writer identity in its writers table.
  */
 import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as Os from "node:os"
 import type { SessionStoreError } from "../../SessionLog.js"
 import { storeError } from "./common.js"
 
 /**
- * The writer of a session, as recorded in its lock (JSONL: `<id>.jsonl.lock`; SQL: a row of
- * `agent_loop_writers`): the process id and host name.
+ * The writer of a session, as recorded in its lock (JSONL: `<id>.jsonl.lock`; SQL: a row of the
+ * writers table): the process id, the host name, and `instance`, a random id of the process
+ * (a restarted container often gets the same pid and host name as the process that died).
  */
 export interface Writer {
   readonly pid: number
   readonly host: string
+  readonly instance?: string | undefined
 }
 
-export const thisWriter = (): Writer => ({ pid: process.pid, host: Os.hostname() })
+/** This process's `instance`, drawn once. */
+const INSTANCE = randomUUID()
+
+export const thisWriter = (): Writer => ({ pid: process.pid, host: Os.hostname(), instance: INSTANCE })
+
+/** This process itself (another store of it holds the session). */
+const isThisProcess = (writer: Writer): boolean =>
+  writer.host === Os.hostname() && writer.pid === process.pid && writer.instance === INSTANCE
+
+/** A process that has exited but was not reaped yet (Linux: state `Z` in `/proc/<pid>/stat`). */
+const isZombie = (pid: number): boolean => {
+  try {
+    const stat = NodeFs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z"
+  } catch {
+    return false
+  }
+}
 
 /**
  * Whether the recorded writer may still write: this process (another store of it), a process
- * of this host that still runs, or a process of another host (which cannot be checked). A
- * writer that died (SIGKILL, a crash) leaves a stale lock, which the next writer takes over.
+ * of this host that still runs (not a zombie), or a process of another host (which cannot be
+ * checked from here). A writer that died (SIGKILL, a crash) leaves a stale lock, which the next
+ * writer takes over; so does a lock with this process's pid and host from an earlier process
+ * (another `instance`: a restarted container).
  */
 export const isLiveWriter = (writer: Writer): boolean => {
-  if (writer.host !== Os.hostname() || writer.pid === process.pid) return true
+  if (writer.host !== Os.hostname()) return true
+  if (writer.pid === process.pid) return isThisProcess(writer)
   try {
     process.kill(writer.pid, 0)
-    return true
+    return !isZombie(writer.pid)
   } catch (error) {
     return (error as { code?: string }).code === "EPERM"
   }
@@ -44,10 +67,18 @@ export const readWriter = (text: string): Writer | undefined => {
   }
 }
 
-export const inUseError = (id: string, writer: Writer): SessionStoreError =>
+/**
+ * The error of a session a live writer holds; `release` says how to free it if that writer is
+ * gone (remove the lock file, delete the row).
+ */
+export const inUseError = (id: string, writer: Writer, release: string): SessionStoreError =>
   storeError(
-    `session "${id}" is open for writing by process ${writer.pid}${writer.host === Os.hostname() ? "" : ` on ${writer.host}`}` +
-      " (one writer per session; if that process is gone, remove its lock)",
+    isThisProcess(writer)
+      ? `session "${id}" is open for writing by another store of this process (one writer per session)`
+      : `session "${id}" is open for writing by process ${writer.pid}${
+        writer.host === Os.hostname() ? "" : ` on ${writer.host}`
+      }` +
+        ` (one writer per session; if that process is gone, ${release})`,
     id
   )
 
@@ -80,7 +111,7 @@ export const acquireWriterLock = (lockPath: string, id: string): Effect.Effect<E
       } catch {
         continue // released meanwhile
       }
-      if (holder !== undefined && isLiveWriter(holder)) return Effect.fail(inUseError(id, holder))
+      if (holder !== undefined && isLiveWriter(holder)) return Effect.fail(inUseError(id, holder, `remove ${lockPath}`))
       try {
         NodeFs.unlinkSync(lockPath) // stale
       } catch {
