@@ -3,7 +3,7 @@
  */
 import type { ToolErrorCode } from "../SessionEvent.js"
 
-export const toolErrorName: { readonly [C in ToolErrorCode]: string } = {
+const toolErrorName: { readonly [C in ToolErrorCode]: string } = {
   UNKNOWN_TOOL: "UnknownTool",
   INVALID_ARGUMENTS: "InvalidArguments",
   DENIED: "Denied",

@@ -21,14 +21,14 @@ import { type AgentState, seen } from "./state.js"
 
 const USER_SOURCE = Object.freeze({ kind: "user" })
 
-export const disposedError = (a: AgentState): AgentDisposed =>
+const disposedError = (a: AgentState): AgentDisposed =>
   new AgentDisposed({ message: `agent ${a.id} is disposed`, agentId: a.id })
 
 const duplicate = (a: AgentState, id: string): DuplicateMessageId =>
   new DuplicateMessageId({ message: `message id ${id} is pending or was already logged in session ${a.id}`, messageId: id })
 
 /** A caller's message after the checks of `checkUserMessage` (§2), or `InvalidMessage`; nothing is logged. */
-export const checkMessage = (message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> =>
+const checkMessage = (message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> =>
   Effect.try({ try: () => checkUserMessage(message, "message"), catch: invalidMessage })
 
 /** The delivery input as a message: a string is one text block, source `{kind:"user"}`. */

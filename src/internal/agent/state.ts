@@ -22,7 +22,7 @@ import type * as Tool from "../../Tool.js"
 import type { Resume } from "../waiters.js"
 
 /** The phase of a tool call in its step (§8, §9): what an abort gives it. */
-export type CallPhase = "pending" | "running" | "done" | "committed"
+type CallPhase = "pending" | "running" | "done" | "committed"
 
 /** One tool call of a response: its result is recorded here until it is committed (§8). */
 export interface CallState {
@@ -133,7 +133,11 @@ export abstract class AgentState {
   readonly appendSync: SessionLog["appendSync"]
   /** Every message id pending or ever logged in this session (§2); allocated on first use. */
   seenCell: Set<string> | undefined = undefined
-  /** Ids delivered (or claimed) whose fate is not decided yet. */
+  /**
+   * Ids delivered (or claimed) whose fate is not decided yet: a plain set, so that `outcome` and
+   * `observeOutcome` check and register in one synchronous step (the inbox `Ref` can only be read
+   * inside an effect, which a decision could fall between).
+   */
   undecidedCell: Set<string> | undefined = undefined
   /** The model-visible history (§6.2), maintained incrementally. */
   historyCell: Array<Message> | undefined = undefined
