@@ -21,8 +21,7 @@ import { type AgentState, seen } from "./state.js"
 
 const USER_SOURCE = Object.freeze({ kind: "user" })
 
-const disposedError = (a: AgentState): AgentDisposed =>
-  new AgentDisposed({ message: `agent ${a.id} is disposed`, agentId: a.id })
+const disposedError = (a: AgentState): AgentDisposed => new AgentDisposed({ message: `agent ${a.id} is disposed`, agentId: a.id })
 
 const duplicate = (a: AgentState, id: string): DuplicateMessageId =>
   new DuplicateMessageId({ message: `message id ${id} is pending or was already logged in session ${a.id}`, messageId: id })
