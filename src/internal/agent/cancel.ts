@@ -73,6 +73,8 @@ const cancelNow = (
  */
 export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
   Effect.suspend(() => {
+    // A stopped agent (driver.ts) is idle and writes nothing: there is nothing to dispose.
+    if (a.stopped !== undefined) return Effect.void
     a.disposed = true
     return Effect.ensuring(
       Effect.zipRight(cancelNow(a, DISPOSED_CAUSE), awaitIdle(a)),

@@ -46,7 +46,7 @@ export const deliver = (
   input: DeliveryInput,
   mode: "followup" | "steer" | "inject"
 ): Effect.Effect<Delivery, DeliveryError> => {
-  if (a.disposed) return Effect.fail(disposedError(a))
+  if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
   if (mode === "inject" && typeof input === "string") {
     // Injected context must name its producer (§2): only a `UserMessage` (the types say so too).
     return Effect.fail(
@@ -57,7 +57,7 @@ export const deliver = (
     toMessage(a, input),
     (message) =>
       critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
-        if (a.disposed) return Effect.fail(disposedError(a))
+        if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
         if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
         const unwinding = a.cancelCause !== undefined
         const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
@@ -93,7 +93,7 @@ export const replace = (
   id: string,
   message: UserMessage
 ): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError> => {
-  if (a.disposed) return Effect.fail(disposedError(a))
+  if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
   return Effect.flatMap(
     checkMessage(message),
     (msg) =>

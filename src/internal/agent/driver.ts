@@ -17,15 +17,15 @@ import * as Inbox from "../../Inbox.js"
 import type { UserMessage } from "../../Message.js"
 import type { PreStepDecision } from "../../PreStep.js"
 import type { EventDraft, TurnEndReason } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import { SessionStoreError } from "../../SessionLog.js"
 import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
-import { publish, resolve, setIdle } from "./observers.js"
+import { endStopped, publish, resolve, setIdle } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
-import { type AgentState, history, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
+import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { toolStep, truncateCalls } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
 
@@ -64,25 +64,52 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
 
 /** Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. */
 const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionStoreError>): Effect.Effect<void> => {
-  const idle = Effect.orDie(critical(a, () => ({ drafts: [], apply: () => setIdle(a) })))
   if (Cause.isInterruptedOnly(cause)) {
     // `current` is the turn the interruption hit (possibly the next one, already opened).
-    return Effect.catchAllCause(
-      closeAborted(a, a.current ?? t),
-      (closed) => Effect.zipRight(Effect.logError("agent: could not close the aborted turn", closed), idle)
-    )
+    return Effect.catchAllCause(closeAborted(a, a.current ?? t), (closed) => stopAgent(a, a.current ?? t, closed))
   }
   // A defect (a broken plugin, a bug) or a failed append: the turn is closed durably with
-  // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid; if even
-  // that cannot be appended, the agent goes idle with the turn open (the store is broken).
+  // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid.
   return Effect.zipRight(
     Effect.logError(`agent ${a.id}: the run failed`, cause),
-    Effect.catchAllCause(
-      closeAborted(a, a.current ?? t, causeMessage(cause)),
-      (closed) => Effect.zipRight(Effect.logError("agent: could not close the failed turn", closed), idle)
-    )
+    Effect.catchAllCause(closeAborted(a, a.current ?? t, causeMessage(cause)), (closed) => stopAgent(a, a.current ?? t, closed))
   )
 }
+
+/**
+ * The turn could not be closed durably (the store refuses appends: a full disk, a broken or
+ * fenced log): the agent stops, so that nothing is written after the open turn (a later
+ * `turn/start` would make the log invalid for good, §12). From now on every operation fails
+ * with the returned `SessionStoreError`, nothing is appended, the live events end as after a
+ * disposal, and the messages the open turn had claimed resolve `Dropped interrupted` (the fate
+ * repair gives them, §10). Resuming the session repairs the open turn and goes on.
+ */
+const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionStoreError>): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const turn = t.turnOpen ? `turn ${t.turn}` : "its turn"
+    const error = new SessionStoreError({
+      message: `session "${a.id}" stopped: ${turn} could not be closed (${causeMessage(closed)}); ` +
+        `resume the session to repair it`,
+      sessionId: a.id,
+      cause: Cause.squash(closed)
+    })
+    return Effect.zipRight(
+      Effect.logError(`agent ${a.id}: stopped, ${turn} could not be closed`, closed),
+      Effect.orDie(critical(a, () => ({
+        drafts: [],
+        apply: () => {
+          resolveClaimed(a, t, dropped("interrupted"))
+          t.turnOpen = false
+          t.stepOpen = false
+          a.stopped = error
+          a.disposed = true
+          liveLogs.delete(a.sessionLog)
+          setIdle(a)
+          endStopped(a)
+        }
+      })))
+    )
+  })
 
 /**
  * One turn. Returns the next turn when the run goes on (opened, with its claim, in the same

@@ -124,11 +124,13 @@ const DISPOSED: AgentEvent = Object.freeze({ type: "agent/disposed" as const })
  * down hub would drop what a slow subscriber has not taken yet). The agent publishes nothing
  * more.
  */
-export const endEvents = (a: AgentState): Effect.Effect<void> =>
-  Effect.sync(() => {
-    publish(a, DISPOSED)
-    a.hub = undefined
-  })
+export const endEvents = (a: AgentState): Effect.Effect<void> => Effect.sync(() => endStopped(a))
+
+/** Publishes `agent/disposed`, the last live event, and drops the hub (disposal, or a stopped agent). */
+export const endStopped = (a: AgentState): void => {
+  publish(a, DISPOSED)
+  a.hub = undefined
+}
 
 /**
  * Subscribes now (in the scope): the hub is made on the first subscription, dropped with the

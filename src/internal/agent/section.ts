@@ -79,6 +79,7 @@ export const critical = <R, E = never>(
   a: AgentState,
   build: (inbox: Inbox.InboxState) => Section<R> | Effect.Effect<R, E>
 ): Effect.Effect<R, E | SessionStoreError> => {
+  if (a.stopped !== undefined) return Effect.fail(a.stopped)
   const appendSync = a.appendSync
   if (appendSync !== undefined) {
     return Effect.clockWith((clock) =>
@@ -117,6 +118,7 @@ export const commit = <R>(
   drafts: ReadonlyArray<EventDraft>,
   apply: (events: ReadonlyArray<SessionEvent>) => R
 ): Effect.Effect<R, SessionStoreError> => {
+  if (a.stopped !== undefined) return Effect.fail(a.stopped)
   const appendSync = a.appendSync
   if (appendSync !== undefined) {
     return Effect.clockWith((clock) => {

@@ -17,7 +17,7 @@ import type { ContentBlock, Message, UserMessage } from "../../Message.js"
 import type { ModelError, ModelService, ToolDefinition } from "../../Model.js"
 import type { PreStepService } from "../../PreStep.js"
 import type { AbortCause, FinishReason, SessionEvent, ToolErrorCode, Usage } from "../../SessionEvent.js"
-import type { SessionLog } from "../../SessionLog.js"
+import type { SessionLog, SessionStoreError } from "../../SessionLog.js"
 import type * as Tool from "../../Tool.js"
 import type { Resume } from "../waiters.js"
 
@@ -146,6 +146,12 @@ export abstract class AgentState {
   turnCounter = 0
   running = false
   disposed = false
+  /**
+   * Set when the agent stopped because its turn could not be closed durably (a full disk, a
+   * broken log; §10): nothing is appended any more, and every operation fails with this error
+   * until the session is resumed (which repairs the open turn).
+   */
+  stopped: SessionStoreError | undefined = undefined
   /** Set by `cancel` until the agent is idle (first cause wins, §9). */
   cancelCause: AbortCause | undefined = undefined
   /** A waking delivery arrived during a cancel (§9). */
