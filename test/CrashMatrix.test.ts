@@ -1,0 +1,91 @@
+/**
+ * The crash-point matrix (issue 13; DESIGN.md §3.3, §10, §12): every scenario of
+ * `utils/crashMatrix.ts`, on every store, with a fault at each append it makes: the process
+ * crashes before the append, after it (durable, not acknowledged), in the middle of its write
+ * (JSONL: a torn line), or the append fails with `ENOSPC` after a short write (and, with
+ * `fsync: "batch"`, with `EIO` from `fdatasync`) while the process lives on. Each cell is resumed
+ * to the end of its scenario and checked against the scenario's run without a fault
+ * (`checkCell` lists what is checked). The reference runs are made when the file is collected,
+ * so that the tests' names state the matrix's size as it runs; each test checks that it ran
+ * exactly the cells its name counts.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import type { Failpoint } from "../src/internal/store/failpoints.js"
+import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
+
+/** The faults of one append on a store kind. */
+const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
+  { at, fault: { _tag: "Crash", when: "before" } },
+  { at, fault: { _tag: "Crash", when: "after" } },
+  ...(kind === "jsonl" || kind === "jsonl-batch" ? [{ at, fault: { _tag: "TornCrash", bytes: 7 } } as const] : []),
+  { at, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write", bytes: 3 } },
+  ...(kind === "jsonl-batch" ? [{ at, fault: { _tag: "IoError", code: "EIO", syscall: "fdatasync" } } as const] : [])
+]
+
+// Files on tmpfs when there is one (fdatasync there costs nothing), else in the temporary directory.
+const root = Fs.mkdtempSync(Path.join(Fs.existsSync("/dev/shm") ? "/dev/shm" : Os.tmpdir(), "crash-matrix-"))
+let sessions = 0
+const nextSession = () => `s${sessions++}`
+
+/** The reference runs (no fault) of every scenario on every store, and the cells they give. */
+const plan = await Effect.runPromise(Effect.gen(function*() {
+  const out: Array<{
+    readonly kind: StoreKind
+    readonly place: Effect.Effect.Success<ReturnType<typeof makePlace>>
+    readonly appends: number
+    readonly cells: ReadonlyArray<{ readonly scenario: number; readonly failpoint: Failpoint; readonly reference: CellRun }>
+    readonly referenceProblems: ReadonlyArray<string>
+  }> = []
+  for (const kind of storeKinds) {
+    const place = yield* makePlace(kind, Path.join(root, kind))
+    const cells: Array<{ scenario: number; failpoint: Failpoint; reference: CellRun }> = []
+    const problems: Array<string> = []
+    let appends = 0
+    let singleTool: CellRun | undefined
+    for (let s = 0; s < scenarios.length; s++) {
+      const scenario = scenarios[s]!
+      const prefix = scenario.repairedStart === true ? singleTool?.events : undefined
+      const reference = yield* runCell(scenario, place, nextSession(), undefined, prefix)
+      if (scenario.name === "single tool") singleTool = reference
+      for (const p of checkCell(reference, reference, false)) problems.push(`${scenario.name}: ${p}`)
+      appends += reference.appends
+      for (let at = 1; at <= reference.appends; at++) {
+        for (const failpoint of faultsAt(kind, at)) cells.push({ scenario: s, failpoint, reference })
+      }
+    }
+    out.push({ kind, place, appends, cells, referenceProblems: problems })
+  }
+  return out
+}))
+
+const total = plan.reduce((n, p) => n + p.cells.length, 0)
+
+describe(`crash-point matrix: ${scenarios.length} scenarios × ${storeKinds.length} stores = ${total} cells`, () => {
+  afterAll(() => Fs.rmSync(root, { recursive: true, force: true }))
+  for (const { appends, cells, kind, place, referenceProblems } of plan) {
+    it.effect(`${kind}: ${appends} append boundaries, ${cells.length} cells`, () =>
+      Effect.gen(function*() {
+        expect(referenceProblems).toEqual([])
+        const failures: Array<string> = []
+        let ran = 0
+        for (const cell of cells) {
+          const scenario = scenarios[cell.scenario]!
+          const prefix = scenario.repairedStart === true
+            ? plan.find((p) => p.kind === kind)!.cells.find((c) => scenarios[c.scenario]!.name === "single tool")?.reference
+              .events
+            : undefined
+          const run = yield* runCell(scenario, place, nextSession(), cell.failpoint, prefix)
+          ran++
+          const problems = checkCell(run, cell.reference, cell.failpoint.fault._tag === "IoError")
+          if (!run.fired) problems.push("the failpoint did not fire")
+          if (problems.length > 0) failures.push(`${scenario.name} / ${JSON.stringify(cell.failpoint)}: ${problems.join("; ")}`)
+        }
+        expect(failures.slice(0, 10)).toEqual([])
+        expect(ran).toBe(cells.length)
+      }), 120_000)
+  }
+})

@@ -1,0 +1,552 @@
+/**
+ * The crash-point matrix's harness (issue 13, DESIGN.md §3.3, §10, §12): a scenario runs on a
+ * virtual clock against a store whose appends go through a failpoint plan
+ * (`src/internal/store/failpoints.ts`). When the plan crashes the store, the agent is dropped
+ * (its scope closed: its appends are refused, as nothing of a killed process reaches the disk),
+ * the store is closed (freeing its writer locks, as a dead writer's are taken over), and a new
+ * store over the same files resumes the session (`Agent.resume`, repair first, with
+ * `continuePending`); the rest of the scenario then runs to its end. A fault that is not a crash
+ * (a full disk) lets the process live on; if the agent stopped because it could not close its
+ * turn, the session is resumed the same way.
+ *
+ * What a cell checks is in `checkCell`. Actions that were not applied before the crash are
+ * applied after the resume at their time (at once when it has passed), except `cancel`: the
+ * turn it was aimed at died with the process.
+ */
+import { Effect, Exit, Layer, Logger, LogLevel, Schema, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Agent from "../../src/Agent.js"
+import * as Delivery from "../../src/Delivery.js"
+import * as History from "../../src/History.js"
+import * as IdGenerator from "../../src/IdGenerator.js"
+import { isAgentState } from "../../src/internal/agent/state.js"
+import { FiberTracker, settle } from "../../src/internal/settle.js"
+import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "../../src/internal/store/failpoints.js"
+import { makeJsonlWith, nodeIo } from "../../src/internal/store/jsonl.js"
+import { VirtualClock } from "../../src/internal/virtualClock.js"
+import * as Invariant from "../../src/Invariant.js"
+import { type Message, textOf, UserMessage } from "../../src/Message.js"
+import * as Model from "../../src/Model.js"
+import * as PreStep from "../../src/PreStep.js"
+import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
+import * as SessionStore from "../../src/SessionStore.js"
+import * as SqlSessionStore from "../../src/SqlSessionStore.js"
+import * as Tool from "../../src/Tool.js"
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------------------------
+
+export type Action =
+  | { readonly at: number; readonly followup: string }
+  | { readonly at: number; readonly steer: string }
+  | { readonly at: number; readonly inject: string }
+  | { readonly at: number; readonly cancel: { readonly keepInbox: boolean } }
+
+export interface Scenario {
+  readonly name: string
+  readonly actions: ReadonlyArray<Action>
+  /** A pre-step listener rejects a batch whose text includes this. */
+  readonly rejectIfIncludes?: string | undefined
+  /**
+   * The session starts from a log that crashed during a tool call and was repaired (`Agent.repair`)
+   * before the matrix's appends are counted; the scenario resumes it.
+   */
+  readonly repairedStart?: boolean | undefined
+}
+
+/**
+ * The model: a function of the request, so that a resumed session gets the answers a run
+ * without the crash would. A last user message `tools:a,b` asks for those tools (call ids from
+ * the message id); anything else gets a text answer.
+ */
+const respond = (request: Model.ModelRequest): Model.ScriptedResponse => {
+  const last = request.messages[request.messages.length - 1]
+  if (last !== undefined && last.role === "user" && last.content[0]?.type === "text") {
+    const text = textOf(last.content)
+    if (text.startsWith("tools:")) {
+      const names = text.slice(6).split(",")
+      return { toolCalls: names.map((name, i) => ({ id: `${last.id}.${i}`, name, arguments: {} })) }
+    }
+    return { text: `answer to ${text}` }
+  }
+  return { text: "done" }
+}
+
+/** The tools (their durations in virtual ms); every start is counted by call id. */
+const tools = (executions: Map<string, number>): ReadonlyArray<Tool.Tool<any>> => {
+  const tool = (
+    name: string,
+    durationMs: number,
+    body?: (ctx: Tool.ToolContext) => Effect.Effect<Tool.ToolOutput, Tool.ToolError>
+  ) =>
+    Tool.make({
+      name,
+      description: `crash matrix tool ${name}`,
+      parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      execute: (_args, ctx) =>
+        Effect.gen(function*() {
+          executions.set(ctx.callId, (executions.get(ctx.callId) ?? 0) + 1)
+          if (durationMs > 0) yield* Effect.sleep(durationMs)
+          return body === undefined ? { content: `${name} ok` } : yield* body(ctx)
+        })
+    })
+  return [
+    tool("echo", 10),
+    tool("fast", 10),
+    tool("slow", 30),
+    // A delivery from a tool: a followup and an injection through the tool's agent, and a
+    // tool context appended after the batch.
+    tool("notify", 10, (ctx) =>
+      Effect.gen(function*() {
+        yield* record("tool followup", ctx.agent.followup("from the tool"))
+        const inject = yield* Effect.orDie(ctx.makeMessage({ text: "tool note", source: { kind: "tool", callId: ctx.callId } }))
+        yield* record("tool inject", ctx.agent.inject(inject))
+        const context = yield* Effect.orDie(ctx.makeMessage("tool context"))
+        return { content: "notified", additionalContexts: [context] }
+      }))
+  ]
+}
+
+export const scenarios: ReadonlyArray<Scenario> = [
+  { name: "text turn", actions: [{ at: 0, followup: "hello" }] },
+  { name: "single tool", actions: [{ at: 0, followup: "tools:echo" }] },
+  { name: "parallel tools", actions: [{ at: 0, followup: "tools:slow,fast" }] },
+  {
+    name: "steer during a tool batch",
+    actions: [{ at: 0, followup: "tools:slow,fast" }, { at: 20, steer: "only the headers" }]
+  },
+  {
+    name: "inject while idle then followup",
+    actions: [{ at: 0, inject: "git branch: main" }, { at: 1000, followup: "which branch?" }]
+  },
+  {
+    name: "pre-step reject with later input",
+    rejectIfIncludes: "rm -rf",
+    actions: [{ at: 0, followup: "tools:echo" }, { at: 2, followup: "run rm -rf /" }, { at: 3, followup: "weather?" }]
+  },
+  {
+    name: "cancel mid-tool with keepInbox",
+    actions: [{ at: 0, followup: "tools:slow" }, { at: 5, followup: "after the cancel" }, {
+      at: 15,
+      cancel: { keepInbox: true }
+    }, { at: 100, followup: "go on" }]
+  },
+  {
+    name: "resume of an already repaired log",
+    repairedStart: true,
+    actions: [{ at: 0, followup: "tools:echo" }, { at: 50, followup: "thanks" }]
+  },
+  { name: "a delivery from a tool", actions: [{ at: 0, followup: "tools:notify" }] }
+]
+
+// ---------------------------------------------------------------------------------------------
+// Stores
+// ---------------------------------------------------------------------------------------------
+
+export type StoreKind = "memory" | "jsonl" | "jsonl-batch" | "sqlite"
+
+export const storeKinds: ReadonlyArray<StoreKind> = ["memory", "jsonl", "jsonl-batch", "sqlite"]
+
+/** Where a store kind keeps its sessions: one directory for every cell (each has its own session id). */
+export interface StorePlace {
+  readonly kind: StoreKind
+  readonly directory: string
+  /** The memory store: its sessions outlive the store instances (as a file outlives a process). */
+  readonly memory?: SessionStore.SessionStoreService | undefined
+}
+
+/** A store instance over `place`, in `scope`, its appends through `fp`. */
+const openStore = (place: StorePlace, fp: Failpoints, scope: Scope.Scope) => {
+  const base: Effect.Effect<SessionStore.SessionStoreService, unknown, Scope.Scope> = place.kind === "memory"
+    ? Effect.succeed(place.memory!)
+    : place.kind === "sqlite"
+    ? Effect.map(
+      Layer.build(SqlSessionStore.layerSqlite({ filename: `${place.directory}/sessions.db`, synchronous: "normal" })),
+      (context) => context.unsafeMap.get(SessionStore.SessionStore.key) as SessionStore.SessionStoreService
+    )
+    : makeJsonlWith(
+      { directory: place.directory, fsync: place.kind === "jsonl-batch" ? "batch" : "none" },
+      failpointIo(fp, nodeIo)
+    )
+  return Effect.map(
+    Effect.orDie(Scope.extend(base, scope)),
+    (store) => withFailpoints(store, fp, place.kind === "jsonl" || place.kind === "jsonl-batch")
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a cell
+// ---------------------------------------------------------------------------------------------
+
+/** What became of one delivery: its key (the action's index, or what a tool delivered). */
+export interface DeliveryRecord {
+  readonly key: string
+  readonly messageId?: string | undefined
+  readonly error?: string | undefined
+  /** Acknowledged before the store crashed. */
+  readonly beforeCrash: boolean
+}
+
+export interface CellRun {
+  readonly events: ReadonlyArray<SessionEvent>
+  readonly header: { readonly id: string }
+  readonly appends: number
+  readonly crashed: boolean
+  readonly fired: boolean
+  readonly restarted: boolean
+  /** The agent was idle and alive with its turn open (it should have closed it or stopped). */
+  readonly openWhileAlive: boolean
+  readonly deliveries: ReadonlyArray<DeliveryRecord>
+  readonly executions: ReadonlyMap<string, number>
+  /** Tool call ids whose `tool/call` was durable and whose `tool/result` was not at the crash. */
+  readonly unanswered: ReadonlySet<string>
+  /** Model requests whose messages were not `History.derive` of the log when they were made. */
+  readonly requestMismatches: ReadonlyArray<string>
+  readonly requests: number
+}
+
+/** The current run's delivery records (set while a cell runs; tools record through it). */
+let records: Array<DeliveryRecord> = []
+let crashedNow: () => boolean = () => false
+
+const record = <E extends { readonly _tag: string }, R>(
+  key: string,
+  delivery: Effect.Effect<Delivery.Delivery, E, R>
+): Effect.Effect<void, never, R> =>
+  Effect.map(Effect.either(delivery), (result) => {
+    records.push(
+      result._tag === "Right"
+        ? { key, messageId: result.right.messageId, beforeCrash: !crashedNow() }
+        : { key, error: result.left._tag, beforeCrash: !crashedNow() }
+    )
+  })
+
+const yieldToEventLoop = Effect.async<void>((resume) => {
+  setImmediate(() => resume(Effect.void))
+})
+
+/** The closers `Agent.repair` appends to a log that crashed during a tool call (the repaired start). */
+const repairedStartDrafts = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<EventDraft> => {
+  const cut = events.findIndex((e) => e.type === "tool/call")
+  return events.slice(0, cut + 1).map((e) => ({ type: e.type, data: e.data }))
+}
+
+/**
+ * Runs `scenario` on a store of `place` as session `sessionId` with the plan `failpoint`
+ * (none: the reference run). `repairedPrefix`: for `repairedStart`, the events of the crashed
+ * start (from the reference run of "single tool").
+ */
+export const runCell = (
+  scenario: Scenario,
+  place: StorePlace,
+  sessionId: string,
+  failpoint: Failpoint | undefined,
+  repairedPrefix?: ReadonlyArray<SessionEvent>
+): Effect.Effect<CellRun> => {
+  const clock = new VirtualClock()
+  const tracker = new FiberTracker()
+  const fp = new Failpoints(failpoint)
+  const executions = new Map<string, number>()
+  const mismatches: Array<string> = []
+  let requests = 0
+  let current: Agent.Agent | undefined = undefined
+  const model = Model.scripted([(request) => {
+    requests++
+    if (current !== undefined) {
+      const expected = History.derive(current.log.events())
+      if (!sameMessages(request.messages, expected)) {
+        mismatches.push(`turn ${request.turn} step ${request.step}: ${request.messages.length} messages, log ${expected.length}`)
+      }
+    }
+    return respond(request)
+  }], { loop: true, record: false })
+  const ids = IdGenerator.seeded(scenario.repairedStart === true ? 0xab5 : 0x5eed)
+  const preStep = PreStep.layer(
+    scenario.rejectIfIncludes === undefined ? [] : [
+      (p: PreStep.PreStepPayload, next: PreStep.Next) =>
+        p.messages.some((m) => textOf(m.content).includes(scenario.rejectIfIncludes!))
+          ? Effect.succeed(PreStep.Decision.reject(`text includes "${scenario.rejectIfIncludes}"`))
+          : next()
+    ]
+  )
+  const services = Layer.mergeAll(Model.layer(model), Layer.succeed(IdGenerator.IdGenerator, ids), preStep)
+  const agentTools = tools(executions)
+  let actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
+  let next = 0
+  records = []
+  crashedNow = () => fp.crashed
+  let unanswered = new Set<string>()
+  let active = fp
+  const retries = new Map<number, number>()
+  let giveUp = false
+
+  const apply = (agent: Agent.Agent, action: Action, index: number): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
+    const key = `action ${index}`
+    if ("followup" in action) return record(key, agent.followup(action.followup))
+    if ("steer" in action) return record(key, agent.steer(action.steer))
+    if ("inject" in action) {
+      return record(
+        key,
+        Effect.flatMap(UserMessage.make({ text: action.inject, source: { kind: "plugin", plugin: "matrix" } }), agent.inject)
+      )
+    }
+    // A cancel returns when the turn is closed: in its own fiber.
+    return Effect.asVoid(Effect.fork(Effect.either(agent.cancel(undefined, { keepInbox: action.cancel.keepInbox }))))
+  }
+
+  /**
+   * Applies an action; a delivery the store refused (not a crash: a full disk) is sent again at
+   * once, as its caller would; refused again, the session is restarted (resumed).
+   */
+  const applyRetrying = (agent: Agent.Agent, action: Action, index: number) =>
+    Effect.map(apply(agent, action, index), () => {
+      const last = records[records.length - 1]
+      if ("cancel" in action || last === undefined || last.key !== `action ${index}` || last.error === undefined || fp.crashed) {
+        return
+      }
+      const tries = (retries.get(index) ?? 0) + 1
+      retries.set(index, tries)
+      if (tries > 1) giveUp = true
+      else actions.splice(next, 0, [action, index])
+    })
+
+  /** Runs actions and the clock until the scenario ends or the store crashed. */
+  const drive = (agent: Agent.Agent, dead: () => boolean) =>
+    Effect.gen(function*() {
+      while (true) {
+        yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
+        if (active.inflight > 0 && !dead()) {
+          yield* yieldToEventLoop
+          continue
+        }
+        if (dead()) return
+        const now = clock.unsafeCurrentTimeMillis()
+        const nextAction = next < actions.length ? actions[next]![0].at : undefined
+        const nextSleep = clock.nextSleep()
+        if (nextAction !== undefined && nextAction <= now) {
+          const [action, index] = actions[next]!
+          next++
+          if (!("cancel" in action) || !fp.crashed) yield* applyRetrying(agent, action, index)
+          continue
+        }
+        if (nextSleep !== undefined && (nextAction === undefined || nextSleep < nextAction)) {
+          clock.wakeNext()
+          continue
+        }
+        if (nextAction === undefined) return
+        clock.setTime(nextAction)
+      }
+    })
+
+  /** Tool calls logged without a result in `events` (at the crash). */
+  const unansweredIn = (events: ReadonlyArray<SessionEvent>) => {
+    const open = new Set<string>()
+    for (const e of events) {
+      if (e.type === "tool/call") open.add((e.data as { callId: string }).callId)
+      if (e.type === "tool/result") {
+        open.delete(
+          (e.data as { message: Message }).message.content[0]!.type === "tool-result"
+            ? ((e.data as { message: Message }).message.content[0] as { toolCallId: string }).toolCallId
+            : ""
+        )
+      }
+    }
+    return open
+  }
+
+  const program = Effect.gen(function*() {
+    const storeScope1 = yield* Scope.make()
+    const store1 = yield* openStore(place, fp, storeScope1)
+    if (scenario.repairedStart === true) {
+      // The crashed start, repaired, before the counted appends.
+      fp.paused = true
+      const log = yield* Effect.orDie(Scope.extend(
+        Effect.flatMap(
+          Effect.provideService(store1.create({ id: sessionId, createdAt: 0 }), IdGenerator.IdGenerator, ids),
+          (l) => Effect.as(l.append(repairedStartDrafts(repairedPrefix!)), l)
+        ),
+        storeScope1
+      ))
+      void log
+      yield* Effect.orDie(Agent.repair(sessionId).pipe(Effect.provideService(SessionStore.SessionStore, store1)))
+      fp.paused = false
+    }
+    const agentScope = yield* Scope.make()
+    const made = yield* Effect.either(
+      Scope.extend(
+        scenario.repairedStart === true
+          ? Agent.resume(sessionId, { tools: agentTools, continuePending: true })
+          : Agent.make({ tools: agentTools, sessionId }),
+        agentScope
+      ).pipe(Effect.provideService(SessionStore.SessionStore, store1))
+    )
+    if (made._tag === "Left" && !fp.crashed) return yield* Effect.die(made.left)
+    const agent1 = made._tag === "Right" ? made.right : undefined
+    current = agent1
+    const stoppedNow = () => agent1 !== undefined && isAgentState(agent1) && agent1.stopped !== undefined
+    if (agent1 !== undefined) yield* drive(agent1, () => fp.crashed || giveUp || stoppedNow())
+    let restarted = false
+    let log1 = agent1 === undefined ? [] : agent1.log.events().slice()
+    const stopped = stoppedNow()
+    // An agent that is alive and idle with its turn open is a defect, not a reason to restart.
+    const openWhileAlive = !fp.crashed && !stopped && !giveUp && lastTurnOpen(log1)
+    if (fp.crashed || stopped || giveUp) {
+      // A delivery the fault failed (its last try) is sent again after the restart, as its
+      // caller would, before the actions still due.
+      const failed = scenario.actions.flatMap((a, i) => {
+        const last = records.filter((d) => d.key === `action ${i}`).pop()
+        return !("cancel" in a) && last?.error !== undefined ? [[a, i] as const] : []
+      })
+      actions = [...failed, ...actions.slice(next)]
+      next = 0
+      restarted = true
+      if (fp.crashed) {
+        // What is durable at the crash: read from the files with a store of its own.
+        unanswered = unansweredIn(yield* durableEvents(place, sessionId))
+      }
+      current = undefined
+      yield* Scope.close(agentScope, Exit.void)
+      yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
+      yield* Scope.close(storeScope1, Exit.void)
+      const storeScope2 = yield* Scope.make()
+      active = new Failpoints(undefined)
+      const store2 = yield* openStore(place, active, storeScope2)
+      const agentScope2 = yield* Scope.make()
+      const agent2 = yield* Effect.orDie(
+        Scope.extend(Agent.resume(sessionId, { tools: agentTools, continuePending: true }), agentScope2).pipe(
+          Effect.provideService(SessionStore.SessionStore, store2)
+        )
+      )
+      current = agent2
+      yield* drive(agent2, () => false)
+      log1 = agent2.log.events().slice()
+      current = undefined
+      yield* Scope.close(agentScope2, Exit.void)
+      yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
+      yield* Scope.close(storeScope2, Exit.void)
+    } else {
+      current = undefined
+      yield* Scope.close(agentScope, Exit.void)
+      yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
+      yield* Scope.close(storeScope1, Exit.void)
+    }
+    return {
+      events: log1,
+      header: { id: sessionId },
+      appends: fp.appends,
+      crashed: fp.crashed,
+      fired: fp.fired,
+      restarted,
+      openWhileAlive,
+      deliveries: records.slice(),
+      executions,
+      unanswered,
+      requestMismatches: mismatches,
+      requests
+    } satisfies CellRun
+  })
+  return program.pipe(
+    Effect.supervised(tracker),
+    Effect.provide(services),
+    Effect.withClock(clock),
+    Logger.withMinimumLogLevel(LogLevel.None)
+  )
+}
+
+/** The events durable in `place` for the session (read with a fresh store). */
+const durableEvents = (place: StorePlace, sessionId: string) =>
+  Effect.scoped(
+    Effect.flatMap(
+      Effect.flatMap(Effect.scope, (scope) => openStore(place, new Failpoints(undefined), scope)),
+      (store) => Effect.map(Effect.orDie(store.read(sessionId)), (c) => c.events)
+    )
+  )
+
+const lastTurnOpen = (events: ReadonlyArray<SessionEvent>): boolean => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i]!.type === "turn/end") return false
+    if (events[i]!.type === "turn/start") return true
+  }
+  return false
+}
+
+const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
+  a.length === b.length && a.every((m, i) => JSON.stringify(m) === JSON.stringify(b[i]))
+
+// ---------------------------------------------------------------------------------------------
+// Checking a cell
+// ---------------------------------------------------------------------------------------------
+
+const fateKey = (fate: Delivery.Fate | undefined): string =>
+  fate === undefined ? "none" : fate._tag === "Dropped" ? `Dropped ${fate.reason}` : fate._tag
+
+/**
+ * The problems of a cell's run against the reference run (empty: the cell passes):
+ * - the log passes `Invariant.check`;
+ * - every delivery acknowledged before the crash has exactly one fate, not `Pending`: the
+ *   reference run's (its kind and reason), or `Dropped interrupted` (claimed by the turn that
+ *   crashed), or after a fault the process survived also `Dropped failed`;
+ * - every delivery acknowledged after it has a fate too; no message enters twice;
+ * - no tool ran twice; a call logged without its result at the crash has the result
+ *   `TOOL_OUTCOME_UNKNOWN` and did not run again; a `TOOL_NOT_STARTED` call never ran;
+ * - every model request was `History.derive` of the log when it was made.
+ */
+export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean): Array<string> => {
+  const problems: Array<string> = []
+  for (const v of Invariant.check(run.events)) problems.push(`invariant ${v.rule} at seq ${v.seq}: ${v.message}`)
+  const fates = Delivery.fatesOf(run.events)
+  const referenceFates = new Map<string, string>()
+  const fatesThere = Delivery.fatesOf(reference.events)
+  for (const d of reference.deliveries) {
+    if (d.messageId !== undefined) referenceFates.set(d.key, fateKey(fatesThere.get(d.messageId)))
+  }
+  const history = History.derive(run.events)
+  const entered = new Map<string, number>()
+  for (const m of history) entered.set(m.id, (entered.get(m.id) ?? 0) + 1)
+  for (const [id, n] of entered) if (n > 1) problems.push(`message ${id} is in the history ${n} times`)
+  for (const d of run.deliveries) {
+    if (d.messageId === undefined) continue
+    const fate = fateKey(fates.get(d.messageId))
+    if (fate === "none" || fate === "Pending") {
+      problems.push(`${d.key} (${d.messageId}) acknowledged${d.beforeCrash ? " before the crash" : ""} has fate ${fate}`)
+      continue
+    }
+    if (!d.beforeCrash) continue
+    const expected = referenceFates.get(d.key)
+    const allowed = [expected, "Dropped interrupted", ...(survivable ? ["Dropped failed"] : [])]
+    if (!allowed.includes(fate)) problems.push(`${d.key} has fate ${fate}, the reference ${expected}`)
+  }
+  const results = new Map<string, string | undefined>()
+  for (const e of run.events) {
+    if (e.type !== "tool/result") continue
+    const data = e.data as { message: Message; error?: { code: string } }
+    const block = data.message.content[0] as { toolCallId: string }
+    results.set(block.toolCallId, data.error?.code)
+  }
+  for (const [callId, n] of run.executions) {
+    if (n > 1) problems.push(`tool call ${callId} ran ${n} times`)
+  }
+  for (const callId of run.unanswered) {
+    if (results.get(callId) !== "TOOL_OUTCOME_UNKNOWN") {
+      problems.push(`tool call ${callId} was logged without a result; its result is ${results.get(callId) ?? "none"}`)
+    }
+  }
+  for (const [callId, code] of results) {
+    if (code === "TOOL_NOT_STARTED" && (run.executions.get(callId) ?? 0) > 0) {
+      problems.push(`tool call ${callId} ran but its result says TOOL_NOT_STARTED`)
+    }
+  }
+  if (run.openWhileAlive) problems.push("the agent went idle with its turn open")
+  for (const m of run.requestMismatches) problems.push(`request not derived from the log: ${m}`)
+  return problems
+}
+
+/** A fresh place for a store kind. */
+export const makePlace = (kind: StoreKind, directory: string): Effect.Effect<StorePlace> =>
+  kind === "memory"
+    ? Effect.map(SessionStore.makeMemory, (memory) => ({ kind, directory, memory }))
+    : Effect.sync(() => {
+      Fs.mkdirSync(directory, { recursive: true })
+      return { kind, directory }
+    })
