@@ -54,6 +54,25 @@ const crashedCopy = (model: Model.ModelService, cut: (events: ReadonlyArray<Sess
 const layers = Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(5), layerTracked)
 
 describe("Agent.resume (§10)", () => {
+  it.effect("a log in which a turn starts while another is open is refused, naming the line; nothing is appended", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "nested" })
+      yield* log.append([
+        { type: "turn/start", data: { turn: 1 } },
+        { type: "turn/start", data: { turn: 2 } },
+        { type: "turn/end", data: { turn: 2, reason: { kind: "completed" } } }
+      ])
+      const error = yield* Effect.flip(Effect.scoped(Agent.resume("nested")))
+      expect(error).toMatchObject({
+        _tag: "SessionLogError",
+        line: 3,
+        message: "session \"nested\": turn 2 starts at seq 1 while turn 1 is open (written by an older version after a " +
+          "failed append); the log cannot be repaired by appending"
+      })
+      expect(log.events().length).toBe(3)
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+
   it.scoped("an open tool step gets its closers in call order; state is rebuilt; a second resume appends nothing", () =>
     Effect.gen(function*() {
       const model = Model.scripted([batch, { text: "after" }])

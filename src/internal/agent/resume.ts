@@ -9,7 +9,7 @@ import * as History from "../../History.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
 import type { SessionEvent } from "../../SessionEvent.js"
-import { type SessionLog, type SessionLogError, type SessionNotFound, SessionStoreError } from "../../SessionLog.js"
+import { type SessionLog, SessionLogError, type SessionNotFound, SessionStoreError } from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
 import { flatten } from "../flat.js"
 import { repairDrafts } from "../repair.js"
@@ -73,11 +73,29 @@ const inUse = (sessionId: string): SessionStoreError =>
     sessionId
   })
 
+/** The first `turn/start` logged while another turn was open, if any. */
+const turnStartedWhileOpen = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly seq: number; readonly turn: number; readonly open: number } | undefined => {
+  let open: number | undefined = undefined
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!
+    if (e.type === "turn/start") {
+      const turn = (e.data as { turn: number }).turn
+      if (open !== undefined) return { seq: e.seq, turn, open }
+      open = turn
+    } else if (e.type === "turn/end") open = undefined
+  }
+  return undefined
+}
+
 /**
  * Opens a session of the `SessionStore` in context and appends its repair closers (§10; the
  * store cuts a torn tail). DSH v0 logs are refused (read, never appended to), as are sessions a
  * live agent of this process writes. Repair events take the time of the event before them
- * (§3.1); their ids skip the ids the log already holds.
+ * (§3.1); their ids skip the ids the log already holds. A log in which a turn starts while
+ * another is open (an older version wrote that after a failed append) is a `SessionLogError`
+ * naming the line: closers appended at its end could not make it valid.
  */
 export const repairLog = (
   sessionId: string,
@@ -102,6 +120,18 @@ export const repairLog = (
     const log = yield* store.open(sessionId)
     if (liveLogs.has(log)) return yield* Effect.fail(inUse(sessionId))
     const before = log.events()
+    const nested = turnStartedWhileOpen(before)
+    if (nested !== undefined) {
+      // Closers can only be appended at the end: such a log cannot be repaired (§12 rule 1).
+      return yield* Effect.fail(
+        new SessionLogError({
+          message: `session "${sessionId}": turn ${nested.turn} starts at seq ${nested.seq} while turn ${nested.open} ` +
+            `is open (written by an older version after a failed append); the log cannot be repaired by appending`,
+          path: log.path,
+          line: nested.seq + 2
+        })
+      )
+    }
     const used = usedIds(before)
     // Ids for the synthetic results: counted first, then taken (the generator may be effectful),
     // skipping the ids the log already holds.
