@@ -21,7 +21,9 @@ import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind,
 const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
   { at, fault: { _tag: "Crash", when: "before" } },
   { at, fault: { _tag: "Crash", when: "after" } },
-  ...(kind === "jsonl" || kind === "jsonl-batch" ? [{ at, fault: { _tag: "TornCrash", bytes: 7 } } as const] : []),
+  ...(kind === "jsonl" || kind === "jsonl-batch"
+    ? [{ at, fault: { _tag: "TornCrash", bytes: 7 } } as const, { at, fault: { _tag: "TornCrash", bytes: -1 } } as const]
+    : []),
   { at, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write", bytes: 3 } },
   ...(kind === "jsonl-batch" ? [{ at, fault: { _tag: "IoError", code: "EIO", syscall: "fdatasync" } } as const] : [])
 ]
@@ -63,8 +65,15 @@ const plan = await Effect.runPromise(Effect.gen(function*() {
 }))
 
 const total = plan.reduce((n, p) => n + p.cells.length, 0)
+const range = (values: ReadonlyArray<number>) => {
+  const low = Math.min(...values)
+  const high = Math.max(...values)
+  return low === high ? `${low}` : `${low}–${high}`
+}
+const boundaries = range(plan.map((p) => p.appends))
+const faults = range(plan.map((p) => faultsAt(p.kind, 1).length))
 
-describe(`crash-point matrix: ${scenarios.length} scenarios × ${storeKinds.length} stores = ${total} cells`, () => {
+describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} append boundaries) × ${storeKinds.length} stores × ${faults} faults = ${total} cells`, () => {
   afterAll(() => Fs.rmSync(root, { recursive: true, force: true }))
   for (const { appends, cells, kind, place, referenceProblems } of plan) {
     it.effect(`${kind}: ${appends} append boundaries, ${cells.length} cells`, () =>

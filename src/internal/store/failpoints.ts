@@ -7,8 +7,9 @@
  * events are not counted) and fires its fault at append number `at` (1-based):
  * - `Crash` `before`: the process dies before the append reaches the store: nothing of it is
  *   written. `after`: the append is durable, and the process dies before it returns.
- * - `TornCrash` (JSONL): `bytes` bytes of the append's lines reach the file, then the process
- *   dies (nothing cuts them back: the next open finds a torn tail, §3.1).
+ * - `TornCrash` (JSONL): `bytes` bytes of the append's lines reach the file (negative: all but
+ *   the last `-bytes`), then the process dies (nothing cuts them back: the next open finds a
+ *   torn tail, §3.1, or with `-1` complete lines whose last lacks its newline).
  * - `IoError`: the append fails with a system error (`ENOSPC`, `EIO`) from `write(2)` (after
  *   `bytes` bytes of it were written, a short write) or from `fdatasync(2)`; the process lives
  *   on. On the JSONL store the fault goes through its `JsonlIo` (the store's own clean-up after
@@ -182,7 +183,7 @@ export const failpointIo = (fp: Failpoints, io: JsonlIo): JsonlIo => {
   const dead = () => Object.assign(new Error("the process is dead (failpoint)"), { code: "EIO" })
   const writePrefix = (fd: number, text: string, bytes: number) => {
     const buffer = Buffer.from(text, "utf8")
-    const n = Math.min(bytes, buffer.length)
+    const n = bytes < 0 ? Math.max(0, buffer.length + bytes) : Math.min(bytes, buffer.length)
     if (n > 0) io.write(fd, buffer, 0, n)
   }
   return {
