@@ -13,6 +13,7 @@ import * as SessionStore from "../src/SessionStore.js"
 import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
+import { mountRefused, remount, tmpfs } from "./utils/tmpfs.js"
 
 const DSH = Path.resolve(process.cwd(), "../shared/fixtures/dsh")
 const dshFiles = Fs.readdirSync(DSH).filter((f) => f.endsWith(".jsonl")).sort()
@@ -756,4 +757,59 @@ describe("the agent-loop binary", () => {
       })),
     30_000
   )
+
+  describe.skipIf(mountRefused !== undefined)("on a store that cannot be written (a small tmpfs)", () => {
+    it.live(
+      "run whose log write fails mid-turn (disk full): exit 2 with one line naming the session and ENOSPC, no stack trace; the log stays valid",
+      () =>
+        Effect.scoped(Effect.gen(function*() {
+          const store = yield* tmpfs("64k")
+          // Two free pages: one for the lock file, one for the log. The tool result (about 12 KB)
+          // does not fit, so the append of the turn's tool result fails.
+          Fs.writeFileSync(Path.join(store, "filler"), Buffer.alloc(14 * 4096))
+          const cwd = tmpDir()
+          Fs.writeFileSync(Path.join(cwd, "big.txt"), "0123456789abcdef".repeat(750) + "\n")
+          const r = yield* spawn(["run", "--prompt", "read file big.txt", "--store", store], cwd)
+          const line =
+            /^cannot write the session log (\S+\.jsonl): cannot append to session "([0-9a-f-]+)": ENOSPC: no space left on device, write\n$/
+              .exec(r.stderr)
+          expect([r.code, line !== null]).toEqual([2, true])
+          expect(r.stdout).toContain("→ read_file({\"path\":\"big.txt\"})")
+          expect(r.stdout).toContain(`session log: ${line![1]}`)
+          expect(r.stdout).not.toMatch(/ERROR|SessionStoreError|\n\s+at /)
+          expect(Path.basename(line![1]!, ".jsonl")).toBe(line![2])
+          const contents = yield* SessionStore.readFile(line![1]!).pipe(Effect.provide(NodeContext.layer))
+          expect(contents.warnings).toEqual([])
+          expect(contents.events.at(-1)?.type).toBe("tool/call")
+        })),
+      30_000
+    )
+
+    it.live(
+      "a read-only store: run and resume exit 2 with one line naming the session and EROFS; check still reads the log",
+      () =>
+        Effect.scoped(Effect.gen(function*() {
+          const store = yield* tmpfs("256k")
+          const cwd = tmpDir()
+          const first = yield* spawn(["run", "--prompt", "hello", "--store", store], cwd)
+          expect(first.code).toBe(0)
+          const file = /session log: (\S+)/.exec(first.stdout)![1]!
+          const id = Path.basename(file, ".jsonl")
+          remount(store, "ro")
+          const run = yield* spawn(["run", "--prompt", "hello", "--store", store], cwd)
+          expect(run.code).toBe(2)
+          expect(run.stderr).toMatch(
+            /^cannot write the session log: cannot lock session "[0-9a-f-]+" \(\S+\.jsonl\.lock\): EROFS: read-only file system, open '\S+'\n$/
+          )
+          const resume = yield* spawn(["resume", file, "--continue-pending"], cwd)
+          expect(resume).toEqual({
+            code: 2,
+            stdout: "",
+            stderr: `${file}: cannot lock session "${id}" (${file}.lock): EROFS: read-only file system, open '${file}.lock'\n`
+          })
+          expect((yield* spawn(["check", file], cwd)).code).toBe(0)
+        })),
+      30_000
+    )
+  })
 })
