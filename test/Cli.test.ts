@@ -617,6 +617,31 @@ describe("agent-loop resume", () => {
       expect(Fs.existsSync(`${file}.lock`)).toBe(false)
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.live.skipIf(mountRefused !== undefined)(
+    "resume --continue-pending whose log write fails mid-turn (disk full): exit 2 with one line naming the session and ENOSPC",
+    () =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const dir = yield* tmpfs("64k")
+          const file = yield* crashedLog(dir, ["read file package-lock.json"])
+          // One free page (for the lock file); the log keeps what is left of its last page, less
+          // than the tool result (64 KiB of package-lock.json) needs.
+          const free = Fs.statfsSync(dir)
+          Fs.writeFileSync(Path.join(dir, "filler"), Buffer.alloc(free.bavail * free.bsize - 4096))
+          const { code, err, out } = yield* cli(["resume", file, "--continue-pending"])
+          expect({ code, err }).toEqual({
+            code: 2,
+            err:
+              `${file}: cannot write the session log: cannot append to session "crashed": ENOSPC: no space left on device, write`
+          })
+          expect(out).not.toMatch(/ERROR|SessionStoreError|\n\s+at /)
+          const contents = yield* SessionStore.readFile(file)
+          expect(contents.warnings).toEqual([])
+        }).pipe(Effect.provide(NodeContext.layer))
+      ),
+    30_000
+  )
+
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>
     Effect.gen(function*() {
       const dsh = yield* cli(["resume", Path.join(DSH, "acp__tool-call-turn__session.jsonl")])
