@@ -179,7 +179,9 @@ describe.skipIf(mountRefused !== undefined).each(["none", "batch"] as const)(
 )
 
 describe.skipIf(mountRefused === undefined)(
-  `JSONL on a full disk, through the JsonlIo seam (cannot mount a tmpfs here: ${mountRefused})`,
+  `JSONL on a full disk, through the JsonlIo seam (used where a tmpfs cannot be mounted: ${
+    mountRefused ?? "it can be here, so this is skipped"
+  })`,
   () => {
     it.scoped("the append fails with ENOSPC naming the session; every acknowledged event is kept", () =>
       Effect.gen(function*() {
