@@ -22,9 +22,10 @@
  * Rules:
  * - An append is one INSERT (a transaction when it holds more than 5,000 events): all of its
  *   events or none, committed when it returns. Appends to one log are serialized by the log.
- * - One writer per session: a row of the writers table is held while a log is open (a live
- *   writer's row makes `open`/`create` fail with a `SessionStoreError` naming it; a dead
- *   writer's row is taken over). A second process appending to the same session anyway fails
+ * - One writer per session: a row of the writers table is held while a log is open, taken
+ *   before `open` reads the events (a live writer's row makes `open`/`create` fail with a
+ *   `SessionStoreError` naming it; the row of a dead writer, or of a closed store of this
+ *   process that could not delete it, a full disk, is taken over). A second process appending to the same session anyway fails
  *   on the `(session_id, seq)` key (nothing changes in memory), never interleaves.
  * - Reading orders rows by `seq`. A row that is not one line of JSON, a missing or repeated seq,
  *   or invalid event data is a `SessionLogError` naming the session and the seq; its `line` is
@@ -42,7 +43,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Layer, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
 import * as Store from "./internal/store/common.js"
-import { inUseError, isLiveWriter, readWriter, thisWriter } from "./internal/store/writer.js"
+import { inUseError, isLiveWriter, openStore, readWriter, thisWriter, type Writer } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionNotFound } from "./SessionLog.js"
 import { SessionLogError, SessionStoreError } from "./SessionLog.js"
@@ -152,18 +153,43 @@ export const make = (
 
     const openLogs = new Map<string, SessionLog>()
     let closed = false
-    const me = JSON.stringify(thisWriter())
+    const self = openStore()
+    yield* Effect.addFinalizer(() => Effect.sync(self.close))
+    const me = JSON.stringify({ ...thisWriter(), store: self.id })
     // One writer per session: a row of the writers table is held while the log is open here.
+    // `open` takes it before it reads the events (what was read before could be stale by the
+    // time the row is ours). Taken in one transaction that cannot interleave with another
+    // writer's: a stale row is deleted only if it is still the one that was read (compare and
+    // delete), and the insert fails on the key if another writer's row is there by then; a
+    // writer that lost that race (or SQLite's "database is locked") is reported as in use when
+    // a live writer holds the row.
+    const holderOf = (
+      id: string
+    ): Effect.Effect<{ readonly text: string; readonly writer: Writer | undefined } | undefined, SqlError> =>
+      Effect.map(sql<{ writer: string }>`SELECT writer FROM ${writersTable} WHERE session_id = ${id}`, (rows) =>
+        rows.length === 0 ? undefined : { text: rows[0]!.writer, writer: readWriter(rows[0]!.writer) })
     const lockWriter = (id: string): Effect.Effect<void, SessionStoreError> =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<{ writer: string }>`SELECT writer FROM ${writersTable} WHERE session_id = ${id}`
-        const holder = rows.length > 0 ? readWriter(rows[0]!.writer) : undefined
-        if (holder !== undefined && isLiveWriter(holder)) return holder
-        yield* sql`DELETE FROM ${writersTable} WHERE session_id = ${id}`
+        const held = yield* holderOf(id)
+        if (held?.writer !== undefined && isLiveWriter(held.writer)) {
+          return held.writer
+        }
+        if (held !== undefined) {
+          yield* sql`DELETE FROM ${writersTable} WHERE session_id = ${id} AND writer = ${held.text}`
+        }
         yield* sql`INSERT INTO ${writersTable} ${sql.insert({ session_id: id, writer: me })}`
         return undefined
       })).pipe(
-        Effect.mapError(failed(`cannot lock session "${id}"`, id)),
+        Effect.catchAll((error) =>
+          Effect.flatMap(
+            Effect.orElseSucceed(holderOf(id), () =>
+              undefined),
+            (held) =>
+              held?.writer !== undefined && isLiveWriter(held.writer)
+                ? Effect.succeed(held.writer)
+                : Effect.fail(failed(`cannot lock session "${id}"`, id)(error))
+          )
+        ),
         Effect.flatMap((holder) =>
           holder === undefined ? Effect.void : Effect.fail(inUseError(id, holder, `delete its row of ${tables.writers}`))
         )

@@ -13,6 +13,7 @@ import * as SessionStore from "../src/SessionStore.js"
 import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
+import { mountRefused, remount, tmpfs } from "./utils/tmpfs.js"
 
 const DSH = Path.resolve(process.cwd(), "../shared/fixtures/dsh")
 const dshFiles = Fs.readdirSync(DSH).filter((f) => f.endsWith(".jsonl")).sort()
@@ -616,6 +617,31 @@ describe("agent-loop resume", () => {
       expect(Fs.existsSync(`${file}.lock`)).toBe(false)
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.live.skipIf(mountRefused !== undefined)(
+    "resume --continue-pending whose log write fails mid-turn (disk full): exit 2 with one line naming the session and ENOSPC",
+    () =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const dir = yield* tmpfs("64k")
+          const file = yield* crashedLog(dir, ["read file package-lock.json"])
+          // One free page (for the lock file); the log keeps what is left of its last page, less
+          // than the tool result (64 KiB of package-lock.json) needs.
+          const free = Fs.statfsSync(dir)
+          Fs.writeFileSync(Path.join(dir, "filler"), Buffer.alloc(free.bavail * free.bsize - 4096))
+          const { code, err, out } = yield* cli(["resume", file, "--continue-pending"])
+          expect({ code, err }).toEqual({
+            code: 2,
+            err:
+              `${file}: cannot write the session log: cannot append to session "crashed": ENOSPC: no space left on device, write`
+          })
+          expect(out).not.toMatch(/ERROR|SessionStoreError|\n\s+at /)
+          const contents = yield* SessionStore.readFile(file)
+          expect(contents.warnings).toEqual([])
+        }).pipe(Effect.provide(NodeContext.layer))
+      ),
+    30_000
+  )
+
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>
     Effect.gen(function*() {
       const dsh = yield* cli(["resume", Path.join(DSH, "acp__tool-call-turn__session.jsonl")])
@@ -756,4 +782,59 @@ describe("the agent-loop binary", () => {
       })),
     30_000
   )
+
+  describe.skipIf(mountRefused !== undefined)("on a store that cannot be written (a small tmpfs)", () => {
+    it.live(
+      "run whose log write fails mid-turn (disk full): exit 2 with one line naming the session and ENOSPC, no stack trace; the log stays valid",
+      () =>
+        Effect.scoped(Effect.gen(function*() {
+          const store = yield* tmpfs("64k")
+          // Two free pages: one for the lock file, one for the log. The tool result (about 12 KB)
+          // does not fit, so the append of the turn's tool result fails.
+          Fs.writeFileSync(Path.join(store, "filler"), Buffer.alloc(14 * 4096))
+          const cwd = tmpDir()
+          Fs.writeFileSync(Path.join(cwd, "big.txt"), "0123456789abcdef".repeat(750) + "\n")
+          const r = yield* spawn(["run", "--prompt", "read file big.txt", "--store", store], cwd)
+          const line =
+            /^cannot write the session log (\S+\.jsonl): cannot append to session "([0-9a-f-]+)": ENOSPC: no space left on device, write\n$/
+              .exec(r.stderr)
+          expect([r.code, line !== null]).toEqual([2, true])
+          expect(r.stdout).toContain("→ read_file({\"path\":\"big.txt\"})")
+          expect(r.stdout).toContain(`session log: ${line![1]}`)
+          expect(r.stdout).not.toMatch(/ERROR|SessionStoreError|\n\s+at /)
+          expect(Path.basename(line![1]!, ".jsonl")).toBe(line![2])
+          const contents = yield* SessionStore.readFile(line![1]!).pipe(Effect.provide(NodeContext.layer))
+          expect(contents.warnings).toEqual([])
+          expect(contents.events.at(-1)?.type).toBe("tool/call")
+        })),
+      30_000
+    )
+
+    it.live(
+      "a read-only store: run and resume exit 2 with one line naming the session and EROFS; check still reads the log",
+      () =>
+        Effect.scoped(Effect.gen(function*() {
+          const store = yield* tmpfs("256k")
+          const cwd = tmpDir()
+          const first = yield* spawn(["run", "--prompt", "hello", "--store", store], cwd)
+          expect(first.code).toBe(0)
+          const file = /session log: (\S+)/.exec(first.stdout)![1]!
+          const id = Path.basename(file, ".jsonl")
+          remount(store, "ro")
+          const run = yield* spawn(["run", "--prompt", "hello", "--store", store], cwd)
+          expect(run.code).toBe(2)
+          expect(run.stderr).toMatch(
+            /^cannot write the session log: cannot lock session "[0-9a-f-]+" \(\S+\.jsonl\.lock\): EROFS: read-only file system, open '\S+'\n$/
+          )
+          const resume = yield* spawn(["resume", file, "--continue-pending"], cwd)
+          expect(resume).toEqual({
+            code: 2,
+            stdout: "",
+            stderr: `${file}: cannot lock session "${id}" (${file}.lock): EROFS: read-only file system, open '${file}.lock'\n`
+          })
+          expect((yield* spawn(["check", file], cwd)).code).toBe(0)
+        })),
+      30_000
+    )
+  })
 })

@@ -297,6 +297,67 @@ describe("SessionStore.layerJsonl", () => {
       })
     ))
 
+  it.effect(
+    "open takes the writer lock before it reads the log: another process's resume while it reads is refused",
+    () =>
+      withJsonl((dir) =>
+        Effect.gen(function*() {
+          // Issue 13: a second `resume` read the log, the first process completed its turn and
+          // exited, then the second took the lock and "repaired" that turn at seqs already used.
+          // Here the second process (the built CLI) runs while this store reads the log: it must
+          // find the lock taken, and this store's events are what the file held.
+          const path = `${dir}/two.jsonl`
+          yield* inNewStore(
+            dir,
+            Effect.scoped(
+              Effect.flatMap(Effect.flatMap(store, (s) => s.create({ id: "two" })), (log) => log.append([turnStart(1)]))
+            )
+          )
+          const before = NodeFs.readFileSync(path, "utf8")
+          let second: { status: number | null; stderr: string } | undefined
+          const io: JsonlIo = {
+            ...realIo,
+            readAll: (fd, done) => {
+              const r = spawnSync(process.execPath, ["dist/cli/bin.js", "resume", path], { encoding: "utf8", timeout: 20_000 })
+              second = { status: r.status, stderr: r.stderr }
+              NodeFs.readFile(fd, done)
+            }
+          }
+          const log = yield* Effect.scoped(
+            Effect.flatMap(makeJsonlWith({ directory: dir }, io), (s) => s.open("two"))
+          )
+          expect(second).toEqual({
+            status: 2,
+            stderr:
+              `${path}: session "two" is open for writing by process ${process.pid} (one writer per session; if that process is gone, remove ${path}.lock)\n`
+          })
+          expect(log.events().map((e) => [e.seq, e.type])).toEqual([[0, "turn/start"]])
+          expect(NodeFs.readFileSync(path, "utf8")).toBe(before)
+        })
+      ),
+    30_000
+  )
+
+  it.effect("open of a session a live writer holds fails on the lock without reading the log (a log that does not decode)", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const path = `${dir}/held.jsonl`
+        NodeFs.writeFileSync(path, "not a log\n")
+        NodeFs.writeFileSync(`${path}.lock`, JSON.stringify({ pid: process.ppid, host: Os.hostname() }))
+        const refused = yield* Effect.flip((yield* store).open("held"))
+        expect([refused._tag, refused.message]).toEqual([
+          "SessionStoreError",
+          `session "held" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, remove ${path}.lock)`
+        ])
+        // Once the writer is gone, the same open reads the log and names its bad line; the lock
+        // is released again.
+        NodeFs.unlinkSync(`${path}.lock`)
+        const unreadable = yield* Effect.flip((yield* store).open("held"))
+        expect(unreadable._tag).toBe("SessionLogError")
+        expect(NodeFs.existsSync(`${path}.lock`)).toBe(false)
+      })
+    ))
+
   it.effect("serializes concurrent appends: contiguous seqs, each append's events adjacent", () =>
     withJsonl((dir) =>
       Effect.gen(function*() {

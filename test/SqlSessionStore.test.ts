@@ -139,6 +139,35 @@ describe("SqlSessionStore", () => {
       )
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.scoped("open takes the writer row before it reads the events: a live writer's row refuses it even when the rows do not decode", () =>
+    Effect.gen(function*() {
+      const filename = Path.join(yield* tmpDir, "order.db")
+      yield* createAndList("o").pipe(Effect.scoped, Effect.provide(SqlSessionStore.layerSqlite({ filename })))
+      const db = new Database(filename)
+      db.prepare("UPDATE agent_loop_events SET event = ? WHERE session_id = ?").run("not json", "o")
+      db.prepare("INSERT OR REPLACE INTO agent_loop_writers VALUES (?, ?)").run(
+        "o",
+        JSON.stringify({ pid: process.ppid, host: Os.hostname() })
+      )
+      db.close()
+      const open = Effect.flatMap(SessionStore.SessionStore, (s) => s.open("o")).pipe(
+        Effect.scoped,
+        Effect.provide(SqlSessionStore.layerSqlite({ filename }))
+      )
+      const refused = yield* Effect.flip(open)
+      expect([refused._tag, refused.message]).toEqual([
+        "SessionStoreError",
+        `session "o" is open for writing by process ${process.ppid} (one writer per session; if that process is gone, delete its row of agent_loop_writers)`
+      ])
+      expect(rows(filename, "SELECT session_id FROM agent_loop_writers")).toEqual([{ session_id: "o" }])
+      // Without the row: the events are read and the bad one named; the row is given back.
+      const db2 = new Database(filename)
+      db2.prepare("DELETE FROM agent_loop_writers").run()
+      db2.close()
+      expect((yield* Effect.flip(open))._tag).toBe("SessionLogError")
+      expect(rows(filename, "SELECT session_id FROM agent_loop_writers")).toEqual([])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.scoped("tables made before the store had migrations are adopted with their sessions", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tmpDir, "old.db")

@@ -6,7 +6,9 @@
  * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C; `run` exits 0 for `completed` or
  * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
  * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
- * names the line) or a missing file.
+ * names the line), a missing file, or a session log that cannot be written (`run` and `resume`
+ * also when an append fails mid-turn: a full disk, a read-only store, a log deleted or cut under
+ * the session; one line on stderr, `storeFailures.ts`).
  *
  * @since 0.1.0
  */
@@ -28,6 +30,7 @@ import type * as SessionLog from "../SessionLog.js"
 import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
 import { loadWith, requirePackages } from "./optional.js"
+import { oneLineLogger, watchAppends } from "./storeFailures.js"
 
 /**
  * A command's requested exit: the process exits with `code` after printing `message` (if any)
@@ -276,9 +279,12 @@ const run = Command.make(
       const model = yield* modelLayer(options)
       const path = yield* Path.Path
       const directory = path.resolve(options.store)
+      const store = watchAppends(SessionStore.layerJsonl({ directory }))
+      let logPath: string | undefined
       const events = yield* Effect.scoped(Effect.gen(function*() {
         const tools = yield* OfflineTools.all()
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps })
+        logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.
         yield* Effect.addFinalizer(() => Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`)))
@@ -293,7 +299,7 @@ const run = Command.make(
         yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
         return agent.log.events()
       })).pipe(
-        Effect.provide(Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
+        Effect.provide(Layer.mergeAll(model, store.layer, IdGenerator.layer, oneLineLogger)),
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot write the session log: ${e.message}`),
           InvalidMessage: (e) => exit(2, `invalid prompt: ${e.message}`),
@@ -301,6 +307,9 @@ const run = Command.make(
           AgentDisposed: (e) => exit(2, e.message)
         })
       )
+      // A turn that ended because its log could not be written is a store failure (exit 2).
+      const failed = store.failure()
+      if (failed !== undefined) return yield* exit(2, `cannot write the session log ${logPath ?? ""}: ${failed.message}`)
       const reason = lastTurnEnd(events)
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
@@ -392,7 +401,8 @@ const resumeCommand = Command.make(
       const directory = path.dirname(file)
       const id = path.basename(file, ".jsonl")
       const before = contents.events.length
-      const layers = Layer.mergeAll(model, SessionStore.layerJsonl({ directory }), IdGenerator.layer)
+      const store = watchAppends(SessionStore.layerJsonl({ directory }))
+      const layers = Layer.mergeAll(model, store.layer, IdGenerator.layer, oneLineLogger)
       const failures = {
         SessionStoreError: (e: SessionLog.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
         SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
@@ -430,6 +440,8 @@ const resumeCommand = Command.make(
         if (agent.log.events().length === before + repaired.length) yield* Console.log("no queued followup or steering to run")
         return agent.log.events().slice(before + repaired.length)
       })).pipe(Effect.provide(layers), Effect.catchTags(failures))
+      const failed = store.failure()
+      if (failed !== undefined) return yield* exit(2, `${options.file}: cannot write the session log: ${failed.message}`)
       if (ran.length === 0) return
       const reason = lastTurnEnd(ran)
       const code = exitCodeOf(reason)

@@ -19,12 +19,28 @@ export interface Writer {
   readonly pid: number
   readonly host: string
   readonly instance?: string | undefined
+  /**
+   * SQL rows only: the store of the process that took the row (`openStore`), so that a row a
+   * closed store of this process could not delete (a full disk) is stale, not "another store of
+   * this process".
+   */
+  readonly store?: string | undefined
 }
 
 /** This process's `instance`, drawn once. */
 const INSTANCE = randomUUID()
 
 export const thisWriter = (): Writer => ({ pid: process.pid, host: Os.hostname(), instance: INSTANCE })
+
+/** The stores of this process that are open (their `Writer.store`). */
+const openStores = new Set<string>()
+
+/** Registers a store of this process as open; returns its id and its release. */
+export const openStore = (): { readonly id: string; readonly close: () => void } => {
+  const id = randomUUID()
+  openStores.add(id)
+  return { id, close: () => void openStores.delete(id) }
+}
 
 /** This process itself (another store of it holds the session). */
 const isThisProcess = (writer: Writer): boolean =>
@@ -45,11 +61,12 @@ const isZombie = (pid: number): boolean => {
  * of this host that still runs (not a zombie), or a process of another host (which cannot be
  * checked from here). A writer that died (SIGKILL, a crash) leaves a stale lock, which the next
  * writer takes over; so does a lock with this process's pid and host from an earlier process
- * (another `instance`: a restarted container).
+ * (another `instance`: a restarted container), and a row of a store of this process that has
+ * closed.
  */
 export const isLiveWriter = (writer: Writer): boolean => {
   if (writer.host !== Os.hostname()) return true
-  if (writer.pid === process.pid) return isThisProcess(writer)
+  if (writer.pid === process.pid) return isThisProcess(writer) && (writer.store === undefined || openStores.has(writer.store))
   try {
     process.kill(writer.pid, 0)
     return !isZombie(writer.pid)
