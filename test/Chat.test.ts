@@ -131,8 +131,8 @@ const plainTurn = (turn: number, text: string) => [
 ]
 
 describe("ChatModel (the screen state fed by live events)", () => {
-  it("shows history and live events: the queue by kind, context labelled, calls paired with results, control characters escaped", () => {
-    const ctx = E.ctx("m1", "net is \u001b]0;pwned\u0007 metered")
+  it("shows history and live events: the queue by kind, context labelled, calls paired with results, control, bidi and zero-width characters escaped", () => {
+    const ctx = E.ctx("m1", "net is \u001b]0;pwned\u0007 metered\u202e\u200b")
     const go = E.msg("m2", "go")
     const all = E.events(
       E.inject(ctx),
@@ -160,7 +160,13 @@ describe("ChatModel (the screen state fed by live events)", () => {
       () => 1000
     )
     expect(model.getSnapshot().pending).toEqual([
-      { id: "m1", queue: "context", label: "plugin:netwatch", direct: false, text: "net is \\x1b]0;pwned\\x07 metered" },
+      {
+        id: "m1",
+        queue: "context",
+        label: "plugin:netwatch",
+        direct: false,
+        text: "net is \\x1b]0;pwned\\x07 metered\\u202e\\u200b"
+      },
       { id: "m2", queue: "followup", label: "you", direct: true, text: "go" }
     ])
     const before = model.getSnapshot()
@@ -186,7 +192,7 @@ describe("ChatModel (the screen state fed by live events)", () => {
     expect(done.tools).toEqual([])
     expect(done.items.map(({ key: _key, ...item }) => item)).toEqual([
       { kind: "turn", turn: 1 },
-      { kind: "context", label: "plugin:netwatch", text: "net is \\x1b]0;pwned\\x07 metered" },
+      { kind: "context", label: "plugin:netwatch", text: "net is \\x1b]0;pwned\\x07 metered\\u202e\\u200b" },
       { kind: "user", text: "go" },
       { kind: "tool", name: "wait", args: "{\"seconds\":3}", result: "waited", isError: false },
       { kind: "turn-end", turn: 1, reason: "aborted (user)", tone: "warn" }

@@ -8,6 +8,13 @@
  * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
  * names the line) or a missing file.
  *
+ * Terminal safety (issue 13): every line printed here that carries text from a log, a model, a
+ * provider or a file name goes through `src/internal/terminalText.ts` at the print site:
+ * transcripts through `Transcript.render` (which escapes), one-line messages (error lines,
+ * `check`'s violations, warnings, paths) through `escapeLine`, exit messages through
+ * `escapeText`. ESC, the other C0/C1 controls, bidi, zero-width and separator characters are
+ * shown as `\x1b`, `\u202e`, … and never reach the terminal raw.
+ *
  * @since 0.1.0
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
@@ -16,6 +23,7 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
+import { escapeLine, escapeText } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -281,7 +289,9 @@ const run = Command.make(
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps })
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.
-        yield* Effect.addFinalizer(() => Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`)))
+        yield* Effect.addFinalizer(() =>
+          Effect.zipRight(print, Console.log(`\nsession log: ${escapeLine(agent.log.path ?? agent.id)}`))
+        )
         const queue = yield* agent.subscribe
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) =>
           event.type === "assistant/retry"
@@ -303,7 +313,7 @@ const run = Command.make(
       )
       const reason = lastTurnEnd(events)
       const code = exitCodeOf(reason)
-      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
     })
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
@@ -401,11 +411,11 @@ const resumeCommand = Command.make(
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.
         const appended = yield* Agent.repair(id).pipe(Effect.provide(layers), Effect.catchTags(failures))
-        yield* Console.log(
+        yield* Console.log(escapeLine(
           appended.length === 0
             ? `${options.file}: nothing to repair`
             : `${options.file}: appended ${appended.map((e) => e.type).join(", ")}`
-        )
+        ))
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
@@ -415,11 +425,11 @@ const resumeCommand = Command.make(
         const tail = agent.log.events().slice(before)
         const seed = tail.findIndex((e) => e.type === "session/end-seed")
         const repaired = seed < 0 ? [] : tail.slice(0, seed + 1)
-        yield* Console.log(
+        yield* Console.log(escapeLine(
           repaired.length === 0
             ? `${options.file}: nothing to repair`
             : `${options.file}: appended ${repaired.map((e) => e.type).join(", ")}`
-        )
+        ))
         const print = livePrinter(() => agent.log.events().slice(before + repaired.length))
         yield* Effect.addFinalizer(() => print)
         const queue = yield* agent.subscribe
@@ -433,7 +443,7 @@ const resumeCommand = Command.make(
       if (ran.length === 0) return
       const reason = lastTurnEnd(ran)
       const code = exitCodeOf(reason)
-      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
     })
 ).pipe(
@@ -458,7 +468,7 @@ const transcript = Command.make(
   ({ file, json }) =>
     Effect.gen(function*() {
       const contents = yield* readLog(file)
-      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${file}: ${w}`))
       const entries = Transcript.fromEvents(contents.events)
       if (json) {
         const lines = Transcript.toJsonLines(entries)
@@ -476,13 +486,13 @@ const check = Command.make(
   ({ file }) =>
     Effect.gen(function*() {
       const contents = yield* readLog(file)
-      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${file}: ${w}`))
       const violations = Invariant.check(contents.events, { header: contents.header })
       if (violations.length === 0) {
-        yield* Console.log(`${file}: ok (${contents.events.length} events)`)
+        yield* Console.log(escapeLine(`${file}: ok (${contents.events.length} events)`))
         return
       }
-      for (const v of violations) yield* Console.log(`${file}: seq ${v.seq}: rule ${v.rule}: ${v.message}`)
+      for (const v of violations) yield* Console.log(escapeLine(`${file}: seq ${v.seq}: rule ${v.rule}: ${v.message}`))
       return yield* exit(1)
     })
 ).pipe(Command.withDescription("Check a session log against the invariants of DESIGN.md §12."))
@@ -518,8 +528,8 @@ const demo = Command.make(
       )
       yield* printTranscript(log.events())
       yield* Console.log("")
-      yield* Console.log(`session log: ${log.path ?? log.id}`)
-      yield* Console.log(`replay it with: npx agent-loop transcript ${log.path ?? log.id}`)
+      yield* Console.log(escapeLine(`session log: ${log.path ?? log.id}`))
+      yield* Console.log(escapeLine(`replay it with: npx agent-loop transcript ${log.path ?? log.id}`))
     })
 ).pipe(Command.withDescription("Run a short offline demo session and print its transcript."))
 
@@ -551,7 +561,7 @@ const simulate = Command.make(
       const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
       for (const d of result.deliveries) {
         if (d.error !== undefined) {
-          yield* Console.error(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`)
+          yield* Console.error(escapeLine(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`))
         }
       }
       const write = (file: string, content: string) =>
@@ -579,8 +589,9 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, 
   cli(["node", "agent-loop", ...argv]).pipe(
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
-      if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(e.message), e.code)
+      // Exit messages carry file names, log lines and provider texts: escaped (issue 13).
+      if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(escapeText(e.message)), e.code)
       if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
-      return Effect.as(Console.error(`agent-loop: ${String(e)}`), 2)
+      return Effect.as(Console.error(escapeText(`agent-loop: ${String(e)}`)), 2)
     })
   )

@@ -32,6 +32,8 @@ import { render } from "ink"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
 import * as IdGenerator from "../../IdGenerator.js"
+import { isSessionId } from "../../internal/store/common.js"
+import { escapeLine } from "../../internal/terminalText.js"
 import { UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as OfflineTools from "../../OfflineTools.js"
@@ -98,7 +100,10 @@ const perform = (
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
   if (action._tag === "refresh-sessions") {
-    return Effect.ignore(Effect.map(store.list, (ids) => model.setSessionIds(ids.filter((id) => id !== agent.id))))
+    // Only ids a mention can name (the store's rule): a file name with escapes never reaches the line.
+    return Effect.ignore(
+      Effect.map(store.list, (ids) => model.setSessionIds(ids.filter((id) => id !== agent.id && isSessionId(id))))
+    )
   }
   if (action._tag === "cancel") {
     return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
@@ -278,6 +283,8 @@ export const runChat = (
         SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
       ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))
     ),
-    Effect.ensuring(Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${logPath}`)))
+    Effect.ensuring(
+      Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${escapeLine(logPath)}`))
+    )
   )
 }
