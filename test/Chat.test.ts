@@ -872,4 +872,23 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       }),
     40_000
   )
+
+  it.scopedLive(
+    "simulate writing its log to a terminal: the code points JSON leaves raw are JSON escapes there",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        const scenario = Path.join(dir, "hostile.json")
+        Fs.writeFileSync(
+          scenario,
+          JSON.stringify({ model: [{ text: "a\u202eb\u009bc\u2028d\u200be" }], actions: [{ at: 0, followup: "hi" }] })
+        )
+        const pane = yield* Tmux.start({ command: [process.execPath, bin, "simulate", scenario], cwd: dir })
+        expect(yield* pane.waitForExit(20_000)).toBe(0)
+        const screen = yield* pane.screen
+        expect(screen).toContain("\"text\":\"a\\u202eb\\u009bc\\u2028d\\u200be\"")
+        expect(screen).not.toMatch(/[\u009b\u200b\u202e\u2028]/)
+      }),
+    40_000
+  )
 })

@@ -3,7 +3,7 @@
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
  * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`.
  *
- * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C; `run` exits 0 for `completed` or
+ * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C, 129 when its terminal is gone; `run` exits 0 for `completed` or
  * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
  * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
  * names the line) or a missing file.
@@ -23,7 +23,7 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
-import { escapeLine, escapeText } from "../internal/terminalText.js"
+import { escapeJson, escapeLine, escapeText } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -323,7 +323,8 @@ const run = Command.make(
  * session of the JSONL store or, with `--session ID`, on that session resumed (its history shown
  * from the log). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
- * on Ctrl-C, 2 when the session cannot be made or resumed; prints the log's path at exit.
+ * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
+ * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
  */
 const chat = Command.make(
   "chat",
@@ -567,7 +568,8 @@ const simulate = Command.make(
       const write = (file: string, content: string) =>
         fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
-      else yield* Effect.sync(() => process.stdout.write(result.log))
+      // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
+      else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
       if (Option.isSome(requests)) yield* write(requests.value, result.requestLines)
     })
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
