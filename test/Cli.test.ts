@@ -1,12 +1,13 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer, Logger } from "effect"
 import { execFile, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { exitCodeOf, main } from "../src/cli/main.js"
 import * as IdGenerator from "../src/IdGenerator.js"
+import { terminalConsole } from "../src/internal/terminalText.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -305,6 +306,27 @@ describe("agent-loop run", () => {
       expect(code).toBe(0)
       expect(out).toContain("> \\x1b[31mRED\\x1b[0m")
       expect(out).not.toContain("\u001b")
+    }))
+
+  it.effect("the CLI's Console escapes every string it prints, the logger's lines too; escaped text passes unchanged", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const base = yield* Console.consoleWith(Effect.succeed)
+      const capture: Console.Console = {
+        ...base,
+        log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.join(" "))),
+        unsafe: { ...base.unsafe, log: (...args: ReadonlyArray<unknown>) => void lines.push(args.join(" ")) }
+      }
+      const safe = terminalConsole(capture)
+      yield* Effect.logError("the provider said \u001b[2J\u202e").pipe(
+        Effect.withConsole(safe),
+        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(Logger.stringLogger)))
+      )
+      yield* Console.log("a\u202e\n\tb \\x1b", 7).pipe(Effect.withConsole(safe))
+      expect(lines).toEqual([
+        expect.stringMatching(/level=ERROR .*message="the provider said \\x1b\[2J\\u202e"/),
+        "a\\u202e\n\tb \\x1b 7"
+      ])
     }))
 
   it.live(

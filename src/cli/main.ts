@@ -23,7 +23,7 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
-import { escapeJson, escapeLine, escapeText } from "../internal/terminalText.js"
+import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -589,6 +589,8 @@ const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
   cli(["node", "agent-loop", ...argv]).pipe(
+    // Under the print sites' own escaping, a net for every line (the logger's too).
+    (program) => Console.consoleWith((base) => Effect.withConsole(program, terminalConsole(base))),
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
       // Exit messages carry file names, log lines and provider texts: escaped (issue 13).

@@ -19,9 +19,14 @@
  * - `escapeJson`: a JSON text (made by `JSON.stringify`, which escapes C0 but not the others):
  *   the same code points as JSON `\uNNNN` escapes (surrogate pairs for astral ones), so that the
  *   line decodes to the same value and is safe to print.
+ * - `terminalConsole`: a `Console` that applies `escapeText` to every string it prints, the CLI's
+ *   net under its print sites (the logger writes through it too). Escaping is idempotent (an
+ *   escaped text has nothing left to escape), so text escaped at its print site passes unchanged.
  *
  * @since 0.1.0
  */
+
+import { type Console } from "effect"
 
 /** The code points this module escapes (see above), one at a time (the `u` flag: astral ones whole). */
 const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu
@@ -69,3 +74,35 @@ const jsonEscape = (c: string): string => {
  * @since 0.1.0
  */
 export const escapeJson = (json: string): string => json.replace(UNSAFE_IN_JSON, jsonEscape)
+
+const safe = (args: ReadonlyArray<unknown>): Array<unknown> =>
+  args.map((arg) => (typeof arg === "string" ? escapeText(arg) : arg))
+
+/**
+ * `base` with `escapeText` applied to every string argument of what prints text (`log`, `info`,
+ * `warn`, `error`, `debug`, `trace`), in the effectful methods and in `unsafe` (which the
+ * default logger calls) alike; other arguments and methods are `base`'s.
+ *
+ * @since 0.1.0
+ */
+export const terminalConsole = (base: Console.Console): Console.Console => {
+  const unsafe = base.unsafe
+  return {
+    ...base,
+    log: (...args) => base.log(...safe(args)),
+    info: (...args) => base.info(...safe(args)),
+    warn: (...args) => base.warn(...safe(args)),
+    error: (...args) => base.error(...safe(args)),
+    debug: (...args) => base.debug(...safe(args)),
+    trace: (...args) => base.trace(...safe(args)),
+    unsafe: {
+      ...unsafe,
+      log: (...args) => unsafe.log(...safe(args)),
+      info: (...args) => unsafe.info(...safe(args)),
+      warn: (...args) => unsafe.warn(...safe(args)),
+      error: (...args) => unsafe.error(...safe(args)),
+      debug: (...args) => unsafe.debug(...safe(args)),
+      trace: (...args) => unsafe.trace(...safe(args))
+    }
+  }
+}
