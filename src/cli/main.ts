@@ -13,7 +13,8 @@
  * transcripts through `Transcript.render` (which escapes), one-line messages (error lines,
  * `check`'s violations, warnings, paths) through `escapeLine`, exit messages through
  * `escapeText`. ESC, the other C0/C1 controls, bidi, zero-width and separator characters are
- * shown as `\x1b`, `\u202e`, … and never reach the terminal raw.
+ * shown as `\x1b`, `\u202e`, … and never reach the terminal raw. Under them, `main` prints
+ * through `terminalConsole`, which escapes every string (the logger's lines too).
  *
  * @since 0.1.0
  */
