@@ -18,6 +18,7 @@
  *
  * @since 0.1.0
  */
+import { escapeJson, escapeText } from "./internal/terminalText.js"
 import type { ContentBlock, MessageSource, UserMessage } from "./Message.js"
 import { textOf } from "./Message.js"
 import type { AssistantMessageData, SessionEvent, ToolCallData, ToolResultData, TurnEndReason } from "./SessionEvent.js"
@@ -206,14 +207,16 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
 
 /**
  * The entries as JSON lines, one object a line, each ending with "\n" (DESIGN.md §14
- * `transcript --json`).
+ * `transcript --json`). Safe to print: the control, format and separator characters that
+ * `JSON.stringify` leaves raw (C1, bidi, zero-width, U+2028) are written as `\uNNNN` escapes, so
+ * each line still parses to its entry exactly.
  *
  * @since 0.1.0
  * @category rendering
  */
 export const toJsonLines = (entries: ReadonlyArray<Entry>): string => {
   let out = ""
-  for (const entry of entries) out += JSON.stringify(entry) + "\n"
+  for (const entry of entries) out += escapeJson(JSON.stringify(entry)) + "\n"
   return out
 }
 
@@ -274,8 +277,10 @@ const block = (text: string, first: string, rest: string): string =>
  * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
  * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
  * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
- * result; `turn N ended: <reason>` at a turn's end. Continuation lines are indented. Control
- * characters other than newline and tab are shown escaped (`\x1b`).
+ * result; `turn N ended: <reason>` at a turn's end. Continuation lines are indented. The text
+ * is safe to print: what could drive or disguise a terminal is shown escaped (`\x1b`, `\u202e`;
+ * see `escapeControl`), newline and tab kept. The entries of `fromEvents` stay raw: escaping
+ * belongs to rendering, and a program that prints entries itself escapes them.
  * Ends with "\n" unless there are no entries.
  *
  * @since 0.1.0
@@ -314,13 +319,14 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
 }
 
 /**
- * Makes control characters visible (`\x1b` for ESC, …), keeping newlines and tabs: log content
- * is untrusted (model output, other people's logs) and must not drive the terminal. What
- * `render`, `agent-loop run` and the chat show.
+ * Makes visible what would drive or disguise a terminal, keeping newlines and tabs: C0 and C1
+ * control characters (`\x1b` for ESC), format characters such as bidi overrides and isolates
+ * and zero-width characters (`\u202e`, `\u200b`, `\ufeff`), and the line and paragraph
+ * separators (`\u2028`). Log content is untrusted (model output, provider errors, other
+ * people's logs) and must not drive the terminal. The rule of `render`, `agent-loop run`,
+ * `check` and the chat (issue 13).
  *
  * @since 0.1.0
  * @category utils
  */
-export const escapeControl = (line: string): string =>
-  // eslint-disable-next-line no-control-regex
-  line.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
+export const escapeControl = (text: string): string => escapeText(text)

@@ -14,14 +14,15 @@ import { Console, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
-import { ChatModel } from "../src/cli/chat/ChatModel.js"
+import type { AgentEvent } from "../src/AgentEvent.js"
+import { ChatModel, shown } from "../src/cli/chat/ChatModel.js"
 import { cleanInput } from "../src/cli/chat/stdin.js"
 import { main } from "../src/cli/main.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import { textOf, type UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
-import type { SessionEvent, ToolResultData } from "../src/SessionEvent.js"
+import type { EventDraft, SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
 import * as E from "./utils/events.js"
@@ -131,8 +132,8 @@ const plainTurn = (turn: number, text: string) => [
 ]
 
 describe("ChatModel (the screen state fed by live events)", () => {
-  it("shows history and live events: the queue by kind, context labelled, calls paired with results, control characters escaped", () => {
-    const ctx = E.ctx("m1", "net is \u001b]0;pwned\u0007 metered")
+  it("shows history and live events: the queue by kind, context labelled, calls paired with results, control, bidi and zero-width characters escaped", () => {
+    const ctx = E.ctx("m1", "net is \u001b]0;pwned\u0007 metered\u202e\u200b")
     const go = E.msg("m2", "go")
     const all = E.events(
       E.inject(ctx),
@@ -160,7 +161,13 @@ describe("ChatModel (the screen state fed by live events)", () => {
       () => 1000
     )
     expect(model.getSnapshot().pending).toEqual([
-      { id: "m1", queue: "context", label: "plugin:netwatch", direct: false, text: "net is \\x1b]0;pwned\\x07 metered" },
+      {
+        id: "m1",
+        queue: "context",
+        label: "plugin:netwatch",
+        direct: false,
+        text: "net is \\x1b]0;pwned\\x07 metered\\u202e\\u200b"
+      },
       { id: "m2", queue: "followup", label: "you", direct: true, text: "go" }
     ])
     const before = model.getSnapshot()
@@ -186,11 +193,75 @@ describe("ChatModel (the screen state fed by live events)", () => {
     expect(done.tools).toEqual([])
     expect(done.items.map(({ key: _key, ...item }) => item)).toEqual([
       { kind: "turn", turn: 1 },
-      { kind: "context", label: "plugin:netwatch", text: "net is \\x1b]0;pwned\\x07 metered" },
+      { kind: "context", label: "plugin:netwatch", text: "net is \\x1b]0;pwned\\x07 metered\\u202e\\u200b" },
       { kind: "user", text: "go" },
       { kind: "tool", name: "wait", args: "{\"seconds\":3}", result: "waited", isError: false },
       { kind: "turn-end", turn: 1, reason: "aborted (user)", tone: "warn" }
     ])
+  })
+
+  it("shows a message's first 8 KiB and 100 lines, then how many bytes were left out; never cuts a character", () => {
+    const more = (n: number) => `\n… (${n} more bytes, see agent-loop transcript)`
+    expect(shown("short\ttext \u001b[2J")).toBe("short  text \\x1b[2J")
+    expect(shown("x".repeat(8192))).toBe("x".repeat(8192))
+    expect(shown("x".repeat(10_000))).toBe("x".repeat(8192) + more(1808))
+    // 2 and 4 bytes a character: the cut is at the last whole character within 8 KiB.
+    expect(shown("é".repeat(5000))).toBe("é".repeat(4096) + more(1808))
+    expect(shown("a" + "😀".repeat(3000))).toBe("a" + "😀".repeat(2047) + more(12_001 - 8189))
+    const lines = Array.from({ length: 150 }, (_, i) => `line ${i}`)
+    expect(shown(lines.join("\n"))).toBe(
+      lines.slice(0, 100).join("\n") + more(Buffer.byteLength(lines.slice(100).join("\n")))
+    )
+    expect(shown(lines.slice(0, 100).join("\n") + "\n")).toBe(lines.slice(0, 100).join("\n") + "\n")
+    // Escaped after the cut: 8 KiB of the log's text, however long its escaped form.
+    expect(shown("\u001b".repeat(9000))).toBe("\\x1b".repeat(8192) + more(808))
+    // A 4 MiB message costs as much as a small one, in the history and live alike.
+    const big = E.msg("big", "z".repeat(4 * 1024 * 1024))
+    const model = new ChatModel("s1", E.events(E.followup(big)), { nextStep: [], nextTurn: [big] }, "idle", () => 0)
+    expect(model.getSnapshot().pending[0]!.text).toBe("z".repeat(1024))
+    model.apply(E.events(E.followup(big), E.turnStart(1), E.claim("next-turn", 1), E.stepStart(1, 1), E.entered(big)))
+    expect(model.getSnapshot().items.at(-1)).toEqual({
+      kind: "user",
+      key: "1",
+      text: "z".repeat(8192) + more(4 * 1024 * 1024 - 8192)
+    })
+    for (let i = 0; i < 100; i++) {
+      model.apply([{ type: "assistant/delta", turn: 1, step: 1, text: "w".repeat(40_000) } as AgentEvent])
+    }
+    expect(model.getSnapshot().streaming!.text.length).toBeLessThanOrEqual(32_768)
+  })
+
+  it("a resumed session with a long history draws its last whole turns (about 64 KiB), the earlier ones named", () => {
+    const drafts: Array<EventDraft> = []
+    for (let turn = 1; turn <= 600; turn++) {
+      const m = E.msg(`u${turn}`, "y".repeat(1000))
+      drafts.push(
+        E.followup(m),
+        E.turnStart(turn),
+        E.claim("next-turn", 1),
+        E.stepStart(turn, 1),
+        E.entered(m),
+        E.assistant(turn, 1, "ok"),
+        E.stepEnd(turn, 1),
+        E.turnEnd(turn)
+      )
+    }
+    const model = new ChatModel("s1", E.events(...drafts), { nextStep: [], nextTurn: [] }, "idle", () => 0)
+    const items = model.getSnapshot().items
+    // 3 entries a turn (1,080 + 82 + 80 of budget): 52 whole turns fit in 64 KiB.
+    expect(items.slice(0, 3)).toEqual([
+      {
+        kind: "notice",
+        key: "0",
+        text: "… 1644 earlier transcript entries (turns 1–548) not shown, see agent-loop transcript",
+        tone: "ok"
+      },
+      { kind: "turn", key: "1", turn: 549 },
+      { kind: "user", key: "2", text: "y".repeat(1000) }
+    ])
+    expect(items.length).toBe(1 + 52 * 4)
+    expect(items.at(-1)).toEqual({ kind: "turn-end", key: String(52 * 4), turn: 600, reason: "completed", tone: "ok" })
+    expect(model.turns).toBe(600)
   })
 })
 
@@ -638,6 +709,185 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
           // Another provider than the log's last header: a new header (DESIGN.md §3.2).
           ...plainTurn(2, "and now?").flatMap((f) => f === "user/message [user] and now?" ? [f, "request/header"] : [f])
         ])
+      }),
+    40_000
+  )
+
+  /** The sizes of the big session: a 4 MiB user message (one line) and a 4 MiB answer (64-byte lines). */
+  const BIG_PROMPT = "x".repeat(4 * 1024 * 1024)
+  const BIG_ANSWER = ("0123456789abcdef".repeat(4) + "\n").repeat(65_536)
+  let bigLog: string | undefined
+  /**
+   * A fresh store holding a copy of one session written by the library (on the scripted model)
+   * whose log has a 4 MiB message and a 4 MiB answer.
+   */
+  const bigSession = Effect.gen(function*() {
+    if (bigLog === undefined) {
+      const dir = Path.join(tmpDir(), "big")
+      const id = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ sessionId: "big" })
+        yield* agent.followup(BIG_PROMPT)
+        yield* agent.awaitIdle
+        return agent.id
+      })).pipe(
+        Effect.provide(Layer.mergeAll(
+          SessionStore.layerJsonl({ directory: dir }).pipe(Layer.provide(NodeContext.layer)),
+          Model.layer(Model.scripted([{ text: BIG_ANSWER }])),
+          IdGenerator.layer
+        )),
+        Effect.orDie
+      )
+      bigLog = Path.join(dir, `${id}.jsonl`)
+      expect(Fs.statSync(bigLog).size).toBeGreaterThan(8 * 1024 * 1024)
+    }
+    const store = Path.join(tmpDir(), "sessions")
+    Fs.mkdirSync(store)
+    Fs.copyFileSync(bigLog, Path.join(store, "big.jsonl"))
+    return { store, logPath: Path.join(store, "big.jsonl") }
+  })
+
+  /** Polls until `file` is gone (fails after `timeoutMs` naming it). */
+  const waitGone = (file: string, timeoutMs = 10_000) =>
+    Effect.gen(function*() {
+      const deadline = Date.now() + timeoutMs
+      while (Fs.existsSync(file)) {
+        if (Date.now() > deadline) return yield* Effect.die(new Error(`${file} still exists after ${timeoutMs} ms`))
+        yield* Effect.sleep("50 millis")
+      }
+    })
+
+  /** Polls until the process `pid` has exited (gone, or a zombie nobody reaped yet). */
+  const waitExited = (pid: number, timeoutMs = 10_000) =>
+    Effect.gen(function*() {
+      const deadline = Date.now() + timeoutMs
+      const alive = () => {
+        try {
+          return !/^\d+ \(.*\) Z/.test(Fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
+        } catch {
+          return false
+        }
+      }
+      while (alive()) {
+        if (Date.now() > deadline) return yield* Effect.die(new Error(`process ${pid} still runs after ${timeoutMs} ms`))
+        yield* Effect.sleep("50 millis")
+      }
+    })
+
+  it.scopedLive(
+    "--session on a log with a 4 MiB message and a 4 MiB answer becomes ready: each is shown cut, with a line saying how much more there is",
+    () =>
+      Effect.gen(function*() {
+        const { logPath, store } = yield* bigSession
+        const { pane } = yield* startChat(store, ["--session", "big"])
+        const screen = yield* pane.screen
+        // The first 8 KiB of the prompt (one line, wrapped by Ink), then what was left out.
+        expect(screen).toContain(`> ${"x".repeat(100)}`)
+        expect(screen).toContain(`\n> … (${4 * 1024 * 1024 - 8192} more bytes, see agent-loop transcript)\n`)
+        expect(screen.split("x").length - 1).toBe(8192)
+        // The first 100 lines of the answer.
+        const answerLines = screen.split("\n").filter((line) => line === "0123456789abcdef".repeat(4))
+        expect(answerLines.length).toBe(100)
+        expect(screen).toContain(`\n… (${BIG_ANSWER.length - 100 * 65} more bytes, see agent-loop transcript)\n`)
+        expect(screen).toContain("turn 1 ended: completed")
+        const { code } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(Fs.existsSync(`${logPath}.lock`)).toBe(false)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "SIGTERM while a big session loads: the chat exits 130 and releases the writer's lock",
+    () =>
+      Effect.gen(function*() {
+        const { logPath, store } = yield* bigSession
+        const pane = yield* Tmux.start({
+          command: [process.execPath, bin, "chat", "--store", store, "--session", "big"],
+          cwd: Path.dirname(store),
+          unsetEnv: ["NODE_ENV"]
+        })
+        const pid = yield* pane.pid()
+        // The lock is taken when the session is opened, before its history is drawn.
+        yield* Effect.gen(function*() {
+          const deadline = Date.now() + 20_000
+          while (!Fs.existsSync(`${logPath}.lock`) && Date.now() < deadline) yield* Effect.sleep("10 millis")
+        })
+        expect(Fs.existsSync(`${logPath}.lock`)).toBe(true)
+        process.kill(pid, "SIGTERM")
+        expect(yield* pane.waitForExit(10_000)).toBe(130)
+        expect(Fs.existsSync(`${logPath}.lock`)).toBe(false)
+        yield* readLog(logPath)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "the terminal gone (its tmux killed) while a tool runs: the chat disposes the agent, releases the lock and exits",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        const pid = yield* pane.pid()
+        expect(JSON.parse(Fs.readFileSync(`${logPath}.lock`, "utf8")).pid).toBe(pid)
+        yield* pane.kill
+        yield* waitGone(`${logPath}.lock`)
+        yield* waitExited(pid)
+        expect(facts(yield* readLog(logPath)).slice(-3)).toEqual([
+          "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+          "step/end 1.1",
+          "turn/end 1: aborted (disposed)"
+        ])
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "the terminal gone without a SIGHUP (not the chat's controlling terminal): its closed stdin ends the chat; Node does not abort at exit",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const errFile = Path.join(tmpDir(), "stderr.txt")
+        // In a session of its own the pane is not the chat's controlling terminal: the kernel sends
+        // it no SIGHUP when the pty closes (Node resets an ignored SIGHUP, so nohup is no test).
+        const pane = yield* Tmux.start({
+          command: ["sh", "-c", `exec setsid "$@" 2>${errFile}`, "sh", process.execPath, bin, "chat", "--store", store],
+          cwd: Path.dirname(store),
+          unsetEnv: ["NODE_ENV"]
+        })
+        const sessionId = IDLE.exec(yield* pane.waitFor(IDLE, 20_000))![1]!
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        const pid = yield* pane.pid()
+        // /proc/PID/stat: its session is its own pid, and it has no controlling terminal (tty_nr 0).
+        const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")
+        expect([stat[3], stat[4]]).toEqual([String(pid), "0"])
+        yield* pane.kill
+        yield* waitGone(`${logPath}.lock`)
+        yield* waitExited(pid)
+        // Node 20 asserted in ResetStdio (EIO from the closed pty) and aborted: exit 134, a core dump.
+        expect(Fs.readFileSync(errFile, "utf8")).toBe("")
+        yield* readLog(logPath)
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "simulate writing its log to a terminal: the code points JSON leaves raw are JSON escapes there",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        const scenario = Path.join(dir, "hostile.json")
+        Fs.writeFileSync(
+          scenario,
+          JSON.stringify({ model: [{ text: "a\u202eb\u009bc\u2028d\u200be" }], actions: [{ at: 0, followup: "hi" }] })
+        )
+        const pane = yield* Tmux.start({ command: [process.execPath, bin, "simulate", scenario], cwd: dir })
+        expect(yield* pane.waitForExit(20_000)).toBe(0)
+        const screen = yield* pane.screen
+        expect(screen).toContain("\"text\":\"a\\u202eb\\u009bc\\u2028d\\u200be\"")
+        expect(screen).not.toMatch(/[\u009b\u200b\u202e\u2028]/)
       }),
     40_000
   )

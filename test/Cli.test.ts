@@ -1,12 +1,13 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer, Logger } from "effect"
 import { execFile, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { exitCodeOf, main } from "../src/cli/main.js"
 import * as IdGenerator from "../src/IdGenerator.js"
+import { terminalConsole } from "../src/internal/terminalText.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -307,6 +308,87 @@ describe("agent-loop run", () => {
       expect(out).toContain("> \\x1b[31mRED\\x1b[0m")
       expect(out).not.toContain("\u001b")
     }))
+
+  it.effect("the CLI's Console escapes every string it prints, the logger's lines too; escaped text passes unchanged", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const base = yield* Console.consoleWith(Effect.succeed)
+      const capture: Console.Console = {
+        ...base,
+        log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.join(" "))),
+        unsafe: { ...base.unsafe, log: (...args: ReadonlyArray<unknown>) => void lines.push(args.join(" ")) }
+      }
+      const safe = terminalConsole(capture)
+      yield* Effect.logError("the provider said \u001b[2J\u202e").pipe(
+        Effect.withConsole(safe),
+        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(Logger.stringLogger)))
+      )
+      yield* Console.log("a\u202e\n\tb \\x1b", 7).pipe(Effect.withConsole(safe))
+      expect(lines).toEqual([
+        expect.stringMatching(/level=ERROR .*message="the provider said \\x1b\[2J\\u202e"/),
+        "a\\u202e\n\tb \\x1b 7"
+      ])
+    }))
+
+  it.live(
+    "text from a provider, a log or a file name reaches the terminal escaped: run's error line, check's violations, exit messages",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        // A provider whose error text clears the screen, moves the cursor and reverses the line.
+        const hostile = "\u001b[2J\u001b[Hbad key\u202e\u2066 \u200b\u2028\u009b"
+        const server = yield* replayServer({
+          body: JSON.stringify({ error: { message: hostile, type: "invalid_request_error" } }),
+          status: 400,
+          contentType: "application/json"
+        })
+        const run = yield* cli([
+          "run",
+          "--prompt",
+          "hi",
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m",
+          "--store",
+          tmpDir()
+        ])
+        expect(run.code).toBe(4)
+        // eslint-disable-next-line no-control-regex -- the characters that must not reach a terminal
+        const unsafe = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u2028\u2029]/
+        expect(run.err).not.toMatch(unsafe)
+        expect(run.out).not.toMatch(unsafe)
+        expect(run.err.split("\n").at(-1)).toMatch(/^error: \w+: .*\\x1b\[2J\\x1b\[Hbad key\\u202e\\u2066 \\u200b\\u2028\\x9b/)
+        // check: an id with escape sequences in a violation.
+        const dir = tmpDir()
+        const file = Path.join(dir, "ids.jsonl")
+        const id = "\u001b]0;pwned\u0007\u202eu1"
+        Fs.writeFileSync(
+          file,
+          "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"ids\",\"createdAt\":0}\n" +
+            JSON.stringify({
+              type: "user/message",
+              seq: 0,
+              time: 0,
+              data: { id, role: "user", content: [{ type: "text", text: "hi" }], source: { kind: "user" } }
+            }) + "\n"
+        )
+        const checked = yield* cli(["check", file])
+        expect(checked).toEqual({
+          code: 1,
+          out: `${file}: seq 0: rule 2: user/message \\x1b]0;pwned\\x07\\u202eu1 outside an open step`,
+          err: ""
+        })
+        // An exit message naming a file whose name holds an escape sequence.
+        const missing = Path.join(dir, "nope\u001b[2J\u202e.jsonl")
+        const gone = yield* cli(["check", missing])
+        expect(gone.code).toBe(2)
+        expect(gone.err).not.toMatch(unsafe)
+        expect(gone.err).toContain(`${dir}/nope\\x1b[2J\\u202e.jsonl`)
+      })),
+    30_000
+  )
 
   it.live(
     "openai-compat against a loopback replay: two parallel tool calls, then a text answer",

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import { escapeLine, escapeText } from "../src/internal/terminalText.js"
 import * as Transcript from "../src/Transcript.js"
 import {
   assistant,
@@ -120,6 +121,40 @@ describe("Transcript", () => {
       ].join("\n")
     )
     expect(Transcript.render([])).toBe("")
+  })
+
+  it("render and toJsonLines escape what could drive or disguise the terminal: C0/C1, bidi, zero-width, separators", () => {
+    // Every kind of hidden or controlling code point the issue names, in a model's text, a
+    // producer's label and a tool's name; newline and tab are layout and stay.
+    const hostile = "a\u202eb\u2066c\u2067d\u2068e\u2069f\u202ag\u202dh\u200ei\u200fj" +
+      "\u200bk\u200cl\u200dm\ufeffn\u2028o\u2029p\u001b[2Jq\u009br\u007fs\u0007t\rv\tw\nx\u{e0041}y"
+    const shown = "a\\u202eb\\u2066c\\u2067d\\u2068e\\u2069f\\u202ag\\u202dh\\u200ei\\u200fj" +
+      "\\u200bk\\u200cl\\u200dm\\ufeffn\\u2028o\\u2029p\\x1b[2Jq\\x9br\\x7fs\\x07t\\x0dv\tw"
+    const hostileEntries: Array<Transcript.Entry> = [
+      { kind: "assistant", turn: 1, step: 1, text: hostile },
+      { kind: "context", turn: 1, step: 1, id: "c", text: "ok", source: { kind: "plugin", plugin: "p\u202egnp" } },
+      { kind: "tool-call", turn: 1, step: 1, callId: "c1", name: "rm\u200b", arguments: "{}" }
+    ]
+    expect(Transcript.render(hostileEntries).split("\n")).toEqual([
+      "── turn 1 ──",
+      shown,
+      "x\\u{e0041}y",
+      "[context from plugin:p\\u202egnp] ok",
+      "→ rm\\u200b({})",
+      ""
+    ])
+    // JSON lines stay equal in value, with those code points as JSON escapes.
+    const json = Transcript.toJsonLines(hostileEntries)
+    // eslint-disable-next-line no-control-regex -- the characters that must not reach a terminal
+    expect(json).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u2028\u2029]/)
+    expect(json).not.toMatch(/\u{e0041}/u)
+    expect(json.split("\n")[0]).toContain("a\\u202eb\\u2066c")
+    expect(json.split("\n")[0]).toContain("x\\udb40\\udc41y")
+    expect(json.trimEnd().split("\n").map((l) => JSON.parse(l))).toEqual(hostileEntries)
+    // The shared rule, one line at a time (ids, paths, error lines).
+    expect(escapeLine("id\u202e\n\tx\u001b")).toBe("id\\u202e\\n\\tx\\x1b")
+    expect(escapeText("two\nlines\tand\u2028")).toBe("two\nlines\tand\\u2028")
+    expect(Transcript.escapeControl("\u202e\n")).toBe("\\u202e\n")
   })
 
   it("labels producers and end reasons", () => {

@@ -7,6 +7,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit } from "effect"
+import { escapeText } from "../internal/terminalText.js"
 import { main } from "./main.js"
 
 NodeRuntime.runMain(main(process.argv.slice(2)).pipe(Effect.provide(NodeContext.layer)), {
@@ -15,7 +16,8 @@ NodeRuntime.runMain(main(process.argv.slice(2)).pipe(Effect.provide(NodeContext.
     if (Exit.isSuccess(exit)) onExit(exit.value as number)
     else if (Cause.isInterruptedOnly(exit.cause)) onExit(130)
     else {
-      process.stderr.write(Cause.pretty(exit.cause) + "\n")
+      // A defect's text may quote a provider or a log: escaped (issue 13).
+      process.stderr.write(escapeText(Cause.pretty(exit.cause)) + "\n")
       onExit(1)
     }
   }

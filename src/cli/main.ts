@@ -3,12 +3,20 @@
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
  * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`.
  *
- * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C; `run` exits 0 for `completed` or
+ * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C, 129 when its terminal is gone; `run` exits 0 for `completed` or
  * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
  * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
  * names the line), a missing file, or a session log that cannot be written (`run` and `resume`
  * also when an append fails mid-turn: a full disk, a read-only store, a log deleted or cut under
  * the session; one line on stderr, `storeFailures.ts`).
+ *
+ * Terminal safety (issue 13): every line printed here that carries text from a log, a model, a
+ * provider or a file name goes through `src/internal/terminalText.ts` at the print site:
+ * transcripts through `Transcript.render` (which escapes), one-line messages (error lines,
+ * `check`'s violations, warnings, paths) through `escapeLine`, exit messages through
+ * `escapeText`. ESC, the other C0/C1 controls, bidi, zero-width and separator characters are
+ * shown as `\x1b`, `\u202e`, … and never reach the terminal raw. Under them, `main` prints
+ * through `terminalConsole`, which escapes every string (the logger's lines too).
  *
  * @since 0.1.0
  */
@@ -18,6 +26,7 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
+import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -287,7 +296,9 @@ const run = Command.make(
         logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.
-        yield* Effect.addFinalizer(() => Effect.zipRight(print, Console.log(`\nsession log: ${agent.log.path ?? agent.id}`)))
+        yield* Effect.addFinalizer(() =>
+          Effect.zipRight(print, Console.log(`\nsession log: ${escapeLine(agent.log.path ?? agent.id)}`))
+        )
         const queue = yield* agent.subscribe
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) =>
           event.type === "assistant/retry"
@@ -312,7 +323,7 @@ const run = Command.make(
       if (failed !== undefined) return yield* exit(2, `cannot write the session log ${logPath ?? ""}: ${failed.message}`)
       const reason = lastTurnEnd(events)
       const code = exitCodeOf(reason)
-      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
     })
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
@@ -322,7 +333,8 @@ const run = Command.make(
  * session of the JSONL store or, with `--session ID`, on that session resumed (its history shown
  * from the log). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
- * on Ctrl-C, 2 when the session cannot be made or resumed; prints the log's path at exit.
+ * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
+ * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
  */
 const chat = Command.make(
   "chat",
@@ -411,11 +423,11 @@ const resumeCommand = Command.make(
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.
         const appended = yield* Agent.repair(id).pipe(Effect.provide(layers), Effect.catchTags(failures))
-        yield* Console.log(
+        yield* Console.log(escapeLine(
           appended.length === 0
             ? `${options.file}: nothing to repair`
             : `${options.file}: appended ${appended.map((e) => e.type).join(", ")}`
-        )
+        ))
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
@@ -425,11 +437,11 @@ const resumeCommand = Command.make(
         const tail = agent.log.events().slice(before)
         const seed = tail.findIndex((e) => e.type === "session/end-seed")
         const repaired = seed < 0 ? [] : tail.slice(0, seed + 1)
-        yield* Console.log(
+        yield* Console.log(escapeLine(
           repaired.length === 0
             ? `${options.file}: nothing to repair`
             : `${options.file}: appended ${repaired.map((e) => e.type).join(", ")}`
-        )
+        ))
         const print = livePrinter(() => agent.log.events().slice(before + repaired.length))
         yield* Effect.addFinalizer(() => print)
         const queue = yield* agent.subscribe
@@ -445,7 +457,7 @@ const resumeCommand = Command.make(
       if (ran.length === 0) return
       const reason = lastTurnEnd(ran)
       const code = exitCodeOf(reason)
-      if (reason?.kind === "error") yield* Console.error(`error: ${reason.error.code}: ${reason.error.message}`)
+      if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
     })
 ).pipe(
@@ -470,7 +482,7 @@ const transcript = Command.make(
   ({ file, json }) =>
     Effect.gen(function*() {
       const contents = yield* readLog(file)
-      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${file}: ${w}`))
       const entries = Transcript.fromEvents(contents.events)
       if (json) {
         const lines = Transcript.toJsonLines(entries)
@@ -488,13 +500,13 @@ const check = Command.make(
   ({ file }) =>
     Effect.gen(function*() {
       const contents = yield* readLog(file)
-      for (const w of contents.warnings) yield* Console.error(`warning: ${file}: ${w}`)
+      for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${file}: ${w}`))
       const violations = Invariant.check(contents.events, { header: contents.header })
       if (violations.length === 0) {
-        yield* Console.log(`${file}: ok (${contents.events.length} events)`)
+        yield* Console.log(escapeLine(`${file}: ok (${contents.events.length} events)`))
         return
       }
-      for (const v of violations) yield* Console.log(`${file}: seq ${v.seq}: rule ${v.rule}: ${v.message}`)
+      for (const v of violations) yield* Console.log(escapeLine(`${file}: seq ${v.seq}: rule ${v.rule}: ${v.message}`))
       return yield* exit(1)
     })
 ).pipe(Command.withDescription("Check a session log against the invariants of DESIGN.md §12."))
@@ -530,8 +542,8 @@ const demo = Command.make(
       )
       yield* printTranscript(log.events())
       yield* Console.log("")
-      yield* Console.log(`session log: ${log.path ?? log.id}`)
-      yield* Console.log(`replay it with: npx agent-loop transcript ${log.path ?? log.id}`)
+      yield* Console.log(escapeLine(`session log: ${log.path ?? log.id}`))
+      yield* Console.log(escapeLine(`replay it with: npx agent-loop transcript ${log.path ?? log.id}`))
     })
 ).pipe(Command.withDescription("Run a short offline demo session and print its transcript."))
 
@@ -563,13 +575,14 @@ const simulate = Command.make(
       const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
       for (const d of result.deliveries) {
         if (d.error !== undefined) {
-          yield* Console.error(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`)
+          yield* Console.error(escapeLine(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`))
         }
       }
       const write = (file: string, content: string) =>
         fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
-      else yield* Effect.sync(() => process.stdout.write(result.log))
+      // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
+      else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
       if (Option.isSome(requests)) yield* write(requests.value, result.requestLines)
     })
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
@@ -589,10 +602,13 @@ const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
   cli(["node", "agent-loop", ...argv]).pipe(
+    // Under the print sites' own escaping, a net for every line (the logger's too).
+    (program) => Console.consoleWith((base) => Effect.withConsole(program, terminalConsole(base))),
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
-      if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(e.message), e.code)
+      // Exit messages carry file names, log lines and provider texts: escaped (issue 13).
+      if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(escapeText(e.message)), e.code)
       if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
-      return Effect.as(Console.error(`agent-loop: ${String(e)}`), 2)
+      return Effect.as(Console.error(escapeText(`agent-loop: ${String(e)}`)), 2)
     })
   )

@@ -42,6 +42,13 @@ export interface Pane {
    * so the status is read from the screen rather than from `#{pane_dead_status}`.
    */
   readonly waitForExit: (timeoutMs?: number) => Effect.Effect<number>
+  /**
+   * The pid of the program (the child of the pane's shell), polled until it has started (fails
+   * after `timeoutMs`, default 10 s).
+   */
+  readonly pid: (timeoutMs?: number) => Effect.Effect<number>
+  /** Kills the tmux server: the terminal is gone (its pty closed) as when a terminal window is closed. */
+  readonly kill: Effect.Effect<void>
 }
 
 const quote = (arg: string): string => /^[\w./:=@%+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`
@@ -67,6 +74,16 @@ export const start = (options: {
   readonly unsetEnv?: ReadonlyArray<string> | undefined
 }): Effect.Effect<Pane, never, Scope.Scope> =>
   Effect.gen(function*() {
+    // The program's pid once known: a program that outlives its terminal is killed at the end.
+    let programPid: number | undefined
+    let programCmdline = ""
+    const cmdline = (pid: number): string => {
+      try {
+        return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      } catch {
+        return ""
+      }
+    }
     const dir = yield* Effect.acquireRelease(
       Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-tmux-"))),
       (dir) =>
@@ -75,6 +92,14 @@ export const start = (options: {
             execFileSync("tmux", ["-S", Path.join(dir, "sock"), "kill-server"], { stdio: "ignore" })
           } catch {
             // already gone
+          }
+          // (The same process, not another that got its pid since.)
+          if (programPid !== undefined && programCmdline !== "" && cmdline(programPid) === programCmdline) {
+            try {
+              process.kill(programPid, "SIGKILL")
+            } catch {
+              // exited
+            }
           }
           Fs.rmSync(dir, { recursive: true, force: true })
         })
@@ -134,7 +159,31 @@ export const start = (options: {
             const exited = /^\[exited (\d+)\]$/m.exec(s)
             return exited === null ? undefined : Number(exited[1])
           })
-        )
+        ),
+      pid: (timeoutMs = 10_000) =>
+        poll(
+          "the program to start",
+          timeoutMs,
+          Effect.sync(() => {
+            const shell = tmux(["display-message", "-p", "-t", target, "#{pane_pid}"]).trim()
+            try {
+              const children = Fs.readFileSync(`/proc/${shell}/task/${shell}/children`, "utf8").trim().split(/\s+/)
+              if (children[0] === undefined || children[0] === "") return undefined
+              programPid = Number(children[0])
+              programCmdline = cmdline(programPid)
+              return programPid
+            } catch {
+              return undefined
+            }
+          })
+        ),
+      kill: Effect.sync(() => {
+        try {
+          tmux(["kill-server"])
+        } catch {
+          // already gone
+        }
+      })
     }
     return pane
   })

@@ -14,8 +14,10 @@
  *   splice algebra), the status and when the run started.
  *
  * Every string that comes from the log or the model is made safe for the terminal here
- * (`visible`: control characters escaped as `Transcript.render` does), so the view never prints
- * raw log text.
+ * (`visible`: escaped as `Transcript.render` does), so the view never prints raw log text; and
+ * bounded (`shown`: the first 8 KiB and 100 lines of each message, then a line saying how many
+ * bytes were left out; the streamed text's tail; the start of a pending message), so that a
+ * message of megabytes costs the screen no more than a small one.
  */
 import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
 import * as Inbox from "../../Inbox.js"
@@ -86,6 +88,89 @@ export interface Snapshot {
  */
 export const visible = (text: string): string => Transcript.escapeControl(text.replace(/\t/g, "  "))
 
+/**
+ * The most of one message's text the chat shows: its first `SHOWN_LINES` lines and at most
+ * `SHOWN_BYTES` bytes (UTF-8). Drawing a message of megabytes took Ink minutes with the event
+ * loop blocked (no key, no signal handled: issue 13); the whole text stays in the log, which
+ * `agent-loop transcript` prints.
+ */
+export const SHOWN_BYTES = 8192
+/** See `SHOWN_BYTES`. */
+export const SHOWN_LINES = 100
+
+/**
+ * `text` as the chat shows it: cut to `SHOWN_LINES` lines and `SHOWN_BYTES` bytes (never inside
+ * a character), escaped (`visible`), and when cut followed by a line
+ * `… (N more bytes, see agent-loop transcript)` (N: the UTF-8 bytes left out). Reads at most
+ * `SHOWN_BYTES` characters of `text` before deciding, so a huge text costs no more than a small one.
+ */
+export const shown = (text: string): string => {
+  let bytes = 0
+  let lines = 0
+  let i = 0
+  while (i < text.length) {
+    const c = text.charCodeAt(i)
+    const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    const size = pair ? 4 : c < 0x80 ? 1 : c < 0x800 ? 2 : 3
+    if (bytes + size > SHOWN_BYTES) break
+    bytes += size
+    i += pair ? 2 : 1
+    if (c === 10 && ++lines === SHOWN_LINES) break
+  }
+  if (i >= text.length) return visible(text)
+  const kept = text.charCodeAt(i - 1) === 10 ? text.slice(0, i - 1) : text.slice(0, i)
+  return `${visible(kept)}\n… (${Buffer.byteLength(text, "utf8") - bytes} more bytes, see agent-loop transcript)`
+}
+
+/**
+ * The most of a resumed session's history the chat draws at start: its last entries up to about
+ * `HISTORY_BYTES` of shown text and at most `HISTORY_ENTRIES` entries, from the start of a turn.
+ * Ink draws history in one synchronous pass: 500 turns of 8 KiB (4 MiB) took 14 s to be ready,
+ * with no key or signal handled; 256 KiB of them 3.6 s, 64 KiB 2.1 s (a new chat: about 1 s).
+ * Earlier entries are named in a notice (`agent-loop transcript` prints them).
+ */
+export const HISTORY_BYTES = 64 * 1024
+/** See `HISTORY_BYTES`. */
+export const HISTORY_ENTRIES = 500
+
+/** An entry's share of the history budget: the text it shows (at most `SHOWN_BYTES`) and a line. */
+const weight = (entry: Transcript.Entry): number => {
+  const size = entry.kind === "tool-call"
+    ? entry.name.length + entry.arguments.length
+    : entry.kind === "turn-end"
+    ? 0
+    : entry.text.length
+  return Math.min(size, SHOWN_BYTES) + 80
+}
+
+/**
+ * The index of the first history entry to draw (see `HISTORY_BYTES`): the longest tail within
+ * the budget, moved forward to the start of a turn when that leaves something to draw.
+ */
+const historyStart = (entries: ReadonlyArray<Transcript.Entry>): number => {
+  let total = 0
+  let first = entries.length
+  while (first > 0 && entries.length - first < HISTORY_ENTRIES) {
+    total += weight(entries[first - 1]!)
+    if (total > HISTORY_BYTES) break
+    first--
+  }
+  if (first === 0) return 0
+  // Whole turns only (a tool result with its call), unless the last turn alone is over budget.
+  let start = first
+  while (start < entries.length && entries[start]!.turn === entries[first - 1]!.turn) start++
+  return start < entries.length ? start : first
+}
+
+/** The streamed text kept for the live area (its last rows are shown): a tail of at most this many characters. */
+const STREAM_KEPT = 16_384
+
+/** Appends `piece` to streamed `text`, keeping the tail `lastRows` may show (appending to megabytes stays cheap). */
+const stream = (text: string, piece: string): string => {
+  const all = text + visible(piece)
+  return all.length > 2 * STREAM_KEPT ? all.slice(-STREAM_KEPT) : all
+}
+
 const toneOf = (reason: TurnEndReason): Tone => {
   switch (reason.kind) {
     case "completed":
@@ -135,7 +220,20 @@ export class ChatModel {
     this.seen = events.length
     this.status = status
     this.runningSince = status === "running" ? now() : undefined
-    for (const entry of Transcript.fromEvents(events)) this.entry(entry)
+    const entries = Transcript.fromEvents(events)
+    const first = historyStart(entries)
+    if (first > 0) {
+      const turns = entries[first]!.turn - 1
+      this.push({
+        kind: "notice",
+        key: this.key(),
+        text: `… ${first} earlier transcript entr${first === 1 ? "y" : "ies"}${
+          turns > 0 ? ` (turn${turns === 1 ? " 1" : `s 1–${turns}`})` : ""
+        } not shown, see agent-loop transcript`,
+        tone: "ok"
+      })
+    }
+    for (let i = first; i < entries.length; i++) this.entry(entries[i]!)
     for (const e of events) {
       if (e.type === "turn/start") this.turn = (e.data as { readonly turn: number }).turn
     }
@@ -176,7 +274,7 @@ export class ChatModel {
   }
 
   notice(text: string, tone: Tone = "ok"): void {
-    this.push({ kind: "notice", key: this.key(), text: visible(text), tone })
+    this.push({ kind: "notice", key: this.key(), text: shown(text), tone })
     this.changed()
   }
 
@@ -230,8 +328,8 @@ export class ChatModel {
         if (this.streaming === undefined || this.streaming.turn !== event.turn || this.streaming.step !== event.step) {
           this.streaming = { turn: event.turn, step: event.step, text: "", reasoning: "" }
         }
-        if (event.text !== undefined) this.streaming.text += visible(event.text)
-        if (event.reasoning !== undefined) this.streaming.reasoning += visible(event.reasoning)
+        if (event.text !== undefined) this.streaming.text = stream(this.streaming.text, event.text)
+        if (event.reasoning !== undefined) this.streaming.reasoning = stream(this.streaming.reasoning, event.reasoning)
         return
       }
       case "assistant/retry": {
@@ -299,24 +397,24 @@ export class ChatModel {
     this.header(entry.turn)
     switch (entry.kind) {
       case "user":
-        this.push({ kind: "user", key: this.key(), text: visible(entry.text) })
+        this.push({ kind: "user", key: this.key(), text: shown(entry.text) })
         return
       case "context":
         this.push({
           kind: "context",
           key: this.key(),
-          label: visible(Transcript.sourceLabel(entry.source)),
-          text: visible(entry.text)
+          label: shown(Transcript.sourceLabel(entry.source)),
+          text: shown(entry.text)
         })
         return
       case "assistant":
-        this.push({ kind: "assistant", key: this.key(), text: visible(entry.text), interrupted: entry.interrupted === true })
+        this.push({ kind: "assistant", key: this.key(), text: shown(entry.text), interrupted: entry.interrupted === true })
         return
       case "tool-call":
         this.calls.set(entry.callId, {
           callId: entry.callId,
-          name: visible(entry.name),
-          args: visible(entry.arguments),
+          name: shown(entry.name),
+          args: shown(entry.arguments),
           since: this.now()
         })
         return
@@ -328,7 +426,7 @@ export class ChatModel {
           key: this.key(),
           name: call?.name ?? "?",
           args: call?.args ?? "",
-          result: visible(entry.text),
+          result: shown(entry.text),
           isError: entry.isError
         })
         return
@@ -339,7 +437,7 @@ export class ChatModel {
           kind: "turn-end",
           key: this.key(),
           turn: entry.turn,
-          reason: visible(Transcript.reasonLabel(entry.reason)),
+          reason: shown(Transcript.reasonLabel(entry.reason)),
           tone: toneOf(entry.reason)
         })
         return
@@ -360,8 +458,9 @@ const pendingItem = (message: UserMessage, queue: PendingItem["queue"]): Pending
   return {
     id: message.id,
     queue,
-    label: direct ? "you" : visible(Transcript.sourceLabel(message.source)),
+    label: direct ? "you" : visible(Transcript.sourceLabel(message.source).slice(0, 256)),
     direct,
-    text: visible(textOf(message.content ?? []))
+    // One line of the live area (cut at its width): the start of the text is enough.
+    text: visible(textOf(message.content ?? []).slice(0, 1024))
   }
 }

@@ -15,6 +15,10 @@
  *   terminal leaves raw mode), stops both fibers, then disposes the agent (DESIGN.md §9: a
  *   running turn ends aborted `{kind:"disposed"}`, whatever is queued is canceled). The log's
  *   path is printed after that, whatever the exit.
+ * - No lock without a terminal (issue 13): SIGHUP, the end of stdin or an error writing stdout
+ *   (EIO, EPIPE) means the terminal is gone: the chat closes its scope as above (the agent
+ *   disposed, the writer's lock released) and exits 129. Signals are listened to from before the
+ *   session is opened, so that a chat still loading a big log leaves too.
  *
  * A plain line is sent by the agent's status when the action runs: `followup` when idle,
  * `steer` while running, through `SessionReference.deliver`, which also prepares the snapshot
@@ -29,9 +33,12 @@
 import type { FileSystem, Path } from "@effect/platform"
 import { Chunk, Console, Deferred, Effect, Exit, Layer, Queue, type Scope } from "effect"
 import { render } from "ink"
+import * as NodeFs from "node:fs"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
 import * as IdGenerator from "../../IdGenerator.js"
+import { isSessionId } from "../../internal/store/common.js"
+import { escapeLine } from "../../internal/terminalText.js"
 import { UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as OfflineTools from "../../OfflineTools.js"
@@ -98,7 +105,10 @@ const perform = (
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
   if (action._tag === "refresh-sessions") {
-    return Effect.ignore(Effect.map(store.list, (ids) => model.setSessionIds(ids.filter((id) => id !== agent.id))))
+    // Only ids a mention can name (the store's rule): a file name with escapes never reaches the line.
+    return Effect.ignore(
+      Effect.map(store.list, (ids) => model.setSessionIds(ids.filter((id) => id !== agent.id && isSessionId(id))))
+    )
   }
   if (action._tag === "cancel") {
     return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
@@ -162,9 +172,10 @@ const perform = (
  */
 const session = (
   options: ChatOptions,
-  onLog: (path: string) => void
+  onLog: (path: string) => void,
+  quit: (code: number) => void
 ): Effect.Effect<
-  number,
+  never,
   SessionLog.SessionStoreError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
   | SessionStore.SessionStore
   | SessionReference.SessionReference
@@ -198,10 +209,6 @@ const session = (
       (batch) => Effect.sync(() => model.apply(Chunk.toReadonlyArray(batch)))
     )))
 
-    const done = yield* Deferred.make<number>()
-    const quit = (code: number) => {
-      Deferred.unsafeDone(done, Exit.succeed(code))
-    }
     const actions = yield* Queue.unbounded<Action>()
     yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
       Queue.take(actions),
@@ -221,22 +228,6 @@ const session = (
       }
     }
     Queue.unsafeOffer(actions, { _tag: "refresh-sessions" })
-    // SIGINT/SIGTERM from outside (kill, a closing terminal): leave as Ctrl-C does, through the
-    // scope (the agent disposed, the log's path printed). The listeners stay for the whole chat:
-    // without them, Ink's exit hook (signal-exit) re-sends the signal once Effect's own handler
-    // has removed itself, and the process dies before its clean-up.
-    const onSignal = () => quit(130)
-    yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        process.on("SIGINT", onSignal)
-        process.on("SIGTERM", onSignal)
-      }),
-      () =>
-        Effect.sync(() => {
-          process.off("SIGINT", onSignal)
-          process.off("SIGTERM", onSignal)
-        })
-    )
     // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
     const ink = yield* Effect.acquireRelease(
       Effect.sync(() =>
@@ -249,11 +240,71 @@ const session = (
     )
     // Should the view stop by itself (a render error, shown by Ink), the chat ends too.
     ink.waitUntilExit().then(() => quit(0), () => quit(1))
-    return yield* Deferred.await(done)
+    return yield* Effect.never
+  })
+
+/** The exit code when the terminal is gone (SIGHUP, or stdin/stdout closed): 128 + SIGHUP. */
+const TERMINAL_GONE = 129
+
+/**
+ * Listens, for the whole chat, to what ends it from outside: SIGINT and SIGTERM (kill, Ctrl-C
+ * before the view puts the terminal in raw mode) quit 130; SIGHUP, the end of stdin or an error
+ * writing stdout or stderr (EIO, EPIPE: the terminal is gone) quit 129. Installed before the
+ * session is opened, so that a signal while a big log loads is not lost (issue 13). The signal
+ * listeners also keep Ink's exit hook (signal-exit) from re-sending the signal, which would kill
+ * the process before the agent is disposed and its lock released. The error listeners on
+ * stdout/stderr stay to the end of the process: the clean-up still writes (Ink's last frame, the
+ * log's path), and a write to a closed terminal must not throw.
+ */
+const outside = (quit: (code: number) => void, onGone: () => void): Effect.Effect<void, never, Scope.Scope> => {
+  const interrupt = () => quit(130)
+  const gone = () => {
+    onGone()
+    quit(TERMINAL_GONE)
+  }
+  return Effect.asVoid(Effect.acquireRelease(
+    Effect.sync(() => {
+      process.on("SIGINT", interrupt)
+      process.on("SIGTERM", interrupt)
+      process.on("SIGHUP", gone)
+      process.stdin.on("end", gone)
+      process.stdin.on("error", gone)
+      process.stdout.on("error", gone)
+      process.stderr.on("error", gone)
+    }),
+    () =>
+      Effect.sync(() => {
+        process.off("SIGINT", interrupt)
+        process.off("SIGTERM", interrupt)
+        process.off("SIGHUP", gone)
+        process.stdin.off("end", gone)
+        process.stdin.off("error", gone)
+      })
+  ))
+}
+
+/**
+ * The chat until it is asked to end: by the view (`/quit`, Ctrl-C) or from outside (`outside`),
+ * whichever comes first, also while the session is still being opened (the opening is then
+ * interrupted; what it acquired is released with the scope).
+ */
+const chatUntilQuit = (
+  options: ChatOptions,
+  onLog: (path: string) => void,
+  onGone: () => void
+) =>
+  Effect.gen(function*() {
+    const done = yield* Deferred.make<number>()
+    const quit = (code: number) => {
+      Deferred.unsafeDone(done, Exit.succeed(code))
+    }
+    yield* outside(quit, onGone)
+    return yield* Effect.raceFirst(Deferred.await(done), session(options, onLog, quit))
   })
 
 /**
- * Runs the chat until `/quit` (exit code 0) or Ctrl-C (130); a new session on the JSONL store
+ * Runs the chat until `/quit` (exit code 0), Ctrl-C or SIGTERM (130), or until the terminal is
+ * gone (129: SIGHUP, stdin ended, stdout broken); a new session on the JSONL store
  * of `options.directory`, or the resumed `options.sessionId` (repaired first if its process
  * died, DESIGN.md §10; queued work is shown, not run). The agent is disposed before this
  * returns, and the log's path is printed last (also when interrupted). Fails with the store's
@@ -267,8 +318,11 @@ export const runChat = (
   FileSystem.FileSystem | Path.Path
 > => {
   let logPath: string | undefined
-  return Effect.scoped(session(options, (path) => {
+  let gone = false
+  return Effect.scoped(chatUntilQuit(options, (path) => {
     logPath = path
+  }, () => {
+    gone = true
   })).pipe(
     // The agent is made with the references' pre-step in context (DESIGN.md §13).
     Effect.provide(
@@ -278,6 +332,28 @@ export const runChat = (
         SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
       ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))
     ),
-    Effect.ensuring(Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${logPath}`)))
+    Effect.ensuring(
+      Effect.suspend(() => logPath === undefined ? Effect.void : Console.log(`session log: ${escapeLine(logPath)}`))
+    ),
+    Effect.ensuring(Effect.sync(() => {
+      if (gone) closeStdio()
+    }))
   )
+}
+
+/**
+ * Closes file descriptors 0–2 once the terminal is gone, right before the process exits. At
+ * exit Node 20 restores the terminal's settings on each stdio descriptor that is still the
+ * terminal, and aborts (an assertion in `ResetStdio`, exit 134, a core dump where enabled) when
+ * that fails with EIO, as it does on a closed pty; a closed descriptor is skipped. Nothing can
+ * be shown by then anyway.
+ */
+const closeStdio = () => {
+  for (const fd of [0, 1, 2]) {
+    try {
+      NodeFs.closeSync(fd)
+    } catch {
+      // already closed
+    }
+  }
 }
