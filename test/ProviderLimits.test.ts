@@ -38,6 +38,7 @@ import type { MessageId } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import type { ModelError, ModelRequest, ModelService } from "../src/Model.js"
 import * as Anthropic from "../src/providers/Anthropic.js"
+import { redactSecrets } from "../src/providers/internal/http.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { collect, errorFields, summarize } from "./utils/modelParts.js"
@@ -67,6 +68,8 @@ interface Case {
   readonly head: string
   /** One text delta as an SSE event. */
   readonly delta: (text: string) => string
+  /** The events that end a text answer. */
+  readonly tail: string
   /** A whole (non-streamed) JSON answer with `text`. */
   readonly whole: (text: string) => string
   /** What a `429` carries as its code. */
@@ -85,6 +88,7 @@ const cases: ReadonlyArray<Case> = [
     url: (root) => `${root}/v1/chat/completions`,
     head: "",
     delta: (text) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}\n\n`,
+    tail: `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\ndata: [DONE]\n\n`,
     whole: (text) =>
       JSON.stringify({ choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }] }),
     rateLimitCode: "HTTP_429",
@@ -100,6 +104,9 @@ const cases: ReadonlyArray<Case> = [
       `event: content_block_delta\ndata: ${
         JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })
       }\n\n`,
+    tail: "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n" +
+      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     whole: (text) => JSON.stringify({ type: "message", content: [{ type: "text", text }], stop_reason: "end_turn" }),
     rateLimitCode: "rate_limit_error",
     rateLimitBody: JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: "Rate limited" } })
@@ -119,6 +126,10 @@ const request = (): ModelRequest => ({ ...REQUEST })
 
 /** Real time, whatever clock the test runs on: lets sockets and fibers do their work. */
 const live = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/** `effect`, or a defect after 5 s of real time (a wait on the socket, bounded whatever the clock). */
+const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.raceFirst(effect, Effect.zipRight(live(5_000), Effect.dieMessage("no progress within 5 s of real time")))
 
 /** Polls (real time, at most `tries` × 10 ms) until `done()`. */
 const until = (done: () => boolean, tries = 300) =>
@@ -225,7 +236,7 @@ describe.each(cases)("provider limits: $name", (c) => {
         yield* live(50)
         expect(server.requests.length).toBe(1)
         yield* TestClock.adjust("1 millis")
-        const exit = yield* Fiber.await(fiber)
+        const exit = yield* bounded(Fiber.await(fiber))
         expect(Exit.isFailure(exit)).toBe(true)
         expect([logs, server.requests.length]).toEqual([[line, line], 2])
       }))
@@ -241,7 +252,7 @@ describe.each(cases)("provider limits: $name", (c) => {
         const model = yield* c.make(server.root, { idleTimeoutMs: 10_000 })
         const first = yield* Deferred.make<void>()
         const fiber = yield* Effect.fork(model.respond(request(), { part: () => Deferred.succeed(first, undefined) }))
-        yield* Deferred.await(first)
+        yield* bounded(Deferred.await(first))
         let endedAt: number | undefined
         for (let i = 1; i <= 6 && endedAt === undefined; i++) {
           server.responses[0]!.write(": ping\n\n")
@@ -291,14 +302,14 @@ describe.each(cases)("provider limits: $name", (c) => {
           })
         )
         for (let i = 0; i < 3; i++) {
-          yield* Queue.take(parts) // the attempt's chunk arrived: it now waits for the next piece
+          yield* bounded(Queue.take(parts)) // the attempt's chunk arrived: it now waits for the next piece
           yield* live(30)
           yield* TestClock.adjust("100 seconds")
           yield* live(30)
           yield* TestClock.adjust("1 second") // the retry's spacing
           yield* live(30)
         }
-        const exit = yield* Fiber.await(fiber)
+        const exit = yield* bounded(Fiber.await(fiber))
         expect(Exit.isFailure(exit)).toBe(true)
         expect(codes).toEqual(["TIMEOUT", "TIMEOUT", "DEADLINE_EXCEEDED"])
         expect(failedAt).toEqual([100_000, 201_000, 250_000])
@@ -310,27 +321,31 @@ describe.each(cases)("provider limits: $name", (c) => {
         ])
       }))
 
-    it.scoped("the deadline is the request's: a new request, or the same one after it succeeded, starts a fresh one", () =>
+    it.scoped("the deadline is the request's: a new request, or the same one after it succeeded, has a fresh one", () =>
       Effect.gen(function*() {
         const server = yield* manualServer((res, index) => {
           sse(res)
           res.write(c.head + c.delta("a"))
-          if (index === 0) res.end() // incomplete: retryable
+          if (index === 0) res.end(c.tail) // complete
+          if (index === 1) res.end() // incomplete: retryable
         })
         const model = yield* c.make(server.root, { idleTimeoutMs: 100_000, requestTimeoutMs: 150_000 })
         const req = request()
+        expect(summarize(yield* Effect.mapError(collect(model, req), (f) => f.error)).text).toBe("a")
+        // Past the deadline the first call had: it ended with the success.
+        yield* TestClock.adjust("200 seconds")
         const first = yield* Effect.flip(collect(model, req))
         expect(first.error.code).toBe("STREAM_INCOMPLETE")
         yield* TestClock.adjust("149 seconds")
         // The retry of `req` has 1 s left; another request has its own 150 s.
         const retry = yield* Effect.fork(Effect.flip(collect(model, req)))
         const other = yield* Effect.fork(Effect.flip(collect(model, request())))
-        yield* until(() => server.responses.length === 3)
+        yield* until(() => server.responses.length === 4)
         yield* live(30)
         yield* TestClock.adjust("1 second")
-        expect((yield* Fiber.join(retry)).error.code).toBe("DEADLINE_EXCEEDED")
+        expect((yield* bounded(Fiber.join(retry))).error.code).toBe("DEADLINE_EXCEEDED")
         yield* TestClock.adjust("99 seconds")
-        expect((yield* Fiber.join(other)).error.code).toBe("TIMEOUT")
+        expect((yield* bounded(Fiber.join(other))).error.code).toBe("TIMEOUT")
       }))
   })
 
@@ -423,6 +438,25 @@ describe.each(cases)("provider limits: $name", (c) => {
         const streamError = yield* Effect.flip(collect(streamModel, request()))
         expect(streamError.error.message).toContain(redacted)
       }))
+  })
+})
+
+describe("redactSecrets", () => {
+  it("replaces the configured key, Bearer tokens and key-shaped tokens; leaves words and short values", () => {
+    const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, string]> = [
+      ["Incorrect API key provided: Bearer sk-abc123xyz.", [], "Incorrect API key provided: Bearer [redacted]."],
+      ["authorization: bearer eyJhbGciOi.J9x-y_z== was refused", [], "authorization: bearer [redacted] was refused"],
+      ["keys sk-ant-api03-AbC9, gsk_0123456789 and xai-12345678ab", [], "keys [redacted], [redacted] and [redacted]"],
+      ["masked: sk-proj-****************abcd", [], "masked: sk-proj-****************abcd"],
+      [
+        "use scikit-learn (sk-learn), task-1234567, risk_level_99999",
+        [],
+        "use scikit-learn (sk-learn), task-1234567, risk_level_99999"
+      ],
+      ["key=Zm9vYmFyYmF6cXV4 in the query", ["Zm9vYmFyYmF6cXV4"], "key=[redacted] in the query"],
+      ["short abc in text", ["abc"], "short abc in text"]
+    ]
+    for (const [text, secrets, expected] of cases) expect([text, redactSecrets(text, secrets)]).toEqual([text, expected])
   })
 })
 
