@@ -178,6 +178,11 @@ const checkUrl = (value: string): Effect.Effect<string, CliExit> => {
   return Effect.succeed(value)
 }
 
+/** Whether a would-be variable name looks like an API key: a key prefix, or 24+ characters of mixed case with digits. */
+const looksLikeKey = (value: string): boolean =>
+  /^(?:sk|gsk|xai|pk|rk)_/.test(value) ||
+  (value.length >= 24 && /[a-z]/.test(value) && /[A-Z]/.test(value) && /\d/.test(value))
+
 /** The API key named by `--api-key-env` (else `fallbackEnv` when set), as `Redacted`. */
 const readApiKey = (
   apiKeyEnv: Option.Option<string>,
@@ -187,9 +192,13 @@ const readApiKey = (
     const value = fallbackEnv === undefined ? undefined : process.env[fallbackEnv]
     return Effect.succeed(value === undefined || value === "" ? undefined : Redacted.make(value))
   }
-  // A value that is not a variable name is likely the key itself: refused without echoing it.
+  // A value that is not a variable name, or one that looks like a key (`gsk_…`, `sk_…`, or long
+  // and of mixed case with digits), is likely the key itself: refused without echoing it.
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(apiKeyEnv.value)) {
     return exit(2, "--api-key-env takes the NAME of an environment variable (letters, digits, _), not the key itself")
+  }
+  if (looksLikeKey(apiKeyEnv.value)) {
+    return exit(2, "--api-key-env: the value looks like an API key, not the NAME of an environment variable (not shown)")
   }
   const value = process.env[apiKeyEnv.value]
   if (value === undefined) return exit(2, `--api-key-env: the environment variable ${apiKeyEnv.value} is not set`)

@@ -90,9 +90,21 @@ import * as WireFormat from "./internal/wire.js"
  * - `retry`: a schedule for failures that happen **before the first part reached the sink**
  *   (connection refused, HTTP 429/5xx/529) and are `retryable`; each delay is at least the
  *   error's `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
- * - `idleTimeoutMs`: how long to wait for the response headers, and then for each next piece
- *   of the body (Anthropic sends `ping` events while it works), before failing with `TIMEOUT`
- *   (retryable). Default 120,000. Uses the Effect `Clock`.
+ * - `idleTimeoutMs`: how long (ms) to wait for the response headers, and then for each next
+ *   piece of the body that is progress, before failing with `TIMEOUT` (retryable). Default
+ *   120,000. Anthropic's `ping` events are events, so progress; SSE comment lines are not.
+ * - `requestTimeoutMs`: how long (ms) one model request may take, its retries included (the
+ *   deadline runs from the first `respond` of a `ModelRequest` object; the loop's step retry and
+ *   `retry` call again with the same object), before failing with `DEADLINE_EXCEEDED` (not
+ *   retryable). Default 600,000 (10 minutes).
+ * - `maxRetryAfterMs`: the longest wait (ms) a `retry-after` may ask for; a longer one makes the
+ *   error final (`retryable: false`, `retryAfterMs` kept, the message says so); a wait within
+ *   the cap is logged (`Effect.logWarning`) before anyone sleeps on it. Default 60,000.
+ * - `maxResponseBytes`: the most bytes of a response body read (stream or whole JSON); past it
+ *   reading stops and the request fails with `RESPONSE_TOO_LARGE` (not retryable). Default
+ *   16 MiB. An error body is read up to 64 KiB only.
+ *
+ * All of them use the Effect `Clock`.
  *
  * @since 0.1.0
  * @category models
@@ -145,7 +157,13 @@ export type ThinkingState =
  * - `TIMEOUT` (retryable): nothing arrived within `idleTimeoutMs`;
  * - `INVALID_URL`: `baseUrl` is not a URL;
  * - `BAD_RESPONSE`: an event or body that is not JSON;
- * - `STREAM_INCOMPLETE` (retryable): the stream ended without `message_stop`.
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without `message_stop`;
+ * - `DEADLINE_EXCEEDED`: the request, its retries included, outlasted `requestTimeoutMs`;
+ * - `RESPONSE_TOO_LARGE`: the body is larger than `maxResponseBytes`.
+ *
+ * A `retry-after` longer than `maxRetryAfterMs` makes the error final (`retryable: false`). A
+ * key the server echoes (the configured one, `Bearer …`, `sk-…`-shaped tokens) is replaced by
+ * `[redacted]` in every message.
  *
  * @since 0.1.0
  * @category constructors

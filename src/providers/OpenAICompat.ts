@@ -79,6 +79,8 @@ import * as WireFormat from "./internal/wire.js"
  * - `retry`: a schedule for failures that happen **before the first part reached the sink**
  *   (connection refused, HTTP 429/5xx) and are `retryable`; each delay is at least the error's
  *   `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
+ * - `idleTimeoutMs`, `requestTimeoutMs`, `maxRetryAfterMs`, `maxResponseBytes`: the limits of a
+ *   request, below (the same for every HTTP adapter). All use the Effect `Clock`.
  *
  * @since 0.1.0
  * @category models
@@ -88,11 +90,31 @@ export interface Options extends HttpOptions {
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens" | undefined
   readonly reasoningContent?: "send" | "omit" | undefined
   /**
-   * How long (ms) to wait for the response headers, and then for each next piece of the body,
-   * before failing with `ModelError` code `TIMEOUT` (retryable). Default 120,000. Uses the
-   * Effect `Clock`.
+   * How long (ms) to wait for the response headers, and then for each next piece of the body
+   * that is progress (SSE comments such as `: ping` are not), before failing with `ModelError`
+   * code `TIMEOUT` (retryable). Default 120,000.
    */
   readonly idleTimeoutMs?: number | undefined
+  /**
+   * How long (ms) one model request may take, its retries included (the loop's step retry and
+   * the `retry` option call `respond` again with the same `ModelRequest` object: the deadline
+   * runs from the first call), before failing with `DEADLINE_EXCEEDED` (not retryable). Default
+   * 600,000 (10 minutes).
+   */
+  readonly requestTimeoutMs?: number | undefined
+  /**
+   * The longest wait (ms) a `retry-after` / `retry-after-ms` header may ask for. A server that
+   * asks for more gets no retry: the error is made final (`retryable: false`, `retryAfterMs`
+   * kept, the message says so). A wait within the cap is logged (`Effect.logWarning`) before
+   * anyone sleeps on it. Default 60,000.
+   */
+  readonly maxRetryAfterMs?: number | undefined
+  /**
+   * The most bytes of a response body read (an event stream or a whole JSON body); past it
+   * reading stops and the request fails with `RESPONSE_TOO_LARGE` (not retryable). Default
+   * 16 MiB (16,777,216). An error body is read up to 64 KiB only.
+   */
+  readonly maxResponseBytes?: number | undefined
 }
 
 /**
@@ -110,7 +132,14 @@ export interface Options extends HttpOptions {
  *   `event: error` SSE event); retryable when its numeric `code` is a retryable HTTP status or its
  *   type names an overload, rate limit, timeout or server error;
  * - `BAD_RESPONSE`: a chunk or body that is not JSON, or a body without a choice;
- * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish_reason`.
+ * - `STREAM_INCOMPLETE` (retryable): the stream ended without a `finish_reason`;
+ * - `TIMEOUT` (retryable): no headers, or no progress in the body, within `idleTimeoutMs`;
+ * - `DEADLINE_EXCEEDED`: the request, its retries included, outlasted `requestTimeoutMs`;
+ * - `RESPONSE_TOO_LARGE`: the body is larger than `maxResponseBytes`.
+ *
+ * A `retry-after` longer than `maxRetryAfterMs` makes the error final (`retryable: false`). A
+ * key the server echoes (the configured one, `Bearer …`, `sk-…`-shaped tokens) is replaced by
+ * `[redacted]` in every message.
  *
  * @since 0.1.0
  * @category constructors

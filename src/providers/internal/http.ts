@@ -1,12 +1,14 @@
 /**
  * The HTTP side shared by the provider adapters (`OpenAICompat`, `Anthropic`, and `AiBridge` for
  * what `@effect/ai` reports of HTTP): the endpoint URL, one request with a timeout on the
- * response headers and an optional early retry, and the mapping of transport failures, timeouts,
- * non-2xx statuses and `retry-after` headers to `ModelError` (DESIGN.md §11). API keys live only
- * in request headers: nothing here puts a header into a message or into an error's `cause`.
+ * response headers and an optional early retry, reading a body piece by piece with an idle
+ * timeout and a byte limit, and the mapping of transport failures, timeouts, non-2xx statuses and
+ * `retry-after` headers to `ModelError` (DESIGN.md §11). API keys live only in request headers:
+ * nothing here puts a header into a message or into an error's `cause`, and `redactSecrets`
+ * removes a key a server echoes from the text of an error.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Effect, Schedule } from "effect"
+import { Clock, Effect, Option, Schedule, Stream } from "effect"
 import { ModelError, type ModelSink } from "../../Model.js"
 import { truncate } from "./wire.js"
 
@@ -41,6 +43,15 @@ export const displayUrl = (url: string): string => {
 
 /** How long an adapter waits for the response headers, then for each next piece (ms). */
 export const DEFAULT_IDLE_TIMEOUT_MS = 120_000
+
+/** How long one model request may take in all, its retries included (ms): 10 minutes. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000
+
+/** The longest `retry-after` an adapter lets its caller wait (ms): 60 s. */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000
+
+/** The most bytes of one response body an adapter reads (16 MiB). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 /** Where and how one adapter sends its requests. */
 export interface Endpoint {
@@ -137,14 +148,145 @@ export const statusError = (
   })
 }
 
+/**
+ * A `retryable` error whose `retryAfterMs` is more than `maxMs`, made final (`retryable: false`,
+ * `retryAfterMs` kept, the message saying so): no caller sleeps past the cap (issue 13: a
+ * `retry-after: 999999` slept 11.6 days). Any other error is returned as it is.
+ */
+export const capRetryAfter = (error: ModelError, maxMs: number): ModelError =>
+  !error.retryable || error.retryAfterMs === undefined || error.retryAfterMs <= maxMs
+    ? error
+    : copyError(error, {
+      retryable: false,
+      message: `${error.message} (the server asks to wait ${
+        error.retryAfterMs / 1000
+      } s before a retry, more than maxRetryAfterMs (${maxMs} ms) allows: not retried)`
+    })
+
+/** `error` with some fields replaced (its `cause` kept). */
+export const copyError = (
+  error: ModelError,
+  fields: { readonly message?: string; readonly retryable?: boolean }
+): ModelError =>
+  new ModelError({
+    code: error.code,
+    message: fields.message ?? error.message,
+    retryable: fields.retryable ?? error.retryable,
+    ...(error.status === undefined ? {} : { status: error.status }),
+    ...(error.retryAfterMs === undefined ? {} : { retryAfterMs: error.retryAfterMs }),
+    ...(error.cause === undefined ? {} : { cause: error.cause })
+  })
+
+/** What reading a body allows: the idle timeout and the byte limit, with what messages show. */
+export interface BodyLimits {
+  readonly provider: string
+  /** The URL as messages show it (`displayUrl`). */
+  readonly url: string
+  readonly idleTimeoutMs: number
+  readonly maxBytes: number
+}
+
+/**
+ * What `readBody`'s `onPiece` made of a piece: `"progress"` (the idle timeout starts again),
+ * `"idle"` (nothing that counts arrived: SSE comments), `"stop"` (enough read: the connection is
+ * released).
+ */
+export type PieceOutcome = "progress" | "idle" | "stop"
+
+/**
+ * Pulls a response body piece by piece into `onPiece` until it ends or `onPiece` says `"stop"`.
+ * Fails with `TIMEOUT` (retryable) when no piece that is progress arrived within `idleTimeoutMs`
+ * of the last one (Effect `Clock`), `RESPONSE_TOO_LARGE` (not retryable) before the piece that
+ * would take the body past `maxBytes`, `NETWORK` when the connection breaks while `doing`.
+ * Leaving (by the end, a stop or a failure) releases the connection.
+ */
+export const readBody = (
+  response: HttpClientResponse.HttpClientResponse,
+  limits: BodyLimits,
+  doing: string,
+  waitingFor: string,
+  onPiece: (bytes: Uint8Array) => Effect.Effect<PieceOutcome, ModelError>
+): Effect.Effect<void, ModelError> =>
+  Effect.scoped(Effect.flatMap(Stream.toPull(response.stream), (pull) =>
+    Effect.gen(function*() {
+      const { idleTimeoutMs, maxBytes } = limits
+      let total = 0
+      let idleBytes = 0 // bytes since the last progress (SSE comments)
+      let since = yield* Clock.currentTimeMillis
+      while (true) {
+        const left = since + idleTimeoutMs - (yield* Clock.currentTimeMillis)
+        const timeout = () =>
+          timeoutError(
+            limits.provider,
+            limits.url,
+            idleTimeoutMs,
+            idleBytes > 0 ? `${waitingFor}; only SSE comments arrived` : waitingFor
+          )
+        if (left <= 0) return yield* Effect.fail(timeout())
+        const chunk = yield* pull.pipe(
+          Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing))),
+          Effect.timeoutFail({ duration: left, onTimeout: timeout })
+        )
+        if (chunk === undefined) return
+        for (const bytes of chunk) {
+          total += bytes.length
+          if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
+          const outcome = yield* onPiece(bytes)
+          if (outcome === "stop") return
+          if (outcome === "progress") {
+            idleBytes = 0
+            since = yield* Clock.currentTimeMillis
+          } else idleBytes += bytes.length
+        }
+      }
+    })))
+
+/** A whole body as text, within `limits` (see `readBody`). */
+export const readText = (
+  response: HttpClientResponse.HttpClientResponse,
+  limits: BodyLimits,
+  doing: string
+): Effect.Effect<string, ModelError> =>
+  Effect.suspend(() => {
+    const decoder = new TextDecoder()
+    const texts: Array<string> = []
+    return Effect.as(
+      readBody(response, limits, doing, "the rest of the response body", (bytes) => {
+        texts.push(decoder.decode(bytes, { stream: true }))
+        return Effect.succeed("progress")
+      }),
+      texts
+    ).pipe(Effect.map((texts) => texts.join("") + decoder.decode()))
+  })
+
 const MAX_ERROR_BODY = 64 * 1024
 
-/** The body of an error response, at most 64 KiB; `""` when it cannot be read. */
-export const readErrorBody = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<string> =>
-  response.text.pipe(
-    Effect.map((text) => text.length > MAX_ERROR_BODY ? text.slice(0, MAX_ERROR_BODY) : text),
-    Effect.orElseSucceed(() => "")
-  )
+/**
+ * The body of an error response: its first 64 KiB (reading stops there and the connection is
+ * released; a 50 MB error body is not read whole), what arrived before a stall of
+ * `idleTimeoutMs`, or `""` when nothing can be read.
+ */
+export const readErrorBody = (
+  response: HttpClientResponse.HttpClientResponse,
+  limits: BodyLimits
+): Effect.Effect<string> =>
+  Effect.suspend(() => {
+    const decoder = new TextDecoder()
+    let text = ""
+    return readBody(
+      response,
+      { ...limits, maxBytes: Number.MAX_SAFE_INTEGER },
+      "reading the error body",
+      "the rest of the error body",
+      (bytes) => {
+        text += decoder.decode(bytes, { stream: true })
+        return Effect.succeed(text.length >= MAX_ERROR_BODY ? "stop" : "progress")
+      }
+    ).pipe(
+      Effect.ignore,
+      Effect.map(() => text.length > MAX_ERROR_BODY ? text.slice(0, MAX_ERROR_BODY) : text)
+    )
+  })
 
 /**
  * An error body as the message, when it holds none the adapter can read: trimmed, cut at 1,000
@@ -168,6 +310,22 @@ export const timeoutError = (provider: string, url: string, ms: number, waitingF
  */
 const safeCause = (error: HttpClientError.HttpClientError): { readonly cause?: unknown } =>
   error.cause === undefined ? {} : { cause: error.cause }
+
+/** The body is larger than `maxResponseBytes`: `RESPONSE_TOO_LARGE`, not retryable (the same answer would come again). */
+export const tooLargeError = (provider: string, url: string, maxBytes: number): ModelError =>
+  new ModelError({
+    code: "RESPONSE_TOO_LARGE",
+    message: `${provider}: the response from ${url} is larger than maxResponseBytes (${maxBytes} bytes): reading stopped`,
+    retryable: false
+  })
+
+/** A model request, its retries included, outlasted `requestTimeoutMs`: `DEADLINE_EXCEEDED`, not retryable. */
+export const deadlineError = (provider: string, url: string, ms: number): ModelError =>
+  new ModelError({
+    code: "DEADLINE_EXCEEDED",
+    message: `${provider}: the request to ${url} did not finish within requestTimeoutMs (${ms} ms, retries included)`,
+    retryable: false
+  })
 
 /** The request could not be sent: `INVALID_URL`, else `NETWORK` (retryable). */
 export const transportError = (error: HttpClientError.HttpClientError, provider: string, url: string): ModelError =>
@@ -203,3 +361,38 @@ export const opaqueError = (message: string): ModelError => new ModelError({ cod
 
 /** A body or event the adapter cannot read: `BAD_RESPONSE`, not retryable. */
 export const badResponse = (message: string): ModelError => new ModelError({ code: "BAD_RESPONSE", message, retryable: false })
+
+const REDACTED = "[redacted]"
+
+/** `Bearer <token>` (RFC 6750 token characters), not one already redacted. */
+const BEARER = /\b(Bearer\s+)(?!\[redacted\])([A-Za-z0-9\-._~+/]+=*)/gi
+
+/**
+ * Key-shaped tokens: `sk-…`/`sk_…` (OpenAI, Anthropic `sk-ant-…`, DeepSeek, Stripe-style),
+ * `gsk_…` (Groq), `xai-…` (xAI), at least 6 more characters with a digit among them (so that
+ * words such as `sk-learn` stay).
+ */
+const KEY_SHAPED = /\b(?:sk|gsk|xai)[-_](?=[A-Za-z0-9_\-*]*\d)[A-Za-z0-9_\-*]{6,}/g
+
+/**
+ * `text` without secrets, each replaced by `[redacted]`: the `secrets` given (the configured API
+ * key; values shorter than 8 characters are not searched for, they would match ordinary text),
+ * then `Bearer …` tokens and key-shaped tokens (`sk-…`, `gsk_…`, `xai-…`). Applied to every
+ * provider error text before it becomes a `ModelError` message, so that a key a server echoes
+ * (`Incorrect API key provided: Bearer sk-…`) is never printed nor logged (issue 13).
+ */
+export const redactSecrets = (text: string, secrets: ReadonlyArray<string>): string => {
+  let out = text
+  for (const secret of secrets) {
+    if (secret.length >= 8 && out.includes(secret)) out = out.split(secret).join(REDACTED)
+  }
+  // A sentence's full stop after the token stays.
+  out = out.replace(BEARER, (_, bearer: string, token: string) => bearer + REDACTED + (token.endsWith(".") ? "." : ""))
+  return out.replace(KEY_SHAPED, REDACTED)
+}
+
+/** `error` with `redactSecrets` applied to its message (the same error when nothing was found). */
+export const redactError = (error: ModelError, secrets: ReadonlyArray<string>): ModelError => {
+  const message = redactSecrets(error.message, secrets)
+  return message === error.message ? error : copyError(error, { message })
+}

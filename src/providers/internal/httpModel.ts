@@ -8,13 +8,46 @@
  * early retry), then a non-2xx answer becomes the adapter's error, a JSON body is read whole by
  * the adapter, anything else is read as an event stream into the adapter's assembly state. An
  * adapter says only what differs (`Adapter`).
+ *
+ * The limits of every request (issue 13), the same for every adapter:
+ * - `idleTimeoutMs` (default 120,000): for the response headers, then between two pieces of the
+ *   body that are progress (SSE comments such as `: ping` are not); `TIMEOUT`, retryable.
+ * - `requestTimeoutMs` (default 600,000): the whole model request, its retries included: the
+ *   deadline starts at the first `respond` of a `ModelRequest` object and holds for each later
+ *   `respond` of the same object after a retryable failure (the loop retries a step that way,
+ *   and so does the `retry` option); `DEADLINE_EXCEEDED`, not retryable. A success, a final
+ *   failure or an interruption ends it.
+ * - `maxRetryAfterMs` (default 60,000): a retryable error whose `retry-after` asks for longer is
+ *   made final (`retryable: false`, `retryAfterMs` kept, the message saying so) instead of being
+ *   slept on; a wait within the cap is logged (`Effect.logWarning`) before any sleep.
+ * - `maxResponseBytes` (default 16 MiB): the bytes of a body read, streamed or whole; past it
+ *   reading stops, the connection is released, `RESPONSE_TOO_LARGE`, not retryable (the loop
+ *   withdraws the deltas already pushed: no partial message is logged). An error body is read
+ *   up to 64 KiB only.
+ * - Every error message is passed through `redactSecrets` (the configured key, `Bearer …`,
+ *   `sk-…`-shaped tokens) before `respond` fails with it.
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Clock, Effect, type Redacted, type Schedule } from "effect"
+import { Cause, Clock, Effect, Exit, Option, Redacted, type Schedule } from "effect"
 import { Model, type ModelError, type ModelRequest, type ModelService, type ModelSink } from "../../Model.js"
-import { badResponse, DEFAULT_IDLE_TIMEOUT_MS, displayUrl, networkError, readErrorBody, retrySchedule, send } from "./http.js"
+import {
+  badResponse,
+  type BodyLimits,
+  capRetryAfter,
+  deadlineError,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  displayUrl,
+  readErrorBody,
+  readText,
+  redactError,
+  retrySchedule,
+  send
+} from "./http.js"
 import { type EventStreamState, streamEvents } from "./sse.js"
 import { isRecord, numberSetting, parseJsonOr, truncate } from "./wire.js"
 
@@ -32,6 +65,9 @@ export interface HttpOptions {
   readonly extraBody?: { readonly [key: string]: unknown } | undefined
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
   readonly idleTimeoutMs?: number | undefined
+  readonly requestTimeoutMs?: number | undefined
+  readonly maxRetryAfterMs?: number | undefined
+  readonly maxResponseBytes?: number | undefined
 }
 
 /** What one HTTP adapter adds to the common part. */
@@ -64,8 +100,17 @@ export interface Adapter {
 export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOptions, adapter: Adapter): ModelService => {
   const provider = options.provider ?? adapter.provider
   const idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS
   const url = adapter.url
   const shownUrl = displayUrl(url)
+  const limits: BodyLimits = {
+    provider,
+    url: shownUrl,
+    idleTimeoutMs,
+    maxBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
+  }
+  const secrets = options.apiKey === undefined ? [] : [Redacted.value(options.apiKey)]
   const modelJson = JSON.stringify(options.model)
   const extraBody: Record<string, unknown> = {}
   if (options.extraBody !== undefined) {
@@ -97,29 +142,57 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
     sink: ModelSink
   ): Effect.Effect<void, ModelError> => {
     if (response.status < 200 || response.status >= 300) {
-      return Effect.flatMap(
-        readErrorBody(response),
-        (text) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(adapter.httpError(response, text, now)))
-      )
+      return Effect.flatMap(readErrorBody(response, limits), (text) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const error = capRetryAfter(adapter.httpError(response, text, now), maxRetryAfterMs)
+          if (!error.retryable || error.retryAfterMs === undefined) return Effect.fail(error)
+          // Said before anyone sleeps on it (the `retry` option's schedule, the loop's step retry).
+          return Effect.zipRight(
+            Effect.logWarning(
+              `${provider}: HTTP ${response.status} from ${shownUrl}: the server asks to wait ${
+                error.retryAfterMs / 1000
+              } s before a retry`
+            ),
+            Effect.fail(error)
+          )
+        }))
     }
     const contentType = response.headers["content-type"] ?? ""
     if (contentType.includes("application/json")) {
-      return Effect.flatMap(
-        Effect.mapError(response.text, (e) => networkError(e, "reading the response body")),
-        (text) => {
-          const body = parseJsonOr(text)
-          return isRecord(body)
-            ? adapter.wholeBody(body, sink)
-            : Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
-        }
-      )
+      return Effect.flatMap(readText(response, limits, "reading the response body"), (text) => {
+        const body = parseJsonOr(text)
+        return isRecord(body)
+          ? adapter.wholeBody(body, sink)
+          : Effect.fail(badResponse(`the response body is not a JSON object: ${truncate(text, 200)}`))
+      })
     }
-    return streamEvents(response, adapter.streamState(), sink, idleTimeoutMs, provider, shownUrl)
+    return streamEvents(response, adapter.streamState(), sink, limits)
   }
 
+  /** The deadline of each model request with a retryable failure so far, by request object. */
+  const deadlines = new WeakMap<ModelRequest, number>()
+  const ended = (request: ModelRequest) => (exit: Exit.Exit<void, ModelError>) =>
+    Effect.sync(() => {
+      const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      if (Option.isNone(failure) || !failure.value.retryable) deadlines.delete(request)
+    })
+
   const respond = Effect.fn(adapter.span)(function*(request: ModelRequest, sink: ModelSink) {
-    const httpRequest = HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
-    return yield* send(endpoint, httpRequest, sink, handleResponse)
+    const now = yield* Clock.currentTimeMillis
+    const deadline = deadlines.get(request) ?? now + requestTimeoutMs
+    deadlines.set(request, deadline)
+    const left = deadline - now
+    const overdue = () => deadlineError(provider, shownUrl, requestTimeoutMs)
+    const attempt = left <= 0 ? Effect.fail(overdue()) : Effect.timeoutFail(
+      Effect.suspend(() =>
+        send(endpoint, HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json"), sink, handleResponse)
+      ),
+      { duration: left, onTimeout: overdue }
+    )
+    return yield* attempt.pipe(
+      Effect.mapError((error) => redactError(error, secrets)),
+      Effect.onExit(ended(request))
+    )
   })
 
   return Model.of({ provider, model: options.model, respond })

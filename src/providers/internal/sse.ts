@@ -3,14 +3,15 @@
  * UTF-8 (a character split across reads is kept whole), cut into events by @effect/experimental's
  * SSE parser (a `\r\n` split across reads stays one line break), and each event is handed to
  * the adapter's assembly state, which appends the parts to push. Parts are pushed into the sink
- * after each read, so deltas reach the loop as they arrive. Shared by `OpenAICompat` and
- * `Anthropic`.
+ * after each read, so deltas reach the loop as they arrive. Comment lines (`: ping`) and blank
+ * lines are no progress for the idle timeout: a server that only keeps the connection alive
+ * times out (issue 13). Shared by `OpenAICompat` and `Anthropic`.
  */
 import * as Sse from "@effect/experimental/Sse"
 import type { HttpClientResponse } from "@effect/platform"
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import type { ModelError, ModelPart, ModelSink } from "../../Model.js"
-import { badResponse, networkError, timeoutError } from "./http.js"
+import { badResponse, type BodyLimits, readBody } from "./http.js"
 
 /**
  * The adapter's assembly state of one streamed response.
@@ -31,18 +32,17 @@ export interface EventStreamState {
 }
 
 /**
- * Reads an SSE body into `state` and pushes the parts it produces. Each next piece of the body
- * must arrive within `idleTimeoutMs` (Effect `Clock`), else `TIMEOUT`; a broken connection is
- * `NETWORK`. At EOF an unterminated last event (no blank line before the end) is dispatched,
- * not dropped.
+ * Reads an SSE body into `state` and pushes the parts it produces, within `limits` (`readBody`):
+ * a piece that holds anything but comments and blank lines must arrive within `idleTimeoutMs`
+ * of the last one (Effect `Clock`), else `TIMEOUT`; past `maxBytes`, `RESPONSE_TOO_LARGE`; a
+ * broken connection is `NETWORK`. At EOF an unterminated last event (no blank line before the
+ * end) is dispatched, not dropped.
  */
 export const streamEvents = (
   response: HttpClientResponse.HttpClientResponse,
   state: EventStreamState,
   sink: ModelSink,
-  idleTimeoutMs: number,
-  provider: string,
-  url: string
+  limits: BodyLimits
 ): Effect.Effect<void, ModelError> =>
   Effect.suspend(() => {
     const decoder = new TextDecoder()
@@ -50,6 +50,7 @@ export const streamEvents = (
     let cr = false // a chunk ended with "\r": hold it so "\r\n" split across chunks stays one break
     let events = 0
     let head = "" // the body's first characters, to show when it is not an event stream at all
+    const progress = progressScanner()
     const parser = Sse.makeParser((event) => {
       if (event._tag !== "Event") return
       events++
@@ -73,15 +74,18 @@ export const streamEvents = (
       const push = pushAll(sink, parts)
       return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
     }
-    const body = Stream.timeoutFail(
-      response.stream,
-      () => timeoutError(provider, url, idleTimeoutMs, "the next piece of the event stream"),
-      idleTimeoutMs
+    const read = readBody(
+      response,
+      limits,
+      "reading the event stream",
+      "the next piece of the event stream",
+      (bytes) => {
+        const text = decoder.decode(bytes, { stream: true })
+        const moved = progress(text)
+        feed(text)
+        return Effect.as(drain(), state.done ? "stop" : moved ? "progress" : "idle")
+      }
     )
-    const read = Stream.runForEachWhile(body, (bytes) => {
-      feed(decoder.decode(bytes, { stream: true }))
-      return Effect.as(drain(), !state.done)
-    })
     const finish = Effect.suspend(() => {
       if (!state.done && state.failure === undefined) {
         // EOF: dispatch an unterminated last event instead of dropping it.
@@ -96,11 +100,32 @@ export const streamEvents = (
       if (state.failure === undefined) state.finish(pending)
       return drain()
     })
-    return Effect.zipRight(
-      Effect.mapError(read, (e) => e._tag === "ModelError" ? e : networkError(e, "reading the event stream")),
-      finish
-    )
+    return Effect.zipRight(read, finish)
   })
+
+/**
+ * Whether each next piece of an event stream holds anything but comment lines (`:` first) and
+ * blank lines; the line state carries over from piece to piece.
+ */
+const progressScanner = () => {
+  let lineStart = true
+  let comment = false
+  return (text: string): boolean => {
+    let moved = false
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i)
+      if (c === 10 || c === 13) {
+        lineStart = true
+        comment = false
+      } else if (lineStart) {
+        lineStart = false
+        comment = c === 58 // ":"
+        if (!comment) moved = true
+      } else if (!comment) moved = true
+    }
+    return moved
+  }
+}
 
 /** Pushes parts in order (no `Effect.forEach` for the common 0 or 1 part). */
 export const pushAll = (sink: ModelSink, parts: ReadonlyArray<ModelPart>): Effect.Effect<void> => {
