@@ -626,6 +626,89 @@ describe("agent-loop resume", () => {
     }).pipe(Effect.provide(NodeContext.layer)))
 })
 
+describe("agent-loop simulate", () => {
+  const scenarioFile = (scenario: unknown) => {
+    const file = Path.join(tmpDir(), "scenario.json")
+    Fs.writeFileSync(file, JSON.stringify(scenario))
+    return file
+  }
+
+  it.effect("a scenario that is not an object ([] or null) is one line naming the problem at $ (exit 2)", () =>
+    Effect.gen(function*() {
+      for (const value of [[], null]) {
+        const file = scenarioFile(value)
+        expect(yield* cli(["simulate", file])).toEqual({
+          code: 2,
+          out: "",
+          err: `${file}: invalid scenario at $: Expected a scenario object {model, actions, …}, actual ${JSON.stringify(value)}`
+        })
+      }
+    }))
+
+  it.effect(
+    "2,500 followups: every message id is distinct, no delivery fails, exit 0 (seeded ids repeated after 4,095)",
+    () =>
+      Effect.gen(function*() {
+        // Two ids a turn (the followup and the reply): 5,000 ids.
+        const n = 2500
+        const file = scenarioFile({
+          model: Array.from({ length: n }, () => ({ text: "ok" })),
+          actions: Array.from({ length: n }, (_, i) => ({ at: i, followup: `f${i}` }))
+        })
+        const out = Path.join(tmpDir(), "log.jsonl")
+        expect(yield* cli(["simulate", file, "--out", out])).toEqual({ code: 0, out: "", err: "" })
+        const contents = yield* SessionStore.readFile(out)
+        const ids = contents.events.filter((e) => e.type === "user/message").map((e) => (e.data as { id: string }).id)
+        expect(ids).toHaveLength(n)
+        expect(new Set(ids).size).toBe(n)
+        expect(contents.events.filter((e) => e.type === "turn/end")).toHaveLength(n)
+        expect(Invariant.check(contents.events)).toEqual([])
+      }).pipe(Effect.provide(NodeContext.layer)),
+    60_000
+  )
+
+  it.effect("more than 10,000 actions are refused before anything runs (exit 2, one line)", () =>
+    Effect.gen(function*() {
+      const file = scenarioFile({ model: [], actions: Array.from({ length: 100_000 }, (_, i) => ({ at: 0, inject: `c${i}` })) })
+      expect(yield* cli(["simulate", file])).toEqual({
+        code: 2,
+        out: "",
+        err:
+          `${file}: invalid scenario at $.actions: a scenario holds at most 10,000 actions (this one has 100,000): the simulator's limit, DESIGN.md §15`
+      })
+    }))
+
+  it.effect(
+    "--requests past 2,000,000 recorded messages in all is refused (exit 2) and nothing is written",
+    () =>
+      Effect.gen(function*() {
+        // Request k repeats the history of 2k - 1 messages: 1,500 turns make about 2.25 million.
+        const n = 1500
+        const file = scenarioFile({
+          model: Array.from({ length: n }, () => ({ text: "ok" })),
+          actions: Array.from({ length: n }, (_, i) => ({ at: i, followup: `f${i}` }))
+        })
+        const dir = tmpDir()
+        const result = yield* cli([
+          "simulate",
+          file,
+          "--out",
+          Path.join(dir, "log.jsonl"),
+          "--requests",
+          Path.join(dir, "r.jsonl")
+        ])
+        expect(result).toEqual({
+          code: 2,
+          out: "",
+          err:
+            `${file}: --requests: the model requests hold more than 2,000,000 messages in all (each request repeats the history), the simulator's limit for recording them`
+        })
+        expect(Fs.readdirSync(dir)).toEqual([])
+      }),
+    60_000
+  )
+})
+
 describe("the agent-loop binary", () => {
   // The bundle of scripts/build-cli.js (issue 12 §5): dist/cli/bin.js and its chunks.
   const bin = Path.resolve("dist/cli/bin.js")

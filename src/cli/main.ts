@@ -548,9 +548,14 @@ const simulate = Command.make(
       if (Either.isLeft(decoded)) {
         return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
       }
-      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
+      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
+        .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
+      // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
+      // after a `dispose` action, which is what the scenario asked for.
+      let unexpected = 0
       for (const d of result.deliveries) {
         if (d.error !== undefined) {
+          if (d.error !== "AgentDisposed") unexpected++
           yield* Console.error(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`)
         }
       }
@@ -558,9 +563,28 @@ const simulate = Command.make(
         fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
       else yield* Effect.sync(() => process.stdout.write(result.log))
-      if (Option.isSome(requests)) yield* write(requests.value, result.requestLines)
+      if (Option.isSome(requests)) yield* writeLines(requests.value, result.requests)
+      if (unexpected > 0) {
+        return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
+      }
     })
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
+
+/**
+ * Writes `items` as JSON lines to `file` a chunk at a time (the requests of a long scenario can
+ * be more than one string can hold).
+ */
+const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const handle = yield* fs.open(file, { flag: "w" })
+    const encoder = new TextEncoder()
+    for (let i = 0; i < items.length;) {
+      let chunk = ""
+      while (i < items.length && chunk.length < 1 << 20) chunk += JSON.stringify(items[i++]) + "\n"
+      yield* handle.writeAll(encoder.encode(chunk))
+    }
+  })).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
 
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
