@@ -757,6 +757,57 @@ describe("the agent-loop binary", () => {
       expect(check.code).toBe(0)
     }), 30_000)
 
+  it.live(
+    "a log line nested 10,000 levels deep: check, transcript and resume exit 2 naming the line, no stack trace",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        const file = Path.join(dir, "deep.jsonl")
+        const header = JSON.stringify({ type: "session", format: "effect-agent-loop", version: 1, id: "deep", createdAt: 0 })
+        const nest = "[".repeat(10_000) + "]".repeat(10_000)
+        Fs.writeFileSync(file, `${header}\n{"type":"x/y","seq":0,"time":0,"data":${nest}}\n`)
+        const before = Fs.readFileSync(file, "utf8")
+        for (const command of ["check", "transcript", "resume"]) {
+          const r = yield* spawn([command, file], dir)
+          expect([command, r]).toEqual([command, {
+            code: 2,
+            stdout: "",
+            stderr: `${file}, line 2: nested deeper than 256 levels of arrays and objects (the reader's limit)\n`
+          }])
+        }
+        expect(Fs.readFileSync(file, "utf8")).toBe(before)
+        expect(Fs.readdirSync(dir)).toEqual(["deep.jsonl"])
+      }),
+    30_000
+  )
+
+  it.live(
+    "simulate: a delivery the scenario could not make (a source nested too deep) exits 2 after writing the log",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        let deep: unknown = []
+        for (let i = 0; i < 300; i++) deep = [deep]
+        const scenario = Path.join(dir, "s.json")
+        Fs.writeFileSync(
+          scenario,
+          JSON.stringify({
+            model: [{ text: "ok" }],
+            actions: [{ at: 0, followup: "hello" }, { at: 1, inject: { text: "deep", source: { kind: "plugin", deep } } }]
+          })
+        )
+        const r = yield* spawn(["simulate", scenario, "--out", Path.join(dir, "log.jsonl")], dir)
+        expect(r).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `${scenario}: action 1 (inject at 1 ms) failed: InvalidMessage\n${scenario}: 1 delivery failed (see above)\n`
+        })
+        const check = yield* spawn(["check", Path.join(dir, "log.jsonl")], dir)
+        expect([check.code, check.stdout]).toEqual([0, `${Path.join(dir, "log.jsonl")}: ok (9 events)\n`])
+      }),
+    30_000
+  )
+
   it.live("an unknown flag exits 2", () =>
     Effect.gen(function*() {
       const r = yield* spawn(["transcript", "--nope"], tmpDir())
