@@ -808,6 +808,40 @@ describe("the agent-loop binary", () => {
     30_000
   )
 
+  it.live(
+    "what is not a regular file is refused at once: run's read_file of a fifo, check/transcript/resume/simulate of a fifo, check /dev/zero",
+    () =>
+      Effect.gen(function*() {
+        // Before, each of these hung (opening a fifo blocks until a writer comes) and ignored
+        // SIGTERM; /dev/zero was read until memory ran out.
+        const dir = tmpDir()
+        const fifo = Path.join(dir, "pipe.jsonl")
+        expect(spawnSync("mkfifo", [fifo]).status).toBe(0)
+        const run = yield* spawn(["run", "--prompt", "read file pipe.jsonl", "--store", Path.join(dir, "store")], dir)
+        expect(run.code).toBe(0)
+        expect(run.stdout).toContain("← error: Tool read_file failed: pipe.jsonl is not a regular file (a fifo)")
+        for (const command of ["check", "transcript", "resume"]) {
+          const r = yield* spawn([command, fifo], dir)
+          expect([command, r]).toEqual([command, {
+            code: 2,
+            stdout: "",
+            stderr: `${fifo}: cannot read ${fifo}: not a regular file (a fifo)\n`
+          }])
+        }
+        expect(yield* spawn(["simulate", fifo], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `${fifo}: cannot read: not a regular file (a fifo)\n`
+        })
+        expect(yield* spawn(["check", "/dev/zero"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "/dev/zero: cannot read /dev/zero: not a regular file (a character device)\n"
+        })
+      }),
+    30_000
+  )
+
   it.live("an unknown flag exits 2", () =>
     Effect.gen(function*() {
       const r = yield* spawn(["transcript", "--nope"], tmpDir())

@@ -723,6 +723,18 @@ describe("reading logs", () => {
       })
     ))
 
+  it.effect("readFile refuses what is not a regular file (a fifo, /dev/zero) without opening it", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const fifo = `${dir}/pipe.jsonl`
+      expect(spawnSync("mkfifo", [fifo]).status).toBe(0)
+      // Opening the fifo blocked until a writer came; /dev/zero was read until memory ran out.
+      for (const [path, kind] of [[fifo, "a fifo"], ["/dev/zero", "a character device"]] as const) {
+        const error = yield* Effect.flip(SessionStore.readFile(path))
+        expect(error).toMatchObject({ _tag: "SessionStoreError", message: `cannot read ${path}: not a regular file (${kind})` })
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+
   it.effect("readFile of a missing file is a SessionStoreError", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(SessionStore.readFile(`${dshFixturesDir}/no-such-file.jsonl`))

@@ -16,6 +16,7 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
+import { fileKind } from "../internal/store/common.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -541,6 +542,9 @@ const simulate = Command.make(
   ({ out, requests, scenario }) =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
+      // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
+      const info = yield* fs.stat(scenario).pipe(Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`)))
+      if (info.type !== "File") return yield* exit(2, `${scenario}: cannot read: not a regular file (${fileKind(info.type)})`)
       const text = yield* fs.readFileString(scenario).pipe(
         Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
       )
