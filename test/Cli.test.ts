@@ -616,6 +616,46 @@ describe("agent-loop resume", () => {
       expect(Fs.existsSync(`${file}.lock`)).toBe(false)
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("resume on a read-only file system: a log that needs nothing succeeds without the lock; one that needs repair is one clear error", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, [])
+      expect((yield* cli(["resume", file])).code).toBe(0) // repaired: it ends with session/end-seed
+      const repaired = Fs.readFileSync(file, "utf8")
+      const open = Fs.readFileSync(yield* crashedLog(tmpDir(), []), "utf8")
+      // A read-only mount (chmod does not stop root).
+      const ro = tmpDir()
+      const mount = spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", ro], { encoding: "utf8" })
+      if (mount.status !== 0) {
+        console.warn(`skipped: cannot mount a tmpfs here (${(mount.stderr || mount.error?.message || "").trim()})`)
+        return
+      }
+      try {
+        Fs.writeFileSync(Path.join(ro, "crashed.jsonl"), repaired)
+        Fs.mkdirSync(Path.join(ro, "open"))
+        Fs.writeFileSync(Path.join(ro, "open", "crashed.jsonl"), open)
+        expect(spawnSync("mount", ["-o", "remount,ro", ro]).status).toBe(0)
+        const clean = Path.join(ro, "crashed.jsonl")
+        expect(yield* cli(["resume", clean])).toEqual({ code: 0, out: `${clean}: nothing to repair`, err: "" })
+        expect(yield* cli(["resume", clean, "--continue-pending"])).toEqual({
+          code: 0,
+          out: `${clean}: nothing to repair\nno queued followup or steering to run`,
+          err: ""
+        })
+        // A log whose last turn is open needs its closers written: that cannot be done here.
+        const crashed = Path.join(ro, "open", "crashed.jsonl")
+        const refused = yield* cli(["resume", crashed])
+        expect(refused.code).toBe(2)
+        expect(refused.out).toBe("")
+        expect(refused.err.split("\n")).toHaveLength(1)
+        expect(refused.err).toContain("read-only file system")
+        expect(Fs.readdirSync(ro).sort()).toEqual(["crashed.jsonl", "open"])
+        expect(Fs.readFileSync(clean, "utf8")).toBe(repaired)
+      } finally {
+        spawnSync("umount", [ro])
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>
     Effect.gen(function*() {
       const dsh = yield* cli(["resume", Path.join(DSH, "acp__tool-call-turn__session.jsonl")])

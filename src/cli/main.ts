@@ -16,7 +16,9 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
-import { fileKind } from "../internal/store/common.js"
+import * as Inbox from "../Inbox.js"
+import { repairDrafts } from "../internal/repair.js"
+import { fileKind, ownHeader } from "../internal/store/common.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
 import * as Model from "../Model.js"
@@ -368,7 +370,8 @@ const chat = Command.make(
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
  * Without it nothing runs (exit 0). DSH v0 logs are refused (exit 2): we read them, we do not
- * append to them.
+ * append to them. A log that needs no repair, with nothing pending to continue, is only read
+ * (no writer lock), so that resume succeeds on a read-only file system.
  */
 const resumeCommand = Command.make(
   "resume",
@@ -398,6 +401,18 @@ const resumeCommand = Command.make(
         SessionStoreError: (e: SessionLog.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
         SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
         SessionNotFound: (e: SessionLog.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
+      }
+      // A log that needs no repair (no torn tail, nothing to close, already ends with its
+      // session/end-seed) and has nothing pending to continue is answered from the read above,
+      // without opening it for writing: no lock is taken, so this works on a read-only file system.
+      if (
+        !contents.tornTail && repairDrafts(contents.events, () => "").length === 0 &&
+        !(options.continuePending && Inbox.hasWakingWork(Inbox.replay(contents.events)))
+      ) {
+        yield* ownHeader(id, file, contents).pipe(Effect.catchTag("SessionLogError", failures.SessionLogError))
+        yield* Console.log(`${options.file}: nothing to repair`)
+        if (options.continuePending) yield* Console.log("no queued followup or steering to run")
+        return
       }
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.
