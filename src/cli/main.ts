@@ -542,7 +542,10 @@ const demo = Command.make(
 /**
  * `simulate SCENARIO [--out FILE] [--requests FILE]` (DESIGN.md §15): runs a scenario on the
  * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
- * An invalid scenario exits 2 with the JSON path of the problem, before anything runs.
+ * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
+ * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
+ * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
+ * over `Scenario.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
  */
 const simulate = Command.make(
   "simulate",
