@@ -150,9 +150,9 @@ const ScenarioTop = Schema.Struct({
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
 /**
- * The most actions a scenario may hold (`decode` refuses more, at `$.actions`). The simulator's
- * inbox copies a queue on each splice (an immutable value, DESIGN.md §4), so a scenario that
- * queues n messages costs O(n²): 10,000 queued injects take seconds, 10^6 would take days.
+ * The most actions a scenario may hold (`decode` refuses more, at `$.actions`). The agent's inbox
+ * is an immutable value whose queue each splice copies (DESIGN.md §4), so a scenario that queues
+ * n messages costs O(n²): 10,000 queued injects take about 5 s here, 10^6 would take days.
  *
  * @since 0.1.0
  * @category models
