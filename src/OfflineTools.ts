@@ -1,14 +1,15 @@
 /**
  * The built-in tools of the offline model (DESIGN.md §14): `wait {seconds}` sleeps on the Effect
  * `Clock`, `clock {}` tells the time, `read_file {path}` reads a text file confined to the
- * working directory (no absolute paths outside it, no `..` escape, no symlink escape; at most
- * 64 KiB are returned).
+ * working directory (no absolute paths outside it, no `..` escape, no symlink escape; only
+ * regular files, never opened otherwise; at most the first 64 KiB are read and returned).
  *
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
+import { fileKind } from "./internal/store/common.js"
 import * as Tool from "./Tool.js"
 
 /**
@@ -43,6 +44,12 @@ export const clock: Tool.Tool<{}> = Tool.make({
 const MAX_READ = 64 * 1024
 
 /**
+ * Whether the relative path `rel` (from `path.relative`) leaves its base: it is absolute, `..`,
+ * or starts with the segment `..` (`..notes` is a name inside the base).
+ */
+const leaves = (path: Path.Path, rel: string): boolean => path.isAbsolute(rel) || rel === ".." || rel.startsWith(`..${path.sep}`)
+
+/**
  * `read_file {path}` confined to `root` (default: the process's working directory).
  *
  * @since 0.1.0
@@ -55,10 +62,7 @@ export const readFile = (
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const base = path.resolve(root ?? process.cwd())
-    const inside = (p: string) => {
-      const rel = path.relative(base, p)
-      return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel))
-    }
+    const inside = (p: string) => !leaves(path, path.relative(base, p))
     return Tool.make({
       name: "read_file",
       description: "Read a UTF-8 text file under the working directory (at most 64 KiB).",
@@ -69,15 +73,33 @@ export const readFile = (
           if (!inside(target)) return yield* new Tool.ToolError({ message: `${requested} is outside the working directory` })
           const real = yield* fs.realPath(target)
           const realBase = yield* fs.realPath(base)
-          const rel = path.relative(realBase, real)
-          if (rel.startsWith("..") || path.isAbsolute(rel)) {
+          if (leaves(path, path.relative(realBase, real))) {
             return yield* new Tool.ToolError({ message: `${requested} resolves outside the working directory` })
           }
+          // Stat before opening: opening a fifo for reading blocks until a writer comes, and a
+          // device such as /dev/zero never ends.
           const info = yield* fs.stat(real)
           if (info.type === "Directory") return yield* new Tool.ToolError({ message: `${requested} is a directory` })
-          const bytes = yield* fs.readFile(real)
-          const text = new TextDecoder().decode(bytes.subarray(0, MAX_READ))
-          return { content: bytes.length > MAX_READ ? `${text}\n[truncated at 64 KiB of ${bytes.length} bytes]` : text }
+          if (info.type !== "File") {
+            return yield* new Tool.ToolError({
+              message: `${requested} is not a regular file (${fileKind(info.type)})`
+            })
+          }
+          // Only what is returned is read: the first 64 KiB.
+          const bytes = yield* Effect.scoped(Effect.flatMap(fs.open(real, { flag: "r" }), (file) =>
+            Effect.gen(function*() {
+              const buffer = new Uint8Array(MAX_READ)
+              let filled = 0
+              while (filled < MAX_READ) {
+                const n = Number(yield* file.read(buffer.subarray(filled)))
+                if (n === 0) break
+                filled += n
+              }
+              return buffer.subarray(0, filled)
+            })))
+          const size = Math.max(Number(info.size), bytes.length)
+          const text = new TextDecoder().decode(bytes)
+          return { content: size > MAX_READ ? `${text}\n[truncated at 64 KiB of ${size} bytes]` : text }
         }).pipe(
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),

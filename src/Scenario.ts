@@ -43,45 +43,62 @@ import * as Tool from "./Tool.js"
 // ---------------------------------------------------------------------------------------------
 
 const NonNegative = Schema.Number.pipe(Schema.finite(), Schema.nonNegative())
+// Each composite schema has an identifier, which is what a wrong kind of value is told it should
+// be ("Expected a tool object, actual 5"): without one the message spells out the whole type.
 const Source = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  .annotations({ identifier: "a message source object {kind, …}" })
 const Text = Schema.Union(Schema.String, Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }))
 
 const ModelEntry = Schema.Struct({
   text: Schema.optional(Schema.String),
   reasoning: Schema.optional(Schema.String),
-  toolCalls: Schema.optional(Schema.Array(Schema.Struct({
-    id: Schema.String,
-    name: Schema.String,
-    arguments: Schema.optional(Schema.Unknown)
-  }))),
+  toolCalls: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        id: Schema.String,
+        name: Schema.String,
+        arguments: Schema.optional(Schema.Unknown)
+      }).annotations({ identifier: "a tool call object {id, name, arguments?}" })
+    ).annotations({ identifier: "an array of tool calls" })
+  ),
   finish: Schema.optional(Schema.Literal("stop", "length")),
-  error: Schema.optional(Schema.Struct({
-    code: Schema.String,
-    message: Schema.String,
-    retryable: Schema.optional(Schema.Boolean)
-  })),
+  error: Schema.optional(
+    Schema.Struct({
+      code: Schema.String,
+      message: Schema.String,
+      retryable: Schema.optional(Schema.Boolean)
+    }).annotations({ identifier: "a model error object {code, message, retryable?}" })
+  ),
   latencyMs: Schema.optional(NonNegative)
-})
+}).annotations({ identifier: "a model response object" })
+const ModelScript = Schema.Array(ModelEntry).annotations({ identifier: "an array of model responses" })
 
 const ToolSpec = Schema.Struct({
   result: Schema.optional(Schema.String),
   error: Schema.optional(Schema.String),
   durationMs: Schema.optional(NonNegative),
-  additionalContexts: Schema.optional(Schema.Array(Schema.String)),
+  additionalContexts: Schema.optional(Schema.Array(Schema.String).annotations({ identifier: "an array of strings" })),
   exclusive: Schema.optional(Schema.Boolean)
-})
+}).annotations({ identifier: "a tool object" })
+const Tools = Schema.Record({ key: Schema.String, value: ToolSpec }).annotations({ identifier: "an object of tools by name" })
 
+// A union reports its first member's error ("errors: first"), so each member has the union's name.
+const preStep = { identifier: "a pre-step listener ({rejectIfTextIncludes}, {failIfTextIncludes} or {appendText})" }
 const PreStepSpec = Schema.Union(
-  Schema.Struct({ rejectIfTextIncludes: Schema.String }),
-  Schema.Struct({ failIfTextIncludes: Schema.String }),
-  Schema.Struct({ appendText: Schema.String })
-)
+  Schema.Struct({ rejectIfTextIncludes: Schema.String }).annotations(preStep),
+  Schema.Struct({ failIfTextIncludes: Schema.String }).annotations(preStep),
+  Schema.Struct({ appendText: Schema.String }).annotations(preStep)
+).annotations(preStep)
+const PreSteps = Schema.Array(PreStepSpec).annotations({ identifier: "an array of pre-step listeners" })
 
 const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  .annotations({ identifier: "a cause object {kind, …}" })
 
 const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose"] as const
 
-const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) })
+const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }).annotations({
+  identifier: "a text object {text, source?}"
+})
 
 const textAction = <K extends "followup" | "steer" | "inject">(kind: K) => ({
   plain: Schema.Struct(
@@ -95,7 +112,9 @@ const TextActions = { followup: textAction("followup"), steer: textAction("steer
 const ActionSchemas = {
   cancel: Schema.Struct({
     at: NonNegative,
-    cancel: Schema.Struct({ keepInbox: Schema.optional(Schema.Boolean), cause: Schema.optional(Cause) })
+    cancel: Schema.Struct({ keepInbox: Schema.optional(Schema.Boolean), cause: Schema.optional(Cause) }).annotations({
+      identifier: "a cancel object {keepInbox?, cause?}"
+    })
   }),
   dispose: Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) })
 }
@@ -116,19 +135,29 @@ const Action = Schema.Union(
  */
 export const ScenarioSchema = Schema.Struct({
   name: Schema.optional(Schema.String),
-  model: Schema.Array(ModelEntry),
-  tools: Schema.optional(Schema.Record({ key: Schema.String, value: ToolSpec })),
-  preStep: Schema.optional(Schema.Array(PreStepSpec)),
-  actions: Schema.Array(Action)
-})
+  model: ModelScript,
+  tools: Schema.optional(Tools),
+  preStep: Schema.optional(PreSteps),
+  actions: Schema.Array(Action).annotations({ identifier: "an array of actions" })
+}).annotations({ identifier: "a scenario object {model, actions, …}" })
 
 const ScenarioTop = Schema.Struct({
   name: Schema.optional(Schema.String),
-  model: Schema.Array(ModelEntry),
-  tools: Schema.optional(Schema.Record({ key: Schema.String, value: ToolSpec })),
-  preStep: Schema.optional(Schema.Array(PreStepSpec)),
-  actions: Schema.Array(Schema.Unknown)
-})
+  model: ModelScript,
+  tools: Schema.optional(Tools),
+  preStep: Schema.optional(PreSteps),
+  actions: Schema.Array(Schema.Unknown).annotations({ identifier: "an array of actions" })
+}).annotations({ identifier: "a scenario object {model, actions, …}" })
+
+/**
+ * The most actions a scenario may hold (`decode` refuses more, at `$.actions`). The agent's inbox
+ * is an immutable value whose queue each splice copies (DESIGN.md §4), so a scenario that queues
+ * n messages costs O(n²): 10,000 queued injects take about 5 s here, 10^6 would take days.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const MAX_ACTIONS = 10_000
 
 /**
  * A decoded scenario.
@@ -177,6 +206,16 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
   // an error names the field of that kind (a union would report its first member's errors).
   const top = Schema.decodeUnknownEither(ScenarioTop, options)(input)
   if (Either.isLeft(top)) return fail(top.left, [])
+  if (top.right.actions.length > MAX_ACTIONS) {
+    return Either.left(
+      new InvalidScenario({
+        message: `a scenario holds at most ${MAX_ACTIONS.toLocaleString("en-US")} actions (this one has ${
+          top.right.actions.length.toLocaleString("en-US")
+        }): the simulator's limit, DESIGN.md §15`,
+        path: "$.actions"
+      })
+    )
+  }
   const actions: Array<Scenario["actions"][number]> = []
   for (let i = 0; i < top.right.actions.length; i++) {
     const a = top.right.actions[i]
@@ -400,15 +439,62 @@ const messageOf = (
 ) => UserMessage.make(typeof text === "string" ? { text, source } : { text: text.text, source: text.source ?? source })
 
 /**
+ * The most messages the recorded model requests of one run may hold in all (each request repeats
+ * the history, so they grow with the square of a session's length: 1,000 one-turn followups
+ * already make 10^6). Past it, `run` with `requests` on fails with `RequestsTooLarge`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const MAX_REQUEST_MESSAGES = 2_000_000
+
+/**
+ * The model requests of a run hold more than `MAX_REQUEST_MESSAGES` messages in all (they were
+ * dropped as soon as they did, so memory stays bounded; the run itself went to its end).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("RequestsTooLarge", {
+  message: Schema.String
+}) {}
+
+/**
  * Runs a scenario to its end under a virtual clock. `seed` seeds the ids (use `seedOf` of the
  * file's text). The run ends when no action is left and nothing sleeps (a model request past the
- * end of the script fails its turn with `SCRIPT_EXHAUSTED`).
+ * end of the script fails its turn with `SCRIPT_EXHAUSTED`). `requests` (default true) records
+ * the model requests; with `false`, `requests` and `requestLines` are empty (what
+ * `agent-loop simulate` does without `--requests`). Recorded requests holding more than
+ * `MAX_REQUEST_MESSAGES` messages in all fail the run with `RequestsTooLarge`.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const run = (scenario: Scenario, options: { readonly seed: number }): Effect.Effect<RunResult> => {
-  const model = Model.scripted(scenario.model, { provider: "scenario", model: scenario.name ?? "script" })
+export const run = (
+  scenario: Scenario,
+  options: { readonly seed: number; readonly requests?: boolean | undefined }
+): Effect.Effect<RunResult, RequestsTooLarge> => {
+  const scripted = Model.scripted(scenario.model, {
+    provider: "scenario",
+    model: scenario.name ?? "script",
+    record: false
+  })
+  // Requests are recorded here, in their `--requests` form, and counted as they come.
+  const recording = options.requests ?? true
+  const requests: Array<RequestLine> = []
+  let requestMessages = 0
+  const model: Model.ModelService = {
+    provider: scripted.provider,
+    model: scripted.model,
+    respond: (request, sink) => {
+      if (recording && requestMessages <= MAX_REQUEST_MESSAGES) {
+        requestMessages += request.messages.length
+        if (requestMessages > MAX_REQUEST_MESSAGES) requests.length = 0
+        else requests.push({ turn: request.turn, step: request.step, messages: request.messages.map(requestMessage) })
+      }
+      return scripted.respond(request, sink)
+    }
+  }
   const ids = IdGenerator.seeded(options.seed)
   const clock = new VirtualClock()
   const records: Array<DeliveryRecord> = []
@@ -455,21 +541,30 @@ export const run = (scenario: Scenario, options: { readonly seed: number }): Eff
       PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
     )),
     Effect.withClock(clock),
-    Effect.map(({ contents, deliveries }) => {
-      const requests: Array<RequestLine> = model.requests.map((r) => ({
-        turn: r.turn,
-        step: r.step,
-        messages: r.messages.map(requestMessage)
-      }))
-      return {
-        header: contents.header,
-        events: contents.events,
-        requests,
-        log: encodeHeader(contents.header) + encodeEvents(contents.events),
-        requestLines: requests.map((r) => JSON.stringify(r) + "\n").join(""),
-        deliveries
-      }
-    })
+    Effect.flatMap(({ contents, deliveries }) =>
+      requestMessages > MAX_REQUEST_MESSAGES
+        ? Effect.fail(
+          new RequestsTooLarge({
+            message: `the model requests hold more than ${
+              MAX_REQUEST_MESSAGES.toLocaleString("en-US")
+            } messages in all (each request repeats the history), the simulator's limit for recording them`
+          })
+        )
+        : Effect.sync((): RunResult => {
+          let lines: string | undefined
+          return {
+            header: contents.header,
+            events: contents.events,
+            requests,
+            log: encodeHeader(contents.header) + encodeEvents(contents.events),
+            // Built on first use: it can be large, and `agent-loop simulate` writes the lines itself.
+            get requestLines() {
+              return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
+            },
+            deliveries
+          }
+        })
+    )
   )
 }
 

@@ -212,6 +212,43 @@ describe("Delivery input checked at run time (§2, §5.1)", () => {
     ))
 })
 
+describe("Values nested too deep (issue 13)", () => {
+  it.scoped("a message or event data nested deeper than 240 levels is refused with a typed error naming where; nothing is logged", () =>
+    Effect.gen(function*() {
+      const nested = (n: number): unknown => {
+        let v: unknown = []
+        for (let i = 1; i < n; i++) v = [v]
+        return v
+      }
+      const agent = yield* Agent.make()
+      const deep = nested(10_000)
+      // The path names where the limit was passed, cut to 80 characters.
+      const at = (root: string) => `${`${root}${"[0]".repeat(240)}`.slice(0, 80)}…`
+      const event = yield* Effect.flip(agent.appendEvent("x/y", deep))
+      expect([event._tag, event.message]).toEqual([
+        "InvalidEvent",
+        `event data is not JSON: nested deeper than 240 levels of arrays and objects (at ${at("data")})`
+      ])
+      const made = yield* Effect.flip(Message.UserMessage.make({ text: "x", source: { kind: "user", deep } }))
+      expect([made._tag, made.message]).toEqual([
+        "InvalidMessage",
+        `message nested deeper than 240 levels of arrays and objects (at ${at("source.deep")})`
+      ])
+      const followup = yield* Effect.flip(agent.followup({
+        id: "m1" as never,
+        role: "user",
+        content: [{ type: "text", text: "x" }],
+        source: { kind: "user", deep: nested(241) }
+      }))
+      expect(followup._tag).toBe("InvalidMessage")
+      // 240 levels are accepted, and the log reads back.
+      yield* agent.appendEvent("x/y", nested(240))
+      expect(agent.log.events().map((e) => e.type)).toEqual(["x/y"])
+    }).pipe(
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(Model.scripted([]))))
+    ))
+})
+
 describe("AgentError guards", () => {
   it.scoped("each error has a guard; DeliveryError covers the delivery failures", () =>
     Effect.gen(function*() {

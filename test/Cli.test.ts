@@ -724,6 +724,46 @@ describe("agent-loop resume", () => {
     30_000
   )
 
+  it.effect("resume on a read-only file system: a log that needs nothing succeeds without the lock; one that needs repair is one clear error", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, [])
+      expect((yield* cli(["resume", file])).code).toBe(0) // repaired: it ends with session/end-seed
+      const repaired = Fs.readFileSync(file, "utf8")
+      const open = Fs.readFileSync(yield* crashedLog(tmpDir(), []), "utf8")
+      // A read-only mount (chmod does not stop root).
+      const ro = tmpDir()
+      const mount = spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", ro], { encoding: "utf8" })
+      if (mount.status !== 0) {
+        console.warn(`skipped: cannot mount a tmpfs here (${(mount.stderr || mount.error?.message || "").trim()})`)
+        return
+      }
+      try {
+        Fs.writeFileSync(Path.join(ro, "crashed.jsonl"), repaired)
+        Fs.mkdirSync(Path.join(ro, "open"))
+        Fs.writeFileSync(Path.join(ro, "open", "crashed.jsonl"), open)
+        expect(spawnSync("mount", ["-o", "remount,ro", ro]).status).toBe(0)
+        const clean = Path.join(ro, "crashed.jsonl")
+        expect(yield* cli(["resume", clean])).toEqual({ code: 0, out: `${clean}: nothing to repair`, err: "" })
+        expect(yield* cli(["resume", clean, "--continue-pending"])).toEqual({
+          code: 0,
+          out: `${clean}: nothing to repair\nno queued followup or steering to run`,
+          err: ""
+        })
+        // A log whose last turn is open needs its closers written: that cannot be done here.
+        const crashed = Path.join(ro, "open", "crashed.jsonl")
+        const refused = yield* cli(["resume", crashed])
+        expect(refused.code).toBe(2)
+        expect(refused.out).toBe("")
+        expect(refused.err.split("\n")).toHaveLength(1)
+        expect(refused.err).toContain("read-only file system")
+        expect(Fs.readdirSync(ro).sort()).toEqual(["crashed.jsonl", "open"])
+        expect(Fs.readFileSync(clean, "utf8")).toBe(repaired)
+      } finally {
+        spawnSync("umount", [ro])
+      }
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("resume refuses a DSH v0 log, a missing file and a file that is not a log (exit 2)", () =>
     Effect.gen(function*() {
       const dsh = yield* cli(["resume", Path.join(DSH, "acp__tool-call-turn__session.jsonl")])
@@ -732,6 +772,89 @@ describe("agent-loop resume", () => {
       expect((yield* cli(["resume", Path.join(tmpDir(), "missing.jsonl")])).code).toBe(2)
       expect((yield* cli(["resume", Path.join(tmpDir(), "notes.txt")])).code).toBe(2)
     }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("agent-loop simulate", () => {
+  const scenarioFile = (scenario: unknown) => {
+    const file = Path.join(tmpDir(), "scenario.json")
+    Fs.writeFileSync(file, JSON.stringify(scenario))
+    return file
+  }
+
+  it.effect("a scenario that is not an object ([] or null) is one line naming the problem at $ (exit 2)", () =>
+    Effect.gen(function*() {
+      for (const value of [[], null]) {
+        const file = scenarioFile(value)
+        expect(yield* cli(["simulate", file])).toEqual({
+          code: 2,
+          out: "",
+          err: `${file}: invalid scenario at $: Expected a scenario object {model, actions, …}, actual ${JSON.stringify(value)}`
+        })
+      }
+    }))
+
+  it.effect(
+    "2,500 followups: every message id is distinct, no delivery fails, exit 0 (seeded ids repeated after 4,095)",
+    () =>
+      Effect.gen(function*() {
+        // Two ids a turn (the followup and the reply): 5,000 ids.
+        const n = 2500
+        const file = scenarioFile({
+          model: Array.from({ length: n }, () => ({ text: "ok" })),
+          actions: Array.from({ length: n }, (_, i) => ({ at: i, followup: `f${i}` }))
+        })
+        const out = Path.join(tmpDir(), "log.jsonl")
+        expect(yield* cli(["simulate", file, "--out", out])).toEqual({ code: 0, out: "", err: "" })
+        const contents = yield* SessionStore.readFile(out)
+        const ids = contents.events.filter((e) => e.type === "user/message").map((e) => (e.data as { id: string }).id)
+        expect(ids).toHaveLength(n)
+        expect(new Set(ids).size).toBe(n)
+        expect(contents.events.filter((e) => e.type === "turn/end")).toHaveLength(n)
+        expect(Invariant.check(contents.events)).toEqual([])
+      }).pipe(Effect.provide(NodeContext.layer)),
+    60_000
+  )
+
+  it.effect("more than 10,000 actions are refused before anything runs (exit 2, one line)", () =>
+    Effect.gen(function*() {
+      const file = scenarioFile({ model: [], actions: Array.from({ length: 100_000 }, (_, i) => ({ at: 0, inject: `c${i}` })) })
+      expect(yield* cli(["simulate", file])).toEqual({
+        code: 2,
+        out: "",
+        err:
+          `${file}: invalid scenario at $.actions: a scenario holds at most 10,000 actions (this one has 100,000): the simulator's limit, DESIGN.md §15`
+      })
+    }))
+
+  it.effect(
+    "--requests past 2,000,000 recorded messages in all is refused (exit 2) and nothing is written",
+    () =>
+      Effect.gen(function*() {
+        // Request k repeats the history of 2k - 1 messages: 1,500 turns make about 2.25 million.
+        const n = 1500
+        const file = scenarioFile({
+          model: Array.from({ length: n }, () => ({ text: "ok" })),
+          actions: Array.from({ length: n }, (_, i) => ({ at: i, followup: `f${i}` }))
+        })
+        const dir = tmpDir()
+        const result = yield* cli([
+          "simulate",
+          file,
+          "--out",
+          Path.join(dir, "log.jsonl"),
+          "--requests",
+          Path.join(dir, "r.jsonl")
+        ])
+        expect(result).toEqual({
+          code: 2,
+          out: "",
+          err:
+            `${file}: --requests: the model requests hold more than 2,000,000 messages in all (each request repeats the history), the simulator's limit for recording them`
+        })
+        expect(Fs.readdirSync(dir)).toEqual([])
+      }),
+    60_000
+  )
 })
 
 describe("the agent-loop binary", () => {
@@ -781,6 +904,91 @@ describe("the agent-loop binary", () => {
       const check = yield* spawn(["check", log], cwd)
       expect(check.code).toBe(0)
     }), 30_000)
+
+  it.live(
+    "a log line nested 10,000 levels deep: check, transcript and resume exit 2 naming the line, no stack trace",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        const file = Path.join(dir, "deep.jsonl")
+        const header = JSON.stringify({ type: "session", format: "effect-agent-loop", version: 1, id: "deep", createdAt: 0 })
+        const nest = "[".repeat(10_000) + "]".repeat(10_000)
+        Fs.writeFileSync(file, `${header}\n{"type":"x/y","seq":0,"time":0,"data":${nest}}\n`)
+        const before = Fs.readFileSync(file, "utf8")
+        for (const command of ["check", "transcript", "resume"]) {
+          const r = yield* spawn([command, file], dir)
+          expect([command, r]).toEqual([command, {
+            code: 2,
+            stdout: "",
+            stderr: `${file}, line 2: nested deeper than 256 levels of arrays and objects (the reader's limit)\n`
+          }])
+        }
+        expect(Fs.readFileSync(file, "utf8")).toBe(before)
+        expect(Fs.readdirSync(dir)).toEqual(["deep.jsonl"])
+      }),
+    30_000
+  )
+
+  it.live(
+    "simulate: a delivery the scenario could not make (a source nested too deep) exits 2 after writing the log",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        let deep: unknown = []
+        for (let i = 0; i < 300; i++) deep = [deep]
+        const scenario = Path.join(dir, "s.json")
+        Fs.writeFileSync(
+          scenario,
+          JSON.stringify({
+            model: [{ text: "ok" }],
+            actions: [{ at: 0, followup: "hello" }, { at: 1, inject: { text: "deep", source: { kind: "plugin", deep } } }]
+          })
+        )
+        const r = yield* spawn(["simulate", scenario, "--out", Path.join(dir, "log.jsonl")], dir)
+        expect(r).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `${scenario}: action 1 (inject at 1 ms) failed: InvalidMessage\n${scenario}: 1 delivery failed (see above)\n`
+        })
+        const check = yield* spawn(["check", Path.join(dir, "log.jsonl")], dir)
+        expect([check.code, check.stdout]).toEqual([0, `${Path.join(dir, "log.jsonl")}: ok (9 events)\n`])
+      }),
+    30_000
+  )
+
+  it.live(
+    "what is not a regular file is refused at once: run's read_file of a fifo, check/transcript/resume/simulate of a fifo, check /dev/zero",
+    () =>
+      Effect.gen(function*() {
+        // Before, each of these hung (opening a fifo blocks until a writer comes) and ignored
+        // SIGTERM; /dev/zero was read until memory ran out.
+        const dir = tmpDir()
+        const fifo = Path.join(dir, "pipe.jsonl")
+        expect(spawnSync("mkfifo", [fifo]).status).toBe(0)
+        const run = yield* spawn(["run", "--prompt", "read file pipe.jsonl", "--store", Path.join(dir, "store")], dir)
+        expect(run.code).toBe(0)
+        expect(run.stdout).toContain("← error: Tool read_file failed: pipe.jsonl is not a regular file (a fifo)")
+        for (const command of ["check", "transcript", "resume"]) {
+          const r = yield* spawn([command, fifo], dir)
+          expect([command, r]).toEqual([command, {
+            code: 2,
+            stdout: "",
+            stderr: `${fifo}: cannot read ${fifo}: not a regular file (a fifo)\n`
+          }])
+        }
+        expect(yield* spawn(["simulate", fifo], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `${fifo}: cannot read: not a regular file (a fifo)\n`
+        })
+        expect(yield* spawn(["check", "/dev/zero"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "/dev/zero: cannot read /dev/zero: not a regular file (a character device)\n"
+        })
+      }),
+    30_000
+  )
 
   it.live("an unknown flag exits 2", () =>
     Effect.gen(function*() {

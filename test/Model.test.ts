@@ -1,6 +1,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -10,6 +11,7 @@ import * as Model from "../src/Model.js"
 import type { ModelRequest } from "../src/Model.js"
 import * as OfflineTools from "../src/OfflineTools.js"
 import { advance, brief, layer, text } from "./utils/agent.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
 
 const user = (id: string, t: string, source: Record<string, unknown> = { kind: "user" }): Message => ({
   id: id as MessageId,
@@ -172,6 +174,63 @@ describe("Model.offline (§14)", () => {
       expect(missing.message).toBe("cannot read nope.txt: no such file")
       const dir2 = yield* Effect.flip(read.execute({ path: "." }, ctx))
       expect(dir2.message).toBe(". is a directory")
+    }).pipe(Effect.provide(NodeContext.layer))
+  })
+})
+
+describe("read_file limits (issue 13)", () => {
+  const scratch = scratchDirs("agent-loop-read-")
+  const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused") }
+
+  it.scoped("a name that starts with two dots is inside the working directory; .. and ../x are not", () => {
+    const dir = scratch()
+    Fs.writeFileSync(Path.join(dir, "..notparent.txt"), "inside")
+    Fs.mkdirSync(Path.join(dir, "sub"))
+    Fs.writeFileSync(Path.join(dir, "sub", "..x"), "deeper")
+    Fs.symlinkSync(Path.join(dir, "..notparent.txt"), Path.join(dir, "sub", "link"))
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      expect(yield* read.execute({ path: "..notparent.txt" }, ctx)).toEqual({ content: "inside" })
+      expect(yield* read.execute({ path: "sub/..x" }, ctx)).toEqual({ content: "deeper" })
+      expect(yield* read.execute({ path: "sub/link" }, ctx)).toEqual({ content: "inside" })
+      expect(yield* read.execute({ path: "sub/../..notparent.txt" }, ctx)).toEqual({ content: "inside" })
+      for (const path of ["..", "../x", "sub/../../x", `../${Path.basename(dir)}x/secret`]) {
+        const refused = yield* Effect.flip(read.execute({ path }, ctx))
+        expect(refused.message).toBe(`${path} is outside the working directory`)
+      }
+    }).pipe(Effect.provide(NodeContext.layer))
+  })
+
+  it.scoped("what is not a regular file (a fifo, a device) is refused without being opened", () => {
+    const dir = scratch()
+    const made = spawnSync("mkfifo", [Path.join(dir, "pipe")])
+    expect(made.status).toBe(0)
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      // Opening a fifo for reading blocks until a writer comes: read_file hung `run`.
+      const fifo = yield* Effect.flip(read.execute({ path: "pipe" }, ctx))
+      expect(fifo.message).toBe("pipe is not a regular file (a fifo)")
+      const devices = yield* OfflineTools.readFile("/dev")
+      const device = yield* Effect.flip(devices.execute({ path: "null" }, ctx))
+      expect(device.message).toBe("null is not a regular file (a character device)")
+    }).pipe(Effect.provide(NodeContext.layer))
+  })
+
+  it.scoped("a file larger than 64 KiB is read only as far as it is returned (a 3 GiB file could not be read at all)", () => {
+    const dir = scratch()
+    const big = Path.join(dir, "big.txt")
+    // Sparse: 3 GiB that take no disk. Reading it whole failed (more than 2 GiB) or took its size in memory.
+    const fd = Fs.openSync(big, "w")
+    Fs.writeSync(fd, "a".repeat(70_000))
+    Fs.ftruncateSync(fd, 3 * 1024 ** 3)
+    Fs.closeSync(fd)
+    Fs.writeFileSync(Path.join(dir, "small.txt"), "b".repeat(65_536))
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      expect(yield* read.execute({ path: "big.txt" }, ctx)).toEqual({
+        content: `${"a".repeat(65_536)}\n[truncated at 64 KiB of ${3 * 1024 ** 3} bytes]`
+      })
+      expect(yield* read.execute({ path: "small.txt" }, ctx)).toEqual({ content: "b".repeat(65_536) })
     }).pipe(Effect.provide(NodeContext.layer))
   })
 })

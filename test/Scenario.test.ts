@@ -194,6 +194,61 @@ describe("scenario validation (§15)", () => {
     expect(invalid({ model: [], actions: [{ at: "0", dispose: {} }] }).path).toBe("$.actions[0].at")
     expect(invalid({ model: [], actions: [7] }).path).toBe("$.actions[0]")
   })
+
+  it("a value of the wrong kind is named in one short line, not with a dump of the expected type", () => {
+    const cases: ReadonlyArray<readonly [unknown, string, string]> = [
+      [[], "$", "Expected a scenario object {model, actions, …}, actual []"],
+      [null, "$", "Expected a scenario object {model, actions, …}, actual null"],
+      ["x", "$", "Expected a scenario object {model, actions, …}, actual \"x\""],
+      [{ model: 5, actions: [] }, "$.model", "Expected an array of model responses, actual 5"],
+      [{ model: [5], actions: [] }, "$.model[0]", "Expected a model response object, actual 5"],
+      [
+        { model: [{ toolCalls: [5] }], actions: [] },
+        "$.model[0].toolCalls[0]",
+        "Expected a tool call object {id, name, arguments?}, actual 5"
+      ],
+      [
+        { model: [{ error: 5 }], actions: [] },
+        "$.model[0].error",
+        "Expected a model error object {code, message, retryable?}, actual 5"
+      ],
+      [{ model: [], tools: 5, actions: [] }, "$.tools", "Expected an object of tools by name, actual 5"],
+      [{ model: [], tools: { a: 5 }, actions: [] }, "$.tools.a", "Expected a tool object, actual 5"],
+      [
+        { model: [], preStep: [5], actions: [] },
+        "$.preStep[0]",
+        "Expected a pre-step listener ({rejectIfTextIncludes}, {failIfTextIncludes} or {appendText}), actual 5"
+      ],
+      [{ model: [], actions: 5 }, "$.actions", "Expected an array of actions, actual 5"],
+      [
+        { model: [], actions: [{ at: 0, followup: 5 }] },
+        "$.actions[0].followup",
+        "Expected a text object {text, source?}, actual 5"
+      ],
+      [
+        { model: [], actions: [{ at: 0, followup: { text: "a", source: 5 } }] },
+        "$.actions[0].followup.source",
+        "Expected a message source object {kind, …}, actual 5"
+      ],
+      [
+        { model: [], actions: [{ at: 0, cancel: 5 }] },
+        "$.actions[0].cancel",
+        "Expected a cancel object {keepInbox?, cause?}, actual 5"
+      ]
+    ]
+    for (const [input, path, message] of cases) {
+      expect(invalid(input)).toMatchObject({ path, message })
+    }
+  })
+
+  it("a scenario holds at most 10,000 actions: more is refused before anything runs", () => {
+    const actions = (n: number) => Array.from({ length: n }, (_, i) => ({ at: i, inject: `c${i}` }))
+    expect(Either.isRight(Scenario.decode({ model: [], actions: actions(Scenario.MAX_ACTIONS) }))).toBe(true)
+    expect(invalid({ model: [], actions: actions(Scenario.MAX_ACTIONS + 1) })).toMatchObject({
+      path: "$.actions",
+      message: "a scenario holds at most 10,000 actions (this one has 10,001): the simulator's limit, DESIGN.md §15"
+    })
+  })
 })
 
 describe("rules as scenarios (§4–§9)", () => {

@@ -724,6 +724,78 @@ describe("reading logs", () => {
       })
     ))
 
+  it.effect("a line nested deeper than 256 levels is a SessionLogError naming it (10,000 levels overflowed the stack)", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const header = "{\"type\":\"session\",\"format\":\"effect-agent-loop\",\"version\":1,\"id\":\"d\",\"createdAt\":0}"
+        const nest = (n: number) => "[".repeat(n) + "]".repeat(n)
+        // Data nesting 255 makes a line of 256 (the event's object is 1).
+        const plugin = (depth: number) => `{"type":"x/y","seq":0,"time":0,"data":${nest(depth)}}`
+        // Tool results nested in tool results: what the reader's own checks recurse through.
+        let content = "[{\"type\":\"text\",\"text\":\"x\"}]"
+        for (let i = 0; i < 5000; i++) content = `[{"type":"tool-result","toolCallId":"c","content":${content}}]`
+        const result =
+          `{"type":"tool/result","seq":0,"time":0,"data":{"turn":1,"step":1,"message":{"id":"r","role":"user","content":${content},"source":{"kind":"tool"}}}}`
+        const path = `${dir}/d.jsonl`
+        yield* writeText(path, `${header}\n${plugin(255)}\n`)
+        expect((yield* SessionStore.readFile(path)).events).toHaveLength(1)
+        for (const line of [plugin(256), plugin(10_000), result]) {
+          yield* writeText(path, `${header}\n${line}\n`)
+          const error = yield* Effect.flip(SessionStore.readFile(path))
+          expect(error).toMatchObject({
+            _tag: "SessionLogError",
+            line: 2,
+            message: `${path}, line 2: nested deeper than 256 levels of arrays and objects (the reader's limit)`
+          })
+          const viaStore = yield* Effect.flip(inNewStore(dir, Effect.flatMap(store, (s) => s.open("d"))))
+          expect(viaStore).toMatchObject({ _tag: "SessionLogError", line: 2 })
+        }
+      })
+    ))
+
+  it.effect("an append whose line would nest deeper than 256 levels is refused, and nothing is written", () =>
+    withJsonl((dir) =>
+      Effect.gen(function*() {
+        const nested = (n: number): unknown => {
+          let v: unknown = []
+          for (let i = 1; i < n; i++) v = [v]
+          return v
+        }
+        const s = yield* store
+        const log = yield* s.create({ id: "a" })
+        const before = yield* readText(`${dir}/a.jsonl`)
+        for (const depth of [256, 10_000]) {
+          // Frozen values are measured too (they are not walked to be frozen).
+          for (const data of [nested(depth), Object.freeze(nested(depth))]) {
+            const error = yield* Effect.flip(log.append([{ type: "x/y", data }]))
+            expect(error).toMatchObject({
+              _tag: "SessionStoreError",
+              message:
+                "cannot append to session \"a\": \"x/y\" data is nested deeper than 255 levels of arrays and objects (a log line may nest 256)"
+            })
+          }
+        }
+        expect(yield* readText(`${dir}/a.jsonl`)).toBe(before)
+        yield* log.append([{ type: "x/y", data: nested(255) }])
+        expect((yield* SessionStore.readFile(`${dir}/a.jsonl`)).events).toHaveLength(1)
+        // The memory store refuses the same.
+        const memory = yield* Effect.flatMap(store, (m) => m.create({ id: "m" })).pipe(Effect.provide(SessionStore.layerMemory))
+        expect((yield* Effect.flip(memory.append([{ type: "x/y", data: nested(10_000) }])))._tag).toBe("SessionStoreError")
+      })
+    ))
+
+  it.effect("readFile refuses what is not a regular file (a fifo, /dev/zero) without opening it", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const fifo = `${dir}/pipe.jsonl`
+      expect(spawnSync("mkfifo", [fifo]).status).toBe(0)
+      // Opening the fifo blocked until a writer came; /dev/zero was read until memory ran out.
+      for (const [path, kind] of [[fifo, "a fifo"], ["/dev/zero", "a character device"]] as const) {
+        const error = yield* Effect.flip(SessionStore.readFile(path))
+        expect(error).toMatchObject({ _tag: "SessionStoreError", message: `cannot read ${path}: not a regular file (${kind})` })
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+
   it.effect("readFile of a missing file is a SessionStoreError", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(SessionStore.readFile(`${dshFixturesDir}/no-such-file.jsonl`))

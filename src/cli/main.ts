@@ -26,6 +26,9 @@ import type * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, Effect, Either, Layer, Option, Queue, Redacted, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
+import * as Inbox from "../Inbox.js"
+import { repairDrafts } from "../internal/repair.js"
+import { fileKind, ownHeader } from "../internal/store/common.js"
 import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
@@ -397,7 +400,8 @@ const chat = Command.make(
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
  * Without it nothing runs (exit 0). DSH v0 logs are refused (exit 2): we read them, we do not
- * append to them.
+ * append to them. A log that needs no repair, with nothing pending to continue, is only read
+ * (no writer lock), so that resume succeeds on a read-only file system.
  */
 const resumeCommand = Command.make(
   "resume",
@@ -428,6 +432,18 @@ const resumeCommand = Command.make(
         SessionStoreError: (e: SessionLog.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
         SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
         SessionNotFound: (e: SessionLog.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
+      }
+      // A log that needs no repair (no torn tail, nothing to close, already ends with its
+      // session/end-seed) and has nothing pending to continue is answered from the read above,
+      // without opening it for writing: no lock is taken, so this works on a read-only file system.
+      if (
+        !contents.tornTail && repairDrafts(contents.events, () => "").length === 0 &&
+        !(options.continuePending && Inbox.hasWakingWork(Inbox.replay(contents.events)))
+      ) {
+        yield* ownHeader(id, file, contents).pipe(Effect.catchTag("SessionLogError", failures.SessionLogError))
+        yield* Console.log(`${options.file}: nothing to repair`)
+        if (options.continuePending) yield* Console.log("no queued followup or steering to run")
+        return
       }
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.
@@ -559,7 +575,10 @@ const demo = Command.make(
 /**
  * `simulate SCENARIO [--out FILE] [--requests FILE]` (DESIGN.md §15): runs a scenario on the
  * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
- * An invalid scenario exits 2 with the JSON path of the problem, before anything runs.
+ * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
+ * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
+ * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
+ * over `Scenario.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
  */
 const simulate = Command.make(
   "simulate",
@@ -574,6 +593,9 @@ const simulate = Command.make(
   ({ out, requests, scenario }) =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
+      // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
+      const info = yield* fs.stat(scenario).pipe(Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`)))
+      if (info.type !== "File") return yield* exit(2, `${scenario}: cannot read: not a regular file (${fileKind(info.type)})`)
       const text = yield* fs.readFileString(scenario).pipe(
         Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
       )
@@ -581,9 +603,14 @@ const simulate = Command.make(
       if (Either.isLeft(decoded)) {
         return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
       }
-      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text) })
+      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
+        .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
+      // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
+      // after a `dispose` action, which is what the scenario asked for.
+      let unexpected = 0
       for (const d of result.deliveries) {
         if (d.error !== undefined) {
+          if (d.error !== "AgentDisposed") unexpected++
           yield* Console.error(escapeLine(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`))
         }
       }
@@ -592,9 +619,28 @@ const simulate = Command.make(
       if (Option.isSome(out)) yield* write(out.value, result.log)
       // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
       else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
-      if (Option.isSome(requests)) yield* write(requests.value, result.requestLines)
+      if (Option.isSome(requests)) yield* writeLines(requests.value, result.requests)
+      if (unexpected > 0) {
+        return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
+      }
     })
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
+
+/**
+ * Writes `items` as JSON lines to `file` a chunk at a time (the requests of a long scenario can
+ * be more than one string can hold).
+ */
+const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const handle = yield* fs.open(file, { flag: "w" })
+    const encoder = new TextEncoder()
+    for (let i = 0; i < items.length;) {
+      let chunk = ""
+      while (i < items.length && chunk.length < 1 << 20) chunk += JSON.stringify(items[i++]) + "\n"
+      yield* handle.writeAll(encoder.encode(chunk))
+    }
+  })).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
 
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),

@@ -6,6 +6,30 @@
  * construction): it only freezes.
  */
 
+/**
+ * The deepest a line of a session log may nest: arrays and objects on the deepest path, the
+ * line's own object counting 1 (`{"data":[[]]}` nests 3). The reader refuses a deeper line and
+ * the stores refuse to append one. Parsing is not the problem (`JSON.parse` takes 10^7 levels);
+ * what walks a value afterwards is: freezing, validating, `JSON.stringify`, the projections. Measured
+ * here (Node 20): freezing overflowed the stack between 5,000 and 8,000 levels, the schema check
+ * of nested tool results between 1,000 and 2,000, `JSON.stringify` in `transcript` at 4,000; 256
+ * leaves a margin of four and more, and no real log comes close (DESIGN.md §3.1).
+ */
+export const MAX_LINE_DEPTH = 256
+
+/**
+ * The deepest a value handed in from outside (a message, event data, a tool's result, a cause)
+ * may nest: `checkJson` refuses a deeper one. Less than `MAX_LINE_DEPTH`, so that the value still
+ * fits in the event that logs it (which puts it at most 6 levels down: a tool result's content).
+ */
+export const MAX_VALUE_DEPTH = MAX_LINE_DEPTH - 16
+
+/** The message of a value nested deeper than `max` levels. */
+const tooDeep = (max: number): string => `nested deeper than ${max} levels of arrays and objects`
+
+/** A path cut to its first 80 characters (the path of a too deep value is as long as it is deep). */
+const shortPath = (path: string): string => path.length <= 80 ? path : `${path.slice(0, 80)}…`
+
 /** A value is not plain JSON; `path` is a dotted path to the offending part. */
 export class InvalidJson extends Error {
   constructor(message: string, readonly path: string) {
@@ -16,8 +40,8 @@ export class InvalidJson extends Error {
 /**
  * Checks that `value` is plain JSON (null, boolean, finite number, string, array, plain object;
  * no cycles; no getters, setters or `toJSON`, which would make `JSON.stringify` write something
- * else than what was checked) and deep-freezes it in place. Returns the same value. Throws
- * `InvalidJson`.
+ * else than what was checked; at most `MAX_VALUE_DEPTH` levels of arrays and objects) and
+ * deep-freezes it in place. Returns the same value. Throws `InvalidJson`.
  */
 export const checkJson = <A>(value: A, path: string): A => {
   // The fast walk builds no paths and allocates nothing; only a value that fails it is walked
@@ -53,6 +77,7 @@ const fastWalk = (value: unknown): boolean => {
       return Number.isFinite(value)
     case "object": {
       if (value === null) return true
+      if (ancestors.length >= MAX_VALUE_DEPTH) return false
       for (let i = 0; i < ancestors.length; i++) if (ancestors[i] === value) return false
       let ok = true
       if (hasHiddenJson(value)) return false
@@ -102,6 +127,8 @@ const walk = (value: unknown, path: string, seen: Set<object>): void => {
       return
     case "object": {
       if (value === null) return
+      // `seen` holds the objects on the path from the root: its size is this value's depth.
+      if (seen.size >= MAX_VALUE_DEPTH) throw new InvalidJson(tooDeep(MAX_VALUE_DEPTH), shortPath(path))
       if (seen.has(value)) throw new InvalidJson("cycle", path)
       if (hasHiddenJson(value)) throw new InvalidJson("has a toJSON method", path)
       if (Array.isArray(value)) {
@@ -160,4 +187,36 @@ const freezeWalk = (value: object): void => {
       if (typeof item === "object" && item !== null && !Object.isFrozen(item)) freezeWalk(item)
     }
   }
+}
+
+/**
+ * Deep-freezes a freshly parsed JSON value in place (every level: nothing of it is frozen yet)
+ * unless it nests deeper than `max` levels of arrays and objects; returns whether it did not.
+ * Recurses at most `max + 1` levels, so a hostile depth cannot overflow the stack.
+ */
+export const freezeWithin = (value: unknown, max: number): boolean => {
+  if (typeof value !== "object" || value === null) return true
+  if (max <= 0) return false
+  Object.freeze(value)
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!freezeWithin(value[i], max - 1)) return false
+  } else {
+    for (const key in value) if (!freezeWithin((value as Record<string, unknown>)[key], max - 1)) return false
+  }
+  return true
+}
+
+/**
+ * Whether `value` nests deeper than `max` levels of arrays and objects (frozen parts included;
+ * it stops looking one level past `max`).
+ */
+export const deeperThan = (value: unknown, max: number): boolean => {
+  if (typeof value !== "object" || value === null) return false
+  if (max <= 0) return true
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (deeperThan(value[i], max - 1)) return true
+  } else {
+    for (const key in value) if (deeperThan((value as Record<string, unknown>)[key], max - 1)) return true
+  }
+  return false
 }

@@ -59,6 +59,28 @@ export const alreadyExists = (id: string): SessionStoreError => storeError(`sess
 
 export const notFound = (id: string): SessionNotFound => new SessionNotFound({ message: `no session "${id}"`, sessionId: id })
 
+/** A kind of file (a `FileSystem` `File.Type`) in words: "a fifo", "a character device", … */
+export const fileKind = (type: string): string => {
+  switch (type) {
+    case "Directory":
+      return "a directory"
+    case "SymbolicLink":
+      return "a symbolic link"
+    case "BlockDevice":
+      return "a block device"
+    case "CharacterDevice":
+      return "a character device"
+    case "FIFO":
+      return "a fifo"
+    case "Socket":
+      return "a socket"
+    case "File":
+      return "a regular file"
+    default:
+      return "of an unknown kind"
+  }
+}
+
 /** A `SessionLogError` naming the file (or "session log") and the line. */
 export const logError = (path: string | undefined, failure: { readonly line: number; readonly message: string }) =>
   new SessionLogError({
