@@ -507,48 +507,55 @@ describe("provider limits through the loop and the CLI", () => {
     30_000
   )
 
-  it.live(
-    "run against a server that echoes the key: the key is in no output and not in the log",
-    () =>
-      Effect.scoped(Effect.gen(function*() {
-        const key = "gsk_live_0123456789abcdefABCDEF"
-        const server = yield* replayServer({
-          body: JSON.stringify({
-            error: { message: `Incorrect API key provided: Bearer ${key} (${key})`, type: "invalid_request_error" }
-          }),
-          status: 401,
-          contentType: "application/json"
-        })
-        const store = tmpDir()
-        process.env.AGENT_LOOP_LIMITS_TEST_KEY = key
-        const { code, err, out } = yield* cli([
-          "run",
-          "--prompt",
-          "hi",
-          "--provider",
-          "openai-compat",
-          "--base-url",
-          server.baseUrl,
-          "--model",
-          "m",
-          "--api-key-env",
-          "AGENT_LOOP_LIMITS_TEST_KEY",
-          "--store",
-          store
-        ])
-        delete process.env.AGENT_LOOP_LIMITS_TEST_KEY
-        expect(server.requests[0]!.headers.authorization).toBe(`Bearer ${key}`)
-        expect(code).toBe(4)
-        expect(err).toBe(
-          "error: HTTP_401: invalid_request_error: Incorrect API key provided: Bearer [redacted] ([redacted])"
-        )
-        expect(out).not.toContain(key)
-        const log = Fs.readFileSync(Path.join(store, Fs.readdirSync(store)[0]!), "utf8")
-        expect(log).toContain("[redacted]")
-        expect(log).not.toContain(key)
-      })),
-    30_000
-  )
+  for (const provider of ["openai-compat", "openai"] as const) {
+    it.live(
+      `run --provider ${provider} against a server that echoes the key: the key is in no output and not in the log`,
+      () =>
+        Effect.scoped(Effect.gen(function*() {
+          // Not key-shaped: only the configured secret finds it outside "Bearer …".
+          const key = "Zq7pLm3xTr9wKeyValue"
+          const server = yield* replayServer({
+            body: JSON.stringify({
+              error: { message: `Incorrect API key provided: Bearer ${key} (${key})`, type: "invalid_request_error" }
+            }),
+            status: 401,
+            contentType: "application/json"
+          })
+          const store = tmpDir()
+          process.env.AGENT_LOOP_LIMITS_TEST_KEY = key
+          const { code, err, out } = yield* cli([
+            "run",
+            "--prompt",
+            "hi",
+            "--provider",
+            provider,
+            "--base-url",
+            server.baseUrl,
+            "--model",
+            "m",
+            "--api-key-env",
+            "AGENT_LOOP_LIMITS_TEST_KEY",
+            "--store",
+            store
+          ])
+          delete process.env.AGENT_LOOP_LIMITS_TEST_KEY
+          expect(server.requests[0]!.headers.authorization).toBe(`Bearer ${key}`)
+          expect(code).toBe(4)
+          if (provider === "openai-compat") {
+            expect(err).toBe(
+              "error: HTTP_401: invalid_request_error: Incorrect API key provided: Bearer [redacted] ([redacted])"
+            )
+          } else {
+            expect(err).toContain("Bearer [redacted] ([redacted])")
+          }
+          expect(err + out).not.toContain(key)
+          const log = Fs.readFileSync(Path.join(store, Fs.readdirSync(store)[0]!), "utf8")
+          expect(log).toContain("[redacted]")
+          expect(log).not.toContain(key)
+        })),
+      30_000
+    )
+  }
 
   it.effect("--api-key-env given a key instead of a variable name: refused without echoing it", () =>
     Effect.gen(function*() {

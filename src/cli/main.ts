@@ -134,6 +134,7 @@ const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<s
     return AiBridge.layer({
       provider: "openai",
       model,
+      secrets: apiKey === undefined ? [] : [Redacted.value(apiKey)],
       configure: (request) => {
         const maxTokens = request.settings?.maxTokens
         return OpenAiLanguageModel.withConfigOverride(typeof maxTokens === "number" ? { max_output_tokens: maxTokens } : {})

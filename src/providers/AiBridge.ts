@@ -102,6 +102,7 @@ import {
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { fromAiError, streamError } from "./internal/aiError.js"
 import * as History from "./internal/history.js"
+import { redactError } from "./internal/http.js"
 import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError } from "./internal/http.js"
 import { isRecord, knownUsage, num, objectArguments, perObject, stopOrToolCalls } from "./internal/wire.js"
 
@@ -125,6 +126,12 @@ export interface Options {
   readonly provider?: string | undefined
   readonly model?: string | undefined
   readonly idleTimeoutMs?: number | undefined
+  /**
+   * Values never to show in an error message (the provider's API key): every `ModelError` the
+   * bridge fails with has them, `Bearer …` tokens and key-shaped tokens (`sk-…`, `gsk_…`,
+   * `xai-…`) replaced by `[redacted]`, as the HTTP providers do (a server may echo the key).
+   */
+  readonly secrets?: ReadonlyArray<string> | undefined
   readonly configure?:
     | ((request: ModelRequest) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>)
     | undefined
@@ -211,6 +218,7 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
   const provider = options.provider ?? "effect-ai"
   const configure = options.configure
   const idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS
+  const secrets = options.secrets ?? []
 
   const respond = Effect.fn("AiBridge.respond")(function*(request: ModelRequest, sink: ModelSink) {
     const prompt = Prompt.fromMessages(assemblePrompt(request))
@@ -239,8 +247,8 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
       run,
       (error) =>
         error._tag === "ModelError"
-          ? Effect.fail(error)
-          : Effect.flatMap(fromAiError(error, provider, request.tools), Effect.fail)
+          ? Effect.fail(redactError(error, secrets))
+          : Effect.flatMap(fromAiError(error, provider, request.tools), (e) => Effect.fail(redactError(e, secrets)))
     )
   })
 
