@@ -102,8 +102,7 @@ import {
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { fromAiError, streamError } from "./internal/aiError.js"
 import * as History from "./internal/history.js"
-import { redactError } from "./internal/http.js"
-import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError } from "./internal/http.js"
+import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError, redactError } from "./internal/http.js"
 import { isRecord, knownUsage, num, objectArguments, perObject, stopOrToolCalls } from "./internal/wire.js"
 
 /**
