@@ -309,6 +309,14 @@ describe("agent-loop run", () => {
       expect(out).not.toContain("\u001b")
     }))
 
+  it.effect("--help is @effect/cli's own text: its styling reaches the terminal as it is, not escaped", () =>
+    Effect.gen(function*() {
+      const { code, out } = yield* cli(["--help"])
+      expect(code).toBe(0)
+      expect(out).toContain("USAGE")
+      expect(out).not.toContain("\\x1b")
+    }))
+
   it.effect("the CLI's Console escapes every string it prints, the logger's lines too; escaped text passes unchanged", () =>
     Effect.gen(function*() {
       const lines: Array<string> = []

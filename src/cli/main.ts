@@ -643,9 +643,28 @@ const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
     }
   })).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
 
+/**
+ * A command whose handler prints through `terminalConsole`: under the print sites' own escaping,
+ * a net for every line it prints (the logger's too). Only the handlers: `--help` and the
+ * wizard are `@effect/cli`'s own text, whose ANSI styling must reach the terminal as it is.
+ */
+const escaped = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) =>
+  Command.transformHandler(
+    command,
+    (handler: Effect.Effect<void, E, R>) => Console.consoleWith((base) => Effect.withConsole(handler, terminalConsole(base)))
+  )
+
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
-  Command.withSubcommands([chat, run, resumeCommand, transcript, check, demo, simulate])
+  Command.withSubcommands([
+    escaped(chat),
+    escaped(run),
+    escaped(resumeCommand),
+    escaped(transcript),
+    escaped(check),
+    escaped(demo),
+    escaped(simulate)
+  ])
 )
 
 const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
@@ -658,8 +677,6 @@ const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
   cli(["node", "agent-loop", ...argv]).pipe(
-    // Under the print sites' own escaping, a net for every line (the logger's too).
-    (program) => Console.consoleWith((base) => Effect.withConsole(program, terminalConsole(base))),
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
       // Exit messages carry file names, log lines and provider texts: escaped (issue 13).
