@@ -25,6 +25,8 @@ const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
     ? [{ at, fault: { _tag: "TornCrash", bytes: 7 } } as const, { at, fault: { _tag: "TornCrash", bytes: -1 } } as const]
     : []),
   { at, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write", bytes: 3 } },
+  // The disk stays full for three appends, then has space again.
+  { at, times: 3, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write" } },
   ...(kind === "jsonl-batch" ? [{ at, fault: { _tag: "IoError", code: "EIO", syscall: "fdatasync" } } as const] : [])
 ]
 

@@ -6,7 +6,7 @@
  * leave the log invalid for good), and resuming the session repairs the turn and goes on.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel, Scope } from "effect"
+import { Effect, Layer, Logger, LogLevel, Schema, Scope } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
@@ -16,7 +16,8 @@ import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import { SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
-import { brief } from "./utils/agent.js"
+import * as Tool from "../src/Tool.js"
+import { brief, layerTracked, settle } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("disk-full-")
@@ -34,6 +35,66 @@ const services = Layer.mergeAll(
   IdGenerator.layerSeeded(7),
   Logger.minimumLogLevel(LogLevel.None)
 )
+
+describe("a turn whose claim the store refuses", () => {
+  it.scoped("is tried once more, then its work waits for the next delivery: no turn after turn without end", () =>
+    Effect.gen(function*() {
+      // Settings nested deeper than a log line may (256 levels): the claim's append, which
+      // carries the request header, is refused every time; the turn's closers are small.
+      let deep: unknown = "x"
+      for (let i = 0; i < 300; i++) deep = [deep]
+      const agent = yield* Agent.make({ sessionId: "s", settings: { deep } })
+      const first = yield* agent.followup("go")
+      yield* settle
+      const events = agent.log.events()
+      expect(Invariant.check(events)).toEqual([])
+      expect(brief(events)).toEqual([
+        "splice next-turn 0 +[go]",
+        "turn/start 1",
+        "turn/end 1 error:RUN_FAILED",
+        "turn/start 2",
+        "turn/end 2 error:RUN_FAILED"
+      ])
+      expect(Delivery.fateOf(events, first.messageId)).toEqual({ _tag: "Pending" })
+      expect(yield* agent.status).toBe("idle")
+    }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, services, layerTracked))))
+})
+
+describe("dispose on a full disk", () => {
+  it.scoped("stops the run all the same (the queues could not be cleared), then fails with the store's error", () =>
+    Effect.gen(function*() {
+      const fp = new Failpoints({ at: 5, times: 100, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write" } })
+      const store = withFailpoints(yield* SessionStore.makeMemory, fp, false)
+      const hang = Tool.make({ name: "hang", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
+      const scope = yield* Scope.make()
+      const agent = yield* Scope.extend(
+        Agent.make({ sessionId: "s", tools: [hang] }).pipe(Effect.provideService(SessionStore.SessionStore, store)),
+        scope
+      )
+      yield* agent.followup("go")
+      yield* settle
+      yield* agent.followup("queued")
+      // Appends 1-4: the followup, the claim and step, the tool call, the queued followup; the
+      // disk is full from 5 on (dispose's clearing of the queue is the first to fail).
+      expect(brief(agent.log.events()).slice(-3)).toEqual([
+        "assistant hang({})",
+        "tool/call c1 hang",
+        "splice next-turn 0 +[queued]"
+      ])
+      const error = yield* Effect.flip(agent.dispose)
+      expect(error).toBeInstanceOf(SessionStoreError)
+      expect(yield* agent.status).toBe("idle")
+      const events = agent.log.events()
+      expect(Invariant.check(events)).toEqual([])
+      expect(brief(events).at(-1)).toBe("splice next-turn 0 +[queued]")
+    }).pipe(
+      Effect.provide(Layer.mergeAll(
+        services,
+        Model.layer(Model.scripted([{ toolCalls: [{ id: "c1", name: "hang", arguments: {} }] }])),
+        layerTracked
+      ))
+    ))
+})
 
 describe("a full disk during a turn", () => {
   for (const fsync of ["none", "batch"] as const) {

@@ -19,6 +19,7 @@ import * as Agent from "../../src/Agent.js"
 import * as Delivery from "../../src/Delivery.js"
 import * as History from "../../src/History.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
+import * as Inbox from "../../src/Inbox.js"
 import { isAgentState } from "../../src/internal/agent/state.js"
 import { FiberTracker, settle } from "../../src/internal/settle.js"
 import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "../../src/internal/store/failpoints.js"
@@ -391,7 +392,11 @@ export const runCell = (
     const stopped = stoppedNow()
     // An agent that is alive and idle with its turn open is a defect, not a reason to restart.
     const openWhileAlive = !fp.crashed && !stopped && !giveUp && lastTurnOpen(log1)
-    if (fp.crashed || stopped || giveUp) {
+    // A claim refused twice in a row leaves its work waiting for the next delivery (driver.ts):
+    // with none left in the scenario, the session is resumed with `continuePending`, as its
+    // operator would.
+    const waiting = !fp.crashed && !stopped && Inbox.hasWakingWork(Inbox.replay(log1))
+    if (fp.crashed || stopped || giveUp || waiting) {
       // A delivery the fault failed (its last try) is sent again after the restart, as its
       // caller would, before the actions still due.
       const failed = scenario.actions.flatMap((a, i) => {

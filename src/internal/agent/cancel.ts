@@ -68,7 +68,9 @@ const cancelNow = (
 
 /**
  * `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; cancel
- * `{kind:"disposed"}`; wait until idle; then the live events end (every subscriber's stream ends
+ * `{kind:"disposed"}` (when its splice cannot be appended, the run is interrupted all the same
+ * and dispose fails with the store's error once the agent is idle); wait until idle; then the
+ * live events end (every subscriber's stream ends
  * after the disposal's last event, and a later subscription gets an empty stream).
  */
 export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
@@ -77,9 +79,25 @@ export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =
     if (a.stopped !== undefined) return Effect.void
     a.disposed = true
     return Effect.ensuring(
-      Effect.zipRight(cancelNow(a, DISPOSED_CAUSE), awaitIdle(a)),
+      Effect.flatMap(Effect.either(cancelNow(a, DISPOSED_CAUSE)), (cancelled) =>
+        cancelled._tag === "Right"
+          // A run that could not close its turn stopped the agent (driver.ts): its error.
+          ? Effect.zipRight(awaitIdle(a), Effect.suspend(() => a.stopped === undefined ? Effect.void : Effect.fail(a.stopped)))
+          // The queues could not be cleared (a full disk): the run still stops, its turn closed
+          // (or the agent stopped, driver.ts) before the log is released; then the error.
+          : Effect.zipRight(Effect.zipRight(interruptDriver(a, DISPOSED_CAUSE), awaitIdle(a)), Effect.fail(cancelled.left))),
       Effect.zipRight(Effect.sync(() => liveLogs.delete(a.sessionLog)), endEvents(a))
     )
+  })
+
+/** Interrupts the running driver with `c` (unless the caller is the driver itself). */
+const interruptDriver = (a: AgentState, c: AbortCause): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const fiber = a.running ? a.driver : undefined
+    if (fiber === undefined) return Effect.void
+    if (a.cancelCause === undefined) a.cancelCause = c
+    return Effect.flatMap(Effect.fiberId, (self) =>
+      Equal.equals(self, fiber.id()) ? Effect.void : Effect.asVoid(Fiber.interrupt(fiber)))
   })
 
 /** Disposes the agent when its scope closes; a store failure is logged. */

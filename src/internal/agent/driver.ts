@@ -341,6 +341,7 @@ const openTurn = (
     claimed,
     apply: (t) => {
       a.turnCounter = turn
+      a.claimFailures = 0
       t.turn = turn
       t.turnOpen = true
       t.step = 1
@@ -500,12 +501,21 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
       return {
         drafts,
         apply: () => {
+          // The failed turn consumed input: it claimed a batch or ran a step. One that failed
+          // before its claim was durable (the claim's append refused) leaves the same work
+          // pending: it is tried once more at once (a full disk may have space again), then it
+          // waits for the next delivery, so that a claim that always fails (an event the store
+          // refuses) cannot start turn after turn without end.
+          const progressed = t.step > 0 || (t.claimed !== undefined && t.claimed.length > 0)
+          if (failure === undefined || progressed) a.claimFailures = 0
+          else a.claimFailures++
           t.stepOpen = false
           t.turnOpen = false
           resolveClaimed(a, t, dropped(dropReasonOfTurnEnd(reason)))
           const goOn = failure !== undefined
-            // As after any turn (§6.5): pending waking work runs next, in a new driver fiber.
-            ? !a.disposed && a.cancelCause === undefined && Inbox.hasWakingWork(inbox)
+            // As after any turn (§6.5): pending waking work runs next, in a new driver fiber
+            // (after a second failed claim in a row, it waits for the next delivery).
+            ? a.claimFailures <= 1 && !a.disposed && a.cancelCause === undefined && Inbox.hasWakingWork(inbox)
             // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).
             : a.latch && !a.disposed
           if (!goOn) return setIdle(a)

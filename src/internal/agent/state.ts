@@ -152,6 +152,8 @@ export abstract class AgentState {
    * until the session is resumed (which repairs the open turn).
    */
   stopped: SessionStoreError | undefined = undefined
+  /** Turns in a row that failed before their claim was durable (`driver.ts` `closeAborted`). */
+  claimFailures = 0
   /** Set by `cancel` until the agent is idle (first cause wins, §9). */
   cancelCause: AbortCause | undefined = undefined
   /** A waking delivery arrived during a cancel (§9). */
