@@ -136,6 +136,23 @@ describe("SessionStore.layerMemory", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("SessionStore.layerJsonl", () => {
+  it.scoped("a lock path that is a fifo or a link to /dev/zero is refused at once, naming it (never opened for reading)", () =>
+    Effect.gen(function*() {
+      const directory = yield* tmpDir
+      yield* Effect.scoped(Effect.flatMap(SessionStore.makeJsonl({ directory }), (store) => store.create({ id: "s" })))
+      const lock = `${directory}/s.jsonl.lock`
+      for (const make of [() => spawnSync("mkfifo", [lock]), () => NodeFs.symlinkSync("/dev/zero", lock)]) {
+        make()
+        const error = yield* Effect.flip(
+          Effect.scoped(Effect.flatMap(SessionStore.makeJsonl({ directory }), (store) => store.open("s")))
+        )
+        expect(error.message).toMatch(
+          new RegExp(`^cannot lock session "s": ${lock} is (not a regular file|a symbolic link), not a lock file; remove it$`)
+        )
+        NodeFs.rmSync(lock)
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.live("needs no FileSystem service: it writes through node:fs (the layer's type has no requirement)", () => {
     // Built and run with nothing in context but the layer itself (no NodeFileSystem.layer).
     const dir = NodeFs.mkdtempSync(Os.tmpdir() + "/effect-agent-loop-nofs-")

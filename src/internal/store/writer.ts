@@ -99,6 +99,36 @@ export const inUseError = (id: string, writer: Writer, release: string): Session
     id
   )
 
+/** A lock file is small: more than this is not one of ours. */
+const MAX_LOCK_BYTES = 4096
+
+/**
+ * Reads a lock file without following a symbolic link and without blocking (a fifo), at most
+ * `MAX_LOCK_BYTES`. Returns `undefined` when it is gone; throws `NotALockFile` when the path is
+ * not a regular file (a fifo, a device, a link to one: reading it could hang or never end).
+ */
+const readLockFile = (lockPath: string): string | undefined => {
+  let fd: number
+  try {
+    fd = NodeFs.openSync(lockPath, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK | NodeFs.constants.O_NOFOLLOW)
+  } catch (error) {
+    const code = (error as { code?: string }).code
+    if (code === "ENOENT") return undefined
+    if (code === "ELOOP") throw new NotALockFile("a symbolic link")
+    throw error
+  }
+  try {
+    if (!NodeFs.fstatSync(fd).isFile()) throw new NotALockFile("not a regular file")
+    const buffer = Buffer.alloc(MAX_LOCK_BYTES)
+    const n = NodeFs.readSync(fd, buffer, 0, MAX_LOCK_BYTES, 0)
+    return buffer.toString("utf8", 0, n)
+  } finally {
+    NodeFs.closeSync(fd)
+  }
+}
+
+class NotALockFile extends Error {}
+
 /**
  * Takes the JSONL writer lock file at `lockPath` (created exclusively; a stale one, whose
  * writer is gone or unreadable, is replaced). Returns its release. Fails with
@@ -112,7 +142,7 @@ export const acquireWriterLock = (lockPath: string, id: string): Effect.Effect<E
         NodeFs.writeFileSync(lockPath, me, { flag: "wx" })
         return Effect.succeed(Effect.sync(() => {
           try {
-            if (NodeFs.readFileSync(lockPath, "utf8") === me) NodeFs.unlinkSync(lockPath)
+            if (readLockFile(lockPath) === me) NodeFs.unlinkSync(lockPath)
           } catch {
             // already gone
           }
@@ -124,9 +154,16 @@ export const acquireWriterLock = (lockPath: string, id: string): Effect.Effect<E
       }
       let holder: Writer | undefined
       try {
-        holder = readWriter(NodeFs.readFileSync(lockPath, "utf8"))
-      } catch {
-        continue // released meanwhile
+        const text = readLockFile(lockPath)
+        if (text === undefined) continue // released meanwhile
+        holder = readWriter(text)
+      } catch (error) {
+        if (error instanceof NotALockFile) {
+          return Effect.fail(
+            storeError(`cannot lock session "${id}": ${lockPath} is ${error.message}, not a lock file; remove it`, id)
+          )
+        }
+        continue
       }
       if (holder !== undefined && isLiveWriter(holder)) return Effect.fail(inUseError(id, holder, `remove ${lockPath}`))
       try {
