@@ -265,6 +265,33 @@ describe("ChatModel (the screen state fed by live events)", () => {
   })
 })
 
+describe("ChatModel when its agent stops", () => {
+  it("agent/disposed (the log could not be written) clears the running tool and says how to go on", () => {
+    const all = E.events(
+      E.followup(E.msg("m1", "go")),
+      E.turnStart(1),
+      E.claim("next-turn", 1),
+      E.stepStart(1, 1),
+      E.entered(E.msg("m1", "go")),
+      E.assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "wait", arguments: "{}" }] }),
+      E.toolCall(1, 1, "c1", "wait")
+    )
+    const model = new ChatModel("s1", [], { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+    model.apply([{ type: "agent/status", status: "running" }, ...all])
+    expect(model.getSnapshot().tools.map((t) => t.callId)).toEqual(["c1"])
+    model.apply([{ type: "agent/status", status: "idle" }, { type: "agent/disposed" }])
+    const stopped = model.getSnapshot()
+    expect(stopped.tools).toEqual([])
+    expect(stopped.status).toBe("idle")
+    expect(stopped.items.at(-1)).toMatchObject({
+      kind: "notice",
+      tone: "error",
+      text: "the session stopped: its log cannot be written (see above), nothing more is sent; /quit, then " +
+        "agent-loop chat --session s1 repairs it and goes on"
+    })
+  })
+})
+
 describe("agent-loop chat without a terminal", () => {
   it.effect("exits 2 with a message when stdin or stdout is not a TTY (as under vitest)", () =>
     Effect.gen(function*() {

@@ -323,6 +323,20 @@ export class ChatModel {
         this.runningSince = event.status === "running" ? (this.runningSince ?? this.now()) : undefined
         return
       }
+      case "agent/disposed": {
+        // The chat disposes its agent only as it ends (the view is gone by then): this agent
+        // stopped because its log could not be written (a full disk, the file deleted).
+        this.calls.clear()
+        this.streaming = undefined
+        this.status = "idle"
+        this.runningSince = undefined
+        this.notice(
+          `the session stopped: its log cannot be written (see above), nothing more is sent; ` +
+            `/quit, then agent-loop chat --session ${this.sessionId} repairs it and goes on`,
+          "error"
+        )
+        return
+      }
       case "assistant/delta": {
         if (event.text === undefined && event.reasoning === undefined) return
         if (this.streaming === undefined || this.streaming.turn !== event.turn || this.streaming.step !== event.step) {

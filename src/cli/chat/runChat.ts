@@ -31,7 +31,21 @@
  * for terminals that cannot send it), `/sessions`, `/help`, `/quit`.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import { Chunk, Console, Deferred, Effect, Exit, Layer, Queue, type Scope } from "effect"
+import {
+  Cause,
+  Chunk,
+  Console,
+  Deferred,
+  Effect,
+  Exit,
+  FiberRef,
+  HashSet,
+  Layer,
+  Logger,
+  LogLevel,
+  Queue,
+  type Scope
+} from "effect"
 import { render } from "ink"
 import * as NodeFs from "node:fs"
 import { createElement } from "react"
@@ -198,6 +212,11 @@ const session = (
     // Subscribe first, then read the state: nothing is lost between the two.
     const events = yield* agent.subscribe
     const model = new ChatModel(agent.id, agent.log.events().slice(), yield* agent.inbox, yield* agent.status)
+    // What the runtime logs (a failed append, a run that failed) is a notice in the view, one
+    // line with its cause's message: a logger writing to the terminal would draw over Ink's frame
+    // (and the default one prints stack traces). The driver and tool fibers are forked from the
+    // fibers started below, so they log here too.
+    yield* Effect.locallyScopedWith(FiberRef.currentLoggers, () => HashSet.make(noticeLogger(model)))
     model.notice(
       (options.sessionId === undefined
         ? `new session ${agent.id}`
@@ -241,6 +260,15 @@ const session = (
     // Should the view stop by itself (a render error, shown by Ink), the chat ends too.
     ink.waitUntilExit().then(() => quit(0), () => quit(1))
     return yield* Effect.never
+  })
+
+/** Log entries as notices of the view: the message and its cause's message, no stack trace. */
+const noticeLogger = (model: ChatModel) =>
+  Logger.make(({ cause, logLevel, message }) => {
+    const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+    const squashed = Cause.isEmpty(cause) ? undefined : Cause.squash(cause)
+    const reason = squashed === undefined ? "" : `: ${squashed instanceof Error ? squashed.message : String(squashed)}`
+    model.notice(`${text}${reason}`, LogLevel.greaterThanEqual(logLevel, LogLevel.Error) ? "error" : "warn")
   })
 
 /** The exit code when the terminal is gone (SIGHUP, or stdin/stdout closed): 128 + SIGHUP. */
