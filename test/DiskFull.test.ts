@@ -6,7 +6,7 @@
  * leave the log invalid for good), and resuming the session repairs the turn and goes on.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel, Schema, Scope } from "effect"
+import { Effect, Fiber, Layer, Logger, LogLevel, Schema, Scope } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
@@ -17,7 +17,7 @@ import * as Model from "../src/Model.js"
 import { SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { brief, layerTracked, settle } from "./utils/agent.js"
+import { advance, brief, layerTracked, settle } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("disk-full-")
@@ -58,6 +58,38 @@ describe("a turn whose claim the store refuses", () => {
       expect(Delivery.fateOf(events, first.messageId)).toEqual({ _tag: "Pending" })
       expect(yield* agent.status).toBe("idle")
     }).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, services, layerTracked))))
+})
+
+describe("a stopped agent's queued deliveries", () => {
+  it.scoped("get their outcome when the agent that resumes the session in this process decides them", () =>
+    Effect.gen(function*() {
+      const directory = scratch()
+      // Append 1 the followup, 2 its claim, 3 the queued followup; the response (4) and the
+      // closing of the turn (5) fail: the agent stops with "queued" pending.
+      const store = yield* fullDisk(directory, "none", 4, 2)
+      const withStore = Effect.provideService(SessionStore.SessionStore, store)
+      const agent = yield* withStore(Agent.make({ sessionId: "s" }))
+      yield* agent.followup("hello")
+      yield* settle
+      const queued = yield* agent.followup("queued")
+      const outcome = yield* Effect.fork(queued.outcome)
+      yield* advance(10)
+      expect(yield* Effect.flip(agent.followup("more"))).toBeInstanceOf(SessionStoreError)
+      expect(outcome.unsafePoll()).toBeNull()
+      // Space again; the same store resumes the session: repair, then the queued followup runs.
+      const resumed = yield* withStore(Agent.resume("s", { continuePending: true }))
+      yield* advance(10)
+      expect(yield* Fiber.join(outcome)).toEqual(Delivery.entered(2, 1))
+      yield* resumed.awaitIdle
+      expect(Invariant.check(resumed.log.events())).toEqual([])
+    }).pipe(
+      Effect.provide(Layer.mergeAll(
+        Model.layer(Model.scripted([{ text: "one", latencyMs: 10 }], { loop: true })),
+        IdGenerator.layerSeeded(7),
+        Logger.minimumLogLevel(LogLevel.None),
+        layerTracked
+      ))
+    ))
 })
 
 describe("dispose on a full disk", () => {

@@ -23,7 +23,7 @@ import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
-import { endStopped, publish, resolve, setIdle } from "./observers.js"
+import { endStopped, orphanWaiters, publish, resolve, setIdle } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
 import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { toolStep, truncateCalls } from "./toolBatch.js"
@@ -99,6 +99,7 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionStore
         drafts: [],
         apply: () => {
           resolveClaimed(a, t, dropped("interrupted"))
+          orphanWaiters(a)
           t.turnOpen = false
           t.stepOpen = false
           a.stopped = error

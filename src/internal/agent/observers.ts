@@ -44,6 +44,62 @@ export const resolve = (a: AgentState, id: string, outcome: DeliveryOutcome): vo
 }
 
 /**
+ * Outcome waiters and observers left by an agent that stopped (its log could not be written,
+ * `driver.ts`), by its session log: the agent that resumes the same open log in this process
+ * takes them over (`adoptWaiters`), so that a delivery acknowledged before the stop still gets
+ * its outcome when the resumed agent decides it.
+ */
+const orphans = new WeakMap<object, Pick<AgentState, "waiters" | "observers">>()
+
+/** The stopped agent `a` hands its undecided waiters and observers to the next agent of its log. */
+export const orphanWaiters = (a: AgentState): void => {
+  if (a.waiters === undefined && a.observers === undefined) return
+  const left = orphans.get(a.sessionLog) ?? { waiters: undefined, observers: undefined }
+  if (a.waiters !== undefined) {
+    const into = left.waiters ?? (left.waiters = new Map())
+    for (const [id, list] of a.waiters) into.set(id, [...(into.get(id) ?? []), ...list])
+  }
+  if (a.observers !== undefined) {
+    const into = left.observers ?? (left.observers = new Map())
+    for (const [id, observer] of a.observers) into.set(id, observer)
+  }
+  orphans.set(a.sessionLog, left)
+  a.waiters = undefined
+  a.observers = undefined
+}
+
+/**
+ * The resumed agent `a` takes over what a stopped agent of its log left: the waiters of
+ * messages still undecided wait on `a`; the others get their fate from the log at once (the
+ * repair decided them).
+ */
+export const adoptWaiters = (a: AgentState): void => {
+  const left = orphans.get(a.sessionLog)
+  if (left === undefined) return
+  orphans.delete(a.sessionLog)
+  const decided = (id: string) => {
+    const fate = fateOf(a.sessionLog.events(), id)
+    return fate === undefined || fate._tag === "Pending" ? undefined : fate
+  }
+  for (const [id, list] of left.waiters ?? []) {
+    if (a.undecidedCell?.has(id) === true) {
+      const waiters = a.waiters ?? (a.waiters = new Map())
+      waiters.set(id, [...(waiters.get(id) ?? []), ...list])
+    } else {
+      const fate = decided(id)
+      if (fate !== undefined) resumeAll(list, Effect.succeed(fate))
+    }
+  }
+  for (const [id, observer] of left.observers ?? []) {
+    if (a.undecidedCell?.has(id) === true) (a.observers ?? (a.observers = new Map())).set(id, observer)
+    else {
+      const fate = decided(id)
+      if (fate !== undefined) observer(fate)
+    }
+  }
+}
+
+/**
  * A delivery's `outcome` (§5.1): waits while the message is undecided (pending or claimed), then
  * gives its outcome; for a decided message, `Delivery.fateOf` on the log (equal by §12).
  */

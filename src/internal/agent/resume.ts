@@ -15,7 +15,7 @@ import { flatten } from "../flat.js"
 import { repairDrafts } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
 import { startRun } from "./driver.js"
-import { markUndecided } from "./observers.js"
+import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
 import { type AgentState, liveLogs, requestKeyOf, usedIds } from "./state.js"
 
@@ -55,6 +55,7 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
   a.turnCounter = turns
   markUndecided(a, inbox.nextTurn)
   markUndecided(a, inbox.nextStep.map((p) => p.message))
+  adoptWaiters(a)
   return Ref.set(a.inbox, inbox)
 }
 

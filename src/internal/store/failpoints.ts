@@ -165,9 +165,19 @@ export const withFailpoints = (store: SessionStoreService, fp: Failpoints, jsonl
       })
     }
   }
+  // One wrapper per log: `open` of an open session returns the log it returned before, as the
+  // stores do.
+  const wrapped = new WeakMap<SessionLog, SessionLog>()
+  const once = (log: SessionLog): SessionLog => {
+    const known = wrapped.get(log)
+    if (known !== undefined) return known
+    const made = wrap(log)
+    wrapped.set(log, made)
+    return made
+  }
   return {
-    create: (options) => fp.crashed ? refuse(options?.id) : Effect.map(store.create(options), wrap),
-    open: (id) => fp.crashed ? refuse(id) : Effect.map(store.open(id), wrap),
+    create: (options) => fp.crashed ? refuse(options?.id) : Effect.map(store.create(options), once),
+    open: (id) => fp.crashed ? refuse(id) : Effect.map(store.open(id), once),
     read: (id) => fp.crashed ? refuse(id) : store.read(id),
     list: Effect.suspend(() => fp.crashed ? refuse(undefined) : store.list)
   }
