@@ -9,6 +9,8 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
+import * as NodeFs from "node:fs"
+import { messageOf } from "./internal/cause.js"
 import { fileKind } from "./internal/store/common.js"
 import * as Tool from "./Tool.js"
 
@@ -85,18 +87,35 @@ export const readFile = (
               message: `${requested} is not a regular file (${fileKind(info.type)})`
             })
           }
-          // Only what is returned is read: the first 64 KiB.
-          const bytes = yield* Effect.scoped(Effect.flatMap(fs.open(real, { flag: "r" }), (file) =>
-            Effect.gen(function*() {
-              const buffer = new Uint8Array(MAX_READ)
-              let filled = 0
-              while (filled < MAX_READ) {
-                const n = Number(yield* file.read(buffer.subarray(filled)))
-                if (n === 0) break
-                filled += n
-              }
-              return buffer.subarray(0, filled)
-            })))
+          // Only what is returned is read: the first 64 KiB. Opened without blocking and checked
+          // again on the descriptor: a fifo swapped in after the stat must not hang the turn.
+          const bytes = yield* Effect.scoped(Effect.flatMap(
+            Effect.acquireRelease(
+              Effect.tryPromise({
+                try: () => NodeFs.promises.open(real, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK),
+                catch: (cause) => new Tool.ToolError({ message: `cannot read ${requested}: ${messageOf(cause)}` })
+              }),
+              (handle) => Effect.promise(() => handle.close())
+            ),
+            (handle) =>
+              Effect.tryPromise({
+                try: async () => {
+                  if (!(await handle.stat()).isFile()) return undefined
+                  const buffer = new Uint8Array(MAX_READ)
+                  let filled = 0
+                  while (filled < MAX_READ) {
+                    const { bytesRead } = await handle.read(buffer, filled, MAX_READ - filled, filled)
+                    if (bytesRead === 0) break
+                    filled += bytesRead
+                  }
+                  return buffer.subarray(0, filled)
+                },
+                catch: (cause) => new Tool.ToolError({ message: `cannot read ${requested}: ${messageOf(cause)}` })
+              })
+          ))
+          if (bytes === undefined) {
+            return yield* new Tool.ToolError({ message: `${requested} is not a regular file (it changed while it was read)` })
+          }
           const size = Math.max(Number(info.size), bytes.length)
           const text = new TextDecoder().decode(bytes)
           return { content: size > MAX_READ ? `${text}\n[truncated at 64 KiB of ${size} bytes]` : text }

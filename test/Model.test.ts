@@ -1,3 +1,4 @@
+import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
@@ -214,6 +215,24 @@ describe("read_file limits (issue 13)", () => {
       const device = yield* Effect.flip(devices.execute({ path: "null" }, ctx))
       expect(device.message).toBe("null is not a regular file (a character device)")
     }).pipe(Effect.provide(NodeContext.layer))
+  })
+
+  it.live("a fifo swapped in after the stat is refused from the opened descriptor, without blocking", () => {
+    const dir = scratch()
+    expect(spawnSync("mkfifo", [Path.join(dir, "race")]).status).toBe(0)
+    // The stat sees the regular file that was there a moment before (the swap raced it).
+    const racing = Layer.effect(
+      FileSystem.FileSystem,
+      Effect.map(FileSystem.FileSystem, (fs) => ({
+        ...fs,
+        stat: (path: string) => Effect.map(fs.stat(path), (info) => ({ ...info, type: "File" as const }))
+      }))
+    ).pipe(Layer.provide(NodeContext.layer))
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      const error = yield* Effect.flip(read.execute({ path: "race" }, ctx))
+      expect(error.message).toBe("race is not a regular file (it changed while it was read)")
+    }).pipe(Effect.provide(racing), Effect.provide(NodeContext.layer), Effect.timeout("5 seconds"))
   })
 
   it.scoped("a file larger than 64 KiB is read only as far as it is returned (a 3 GiB file could not be read at all)", () => {
