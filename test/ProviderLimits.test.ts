@@ -559,40 +559,19 @@ describe("provider limits through the loop and the CLI", () => {
 
   it.effect("--api-key-env given a key instead of a variable name: refused without echoing it", () =>
     Effect.gen(function*() {
+      const withKeyEnv = (value: string) =>
+        cli(["run", "--prompt", "x", "--provider", "openai-compat", "--model", "m", "--base-url", "http://127.0.0.1:1/v1"].concat(
+          ["--api-key-env", value]
+        ))
       for (const value of ["gsk_live_0123456789abcdefABCDEF", "sk_test_51HqLyjWDarjtT1zdp7dc", "xai_0123456789abcdefghij"]) {
-        const result = yield* cli([
-          "run",
-          "--prompt",
-          "x",
-          "--provider",
-          "openai-compat",
-          "--model",
-          "m",
-          "--base-url",
-          "http://127.0.0.1:1/v1",
-          "--api-key-env",
-          value
-        ])
-        expect(result).toEqual({
+        expect(yield* withKeyEnv(value)).toEqual({
           code: 2,
           out: "",
           err: "--api-key-env: the value looks like an API key, not the NAME of an environment variable (not shown)"
         })
       }
       // A variable's name is still shown.
-      const unset = yield* cli([
-        "run",
-        "--prompt",
-        "x",
-        "--provider",
-        "openai-compat",
-        "--model",
-        "m",
-        "--base-url",
-        "http://127.0.0.1:1/v1",
-        "--api-key-env",
-        "MY_PROVIDER_API_KEY_2"
-      ])
+      const unset = yield* withKeyEnv("MY_PROVIDER_API_KEY_2")
       expect(unset.err).toBe("--api-key-env: the environment variable MY_PROVIDER_API_KEY_2 is not set")
     }))
 })

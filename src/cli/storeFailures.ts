@@ -60,14 +60,23 @@ export const watchAppends = <E, R>(
 const isStoreFailure = (cause: Cause.Cause<unknown>): boolean =>
   Cause.failures(cause).pipe((failures) => [...failures].some((e) => e instanceof SessionStoreError))
 
+/**
+ * A log entry as one text: its message, then its cause's message when it has one (never a stack
+ * trace). For the one-line logger here and the chat's notices.
+ *
+ * @since 0.1.0
+ */
+export const entryText = (entry: { readonly message: unknown; readonly cause: Cause.Cause<unknown> }): string => {
+  const text = (Array.isArray(entry.message) ? entry.message : [entry.message]).map(String).join(" ")
+  const squashed = Cause.isEmpty(entry.cause) ? undefined : Cause.squash(entry.cause)
+  return squashed === undefined ? text : `${text}: ${squashed instanceof Error ? squashed.message : String(squashed)}`
+}
+
 /** One line on stderr per log entry (see `oneLineLogger`). */
-const oneLine = Logger.make(({ cause, context, message }) => {
-  if (isStoreFailure(cause)) return
-  const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
-  const squashed = Cause.isEmpty(cause) ? undefined : Cause.squash(cause)
-  const reason = squashed === undefined ? "" : `: ${squashed instanceof Error ? squashed.message : String(squashed)}`
-  const console = Context.get(FiberRefs.getOrDefault(context, DefaultServices.currentServices), Console.Console)
-  console.unsafe.error(`agent-loop: ${text}${reason}`.replace(/\s*\n\s*/g, " "))
+const oneLine = Logger.make((entry) => {
+  if (isStoreFailure(entry.cause)) return
+  const console = Context.get(FiberRefs.getOrDefault(entry.context, DefaultServices.currentServices), Console.Console)
+  console.unsafe.error(`agent-loop: ${entryText(entry)}`.replace(/\s*\n\s*/g, " "))
 })
 
 /**

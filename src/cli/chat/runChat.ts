@@ -31,21 +31,7 @@
  * for terminals that cannot send it), `/sessions`, `/help`, `/quit`.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import {
-  Cause,
-  Chunk,
-  Console,
-  Deferred,
-  Effect,
-  Exit,
-  FiberRef,
-  HashSet,
-  Layer,
-  Logger,
-  LogLevel,
-  Queue,
-  type Scope
-} from "effect"
+import { Chunk, Console, Deferred, Effect, Exit, FiberRef, HashSet, Layer, Logger, LogLevel, Queue, type Scope } from "effect"
 import { render } from "ink"
 import * as NodeFs from "node:fs"
 import { createElement } from "react"
@@ -60,6 +46,7 @@ import * as PreStep from "../../PreStep.js"
 import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
+import { entryText } from "../storeFailures.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
 import { cleanStdin } from "./stdin.js"
@@ -264,11 +251,8 @@ const session = (
 
 /** Log entries as notices of the view: the message and its cause's message, no stack trace. */
 const noticeLogger = (model: ChatModel) =>
-  Logger.make(({ cause, logLevel, message }) => {
-    const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
-    const squashed = Cause.isEmpty(cause) ? undefined : Cause.squash(cause)
-    const reason = squashed === undefined ? "" : `: ${squashed instanceof Error ? squashed.message : String(squashed)}`
-    model.notice(`${text}${reason}`, LogLevel.greaterThanEqual(logLevel, LogLevel.Error) ? "error" : "warn")
+  Logger.make((entry) => {
+    model.notice(entryText(entry), LogLevel.greaterThanEqual(entry.logLevel, LogLevel.Error) ? "error" : "warn")
   })
 
 /** The exit code when the terminal is gone (SIGHUP, or stdin/stdout closed): 128 + SIGHUP. */
