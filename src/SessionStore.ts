@@ -94,7 +94,10 @@ export const readFile = (
   path: string
 ): Effect.Effect<LogContents, SessionStoreError | SessionLogError, FileSystem.FileSystem> =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => {
-    const cannotRead = (error: unknown) => Store.storeError(`cannot read ${path}`, undefined, error)
+    const cannotRead = (error: unknown) =>
+      typeof error === "object" && error !== null && (error as { reason?: unknown }).reason === "NotFound"
+        ? new SessionStoreError({ message: `cannot read ${path}: no such file`, sessionId: undefined, cause: error })
+        : Store.storeError(`cannot read ${path}`, undefined, error)
     return fs.stat(path).pipe(
       Effect.mapError(cannotRead),
       Effect.flatMap((info): Effect.Effect<Uint8Array, SessionStoreError> =>

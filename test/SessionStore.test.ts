@@ -813,10 +813,11 @@ describe("reading logs", () => {
       }
     }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
 
-  it.effect("readFile of a missing file is a SessionStoreError", () =>
+  it.effect("readFile of a missing file is a SessionStoreError saying so in a few words", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(SessionStore.readFile(`${dshFixturesDir}/no-such-file.jsonl`))
-      expect(error._tag).toBe("SessionStoreError")
+      const path = `${dshFixturesDir}/no-such-file.jsonl`
+      const error = yield* Effect.flip(SessionStore.readFile(path))
+      expect(error).toMatchObject({ _tag: "SessionStoreError", message: `cannot read ${path}: no such file` })
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 })
 
