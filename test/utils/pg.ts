@@ -1,0 +1,74 @@
+/**
+ * A real PostgreSQL server for the tests (issue 14). `AGENT_LOOP_TEST_PG` is the URL of a server
+ * where the tests may create databases (`scripts/pg-server.sh` starts a throwaway one and prints
+ * its URL; `.ci/run` does so and sets it). Without it the PostgreSQL suites are skipped with one
+ * line saying how to enable them; with `AGENT_LOOP_REQUIRE_PG=1` (set by `.ci/run`) a missing URL
+ * fails them instead.
+ */
+import { describe } from "@effect/vitest"
+import { randomUUID } from "node:crypto"
+import { execFileSync } from "node:child_process"
+
+/** The server's URL, or undefined when the PostgreSQL suites are off. */
+export const pgUrl: string | undefined = process.env["AGENT_LOOP_TEST_PG"] || undefined
+
+const HOW = "PostgreSQL suites skipped: set AGENT_LOOP_TEST_PG to a server URL (scripts/pg-server.sh starts one and prints it)"
+
+let said = false
+
+/**
+ * `describe` for a suite that needs PostgreSQL: skipped (one line on stderr per test file) when
+ * `AGENT_LOOP_TEST_PG` is unset; failing when `AGENT_LOOP_REQUIRE_PG=1` too.
+ */
+export const describePg: typeof describe = ((name: string, fn: () => void) => {
+  if (pgUrl !== undefined) return describe(name, fn)
+  if (process.env["AGENT_LOOP_REQUIRE_PG"] === "1") {
+    return describe(name, () => {
+      throw new Error(`${name}: AGENT_LOOP_REQUIRE_PG=1 but AGENT_LOOP_TEST_PG is not set`)
+    })
+  }
+  if (!said) {
+    said = true
+    process.stderr.write(HOW + "\n")
+  }
+  return describe.skip(name, fn)
+}) as typeof describe
+
+/** `url` with another database name. */
+export const withDatabase = (url: string, database: string): string => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+/**
+ * A new empty database on the test server (its URL); dropped by `dropDatabase`. Made with
+ * `psql`-free SQL through a short-lived `node` child (`pg`), so that tests need no client of
+ * their own open on the admin database.
+ */
+export const createDatabase = (): string => {
+  const name = `t_${randomUUID().replaceAll("-", "").slice(0, 16)}`
+  adminQuery(`CREATE DATABASE ${name}`)
+  return withDatabase(pgUrl!, name)
+}
+
+/** Drops a database made by `createDatabase` (its connections are ended first). */
+export const dropDatabase = (url: string): void => {
+  const name = new URL(url).pathname.slice(1)
+  if (!/^t_[0-9a-f]{16}$/.test(name)) throw new Error(`not a test database: ${name}`)
+  adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+}
+
+const adminQuery = (query: string): void => {
+  execFileSync(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `import pg from "pg"; const c = new pg.Client({ connectionString: process.argv[1] }); await c.connect(); try { await c.query(process.argv[2]) } finally { await c.end() }`,
+      pgUrl!,
+      query
+    ],
+    { stdio: ["ignore", "ignore", "inherit"], timeout: 30_000 }
+  )
+}
