@@ -28,7 +28,7 @@ import type { InvalidMessage, Message, UserMessage } from "./Message.js"
 import { Model, type ModelError, type ModelService, type ToolDefinition } from "./Model.js"
 import { defaultService as defaultPreStep, PreStep, type PreStepService } from "./PreStep.js"
 import type { AbortCause, SessionEvent } from "./SessionEvent.js"
-import type { SessionLogError, SessionLogView, SessionNotFound, SessionStoreError } from "./SessionLog.js"
+import type { SessionLogError, SessionLogView, SessionNotFound, SessionStoreError, SessionWriteError } from "./SessionLog.js"
 import { SessionStore } from "./SessionStore.js"
 import type * as Tool from "./Tool.js"
 
@@ -59,9 +59,9 @@ export interface Agent {
   readonly cancel: (
     cause?: AbortCause | undefined,
     options?: { readonly keepInbox?: boolean | undefined }
-  ) => Effect.Effect<void, SessionStoreError | InvalidEvent>
+  ) => Effect.Effect<void, SessionWriteError | InvalidEvent>
   /** Dispose (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait for quiescence. */
-  readonly dispose: Effect.Effect<void, SessionStoreError>
+  readonly dispose: Effect.Effect<void, SessionWriteError>
   /** Current status. */
   readonly status: Effect.Effect<AgentStatus>
   /** The status now, then every change. */
@@ -80,13 +80,13 @@ export interface Agent {
   readonly replace: (
     id: string,
     message: UserMessage
-  ) => Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError>
+  ) => Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionWriteError>
   /** Plugin operation (§4): remove a pending message; its fate is `discarded`. */
-  readonly remove: (id: string) => Effect.Effect<void, MessageNotPending | SessionStoreError>
+  readonly remove: (id: string) => Effect.Effect<void, MessageNotPending | SessionWriteError>
   /** Plugin operation (§4): clear one queue or both (`next-step` first). */
-  readonly clear: (target?: "next-turn" | "next-step" | undefined) => Effect.Effect<void, SessionStoreError>
+  readonly clear: (target?: "next-turn" | "next-step" | undefined) => Effect.Effect<void, SessionWriteError>
   /** Appends a standalone log-only plugin event `<plugin>/<name>`; it opens no turn (§3.2). */
-  readonly appendEvent: (type: string, data: unknown) => Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError>
+  readonly appendEvent: (type: string, data: unknown) => Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError>
 }
 
 /**
@@ -180,7 +180,7 @@ class AgentRecord extends AgentState implements Agent {
         cancel(this, cause, options)
     )
   }
-  get dispose(): Effect.Effect<void, SessionStoreError> {
+  get dispose(): Effect.Effect<void, SessionWriteError> {
     return dispose(this)
   }
   get status(): Effect.Effect<AgentStatus> {
@@ -352,7 +352,7 @@ const withLoggedRequest = (
 export const resume = (
   sessionId: string,
   options: ResumeOptions = {}
-): Effect.Effect<Agent, SessionStoreError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
+): Effect.Effect<Agent, SessionWriteError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
     const { ids, model, preStep } = yield* services
     const { log, used } = yield* repairLog(sessionId, ids)
@@ -375,5 +375,5 @@ export const resume = (
  */
 export const repair = (
   sessionId: string
-): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError | SessionLogError | SessionNotFound, SessionStore> =>
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError | SessionLogError | SessionNotFound, SessionStore> =>
   Effect.flatMap(IdGenerator.current, (ids) => Effect.map(repairLog(sessionId, ids), ({ appended }) => appended))

@@ -8,7 +8,7 @@
  */
 import { Predicate, Schema } from "effect"
 import type { InvalidMessage } from "./Message.js"
-import type { SessionStoreError } from "./SessionLog.js"
+import type { SessionWriteError } from "./SessionLog.js"
 
 /**
  * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9).
@@ -61,7 +61,7 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEve
  * @since 0.1.0
  * @category errors
  */
-export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError
+export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed | SessionWriteError
 
 /**
  * Every error of this module.
@@ -103,4 +103,5 @@ export const isInvalidEvent = (u: unknown): u is InvalidEvent => Predicate.isTag
  */
 export const isDeliveryError = (u: unknown): u is DeliveryError =>
   Predicate.isTagged(u, "InvalidMessage") || Predicate.isTagged(u, "DuplicateMessageId") ||
-  Predicate.isTagged(u, "AgentDisposed") || Predicate.isTagged(u, "SessionStoreError")
+  Predicate.isTagged(u, "AgentDisposed") || Predicate.isTagged(u, "SessionStoreError") ||
+  Predicate.isTagged(u, "SessionFenced")

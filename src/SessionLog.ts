@@ -26,6 +26,34 @@ export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("
 }) {}
 
 /**
+ * An append refused because another writer took the session over (DESIGN.md §3.3): ownership of
+ * a session is a fencing token, its writer epoch, which every take of the session increments;
+ * each append checks, inside its own transaction, that its log's epoch is still the current one,
+ * and otherwise writes nothing and fails with this error. `epoch` is this log's, `current` the
+ * session's now (when it could be read). The log is fenced for good: every later append fails
+ * the same way; the new owner repairs what this writer left open (§10). An agent that gets it
+ * stops writing, as one whose log broke does.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionFenced extends Schema.TaggedError<SessionFenced>()("SessionFenced", {
+  message: Schema.String,
+  sessionId: Schema.String,
+  epoch: Schema.Number,
+  current: Schema.optional(Schema.Number)
+}) {}
+
+/**
+ * What an append can fail with: an I/O failure (`SessionStoreError`) or a writer fenced by a
+ * newer owner of the session (`SessionFenced`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type SessionWriteError = SessionStoreError | SessionFenced
+
+/**
  * A log that cannot be read: corruption before the tail (a line that is not JSON, a bad
  * envelope, a `seq` out of order, core `data` that fails its schema), a header that is not a
  * session header, a legacy shape the reader cannot import. `line` is 1-based (line 1 is the
@@ -58,7 +86,7 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
  * @since 0.1.0
  * @category errors
  */
-export type SessionLogFailure = SessionStoreError | SessionLogError | SessionNotFound
+export type SessionLogFailure = SessionStoreError | SessionFenced | SessionLogError | SessionNotFound
 
 /**
  * What reading a log gives: the header, every event, deep-frozen (DSH v0 logs normalized:
@@ -146,9 +174,10 @@ export interface SessionLog extends SessionLogView {
    * write (or, with `fsync: "batch"`, the fsync) fails, or when an event is one the reader would
    * refuse; after a failed write the file is cut back to its last committed event and nothing
    * changed. A failed fsync breaks the log (later appends fail): its events were written and
-   * stay in `events()`, but their durability is unknown.
+   * stay in `events()`, but their durability is unknown. Fails with `SessionFenced` (nothing
+   * written, for good) when another writer took the session over (SQL stores).
    */
-  readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError>
+  readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError>
   /**
    * Offered by a store whose appends are durable when a synchronous call returns (memory; JSONL
    * with `fsync: "none"`, where durable means `write(2)` returned, DESIGN.md §3.3): the same as
@@ -160,4 +189,12 @@ export interface SessionLog extends SessionLogView {
   readonly appendSync?:
     | ((drafts: ReadonlyArray<EventDraft>, time: number) => ReadonlyArray<SessionEvent> | SessionStoreError)
     | undefined
+  /**
+   * Offered by the file and SQL stores: closes this log to appends and frees its writer (the
+   * JSONL lock file, the SQL writers row) without closing the store, so that another store or
+   * process can take the session at once. Later appends fail with `SessionStoreError`; a later
+   * `open` of the session reads it again. Never fails (a writer row that cannot be deleted is
+   * stale, and taken over by the next writer).
+   */
+  readonly close?: Effect.Effect<void> | undefined
 }

@@ -39,14 +39,15 @@
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Layer, type Scope } from "effect"
+import { Data, Effect, Either, Exit, Layer, Redacted, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
 import * as Store from "./internal/store/common.js"
 import { inUseError, isLiveWriter, openStore, readWriter, thisWriter, type Writer } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionNotFound } from "./SessionLog.js"
-import { SessionLogError, SessionStoreError } from "./SessionLog.js"
+import { SessionFenced, SessionLogError, SessionStoreError, type SessionWriteError } from "./SessionLog.js"
 import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 
 /**
@@ -59,6 +60,16 @@ import { SessionStore, type SessionStoreService } from "./SessionStore.js"
  */
 export interface SqlOptions {
   readonly tablePrefix?: string | undefined
+  /**
+   * How `open`/`create` treat a session another writer holds (DESIGN.md §3.3):
+   * - `"exclusive"` (default): a live writer's row makes them fail with a `SessionStoreError`
+   *   naming it; a dead writer's row (a process of this host that is gone) is taken over.
+   * - `"takeover"`: they always take the session, fencing the writer that held it (its next
+   *   append fails with `SessionFenced` and writes nothing). For a process that something else
+   *   has already made the session's one owner (an `@effect/cluster` runner that holds the
+   *   entity's shard): the epoch, not the row, keeps a paused former owner from writing.
+   */
+  readonly writers?: "exclusive" | "takeover" | undefined
 }
 
 /** The longest string V8 makes (characters): a log's text must fit in one. */
@@ -66,6 +77,16 @@ const MAX_TEXT = 0x1fffffe8
 
 /** Rows per INSERT statement (3 parameters each; SQLite allows 32,766 parameters). */
 const ROWS_PER_STATEMENT = 5000
+
+/** Rows of one fenced PostgreSQL statement (its arrays are two parameters whatever their length). */
+const PG_ROWS_PER_STATEMENT = 50_000
+
+/** A take of a session that has no row (`open` of an unknown id): rolls the take back. */
+class NoSession extends Data.TaggedError("NoSession") {}
+
+/** What a take found: a live writer holding the session, or the session's new epoch. */
+type Taken = { readonly held: Writer } | { readonly epoch: number }
+const taken = (t: Taken): Taken => t
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]*$/
 
@@ -108,6 +129,12 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
             )
         )
       }
+    }),
+    // The writer epoch, the fencing token of a session (DESIGN.md §3.3): every take of the
+    // session increments it; every append checks it in its own statement or transaction.
+    "2_add_writer_epoch": Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`ALTER TABLE ${sql(tables.sessions)} ADD COLUMN writer_epoch INTEGER NOT NULL DEFAULT 0`
     })
   })
 
@@ -152,48 +179,102 @@ export const make = (
     const writersTable = sql(tables.writers)
 
     const openLogs = new Map<string, SessionLog>()
+    /** Logs of this store that a takeover fenced: `open` takes their session again. */
+    const fencedLogs = new WeakSet<SessionLog>()
     let closed = false
     const self = openStore()
     yield* Effect.addFinalizer(() => Effect.sync(self.close))
     const me = JSON.stringify({ ...thisWriter(), store: self.id })
-    // One writer per session: a row of the writers table is held while the log is open here.
-    // `open` takes it before it reads the events (what was read before could be stale by the
-    // time the row is ours). Taken in one transaction that cannot interleave with another
-    // writer's: a stale row is deleted only if it is still the one that was read (compare and
-    // delete), and the insert fails on the key if another writer's row is there by then; a
-    // writer that lost that race (or SQLite's "database is locked") is reported as in use when
-    // a live writer holds the row.
+    const takeover = options.writers === "takeover"
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    // Quoted table names for statements written as text (the prefix is a plain identifier).
+    const quoted = (name: string) => `"${name}"`
+
+    /**
+     * `sql.withTransaction`, with a failed COMMIT (a full disk) as the `SqlError` it is: the
+     * client reports it as a defect. SQLite: a transaction the failure left open is rolled back,
+     * since its one connection runs every later statement.
+     */
+    const transaction = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError> =>
+      sql.withTransaction(effect).pipe(
+        Effect.catchAllDefect((defect) =>
+          Effect.zipRight(
+            isPg ? Effect.void : Effect.ignore(sql.unsafe("ROLLBACK")),
+            Effect.fail(
+              defect instanceof SqlErrorClass ? defect : new SqlErrorClass({ cause: defect, message: "transaction failed" })
+            )
+          )
+        )
+      )
+
     const holderOf = (
       id: string
     ): Effect.Effect<{ readonly text: string; readonly writer: Writer | undefined } | undefined, SqlError> =>
       Effect.map(sql<{ writer: string }>`SELECT writer FROM ${writersTable} WHERE session_id = ${id}`, (rows) =>
         rows.length === 0 ? undefined : { text: rows[0]!.writer, writer: readWriter(rows[0]!.writer) })
-    const lockWriter = (id: string): Effect.Effect<void, SessionStoreError> =>
-      sql.withTransaction(Effect.gen(function*() {
-        const held = yield* holderOf(id)
-        if (held?.writer !== undefined && isLiveWriter(held.writer)) {
-          return held.writer
+
+    /**
+     * Takes the session (DESIGN.md §3.3) in one transaction and returns its new writer epoch:
+     * the writers row becomes ours (`exclusive`: unless a live writer holds it; a stale row is
+     * deleted only if it is still the one that was read, compare and delete, and the insert
+     * fails on the key if another writer's row is there by then; `takeover`: whoever holds it),
+     * and the session's `writer_epoch` is incremented (`header`: the session row is inserted
+     * with epoch 1). The increment waits for an append of the former writer that is running
+     * (PostgreSQL: its `FOR SHARE` lock on the session row), so that the events read after the
+     * take are all the former writer will ever have appended. `open` reads after this commits.
+     */
+    const take = (id: string, header: string | undefined): Effect.Effect<number, SessionStoreError | SessionNotFound> =>
+      transaction(Effect.gen(function*() {
+        if (takeover) {
+          yield* sql`INSERT INTO ${writersTable} ${
+            sql.insert({ session_id: id, writer: me })
+          } ON CONFLICT (session_id) DO UPDATE SET writer = ${me}`
+        } else {
+          const held = yield* holderOf(id)
+          if (held?.writer !== undefined && isLiveWriter(held.writer)) {
+            return taken({ held: held.writer })
+          }
+          if (held !== undefined) {
+            yield* sql`DELETE FROM ${writersTable} WHERE session_id = ${id} AND writer = ${held.text}`
+          }
+          yield* sql`INSERT INTO ${writersTable} ${sql.insert({ session_id: id, writer: me })}`
         }
-        if (held !== undefined) {
-          yield* sql`DELETE FROM ${writersTable} WHERE session_id = ${id} AND writer = ${held.text}`
+        if (header !== undefined) {
+          yield* sql`INSERT INTO ${sessionsTable} ${sql.insert({ id, header, writer_epoch: 1 })}`
+          return taken({ epoch: 1 })
         }
-        yield* sql`INSERT INTO ${writersTable} ${sql.insert({ session_id: id, writer: me })}`
-        return undefined
+        const rows = yield* sql<
+          { writer_epoch: number }
+        >`UPDATE ${sessionsTable} SET writer_epoch = writer_epoch + 1 WHERE id = ${id} RETURNING writer_epoch`
+        // No session: undo the writers row (the transaction rolls back).
+        if (rows.length === 0) {
+          return yield* Effect.fail(new NoSession())
+        }
+        return taken({ epoch: Number(rows[0]!.writer_epoch) })
       })).pipe(
-        Effect.catchAll((error) =>
-          Effect.flatMap(
+        Effect.catchAll((error): Effect.Effect<Taken, SessionStoreError | SessionNotFound> => {
+          if (error instanceof NoSession) {
+            return Effect.fail(Store.notFound(id))
+          }
+          // A writer that lost the race to another (or SQLite's "database is locked") is
+          // reported as in use when a live writer holds the row.
+          return Effect.flatMap(
             Effect.orElseSucceed(holderOf(id), () =>
               undefined),
-            (held) =>
-              held?.writer !== undefined && isLiveWriter(held.writer)
-                ? Effect.succeed(held.writer)
+            (held): Effect.Effect<Taken, SessionStoreError> =>
+              !takeover && held?.writer !== undefined && isLiveWriter(held.writer)
+                ? Effect.succeed(taken({ held: held.writer }))
                 : Effect.fail(failed(`cannot lock session "${id}"`, id)(error))
           )
-        ),
-        Effect.flatMap((holder) =>
-          holder === undefined ? Effect.void : Effect.fail(inUseError(id, holder, `delete its row of ${tables.writers}`))
+        }),
+        Effect.flatMap((t) =>
+          "held" in t
+            ? Effect.fail(inUseError(id, t.held, `delete its row of ${tables.writers}`))
+            : Effect.succeed(t.epoch)
         )
       )
+    /** Frees the writers row of `id` if it is still this store's. */
+    const release = (id: string) => Effect.ignore(sql`DELETE FROM ${writersTable} WHERE session_id = ${id} AND writer = ${me}`)
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         closed = true
@@ -206,52 +287,179 @@ export const make = (
     const storeLock = yield* Effect.makeSemaphore(1)
 
     type Row = { readonly session_id: string; readonly seq: number; readonly event: string }
-    const insert = (rows: ReadonlyArray<Row>): Effect.Effect<unknown, SqlError> => {
-      if (rows.length <= ROWS_PER_STATEMENT) return sql`INSERT INTO ${eventsTable} ${sql.insert(rows)}`
+    /** Plain INSERTs of `rows` (several statements above `ROWS_PER_STATEMENT`, in the caller's transaction). */
+    const insertRows = (rows: ReadonlyArray<Row>): Effect.Effect<void, SqlError> => {
       const statements: Array<Effect.Effect<unknown, SqlError>> = []
       for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
         statements.push(sql`INSERT INTO ${eventsTable} ${sql.insert(rows.slice(i, i + ROWS_PER_STATEMENT))}`)
       }
-      return sql.withTransaction(Effect.all(statements, { discard: true }))
+      return Effect.all(statements, { discard: true })
+    }
+    /** The session's epoch now (for a fenced writer's error), if it can be read. */
+    const epochOf = (id: string): Effect.Effect<number | undefined> =>
+      sql<{ writer_epoch: number }>`SELECT writer_epoch FROM ${sessionsTable} WHERE id = ${id}`.pipe(
+        Effect.map((rows) => rows.length === 0 ? undefined : Number(rows[0]!.writer_epoch)),
+        Effect.orElseSucceed(() => undefined)
+      )
+    // PostgreSQL: one statement, one round trip. The session row is locked `FOR SHARE` (a take
+    // waits for it) and selected only while its epoch is ours; the events are inserted from it,
+    // so a fenced append inserts none. Arrays travel as two parameters (`unnest`), so the
+    // statement's text is the same for every append.
+    const fencedPgInsert =
+      `WITH fence AS (SELECT id FROM ${quoted(tables.sessions)} WHERE id = $1 AND writer_epoch = $2 FOR SHARE) ` +
+      `INSERT INTO ${
+        quoted(tables.events)
+      } (session_id, seq, event) SELECT fence.id, v.seq, v.event FROM fence, unnest($3::integer[], $4::text[]) AS v(seq, event) ` +
+      `RETURNING seq`
+    /**
+     * Inserts `rows` if `epoch` is still the session's (DESIGN.md §3.3): all of them or none.
+     * Returns false, having written nothing, when the session was taken over.
+     */
+    const fencedInsert = (id: string, epoch: number, rows: ReadonlyArray<Row>): Effect.Effect<boolean, SqlError> => {
+      if (isPg && rows.length <= PG_ROWS_PER_STATEMENT) {
+        const seqs = new Array<number>(rows.length)
+        const texts = new Array<string>(rows.length)
+        for (let i = 0; i < rows.length; i++) {
+          seqs[i] = rows[i]!.seq
+          texts[i] = rows[i]!.event
+        }
+        return Effect.map(sql.unsafe(fencedPgInsert, [id, epoch, seqs, texts]), (inserted) => inserted.length === rows.length)
+      }
+      if (!isPg && rows.length <= ROWS_PER_STATEMENT) {
+        // SQLite writes one statement at a time (a database lock): the check and the insert
+        // in one statement are atomic against a take.
+        const params: Array<unknown> = []
+        const values: Array<string> = []
+        for (const row of rows) {
+          values.push("(?, ?, ?)")
+          params.push(row.session_id, row.seq, row.event)
+        }
+        params.push(id, epoch)
+        return Effect.map(
+          sql.unsafe(
+            `INSERT INTO ${quoted(tables.events)} (session_id, seq, event) SELECT column1, column2, column3 FROM (VALUES ${
+              values.join(", ")
+            }) WHERE EXISTS (SELECT 1 FROM ${quoted(tables.sessions)} WHERE id = ? AND writer_epoch = ?) RETURNING seq`,
+            params
+          ),
+          (inserted) => inserted.length === rows.length
+        )
+      }
+      // A very large append: check, then insert, in one transaction (PostgreSQL: the check
+      // locks the session row as above).
+      return transaction(Effect.gen(function*() {
+        const current = isPg
+          ? yield* sql<{ writer_epoch: number }>`SELECT writer_epoch FROM ${sessionsTable} WHERE id = ${id} FOR SHARE`
+          : yield* sql<{ writer_epoch: number }>`SELECT writer_epoch FROM ${sessionsTable} WHERE id = ${id}`
+        if (current.length === 0 || Number(current[0]!.writer_epoch) !== epoch) return false
+        yield* insertRows(rows)
+        return true
+      }))
     }
 
-    const attach = (header: SessionHeader, events: Array<SessionEvent>): Effect.Effect<SessionLog> =>
+    /** An append waiting to be committed, alone or grouped with others of its log. */
+    interface Pending {
+      readonly drafts: ReadonlyArray<EventDraft>
+      readonly time: number
+      result: Exit.Exit<ReadonlyArray<SessionEvent>, SessionWriteError> | undefined
+    }
+
+    const attach = (header: SessionHeader, events: Array<SessionEvent>, epoch: number): Effect.Effect<SessionLog> =>
       Effect.map(Effect.makeSemaphore(1), (lock) => {
         const id = header.id
-        const commit = (time: number, drafts: ReadonlyArray<EventDraft>) => {
-          if (closed) return Effect.fail(Store.storeError(`session "${id}" is closed`, id))
-          let committed: ReadonlyArray<SessionEvent>
-          let rows: ReadonlyArray<Row>
-          try {
-            committed = commitDrafts(drafts, events.length, time)
-            // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
-            rows = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
-          } catch (error) {
-            return Effect.fail(Store.invalidEvents(id, error))
+        let logClosed = false
+        let fenced: SessionFenced | undefined
+        const queue: Array<Pending> = []
+        const refusal = (): SessionWriteError | undefined =>
+          fenced ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
+        /**
+         * Commits every queued append in one statement (group commit, DESIGN.md §3.3): each
+         * append's events are adjacent and in call order; an append whose events cannot be
+         * encoded fails alone; a failed insert fails them all and changes nothing in memory.
+         */
+        const flush = (): Effect.Effect<void> => {
+          const batch = queue.splice(0)
+          const refused = refusal()
+          if (refused !== undefined) {
+            for (const p of batch) p.result = Exit.fail(refused)
+            return Effect.void
           }
-          return insert(rows).pipe(
-            Effect.mapError(failed(`cannot append to session "${id}"`, id)),
-            Effect.map(() => {
-              for (const event of committed) events.push(event)
-              return committed
+          const rows: Array<Row> = []
+          const parts: Array<{ readonly pending: Pending; readonly committed: ReadonlyArray<SessionEvent> }> = []
+          let next = events.length
+          for (const p of batch) {
+            try {
+              const committed = commitDrafts(p.drafts, next, p.time)
+              // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
+              const encoded = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
+              for (const row of encoded) rows.push(row)
+              parts.push({ pending: p, committed })
+              next += committed.length
+            } catch (error) {
+              p.result = Exit.fail(Store.invalidEvents(id, error))
+            }
+          }
+          if (parts.length === 0) return Effect.void
+          return fencedInsert(id, epoch, rows).pipe(
+            Effect.matchEffect({
+              onFailure: (error) => {
+                const failure = failed(`cannot append to session "${id}"`, id)(error)
+                for (const { pending } of parts) pending.result = Exit.fail(failure)
+                return Effect.void
+              },
+              onSuccess: (inserted) => {
+                if (inserted) {
+                  for (const { committed, pending } of parts) {
+                    for (const event of committed) events.push(event)
+                    pending.result = Exit.succeed(committed)
+                  }
+                  return Effect.void
+                }
+                return Effect.map(epochOf(id), (current) => {
+                  fenced = new SessionFenced({
+                    message: `session "${id}" was taken over by another writer (this writer's epoch is ${epoch}` +
+                      `${current === undefined ? "" : `, the session's ${current}`}): nothing was appended`,
+                    sessionId: id,
+                    epoch,
+                    current
+                  })
+                  fencedLogs.add(log)
+                  for (const { pending } of parts) pending.result = Exit.fail(fenced)
+                })
+              }
             })
           )
         }
         const log: SessionLog = {
           id,
           header,
+          // Uninterruptible: an insert the database committed is always recorded in memory too
+          // (an interrupted wait on an asynchronous client would lose it, and every later append
+          // would then fail on the seq key). The first append to get the lock commits every
+          // append queued by then; the others find their result set.
           append: (drafts) =>
             drafts.length === 0
               ? Store.EMPTY
-              : lock.withPermits(1)(
-                // Uninterruptible: an insert the database committed is always recorded in memory
-                // too (an interrupted wait on an asynchronous client would lose it, and every later
-                // append would then fail on the seq key).
-                Effect.uninterruptible(
-                  Effect.clockWith((clock) => Effect.suspend(() => commit(clock.unsafeCurrentTimeMillis(), drafts)))
-                )
-              ),
-          events: () => events
+              : Effect.uninterruptible(Effect.clockWith((clock) =>
+                Effect.suspend(() => {
+                  const refused = refusal()
+                  if (refused !== undefined) return Effect.fail(refused)
+                  const pending: Pending = { drafts, time: clock.unsafeCurrentTimeMillis(), result: undefined }
+                  queue.push(pending)
+                  return lock.withPermits(1)(Effect.suspend(() => {
+                    const done = () => pending.result ?? Exit.die(new Error("append not committed"))
+                    return pending.result !== undefined ? done() : Effect.flatMap(flush(), done)
+                  }))
+                })
+              )),
+          events: () => events,
+          close: Effect.suspend(() => {
+            if (logClosed) return Effect.void
+            logClosed = true
+            if (openLogs.get(id) === log) openLogs.delete(id)
+            // After an append that is committing: its row stays ours until it is done.
+            return lock.withPermits(1)(release(id))
+          })
         }
         openLogs.set(id, log)
         return log
@@ -310,25 +518,22 @@ export const make = (
       const createFailed = failed(`cannot create session "${id}"`, id)
       const existing = yield* Effect.mapError(sql<{ id: string }>`SELECT id FROM ${sessionsTable} WHERE id = ${id}`, createFailed)
       if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
-      yield* lockWriter(id)
-      yield* Effect.mapError(
-        sql`INSERT INTO ${sessionsTable} ${sql.insert({ id, header: encodeHeader(header).slice(0, -1) })}`,
-        createFailed
-      )
-      return yield* attach(header, [])
+      // (A take with a header inserts the session row: it never finds no session.)
+      const epoch = yield* Effect.catchTag(take(id, encodeHeader(header).slice(0, -1)), "SessionNotFound", Effect.die)
+      return yield* attach(header, [], epoch)
     })
 
     const open = Effect.fnUntraced(function*(id: SessionId) {
+      // `exclusive`: one log per session in this store (unless a takeover fenced it). `takeover`:
+      // every open takes the session again and reads it afresh (another runner may have
+      // written it meanwhile); a log handed out before is fenced by the new epoch.
       const already = openLogs.get(id)
-      if (already !== undefined) return already
+      if (already !== undefined && !takeover && !fencedLogs.has(already)) return already
       if (!Store.isSessionId(id)) return yield* Effect.fail(Store.notFound(id))
       if (closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
-      yield* lockWriter(id)
-      const contents = yield* Effect.tapError(
-        readRows(id),
-        () => Effect.ignore(sql`DELETE FROM ${writersTable} WHERE session_id = ${id} AND writer = ${me}`)
-      )
-      return yield* attach(contents.header, contents.events as Array<SessionEvent>)
+      const epoch = yield* take(id, undefined)
+      const contents = yield* Effect.tapError(readRows(id), () => release(id))
+      return yield* attach(contents.header, contents.events as Array<SessionEvent>, epoch)
     })
 
     const read = (id: SessionId): Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound> =>
@@ -450,3 +655,93 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, S
       return yield* Effect.provideService(make(options), SqlClient.SqlClient, client)
     })
   )
+
+/**
+ * Options of `layerPg`: `url` of the PostgreSQL database (`postgres://user@host:port/db`;
+ * a `Redacted` keeps a password out of logs), `maxConnections` of its pool (default 10), and
+ * the SQL store's `tablePrefix` and `writers`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PgOptions extends SqlOptions {
+  readonly url: string | Redacted.Redacted
+  readonly maxConnections?: number | undefined
+}
+
+/**
+ * The SQL store on PostgreSQL (`@effect/sql-pg`, i.e. `pg`): every session in the database's
+ * tables (DESIGN.md §3.3). An append is one statement (a transaction above 50,000 events) that
+ * checks the writer epoch under a `FOR SHARE` lock of the session row and inserts the events
+ * (all or none): a writer fenced by a takeover writes nothing and fails with `SessionFenced`.
+ * Concurrent appends to one session are committed together (group commit). The driver is an
+ * optional peer dependency, loaded when the layer is built: install `@effect/sql-pg` (and
+ * `@effect/sql`, `@effect/experimental`). Fails with `SessionStoreError` when the driver cannot
+ * be loaded or the database cannot be reached. Scoped: the pool closes with the layer.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Agent, Model } from "effect-agent-loop"
+ * import * as SqlSessionStore from "effect-agent-loop/sql"
+ *
+ * const store = SqlSessionStore.layerPg({ url: "postgres://agents@127.0.0.1:5432/agents" })
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ sessionId: "s1" })
+ *   yield* agent.followup("hello")
+ *   yield* agent.awaitIdle
+ * }))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Model.offline())))))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPg = (options: PgOptions): Layer.Layer<SessionStore, SessionStoreError> =>
+  Layer.scoped(SessionStore, makePg(options))
+
+/**
+ * The PostgreSQL store as an effect (what `layerPg` builds), for a program that builds several
+ * stores or needs the client too: `makePg` gives the store and keeps the pool open in the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makePg = (options: PgOptions): Effect.Effect<SessionStoreService, SessionStoreError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
+    const where = (() => {
+      try {
+        const u = new URL(url)
+        return `${u.hostname}${u.port === "" ? "" : `:${u.port}`}${u.pathname}`
+      } catch {
+        return "(an invalid URL)"
+      }
+    })()
+    const cannotOpen = (cause: unknown) => Store.storeError(`cannot open the PostgreSQL database ${where}`, undefined, cause)
+    const { PgClient } = yield* Effect.tryPromise({
+      try: () => import("@effect/sql-pg"),
+      catch: (cause) =>
+        (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
+          ? Store.storeError(
+            "SqlSessionStore.layerPg needs @effect/sql-pg (an optional peer dependency of effect-agent-loop), " +
+              "which is not installed: npm install @effect/sql-pg@0.53.0",
+            undefined,
+            cause
+          )
+          : cannotOpen(cause)
+    })
+    const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })
+    const client = yield* PgClient.make({
+      url: Redacted.make(url),
+      maxConnections: options.maxConnections ?? 10,
+      connectTimeout: "10 seconds",
+      // The store reads and writes its own column names; no JSON parsing of text columns.
+      transformJson: false
+    }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.mapError(cannotOpen),
+      Effect.catchAllDefect((defect) => Effect.fail(cannotOpen(defect)))
+    )
+    return yield* Effect.provideService(make(options), SqlClient.SqlClient, client)
+  })

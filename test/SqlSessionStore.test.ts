@@ -48,7 +48,7 @@ const createAndList = (id: string) =>
   })
 
 describe("SqlSessionStore", () => {
-  it.scoped("the schema is created by the Migrator, once: <prefix>migrations holds migration 1", () =>
+  it.scoped("the schema is created by the Migrator, once: <prefix>migrations holds migrations 1 and 2", () =>
     Effect.gen(function*() {
       const filename = Path.join(yield* tmpDir, "s.db")
       for (let i = 0; i < 2; i++) {
@@ -61,7 +61,8 @@ describe("SqlSessionStore", () => {
         "agent_loop_writers"
       ])
       expect(rows(filename, "SELECT migration_id, name FROM agent_loop_migrations")).toEqual([
-        { migration_id: 1, name: "create_session_tables" }
+        { migration_id: 1, name: "create_session_tables" },
+        { migration_id: 2, name: "add_writer_epoch" }
       ])
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
@@ -192,7 +193,7 @@ describe("SqlSessionStore", () => {
         Effect.provide(SqlSessionStore.layerSqlite({ filename }))
       )
       expect(contents.events).toEqual([{ type: "plugin/note", seq: 0, time: 7, data: { kept: true } }])
-      expect(rows(filename, "SELECT migration_id FROM agent_loop_migrations")).toEqual([{ migration_id: 1 }])
+      expect(rows(filename, "SELECT migration_id FROM agent_loop_migrations")).toEqual([{ migration_id: 1 }, { migration_id: 2 }])
       expect(NodeFs.existsSync(filename)).toBe(true)
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 })

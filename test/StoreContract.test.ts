@@ -22,6 +22,7 @@ import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, layerTracked } from "./utils/agent.js"
 import { assistant, followup, msg, stepStart, toolCall, turnStart } from "./utils/events.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { tmpDir } from "./utils/tmp.js"
 
 type Service = SessionStore.SessionStoreService
@@ -36,6 +37,12 @@ interface Kind {
   readonly make: (backing: string, scope: Scope.Scope) => Effect.Effect<Service, unknown, FileSystem.FileSystem>
   /** Closing the scope of `make` closes its logs to appends (the memory store has no scope). */
   readonly closes: boolean
+  /** A fresh backing other than a temporary directory (PostgreSQL: a new database, dropped after). */
+  readonly fresh?: Effect.Effect<string, never, Scope.Scope> | undefined
+  /** SQL stores: a store that takes sessions over (`writers: "takeover"`), fencing their former writer. */
+  readonly takeover?:
+    | ((backing: string, scope: Scope.Scope) => Effect.Effect<Service, unknown, FileSystem.FileSystem>)
+    | undefined
 }
 
 const fromLayer = <E>(layer: Layer.Layer<SessionStore.SessionStore, E, FileSystem.FileSystem>, scope: Scope.Scope) =>
@@ -67,14 +74,23 @@ const kinds: ReadonlyArray<Kind> = [
   {
     name: "sqlite",
     make: (backing, scope) => fromLayer(SqlSessionStore.layerSqlite({ filename: Path.join(backing, "sessions.db") }), scope),
-    closes: true
+    closes: true,
+    takeover: (backing, scope) =>
+      fromLayer(SqlSessionStore.layerSqlite({ filename: Path.join(backing, "sessions.db"), writers: "takeover" }), scope)
+  },
+  {
+    name: "postgresql",
+    make: (backing, scope) => fromLayer(SqlSessionStore.layerPg({ url: backing }), scope),
+    closes: true,
+    takeover: (backing, scope) => fromLayer(SqlSessionStore.layerPg({ url: backing, writers: "takeover" }), scope),
+    fresh: Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
   }
 ]
 
 /** A store of `kind` on a fresh backing, plus a way to make independent stores on the same. */
 const setup = (kind: Kind) =>
   Effect.gen(function*() {
-    const backing = yield* tmpDir
+    const backing = yield* (kind.fresh ?? tmpDir)
     const scope = yield* Scope.make()
     yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
     const store = yield* Effect.orDie(kind.make(backing, scope))
@@ -96,7 +112,7 @@ const quick = Tool.make({
 })
 
 for (const kind of kinds) {
-  describe(`SessionStore contract: ${kind.name}`, () => {
+  ;(kind.name === "postgresql" ? describePg : describe)(`SessionStore contract: ${kind.name}`, () => {
     it.scoped("create, open, read and list; duplicate, unknown and invalid ids are typed errors", () =>
       Effect.gen(function*() {
         const { store } = yield* setup(kind)
@@ -303,9 +319,32 @@ for (const kind of kinds) {
       }).pipe(Effect.provide(NodeFileSystem.layer)))
 
     if (kind.closes) {
+      it.scoped("close frees the writer at once: another store opens the session; the closed log refuses appends", () =>
+        Effect.gen(function*() {
+          const { backing, store } = yield* setup(kind)
+          const log = yield* store.create({ id: "s" })
+          yield* log.append([turnStart(1)])
+          expect(log.close).toBeDefined()
+          yield* log.close!
+          yield* log.close!
+          const error = yield* Effect.flip(log.append([draft("plugin/note", {})]))
+          expect([error._tag, error.message]).toEqual(["SessionStoreError", "session \"s\" is closed"])
+          // Another store (another process) takes the session at once and continues it.
+          const scope = yield* Scope.make()
+          const second = yield* Effect.orDie(kind.make(backing, scope))
+          const reopened = yield* second.open("s")
+          expect(reopened.events().map((e) => e.type)).toEqual(["turn/start"])
+          expect((yield* reopened.append([draft("plugin/note", {})])).map((e) => e.seq)).toEqual([1])
+          yield* Scope.close(scope, Exit.void)
+          // This store opens it afresh: the other store's append is there.
+          const again = yield* store.open("s")
+          expect(again).not.toBe(log)
+          expect(again.events().map((e) => e.seq)).toEqual([0, 1])
+        }).pipe(Effect.provide(NodeFileSystem.layer)))
+
       it.effect("a log refuses appends once its store's scope closed", () =>
         Effect.gen(function*() {
-          const backing = yield* tmpDir
+          const backing = yield* (kind.fresh ?? tmpDir)
           const scope = yield* Scope.make()
           const store = yield* Effect.orDie(kind.make(backing, scope))
           const log = yield* store.create({ id: "s" })
@@ -315,6 +354,84 @@ for (const kind of kinds) {
           expect(error._tag).toBe("SessionStoreError")
           expect(log.events().length).toBe(1)
         }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+    }
+
+    const takeover = kind.takeover
+    if (takeover !== undefined) {
+      it.scoped("fenced writers: a takeover increments the writer epoch; the former writer's appends fail SessionFenced and write nothing", () =>
+        Effect.gen(function*() {
+          const { backing, store } = yield* setup(kind)
+          const first = yield* store.create({ id: "s" })
+          yield* first.append([turnStart(1), followup(msg("u1", "one"))])
+          // A second store (a new owner: another runner) takes the session over.
+          const scope = yield* Scope.make()
+          yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+          const owner = yield* Effect.orDie(takeover(backing, scope))
+          const taken = yield* owner.open("s")
+          expect(taken.events().map((e) => e.seq)).toEqual([0, 1])
+          for (let attempt = 0; attempt < 2; attempt++) {
+            const fenced = yield* Effect.flip(first.append([draft("plugin/note", { attempt })]))
+            expect(fenced).toMatchObject({
+              _tag: "SessionFenced",
+              sessionId: "s",
+              epoch: 1,
+              current: 2,
+              message: "session \"s\" was taken over by another writer (this writer's epoch is 1, the session's 2): " +
+                "nothing was appended"
+            })
+          }
+          expect(first.events().map((e) => e.seq)).toEqual([0, 1])
+          expect((yield* taken.append([draft("plugin/note", { by: "owner" })])).map((e) => e.seq)).toEqual([2])
+          const log = yield* owner.read("s")
+          expect(log.events.map((e) => [e.seq, e.type])).toEqual([[0, "turn/start"], [1, "agent/inbox/spliced"], [
+            2,
+            "plugin/note"
+          ]])
+          // A takeover store takes a session it already has open again: the earlier log is fenced too.
+          const retaken = yield* owner.open("s")
+          expect(retaken).not.toBe(taken)
+          expect(yield* Effect.flip(taken.append([draft("plugin/note", {})]))).toMatchObject({
+            _tag: "SessionFenced",
+            epoch: 2,
+            current: 3
+          })
+          expect((yield* retaken.append([draft("plugin/note", { n: 3 })])).map((e) => e.seq)).toEqual([3])
+          // The fenced store's own open takes the session again, which an exclusive store
+          // refuses while the new owner (a live writer) holds it.
+          const refused = yield* Effect.flip(store.open("s"))
+          expect([refused._tag, refused.message]).toEqual([
+            "SessionStoreError",
+            "session \"s\" is open for writing by another store of this process (one writer per session)"
+          ])
+        }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+      it.scoped("fenced writers: concurrent appends racing a takeover are each all-or-nothing; the new owner reads every committed one", () =>
+        Effect.gen(function*() {
+          const { backing, store } = yield* setup(kind)
+          const first = yield* store.create({ id: "s" })
+          const scope = yield* Scope.make()
+          yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+          const owner = yield* Effect.orDie(takeover(backing, scope))
+          const appends = Effect.forEach(
+            Array.from({ length: 40 }, (_, i) => i),
+            (i) => Effect.either(first.append([draft("plugin/note", { i, part: 0 }), draft("plugin/note", { i, part: 1 })])),
+            { concurrency: 8 }
+          )
+          const [results, taken] = yield* Effect.all([appends, Effect.flatMap(Effect.yieldNow(), () => owner.open("s"))], {
+            concurrency: 2
+          })
+          const ok = results.filter((r) => r._tag === "Right").length
+          const fenced = results.filter((r) => r._tag === "Left" && r.left._tag === "SessionFenced").length
+          expect(ok + fenced).toBe(40)
+          // What the new owner read is exactly what the former writer committed, in pairs.
+          expect(taken.events().length).toBe(2 * ok)
+          expect(first.events()).toEqual(taken.events())
+          const after = yield* owner.read("s")
+          expect(after.events.length).toBe(2 * ok)
+          for (let i = 0; i < after.events.length; i += 2) {
+            expect((after.events[i]!.data as { i: number }).i).toBe((after.events[i + 1]!.data as { i: number }).i)
+          }
+        }).pipe(Effect.provide(NodeFileSystem.layer)))
     }
   })
 }

@@ -13,7 +13,7 @@ import * as Path from "node:path"
 import type { JsonlIo } from "../src/internal/store/jsonl.js"
 import { makeJsonlWith, nodeIo } from "../src/internal/store/jsonl.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
-import type { SessionLog, SessionStoreError } from "../src/SessionLog.js"
+import type { SessionFenced, SessionLog, SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -50,7 +50,7 @@ const fill = (log: SessionLog, pad: number, max: number) =>
     return { acknowledged, failure: undefined }
   })
 
-const errorShape = (e: SessionStoreError) => ({ tag: e._tag, sessionId: e.sessionId, message: e.message })
+const errorShape = (e: SessionStoreError | SessionFenced) => ({ tag: e._tag, sessionId: e.sessionId, message: e.message })
 
 describe.each(["none", "batch"] as const)("JSONL (fsync %s): the live log changed under an open session", (fsync) => {
   /**

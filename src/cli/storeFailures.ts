@@ -9,8 +9,8 @@
  * @since 0.1.0
  */
 import { Cause, Console, Context, DefaultServices, Effect, FiberRef, FiberRefs, HashSet, Layer, Logger } from "effect"
-import type { SessionLog } from "../SessionLog.js"
-import { SessionStoreError } from "../SessionLog.js"
+import type { SessionLog, SessionWriteError } from "../SessionLog.js"
+import { SessionFenced, SessionStoreError } from "../SessionLog.js"
 import { SessionStore } from "../SessionStore.js"
 
 /**
@@ -24,10 +24,10 @@ export const watchAppends = <E, R>(
   store: Layer.Layer<SessionStore, E, R>
 ): {
   readonly layer: Layer.Layer<SessionStore, E, R>
-  readonly failure: () => SessionStoreError | undefined
+  readonly failure: () => SessionWriteError | undefined
 } => {
-  let failure: SessionStoreError | undefined
-  const record = (error: SessionStoreError) => {
+  let failure: SessionWriteError | undefined
+  const record = (error: SessionWriteError) => {
     if (failure === undefined) failure = error
   }
   const watch = (log: SessionLog): SessionLog => {
@@ -58,7 +58,9 @@ export const watchAppends = <E, R>(
 
 /** Whether `cause` holds a `SessionStoreError` (a failed append the command reports itself). */
 const isStoreFailure = (cause: Cause.Cause<unknown>): boolean =>
-  Cause.failures(cause).pipe((failures) => [...failures].some((e) => e instanceof SessionStoreError))
+  Cause.failures(cause).pipe((failures) =>
+    [...failures].some((e) => e instanceof SessionStoreError || e instanceof SessionFenced)
+  )
 
 /**
  * A log entry as one text: its message, then its cause's message when it has one (never a stack

@@ -177,7 +177,7 @@ const session = (
   quit: (code: number) => void
 ): Effect.Effect<
   never,
-  SessionLog.SessionStoreError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
+  SessionLog.SessionWriteError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
   | SessionStore.SessionStore
   | SessionReference.SessionReference
   | PreStep.PreStep
@@ -326,7 +326,7 @@ export const runChat = (
   options: ChatOptions
 ): Effect.Effect<
   number,
-  SessionLog.SessionStoreError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
+  SessionLog.SessionWriteError | SessionLog.SessionLogError | SessionLog.SessionNotFound,
   FileSystem.FileSystem | Path.Path
 > => {
   let logPath: string | undefined

@@ -9,7 +9,7 @@ import { Effect, Equal, Fiber } from "effect"
 import { InvalidEvent } from "../../AgentError.js"
 import * as Inbox from "../../Inbox.js"
 import type { AbortCause } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import type { SessionWriteError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { checkJson, InvalidJson } from "../json.js"
 import { awaitIdle, endEvents } from "./observers.js"
@@ -25,7 +25,7 @@ export const cancel = (
   a: AgentState,
   cause: AbortCause | undefined,
   options: { readonly keepInbox?: boolean | undefined } | undefined
-): Effect.Effect<void, SessionStoreError | InvalidEvent> => {
+): Effect.Effect<void, SessionWriteError | InvalidEvent> => {
   const c = cause ?? USER_CAUSE
   if (c !== USER_CAUSE && c !== DISPOSED_CAUSE) {
     try {
@@ -42,7 +42,7 @@ const cancelNow = (
   a: AgentState,
   c: AbortCause,
   options?: { readonly keepInbox?: boolean | undefined }
-): Effect.Effect<void, SessionStoreError> =>
+): Effect.Effect<void, SessionWriteError> =>
   Effect.flatMap(
     critical(a, (inbox): Section<Fiber.RuntimeFiber<void> | undefined> => {
       const clear = options?.keepInbox === true ? undefined : spliceSection(a, inbox, Inbox.clearAll(inbox, c))
@@ -73,7 +73,7 @@ const cancelNow = (
  * live events end (every subscriber's stream ends
  * after the disposal's last event, and a later subscription gets an empty stream).
  */
-export const dispose = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
+export const dispose = (a: AgentState): Effect.Effect<void, SessionWriteError> =>
   Effect.suspend(() => {
     // A stopped agent (driver.ts) is idle and writes nothing: there is nothing to dispose.
     if (a.stopped !== undefined) return Effect.void

@@ -9,7 +9,7 @@ import type { Delivery, DeliveryInput } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
 import { InvalidMessage, type UserMessage } from "../../Message.js"
 import { coreEventTypes, type SessionEvent, type SplicedData } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import type { SessionWriteError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { flatten } from "../flat.js"
 import { checkJson } from "../json.js"
@@ -92,7 +92,7 @@ export const replace = (
   a: AgentState,
   id: string,
   message: UserMessage
-): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionStoreError> => {
+): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionWriteError> => {
   if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
   return Effect.flatMap(
     checkMessage(message),
@@ -120,7 +120,7 @@ export const replace = (
 }
 
 /** Plugin operation (§4): removes a pending message; its fate is `discarded`. */
-export const remove = (a: AgentState, id: string): Effect.Effect<void, MessageNotPending | SessionStoreError> =>
+export const remove = (a: AgentState, id: string): Effect.Effect<void, MessageNotPending | SessionWriteError> =>
   critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending> => {
     const at = Inbox.find(inbox, id)
     if (at === undefined) return Effect.fail(notPending(a, id))
@@ -128,7 +128,7 @@ export const remove = (a: AgentState, id: string): Effect.Effect<void, MessageNo
   })
 
 /** Plugin operation (§4): clears one queue or both (`next-step` first); fates `discarded`. */
-export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefined): Effect.Effect<void, SessionStoreError> =>
+export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefined): Effect.Effect<void, SessionWriteError> =>
   critical(
     a,
     (inbox) =>
@@ -140,7 +140,7 @@ export const appendEvent = (
   a: AgentState,
   type: string,
   data: unknown
-): Effect.Effect<SessionEvent, InvalidEvent | SessionStoreError> => {
+): Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError> => {
   if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
     return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
   }

@@ -17,7 +17,7 @@ import * as Inbox from "../../Inbox.js"
 import type { UserMessage } from "../../Message.js"
 import type { PreStepDecision } from "../../PreStep.js"
 import type { EventDraft, TurnEndReason } from "../../SessionEvent.js"
-import { SessionStoreError } from "../../SessionLog.js"
+import { SessionFenced, SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
@@ -63,11 +63,14 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
 }
 
 /** Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. */
-const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionStoreError>): Effect.Effect<void> => {
+const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionWriteError>): Effect.Effect<void> => {
   if (Cause.isInterruptedOnly(cause)) {
     // `current` is the turn the interruption hit (possibly the next one, already opened).
     return Effect.catchAllCause(closeAborted(a, a.current ?? t), (closed) => stopAgent(a, a.current ?? t, closed))
   }
+  // Another writer took the session over (SessionFenced): nothing more can be written, the
+  // turn is the new owner's to repair (§10). The agent stops at once, with that error.
+  if (fencedBy(cause) !== undefined) return stopAgent(a, a.current ?? t, cause)
   // A defect (a broken plugin, a bug) or a failed append: the turn is closed durably with
   // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid.
   return Effect.zipRight(
@@ -76,25 +79,35 @@ const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionStoreErr
   )
 }
 
+/** The `SessionFenced` failure of `cause`, if any. */
+const fencedBy = (cause: Cause.Cause<unknown>): SessionFenced | undefined => {
+  for (const failure of Cause.failures(cause)) if (failure instanceof SessionFenced) return failure
+  return undefined
+}
+
 /**
  * The turn could not be closed durably (the store refuses appends: a full disk, a broken or
  * fenced log): the agent stops, so that nothing is written after the open turn (a later
  * `turn/start` would make the log invalid for good, §12). From now on every operation fails
- * with the returned `SessionStoreError`, nothing is appended, the live events end as after a
+ * with a `SessionStoreError` naming the turn (or, for a fenced log, the `SessionFenced` itself:
+ * the session has a new owner, who repairs it), nothing is appended, the live events end as after a
  * disposal, and the messages the open turn had claimed resolve `Dropped interrupted` (the fate
  * repair gives them, §10). Resuming the session repairs the open turn and goes on.
  */
-const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionStoreError>): Effect.Effect<void> =>
+const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWriteError>): Effect.Effect<void> =>
   Effect.suspend(() => {
+    const fenced = fencedBy(closed)
     const turn = t.turnOpen ? `turn ${t.turn}` : "its turn"
-    const error = new SessionStoreError({
+    const error = fenced ?? new SessionStoreError({
       message: `session "${a.id}" stopped: ${turn} could not be closed (${causeMessage(closed)}); ` +
         `resume the session to repair it`,
       sessionId: a.id,
       cause: Cause.squash(closed)
     })
     return Effect.zipRight(
-      Effect.logError(`agent ${a.id}: stopped, ${turn} could not be closed`, closed),
+      fenced === undefined
+        ? Effect.logError(`agent ${a.id}: stopped, ${turn} could not be closed`, closed)
+        : Effect.logError(`agent ${a.id}: stopped, another writer took the session over (${fenced.message})`),
       Effect.orDie(critical(a, () => ({
         drafts: [],
         apply: () => {
@@ -116,7 +129,7 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionStore
  * One turn. Returns the next turn when the run goes on (opened, with its claim, in the same
  * append as this turn's `turn/end`, §6.5), else `undefined` (the agent went idle).
  */
-const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionWriteError> => {
   if (t.turnOpen) return runStep(a, t, false)
   // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
   return Effect.flatMap(
@@ -134,7 +147,7 @@ const runStep = (
   a: AgentState,
   t: TurnState,
   toolContinuation: boolean
-): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+): Effect.Effect<TurnState | undefined, SessionWriteError> => {
   if (t.entered) {
     // With the default pre-step the step was entered together with its claim.
     t.entered = false
@@ -143,7 +156,7 @@ const runStep = (
   const batch = t.claimed ?? []
   return Effect.flatMap(
     Effect.exit(Effect.suspend(() => a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch }))),
-    (decision): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+    (decision): Effect.Effect<TurnState | undefined, SessionWriteError> => {
       if (Exit.isFailure(decision)) {
         if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
         return endTurn(a, t, { kind: "error", error: { message: causeMessage(decision.cause), code: "PRE_STEP_FAILED" } })
@@ -174,8 +187,8 @@ const runStep = (
 }
 
 /** The model call of an entered step and what follows it: tools, the step's end, the next step. */
-const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionStoreError> =>
-  Effect.flatMap(callModel(a, t), (response): Effect.Effect<TurnState | undefined, SessionStoreError> => {
+const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionWriteError> =>
+  Effect.flatMap(callModel(a, t), (response): Effect.Effect<TurnState | undefined, SessionWriteError> => {
     if (Either.isLeft(response)) {
       const e = response.left
       return endTurn(a, t, {
@@ -189,7 +202,7 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
     const truncated = acc.finish === "length"
     if (truncated) t.maxTokens = true
     const withTools = acc.toolCalls.length > 0
-    const ended: Effect.Effect<"step" | TurnState | undefined, SessionStoreError> = withTools
+    const ended: Effect.Effect<"step" | TurnState | undefined, SessionWriteError> = withTools
       ? (truncated ? Effect.flatMap(logAssistant(a, t, acc, false), () => truncateCalls(a, t)) : toolStep(a, t, acc))
         .pipe(Effect.flatMap(() => endStep(a, t, !truncated)))
       : Effect.flatMap(a.config.ids.next, (id) => endStep(a, t, false, assistantDraft(a, t, acc, false, id)))
@@ -306,7 +319,7 @@ const endTurn = (
   t: TurnState,
   reason: TurnEndReason,
   enteredEmpty = false
-): Effect.Effect<TurnState | undefined, SessionStoreError> =>
+): Effect.Effect<TurnState | undefined, SessionWriteError> =>
   critical(
     a,
     (inbox) => closeTurn(a, t, inbox, reason, [], enteredEmpty ? dropped("discarded") : dropped(dropReasonOfTurnEnd(reason)))
@@ -405,7 +418,7 @@ const endStep = (
   t: TurnState,
   toolContinuation: boolean,
   assistant?: { readonly draft: EventDraft; readonly apply: () => void }
-): Effect.Effect<"step" | TurnState | undefined, SessionStoreError> =>
+): Effect.Effect<"step" | TurnState | undefined, SessionWriteError> =>
   critical(a, (inbox): Section<"step" | TurnState | undefined> => {
     const maxSteps = a.config.maxSteps
     // A response without tool calls is logged in the same append as its step's end; so are
@@ -471,7 +484,7 @@ const endStep = (
  * (never after dispose), or after a failure iff waking work is pending (§6.5), the run goes on in
  * a new driver fiber; otherwise the agent goes idle.
  */
-const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Effect<void, SessionStoreError> =>
+const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Effect<void, SessionWriteError> =>
   Effect.gen(function*() {
     const cause = a.cancelCause ?? USER_CAUSE
     const reason: TurnEndReason = failure === undefined

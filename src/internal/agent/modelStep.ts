@@ -8,7 +8,7 @@ import { Cause, Duration, Effect, Either, Option, Schedule } from "effect"
 import type { AssistantMessage, MessageId } from "../../Message.js"
 import { ModelError, type ModelPart, type ModelRequest, type ModelSink } from "../../Model.js"
 import type { EventDraft } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
 import { publish } from "./observers.js"
@@ -203,7 +203,7 @@ export const logAssistant = (
   t: TurnState,
   acc: Accumulator,
   interrupted: boolean
-): Effect.Effect<void, SessionStoreError> =>
+): Effect.Effect<void, SessionWriteError> =>
   Effect.flatMap(a.config.ids.next, (id) => {
     const { apply, draft } = assistantDraft(a, t, acc, interrupted, id)
     return commit(a, [draft], apply)

@@ -9,7 +9,13 @@ import * as History from "../../History.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
 import type { SessionEvent } from "../../SessionEvent.js"
-import { type SessionLog, SessionLogError, type SessionNotFound, SessionStoreError } from "../../SessionLog.js"
+import {
+  type SessionLog,
+  SessionLogError,
+  type SessionNotFound,
+  SessionStoreError,
+  type SessionWriteError
+} from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
 import { flatten } from "../flat.js"
 import { repairDrafts } from "../repair.js"
@@ -60,7 +66,7 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
 }
 
 /** Starts a run when the log left waking work pending (`continuePending`, §10). */
-export const continuePending = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
+export const continuePending = (a: AgentState): Effect.Effect<void, SessionWriteError> =>
   critical(a, (inbox) => ({
     drafts: [],
     apply: () => {
@@ -68,7 +74,7 @@ export const continuePending = (a: AgentState): Effect.Effect<void, SessionStore
     }
   }))
 
-const inUse = (sessionId: string): SessionStoreError =>
+const inUse = (sessionId: string): SessionWriteError =>
   new SessionStoreError({
     message: `session "${sessionId}" is in use by a live agent of this process: dispose it before resuming or repairing`,
     sessionId
@@ -103,7 +109,7 @@ export const repairLog = (
   ids: IdGeneratorService
 ): Effect.Effect<
   { readonly log: SessionLog; readonly appended: ReadonlyArray<SessionEvent>; readonly used: Set<string> },
-  SessionStoreError | SessionLogError | SessionNotFound,
+  SessionWriteError | SessionLogError | SessionNotFound,
   SessionStore
 > =>
   Effect.gen(function*() {

@@ -22,7 +22,7 @@ import { dropped, dropReasonOfCanceledSplice } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
 import type { UserMessage } from "../../Message.js"
 import type { EventDraft, SessionEvent, SplicedData } from "../../SessionEvent.js"
-import { type SessionLog, SessionStoreError } from "../../SessionLog.js"
+import { type SessionLog, SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import { publish, publishAll, resolve } from "./observers.js"
 import type { AgentState } from "./state.js"
 
@@ -66,7 +66,7 @@ const append = (
   a: AgentState,
   drafts: ReadonlyArray<EventDraft>,
   claimed?: Claimed | undefined
-): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
+): Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError> =>
   Effect.tap(a.sessionLog.append(drafts), (events) => {
     publishEvents(a, events, claimed)
   })
@@ -78,12 +78,12 @@ const append = (
 export const critical = <R, E = never>(
   a: AgentState,
   build: (inbox: Inbox.InboxState) => Section<R> | Effect.Effect<R, E>
-): Effect.Effect<R, E | SessionStoreError> => {
+): Effect.Effect<R, E | SessionWriteError> => {
   if (a.stopped !== undefined) return Effect.fail(a.stopped)
   const appendSync = a.appendSync
   if (appendSync !== undefined) {
     return Effect.clockWith((clock) =>
-      Effect.flatten(Ref.modify(a.inbox, (inbox): readonly [Effect.Effect<R, E | SessionStoreError>, Inbox.InboxState] => {
+      Effect.flatten(Ref.modify(a.inbox, (inbox): readonly [Effect.Effect<R, E | SessionWriteError>, Inbox.InboxState] => {
         const section = build(inbox)
         if (Effect.isEffect(section)) return [section, inbox]
         const result = commitNow(a, appendSync, clock, section.drafts, section.apply, section.claimed)
@@ -96,7 +96,7 @@ export const critical = <R, E = never>(
   return Effect.uninterruptible(
     SynchronizedRef.modifyEffect(
       a.inbox as SynchronizedRef.SynchronizedRef<Inbox.InboxState>,
-      (inbox): Effect.Effect<readonly [R, Inbox.InboxState], E | SessionStoreError> => {
+      (inbox): Effect.Effect<readonly [R, Inbox.InboxState], E | SessionWriteError> => {
         const section = build(inbox)
         if (Effect.isEffect(section)) return Effect.map(section, (r) => [r, inbox] as const)
         return Effect.map(
@@ -117,7 +117,7 @@ export const commit = <R>(
   a: AgentState,
   drafts: ReadonlyArray<EventDraft>,
   apply: (events: ReadonlyArray<SessionEvent>) => R
-): Effect.Effect<R, SessionStoreError> => {
+): Effect.Effect<R, SessionWriteError> => {
   if (a.stopped !== undefined) return Effect.fail(a.stopped)
   const appendSync = a.appendSync
   if (appendSync !== undefined) {

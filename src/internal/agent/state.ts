@@ -17,7 +17,7 @@ import type { ContentBlock, Message, UserMessage } from "../../Message.js"
 import type { ModelError, ModelService, ToolDefinition } from "../../Model.js"
 import type { PreStepService } from "../../PreStep.js"
 import type { AbortCause, FinishReason, SessionEvent, ToolErrorCode, Usage } from "../../SessionEvent.js"
-import type { SessionLog, SessionStoreError } from "../../SessionLog.js"
+import type { SessionLog, SessionWriteError } from "../../SessionLog.js"
 import type * as Tool from "../../Tool.js"
 import type { Resume } from "../waiters.js"
 
@@ -151,7 +151,7 @@ export abstract class AgentState {
    * broken log; §10): nothing is appended any more, and every operation fails with this error
    * until the session is resumed (which repairs the open turn).
    */
-  stopped: SessionStoreError | undefined = undefined
+  stopped: SessionWriteError | undefined = undefined
   /** Turns in a row that failed before their claim was durable (`driver.ts` `closeAborted`). */
   claimFailures = 0
   /** Set by `cancel` until the agent is idle (first cause wins, §9). */

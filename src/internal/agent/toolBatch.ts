@@ -14,7 +14,7 @@ import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import { UserMessage as UserMessages } from "../../Message.js"
 import type { EventDraft, ToolErrorCode } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import type { SessionWriteError } from "../../SessionLog.js"
 import * as Tool from "../../Tool.js"
 import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
@@ -68,7 +68,7 @@ class CallContext implements Tool.ToolContext {
 }
 
 /** A truncated response runs none of its calls: each gets `tool/call` + `TRUNCATED` (§6.4). */
-export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, SessionStoreError> => {
+export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, SessionWriteError> => {
   const calls = t.calls ?? []
   for (const c of calls) fail(c, "TRUNCATED", "The response was truncated (max tokens); this tool call was not run.")
   return commitAbortedCalls(a, t, calls, false)
@@ -78,7 +78,7 @@ export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, 
  * Logs a response with tool calls and runs them (§8). Without guards, the assistant message
  * and the `tool/call`s of the first group (the calls that can start together) are one append.
  */
-export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.Effect<void, SessionStoreError> => {
+export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.Effect<void, SessionWriteError> => {
   if (a.config.guards.length > 0) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
   return Effect.flatMap(a.config.ids.next, (id) => {
     const assistant = assistantDraft(a, t, acc, false, id)
@@ -112,7 +112,7 @@ const runTools = (
   a: AgentState,
   t: TurnState,
   first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
-): Effect.Effect<void, SessionStoreError> => {
+): Effect.Effect<void, SessionWriteError> => {
   const calls = t.calls ?? []
   if (calls.length === 1) {
     // Fast path: no fiber for a single call.
@@ -141,7 +141,7 @@ const runBatch = (
   t: TurnState,
   calls: ReadonlyArray<CallState>,
   first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
-): Effect.Effect<void, SessionStoreError> => {
+): Effect.Effect<void, SessionWriteError> => {
   const bound = a.config.toolBound
   const runtime = currentRuntime()
   const fibers: Array<Fiber.RuntimeFiber<void>> = []
@@ -166,7 +166,7 @@ const runBatch = (
     })
   // Commits what is ready only when it has to wait (a batch that never waits commits its
   // results with the step's end).
-  const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionStoreError> =>
+  const waitUntil = (ready: () => boolean): Effect.Effect<void, SessionWriteError> =>
     Effect.suspend(() =>
       ready() ?
         Effect.void :
@@ -184,7 +184,7 @@ const runBatch = (
       fiber.addObserver(settled)
     }
   }
-  const dispatch = (i: number): Effect.Effect<void, SessionStoreError> => {
+  const dispatch = (i: number): Effect.Effect<void, SessionWriteError> => {
     // Once none runs, every result is done: the rest go with the step's end.
     if (i === calls.length) return Effect.flatMap(waitUntil(idle), () => commitBeforeStepEnd(a, t))
     const call = calls[i]!
@@ -275,7 +275,7 @@ const prepare = (
   a: AgentState,
   t: TurnState,
   call: CallState
-): Effect.Effect<Effect.Effect<void> | undefined, SessionStoreError> =>
+): Effect.Effect<Effect.Effect<void> | undefined, SessionWriteError> =>
   Effect.suspend(() => {
     const logCall = (after: () => void) =>
       commit(a, [callDraft(t, call)], () => {
@@ -306,7 +306,7 @@ const prepareGroup = (
   a: AgentState,
   t: TurnState,
   calls: ReadonlyArray<CallState>
-): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionStoreError> =>
+): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionWriteError> =>
   Effect.suspend(() => {
     const group = groupSection(a, t, calls)
     return commit(a, group.drafts, group.apply)

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as Inbox from "../../Inbox.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import type { EventDraft, SplicedData, ToolErrorCode } from "../../SessionEvent.js"
-import type { SessionStoreError } from "../../SessionLog.js"
+import type { SessionWriteError } from "../../SessionLog.js"
 import { flatten } from "../flat.js"
 import { textBlock, toolResultMessage } from "../message.js"
 import { toolError } from "../toolError.js"
@@ -80,7 +80,7 @@ const resultDrafts = (
  * each `tool/result`, followed by its contexts spliced into `next-step` at the batch's index
  * (a critical section, as it splices the inbox).
  */
-export const commitReady = (a: AgentState, t: TurnState): Effect.Effect<void, SessionStoreError> =>
+export const commitReady = (a: AgentState, t: TurnState): Effect.Effect<void, SessionWriteError> =>
   Effect.suspend(() => {
     const calls = t.calls
     if (calls === undefined) return Effect.void
@@ -152,7 +152,7 @@ export const commitReady = (a: AgentState, t: TurnState): Effect.Effect<void, Se
  * end (events and order unchanged), unless one carries contexts (they must be in the inbox
  * before the claim) or ids need an effect: then they are committed now.
  */
-export const commitBeforeStepEnd = (a: AgentState, t: TurnState): Effect.Effect<void, SessionStoreError> =>
+export const commitBeforeStepEnd = (a: AgentState, t: TurnState): Effect.Effect<void, SessionWriteError> =>
   Effect.suspend(() => {
     const calls = t.calls
     if (calls === undefined || a.config.ids.nextSync === undefined) return commitReady(a, t)
@@ -207,7 +207,7 @@ export const commitAbortedCalls = (
   calls: ReadonlyArray<CallState>,
   aborting: boolean,
   why: "was canceled" | "failed" = "was canceled"
-): Effect.Effect<void, SessionStoreError> =>
+): Effect.Effect<void, SessionWriteError> =>
   Effect.gen(function*() {
     for (let i = t.nextCommit; i < calls.length; i++) {
       const call = calls[i]!

@@ -25,7 +25,7 @@
  */
 import { Effect } from "effect"
 import type { EventDraft, SessionEvent } from "../../SessionEvent.js"
-import { type SessionLog, SessionStoreError } from "../../SessionLog.js"
+import { type SessionLog, SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import type { SessionStoreService } from "../../SessionStore.js"
 import type { JsonlIo } from "./jsonl.js"
 
@@ -101,7 +101,7 @@ export const withFailpoints = (store: SessionStoreService, fp: Failpoints, jsonl
       cause: systemError(fault.code, fault.syscall)
     })
   const wrap = (log: SessionLog): SessionLog => {
-    const append = (drafts: ReadonlyArray<EventDraft>): Effect.Effect<ReadonlyArray<SessionEvent>, SessionStoreError> =>
+    const append = (drafts: ReadonlyArray<EventDraft>): Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError> =>
       Effect.suspend(() => {
         if (drafts.length === 0 || fp.paused) return log.append(drafts)
         if (fp.crashed) return refuse(log.id)

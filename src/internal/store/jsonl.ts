@@ -365,7 +365,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
 
     /** Sets up an open log on a descriptor in its own scope (child of the store's). */
     const attach = (
-      scope: Scope.Scope,
+      scope: Scope.CloseableScope,
       fd: number,
       header: SessionHeader,
       path: string,
@@ -403,7 +403,14 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         else finish()
       })
       return Effect.map(Scope.addFinalizer(scope, closing), () => {
-        const sessionLog = makeSessionLog(log, header)
+        const sessionLog: SessionLog = {
+          ...makeSessionLog(log, header),
+          // The log's own scope: appends refused, the file closed, the lock file removed.
+          close: Effect.suspend(() => {
+            if (openLogs.get(header.id) === sessionLog) openLogs.delete(header.id)
+            return Scope.close(scope, Exit.void)
+          })
+        }
         openLogs.set(header.id, sessionLog)
         return sessionLog
       })
@@ -480,7 +487,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       })
 
     /** The log on `fd` (its lock held in `scope`): read, decoded, its torn tail cut, attached. */
-    const load = Effect.fnUntraced(function*(scope: Scope.Scope, fd: number, id: SessionId, path: string) {
+    const load = Effect.fnUntraced(function*(scope: Scope.CloseableScope, fd: number, id: SessionId, path: string) {
       const bytes = yield* readFd(id, path, fd)
       const contents = yield* Effect.flatMap(Store.decodeBytes(bytes, path), (c) =>
         Store.ownHeader(id, path, c))
