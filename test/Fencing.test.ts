@@ -1,0 +1,154 @@
+/**
+ * Fenced writers on PostgreSQL (issue 14 §2, DESIGN.md §3.3): a session's writer epoch is a
+ * fencing token. A store that takes a session over (`writers: "takeover"`) increments it; the
+ * former writer's next append fails `SessionFenced` and writes nothing; its agent stops, leaving
+ * its turn for the new owner, who repairs it (§10). In one process (two stores on one database)
+ * and across two OS processes, the first paused with SIGSTOP while the second takes over.
+ */
+import { expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { spawn } from "node:child_process"
+import * as Path from "node:path"
+import * as Agent from "../src/Agent.js"
+import type { AgentEvent } from "../src/AgentEvent.js"
+import * as Invariant from "../src/Invariant.js"
+import * as Model from "../src/Model.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { brief } from "./utils/agent.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+
+const database = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
+
+const storeOn = (url: string, writers: "exclusive" | "takeover", scope: Scope.Scope) =>
+  Effect.map(
+    Layer.buildWithScope(SqlSessionStore.layerPg({ url, writers, maxConnections: 4 }), scope),
+    (context) => Context.get(context, SessionStore.SessionStore)
+  )
+
+describePg("fenced writers on PostgreSQL", () => {
+  it.live("a takeover fences a running agent: its next append fails SessionFenced, it stops, the new owner repairs and goes on", () =>
+    Effect.gen(function*() {
+      const url = yield* database
+      const scope = yield* Effect.scope
+      const first = yield* Effect.orDie(storeOn(url, "exclusive", scope))
+      const second = yield* Effect.orDie(storeOn(url, "takeover", scope))
+      // A model that waits for `gate` before it answers: the turn is running when the session is taken.
+      const called = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const offline = Model.offline()
+      const gated: Model.ModelService = {
+        ...offline,
+        respond: (request, sink) =>
+          Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(called, undefined), Deferred.await(gate)),
+            offline.respond(request, sink)
+          )
+      }
+      const agentScope = yield* Scope.make()
+      const agent = yield* Agent.make({ sessionId: "s" }).pipe(
+        Effect.provideService(SessionStore.SessionStore, first),
+        Effect.provideService(Model.Model, gated),
+        Scope.extend(agentScope)
+      )
+      const events: Array<AgentEvent> = []
+      const queue = yield* Scope.extend(agent.subscribe, agentScope)
+      const drain = yield* Effect.forkScoped(Effect.forever(Effect.map(queue.take, (e) => events.push(e))))
+      const delivery = yield* agent.followup("hello")
+      yield* Deferred.await(called)
+      const before = agent.log.events().length
+      // The new owner takes the session and resumes it: the open turn is closed by repair.
+      const owner = yield* Agent.resume("s").pipe(
+        Effect.provideService(SessionStore.SessionStore, second),
+        Effect.provideService(Model.Model, offline)
+      )
+      const repaired = yield* second.read("s")
+      expect(brief(repaired.events)).toEqual([
+        "splice next-turn 0 +[hello]",
+        "turn/start 1",
+        "splice next-turn 0 -1",
+        "step/start 1.1",
+        "user hello",
+        "request/header",
+        "step/end 1.1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      // The former writer's model answers: its append is fenced, and it stops. The prompt had
+      // entered before the takeover (its user/message is in the log).
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* delivery.outcome).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+      yield* agent.awaitIdle
+      expect(agent.log.events().length).toBe(before)
+      const refused = yield* Effect.flip(agent.followup("again"))
+      expect(refused).toMatchObject({ _tag: "SessionFenced", sessionId: "s", epoch: 1, current: 2 })
+      yield* Effect.sleep("50 millis")
+      yield* Fiber.interrupt(drain)
+      expect(events.at(-1)?.type).toBe("agent/disposed")
+      // Its disposal writes nothing either.
+      yield* Scope.close(agentScope, Exit.void)
+      // Nothing of the fenced writer after the takeover; the new owner goes on.
+      const next = yield* owner.followup("after")
+      expect(yield* next.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+      yield* owner.awaitIdle
+      const log = yield* second.read("s")
+      expect(log.events.slice(0, repaired.events.length)).toEqual(repaired.events)
+      expect(Invariant.check(log.events)).toEqual([])
+    }).pipe(Effect.scoped))
+
+  it.live(
+    "two processes: the writer paused by SIGSTOP is taken over; after SIGCONT its append fails SessionFenced and nothing of it is in the log",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* database
+        const child = spawn(process.execPath, [Path.resolve("test/utils/fenceChild.mjs"), url, "p"], {
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+        let out = ""
+        let err = ""
+        child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()))
+        child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()))
+        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+        const ticks = () => [...out.matchAll(/^tick (\d+)$/gm)].map((m) => Number(m[1]))
+        /** Polls `ready` every 20 ms, for at most `ms`. */
+        const until = (ready: () => boolean, ms: number, what: string) =>
+          Effect.gen(function*() {
+            for (let waited = 0; !ready(); waited += 20) {
+              if (waited >= ms) {
+                return yield* Effect.die(new Error(`timed out waiting for ${what}; stdout: ${out} stderr: ${err}`))
+              }
+              yield* Effect.sleep("20 millis")
+            }
+          })
+        yield* until(() => ticks().length >= 5, 20_000, "5 ticks")
+        child.kill("SIGSTOP")
+        yield* Effect.sleep("100 millis")
+        const acknowledged = ticks().length
+        // The new owner takes the session over while the writer is paused and appends.
+        const scope = yield* Effect.scope
+        const owner = yield* Effect.orDie(storeOn(url, "takeover", scope))
+        const log = yield* owner.open("p")
+        const taken = log.events().length
+        yield* log.append([{ type: "test/owner", data: { at: taken } }])
+        child.kill("SIGCONT")
+        const code = yield* Effect.promise(() =>
+          Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("timeout"), 15_000))])
+        )
+        expect(code).toBe(3)
+        const failure = JSON.parse(out.trim().split("\n").at(-1)!)
+        expect(failure).toMatchObject({ failed: "SessionFenced", epoch: 1, current: 2 })
+        // No tick acknowledged after the pause, and the log holds what was committed before the
+        // takeover (the acknowledged ticks, and at most one more committed just before the pause),
+        // then the new owner's event, and nothing of the paused writer after it.
+        expect(ticks().length).toBe(acknowledged)
+        const final = yield* owner.read("p")
+        const types = final.events.map((e) => e.type)
+        expect(types.slice(-1)).toEqual(["test/owner"])
+        const logged = final.events.filter((e) => e.type === "test/tick").map((e) => (e.data as { n: number }).n)
+        expect(logged).toEqual(Array.from({ length: taken }, (_, n) => n))
+        expect(taken === acknowledged || taken === acknowledged + 1).toBe(true)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
