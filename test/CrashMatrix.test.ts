@@ -16,6 +16,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import type { Failpoint } from "../src/internal/store/failpoints.js"
 import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
+import { dropDatabase } from "./utils/pg.js"
 
 /** The faults of one append on a store kind. */
 const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
@@ -76,7 +77,10 @@ const boundaries = range(plan.map((p) => p.appends))
 const faults = range(plan.map((p) => faultsAt(p.kind, 1).length))
 
 describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} append boundaries) × ${storeKinds.length} stores × ${faults} faults = ${total} cells`, () => {
-  afterAll(() => Fs.rmSync(root, { recursive: true, force: true }))
+  afterAll(() => {
+    Fs.rmSync(root, { recursive: true, force: true })
+    for (const { place } of plan) if (place.kind === "postgresql") dropDatabase(place.directory)
+  })
   for (const { appends, cells, kind, place, referenceProblems } of plan) {
     it.effect(`${kind}: ${appends} append boundaries, ${cells.length} cells`, () =>
       Effect.gen(function*() {

@@ -33,6 +33,7 @@ import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as SqlSessionStore from "../../src/SqlSessionStore.js"
 import * as Tool from "../../src/Tool.js"
+import { createDatabase, pgUrl } from "./pg.js"
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
@@ -145,11 +146,21 @@ export const scenarios: ReadonlyArray<Scenario> = [
 // Stores
 // ---------------------------------------------------------------------------------------------
 
-export type StoreKind = "memory" | "jsonl" | "jsonl-batch" | "sqlite"
+export type StoreKind = "memory" | "jsonl" | "jsonl-batch" | "sqlite" | "postgresql"
 
-export const storeKinds: ReadonlyArray<StoreKind> = ["memory", "jsonl", "jsonl-batch", "sqlite"]
+/** The stores of the matrix: PostgreSQL when a test server is set (`test/utils/pg.ts`). */
+export const storeKinds: ReadonlyArray<StoreKind> = [
+  "memory",
+  "jsonl",
+  "jsonl-batch",
+  "sqlite",
+  ...(pgUrl === undefined ? [] : ["postgresql" as const])
+]
 
-/** Where a store kind keeps its sessions: one directory for every cell (each has its own session id). */
+/**
+ * Where a store kind keeps its sessions: one directory (PostgreSQL: one database, its URL) for
+ * every cell (each has its own session id).
+ */
 export interface StorePlace {
   readonly kind: StoreKind
   readonly directory: string
@@ -161,6 +172,11 @@ export interface StorePlace {
 const openStore = (place: StorePlace, fp: Failpoints, scope: Scope.Scope) => {
   const base: Effect.Effect<SessionStore.SessionStoreService, unknown, Scope.Scope> = place.kind === "memory"
     ? Effect.succeed(place.memory!)
+    : place.kind === "postgresql"
+    ? Effect.map(
+      Layer.build(SqlSessionStore.layerPg({ url: place.directory, maxConnections: 2 })),
+      (context) => context.unsafeMap.get(SessionStore.SessionStore.key) as SessionStore.SessionStoreService
+    )
     : place.kind === "sqlite"
     ? Effect.map(
       Layer.build(SqlSessionStore.layerSqlite({ filename: `${place.directory}/sessions.db`, synchronous: "normal" })),
@@ -551,6 +567,8 @@ export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean)
 export const makePlace = (kind: StoreKind, directory: string): Effect.Effect<StorePlace> =>
   kind === "memory"
     ? Effect.map(SessionStore.makeMemory, (memory) => ({ kind, directory, memory }))
+    : kind === "postgresql"
+    ? Effect.sync(() => ({ kind, directory: createDatabase() }))
     : Effect.sync(() => {
       Fs.mkdirSync(directory, { recursive: true })
       return { kind, directory }
