@@ -6,8 +6,8 @@
  * fails them instead.
  */
 import { describe } from "@effect/vitest"
-import { randomUUID } from "node:crypto"
 import { execFileSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
 
 /** The server's URL, or undefined when the PostgreSQL suites are off. */
 export const pgUrl: string | undefined = process.env["AGENT_LOOP_TEST_PG"] || undefined
