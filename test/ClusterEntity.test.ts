@@ -5,6 +5,7 @@
  */
 import { Sharding } from "@effect/cluster/Sharding"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Chunk, Context, Deferred, Duration, Effect, Fiber, Layer, Redacted, Schedule, Stream } from "effect"
 import * as Net from "node:net"
@@ -43,7 +44,14 @@ const gatedModel = (gate: Deferred.Deferred<void>): Model.ModelService => {
 }
 
 /** A fresh database, a runner on it, and a reader of its session logs; the database dropped after. */
-const cluster = (options: { readonly gate?: Deferred.Deferred<void>; readonly maxIdleTime?: Duration.DurationInput }) =>
+const cluster = (
+  options: {
+    readonly gate?: Deferred.Deferred<void>
+    readonly maxIdleTime?: Duration.DurationInput
+    readonly retention?: Duration.DurationInput
+    readonly pruneInterval?: Duration.DurationInput
+  }
+) =>
   Effect.gen(function*() {
     const url = yield* Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
     const port = yield* freePort
@@ -52,7 +60,9 @@ const cluster = (options: { readonly gate?: Deferred.Deferred<void>; readonly ma
       pg: url,
       host: "127.0.0.1",
       port,
-      maxIdleTime: options.maxIdleTime
+      maxIdleTime: options.maxIdleTime,
+      retention: options.retention,
+      pruneInterval: options.pruneInterval
     }).pipe(Layer.provide(Model.layer(gatedModel(gate))))
     // A second store on the same database, to read the logs as a user would.
     const reader = SqlSessionStore.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
@@ -187,6 +197,55 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         expect(events.some((e) => e.type === "agent/inbox/spliced" && (e.data as { outcome?: string }).outcome === "canceled"))
           .toBe(false)
         expect(Invariant.check(events)).toEqual([])
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live("a running turn is kept alive: it is not passivated while it waits, and ends Entered", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const { context } = yield* cluster({ gate, maxIdleTime: Duration.millis(500) })
+      const client = Context.get(context, AgentClient)
+      const sharding = Context.get(context, Sharding)
+      expect(yield* bounded(client.followup("s5", "hold on", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+      // Past the reaper's first look (5 s) with no rpc active: only the keep-alive holds it.
+      yield* Effect.sleep(Duration.millis(6500))
+      expect(yield* sharding.activeEntityCount).toBe(1)
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* bounded(client.outcome("s5", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+      const events = yield* Effect.provide(logOf("s5"), context)
+      expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([{ turn: 1, reason: { kind: "completed" } }])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "a client-only process (no shards) reaches the runner's sessions; processed messages are pruned",
+    () =>
+      Effect.gen(function*() {
+        const { context, url } = yield* cluster({ retention: Duration.zero, pruneInterval: Duration.millis(300) })
+        const clientOnly = yield* Layer.build(AgentRunner.layerClient({ pg: url }))
+        const client = Context.get(clientOnly, AgentClient)
+        const started = Date.now()
+        expect(yield* bounded(client.followup("s6", "hello", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        const firstCall = Date.now() - started
+        expect(yield* bounded(client.outcome("s6", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        const events = yield* Effect.provide(logOf("s6"), context)
+        expect(insertedIds(events)).toEqual(["m1"])
+        yield* Effect.logInfo(`client-only process, first followup round trip (warm-up included): ${firstCall} ms`)
+        // Every processed message and its reply go (the entity's keep-alive may still be unprocessed).
+        const processed = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql<{ n: string }>`SELECT count(*) AS n FROM cluster_messages WHERE processed`.pipe(
+            Effect.zipWith(
+              sql<{ n: string }>`SELECT count(*) AS n FROM cluster_replies`,
+              (m, r) => [Number(m[0]!.n), Number(r[0]!.n)]
+            )
+          )).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })))
+        yield* bounded(
+          Effect.repeat(processed, {
+            until: ([m, r]) =>
+              m === 0 && r === 0,
+            schedule: Schedule.spaced(Duration.millis(200))
+          })
+        )
       }).pipe(Effect.scoped),
     60_000
   )
