@@ -322,12 +322,14 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       const sessionId = address.entityId
       const { maxIdleTime: _, ...agentOptions } = options
 
-      // Keep-alive follows the agent's status; calls are serialized so that on/off never cross.
+      // Keep-alive follows the agent's status. Each sync reads the status inside the lock, so
+      // that the last sync (the watcher sees every change) leaves it as the agent is now.
       let keptAlive = false
       const keepAliveLock = yield* Effect.makeSemaphore(1)
-      const keepAlive = (on: boolean) =>
+      const syncKeepAlive = (agent: Agent.Agent) =>
         keepAliveLock.withPermits(1)(
-          Effect.suspend(() => {
+          Effect.flatMap(agent.status, (status) => {
+            const on = status === "running"
             if (keptAlive === on) return Effect.void
             keptAlive = on
             return Entity.keepAlive(on)
@@ -342,7 +344,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         // the agent is released, never disposed, when the entity is passivated or moves.
         yield* Effect.addFinalizer(() => AgentApi.release(agent))
         yield* agent.statusChanges.pipe(
-          Stream.runForEach((status) => keepAlive(status === "running")),
+          Stream.runForEach(() => syncKeepAlive(agent)),
           Effect.forkScoped
         )
         return agent
@@ -378,7 +380,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               ))
           )
           // A run is on before the reply: the session is kept alive from now on.
-          if (delivered && kind !== "inject" && (yield* agent.status) === "running") yield* keepAlive(true)
+          if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
           return answered
         })
 
