@@ -48,9 +48,12 @@ const HEAVY = [
   "@effect/platform-node",
   "@effect/rpc",
   "@effect/sql",
+  "@effect/sql-pg",
   "@effect/sql-sqlite-node",
+  "@effect/workflow",
   "better-sqlite3",
   "gpt-tokenizer",
+  "pg",
   "ink",
   "react",
   "undici"
@@ -58,7 +61,7 @@ const HEAVY = [
 
 describe("package.json", () => {
   it("every export and the bin name a file of the build", () => {
-    expect(Object.keys(manifest.exports)).toEqual([".", "./sql", "./ai-bridge", "./package.json"])
+    expect(Object.keys(manifest.exports)).toEqual([".", "./sql", "./ai-bridge", "./cluster", "./package.json"])
     for (const target of Object.values(manifest.exports)) {
       for (const file of typeof target === "string" ? [target] : [target.types, target.default]) {
         expect(Fs.existsSync(Path.join(root, file)), file).toBe(true)
@@ -69,6 +72,7 @@ describe("package.json", () => {
       types: "./dist/providers/AiBridge.d.ts",
       default: "./dist/providers/AiBridge.js"
     })
+    expect(manifest.exports["./cluster"]).toEqual({ types: "./dist/cluster/index.d.ts", default: "./dist/cluster/index.js" })
     const bin = Path.join(root, manifest.bin["agent-loop"]!)
     expect(Fs.statSync(bin).mode & 0o111).not.toBe(0)
   })
@@ -81,7 +85,18 @@ describe("package.json", () => {
       expect(range, name).toBe(`^${dev}`)
     }
     const optional = Object.entries(manifest.peerDependenciesMeta).filter(([, m]) => m.optional === true).map(([n]) => n).sort()
-    expect(optional).toEqual(["@effect/ai", "@effect/sql", "@effect/sql-sqlite-node", "ink", "react"])
+    expect(optional).toEqual([
+      "@effect/ai",
+      "@effect/cluster",
+      "@effect/platform-node",
+      "@effect/rpc",
+      "@effect/sql",
+      "@effect/sql-pg",
+      "@effect/sql-sqlite-node",
+      "@effect/workflow",
+      "ink",
+      "react"
+    ])
     expect(Object.keys(manifest.peerDependencies).filter((n) => !optional.includes(n)).sort()).toEqual([
       "@effect/platform",
       "effect"
@@ -131,5 +146,17 @@ describe("what each entry loads (a child process, its resolved modules recorded)
   it("effect-agent-loop/ai-bridge loads @effect/ai (and its peer @effect/rpc), not SQL nor the chat's packages", () => {
     const loaded = packagesLoadedBy("effect-agent-loop/ai-bridge")
     expect(loaded.filter((name) => HEAVY.includes(name) && name !== "@effect/rpc")).toEqual(["@effect/ai"])
+  })
+
+  it("effect-agent-loop/cluster loads the cluster, its transport and PostgreSQL, not @effect/workflow (deep imports), undici nor SQLite", () => {
+    const loaded = packagesLoadedBy("effect-agent-loop/cluster")
+    expect(loaded.filter((name) => HEAVY.includes(name))).toEqual([
+      "@effect/cluster",
+      "@effect/platform-node",
+      "@effect/rpc",
+      "@effect/sql",
+      "@effect/sql-pg",
+      "pg"
+    ])
   })
 })

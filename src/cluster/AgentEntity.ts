@@ -1,0 +1,418 @@
+/**
+ * Agents as `@effect/cluster` entities (issue 14 §3): `AgentEntity`, keyed by session id, whose
+ * rpcs are the agent's API (`followup`, `steer`, `inject`, `cancel`, `status`, `outcome`, and a
+ * streaming `events`), and `layer`, the handlers a runner registers.
+ *
+ * Rules (the README's "Scaling out"):
+ * - Activation opens the session with `Agent.resume(id, {continuePending: true})`: crash repair
+ *   first (§10), then the waking work the log leaves pending, so a session whose runner died
+ *   mid-turn goes on on its new runner without anyone running `resume`. A session that does not
+ *   exist yet is created (`Agent.make({sessionId})`), so the first `followup` to a new id starts it.
+ * - Deliveries (`followup`, `steer`, `inject`) reply `{messageId}` once the splice is durable
+ *   (§5.1). They are persisted messages, which the cluster delivers at least once; each carries
+ *   its message id (the caller's, or one `AgentClient` draws), which is the rpc's primary key (a
+ *   retry while the cluster still holds the first answer gets that answer) and the message's id
+ *   in the log (a delivery of an id the log already holds answers with that delivery, and logs
+ *   nothing).
+ * - The rpcs of one session run concurrently (`status`, `outcome`, `steer`, `inject`, `cancel`
+ *   reach a session whose turn runs); the agent serializes its own inbox (§4).
+ * - While a run is on, the entity is kept alive (`Entity.keepAlive`): a running turn is never
+ *   passivated, and a turn outlives the rpc that started it (on failover the keep-alive message
+ *   re-activates the session on its new runner). Keep-alive is on before a waking delivery
+ *   replies.
+ * - Passivation (`maxIdleTime`) and shard hand-over release the agent: it stops writing and its
+ *   inbox stays in the log for the next activation. Passivation is never disposal.
+ *
+ * Import `effect-agent-loop/cluster`; this module deep-imports `@effect/cluster` (never its index,
+ * which loads `@effect/workflow`).
+ *
+ * @since 0.1.0
+ */
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import type { Sharding } from "@effect/cluster/Sharding"
+import * as Rpc from "@effect/rpc/Rpc"
+import { Duration, Effect, Exit, type Layer, Schema, Scope, Stream } from "effect"
+import * as Agent from "../Agent.js"
+import { AgentDisposed, DuplicateMessageId, InvalidEvent, isDuplicateMessageId } from "../AgentError.js"
+import type { AgentEvent } from "../AgentEvent.js"
+import * as IdGenerator from "../IdGenerator.js"
+import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
+import type { Model } from "../Model.js"
+import { SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
+import type { SessionStore } from "../SessionStore.js"
+import * as AgentApi from "./internal/agentApi.js"
+
+/**
+ * No message with this id was ever inserted into the session's inbox (`outcome`, DESIGN.md §12).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const MessageNotFound = AgentApi.MessageNotFound
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type MessageNotFound = AgentApi.MessageNotFound
+
+/**
+ * The message of a delivery rpc: text (one text block; source `{kind:"user"}` for `followup` and
+ * `steer`, `{kind:"plugin", plugin:"cluster"}` for `inject`), or `{content, source?}` (our
+ * `UserMessage` JSON; its `id` and `role`, when given, must agree with the delivery).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DeliveryMessage = Schema.Union(
+  Schema.String,
+  Schema.Struct({
+    id: Schema.optional(Schema.String),
+    role: Schema.optional(Schema.Literal("user")),
+    content: Schema.Array(ContentBlock),
+    source: Schema.optional(MessageSource)
+  })
+)
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type DeliveryMessage = typeof DeliveryMessage.Type
+
+/**
+ * The payload of `followup`, `steer` and `inject`: the message and its id. The id is the rpc's
+ * primary key and the message's id in the log: a delivery of an id the log already holds answers
+ * `{messageId}` again and logs nothing (safe retries of an at-least-once delivery).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DeliveryPayload = {
+  messageId: Schema.String,
+  message: DeliveryMessage
+}
+
+/**
+ * The reply of a delivery rpc, once its splice is durable (DESIGN.md §5.1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Delivered = Schema.Struct({ messageId: Schema.String })
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Delivered = typeof Delivered.Type
+
+/**
+ * The errors of a delivery rpc: the agent's delivery errors (§5.1), and what opening the session
+ * can fail with (a store failure, an unreadable log).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const DeliveryError = Schema.Union(
+  InvalidMessage,
+  DuplicateMessageId,
+  AgentDisposed,
+  SessionStoreError,
+  SessionLogError,
+  SessionNotFound
+)
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type DeliveryError = typeof DeliveryError.Type
+
+/**
+ * Errors of opening the session (activation): a store failure, an unreadable log.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const OpenError = Schema.Union(SessionStoreError, SessionLogError, SessionNotFound)
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type OpenError = typeof OpenError.Type
+
+/**
+ * A delivery outcome (DESIGN.md §5.1): `{_tag:"Entered", turn, step}` | `{_tag:"Dropped", reason}`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const DeliveryOutcome = Schema.Union(
+  Schema.Struct({ _tag: Schema.Literal("Entered"), turn: Schema.Number, step: Schema.Number }),
+  Schema.Struct({
+    _tag: Schema.Literal("Dropped"),
+    reason: Schema.Literal("rejected", "failed", "canceled", "disposed", "interrupted", "discarded")
+  })
+)
+
+/**
+ * What `status` answers: the agent's status (§5.2) and the number of messages pending in each
+ * queue of its inbox (§4).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Status = Schema.Struct({
+  status: Schema.Literal("idle", "running"),
+  nextTurn: Schema.Number,
+  nextStep: Schema.Number
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Status = typeof Status.Type
+
+/** An `AgentEvent` on the wire: plain JSON with a string `type`, every field kept. */
+const AgentEventSchema: Schema.Schema<AgentEvent, any> = Schema.Struct(
+  { type: Schema.String },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+) as any
+
+const persisted = <R extends Rpc.Any>(rpc: R): R => (rpc as any).annotate(ClusterSchema.Persisted, true)
+
+/**
+ * `followup {messageId, message}` → `{messageId}`: queue a direct prompt in `next-turn` (waking, §5.1). Persisted.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Followup = persisted(
+  Rpc.make("followup", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+)
+/**
+ * `steer {messageId, message}` → `{messageId}`: join the running turn at its next step, or start one (waking). Persisted.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Steer = persisted(
+  Rpc.make("steer", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+)
+/**
+ * `inject {messageId, message}` → `{messageId}`: context in `next-step` (non-waking, §5.1). Persisted.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Inject = persisted(
+  Rpc.make("inject", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+)
+/**
+ * `cancel {cause?, keepInbox?}` (§9): returns when the interrupted turn is closed. Persisted.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Cancel = persisted(
+  Rpc.make("cancel", {
+    payload: {
+      cause: Schema.optional(
+        Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+      ),
+      keepInbox: Schema.optional(Schema.Boolean)
+    },
+    error: Schema.Union(InvalidEvent, OpenError)
+  })
+)
+/**
+ * `status` → `{status, nextTurn, nextStep}`. Not persisted (it answers the live agent); it also
+ * warms a cold client (see `AgentClient`).
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const GetStatus = Rpc.make("status", { success: Status, error: OpenError })
+/**
+ * `outcome {messageId}` → the message's fate once decided (§12); `MessageNotFound` for an id never
+ * inserted. Persisted: a wait outlives a failover of the session's runner.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Outcome = persisted(
+  Rpc.make("outcome", {
+    payload: { messageId: Schema.String },
+    success: DeliveryOutcome,
+    error: Schema.Union(AgentApi.MessageNotFound, OpenError)
+  })
+)
+/**
+ * `events`: the session's live events (§5.3) while subscribed (a stream; not persisted): first
+ * `{type:"agent/status", status}` (the status when the subscription started: from then on
+ * nothing is missed), then every event. An open subscription keeps the entity active (never
+ * passivated).
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Events = Rpc.make("events", { success: AgentEventSchema, error: OpenError, stream: true })
+
+/**
+ * The entity: type `"effect-agent-loop/Agent"`, keyed by session id.
+ *
+ * @since 0.1.0
+ * @category entities
+ */
+export const AgentEntity = Entity.make("effect-agent-loop/Agent", [Followup, Steer, Inject, Cancel, GetStatus, Outcome, Events])
+
+/**
+ * Options of `layer`: the agent's options (`Agent.ResumeOptions` without `continuePending`,
+ * which is always on), and `maxIdleTime` (default 5 minutes): how long an idle session stays
+ * activated after its last rpc ended before it is passivated (released; the cluster checks at most
+ * every 5 s).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EntityOptions extends Omit<Agent.ResumeOptions, "continuePending"> {
+  readonly maxIdleTime?: Duration.DurationInput | undefined
+}
+
+type Kind = "followup" | "steer" | "inject"
+
+const INJECT_SOURCE = Object.freeze({ kind: "plugin", plugin: "cluster" })
+
+/** The `UserMessage` of a delivery payload (validated and frozen by `UserMessage.make`). */
+const messageOf = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
+  // The id is given: the generator is never asked.
+  Effect.provideService(messageOfPayload(kind, payload), IdGenerator.IdGenerator, IdGenerator.random)
+
+const messageOfPayload = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) => {
+  const m = payload.message
+  if (typeof m === "string") {
+    return UserMessage.make({ text: m, id: payload.messageId, source: kind === "inject" ? INJECT_SOURCE : undefined })
+  }
+  if (m.id !== undefined && m.id !== payload.messageId) {
+    return Effect.fail(
+      new InvalidMessage({ message: `the message's id ${m.id} is not the delivery's id ${payload.messageId}`, path: "id" })
+    )
+  }
+  return UserMessage.make({
+    content: m.content,
+    id: payload.messageId,
+    source: m.source ?? (kind === "inject" ? INJECT_SOURCE : undefined)
+  })
+}
+
+/**
+ * The entity's handlers as a layer (registers `AgentEntity` with the `Sharding` in context):
+ * each activation opens its session from the `SessionStore` with the `Model` in context
+ * (`Agent.resume` with `continuePending`, or `Agent.make` for a new id), rpcs run concurrently,
+ * passivation releases the agent. Activation failures (store, unreadable log) are the rpcs' typed
+ * errors; the next rpc tries again.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sharding | SessionStore | Model> =>
+  AgentEntity.toLayer(
+    Effect.gen(function*() {
+      const address = yield* Entity.CurrentAddress
+      const scope = yield* Scope.Scope
+      const context = yield* Effect.context<Sharding | Entity.CurrentAddress | SessionStore | Model>()
+      const sessionId = address.entityId
+      const { maxIdleTime: _, ...agentOptions } = options
+
+      // Keep-alive follows the agent's status. Each sync reads the status inside the lock, so
+      // that the last sync (the watcher sees every change) leaves it as the agent is now.
+      let keptAlive = false
+      const keepAliveLock = yield* Effect.makeSemaphore(1)
+      const syncKeepAlive = (agent: Agent.Agent) =>
+        keepAliveLock.withPermits(1)(
+          Effect.flatMap(agent.status, (status) => {
+            const on = status === "running"
+            if (keptAlive === on) return Effect.void
+            keptAlive = on
+            return Entity.keepAlive(on)
+          })
+        ).pipe(Effect.provide(context))
+
+      const open = Effect.gen(function*() {
+        const agent = yield* Agent.resume(sessionId, { ...agentOptions, continuePending: true }).pipe(
+          Effect.catchTag("SessionNotFound", () => Agent.make({ ...agentOptions, sessionId }))
+        )
+        // After the agent's own finalizer was added: runs before it (reverse order), so that
+        // the agent is released, never disposed, when the entity is passivated or moves.
+        yield* Effect.addFinalizer(() => AgentApi.release(agent))
+        yield* agent.statusChanges.pipe(
+          Stream.runForEach(() => syncKeepAlive(agent)),
+          Effect.forkScoped
+        )
+        return agent
+      }).pipe(Effect.provide(context), Scope.extend(scope))
+
+      // Opened at activation (a session that was running resumes now); a failed open is retried
+      // by the next rpc, which gets its error.
+      let opened: Agent.Agent | undefined
+      const lock = yield* Effect.makeSemaphore(1)
+      const agentOf = lock.withPermits(1)(
+        Effect.suspend(() =>
+          opened !== undefined ? Effect.succeed(opened) : Effect.tap(open, (a) => {
+            opened = a
+          })
+        )
+      )
+      const first = yield* Effect.exit(agentOf)
+      if (Exit.isFailure(first)) yield* Effect.logWarning(`session ${sessionId}: could not be opened`, first.cause)
+
+      const deliver = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
+        Effect.gen(function*() {
+          const agent = yield* agentOf
+          const answered = { messageId: payload.messageId }
+          // A retry of a delivery the log already holds: that delivery, nothing logged.
+          if ((yield* AgentApi.deliveryOf(agent, payload.messageId)) !== undefined) return answered
+          const message = yield* messageOf(kind, payload)
+          const delivered = yield* agent[kind](message).pipe(
+            Effect.as(true),
+            Effect.catchIf(isDuplicateMessageId, (e) =>
+              Effect.flatMap(
+                AgentApi.deliveryOf(agent, payload.messageId),
+                (found) => found === undefined ? Effect.fail(e) : Effect.succeed(false)
+              ))
+          )
+          // A run is on before the reply: the session is kept alive from now on.
+          if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
+          return answered
+        })
+
+      return AgentEntity.of({
+        followup: ({ payload }) => deliver("followup", payload),
+        steer: ({ payload }) => deliver("steer", payload),
+        inject: ({ payload }) => deliver("inject", payload),
+        cancel: ({ payload }) =>
+          Effect.flatMap(agentOf, (agent) => agent.cancel(payload.cause, { keepInbox: payload.keepInbox })),
+        status: () =>
+          Effect.flatMap(agentOf, (agent) =>
+            Effect.zipWith(agent.status, agent.inbox, (status, inbox) => ({
+              status,
+              nextTurn: inbox.nextTurn.length,
+              nextStep: inbox.nextStep.length
+            }))),
+        outcome: ({ payload }) => Effect.flatMap(agentOf, (agent) => AgentApi.outcome(agent, payload.messageId)),
+        events: () =>
+          Stream.unwrapScoped(Effect.gen(function*() {
+            const agent = yield* agentOf
+            // Subscribed before the status is read: the first element says the stream is live.
+            const queue = yield* agent.subscribe
+            const now: AgentEvent = { type: "agent/status", status: yield* agent.status }
+            return Stream.concat(
+              Stream.succeed(now),
+              Stream.takeUntil(Stream.fromQueue(queue), (e) => e.type === "agent/disposed")
+            )
+          }))
+      })
+    }),
+    {
+      concurrency: "unbounded",
+      maxIdleTime: options.maxIdleTime ?? Duration.minutes(5)
+    }
+  )

@@ -1,0 +1,261 @@
+/**
+ * Runner processes and client-only processes of an agent cluster (issue 14 §3): `layer` starts a
+ * runner (sharding over PostgreSQL storage, runner-to-runner transport over TCP sockets from
+ * `@effect/platform-node`, the `AgentEntity` registered), `layerClient` a process that only sends
+ * (no shards). Both provide `AgentClient`. The model is the caller's (`Model` stays in the
+ * requirements), as are the agent's tools and instructions (options).
+ *
+ * Sharding settings (`ShardingSettings`, defaults in `defaults`) are chosen so that a runner that
+ * dies (SIGKILL) has its sessions answering again on another runner within about 10 s without
+ * flapping under load: the runner health check runs every 2 s (a dead runner fails its pings in
+ * about 3 s; the cluster's 1-minute default gave 15–37 s), shard locks are refreshed every 5 s and
+ * expire after 15 s (a 1 s refresh made a loaded runner drop all its shards), assignments are
+ * re-read every 2 s and message storage is polled every 1 s (a cold client's first message).
+ *
+ * Message storage (`cluster_messages`, `cluster_replies`) grows with every persisted message: a
+ * cluster singleton deletes processed messages and their replies older than `retention` (default
+ * 1 hour). A retry older than that is still answered once, by the entity (its id is in the log).
+ *
+ * No environment variable is read (the cluster's `ShardingConfig.layerFromEnv` reads `HOST` and
+ * `PORT`; it is not used): a CLI maps its own flags (`AGENT_LOOP_RUNNER_*`) to these options.
+ *
+ * @since 0.1.0
+ */
+import * as MachineId from "@effect/cluster/MachineId"
+import { RunnerAddress } from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import { Sharding } from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as Snowflake from "@effect/cluster/Snowflake"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import { Socket } from "@effect/platform/Socket"
+import type { SocketServerError } from "@effect/platform/SocketServer"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import type { Model } from "../Model.js"
+import type { SessionStoreError } from "../SessionLog.js"
+import * as SqlSessionStore from "../SqlSessionStore.js"
+import { type AgentClient, layer as clientLayer } from "./AgentClient.js"
+import * as AgentEntity from "./AgentEntity.js"
+
+/**
+ * The sharding settings a deployment may tune (the cluster's `ShardingConfig` names; durations
+ * as `Duration.DurationInput`). Every process of a cluster must use the same `shardsPerGroup`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ShardingSettings {
+  /** Shards per group (default 300; the same on every process). */
+  readonly shardsPerGroup?: number | undefined
+  /** Most time between shard lock refreshes (default 5 s; effective: at most a third of the expiration). */
+  readonly shardLockRefreshInterval?: Duration.DurationInput | undefined
+  /** Shard lock expiration, the backstop when the health check cannot decide (default 15 s). */
+  readonly shardLockExpiration?: Duration.DurationInput | undefined
+  /** Row locks instead of PostgreSQL advisory locks (default false: advisory locks go with a dead runner's connection). */
+  readonly shardLockDisableAdvisory?: boolean | undefined
+  /** How often one runner pings the others (default 2 s). */
+  readonly runnerHealthCheckInterval?: Duration.DurationInput | undefined
+  /** How often a process re-reads the runners and shard assignments (default 2 s). */
+  readonly refreshAssignmentsInterval?: Duration.DurationInput | undefined
+  /** How often a runner reads unprocessed messages from storage (default 1 s). */
+  readonly entityMessagePollInterval?: Duration.DurationInput | undefined
+  /** How often a waiting client reads replies from storage (default 200 ms). */
+  readonly entityReplyPollInterval?: Duration.DurationInput | undefined
+  /** How long a stopping entity may take (default 15 s). */
+  readonly entityTerminationTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The defaults of `ShardingSettings` (see the module's comment for why).
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const defaults = {
+  shardsPerGroup: 300,
+  shardLockRefreshInterval: Duration.seconds(5),
+  shardLockExpiration: Duration.seconds(15),
+  shardLockDisableAdvisory: false,
+  runnerHealthCheckInterval: Duration.seconds(2),
+  refreshAssignmentsInterval: Duration.seconds(2),
+  entityMessagePollInterval: Duration.seconds(1),
+  entityReplyPollInterval: Duration.millis(200),
+  entityTerminationTimeout: Duration.seconds(15)
+} as const satisfies ShardingSettings
+
+/**
+ * Where the cluster's state is: `pg`, the PostgreSQL URL (sessions, shard locks, runners,
+ * messages); `tablePrefix`, the session store's table prefix (`SqlSessionStore`); `clusterPrefix`,
+ * the cluster's (default `"cluster"`: `cluster_messages`, …); `sharding`, the settings.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StorageOptions {
+  readonly pg: string | Redacted.Redacted<string>
+  readonly tablePrefix?: string | undefined
+  readonly clusterPrefix?: string | undefined
+  readonly sharding?: ShardingSettings | undefined
+}
+
+/**
+ * Options of a runner: storage, the address other processes reach it at (`host`, `port`), where it
+ * listens (default: the same), the entity's options (instructions, tools, `maxIdleTime`, …), and
+ * the retention of processed cluster messages (`retention`, default 1 hour; `pruneInterval`,
+ * default 5 minutes).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunnerOptions extends StorageOptions, AgentEntity.EntityOptions {
+  readonly host: string
+  readonly port: number
+  readonly listenHost?: string | undefined
+  readonly listenPort?: number | undefined
+  readonly retention?: Duration.DurationInput | undefined
+  readonly pruneInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * What starting a runner can fail with: PostgreSQL (connecting, migrations), the listening
+ * socket, the session store.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunnerError = SqlError | SocketServerError | SessionStoreError
+
+const configOf = (
+  options: StorageOptions,
+  address: Option.Option<{ host: string; port: number }>,
+  listen?: { host: string; port: number }
+) =>
+  ShardingConfig.layer({
+    ...defaults,
+    ...Object.fromEntries(Object.entries(options.sharding ?? {}).filter(([, v]) => v !== undefined)),
+    runnerAddress: Option.map(address, (a) => RunnerAddress.make({ host: a.host, port: a.port })),
+    runnerListenAddress: listen === undefined ? Option.none() : Option.some(RunnerAddress.make(listen))
+  })
+
+/** TCP sockets to other runners (msgpack), as `@effect/platform-node`'s NodeClusterSocket makes them. */
+const clientProtocol = Layer.effect(
+  Runners.RpcClientProtocol,
+  Effect.map(RpcSerialization.RpcSerialization, (serialization) => (address) =>
+    Effect.flatMap(
+      Effect.orDie(NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port })),
+      (socket) =>
+        RpcClient.makeProtocolSocket().pipe(
+          Effect.provideService(Socket, socket),
+          Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+        )
+    ))
+)
+
+/** PostgreSQL client, message and runner storage (after the config). */
+const storage = (options: StorageOptions) =>
+  Layer.mergeAll(
+    SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
+    SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
+  )
+
+const pgLayer = (options: StorageOptions) =>
+  PgClient.layer({ url: typeof options.pg === "string" ? Redacted.make(options.pg) : options.pg })
+
+/** Deletes processed messages (and their replies) older than `retention`; one runner of the cluster does it. */
+const pruner = (options: RunnerOptions) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const sharding = yield* Sharding
+    const sql = yield* SqlClient.SqlClient
+    const prefix = options.clusterPrefix ?? "cluster"
+    const messages = sql(`${prefix}_messages`)
+    const replies = sql(`${prefix}_replies`)
+    const retention = Duration.toMillis(options.retention ?? Duration.hours(1))
+    const prune = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      // Snowflake ids carry their time: every id below this one is older than the retention.
+      const cutoff = String(Snowflake.make({ timestamp: now - retention, machineId: MachineId.make(0), sequence: 0 }))
+      yield* sql`DELETE FROM ${replies} WHERE request_id IN (SELECT id FROM ${messages} WHERE processed AND id < ${cutoff})`
+      yield* sql`DELETE FROM ${messages} WHERE processed AND id < ${cutoff}`
+    }).pipe(sql.withTransaction, Effect.catchAllCause((cause) => Effect.logWarning("pruning cluster messages failed", cause)))
+    yield* sharding.registerSingleton(
+      "effect-agent-loop/prune-messages",
+      Effect.repeat(prune, Schedule.spaced(options.pruneInterval ?? Duration.minutes(5)))
+    )
+  }))
+
+/**
+ * A runner: sharding over PostgreSQL storage, sockets between runners (listening on
+ * `listenHost:listenPort`, default `host:port`), `AgentEntity` registered with `options` (its
+ * sessions in `SqlSessionStore` on the same database), processed messages pruned. Provides
+ * `AgentClient` (and the `Sharding`). Requires the `Model` the agents use.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { NodeRuntime } from "@effect/platform-node"
+ * import { Model } from "effect-agent-loop"
+ * import { AgentRunner } from "effect-agent-loop/cluster"
+ *
+ * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 34431, instructions: "Be brief." })
+ * Layer.launch(runner.pipe(Layer.provide(Model.layer(Model.offline())))).pipe(NodeRuntime.runMain)
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Sharding, RunnerError, Model> => {
+  const config = configOf(
+    options,
+    Option.some({ host: options.host, port: options.port }),
+    options.listenHost === undefined && options.listenPort === undefined
+      ? undefined
+      : { host: options.listenHost ?? options.host, port: options.listenPort ?? options.port }
+  )
+  const server = Layer.unwrapEffect(Effect.map(ShardingConfig.ShardingConfig, (c) => {
+    const listen = Option.getOrThrow(Option.orElse(c.runnerListenAddress, () => c.runnerAddress))
+    return NodeSocketServer.layer({ host: listen.host, port: listen.port })
+  }))
+  const health = RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(clientProtocol))
+  const sharding = SocketRunner.layer.pipe(
+    Layer.provide([server, clientProtocol, health]),
+    Layer.provide(storage(options))
+  )
+  // PENDING(sql-store): SqlSessionStore.layerPg({ url, tablePrefix, writers: "takeover" }) once it
+  // is on main, so that a new owner takes a session over and fences its old writer (§2).
+  const sessions = SqlSessionStore.layer({ tablePrefix: options.tablePrefix })
+  const app = Layer.mergeAll(AgentEntity.layer(options), pruner(options), clientLayer).pipe(
+    Layer.provide(sessions),
+    Layer.provideMerge(sharding)
+  )
+  return app.pipe(
+    Layer.provide(config),
+    Layer.provide(RpcSerialization.layerMsgPack),
+    Layer.provide(pgLayer(options))
+  ) as Layer.Layer<AgentClient | Sharding, RunnerError, Model>
+}
+
+/**
+ * A client-only process (no shards, no listening socket): `AgentClient` over the cluster whose
+ * state is at `options.pg`. Use the same `clusterPrefix` and `shardsPerGroup` as the runners.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient = (options: StorageOptions): Layer.Layer<AgentClient | Sharding, SqlError> =>
+  clientLayer.pipe(
+    Layer.provideMerge(SocketRunner.layerClientOnly),
+    Layer.provide([clientProtocol, storage(options)]),
+    Layer.provide(configOf(options, Option.none())),
+    Layer.provide(RpcSerialization.layerMsgPack),
+    Layer.provide(pgLayer(options))
+  )

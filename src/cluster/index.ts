@@ -1,0 +1,12 @@
+/**
+ * `effect-agent-loop/cluster` (issue 14 §3): agents as `@effect/cluster` entities on PostgreSQL.
+ * `AgentEntity` (the entity and its rpcs), `AgentClient` (send to any session from any process of
+ * the cluster), `AgentRunner` (runner and client-only process layers). Needs the optional peers
+ * `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg`, `@effect/workflow` (a peer of
+ * `@effect/cluster`, never loaded) and `@effect/platform-node`.
+ *
+ * @since 0.1.0
+ */
+export * as AgentClient from "./AgentClient.js"
+export * as AgentEntity from "./AgentEntity.js"
+export * as AgentRunner from "./AgentRunner.js"

@@ -1,0 +1,252 @@
+/**
+ * `AgentEntity` on a real PostgreSQL (issue 14 §3), in one process: a runner (sharding over
+ * PostgreSQL storage, sockets on loopback) and its `AgentClient`. A fresh database per test.
+ * Real time: the cluster polls storage and passivates on its own clock (sleeps are bounded).
+ */
+import { Sharding } from "@effect/cluster/Sharding"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { expect, it } from "@effect/vitest"
+import { Chunk, Context, Deferred, Duration, Effect, Fiber, Layer, Redacted, Schedule, Stream } from "effect"
+import * as Net from "node:net"
+import type { AgentEvent } from "../src/AgentEvent.js"
+import { AgentClient } from "../src/cluster/AgentClient.js"
+import * as AgentRunner from "../src/cluster/AgentRunner.js"
+import * as Invariant from "../src/Invariant.js"
+import { textOf, type UserMessage } from "../src/Message.js"
+import * as Model from "../src/Model.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import { SessionStore } from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+
+/** A free TCP port on loopback. */
+const freePort = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** The offline model, except that a request whose last message says "hold" waits for `gate`. */
+const gatedModel = (gate: Deferred.Deferred<void>): Model.ModelService => {
+  const offline = Model.offline()
+  return {
+    ...offline,
+    respond: (request, sink) => {
+      const last = request.messages[request.messages.length - 1]
+      return last !== undefined && textOf(last.content).includes("hold")
+        ? Effect.zipRight(Deferred.await(gate), offline.respond(request, sink))
+        : offline.respond(request, sink)
+    }
+  }
+}
+
+/** A fresh database, a runner on it, and a reader of its session logs; the database dropped after. */
+const cluster = (
+  options: {
+    readonly gate?: Deferred.Deferred<void>
+    readonly maxIdleTime?: Duration.DurationInput
+    readonly retention?: Duration.DurationInput
+    readonly pruneInterval?: Duration.DurationInput
+  }
+) =>
+  Effect.gen(function*() {
+    const url = yield* Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
+    const port = yield* freePort
+    const gate = options.gate ?? (yield* Deferred.make<void>())
+    const runner = AgentRunner.layer({
+      pg: url,
+      host: "127.0.0.1",
+      port,
+      maxIdleTime: options.maxIdleTime,
+      retention: options.retention,
+      pruneInterval: options.pruneInterval
+    }).pipe(Layer.provide(Model.layer(gatedModel(gate))))
+    // A second store on the same database, to read the logs as a user would.
+    const reader = SqlSessionStore.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+    const context = yield* Layer.build(Layer.merge(runner, reader))
+    return { context, url }
+  })
+
+const logOf = (id: string) =>
+  Effect.map(
+    Effect.flatMap(SessionStore, (store) => store.read(id)),
+    (contents) => contents.events as ReadonlyArray<SessionEvent>
+  )
+
+/** The ids inserted into the inbox, in log order (one entry per insertion). */
+const insertedIds = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<string> =>
+  events.flatMap((e) =>
+    e.type === "agent/inbox/spliced" ? (e.data as { inserted: ReadonlyArray<UserMessage> }).inserted.map((m) => m.id) : []
+  )
+
+const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 20) =>
+  Effect.timeoutFail(effect, { duration: Duration.seconds(seconds), onTimeout: () => new Error(`no answer within ${seconds} s`) })
+
+describePg("AgentEntity on PostgreSQL (runner and client in one process)", () => {
+  it.live(
+    "followup: the reply names the message once durable, the turn runs, outcome Entered {turn 1, step 1}",
+    () =>
+      Effect.gen(function*() {
+        const { context } = yield* cluster({})
+        const client = Context.get(context, AgentClient)
+        const started = Date.now()
+        const delivered = yield* bounded(client.followup("s1", "hello", { messageId: "m1" }))
+        const firstCall = Date.now() - started
+        expect(delivered).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.outcome("s1", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        const events = yield* Effect.provide(logOf("s1"), context)
+        expect(insertedIds(events)).toEqual(["m1"])
+        expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([{
+          turn: 1,
+          reason: { kind: "completed" }
+        }])
+        expect(Invariant.check(events)).toEqual([])
+        // An id never delivered.
+        const missing = yield* Effect.flip(bounded(client.outcome("s1", "nope")))
+        expect(missing).toMatchObject({ _tag: "MessageNotFound", messageId: "nope" })
+        yield* Effect.logInfo(`first followup round trip (warm-up included): ${firstCall} ms`)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "a retried delivery of an id already in the log answers with that delivery; the log holds one copy",
+    () =>
+      Effect.gen(function*() {
+        const { context } = yield* cluster({})
+        const client = Context.get(context, AgentClient)
+        expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        // The same rpc again (the cluster's own answer), and another rpc with that id (the entity's:
+        // its primary key differs, so only the log tells).
+        expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.inject("s2", "first again", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.steer("s2", "first again", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.outcome("s2", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        const events = yield* Effect.provide(logOf("s2"), context)
+        expect(insertedIds(events)).toEqual(["m1"])
+        expect(events.filter((e) => e.type === "turn/start").length).toBe(1)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live("status, steer and outcome reach a session whose turn is running; events stream live", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const { context } = yield* cluster({ gate })
+      const client = Context.get(context, AgentClient)
+      // Subscribed first: the stream's first element says it is live.
+      const live = yield* Deferred.make<void>()
+      const collected = yield* client.events("s3").pipe(
+        Stream.tap(() => Deferred.succeed(live, undefined)),
+        Stream.takeUntil((e: AgentEvent) => e.type === "turn/end"),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* bounded(Deferred.await(live))
+      expect(yield* bounded(client.followup("s3", "hold on", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+      // The turn waits for the gate; these must not wait behind it.
+      expect(yield* bounded(client.status("s3"), 10)).toEqual({ status: "running", nextTurn: 0, nextStep: 0 })
+      expect(yield* bounded(client.steer("s3", "also this", { messageId: "s1" }), 10)).toEqual({ messageId: "s1" })
+      const outcome = yield* Effect.fork(client.outcome("s3", "s1"))
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* bounded(Fiber.join(outcome))).toEqual({ _tag: "Entered", turn: 1, step: 2 })
+      const events = Chunk.toReadonlyArray(yield* bounded(Fiber.join(collected)))
+      expect(events[0]).toEqual({ type: "agent/status", status: "idle" })
+      const durable = events.filter((e) => "seq" in e).map((e) => e.type)
+      expect(durable).toEqual([
+        "agent/inbox/spliced",
+        "turn/start",
+        "agent/inbox/spliced",
+        "step/start",
+        "user/message",
+        "request/header",
+        "agent/inbox/spliced",
+        "assistant/message",
+        "step/end",
+        "agent/inbox/spliced",
+        "step/start",
+        "user/message",
+        "assistant/message",
+        "step/end",
+        "turn/end"
+      ])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "passivation releases, never disposes: an injection stays pending and enters the next turn",
+    () =>
+      Effect.gen(function*() {
+        const { context } = yield* cluster({ maxIdleTime: Duration.millis(500) })
+        const client = Context.get(context, AgentClient)
+        const sharding = Context.get(context, Sharding)
+        expect(yield* bounded(client.inject("s4", "remember this", { messageId: "i1" }))).toEqual({ messageId: "i1" })
+        expect(yield* sharding.activeEntityCount).toBe(1)
+        // The cluster's reaper looks every 5 s at the earliest.
+        yield* bounded(
+          Effect.repeat(sharding.activeEntityCount, { until: (n) => n === 0, schedule: Schedule.spaced(Duration.millis(200)) }),
+          20
+        )
+        expect(yield* bounded(client.followup("s4", "go", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+        expect(yield* bounded(client.outcome("s4", "i1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        expect(yield* bounded(client.outcome("s4", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        const events = yield* Effect.provide(logOf("s4"), context)
+        expect(events.filter((e) => e.type === "user/message").map((e) => (e.data as UserMessage).id)).toEqual(["i1", "f1"])
+        expect(events.some((e) => e.type === "agent/inbox/spliced" && (e.data as { outcome?: string }).outcome === "canceled"))
+          .toBe(false)
+        expect(Invariant.check(events)).toEqual([])
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live("a running turn is kept alive: it is not passivated while it waits, and ends Entered", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const { context } = yield* cluster({ gate, maxIdleTime: Duration.millis(500) })
+      const client = Context.get(context, AgentClient)
+      const sharding = Context.get(context, Sharding)
+      expect(yield* bounded(client.followup("s5", "hold on", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+      // Past the reaper's first look (5 s) with no rpc active: only the keep-alive holds it.
+      yield* Effect.sleep(Duration.millis(6500))
+      expect(yield* sharding.activeEntityCount).toBe(1)
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* bounded(client.outcome("s5", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+      const events = yield* Effect.provide(logOf("s5"), context)
+      expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([{ turn: 1, reason: { kind: "completed" } }])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "a client-only process (no shards) reaches the runner's sessions; processed messages are pruned",
+    () =>
+      Effect.gen(function*() {
+        const { context, url } = yield* cluster({ retention: Duration.zero, pruneInterval: Duration.millis(300) })
+        const clientOnly = yield* Layer.build(AgentRunner.layerClient({ pg: url }))
+        const client = Context.get(clientOnly, AgentClient)
+        const started = Date.now()
+        expect(yield* bounded(client.followup("s6", "hello", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        const firstCall = Date.now() - started
+        expect(yield* bounded(client.outcome("s6", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        const events = yield* Effect.provide(logOf("s6"), context)
+        expect(insertedIds(events)).toEqual(["m1"])
+        yield* Effect.logInfo(`client-only process, first followup round trip (warm-up included): ${firstCall} ms`)
+        // Every processed message and its reply go (the entity's keep-alive may still be unprocessed).
+        const processed = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql<{ n: string }>`SELECT count(*) AS n FROM cluster_messages WHERE processed`.pipe(
+            Effect.zipWith(
+              sql<{ n: string }>`SELECT count(*) AS n FROM cluster_replies`,
+              (m, r) => [Number(m[0]!.n), Number(r[0]!.n)]
+            )
+          )).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })))
+        yield* bounded(
+          Effect.repeat(processed, {
+            until: ([m, r]) =>
+              m === 0 && r === 0,
+            schedule: Schedule.spaced(Duration.millis(200))
+          })
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
