@@ -39,7 +39,7 @@ import type { AgentEvent } from "../AgentEvent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
-import { SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
+import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
 import type { SessionStore } from "../SessionStore.js"
 import * as AgentApi from "./internal/agentApi.js"
 
@@ -117,6 +117,7 @@ export const DeliveryError = Schema.Union(
   DuplicateMessageId,
   AgentDisposed,
   SessionStoreError,
+  SessionFenced,
   SessionLogError,
   SessionNotFound
 )
@@ -132,7 +133,7 @@ export type DeliveryError = typeof DeliveryError.Type
  * @since 0.1.0
  * @category errors
  */
-export const OpenError = Schema.Union(SessionStoreError, SessionLogError, SessionNotFound)
+export const OpenError = Schema.Union(SessionStoreError, SessionFenced, SessionLogError, SessionNotFound)
 /**
  * @since 0.1.0
  * @category errors

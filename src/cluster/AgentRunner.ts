@@ -230,9 +230,10 @@ export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Shardin
     Layer.provide([server, clientProtocol, health]),
     Layer.provide(storage(options))
   )
-  // PENDING(sql-store): SqlSessionStore.layerPg({ url, tablePrefix, writers: "takeover" }) once it
-  // is on main, so that a new owner takes a session over and fences its old writer (§2).
-  const sessions = SqlSessionStore.layer({ tablePrefix: options.tablePrefix })
+  // The session logs on the cluster's own PostgreSQL client. A runner that the shard lock made an
+  // entity's owner takes its session over (`writers: "takeover"`): the former owner, if it is
+  // only paused, is fenced by the new writer epoch (DESIGN.md §3.3).
+  const sessions = SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" })
   const app = Layer.mergeAll(AgentEntity.layer(options), pruner(options), clientLayer).pipe(
     Layer.provide(sessions),
     Layer.provideMerge(sharding)
