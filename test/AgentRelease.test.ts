@@ -8,7 +8,7 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Layer, Logger, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../src/Agent.js"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import * as Delivery from "../src/Delivery.js"
@@ -122,8 +122,10 @@ for (const mode of stores) {
         expect(Invariant.check(next.log.events())).toEqual([])
       }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
 
-    it.scoped("release while a pre-step holds the claim: the turn stays open; resume repairs it and runs the queued followup", () =>
-      Effect.gen(function*() {
+    it.scoped("release while a pre-step holds the claim: the turn stays open; resume repairs it and runs the queued followup", () => {
+      const logged: Array<string> = []
+      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logged.push(String(message))))
+      return Effect.gen(function*() {
         const scope = yield* Scope.make()
         const agent = yield* Agent.make({ sessionId: "s" }).pipe(Scope.extend(scope))
         const queue = yield* agent.subscribe
@@ -173,7 +175,10 @@ for (const mode of stores) {
         expect(yield* Fiber.join(secondWaiter)).toEqual({ _tag: "Entered", turn: 2, step: 1 })
         expect(yield* next.outcome("first")).toEqual({ _tag: "Dropped", reason: "interrupted" })
         expect(Invariant.check(next.log.events())).toEqual([])
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }]), holding))))
+        // A release is no failure: nothing is logged.
+        expect(logged).toEqual([])
+      }).pipe(Effect.provide(Layer.merge(layers(Model.scripted([{ text: "ok" }]), holding), capture)))
+    })
 
     it.scoped("release while the model streams: nothing of the stream is logged; resume closes the step and the turn interrupted", () =>
       Effect.gen(function*() {
