@@ -1,6 +1,7 @@
 /**
  * The agent (DESIGN.md §5, §6, §9): delivery (`followup`, `steer`, `inject`), status, live
- * events, cancel and dispose, and the driver that runs turns while there is waking work.
+ * events, outcomes by message id, cancel, dispose and release (passivation), and the driver that
+ * runs turns while there is waking work.
  *
  * This module holds the public shapes, the constructors (`make`, `resume`, `repair`) and the
  * agent's record: one mutable object per agent whose public members are bound on first use, so
@@ -14,13 +15,20 @@
  * @since 0.1.0
  */
 import { Effect, Option, type Queue, type Schedule, Scope, type Stream } from "effect"
-import type { AgentDisposed, DeliveryError, DuplicateMessageId, InvalidEvent, MessageNotPending } from "./AgentError.js"
+import type {
+  AgentDisposed,
+  DeliveryError,
+  DuplicateMessageId,
+  InvalidEvent,
+  MessageNotFound,
+  MessageNotPending
+} from "./AgentError.js"
 import type { AgentEvent, AgentStatus } from "./AgentEvent.js"
-import type { Delivery, DeliveryInput } from "./Delivery.js"
+import type { Delivery, DeliveryInput, DeliveryOutcome } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
-import { cancel, dispose, finalize } from "./internal/agent/cancel.js"
-import { appendEvent, clear, deliver, remove, replace } from "./internal/agent/delivery.js"
+import { cancel, dispose, finalize, release } from "./internal/agent/cancel.js"
+import { appendEvent, clear, deliver, deliveryOf, remove, replace } from "./internal/agent/delivery.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
 import { type AgentConfig, AgentState, countOption, history, liveLogs } from "./internal/agent/state.js"
@@ -29,12 +37,12 @@ import { Model, type ModelError, type ModelService, type ToolDefinition } from "
 import { defaultService as defaultPreStep, PreStep, type PreStepService } from "./PreStep.js"
 import type { AbortCause, SessionEvent } from "./SessionEvent.js"
 import type { SessionLogError, SessionLogView, SessionNotFound, SessionStoreError, SessionWriteError } from "./SessionLog.js"
-import { SessionStore } from "./SessionStore.js"
+import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 import type * as Tool from "./Tool.js"
 
 /**
  * An agent (DESIGN.md §5). Made by `make` (a new session) or `resume` (an existing one); it is
- * disposed when the `Scope` it was made in closes.
+ * disposed when the `Scope` it was made in closes, unless it was released before (`release`).
  *
  * @since 0.1.0
  * @category models
@@ -62,6 +70,27 @@ export interface Agent {
   ) => Effect.Effect<void, SessionWriteError | InvalidEvent>
   /** Dispose (§9): deliveries fail with `AgentDisposed` from now on; cancel `{kind:"disposed"}`; wait for quiescence. */
   readonly dispose: Effect.Effect<void, SessionWriteError>
+  /**
+   * Release (passivation, not disposal): stops the agent without writing anything to the log
+   * and without cancelling the inbox, so that the session goes on, as the log holds it, in the
+   * next agent that resumes it (`Agent.resume`, here or in another process). From the call on,
+   * deliveries and `replace` fail with `AgentDisposed` (its message says the agent was
+   * released) and the other writing operations (`cancel`, `remove`, `clear`, `appendEvent`)
+   * with a `SessionStoreError`. A running turn's driver is interrupted and closes nothing: the
+   * turn stays open in the log exactly as after a crash, and the next resume repairs it with
+   * the closers of §10 (its claimed messages are `Dropped interrupted` there; this agent's
+   * waiters for them get that outcome at once). Queued followups, steering and injections stay
+   * pending in the log and are in the inbox of the next resume (an injection enters with the
+   * next turn's first step, §4). Outcome waiters of messages left undecided wait for the next
+   * agent of the session resumed in this process (from the same store), and get the fate it
+   * decides. Then the log is closed (when its store gives it a `close`: the writer lock is
+   * freed), the session may be resumed in this process, and the live events end with
+   * `agent/disposed` (after the `agent/status` idle of an interrupted run). Closing the agent's
+   * scope afterwards does nothing; `release` on an agent already released or disposed does
+   * nothing, and on a stopped one (its log broke, or a takeover fenced it) only closes the log.
+   * It fails only if closing the log fails.
+   */
+  readonly release: Effect.Effect<void, SessionStoreError>
   /** Current status. */
   readonly status: Effect.Effect<AgentStatus>
   /** The status now, then every change. */
@@ -87,6 +116,37 @@ export interface Agent {
   readonly clear: (target?: "next-turn" | "next-step" | undefined) => Effect.Effect<void, SessionWriteError>
   /** Appends a standalone log-only plugin event `<plugin>/<name>`; it opens no turn (§3.2). */
   readonly appendEvent: (type: string, data: unknown) => Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError>
+  /**
+   * The outcome (§5.1, §12) of any message this session delivered, also before a resume:
+   * waits while it is undecided (pending or claimed), as `delivery.outcome` does; else its
+   * fate in the log (`Delivery.fateOf`). Fails with `MessageNotFound` for an id the session
+   * never inserted into the inbox (never used, or an assistant message, a tool result, a
+   * message a pre-step added). Cost: an undecided or never used id is O(1); a decided one is
+   * one scan of the log.
+   */
+  readonly outcome: (messageId: string) => Effect.Effect<DeliveryOutcome, MessageNotFound>
+  /**
+   * What the log holds for an inserted message id (`LoggedDelivery`: the message and the
+   * delivery its splice reads as), or none for an id never inserted: so that a retried
+   * delivery of the same id can be answered with the first one instead of a second copy
+   * (idempotency by message id). O(1) for an id never used, else one scan of the log.
+   */
+  readonly deliveryOf: (messageId: string) => Option.Option<LoggedDelivery>
+}
+
+/**
+ * What the log holds for an inserted message (`agent.deliveryOf`): the message as its splice
+ * inserted it (DESIGN.md §4) and the delivery that splice reads as: `"followup"` for
+ * `next-turn`, `"steer"` for `next-step` with `wake: true`, `"inject"` for other `next-step`
+ * insertions. So a steer made during a cancel (logged to `next-turn`, §9) reads as a followup,
+ * and tool contexts (source `{kind:"tool"}`) and replacements read by their queue.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoggedDelivery {
+  readonly message: UserMessage
+  readonly delivery: "followup" | "steer" | "inject"
 }
 
 /**
@@ -183,6 +243,15 @@ class AgentRecord extends AgentState implements Agent {
   get dispose(): Effect.Effect<void, SessionWriteError> {
     return dispose(this)
   }
+  get release(): Effect.Effect<void, SessionStoreError> {
+    return release(this)
+  }
+  get outcome() {
+    return this.bind("outcome", () => (messageId: string) => observers.messageOutcome(this, messageId))
+  }
+  get deliveryOf() {
+    return this.bind("deliveryOf", () => (messageId: string) => deliveryOf(this, messageId))
+  }
   get status(): Effect.Effect<AgentStatus> {
     return Effect.sync(() => observers.status(this))
   }
@@ -205,13 +274,19 @@ class AgentRecord extends AgentState implements Agent {
 
 /** An agent's configuration (§5.4): the services and options, resolved once. */
 const configOf = (
-  services: { readonly model: ModelService; readonly preStep: PreStepService; readonly ids: IdGenerator.IdGeneratorService },
+  services: {
+    readonly store: SessionStoreService
+    readonly model: ModelService
+    readonly preStep: PreStepService
+    readonly ids: IdGenerator.IdGeneratorService
+  },
   options: AgentOptions
 ): AgentConfig => {
   const tools = options.tools
   // An object literal with every field, no spread: a spread followed by more fields makes V8 keep
   // the object in dictionary mode (~+490 bytes per idle agent, measured with bench idle-agents).
   return {
+    store: services.store,
     model: services.model,
     preStep: services.preStep,
     ids: services.ids,
@@ -228,8 +303,9 @@ const configOf = (
   }
 }
 
-/** The services `make` and `resume` take from the context: `Model`, and `PreStep`/`IdGenerator` when provided. */
+/** The services `make` and `resume` take from the context: the store, `Model`, and `PreStep`/`IdGenerator` when provided. */
 const services = Effect.all({
+  store: SessionStore,
   model: Model,
   preStep: Effect.map(Effect.serviceOption(PreStep), Option.getOrElse(() => defaultPreStep)),
   ids: IdGenerator.current
@@ -271,11 +347,10 @@ export const make = (
   options: AgentOptions = {}
 ): Effect.Effect<Agent, SessionStoreError, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const store = yield* SessionStore
-    const { ids, model, preStep } = yield* services
+    const { ids, model, preStep, store } = yield* services
     const sessionId = options.sessionId ?? (yield* ids.next)
     const log = yield* store.create({ id: sessionId, cwd: options.cwd })
-    const agent = new AgentRecord(log, configOf({ ids, model, preStep }, options))
+    const agent = new AgentRecord(log, configOf({ store, ids, model, preStep }, options))
     yield* own(agent)
     return agent as Agent
   })
@@ -354,9 +429,12 @@ export const resume = (
   options: ResumeOptions = {}
 ): Effect.Effect<Agent, SessionWriteError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const { ids, model, preStep } = yield* services
+    const { ids, model, preStep, store } = yield* services
     const { log, used } = yield* repairLog(sessionId, ids)
-    const agent = new AgentRecord(log, configOf({ ids: avoiding(ids, used), model, preStep }, withLoggedRequest(log, options)))
+    const agent = new AgentRecord(
+      log,
+      configOf({ store, ids: avoiding(ids, used), model, preStep }, withLoggedRequest(log, options))
+    )
     yield* restore(agent, log.events(), used)
     yield* own(agent)
     if (options.continuePending === true) yield* continuePending(agent)

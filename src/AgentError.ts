@@ -11,7 +11,9 @@ import type { InvalidMessage } from "./Message.js"
 import type { SessionWriteError } from "./SessionLog.js"
 
 /**
- * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9).
+ * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9), or
+ * released (`agent.release`, passivation): then the message says so, and the session takes
+ * deliveries again once it is resumed (`Agent.resume`).
  *
  * @since 0.1.0
  * @category errors
@@ -44,6 +46,19 @@ export class MessageNotPending extends Schema.TaggedError<MessageNotPending>()("
 }) {}
 
 /**
+ * `agent.outcome(messageId)` named an id this session never delivered: no `followup`, `steer`,
+ * `inject`, `replace` or tool context ever inserted it into the inbox (DESIGN.md §5.1, §12; an
+ * assistant message, a tool result or a message a pre-step added has an id but no fate).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MessageNotFound extends Schema.TaggedError<MessageNotFound>()("MessageNotFound", {
+  message: Schema.String,
+  messageId: Schema.String
+}) {}
+
+/**
  * A standalone plugin event with a core type, a type without a `/`, or non-JSON data
  * (`appendEvent`, DESIGN.md §3.2); a cancel cause that is not plain JSON with a string `kind`.
  *
@@ -69,7 +84,7 @@ export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed 
  * @since 0.1.0
  * @category errors
  */
-export type AgentError = AgentDisposed | DuplicateMessageId | MessageNotPending | InvalidEvent
+export type AgentError = AgentDisposed | DuplicateMessageId | MessageNotPending | MessageNotFound | InvalidEvent
 
 /**
  * @since 0.1.0
@@ -88,6 +103,12 @@ export const isDuplicateMessageId = (u: unknown): u is DuplicateMessageId => Pre
  * @category guards
  */
 export const isMessageNotPending = (u: unknown): u is MessageNotPending => Predicate.isTagged(u, "MessageNotPending")
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isMessageNotFound = (u: unknown): u is MessageNotFound => Predicate.isTagged(u, "MessageNotFound")
 
 /**
  * @since 0.1.0

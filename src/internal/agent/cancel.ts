@@ -3,16 +3,17 @@
  * and interrupts the driver fiber; it does nothing else to the turn: the interrupted driver
  * closes its own turn (`driver.ts`), and `cancel` returns when that is done. `dispose` refuses
  * deliveries from the moment it is called, cancels with `{kind:"disposed"}` and waits for
- * quiescence. Cancellation is fiber interruption; no `AbortSignal` plumbing.
+ * quiescence. `release` (passivation) stops the agent without writing anything. Cancellation is
+ * fiber interruption; no `AbortSignal` plumbing.
  */
 import { Effect, Equal, Fiber } from "effect"
 import { InvalidEvent } from "../../AgentError.js"
 import * as Inbox from "../../Inbox.js"
 import type { AbortCause } from "../../SessionEvent.js"
-import type { SessionWriteError } from "../../SessionLog.js"
+import { SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { checkJson, InvalidJson } from "../json.js"
-import { awaitIdle, endEvents } from "./observers.js"
+import { awaitIdle, endEvents, endStopped, orphanWaiters } from "./observers.js"
 import { critical, type Section, spliceSection } from "./section.js"
 import { type AgentState, DISPOSED_CAUSE, liveLogs, USER_CAUSE } from "./state.js"
 
@@ -87,6 +88,49 @@ export const dispose = (a: AgentState): Effect.Effect<void, SessionWriteError> =
           // (or the agent stopped, driver.ts) before the log is released; then the error.
           : Effect.zipRight(Effect.zipRight(interruptDriver(a, DISPOSED_CAUSE), awaitIdle(a)), Effect.fail(cancelled.left))),
       Effect.zipRight(Effect.sync(() => liveLogs.delete(a.sessionLog)), endEvents(a))
+    )
+  })
+
+/**
+ * `agent.release` (passivation, not disposal): from the moment it is called the agent writes
+ * nothing more (every writing operation fails with the release's `SessionStoreError`,
+ * deliveries with `AgentDisposed`); the running driver is interrupted and closes nothing, so
+ * its turn stays open in the log as after a crash (the next `Agent.resume` repairs it, §10; its
+ * claimed messages resolve `Dropped interrupted`, the fate the repair gives them); the inbox
+ * stays as the log has it; undecided outcome waiters go to the next agent of the session in
+ * this process (`orphanWaiters`). Then the log is closed (its optional `close`: the store frees
+ * the writer lock), the agent's log is no longer live (`Agent.resume` may open it again), and
+ * the live events end with `agent/disposed`. A no-op on an agent already released, disposed
+ * (or disposing) or stopped.
+ */
+export const release = (a: AgentState): Effect.Effect<void, SessionStoreError> =>
+  Effect.suspend(() => {
+    const close = (a.sessionLog as { readonly close?: Effect.Effect<void> | undefined }).close
+    // A stopped agent (its log broke, or another writer fenced it) still holds its writer:
+    // release frees it (`close` is idempotent). A disposed or released one has nothing left.
+    if (a.disposed) return a.stopped !== undefined && !a.released ? (close ?? Effect.void) : Effect.void
+    a.disposed = true
+    a.released = true
+    a.stopped = new SessionStoreError({
+      message: `agent ${a.id} was released: it writes nothing more; resume the session to go on`,
+      sessionId: a.id
+    })
+    const fiber = a.running ? a.driver : undefined
+    const stopped = fiber === undefined ? Effect.void : Effect.flatMap(Effect.fiberId, (self) =>
+      // Released from the driver fiber itself (a tool): it stops at its next append.
+      Equal.equals(self, fiber.id()) ? Effect.void : Effect.asVoid(Fiber.interrupt(fiber)))
+    return Effect.ensuring(
+      stopped,
+      Effect.suspend(() => {
+        orphanWaiters(a)
+        return Effect.zipRight(
+          close ?? Effect.void,
+          Effect.sync(() => {
+            liveLogs.delete(a.sessionLog)
+            endStopped(a)
+          })
+        )
+      })
     )
   })
 

@@ -1,9 +1,10 @@
 /**
  * Delivery (DESIGN.md §4, §5.1): `followup`, `steer` and `inject`; the plugin inbox operations
- * `replace`, `remove` and `clear`; standalone plugin events (`appendEvent`, §3.2). Each inbox
- * change is one critical section: validate → durable splice → the inbox `Ref` → notifications.
+ * `replace`, `remove` and `clear`; standalone plugin events (`appendEvent`, §3.2); what the log
+ * holds for a delivered id (`deliveryOf`). Each inbox change is one critical section: validate →
+ * durable splice → the inbox `Ref` → notifications.
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { AgentDisposed, type DeliveryError, DuplicateMessageId, InvalidEvent, MessageNotPending } from "../../AgentError.js"
 import type { Delivery, DeliveryInput } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
@@ -13,6 +14,7 @@ import type { SessionWriteError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { flatten } from "../flat.js"
 import { checkJson } from "../json.js"
+import { seedLengthOf } from "../logOptions.js"
 import { checkUserMessage, invalidMessage, textMessage } from "../message.js"
 import { startRun } from "./driver.js"
 import { markUndecided, outcomeOf, publish } from "./observers.js"
@@ -21,7 +23,17 @@ import { type AgentState, seen } from "./state.js"
 
 const USER_SOURCE = Object.freeze({ kind: "user" })
 
-const disposedError = (a: AgentState): AgentDisposed => new AgentDisposed({ message: `agent ${a.id} is disposed`, agentId: a.id })
+const disposedError = (a: AgentState): AgentDisposed =>
+  new AgentDisposed({
+    message: a.released
+      ? `agent ${a.id} was released: resume the session to deliver to it`
+      : `agent ${a.id} is disposed`,
+    agentId: a.id
+  })
+
+/** Why a disposed agent refuses a delivery: the store's error of a stopped agent, else `AgentDisposed`. */
+const refusal = (a: AgentState): AgentDisposed | SessionWriteError =>
+  a.released ? disposedError(a) : a.stopped ?? disposedError(a)
 
 const duplicate = (a: AgentState, id: string): DuplicateMessageId =>
   new DuplicateMessageId({ message: `message id ${id} is pending or was already logged in session ${a.id}`, messageId: id })
@@ -46,7 +58,7 @@ export const deliver = (
   input: DeliveryInput,
   mode: "followup" | "steer" | "inject"
 ): Effect.Effect<Delivery, DeliveryError> => {
-  if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
+  if (a.disposed) return Effect.fail(refusal(a))
   if (mode === "inject" && typeof input === "string") {
     // Injected context must name its producer (§2): only a `UserMessage` (the types say so too).
     return Effect.fail(
@@ -56,8 +68,8 @@ export const deliver = (
   return Effect.flatMap(
     toMessage(a, input),
     (message) =>
-      critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
-        if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
+      a.disposed ? Effect.fail(refusal(a)) : critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
+        if (a.disposed) return Effect.fail(refusal(a))
         if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
         const unwinding = a.cancelCause !== undefined
         const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
@@ -84,6 +96,38 @@ export const deliver = (
   )
 }
 
+/**
+ * What the log holds for an inserted message id (`agent.deliveryOf`): the message as its splice
+ * inserted it and the delivery that splice reads as: `next-turn` → `"followup"`, `next-step`
+ * with `wake` → `"steer"`, other `next-step` → `"inject"`. None for an id the session never
+ * used (O(1)), else one scan of the log from its end (ids are unique per session, §2); also
+ * none for an id used but never inserted (assistant messages, tool results, pre-step additions)
+ * and for the seed's messages (§3.1).
+ */
+export const deliveryOf = (
+  a: AgentState,
+  id: string
+): Option.Option<{ readonly message: UserMessage; readonly delivery: "followup" | "steer" | "inject" }> => {
+  if (a.seenCell?.has(id) !== true) return Option.none()
+  const events = a.sessionLog.events()
+  const seed = seedLengthOf({ header: a.sessionLog.header })
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.seq < seed) break
+    if (e.type !== "agent/inbox/spliced") continue
+    const data = e.data as SplicedData
+    for (const message of data.inserted) {
+      if (message.id === id) {
+        return Option.some({
+          message,
+          delivery: data.target === "next-turn" ? "followup" : data.wake === true ? "steer" : "inject"
+        })
+      }
+    }
+  }
+  return Option.none()
+}
+
 const notPending = (a: AgentState, id: string): MessageNotPending =>
   new MessageNotPending({ message: `message ${id} is not pending in session ${a.id}`, messageId: id })
 
@@ -93,7 +137,7 @@ export const replace = (
   id: string,
   message: UserMessage
 ): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionWriteError> => {
-  if (a.disposed) return Effect.fail(a.stopped ?? disposedError(a))
+  if (a.disposed) return Effect.fail(refusal(a))
   return Effect.flatMap(
     checkMessage(message),
     (msg) =>

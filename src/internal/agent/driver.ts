@@ -62,8 +62,12 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
   })
 }
 
-/** Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. */
+/**
+ * Ends a run that failed or was interrupted (§9): closes the aborted turn, or goes idle. A
+ * released agent (`cancel.ts` `release`) closes nothing: its turn stays open in the log.
+ */
 const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionWriteError>): Effect.Effect<void> => {
+  if (a.released) return Effect.sync(() => leaveOpen(a, a.current ?? t))
   if (Cause.isInterruptedOnly(cause)) {
     // `current` is the turn the interruption hit (possibly the next one, already opened).
     return Effect.catchAllCause(closeAborted(a, a.current ?? t), (closed) => stopAgent(a, a.current ?? t, closed))
@@ -97,6 +101,8 @@ const fencedBy = (cause: Cause.Cause<unknown>): SessionFenced | undefined => {
 const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWriteError>): Effect.Effect<void> =>
   Effect.suspend(() => {
     const fenced = fencedBy(closed)
+    // Released while the turn was being closed: what was closed stays, the rest is the next resume's.
+    if (a.released) return Effect.sync(() => leaveOpen(a, t))
     const turn = t.turnOpen ? `turn ${t.turn}` : "its turn"
     const error = fenced ?? new SessionStoreError({
       message: `session "${a.id}" stopped: ${turn} could not be closed (${causeMessage(closed)}); ` +
@@ -108,22 +114,36 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWrite
       fenced === undefined
         ? Effect.logError(`agent ${a.id}: stopped, ${turn} could not be closed`, closed)
         : Effect.logError(`agent ${a.id}: stopped, another writer took the session over (${fenced.message})`),
-      Effect.orDie(critical(a, () => ({
-        drafts: [],
-        apply: () => {
-          resolveClaimed(a, t, dropped("interrupted"))
-          orphanWaiters(a)
-          t.turnOpen = false
-          t.stepOpen = false
-          a.stopped = error
-          a.disposed = true
-          liveLogs.delete(a.sessionLog)
-          setIdle(a)
-          endStopped(a)
-        }
-      })))
+      Effect.catchAll(
+        critical(a, () => ({
+          drafts: [],
+          apply: () => {
+            a.stopped = error
+            a.disposed = true
+            liveLogs.delete(a.sessionLog)
+            leaveOpen(a, t)
+            endStopped(a)
+          }
+        })),
+        // It appends nothing: it fails only when the agent was released meanwhile.
+        () => Effect.sync(() => leaveOpen(a, t))
+      )
     )
   })
+
+/**
+ * The run stops with its turn left open in the log (a stopped or released agent): the messages
+ * the turn had claimed resolve `Dropped interrupted` (the fate repair gives them, §10), the
+ * other undecided waiters go to the next agent of the session (`orphanWaiters`), the agent is
+ * idle.
+ */
+const leaveOpen = (a: AgentState, t: TurnState): void => {
+  resolveClaimed(a, t, dropped("interrupted"))
+  orphanWaiters(a)
+  t.turnOpen = false
+  t.stepOpen = false
+  setIdle(a)
+}
 
 /**
  * One turn. Returns the next turn when the run goes on (opened, with its claim, in the same

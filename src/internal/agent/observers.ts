@@ -6,10 +6,11 @@
  * ~7 µs here: STYLE.md "Hot path").
  */
 import { Effect, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import { MessageNotFound } from "../../AgentError.js"
 import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
-import { type DeliveryOutcome, fateOf } from "../../Delivery.js"
+import { type DeliveryOutcome, dropped, fateOf } from "../../Delivery.js"
 import type { SessionEvent } from "../../SessionEvent.js"
-import { resumeAll } from "../waiters.js"
+import { type Resume, resumeAll } from "../waiters.js"
 import { type AgentState, undecided } from "./state.js"
 
 /** Publishes a live event when someone subscribed (0.2 µs otherwise saved per event). */
@@ -44,53 +45,110 @@ export const resolve = (a: AgentState, id: string, outcome: DeliveryOutcome): vo
 }
 
 /**
- * Outcome waiters and observers left by an agent that stopped (its log could not be written,
- * `driver.ts`), by its session log: the agent that resumes the same open log in this process
- * takes them over (`adoptWaiters`), so that a delivery acknowledged before the stop still gets
- * its outcome when the resumed agent decides it.
+ * What stopped or released agents of a session left for the next agent of the session, and
+ * that agent (`heir`) once one resumed the session.
  */
-const orphans = new WeakMap<object, Pick<AgentState, "waiters" | "observers">>()
+interface Orphans {
+  waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined
+  observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined
+  heir: AgentState | undefined
+}
 
-/** The stopped agent `a` hands its undecided waiters and observers to the next agent of its log. */
+/**
+ * Outcome waiters and observers left by agents that stopped (their log could not be written,
+ * `driver.ts`) or were released (`cancel.ts`), by store and session id (a store may hand out a
+ * new `SessionLog` once the old one is closed), until an agent resumes the same session of the
+ * same store in this process and takes them over (`adoptWaiters`): so a delivery acknowledged
+ * before the stop still gets its outcome when the resumed agent decides it. An entry is made
+ * only for an agent that leaves undecided messages, and dropped when it is adopted.
+ */
+const orphans = new WeakMap<object, Map<string, Orphans>>()
+
+/** The entry each stopped agent left (it outlives the adoption: late waiters follow its `heir`). */
+const leftBy = new WeakMap<AgentState, Orphans>()
+
+const orphansOf = (a: AgentState): Orphans => {
+  const known = leftBy.get(a)
+  if (known !== undefined) return known
+  let sessions = orphans.get(a.config.store)
+  if (sessions === undefined) orphans.set(a.config.store, sessions = new Map())
+  let left = sessions.get(a.id)
+  if (left === undefined) sessions.set(a.id, left = { waiters: undefined, observers: undefined, heir: undefined })
+  leftBy.set(a, left)
+  return left
+}
+
+/**
+ * The stopped (or released) agent `a` hands its undecided waiters and observers to the next
+ * agent of its session; waiters that ask `a` later follow them (`outcomeOf`).
+ */
 export const orphanWaiters = (a: AgentState): void => {
-  if (a.waiters === undefined && a.observers === undefined) return
-  const left = orphans.get(a.sessionLog) ?? { waiters: undefined, observers: undefined }
+  if (a.waiters === undefined && a.observers === undefined && (a.undecidedCell?.size ?? 0) === 0) return
+  const left = orphansOf(a)
   if (a.waiters !== undefined) {
-    const into = left.waiters ?? (left.waiters = new Map())
-    for (const [id, list] of a.waiters) into.set(id, [...(into.get(id) ?? []), ...list])
+    if (left.heir !== undefined) {
+      for (const [id, list] of a.waiters) resumeAll(list, outcomeOf(left.heir, id))
+    } else {
+      const into = left.waiters ?? (left.waiters = new Map())
+      for (const [id, list] of a.waiters) into.set(id, [...(into.get(id) ?? []), ...list])
+    }
   }
   if (a.observers !== undefined) {
     const into = left.observers ?? (left.observers = new Map())
     for (const [id, observer] of a.observers) into.set(id, observer)
   }
-  orphans.set(a.sessionLog, left)
   a.waiters = undefined
   a.observers = undefined
 }
 
 /**
- * The resumed agent `a` takes over what a stopped agent of its log left: the waiters of
- * messages still undecided wait on `a`; the others get their fate from the log at once (the
- * repair decided them).
+ * A waiter that asks a stopped or released agent for the outcome of a message it left
+ * undecided: it waits on the agent that resumed the session since, else with the waiters the
+ * agent left for the next one.
+ */
+const orphanWaiter = (a: AgentState, id: string, resume: Resume<DeliveryOutcome>): Effect.Effect<void> | void => {
+  const left = orphansOf(a)
+  if (left.heir !== undefined) return resume(outcomeOf(left.heir, id))
+  const waiters = left.waiters ?? (left.waiters = new Map())
+  let list = waiters.get(id)
+  if (list === undefined) waiters.set(id, list = [])
+  const waiting = list
+  waiting.push(resume)
+  return Effect.sync(() => {
+    const at = waiting.indexOf(resume)
+    if (at >= 0) waiting.splice(at, 1)
+  })
+}
+
+/**
+ * The resumed agent `a` takes over what stopped or released agents of its session left: the
+ * waiters of messages still undecided wait on `a`; the others get their fate from the log at
+ * once (the repair decided them). Later waiters of those agents wait on `a` too.
  */
 export const adoptWaiters = (a: AgentState): void => {
-  const left = orphans.get(a.sessionLog)
+  const sessions = orphans.get(a.config.store)
+  const left = sessions?.get(a.id)
   if (left === undefined) return
-  orphans.delete(a.sessionLog)
+  sessions!.delete(a.id)
+  left.heir = a
+  const waiters = left.waiters
+  const observers = left.observers
+  left.waiters = undefined
+  left.observers = undefined
   const decided = (id: string) => {
     const fate = fateOf(a.sessionLog.events(), id)
     return fate === undefined || fate._tag === "Pending" ? undefined : fate
   }
-  for (const [id, list] of left.waiters ?? []) {
+  for (const [id, list] of waiters ?? []) {
     if (a.undecidedCell?.has(id) === true) {
-      const waiters = a.waiters ?? (a.waiters = new Map())
-      waiters.set(id, [...(waiters.get(id) ?? []), ...list])
+      const into = a.waiters ?? (a.waiters = new Map())
+      into.set(id, [...(into.get(id) ?? []), ...list])
     } else {
       const fate = decided(id)
       if (fate !== undefined) resumeAll(list, Effect.succeed(fate))
     }
   }
-  for (const [id, observer] of left.observers ?? []) {
+  for (const [id, observer] of observers ?? []) {
     if (a.undecidedCell?.has(id) === true) (a.observers ?? (a.observers = new Map())).set(id, observer)
     else {
       const fate = decided(id)
@@ -101,11 +159,15 @@ export const adoptWaiters = (a: AgentState): void => {
 
 /**
  * A delivery's `outcome` (§5.1): waits while the message is undecided (pending or claimed), then
- * gives its outcome; for a decided message, `Delivery.fateOf` on the log (equal by §12).
+ * gives its outcome; for a decided message, `Delivery.fateOf` on the log (equal by §12). On a
+ * stopped or released agent, a message it left undecided waits for the next agent of the
+ * session in this process (`orphanWaiters`), and one its open turn had claimed is `Dropped
+ * interrupted` (the fate the repair gives it, §10).
  */
 export const outcomeOf = (a: AgentState, id: string): Effect.Effect<DeliveryOutcome> =>
   Effect.async<DeliveryOutcome>((resume) => {
     if (a.undecidedCell?.has(id) === true) {
+      if (a.stopped !== undefined) return orphanWaiter(a, id, resume)
       const waiters = a.waiters ?? (a.waiters = new Map())
       let list = waiters.get(id)
       if (list === undefined) {
@@ -121,10 +183,35 @@ export const outcomeOf = (a: AgentState, id: string): Effect.Effect<DeliveryOutc
     }
     const fate = fateOf(a.sessionLog.events(), id)
     resume(
-      fate === undefined || fate._tag === "Pending"
+      fate === undefined
         ? Effect.dieMessage(`no fate for message ${id} in session ${a.id}`)
-        : Effect.succeed(fate)
+        : fate._tag !== "Pending"
+        ? Effect.succeed(fate)
+        : a.stopped !== undefined
+        ? Effect.succeed(dropped("interrupted"))
+        : Effect.dieMessage(`no fate for message ${id} in session ${a.id}`)
     )
+  })
+
+/**
+ * `agent.outcome(messageId)` (§5.1, §12): the outcome of any message this session delivered,
+ * also before a resume. An undecided message waits (as `outcomeOf`, found in O(1)); an id the
+ * session never used fails `MessageNotFound` in O(1); a decided one is read from the log with
+ * `Delivery.fateOf` (one scan of the log), and an id the log holds but never inserted into the
+ * inbox (an assistant message, a tool result, a pre-step addition) is `MessageNotFound` too.
+ */
+export const messageOutcome = (a: AgentState, id: string): Effect.Effect<DeliveryOutcome, MessageNotFound> =>
+  Effect.suspend(() => {
+    if (a.undecidedCell?.has(id) !== true) {
+      const fate = a.seenCell?.has(id) === true ? fateOf(a.sessionLog.events(), id, { header: a.sessionLog.header }) : undefined
+      if (fate === undefined) {
+        return Effect.fail(
+          new MessageNotFound({ message: `message ${id} was never delivered in session ${a.id}`, messageId: id })
+        )
+      }
+      if (fate._tag !== "Pending") return Effect.succeed(fate)
+    }
+    return outcomeOf(a, id)
   })
 
 /**

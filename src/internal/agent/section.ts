@@ -97,6 +97,8 @@ export const critical = <R, E = never>(
     SynchronizedRef.modifyEffect(
       a.inbox as SynchronizedRef.SynchronizedRef<Inbox.InboxState>,
       (inbox): Effect.Effect<readonly [R, Inbox.InboxState], E | SessionWriteError> => {
+        // Stopped or released while this section waited for the lock: nothing more is appended.
+        if (a.stopped !== undefined) return Effect.fail(a.stopped)
         const section = build(inbox)
         if (Effect.isEffect(section)) return Effect.map(section, (r) => [r, inbox] as const)
         return Effect.map(

@@ -18,6 +18,7 @@ import type { ModelError, ModelService, ToolDefinition } from "../../Model.js"
 import type { PreStepService } from "../../PreStep.js"
 import type { AbortCause, FinishReason, SessionEvent, ToolErrorCode, Usage } from "../../SessionEvent.js"
 import type { SessionLog, SessionWriteError } from "../../SessionLog.js"
+import type { SessionStoreService } from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
 import type { Resume } from "../waiters.js"
 
@@ -104,6 +105,12 @@ export const isAgentState = (u: unknown): u is AgentState =>
 
 /** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
 export interface AgentConfig {
+  /**
+   * The store the log was opened from: with the session id, the key under which a stopped or
+   * released agent leaves its outcome waiters for the next agent of the session (a store may
+   * hand out a new `SessionLog` for the session once the old one is closed).
+   */
+  readonly store: SessionStoreService
   readonly model: ModelService
   readonly preStep: PreStepService
   readonly ids: IdGeneratorService
@@ -145,11 +152,18 @@ export abstract class AgentState {
   headerKey: string | undefined = undefined
   turnCounter = 0
   running = false
+  /** Set by `dispose` (from the moment it is called), by a stop and by `release`: deliveries fail. */
   disposed = false
   /**
+   * Set by `release` (passivation): the driver is interrupted and closes nothing, the log is
+   * left as it is (an open turn for the next resume to repair, §10), `stopped` holds the error
+   * every writing operation fails with.
+   */
+  released = false
+  /**
    * Set when the agent stopped because its turn could not be closed durably (a full disk, a
-   * broken log; §10): nothing is appended any more, and every operation fails with this error
-   * until the session is resumed (which repairs the open turn).
+   * broken log; §10), or was released: nothing is appended any more, and every operation fails
+   * with this error until the session is resumed (which repairs the open turn).
    */
   stopped: SessionWriteError | undefined = undefined
   /** Turns in a row that failed before their claim was durable (`driver.ts` `closeAborted`). */
