@@ -32,29 +32,35 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Duration, Effect, Exit, type Layer, Schema, Scope, Stream } from "effect"
+import { Duration, Effect, Exit, type Layer, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../Agent.js"
-import { AgentDisposed, DuplicateMessageId, InvalidEvent, isDuplicateMessageId } from "../AgentError.js"
+import {
+  AgentDisposed,
+  DuplicateMessageId,
+  InvalidEvent,
+  isDuplicateMessageId,
+  MessageNotFound as AgentMessageNotFound
+} from "../AgentError.js"
 import type { AgentEvent } from "../AgentEvent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
 import type { SessionStore } from "../SessionStore.js"
-import * as AgentApi from "./internal/agentApi.js"
 
 /**
- * No message with this id was ever inserted into the session's inbox (`outcome`, DESIGN.md §12).
+ * No message with this id was ever inserted into the session's inbox (`outcome`, DESIGN.md §12):
+ * the agent's own error (`AgentError.MessageNotFound`).
  *
  * @since 0.1.0
  * @category errors
  */
-export const MessageNotFound = AgentApi.MessageNotFound
+export const MessageNotFound = AgentMessageNotFound
 /**
  * @since 0.1.0
  * @category errors
  */
-export type MessageNotFound = AgentApi.MessageNotFound
+export type MessageNotFound = AgentMessageNotFound
 
 /**
  * The message of a delivery rpc: text (one text block; source `{kind:"user"}` for `followup` and
@@ -243,7 +249,7 @@ export const Outcome = persisted(
   Rpc.make("outcome", {
     payload: { messageId: Schema.String },
     success: DeliveryOutcome,
-    error: Schema.Union(AgentApi.MessageNotFound, OpenError)
+    error: Schema.Union(AgentMessageNotFound, OpenError)
   })
 )
 /**
@@ -343,7 +349,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         )
         // After the agent's own finalizer was added: runs before it (reverse order), so that
         // the agent is released, never disposed, when the entity is passivated or moves.
-        yield* Effect.addFinalizer(() => AgentApi.release(agent))
+        yield* Effect.addFinalizer(() => Effect.ignoreLogged(agent.release))
         yield* agent.statusChanges.pipe(
           Stream.runForEach(() => syncKeepAlive(agent)),
           Effect.forkScoped
@@ -370,15 +376,14 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           const agent = yield* agentOf
           const answered = { messageId: payload.messageId }
           // A retry of a delivery the log already holds: that delivery, nothing logged.
-          if ((yield* AgentApi.deliveryOf(agent, payload.messageId)) !== undefined) return answered
+          if (Option.isSome(agent.deliveryOf(payload.messageId))) return answered
           const message = yield* messageOf(kind, payload)
           const delivered = yield* agent[kind](message).pipe(
             Effect.as(true),
-            Effect.catchIf(isDuplicateMessageId, (e) =>
-              Effect.flatMap(
-                AgentApi.deliveryOf(agent, payload.messageId),
-                (found) => found === undefined ? Effect.fail(e) : Effect.succeed(false)
-              ))
+            Effect.catchIf(
+              isDuplicateMessageId,
+              (e) => Option.isSome(agent.deliveryOf(payload.messageId)) ? Effect.succeed(false) : Effect.fail(e)
+            )
           )
           // A run is on before the reply: the session is kept alive from now on.
           if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
@@ -398,7 +403,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               nextTurn: inbox.nextTurn.length,
               nextStep: inbox.nextStep.length
             }))),
-        outcome: ({ payload }) => Effect.flatMap(agentOf, (agent) => AgentApi.outcome(agent, payload.messageId)),
+        outcome: ({ payload }) => Effect.flatMap(agentOf, (agent) => agent.outcome(payload.messageId)),
         events: () =>
           Stream.unwrapScoped(Effect.gen(function*() {
             const agent = yield* agentOf
