@@ -1,14 +1,16 @@
 /**
  * Session logs in SQL (DESIGN.md §3.3: an append is durable when committed), imported as
  * `effect-agent-loop/sql`: `layer` runs the store on the `@effect/sql` `SqlClient` you provide
- * (SQLite, PostgreSQL, …), `layerSqlite` on SQLite through `@effect/sql-sqlite-node`
- * (better-sqlite3, loaded on first use). Cut as `@effect/cluster` cuts its `MessageStorage` /
+ * (SQLite, PostgreSQL), `layerSqlite` on SQLite through `@effect/sql-sqlite-node`
+ * (better-sqlite3, loaded on first use), `layerPg` on PostgreSQL through `@effect/sql-pg`
+ * (loaded on first use). Cut as `@effect/cluster` cuts its `MessageStorage` /
  * `SqlMessageStorage`: the service and the file stores are in `SessionStore`, this module adds
  * the SQL implementation, so that a memory or JSONL user never loads `@effect/sql`.
  *
  * Tables (with the default `tablePrefix` `"agent_loop_"`), created by `@effect/sql`'s `Migrator`
  * (its own table: `<prefix>migrations`):
- * - `<prefix>sessions (id TEXT PRIMARY KEY, header TEXT)`: the header line's JSON;
+ * - `<prefix>sessions (id TEXT PRIMARY KEY, header TEXT, writer_epoch INTEGER)`: the header
+ *   line's JSON, and the session's writer epoch (migration 2; the fencing token below);
  * - `<prefix>events (session_id TEXT, seq INTEGER, event TEXT, PRIMARY KEY (session_id, seq))`:
  *   one row per event, `event` being exactly the line the JSONL store would write (without its
  *   newline): a session exports to a JSONL log by concatenation, and reads back through the same
@@ -20,20 +22,31 @@
  * (choose another `tablePrefix`).
  *
  * Rules:
- * - An append is one INSERT (a transaction when it holds more than 5,000 events): all of its
- *   events or none, committed when it returns. Appends to one log are serialized by the log.
+ * - An append is one statement (a transaction above 5,000 events on SQLite, 50,000 on
+ *   PostgreSQL): all of its events or none, committed when it returns. Appends to one log are
+ *   serialized by the log; those that arrive while one is being committed are committed together
+ *   in the next statement (group commit: each call's events adjacent, in call order; a call whose
+ *   events cannot be encoded fails alone).
+ * - Fenced writers (DESIGN.md §3.3): every take of a session (`open`, `create`) increments its
+ *   `writer_epoch` in the transaction that takes the writers row; every append inserts its events
+ *   only while the epoch is still its log's (PostgreSQL: the session row is locked `FOR SHARE` in
+ *   the same statement, so a take waits for an append that is running; SQLite: one statement,
+ *   which the database lock serializes). A fenced append writes nothing and fails with
+ *   `SessionFenced`, and so does every later append of that log.
  * - One writer per session: a row of the writers table is held while a log is open, taken
- *   before `open` reads the events (a live writer's row makes `open`/`create` fail with a
- *   `SessionStoreError` naming it; the row of a dead writer, or of a closed store of this
- *   process that could not delete it, a full disk, is taken over). A second process appending to the same session anyway fails
- *   on the `(session_id, seq)` key (nothing changes in memory), never interleaves.
+ *   before `open` reads the events. `writers: "exclusive"` (default): a live writer's row makes
+ *   `open`/`create` fail with a `SessionStoreError` naming it; the row of a dead writer, or of a
+ *   closed store of this process that could not delete it (a full disk), is taken over.
+ *   `writers: "takeover"`: `open` takes the session from whoever holds it, and reads it afresh
+ *   each time (a log it handed out before is fenced). `log.close` frees the row at once.
  * - Reading orders rows by `seq`. A row that is not one line of JSON, a missing or repeated seq,
  *   or invalid event data is a `SessionLogError` naming the session and the seq; its `line` is
  *   the line the event would have in a JSONL file (seq + 2). There is no torn tail: a commit is
  *   atomic.
  * - Session ids follow the JSONL store's rule (`[A-Za-z0-9_-][A-Za-z0-9._-]*`), so every session
  *   can be exported to a file. Logs opened through the store refuse appends once its scope closes.
- * - Portable SQL (`TEXT` keys): SQLite and PostgreSQL; MySQL would need `VARCHAR` keys.
+ * - Portable SQL (`TEXT` keys): SQLite and PostgreSQL (`layerPg`); MySQL would need `VARCHAR`
+ *   keys and another fenced insert.
  *
  * @since 0.1.0
  */

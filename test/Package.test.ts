@@ -143,6 +143,42 @@ describe("what each entry loads (a child process, its resolved modules recorded)
     )
   })
 
+  it("layerPg without its driver installed is a SessionStoreError naming the package and version", () => {
+    const script = `
+      import { Effect, Layer } from "effect"
+      import * as SqlSessionStore from "effect-agent-loop/sql"
+      const error = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(SqlSessionStore.layerPg({ url: "postgres://127.0.0.1:1/x" })))))
+      console.log(JSON.stringify([error._tag, error.message]))`
+    const out = execFileSync(process.execPath, ["--import", hooks, "--input-type=module", "-e", script], {
+      cwd: root,
+      env: { ...process.env, HIDE_PACKAGES: "@effect/sql-pg" },
+      timeout: 30_000,
+      encoding: "utf8"
+    })
+    const [tag, message] = JSON.parse(out) as [string, string]
+    expect(tag).toBe("SessionStoreError")
+    expect(message).toMatch(
+      /^SqlSessionStore\.layerPg needs @effect\/sql-pg \(an optional peer dependency of effect-agent-loop\), which is not installed: npm install @effect\/sql-pg@0\.53\.0: Cannot find package '@effect\/sql-pg'/
+    )
+  })
+
+  it("layerPg on a server that does not answer is a SessionStoreError naming the host, port and database", () => {
+    const script = `
+      import { Effect, Layer } from "effect"
+      import * as SqlSessionStore from "effect-agent-loop/sql"
+      const error = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(SqlSessionStore.layerPg({ url: "postgres://u:secret@127.0.0.1:1/x" })))))
+      console.log(JSON.stringify([error._tag, error.message]))`
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: root,
+      timeout: 30_000,
+      encoding: "utf8"
+    })
+    const [tag, message] = JSON.parse(out) as [string, string]
+    expect(tag).toBe("SessionStoreError")
+    expect(message).toMatch(/^cannot open the PostgreSQL database 127\.0\.0\.1:1\/x: /)
+    expect(message).not.toContain("secret")
+  })
+
   it("effect-agent-loop/ai-bridge loads @effect/ai (and its peer @effect/rpc), not SQL nor the chat's packages", () => {
     const loaded = packagesLoadedBy("effect-agent-loop/ai-bridge")
     expect(loaded.filter((name) => HEAVY.includes(name) && name !== "@effect/rpc")).toEqual(["@effect/ai"])
