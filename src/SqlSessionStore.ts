@@ -375,108 +375,161 @@ export const make = (
       readonly drafts: ReadonlyArray<EventDraft>
       readonly time: number
       result: Exit.Exit<ReadonlyArray<SessionEvent>, SessionWriteError> | undefined
+      /** Set when this append leads the next commit (it was queued when the last one ended). */
+      lead: boolean
+      /** Resumes the waiting append (with its result, or with the commit it leads). */
+      wake: ((effect: Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError>) => void) | undefined
     }
 
-    const attach = (header: SessionHeader, events: Array<SessionEvent>, epoch: number): Effect.Effect<SessionLog> =>
-      Effect.map(Effect.makeSemaphore(1), (lock) => {
-        const id = header.id
-        let logClosed = false
-        let fenced: SessionFenced | undefined
-        const queue: Array<Pending> = []
-        const refusal = (): SessionWriteError | undefined =>
-          fenced ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
-        /**
-         * Commits every queued append in one statement (group commit, DESIGN.md §3.3): each
-         * append's events are adjacent and in call order; an append whose events cannot be
-         * encoded fails alone; a failed insert fails them all and changes nothing in memory.
-         */
-        const flush = (): Effect.Effect<void> => {
-          const batch = queue.splice(0)
-          const refused = refusal()
-          if (refused !== undefined) {
-            for (const p of batch) p.result = Exit.fail(refused)
-            return Effect.void
+    const attach = (header: SessionHeader, events: Array<SessionEvent>, epoch: number): SessionLog => {
+      const id = header.id
+      let logClosed = false
+      let fenced: SessionFenced | undefined
+      /** Appends queued for the next commit, in call order. */
+      const queue: Array<Pending> = []
+      /** Whether a commit is running or led: appends arriving now wait for the next one. */
+      let committing = false
+      /** `close` calls waiting for the running commit to end. */
+      const idle: Array<() => void> = []
+      const refusal = (): SessionWriteError | undefined =>
+        fenced ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
+      /**
+       * Commits `batch` in one statement (group commit, DESIGN.md §3.3): each append's events
+       * are adjacent and in call order; an append whose events cannot be encoded fails alone; a
+       * failed insert fails them all and changes nothing in memory.
+       */
+      const flush = (batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
+        const refused = refusal()
+        if (refused !== undefined) {
+          for (const p of batch) p.result = Exit.fail(refused)
+          return Effect.void
+        }
+        const rows: Array<Row> = []
+        const parts: Array<{ readonly pending: Pending; readonly committed: ReadonlyArray<SessionEvent> }> = []
+        let next = events.length
+        for (const p of batch) {
+          try {
+            const committed = commitDrafts(p.drafts, next, p.time)
+            // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
+            const encoded = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
+            for (const row of encoded) rows.push(row)
+            parts.push({ pending: p, committed })
+            next += committed.length
+          } catch (error) {
+            p.result = Exit.fail(Store.invalidEvents(id, error))
           }
-          const rows: Array<Row> = []
-          const parts: Array<{ readonly pending: Pending; readonly committed: ReadonlyArray<SessionEvent> }> = []
-          let next = events.length
-          for (const p of batch) {
-            try {
-              const committed = commitDrafts(p.drafts, next, p.time)
-              // Encoding failures (a cycle, a BigInt) are typed errors and change nothing.
-              const encoded = committed.map((event) => ({ session_id: id, seq: event.seq, event: JSON.stringify(event) }))
-              for (const row of encoded) rows.push(row)
-              parts.push({ pending: p, committed })
-              next += committed.length
-            } catch (error) {
-              p.result = Exit.fail(Store.invalidEvents(id, error))
-            }
-          }
-          if (parts.length === 0) return Effect.void
-          return fencedInsert(id, epoch, rows).pipe(
-            Effect.matchEffect({
-              onFailure: (error) => {
-                const failure = failed(`cannot append to session "${id}"`, id)(error)
-                for (const { pending } of parts) pending.result = Exit.fail(failure)
-                return Effect.void
-              },
-              onSuccess: (inserted) => {
-                if (inserted) {
-                  for (const { committed, pending } of parts) {
-                    for (const event of committed) events.push(event)
-                    pending.result = Exit.succeed(committed)
-                  }
-                  return Effect.void
+        }
+        if (parts.length === 0) return Effect.void
+        return fencedInsert(id, epoch, rows).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => {
+              const failure = failed(`cannot append to session "${id}"`, id)(error)
+              for (const { pending } of parts) pending.result = Exit.fail(failure)
+              return Effect.void
+            },
+            onSuccess: (inserted) => {
+              if (inserted) {
+                for (const { committed, pending } of parts) {
+                  for (const event of committed) events.push(event)
+                  pending.result = Exit.succeed(committed)
                 }
-                return Effect.map(epochOf(id), (current) => {
-                  fenced = new SessionFenced({
-                    message: `session "${id}" was taken over by another writer (this writer's epoch is ${epoch}` +
-                      `${current === undefined ? "" : `, the session's ${current}`}): nothing was appended`,
-                    sessionId: id,
-                    epoch,
-                    current
-                  })
-                  fencedLogs.add(log)
-                  for (const { pending } of parts) pending.result = Exit.fail(fenced)
-                })
+                return Effect.void
               }
+              return Effect.map(epochOf(id), (current) => {
+                fenced = new SessionFenced({
+                  message: `session "${id}" was taken over by another writer (this writer's epoch is ${epoch}` +
+                    `${current === undefined ? "" : `, the session's ${current}`}): nothing was appended`,
+                  sessionId: id,
+                  epoch,
+                  current
+                })
+                fencedLogs.add(log)
+                for (const { pending } of parts) pending.result = Exit.fail(fenced)
+              })
+            }
+          }),
+          // A defect (a bug below) still decides every append of the batch.
+          Effect.catchAllCause((cause) =>
+            Effect.sync(() => {
+              for (const p of batch) if (p.result === undefined) p.result = Exit.failCause(cause)
             })
           )
-        }
-        const log: SessionLog = {
-          id,
-          header,
-          // Uninterruptible: an insert the database committed is always recorded in memory too
-          // (an interrupted wait on an asynchronous client would lose it, and every later append
-          // would then fail on the seq key). The first append to get the lock commits every
-          // append queued by then; the others find their result set.
-          append: (drafts) =>
-            drafts.length === 0
-              ? Store.EMPTY
-              : Effect.uninterruptible(Effect.clockWith((clock) =>
-                Effect.suspend(() => {
-                  const refused = refusal()
-                  if (refused !== undefined) return Effect.fail(refused)
-                  const pending: Pending = { drafts, time: clock.unsafeCurrentTimeMillis(), result: undefined }
-                  queue.push(pending)
-                  return lock.withPermits(1)(Effect.suspend(() => {
-                    const done = () => pending.result ?? Exit.die(new Error("append not committed"))
-                    return pending.result !== undefined ? done() : Effect.flatMap(flush(), done)
-                  }))
-                })
-              )),
-          events: () => events,
-          close: Effect.suspend(() => {
-            if (logClosed) return Effect.void
-            logClosed = true
-            if (openLogs.get(id) === log) openLogs.delete(id)
-            // After an append that is committing: its row stays ours until it is done.
-            return lock.withPermits(1)(release(id))
+        )
+      }
+      /**
+       * The commit `leader` leads: it yields once (so that appends made meanwhile join it),
+       * commits every queued append, wakes the others of the batch with their results, hands the
+       * next commit to the first append queued since (or ends), and returns its own result. No
+       * lock: an append queued while a commit runs waits for the next one, which the first of
+       * them leads, so batches stay full under load and appends are committed in call order.
+       */
+      const lead = (leader: Pending): Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError> =>
+        Effect.zipRight(
+          Effect.yieldNow(),
+          Effect.suspend(() => {
+            const batch = queue.splice(0)
+            return Effect.suspend(() =>
+              Effect.map(flush(batch), () => {
+                for (const p of batch) if (p !== leader) p.wake?.(p.result!)
+                const next = queue[0]
+                if (next !== undefined) {
+                  next.lead = true
+                  next.wake?.(lead(next))
+                } else {
+                  committing = false
+                  for (const resume of idle.splice(0)) resume()
+                }
+              })
+            ).pipe(Effect.flatMap(() => leader.result!))
           })
-        }
-        openLogs.set(id, log)
-        return log
-      })
+        )
+      const log: SessionLog = {
+        id,
+        header,
+        // Uninterruptible: an insert the database committed is always recorded in memory too
+        // (an interrupted wait on an asynchronous client would lose it, and every later append
+        // would then fail on the seq key).
+        append: (drafts) =>
+          drafts.length === 0
+            ? Store.EMPTY
+            : Effect.uninterruptible(Effect.clockWith((clock) =>
+              Effect.suspend(() => {
+                const refused = refusal()
+                if (refused !== undefined) return Effect.fail(refused)
+                const pending: Pending = {
+                  drafts,
+                  time: clock.unsafeCurrentTimeMillis(),
+                  result: undefined,
+                  lead: false,
+                  wake: undefined
+                }
+                queue.push(pending)
+                if (!committing) {
+                  committing = true
+                  return lead(pending)
+                }
+                return Effect.async<ReadonlyArray<SessionEvent>, SessionWriteError>((resume) => {
+                  if (pending.result !== undefined) resume(pending.result)
+                  else if (pending.lead) resume(lead(pending))
+                  else pending.wake = resume
+                })
+              })
+            )),
+        events: () => events,
+        close: Effect.suspend(() => {
+          if (logClosed) return Effect.void
+          logClosed = true
+          if (openLogs.get(id) === log) openLogs.delete(id)
+          // After the commit that is running: its row stays ours until it is done.
+          const released = release(id)
+          return committing
+            ? Effect.zipRight(Effect.async<void>((resume) => void idle.push(() => resume(Effect.void))), released)
+            : released
+        })
+      }
+      openLogs.set(id, log)
+      return log
+    }
 
     const readRows = Effect.fnUntraced(function*(id: SessionId) {
       const readFailed = failed(`cannot read session "${id}"`, id)
@@ -533,7 +586,7 @@ export const make = (
       if (existing.length > 0 || openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
       // (A take with a header inserts the session row: it never finds no session.)
       const epoch = yield* Effect.catchTag(take(id, encodeHeader(header).slice(0, -1)), "SessionNotFound", Effect.die)
-      return yield* attach(header, [], epoch)
+      return attach(header, [], epoch)
     })
 
     const open = Effect.fnUntraced(function*(id: SessionId) {
@@ -546,7 +599,7 @@ export const make = (
       if (closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
       const epoch = yield* take(id, undefined)
       const contents = yield* Effect.tapError(readRows(id), () => release(id))
-      return yield* attach(contents.header, contents.events as Array<SessionEvent>, epoch)
+      return attach(contents.header, contents.events as Array<SessionEvent>, epoch)
     })
 
     const read = (id: SessionId): Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound> =>
