@@ -7,13 +7,20 @@
 // "none"), the baseline is better-sqlite3 itself: the rows ours committed (read back from its
 // database) inserted again with one prepared INSERT per event, each its own commit, on a second
 // database with the same settings. SQLite commits one append at a time (no group commit).
+// With `store: "pg"` (the job's PostgreSQL database `url`), ours is the store `layerPg` builds
+// (`SqlSessionStore.make` on a `PgClient` made with `makePg`'s options: a pool of 10), and the
+// baseline is the rows ours committed (same session_id, seq, event text) INSERTed again through
+// that same client, one INSERT per event with `appenders` of them in flight, into a table of the
+// same shape. Each run has tables of its own (prefix `r<run>_`). PostgreSQL group-commits the
+// concurrent appends of one log (one statement per round).
 import { NodeFileSystem } from "@effect/platform-node"
+import * as SqlClient from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { layerSqlite, SessionStore } from "./dist.js"
+import { layerSqlite, makeSqlStore, SessionStore } from "./dist.js"
 
 const TEXT = "the quick brown fox jumps over the lazy dog; ".repeat(3)
 
@@ -88,8 +95,61 @@ const runRaw = ({ lines, appenders, fsync, directory }) => {
   return { perSecond: lines.length / (elapsed / 1000) }
 }
 
-/** One run: ours, then the raw baseline on the bytes ours wrote. */
-export const runAppend = async ({ appenders, total, fsync, store = "jsonl" }) => {
+/** `makePg`'s client options (src/SqlSessionStore.ts), so that ours here is the store `layerPg` builds. */
+const PG_POOL = 10
+
+/** PostgreSQL, ours then raw on one client: `{ ours, peer }` events/s. */
+const runPg = async ({ appenders, total, url, run }) => {
+  if (makeSqlStore === undefined) throw new Error("append: this build has no SqlSessionStore.make")
+  const { PgClient } = await import("@effect/sql-pg")
+  const { Reactivity } = await import("@effect/experimental")
+  const per = Math.floor(total / appenders)
+  const events = per * appenders
+  const prefix = `r${run}_`
+  const program = Effect.gen(function*() {
+    const sql = yield* PgClient.make({
+      url: Redacted.make(url),
+      maxConnections: PG_POOL,
+      connectTimeout: "10 seconds",
+      transformJson: false
+    })
+    const store = yield* Effect.provideService(makeSqlStore({ tablePrefix: prefix }), SqlClient.SqlClient, sql)
+    const log = yield* store.create()
+    const appender = (a) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < per; i++) {
+          yield* log.append([{ type: "bench/append", data: { appender: a, i, text: TEXT } }])
+        }
+      })
+    let start = performance.now()
+    yield* Effect.forEach(Array.from({ length: appenders }, (_, a) => a), appender, { concurrency: "unbounded", discard: true })
+    const oursMs = performance.now() - start
+    if (log.events().length !== events) {
+      throw new Error(`ours append: ${log.events().length} events in the log, expected ${events}`)
+    }
+    const rows = yield* sql.unsafe(`SELECT session_id, seq, event FROM "${prefix}events" ORDER BY seq`)
+    if (rows.length !== events) throw new Error(`append: ${rows.length} rows in our table, expected ${events}`)
+    const raw = `"${prefix}raw_events"`
+    yield* sql.unsafe(
+      `CREATE TABLE ${raw} (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
+    )
+    const insert = `INSERT INTO ${raw} (session_id, seq, event) VALUES ($1, $2, $3)`
+    start = performance.now()
+    yield* Effect.forEach(rows, (r) => sql.unsafe(insert, [r.session_id, r.seq, r.event]), {
+      concurrency: appenders,
+      discard: true
+    })
+    const rawMs = performance.now() - start
+    const [{ n }] = yield* sql.unsafe(`SELECT count(*)::integer AS n FROM ${raw}`)
+    if (n !== events) throw new Error(`append: ${n} rows in the raw table, expected ${events}`)
+    return { ours: events / (oursMs / 1000), peer: events / (rawMs / 1000) }
+  })
+  return await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(Reactivity.layer)))
+}
+
+/** One run: ours, then the raw baseline on the bytes (SQL: the rows) ours wrote. */
+export const runAppend = async ({ appenders, total, fsync, store = "jsonl", url, run = 0 }) => {
+  if (store === "pg") return await runPg({ appenders, total, url, run })
   const directory = mkdtempSync(join(tmpdir(), "bench-append-"))
   try {
     const ours = await runOurs({ appenders, total, fsync, directory, store })

@@ -21,6 +21,9 @@ const oldFate = lib.Inbox.replay === undefined ? await optional("internal/fate.j
 export const { Agent, Delivery, History, IdGenerator, Invariant, Model, SessionStore, Tool } = lib
 /** `SqlSessionStore.layerSqlite` (before the store split: `SessionStore.layerSqlite`). */
 export const layerSqlite = sql?.layerSqlite ?? lib.SessionStore.layerSqlite
+/** `SqlSessionStore.layerPg` and `SqlSessionStore.make` (undefined in builds without them). */
+export const layerPg = sql?.layerPg
+export const makeSqlStore = sql?.make
 /** `Inbox.replay` (before: `internal/fate.js` `replayInbox`). */
 export const replayInbox = lib.Inbox.replay ?? oldFate.replayInbox
 /** The build measured: `dist` of this checkout, or the baseline's path. */

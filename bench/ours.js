@@ -8,7 +8,7 @@ import { Effect, Layer, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, IdGenerator, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
+import { Agent, IdGenerator, layerPg, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
 import { checkCounts, WORKLOADS } from "./workloads.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
@@ -124,9 +124,17 @@ const makeTools = (workload, state) => {
   }
 }
 
-/** The store layer of a run: memory, or JSONL / SQLite (synchronous NORMAL, FULL for fsync "batch") in a fresh temporary directory. */
-const storeLayer = (store, fsync) => {
+/**
+ * The store layer of a run: memory, PostgreSQL (`layerPg` on the job's database `url`, its
+ * default pool), or JSONL / SQLite (synchronous NORMAL, FULL for fsync "batch") in a fresh
+ * temporary directory.
+ */
+const storeLayer = (store, fsync, url) => {
   if (store === "memory") return { layer: SessionStore.layerMemory, cleanup: () => {} }
+  if (store === "pg") {
+    if (layerPg === undefined) throw new Error("ours: this build has no SqlSessionStore.layerPg")
+    return { layer: layerPg({ url }), cleanup: () => {} }
+  }
   const directory = mkdtempSync(join(tmpdir(), "bench-ours-"))
   if (store === "sqlite") {
     return {
@@ -145,12 +153,12 @@ const storeLayer = (store, fsync) => {
  * Returns `{ perUnit }` in µs (history-growth: `{ first, last }` µs per turn over the first and
  * the last 10% of the turns) after checking the counts.
  */
-export const runPrompts = async ({ workload, store, fsync = "none", prompts }) => {
+export const runPrompts = async ({ workload, store, fsync = "none", url, prompts }) => {
   const w = WORKLOADS[workload]
   const state = { calls: 0, toolRuns: 0, errors: [], lastCall: undefined, batch: undefined }
   const model = makeModel(workload, state)
   const tools = makeTools(workload, state)
-  const { layer, cleanup } = storeLayer(store, fsync)
+  const { layer, cleanup } = storeLayer(store, fsync, url)
   const tenth = Math.floor(prompts / 10)
   try {
     const result = await Effect.runPromise(

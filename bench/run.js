@@ -5,7 +5,7 @@
 // Figures are never asserted; a run whose counts are off (model calls, tool runs, messages)
 // fails its job, which is reported and makes the exit code 1.
 //
-//   node --expose-gc bench/run.js [--quick] [--only=turns,append,…] [--baseline=DIR]
+//   node --expose-gc bench/run.js [--quick] [--only=turns,append,pg,…] [--baseline=DIR]
 //
 // --quick: a smoke test (a tenth of the prompts, 2 runs, a 100,000-event replay).
 // --baseline=DIR: also runs our side of the prompt workloads and idle-agents on the build in
@@ -21,6 +21,7 @@ import { cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { measure as measureInstall, report as installReport } from "./install.js"
+import { pgDatabase, pgServer } from "./pg.js"
 import { summarize, WORKLOADS } from "./workloads.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -252,7 +253,7 @@ if (wanted("sqlite")) {
       side: "ours"
     }
     const ours = job(`ours sqlite ${workload} (${prompts} prompts, ${runs} runs)`, spec)
-    addRow(workload, "sqlite", `µs/${WORKLOADS[workload].unit}`, perUnit(ours), undefined, { prompts })
+    addRow(workload, "sqlite", `µs/${WORKLOADS[workload].unit}`, perUnit(ours), undefined, { prompts, noPeer: true })
   }
   for (const fsync of ["none", "batch"]) {
     for (const appenders of [1, 8, 64]) {
@@ -282,6 +283,92 @@ if (wanted("sqlite")) {
           events: scale(total)
         }
       )
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// pg (ours only; issue 14): the prompt workloads on layerPg and its append rate (group commit)
+// against raw INSERTs of the same rows through the same client; bench/pg.js is the server
+// (AGENT_LOOP_BENCH_PG, else a throwaway one with fsync and synchronous_commit off), each job on
+// a database of its own.
+// ---------------------------------------------------------------------------------------------
+
+let pgText
+if (wanted("pg")) {
+  let server
+  try {
+    server = pgServer()
+  } catch (e) {
+    process.stderr.write(`pg: no server\n    ${e instanceof Error ? e.message : e}\n`)
+    failures.push({ label: "pg server", error: e instanceof Error ? e.message : String(e) })
+  }
+  if (server !== undefined) {
+    const { fsync, synchronousCommit } = server.settings
+    pgText = `pg: ${server.label}, fsync=${fsync}, synchronous_commit=${synchronousCommit}`
+    process.stderr.write(`pg (ours only; peers: none for the prompt rows, raw INSERTs; ${pgText.slice(4)})\n`)
+    const pgJob = (label, spec) => {
+      let db
+      try {
+        db = pgDatabase(server.url)
+      } catch (e) {
+        process.stderr.write(`  ${label} … FAILED\n    cannot create its database: ${e instanceof Error ? e.message : e}\n`)
+        failures.push({ label, error: e instanceof Error ? e.message : String(e) })
+        return undefined
+      }
+      try {
+        return job(label, { ...spec, url: db.url })
+      } finally {
+        try {
+          db.drop()
+        } catch (e) {
+          process.stderr.write(`    cannot drop its database: ${e instanceof Error ? e.message : e}\n`)
+          failures.push({ label: `${label} (drop database)`, error: e instanceof Error ? e.message : String(e) })
+        }
+      }
+    }
+    const extra = { pgFsync: fsync, pgSynchronousCommit: synchronousCommit }
+    const durable = synchronousCommit !== "off" && fsync === "on"
+    try {
+      for (const workload of ["turns", "tool-steps"]) {
+        const prompts = Math.max(10, Math.round(scale(WORKLOADS[workload].prompts) / (durable ? 20 : 5)))
+        const runs = Math.min(RUNS, 3)
+        const spec = {
+          kind: "prompts",
+          workload,
+          store: "pg",
+          prompts,
+          warmup: prompts,
+          warmupRuns: 3,
+          runs,
+          side: "ours"
+        }
+        const ours = pgJob(`ours pg ${workload} (${prompts} prompts, ${runs} runs)`, spec)
+        addRow(workload, "pg", `µs/${WORKLOADS[workload].unit}`, perUnit(ours), undefined, { prompts, noPeer: true, ...extra })
+      }
+      for (const appenders of [1, 8, 64]) {
+        // Every commit waits for a WAL flush when the server is durable: fewer events.
+        const total = durable ? { 1: 1000, 8: 4000, 64: 6400 }[appenders] : 20_000
+        const runs = Math.min(RUNS, 3)
+        const r = pgJob(`append ${appenders} appender(s), ${scale(total)} events × ${runs} runs`, {
+          kind: "append",
+          store: "pg",
+          appenders,
+          total: scale(total),
+          warmupTotal: Math.max(appenders, Math.round(scale(total) / 5)),
+          runs
+        })
+        addRow(
+          "append",
+          "pg",
+          `events/s, ${appenders} appender${appenders === 1 ? "" : "s"}, synchronous_commit ${synchronousCommit}`,
+          r?.ours,
+          r?.peer,
+          { events: scale(total), ...extra }
+        )
+      }
+    } finally {
+      server.stop()
     }
   }
 }
@@ -446,7 +533,7 @@ for (const r of rows) {
     r.store,
     r.unit,
     cell(r.ours, r.oursMin, r.oursMax),
-    r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
+    r.noPeer === true ? "—" : r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
     ratioText(r.ratio)
   ])
   if (r.oursFsyncBatch !== undefined) {
@@ -473,6 +560,7 @@ console.log(line(table[0]))
 console.log(widths.map((w) => "-".repeat(w)).join("  "))
 for (const row of table.slice(1)) console.log(line(row))
 const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
+if (pgText !== undefined) console.log(`\n${pgText}`)
 if (installText !== undefined) console.log(`\n${installText}`)
 console.log(
   `\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${

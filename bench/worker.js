@@ -12,7 +12,7 @@ const run = async () => {
   switch (job.kind) {
     case "prompts": {
       const side = await sides[job.side]()
-      const spec = { workload: job.workload, store: job.store, fsync: job.fsync }
+      const spec = { workload: job.workload, store: job.store, fsync: job.fsync, url: job.url }
       for (let i = 0; i < (job.warmupRuns ?? 1); i++) {
         if (job.warmup > 0) await side.runPrompts({ ...spec, prompts: job.warmup })
       }
@@ -29,11 +29,12 @@ const run = async () => {
     }
     case "append": {
       const { runAppend } = await import("./append.js")
-      await runAppend({ appenders: job.appenders, total: job.warmupTotal, fsync: job.fsync, store: job.store })
+      const spec = { appenders: job.appenders, fsync: job.fsync, store: job.store, url: job.url }
+      await runAppend({ ...spec, total: job.warmupTotal, run: 0 })
       const ours = []
       const peer = []
       for (let i = 0; i < job.runs; i++) {
-        const r = await runAppend({ appenders: job.appenders, total: job.total, fsync: job.fsync, store: job.store })
+        const r = await runAppend({ ...spec, total: job.total, run: i + 1 })
         ours.push(r.ours)
         peer.push(r.peer)
       }
