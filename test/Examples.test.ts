@@ -13,11 +13,13 @@ import { Delivery, Invariant, SessionEvent } from "effect-agent-loop"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as ClusterRunner from "../examples/cluster-runner.js"
 import * as HttpServerSse from "../examples/http-server-sse.js"
 import * as PreStepListener from "../examples/pre-step-listener.js"
 import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
 import * as SqliteStore from "../examples/sqlite-store.js"
 import * as SteeringTool from "../examples/steering-tool.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const tmp = scratchDirs("effect-agent-loop-examples-")
@@ -143,6 +145,39 @@ describe("examples/sqlite-store", () => {
       ])
       expect(printed[1]).toBe("invariant violations: []")
     }))
+})
+
+describePg("examples/cluster-runner (PostgreSQL)", () => {
+  it.live(
+    "a runner serves session demo: a retried followup answers once, the injection enters with the next followup",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
+        const port = yield* Effect.promise(() =>
+          import("node:net").then((Net) =>
+            new Promise<number>((resolve) => {
+              const server = Net.createServer().listen(0, "127.0.0.1", () => {
+                const { port } = server.address() as { port: number }
+                server.close(() => resolve(port))
+              })
+            })
+          )
+        )
+        const { contents, outcomes } = yield* Effect.timeout(ClusterRunner.main(url, port), "60 seconds")
+        expect(outcomes).toMatchObject({
+          first: { messageId: "demo-1" },
+          retried: { messageId: "demo-1" },
+          entered: { _tag: "Entered", turn: 1, step: 1 },
+          context: { _tag: "Entered", turn: 2, step: 1 },
+          second: { _tag: "Entered", turn: 2, step: 1 }
+        })
+        expect(Invariant.check(contents.events)).toEqual([])
+        const hellos = contents.events.filter((e) => e.type === "user/message" && JSON.stringify(e.data).includes("\"hello\""))
+        expect(hellos.length).toBe(1)
+        expect(printed).toContain("invariant violations: []")
+      }).pipe(Effect.scoped),
+    90_000
+  )
 })
 
 /** A fetch bounded by `ms`; returns the status, content type and body text (or the open response for a stream). */
