@@ -1,7 +1,44 @@
 /**
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
- * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`.
+ * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`; and, for an agent cluster on
+ * PostgreSQL (issue 14 §3), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
+ * `check --pg URL --session ID`.
+ *
+ * Cluster commands (decisions):
+ * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags and
+ *   --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
+ *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS]` runs `AgentRunner.layer`: the model of
+ *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
+ *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
+ *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
+ *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 34431) its port;
+ *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
+ *   registered, listening and serving) it prints exactly one line on stdout, `runner ready
+ *   <host>:<port>`; everything else (log lines: one line each, `storeFailures.ts`) goes to stderr.
+ *   SIGTERM and SIGINT stop it gracefully (its shards released, its agents released with their
+ *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a port in
+ *   use or a session store that cannot be built: one line on stderr, exit 2.
+ * - `send --pg URL --session ID (--followup TEXT | --steer TEXT | --inject TEXT) [--message-id ID]
+ *   [--source-plugin NAME] [--wait] [--table-prefix P]` is a client-only process
+ *   (`AgentRunner.layerClient`, no shards): one delivery through `AgentClient`, its message id
+ *   printed as one line once durable; with `--wait` then the fate (`AgentClient.outcome`), one
+ *   JSON line in `DeliveryOutcome`'s encoding (`{"_tag":"Entered","turn":1,"step":1}`; a dropped
+ *   message's fate is printed too, exit 0). `--message-id` makes a retry idempotent (the session
+ *   answers a retried id with the delivery it has, and logs nothing). `--source-plugin NAME` gives
+ *   the message the source `{kind:"plugin", plugin: NAME}` (default: the user; `inject` text
+ *   `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with `runner` (a client reads
+ *   no session table). Exit 0 on success; 2 for bad arguments (not exactly one of the three, an
+ *   empty text, a message the agent refuses) or an unreachable PostgreSQL; 1 when the cluster or
+ *   the session fails the call (a store failure, an unreadable log, a full mailbox, a message
+ *   storage error: one line naming the error). With no runner alive it waits (Ctrl-C: 130).
+ * - `transcript` and `check` take exactly one of FILE or `--pg URL --session ID` (else exit 2),
+ *   reading the session through `SqlSessionStore.layerPg` (`read` only: no writer taken, nothing
+ *   fenced; building the store runs its migrations). A session that does not exist exits 2.
+ * - None of these load the cluster's packages until they run: `cluster.ts` and
+ *   `SqlSessionStore.ts` are dynamic imports (chunks of the bundle), so `--help`, `run` and the
+ *   file forms never parse `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg`.
+ *   A PostgreSQL URL is named in messages as `host:port/db` (never its password).
  *
  * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C, 129 when its terminal is gone; `run` exits 0 for `completed` or
  * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
