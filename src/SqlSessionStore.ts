@@ -56,6 +56,7 @@ import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect, Either, Exit, Layer, Redacted, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
+import { pgWhere } from "./internal/pgUrl.js"
 import * as Store from "./internal/store/common.js"
 import { inUseError, isLiveWriter, openStore, readWriter, thisWriter, type Writer } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
@@ -793,14 +794,7 @@ export const layerPg = (options: PgOptions): Layer.Layer<SessionStore, SessionSt
 export const makePg = (options: PgOptions): Effect.Effect<SessionStoreService, SessionStoreError, Scope.Scope> =>
   Effect.gen(function*() {
     const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
-    const where = (() => {
-      try {
-        const u = new URL(url)
-        return `${u.hostname}${u.port === "" ? "" : `:${u.port}`}${u.pathname}`
-      } catch {
-        return "(an invalid URL)"
-      }
-    })()
+    const where = pgWhere(url)
     const cannotOpen = (cause: unknown) => Store.storeError(`cannot open the PostgreSQL database ${where}`, undefined, cause)
     const { PgClient } = yield* loadDriver(() => import("@effect/sql-pg"), "layerPg", "@effect/sql-pg@0.53.0", cannotOpen)
     const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })

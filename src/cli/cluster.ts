@@ -13,11 +13,11 @@ import { Console, Context, Effect, Layer, Schedule, Schema } from "effect"
 import { AgentClient } from "../cluster/AgentClient.js"
 import { DeliveryOutcome } from "../cluster/AgentEntity.js"
 import * as AgentRunner from "../cluster/AgentRunner.js"
+import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
 import * as OfflineTools from "../OfflineTools.js"
 import { exit } from "./exit.js"
-import { pgWhere } from "./pgUrl.js"
 import { oneLineLogger } from "./storeFailures.js"
 
 /** The first line of an error's message, and of its cause's when it has one. */

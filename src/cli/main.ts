@@ -64,6 +64,7 @@ import { Console, Context, Effect, Either, Layer, Option, Queue, Redacted } from
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import * as Inbox from "../Inbox.js"
+import { pgWhere } from "../internal/pgUrl.js"
 import { repairDrafts } from "../internal/repair.js"
 import { fileKind, ownHeader } from "../internal/store/common.js"
 import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
@@ -80,7 +81,6 @@ import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
 import { CliExit, exit } from "./exit.js"
 import { loadWith, requirePackages } from "./optional.js"
-import { pgWhere } from "./pgUrl.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
 
 export {

@@ -1,5 +1,5 @@
 /**
- * How the CLI names a PostgreSQL database in its messages: `host:port/db`, never the URL itself
+ * How the CLI and the PostgreSQL store name a database in their messages: `host:port/db`, never the URL itself
  * (which may carry a password).
  *
  * @since 0.1.0
