@@ -161,12 +161,33 @@ const clientProtocol = Layer.effect(
     ))
 )
 
+/**
+ * A migration that lost a race with another process's (runners started together on a fresh
+ * database): both ran `CREATE TABLE IF NOT EXISTS` of the same table at once, and PostgreSQL
+ * failed the second with duplicate_table (42P07) or a unique_violation (23505) of its catalog.
+ * Measured: 1 runner in 18 of three started at once failed so.
+ */
+const isMigrationRace = (error: unknown): boolean => {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code
+  return code === "42P07" || code === "23505"
+}
+
+/** `layer` built again (at most 5 times, 200 ms apart) while it fails with a migration race. */
+const migrating = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+  Layer.retry(
+    layer,
+    Schedule.spaced(Duration.millis(200)).pipe(
+      Schedule.intersect(Schedule.recurs(5)),
+      Schedule.whileInput((error: E) => isMigrationRace(error))
+    )
+  )
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
-  Layer.mergeAll(
+  migrating(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
     SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
-  )
+  ))
 
 const pgLayer = (options: StorageOptions) =>
   PgClient.layer({ url: typeof options.pg === "string" ? Redacted.make(options.pg) : options.pg })
@@ -233,8 +254,18 @@ export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Shardin
   // The session logs on the cluster's own PostgreSQL client. A runner that the shard lock made an
   // entity's owner takes its session over (`writers: "takeover"`): the former owner, if it is
   // only paused, is fenced by the new writer epoch (DESIGN.md §3.3).
-  const sessions = SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" })
-  const app = Layer.mergeAll(AgentEntity.layer(options), pruner(options), clientLayer).pipe(
+  const sessions = migrating(SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" }))
+  // An rpc that meets a fenced agent waits two shard lock refreshes (as the cluster computes
+  // the refresh: at most a third of the expiration) before it reopens the session: a runner that
+  // lost the shard is interrupted by then (AgentEntity's `fencedGrace`).
+  const setting = (key: "shardLockRefreshInterval" | "shardLockExpiration") =>
+    Duration.decode(options.sharding?.[key] ?? defaults[key])
+  const refresh = Duration.min(
+    setting("shardLockRefreshInterval"),
+    Duration.unsafeDivide(setting("shardLockExpiration"), 3)
+  )
+  const entity = AgentEntity.layer({ ...options, fencedGrace: options.fencedGrace ?? Duration.times(refresh, 2) })
+  const app = Layer.mergeAll(entity, pruner(options), clientLayer).pipe(
     Layer.provide(sessions),
     Layer.provideMerge(sharding)
   )
