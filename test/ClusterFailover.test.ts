@@ -8,7 +8,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Fiber, Layer, Redacted } from "effect"
+import { Context, Duration, Effect, Either, Fiber, Layer, Redacted } from "effect"
 import * as Path from "node:path"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
@@ -23,7 +23,7 @@ import {
   type Child,
   describeChildren,
   exitOf,
-  type Runner,
+  localPortsOf,
   type Settings,
   spawnChild,
   startRunners,
@@ -61,7 +61,21 @@ const connect = (url: string) =>
         (rows) => new Map(rows.map((r) => [r.session_id, (JSON.parse(r.writer) as { pid: number }).pid]))
       )
     )
-    return { client: Context.get(context, AgentClient), logOf, owners }
+    /**
+     * Ends the PostgreSQL connections of process `pid` that hold advisory locks (a runner's shard
+     * lock connection); how many.
+     */
+    const dropLockConnectionsOf = (pid: number): Effect.Effect<number> => {
+      const ports = [...localPortsOf(pid)]
+      if (ports.length === 0) return Effect.succeed(0)
+      return Effect.orDie(Effect.map(
+        sql<{ pid: number }>`SELECT pg_terminate_backend(a.pid) AS pid FROM pg_stat_activity a
+          WHERE a.datname = current_database() AND ${sql.in("a.client_port", ports)}
+          AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted)`,
+        (rows) => rows.length
+      ))
+    }
+    return { client: Context.get(context, AgentClient), logOf, owners, dropLockConnectionsOf }
   })
 
 /** The ids inserted into the inbox, in log order (one entry per insertion). */
@@ -271,11 +285,157 @@ describe.sequential("cluster failover", () => {
         }).pipe(Effect.scoped),
       180_000
     )
+
+    it.live(
+      "SIGSTOP of the owner in a tool call → another runner takes the session over; after SIGCONT the paused runner's appends fail SessionFenced, nothing of it is in the log, the session goes on",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* database
+          const runners = yield* startRunners(url, 2, SETTINGS)
+          const children = (): ReadonlyArray<Child> => runners
+          const { client, dropLockConnectionsOf, logOf, owners } = yield* connect(url)
+          const session = "p"
+          yield* bounded(
+            "the first followup",
+            client.followup(session, "wait 3 seconds and tell me the time", { messageId: "p-f1" }),
+            60
+          )
+          yield* until(
+            "the session's wait tool call",
+            Effect.map(logOf(session), (e) => waitingIn(e) !== undefined),
+            30_000,
+            children
+          )
+          const ownerPid = (yield* owners).get(session)
+          const paused = runners.find((r) => r.pid === ownerPid)
+          expect(paused, "the owner of the session is one of the runners").toBeDefined()
+          const other = runners.find((r) => r !== paused)!
+          paused!.signal("SIGSTOP")
+          const pausedAt = Date.now()
+          yield* Effect.sleep(Duration.millis(300))
+          const atPause = yield* logOf(session)
+          // With advisory shard locks (the default) a paused runner keeps its shards while its lock
+          // connection lives (the kernel answers TCP keepalives for a stopped process): the server
+          // drops that connection here, as it would for a host cut off by a partition.
+          expect(yield* dropLockConnectionsOf(paused!.pid)).toBe(1)
+          const call = waitingIn(atPause)!
+          // A followup sent during the pause (to the paused owner, as far as the client knows).
+          const late = yield* Effect.fork(client.followup(session, "after the pause", { messageId: "p-f2" }))
+          yield* until(
+            "the other runner to take the session over and repair it",
+            Effect.gen(function*() {
+              yield* Effect.option(Effect.timeout(client.status(session), Duration.seconds(2)))
+              const holder = (yield* owners).get(session)
+              return holder === other.pid && turnsEnded(yield* logOf(session)).includes("1 interrupted")
+            }),
+            60_000,
+            children
+          )
+          const takeover = Date.now() - pausedAt
+          // Resumed after its wait is over: its first act is to append the tool's result.
+          yield* Effect.sleep(Duration.millis(Math.max(0, 3500 - (Date.now() - pausedAt))))
+          paused!.signal("SIGCONT")
+          const resumedAt = Date.now()
+          // The paused runner's wait ends: its append is fenced, and its agent stops.
+          yield* until(
+            "the paused runner to be fenced",
+            Effect.sync(() => /another writer took the session over/.test(paused!.stdout() + paused!.stderr())),
+            20_000,
+            children
+          )
+          const fencedAfter = Date.now() - resumedAt
+          // The followup sent during the pause is answered (by the new owner), never with the fence.
+          expect(yield* bounded("the followup sent during the pause", Fiber.join(late), 60)).toEqual({ messageId: "p-f2" })
+          const f2 = yield* Effect.either(bounded("its outcome", client.outcome(session, "p-f2"), 60))
+          if (f2._tag === "Left") {
+            console.log(describeChildren(runners), brief(yield* logOf(session)), yield* owners, paused!.pid)
+          }
+          expect(f2).toEqual(Either.right({ _tag: "Entered", turn: 2, step: 1 }))
+          // The session goes on on its new owner.
+          yield* bounded("a followup after the fence", client.followup(session, "and now?", { messageId: "p-f3" }), 60)
+          expect(yield* bounded("its outcome", client.outcome(session, "p-f3"), 60)).toEqual({
+            _tag: "Entered",
+            turn: 3,
+            step: 1
+          })
+          yield* until(
+            "the last turn to end",
+            Effect.map(logOf(session), (e) => turnsEnded(e).length === 3),
+            30_000,
+            children
+          )
+          const events = yield* logOf(session)
+          expect(Invariant.check(events)).toEqual([])
+          // What the owner wrote before the pause, the new owner's closers, then only the new owner:
+          // no result of the paused runner's wait, no clock call of it.
+          expect(events.slice(0, atPause.length)).toEqual(atPause)
+          expect(brief(events.slice(atPause.length, atPause.length + 4))).toEqual([
+            `tool/result ${call} TOOL_OUTCOME_UNKNOWN`,
+            "step/end 1.1",
+            "turn/end 1 interrupted",
+            "session/end-seed"
+          ])
+          expect(brief(events).filter((line) => line.startsWith(`tool/result ${call}`))).toEqual([
+            `tool/result ${call} TOOL_OUTCOME_UNKNOWN`
+          ])
+          expect(turnsStarted(events)).toEqual([1, 2, 3])
+          expect(turnsEnded(events)).toEqual(["1 interrupted", "2 completed", "3 completed"])
+          expect(insertedIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
+          expect(userMessageIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
+          yield* Effect.logInfo(
+            `SIGSTOP: taken over and repaired ${takeover} ms after the pause; fenced ${fencedAfter} ms after SIGCONT`
+          )
+        }).pipe(Effect.scoped),
+      180_000
+    )
+
+    it.live(
+      "a client killed while it waits for an outcome: a new client gets the same fate",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* database
+          const runners = yield* startRunners(url, 2, SETTINGS)
+          const clients: Array<Child> = []
+          const children = (): ReadonlyArray<Child> => [...runners, ...clients]
+          const { client, logOf } = yield* connect(url)
+          const session = "c"
+          yield* bounded(
+            "the first followup",
+            client.followup(session, "wait 3 seconds and tell me the time", { messageId: "c-f1" }),
+            60
+          )
+          yield* until("the turn to start", Effect.map(logOf(session), running), 30_000, children)
+          // Queued behind the running turn: its fate is decided when the next turn takes it.
+          yield* bounded("the queued followup", client.followup(session, "thanks", { messageId: "c-f2" }), 60)
+          const outcomeClient = (name: string) =>
+            spawnChild(name, [Path.resolve("test/utils/clusterClient.mjs"), url, session, "c-f2"])
+          const first = yield* outcomeClient("client 1")
+          clients.push(first)
+          yield* until(
+            "client 1 to wait for the outcome",
+            Effect.sync(() => first.stdout().includes("waiting\n")),
+            60_000,
+            children
+          )
+          yield* Effect.sleep(Duration.millis(300))
+          expect(first.stdout()).toBe("waiting\n")
+          first.signal("SIGKILL")
+          expect(yield* exitOf(first, 10_000)).toBe("SIGKILL")
+          const second = yield* outcomeClient("client 2")
+          clients.push(second)
+          expect(yield* exitOf(second, 90_000)).toBe(0)
+          const answer = JSON.parse(second.stdout().trim().split("\n").at(-1)!)
+          expect(answer).toEqual({ outcome: { _tag: "Entered", turn: 2, step: 1 } })
+          // The same fate from this process's client and from the log.
+          expect(yield* bounded("the outcome", client.outcome(session, "c-f2"), 60)).toEqual(answer.outcome)
+          yield* until("the last turn to end", Effect.map(logOf(session), (e) => turnsEnded(e).length === 2), 30_000, children)
+          const events = yield* logOf(session)
+          expect(Delivery.fateOf(events, "c-f2")).toEqual(answer.outcome)
+          expect(insertedIds(events)).toEqual(["c-f1", "c-f2"])
+          expect(turnsEnded(events)).toEqual(["1 completed", "2 completed"])
+          expect(Invariant.check(events)).toEqual([])
+        }).pipe(Effect.scoped),
+      180_000
+    )
   })
 })
-
-export type { Runner }
-void Fiber
-void Path
-void spawnChild
-void describeChildren

@@ -6,6 +6,7 @@
  */
 import { Duration, Effect, type Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 
@@ -47,7 +48,7 @@ export const freePort = Effect.async<number>((resume) => {
   })
 })
 
-const tail = (text: string, lines = 30) => text.split("\n").slice(-lines).join("\n")
+const tail = (text: string, lines = 80) => text.split("\n").slice(-lines).join("\n")
 
 /** What the children said, for a failure message. */
 export const describeChildren = (children: ReadonlyArray<Child>): string =>
@@ -180,3 +181,35 @@ export const startRunners = (
     )
     return runners
   })
+
+/**
+ * The local TCP ports of the sockets process `pid` has open (Linux: its `/proc/<pid>/fd` links
+ * `socket:[inode]`, looked up in `/proc/net/tcp` and `/proc/net/tcp6`): which PostgreSQL backends
+ * are its connections (`pg_stat_activity.client_port`).
+ */
+export const localPortsOf = (pid: number): ReadonlySet<number> => {
+  const inodes = new Set<string>()
+  for (const fd of NodeFs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const link = NodeFs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+      const m = /^socket:\[(\d+)\]$/.exec(link)
+      if (m) inodes.add(m[1]!)
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = new Set<number>()
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string
+    try {
+      text = NodeFs.readFileSync(table, "utf8")
+    } catch {
+      continue
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/)
+      if (cols.length > 9 && inodes.has(cols[9]!)) ports.add(parseInt(cols[1]!.split(":")[1]!, 16))
+    }
+  }
+  return ports
+}
