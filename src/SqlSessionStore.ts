@@ -56,6 +56,7 @@ import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect, Either, Exit, Layer, Redacted, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
+import { pgWhere } from "./internal/pgUrl.js"
 import * as Store from "./internal/store/common.js"
 import { inUseError, isLiveWriter, openStore, readWriter, thisWriter, type Writer } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
@@ -661,6 +662,31 @@ export interface SqliteOptions extends SqlOptions {
 }
 
 /**
+ * Loads a driver (an optional peer dependency) on first use, so that the other stores never load
+ * it; a driver that is not installed fails with the package and version to install.
+ */
+const loadDriver = <A>(
+  load: () => Promise<A>,
+  layerName: string,
+  pkg: string,
+  cannotOpen: (cause: unknown) => SessionStoreError
+): Effect.Effect<A, SessionStoreError> =>
+  Effect.tryPromise({
+    try: load,
+    catch: (cause) =>
+      (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
+        ? Store.storeError(
+          `SqlSessionStore.${layerName} needs ${
+            pkg.slice(0, pkg.lastIndexOf("@"))
+          } (an optional peer dependency of effect-agent-loop), ` +
+            `which is not installed: npm install ${pkg}`,
+          undefined,
+          cause
+        )
+        : cannotOpen(cause)
+  })
+
+/**
  * The SQL store on SQLite (`@effect/sql-sqlite-node`, i.e. better-sqlite3, in WAL mode): every
  * session in one database file (DESIGN.md §3.3). The driver is an optional peer dependency,
  * loaded when the layer is built: install `@effect/sql-sqlite-node` (and `@effect/sql`,
@@ -691,20 +717,12 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<SessionStore, S
     Effect.gen(function*() {
       const cannotOpen = (cause: unknown) =>
         Store.storeError(`cannot open the SQLite database ${options.filename}`, undefined, cause)
-      // Loaded on first use, so that the other stores never load the native module. A driver
-      // that is not installed (an optional peer dependency) is named with its version.
-      const { SqliteClient } = yield* Effect.tryPromise({
-        try: () => import("@effect/sql-sqlite-node"),
-        catch: (cause) =>
-          (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
-            ? Store.storeError(
-              "SqlSessionStore.layerSqlite needs @effect/sql-sqlite-node (an optional peer dependency of effect-agent-loop), " +
-                "which is not installed: npm install @effect/sql-sqlite-node@0.53.0",
-              undefined,
-              cause
-            )
-            : cannotOpen(cause)
-      })
+      const { SqliteClient } = yield* loadDriver(
+        () => import("@effect/sql-sqlite-node"),
+        "layerSqlite",
+        "@effect/sql-sqlite-node@0.53.0",
+        cannotOpen
+      )
       const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })
       const client = yield* SqliteClient.make({ filename: options.filename }).pipe(
         Effect.provide(Reactivity.layer),
@@ -776,27 +794,9 @@ export const layerPg = (options: PgOptions): Layer.Layer<SessionStore, SessionSt
 export const makePg = (options: PgOptions): Effect.Effect<SessionStoreService, SessionStoreError, Scope.Scope> =>
   Effect.gen(function*() {
     const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
-    const where = (() => {
-      try {
-        const u = new URL(url)
-        return `${u.hostname}${u.port === "" ? "" : `:${u.port}`}${u.pathname}`
-      } catch {
-        return "(an invalid URL)"
-      }
-    })()
+    const where = pgWhere(url)
     const cannotOpen = (cause: unknown) => Store.storeError(`cannot open the PostgreSQL database ${where}`, undefined, cause)
-    const { PgClient } = yield* Effect.tryPromise({
-      try: () => import("@effect/sql-pg"),
-      catch: (cause) =>
-        (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
-          ? Store.storeError(
-            "SqlSessionStore.layerPg needs @effect/sql-pg (an optional peer dependency of effect-agent-loop), " +
-              "which is not installed: npm install @effect/sql-pg@0.53.0",
-            undefined,
-            cause
-          )
-          : cannotOpen(cause)
-    })
+    const { PgClient } = yield* loadDriver(() => import("@effect/sql-pg"), "layerPg", "@effect/sql-pg@0.53.0", cannotOpen)
     const { Reactivity } = yield* Effect.tryPromise({ try: () => import("@effect/experimental"), catch: cannotOpen })
     const client = yield* PgClient.make({
       url: Redacted.make(url),

@@ -1033,6 +1033,33 @@ describe("the agent-loop binary", () => {
   )
 
   it.live(
+    "--help and run (offline) load none of the cluster's code (@effect/cluster, @effect/rpc, @effect/sql, @effect/sql-pg, pg); send does",
+    () =>
+      Effect.gen(function*() {
+        // Bundled: each package is recognised in the files a command loads by a string of its own.
+        const markers = ["@effect/cluster/", "@effect/rpc/", "@effect/sql/", "@effect/sql-pg/", "SCRAM-SHA-256"]
+        const loads = (args: ReadonlyArray<string>) =>
+          Effect.gen(function*() {
+            const cwd = tmpDir()
+            const record = Path.join(cwd, "imports.txt")
+            const r = yield* spawn(args, cwd, { hide: "", env: { RECORD_IMPORTS_FILE: record } })
+            const files = Fs.readFileSync(record, "utf8").split("\n").filter((u) => u.startsWith("file://"))
+            const text = [...new Set(files)].map((u) => Fs.readFileSync(new URL(u), "utf8")).join("\n")
+            return { code: r.code, found: markers.filter((m) => text.includes(m)) }
+          })
+        expect(yield* loads(["--help"])).toEqual({ code: 0, found: [] })
+        const dir = tmpDir()
+        expect(yield* loads(["run", "--prompt", "hello", "--store", dir])).toEqual({ code: 0, found: [] })
+        const port = yield* closedPort
+        expect(yield* loads(["send", "--pg", `postgres://127.0.0.1:${port}/x`, "--session", "s", "--followup", "hi"])).toEqual({
+          code: 2,
+          found: markers
+        })
+      }),
+    30_000
+  )
+
+  it.live(
     "the bundle loads its provider chunks on first use: openai-compat and openai (@effect/ai-openai, bundled) against a loopback replay",
     () =>
       Effect.scoped(Effect.gen(function*() {

@@ -1,0 +1,213 @@
+/**
+ * The cluster commands of the `agent-loop` binary (issue 14 §3): `runner`, `send`, and
+ * `transcript`/`check --pg`, as real processes of `dist/cli/bin.js` (`npm run build` first). The
+ * PostgreSQL suite gets a fresh database per test; every wait is bounded and every runner is
+ * killed in a finalizer. The bad-argument checks need no server (a closed port stands for an
+ * unreachable one).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as Net from "node:net"
+import * as Path from "node:path"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+import { closedPort } from "./utils/replayServer.js"
+
+const bin = Path.resolve("dist/cli/bin.js")
+
+interface Result {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs the binary to its end (at most 20 s). */
+const run = (args: ReadonlyArray<string>) =>
+  Effect.async<Result>((resume) => {
+    execFile(process.execPath, [bin, ...args], { timeout: 20_000 }, (error, stdout, stderr) => {
+      resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
+    })
+  })
+
+/** A free TCP port on loopback. */
+const freePort = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+interface Runner {
+  readonly child: ChildProcess
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** Resolves with the exit code (or the signal's name). */
+  readonly exited: Promise<number | string>
+}
+
+/**
+ * A runner process, killed (SIGKILL) when the scope closes if it is still running; succeeds once
+ * its ready line is out (at most 30 s, else fails with what it printed).
+ */
+const startRunner = (args: ReadonlyArray<string>) =>
+  Effect.acquireRelease(
+    Effect.sync((): Runner => {
+      const child = spawn(process.execPath, [bin, "runner", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stdout!.on("data", (d) => (stdout += d))
+      child.stderr!.on("data", (d) => (stderr += d))
+      const exited = new Promise<number | string>((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal!)))
+      return { child, stdout: () => stdout, stderr: () => stderr, exited }
+    }),
+    (runner) => Effect.sync(() => runner.child.exitCode === null && runner.child.kill("SIGKILL"))
+  ).pipe(
+    Effect.tap((runner) =>
+      Effect.async<void, Error>((resume) => {
+        const timer = setTimeout(
+          () => resume(Effect.fail(new Error(`no ready line in 30 s: ${runner.stdout()} / ${runner.stderr()}`))),
+          30_000
+        )
+        const check = () => {
+          if (runner.stdout().includes("\n")) {
+            clearTimeout(timer)
+            resume(Effect.void)
+          }
+        }
+        runner.child.stdout!.on("data", check)
+        void runner.exited.then(() => {
+          clearTimeout(timer)
+          resume(Effect.fail(new Error(`the runner exited: ${runner.stdout()} / ${runner.stderr()}`)))
+        })
+      })
+    )
+  )
+
+/** A fresh database for the test, dropped when its scope closes. */
+const database = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
+
+/** Polls `transcript --pg` until its output includes `text` (at most 60 tries, 250 ms apart); the last output else. */
+const transcriptWith = (args: ReadonlyArray<string>, text: string) =>
+  Effect.flatMap(run(["transcript", ...args]), (r) => r.stdout.includes(text) ? Effect.succeed(r) : Effect.fail(r)).pipe(
+    Effect.retry({ schedule: Schedule.spaced("250 millis"), times: 60 }),
+    Effect.catchAll((r: Result) => Effect.succeed(r))
+  )
+
+describePg("agent-loop runner and send on PostgreSQL", () => {
+  it.live(
+    "a runner serves: send --wait prints the id and the fate; an injection (retried: one copy) enters with the next followup, a tool-using turn; transcript and check read the session; SIGTERM exits 0",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const port = yield* freePort
+        const runner = yield* startRunner(["--pg", url, "--port", String(port)])
+        expect(runner.stdout()).toBe(`runner ready 127.0.0.1:${port}\n`)
+
+        const first = yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hello", "--wait"])
+        expect([first.code, first.stderr]).toEqual([0, ""])
+        expect(first.stdout).toMatch(/^[0-9a-f-]{36}\n\{"_tag":"Entered","turn":1,"step":1\}\n$/)
+
+        const inject = ["send", "--pg", url, "--session", "s1", "--inject", "the network is metered"]
+        const context = [...inject, "--source-plugin", "netwatch", "--message-id", "ctx-1"]
+        expect(yield* run(context)).toEqual({ code: 0, stdout: "ctx-1\n", stderr: "" })
+        // A retry of the same id: the same answer, no second copy in the log (the transcript below).
+        expect(yield* run(context)).toEqual({ code: 0, stdout: "ctx-1\n", stderr: "" })
+        const followup = ["send", "--pg", url, "--session", "s1", "--message-id", "f-2", "--wait"]
+        expect(yield* run([...followup, "--followup", "wait 1 second and tell me the time"])).toEqual({
+          code: 0,
+          stdout: "f-2\n{\"_tag\":\"Entered\",\"turn\":2,\"step\":1}\n",
+          stderr: ""
+        })
+
+        const pg = ["--pg", url, "--session", "s1"]
+        const shown = yield* transcriptWith(pg, "turn 2 ended")
+        expect([shown.code, shown.stderr]).toEqual([0, ""])
+        const time = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g
+        expect(shown.stdout.replace(time, "TIME").split("\n")).toEqual([
+          "── turn 1 ──",
+          "> hello",
+          "I received 1 message in this step: 1 from you (\"hello\").",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "[context from plugin:netwatch] the network is metered",
+          "> wait 1 second and tell me the time",
+          "I received 2 messages in this step: 1 from you (\"wait 1 second and tell me the time\"); context from plugin:netwatch (\"the network is metered\").",
+          "→ wait({\"seconds\":1})",
+          "← waited 1 second",
+          "Tool result (call_2_1_1): \"waited 1 second\"",
+          "→ clock({})",
+          "← TIME",
+          "Tool result (call_2_2_1): \"TIME\"",
+          "turn 2 ended: completed",
+          ""
+        ])
+        expect(yield* run(["check", ...pg])).toEqual({ code: 0, stdout: "session s1: ok (30 events)\n", stderr: "" })
+
+        // A second runner on the port in use: one line, exit 2.
+        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            `runner: cannot listen on 127.0.0.1:${port}: Open: listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`
+        })
+
+        runner.child.kill("SIGTERM")
+        const code = yield* Effect.promise(() => runner.exited).pipe(Effect.timeout("20 seconds"))
+        expect([code, runner.stdout()]).toEqual([0, `runner ready 127.0.0.1:${port}\n`])
+      })),
+    90_000
+  )
+})
+
+describe("agent-loop runner / send / transcript --pg: bad arguments and an unreachable server", () => {
+  it.live("exit 2 with one line on stderr and nothing on stdout", () =>
+    Effect.gen(function*() {
+      expect(yield* run(["runner"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "runner: --pg URL is required (the cluster's PostgreSQL database)\n"
+      })
+      const port = yield* closedPort
+      const url = `postgres://postgres:secret@127.0.0.1:${port}/x`
+      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--steer", "b"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
+      })
+      expect(yield* run(["send", "--pg", url, "--session", "s"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
+      })
+      // The URL's password is never printed.
+      expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          `runner: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+      })
+      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "hi"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          `send: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+      })
+      expect(yield* run(["transcript", "--pg", url, "--session", "s"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          `transcript: cannot open the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+      })
+      expect(yield* run(["check", "log.jsonl", "--pg", url, "--session", "s"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "check: give either FILE or --pg URL --session ID, not both\n"
+      })
+      expect(yield* run(["transcript", "--session", "s"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "transcript: give a FILE, or --pg URL and --session ID\n"
+      })
+    }), 60_000)
+})
