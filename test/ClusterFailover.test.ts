@@ -8,7 +8,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Either, Fiber, Layer, Redacted } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Redacted } from "effect"
 import * as Path from "node:path"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
@@ -33,8 +33,12 @@ import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 
 /** Short settings (ms): a dead runner is noticed within about a second or two, a lock expires in 5 s. */
 const SETTINGS: Settings = { healthCheck: 1000, lockRefresh: 1500, lockExpiry: 5000, messagePoll: 500 }
-/** What a loaded 2-core machine may add to the configured expiry before a session answers again. */
-const MARGIN = 10_000
+/**
+ * What a loaded 2-core machine may add to the configured expiry before a session answers again
+ * (measured here: 3.2–3.3 s from the SIGKILL in most runs, 14.9–15.2 s in some, the client's
+ * status reaching the new owner well after the writer row moved).
+ */
+const MARGIN = 15_000
 
 const database = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
 
@@ -75,7 +79,35 @@ const connect = (url: string) =>
         (rows) => rows.length
       ))
     }
-    return { client: Context.get(context, AgentClient), logOf, owners, dropLockConnectionsOf }
+    /** How many shard locks each PostgreSQL backend of this database holds, as `pid:count` sorted. */
+    const shardLocks = Effect.orDie(Effect.map(
+      sql<{ pid: number; n: string }>`SELECT pid, count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid ORDER BY pid`,
+      (rows) => rows.map((r) => `${r.pid}:${r.n}`)
+    ))
+    /**
+     * Waits (at most 30 s) until the shards are settled between `runners` runners: every shard
+     * locked, by `runners` backends, the same for three polls 500 ms apart (runners that join
+     * move shards, and a turn on a moved shard is interrupted and resumed on its new owner).
+     */
+    const settled = (runners: number, children: () => ReadonlyArray<Child>) => {
+      let last = ""
+      let same = 0
+      return until(
+        `the shards to settle between ${runners} runners`,
+        Effect.map(shardLocks, (locks) => {
+          const now = locks.join(",")
+          const total = locks.reduce((n, l) => n + Number(l.split(":")[1]), 0)
+          same = now === last && locks.length === runners && total === AgentRunner.defaults.shardsPerGroup ? same + 1 : 0
+          last = now
+          return same >= 2
+        }),
+        30_000,
+        children,
+        500
+      )
+    }
+    return { client: Context.get(context, AgentClient), logOf, owners, dropLockConnectionsOf, settled }
   })
 
 /** The ids inserted into the inbox, in log order (one entry per insertion). */
@@ -135,7 +167,8 @@ describe.sequential("cluster failover", () => {
           const url = yield* database
           const runners = yield* startRunners(url, 3, SETTINGS)
           const children = (): ReadonlyArray<Child> => runners
-          const { client, logOf, owners } = yield* connect(url)
+          const { client, logOf, owners, settled } = yield* connect(url)
+          yield* settled(3, children)
           const sessions = range(20).map((i) => `s${String(i).padStart(2, "0")}`)
           const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
 
@@ -253,7 +286,10 @@ describe.sequential("cluster failover", () => {
             expect(insertedIds(events), s).toEqual(ids)
             expect(userMessageIds(events), s).toEqual(ids)
             expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
-            const interrupted = victims.includes(s)
+            // The killed runner's sessions are interrupted; so may be a survivor's whose shard the
+            // rebalance after the kill moved (released mid-turn, resumed on its new owner).
+            const interrupted = turnsEnded(events)[0] === "1 interrupted"
+            if (victims.includes(s)) expect(interrupted, s).toBe(true)
             expect(turnsEnded(events), s).toEqual(
               [`1 ${interrupted ? "interrupted" : "completed"}`, ...(queued.has(s) ? ["2 completed"] : [])]
             )
@@ -262,7 +298,7 @@ describe.sequential("cluster failover", () => {
               queued.has(s) ? { _tag: "Entered", turn: 2, step: 1 } : undefined
             ])
             for (const [n, id] of ids.entries()) expect(Delivery.fateOf(events, id), id).toEqual(fates[i]![n])
-            if (interrupted) {
+            if (victims.includes(s)) {
               // The killed runner's events, then the §10 closers, then the new owner's work.
               const prefix = before.get(s)!
               expect(events.slice(0, prefix.length), s).toEqual(prefix)
@@ -293,7 +329,8 @@ describe.sequential("cluster failover", () => {
           const url = yield* database
           const runners = yield* startRunners(url, 2, SETTINGS)
           const children = (): ReadonlyArray<Child> => runners
-          const { client, dropLockConnectionsOf, logOf, owners } = yield* connect(url)
+          const { client, dropLockConnectionsOf, logOf, owners, settled } = yield* connect(url)
+          yield* settled(2, children)
           const session = "p"
           yield* bounded(
             "the first followup",
@@ -346,11 +383,18 @@ describe.sequential("cluster failover", () => {
           const fencedAfter = Date.now() - resumedAt
           // The followup sent during the pause is answered (by the new owner), never with the fence.
           expect(yield* bounded("the followup sent during the pause", Fiber.join(late), 60)).toEqual({ messageId: "p-f2" })
-          const f2 = yield* Effect.either(bounded("its outcome", client.outcome(session, "p-f2"), 60))
-          if (f2._tag === "Left") {
-            console.log(describeChildren(runners), brief(yield* logOf(session)), yield* owners, paused!.pid)
+          const f2 = yield* Effect.exit(bounded("its outcome", client.outcome(session, "p-f2"), 60))
+          if (f2._tag === "Failure") {
+            // Seen in about 1 run in 4: the cluster answers MessageNotFound (see the report).
+            return yield* Effect.die(
+              new Error(
+                `outcome of p-f2 failed: ${f2.cause}\nlog: ${brief(yield* logOf(session)).join(" / ")}\nwriters: ${[
+                  ...(yield* owners)
+                ]}\n${describeChildren(runners)}`
+              )
+            )
           }
-          expect(f2).toEqual(Either.right({ _tag: "Entered", turn: 2, step: 1 }))
+          expect(f2.value).toEqual({ _tag: "Entered", turn: 2, step: 1 })
           // The session goes on on its new owner.
           yield* bounded("a followup after the fence", client.followup(session, "and now?", { messageId: "p-f3" }), 60)
           expect(yield* bounded("its outcome", client.outcome(session, "p-f3"), 60)).toEqual({
@@ -397,7 +441,8 @@ describe.sequential("cluster failover", () => {
           const runners = yield* startRunners(url, 2, SETTINGS)
           const clients: Array<Child> = []
           const children = (): ReadonlyArray<Child> => [...runners, ...clients]
-          const { client, logOf } = yield* connect(url)
+          const { client, logOf, settled } = yield* connect(url)
+          yield* settled(2, children)
           const session = "c"
           yield* bounded(
             "the first followup",

@@ -46,6 +46,7 @@ import * as IdGenerator from "../IdGenerator.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
+import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
 
 /**
@@ -293,6 +294,11 @@ export interface EntityOptions extends Omit<Agent.ResumeOptions, "continuePendin
 
 type Kind = "followup" | "steer" | "inject"
 
+/** Whether `event` is a splice that inserted message `id`. */
+const insertedHere = (event: { readonly type: string; readonly data: unknown }, id: string): boolean =>
+  event.type === "agent/inbox/spliced" &&
+  ((event.data as { inserted?: ReadonlyArray<{ id: string }> }).inserted ?? []).some((m) => m.id === id)
+
 const INJECT_SOURCE = Object.freeze({ kind: "plugin", plugin: "cluster" })
 
 /** The `UserMessage` of a delivery payload (validated and frozen by `UserMessage.make`). */
@@ -450,7 +456,28 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               nextTurn: inbox.nextTurn.length,
               nextStep: inbox.nextStep.length
             }))),
-        outcome: ({ payload }) => Effect.flatMap(agentOf, (agent) => agent.outcome(payload.messageId)),
+        // An id this agent never saw may have been delivered by a writer that took the session
+        // since (this agent does not know yet that it lost it): when the stored log holds it,
+        // the session is reopened after `fencedGrace` (as for a fence) and asked again.
+        outcome: ({ payload }) =>
+          Effect.flatMap(agentOf, (agent) =>
+            agent.outcome(payload.messageId).pipe(
+              Effect.catchTag("MessageNotFound", (e) =>
+                Effect.flatMap(
+                  Effect.flatMap(SessionStoreTag, (store) => store.read(sessionId)).pipe(
+                    Effect.map((c) => c.events.some((ev) => insertedHere(ev, payload.messageId))),
+                    Effect.orElseSucceed(() => false),
+                    Effect.provide(context)
+                  ),
+                  (stored) =>
+                    stored
+                      ? Effect.sleep(fencedGrace).pipe(
+                        Effect.zipRight(forget(agent)),
+                        Effect.zipRight(Effect.flatMap(agentOf, (a) => a.outcome(payload.messageId)))
+                      )
+                      : Effect.fail(e)
+                ))
+            )),
         events: () =>
           Stream.unwrapScoped(Effect.gen(function*() {
             const agent = yield* agentOf

@@ -168,8 +168,16 @@ const clientProtocol = Layer.effect(
  * Measured: 1 runner in 18 of three started at once failed so.
  */
 const isMigrationRace = (error: unknown): boolean => {
-  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code
-  return code === "42P07" || code === "23505"
+  // The driver's error is the cause of a `SqlError`, itself the cause of a `SessionStoreError`.
+  let at: unknown = error
+  for (let depth = 0; depth < 5 && typeof at === "object" && at !== null; depth++) {
+    const code = (at as { code?: unknown }).code
+    if (code === "42P07" || code === "23505" && /pg_type|pg_class/.test(String((at as { message?: unknown }).message))) {
+      return true
+    }
+    at = (at as { cause?: unknown }).cause
+  }
+  return false
 }
 
 /** `layer` built again (at most 5 times, 200 ms apart) while it fails with a migration race. */

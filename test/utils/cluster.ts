@@ -1,6 +1,6 @@
 /**
- * Multi-process cluster harness (issue 14 §4): runner processes (`test/utils/clusterRunner.mjs`,
- * the flags of `agent-loop runner`) on loopback, started concurrently, each ready when it prints
+ * Multi-process cluster harness (issue 14 §4): runner processes (`agent-loop runner`, the built
+ * CLI `dist/cli/bin.js`: the offline model and tools) on loopback, started concurrently, each ready when it prints
  * `runner ready <host>:<port>`; signals; every wait bounded, and a timeout names what it waited
  * for with the runners' stderr tails. Runners still alive when the test's scope closes are killed.
  */
@@ -19,7 +19,7 @@ export interface Settings {
 }
 
 /** The runner command (node arguments before the flags). */
-export const runnerCommand: ReadonlyArray<string> = [Path.resolve("test/utils/clusterRunner.mjs")]
+export const runnerCommand: ReadonlyArray<string> = [Path.resolve("dist/cli/bin.js"), "runner"]
 
 /** A child process of the test, with its output collected. */
 export interface Child {
@@ -48,7 +48,10 @@ export const freePort = Effect.async<number>((resume) => {
   })
 })
 
-const tail = (text: string, lines = 80) => text.split("\n").slice(-lines).join("\n")
+const tail = (text: string, lines = 80) => {
+  const all = text.split("\n")
+  return all.length <= lines ? text : [...all.slice(0, 20), "…", ...all.slice(-(lines - 20))].join("\n")
+}
 
 /** What the children said, for a failure message. */
 export const describeChildren = (children: ReadonlyArray<Child>): string =>
