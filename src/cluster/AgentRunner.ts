@@ -162,37 +162,33 @@ const clientProtocol = Layer.effect(
 )
 
 /**
- * A migration that lost a race with another process's (runners started together on a fresh
- * database): both ran `CREATE TABLE IF NOT EXISTS` of the same table at once, and PostgreSQL
- * failed the second with duplicate_table (42P07) or a unique_violation (23505) of its catalog.
- * Measured: 1 runner in 18 of three started at once failed so.
+ * `layer` built while this process holds a PostgreSQL advisory lock (session-level, on a reserved
+ * connection, released as soon as the layer is built): the migrations of the cluster's tables and
+ * of the session store run one process at a time. Runners started together on a fresh database
+ * otherwise ran `CREATE TABLE IF NOT EXISTS` of the same table at once, and PostgreSQL failed one
+ * of them (duplicate_table, or a unique_violation of `pg_type`): about one start in two of three
+ * runners started together failed so. A process that dies holding the lock loses it with its
+ * connection.
  */
-const isMigrationRace = (error: unknown): boolean => {
-  // The driver's error is the cause of a `SqlError`, itself the cause of a `SessionStoreError`.
-  let at: unknown = error
-  for (let depth = 0; depth < 5 && typeof at === "object" && at !== null; depth++) {
-    const code = (at as { code?: unknown }).code
-    if (code === "42P07" || code === "23505" && /pg_type|pg_class/.test(String((at as { message?: unknown }).message))) {
-      return true
-    }
-    at = (at as { cause?: unknown }).cause
-  }
-  return false
-}
+const oneAtATime = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | SqlError, R | SqlClient.SqlClient> =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const scope = yield* Effect.scope
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const connection = yield* sql.reserve
+      yield* Effect.acquireRelease(
+        connection.executeRaw("SELECT pg_advisory_lock(hashtext($1))", [MIGRATION_LOCK]),
+        () => Effect.ignore(connection.executeRaw("SELECT pg_advisory_unlock(hashtext($1))", [MIGRATION_LOCK]))
+      )
+      return yield* Layer.buildWithScope(layer, scope)
+    }))
+  }))
 
-/** `layer` built again (at most 5 times, 200 ms apart) while it fails with a migration race. */
-const migrating = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
-  Layer.retry(
-    layer,
-    Schedule.spaced(Duration.millis(200)).pipe(
-      Schedule.intersect(Schedule.recurs(5)),
-      Schedule.whileInput((error: E) => isMigrationRace(error))
-    )
-  )
+const MIGRATION_LOCK = "effect-agent-loop/migrations"
 
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
-  migrating(Layer.mergeAll(
+  oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
     SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
   ))
@@ -262,7 +258,7 @@ export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Shardin
   // The session logs on the cluster's own PostgreSQL client. A runner that the shard lock made an
   // entity's owner takes its session over (`writers: "takeover"`): the former owner, if it is
   // only paused, is fenced by the new writer epoch (DESIGN.md §3.3).
-  const sessions = migrating(SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" }))
+  const sessions = oneAtATime(SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" }))
   // An rpc that meets a fenced agent waits two shard lock refreshes (as the cluster computes
   // the refresh: at most a third of the expiration) before it reopens the session: a runner that
   // lost the shard is interrupted by then (AgentEntity's `fencedGrace`).
