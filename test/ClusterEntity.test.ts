@@ -50,6 +50,7 @@ const cluster = (
     readonly maxIdleTime?: Duration.DurationInput
     readonly retention?: Duration.DurationInput
     readonly pruneInterval?: Duration.DurationInput
+    readonly fencedGrace?: Duration.DurationInput
   }
 ) =>
   Effect.gen(function*() {
@@ -62,7 +63,8 @@ const cluster = (
       port,
       maxIdleTime: options.maxIdleTime,
       retention: options.retention,
-      pruneInterval: options.pruneInterval
+      pruneInterval: options.pruneInterval,
+      fencedGrace: options.fencedGrace
     }).pipe(Layer.provide(Model.layer(gatedModel(gate))))
     // A second store on the same database, to read the logs as a user would.
     const reader = SqlSessionStore.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
@@ -216,6 +218,32 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
       const events = yield* Effect.provide(logOf("s5"), context)
       expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([{ turn: 1, reason: { kind: "completed" } }])
     }).pipe(Effect.scoped), 60_000)
+
+  it.live(
+    "an rpc that meets an agent fenced by another writer is not answered with the fence: the owner of the shard reopens the session and delivers",
+    () =>
+      Effect.gen(function*() {
+        const { context, url } = yield* cluster({ fencedGrace: Duration.millis(300) })
+        const client = Context.get(context, AgentClient)
+        expect(yield* bounded(client.followup("s7", "hello", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.outcome("s7", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        // Another writer takes the session (a new writer epoch) while the runner still owns the shard.
+        const other = Context.get(
+          yield* Layer.build(SqlSessionStore.layerPg({ url, writers: "takeover", maxConnections: 2 })),
+          SessionStore
+        )
+        const taken = yield* other.open("s7")
+        const before = taken.events().length
+        // The entity's agent is fenced at its next append; the rpc reopens the session instead.
+        expect(yield* bounded(client.followup("s7", "again", { messageId: "m2" }))).toEqual({ messageId: "m2" })
+        expect(yield* bounded(client.outcome("s7", "m2"))).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+        const events = yield* Effect.provide(logOf("s7"), context)
+        expect(insertedIds(events)).toEqual(["m1", "m2"])
+        expect(events.length).toBeGreaterThan(before)
+        expect(Invariant.check(events)).toEqual([])
+      }).pipe(Effect.scoped),
+    60_000
+  )
 
   it.live(
     "a client-only process (no shards) reaches the runner's sessions; processed messages are pruned",

@@ -32,7 +32,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Duration, Effect, Exit, type Layer, Option, Schema, Scope, Stream } from "effect"
+import { Duration, Effect, ExecutionStrategy, Exit, type Layer, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../Agent.js"
 import {
   AgentDisposed,
@@ -46,6 +46,7 @@ import * as IdGenerator from "../IdGenerator.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
+import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
 
 /**
@@ -282,9 +283,21 @@ export const AgentEntity = Entity.make("effect-agent-loop/Agent", [Followup, Ste
  */
 export interface EntityOptions extends Omit<Agent.ResumeOptions, "continuePending"> {
   readonly maxIdleTime?: Duration.DurationInput | undefined
+  /**
+   * How long an rpc that meets a fenced agent (`SessionFenced`: another writer took the session)
+   * waits before it reopens the session (default 10 s; `AgentRunner.layer` gives two shard lock
+   * refreshes). A runner that lost the session's shard is interrupted meanwhile, and the cluster
+   * delivers the persisted message again to the new owner: the caller never gets the fence.
+   */
+  readonly fencedGrace?: Duration.DurationInput | undefined
 }
 
 type Kind = "followup" | "steer" | "inject"
+
+/** Whether `event` is a splice that inserted message `id`. */
+const insertedHere = (event: { readonly type: string; readonly data: unknown }, id: string): boolean =>
+  event.type === "agent/inbox/spliced" &&
+  ((event.data as { inserted?: ReadonlyArray<{ id: string }> }).inserted ?? []).some((m) => m.id === id)
 
 const INJECT_SOURCE = Object.freeze({ kind: "plugin", plugin: "cluster" })
 
@@ -343,59 +356,99 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           })
         ).pipe(Effect.provide(context))
 
+      // Each agent of the entity in its own scope: a fenced agent is released with it before
+      // the session is reopened.
       const open = Effect.gen(function*() {
-        const agent = yield* Agent.resume(sessionId, { ...agentOptions, continuePending: true }).pipe(
-          Effect.catchTag("SessionNotFound", () => Agent.make({ ...agentOptions, sessionId }))
+        const agentScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+        const agent = yield* Effect.gen(function*() {
+          const agent = yield* Agent.resume(sessionId, { ...agentOptions, continuePending: true }).pipe(
+            Effect.catchTag("SessionNotFound", () => Agent.make({ ...agentOptions, sessionId }))
+          )
+          // After the agent's own finalizer was added: runs before it (reverse order), so that
+          // the agent is released, never disposed, when the entity is passivated or moves.
+          yield* Effect.addFinalizer(() => Effect.ignoreLogged(agent.release))
+          yield* agent.statusChanges.pipe(
+            Stream.runForEach(() => syncKeepAlive(agent)),
+            Effect.forkScoped
+          )
+          return agent
+        }).pipe(
+          Scope.extend(agentScope),
+          Effect.onError(() => Scope.close(agentScope, Exit.void))
         )
-        // After the agent's own finalizer was added: runs before it (reverse order), so that
-        // the agent is released, never disposed, when the entity is passivated or moves.
-        yield* Effect.addFinalizer(() => Effect.ignoreLogged(agent.release))
-        yield* agent.statusChanges.pipe(
-          Stream.runForEach(() => syncKeepAlive(agent)),
-          Effect.forkScoped
-        )
-        return agent
-      }).pipe(Effect.provide(context), Scope.extend(scope))
+        return { agent, scope: agentScope }
+      }).pipe(Effect.provide(context))
 
       // Opened at activation (a session that was running resumes now); a failed open is retried
       // by the next rpc, which gets its error.
-      let opened: Agent.Agent | undefined
+      let opened: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
       const lock = yield* Effect.makeSemaphore(1)
       const agentOf = lock.withPermits(1)(
         Effect.suspend(() =>
-          opened !== undefined ? Effect.succeed(opened) : Effect.tap(open, (a) => {
-            opened = a
+          opened !== undefined ? Effect.succeed(opened.agent) : Effect.map(open, (o) => {
+            opened = o
+            return o.agent
           })
         )
       )
+      /** Forgets a fenced agent (releasing it) so that the next `agentOf` reopens the session. */
+      const forget = (agent: Agent.Agent) =>
+        lock.withPermits(1)(Effect.suspend(() => {
+          if (opened === undefined || opened.agent !== agent) return Effect.void
+          const { scope: agentScope } = opened
+          opened = undefined
+          return Scope.close(agentScope, Exit.void)
+        }))
+      const fencedGrace = options.fencedGrace ?? Duration.seconds(10)
+      /**
+       * Runs `f` on the session's agent. When the agent was fenced (another writer took the
+       * session), the rpc does not answer with the fence: it waits `fencedGrace` (a runner that
+       * lost the shard is interrupted meanwhile, and the cluster re-delivers the persisted
+       * message to the new owner), then, still the owner, reopens the session and runs `f` on it.
+       */
+      const withAgent = <A, E, R>(f: (agent: Agent.Agent) => Effect.Effect<A, E, R>) =>
+        Effect.flatMap(agentOf, (agent) =>
+          Effect.catchIf(
+            f(agent),
+            (e): e is E & SessionFenced => e instanceof SessionFenced,
+            (e) =>
+              Effect.zipRight(
+                Effect.logWarning(
+                  `session ${sessionId}: fenced (${e.message}); reopening in ${
+                    Duration.format(fencedGrace)
+                  } unless the shard moves`
+                ),
+                Effect.sleep(fencedGrace).pipe(Effect.zipRight(forget(agent)), Effect.zipRight(Effect.flatMap(agentOf, f)))
+              )
+          ))
       const first = yield* Effect.exit(agentOf)
       if (Exit.isFailure(first)) yield* Effect.logWarning(`session ${sessionId}: could not be opened`, first.cause)
 
       const deliver = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
-        Effect.gen(function*() {
-          const agent = yield* agentOf
-          const answered = { messageId: payload.messageId }
-          // A retry of a delivery the log already holds: that delivery, nothing logged.
-          if (Option.isSome(agent.deliveryOf(payload.messageId))) return answered
-          const message = yield* messageOf(kind, payload)
-          const delivered = yield* agent[kind](message).pipe(
-            Effect.as(true),
-            Effect.catchIf(
-              isDuplicateMessageId,
-              (e) => Option.isSome(agent.deliveryOf(payload.messageId)) ? Effect.succeed(false) : Effect.fail(e)
+        withAgent((agent) =>
+          Effect.gen(function*() {
+            const answered = { messageId: payload.messageId }
+            // A retry of a delivery the log already holds: that delivery, nothing logged.
+            if (Option.isSome(agent.deliveryOf(payload.messageId))) return answered
+            const message = yield* messageOf(kind, payload)
+            const delivered = yield* agent[kind](message).pipe(
+              Effect.as(true),
+              Effect.catchIf(
+                isDuplicateMessageId,
+                (e) => Option.isSome(agent.deliveryOf(payload.messageId)) ? Effect.succeed(false) : Effect.fail(e)
+              )
             )
-          )
-          // A run is on before the reply: the session is kept alive from now on.
-          if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
-          return answered
-        })
+            // A run is on before the reply: the session is kept alive from now on.
+            if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
+            return answered
+          })
+        )
 
       return AgentEntity.of({
         followup: ({ payload }) => deliver("followup", payload),
         steer: ({ payload }) => deliver("steer", payload),
         inject: ({ payload }) => deliver("inject", payload),
-        cancel: ({ payload }) =>
-          Effect.flatMap(agentOf, (agent) => agent.cancel(payload.cause, { keepInbox: payload.keepInbox })),
+        cancel: ({ payload }) => withAgent((agent) => agent.cancel(payload.cause, { keepInbox: payload.keepInbox })),
         status: () =>
           Effect.flatMap(agentOf, (agent) =>
             Effect.zipWith(agent.status, agent.inbox, (status, inbox) => ({
@@ -403,7 +456,28 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               nextTurn: inbox.nextTurn.length,
               nextStep: inbox.nextStep.length
             }))),
-        outcome: ({ payload }) => Effect.flatMap(agentOf, (agent) => agent.outcome(payload.messageId)),
+        // An id this agent never saw may have been delivered by a writer that took the session
+        // since (this agent does not know yet that it lost it): when the stored log holds it,
+        // the session is reopened after `fencedGrace` (as for a fence) and asked again.
+        outcome: ({ payload }) =>
+          Effect.flatMap(agentOf, (agent) =>
+            agent.outcome(payload.messageId).pipe(
+              Effect.catchTag("MessageNotFound", (e) =>
+                Effect.flatMap(
+                  Effect.flatMap(SessionStoreTag, (store) => store.read(sessionId)).pipe(
+                    Effect.map((c) => c.events.some((ev) => insertedHere(ev, payload.messageId))),
+                    Effect.orElseSucceed(() => false),
+                    Effect.provide(context)
+                  ),
+                  (stored) =>
+                    stored
+                      ? Effect.sleep(fencedGrace).pipe(
+                        Effect.zipRight(forget(agent)),
+                        Effect.zipRight(Effect.flatMap(agentOf, (a) => a.outcome(payload.messageId)))
+                      )
+                      : Effect.fail(e)
+                ))
+            )),
         events: () =>
           Stream.unwrapScoped(Effect.gen(function*() {
             const agent = yield* agentOf

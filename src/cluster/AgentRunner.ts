@@ -161,12 +161,37 @@ const clientProtocol = Layer.effect(
     ))
 )
 
+/**
+ * `layer` built while this process holds a PostgreSQL advisory lock (session-level, on a reserved
+ * connection, released as soon as the layer is built): the migrations of the cluster's tables and
+ * of the session store run one process at a time. Runners started together on a fresh database
+ * otherwise ran `CREATE TABLE IF NOT EXISTS` of the same table at once, and PostgreSQL failed one
+ * of them (duplicate_table, or a unique_violation of `pg_type`): about one start in two of three
+ * runners started together failed so. A process that dies holding the lock loses it with its
+ * connection.
+ */
+const oneAtATime = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | SqlError, R | SqlClient.SqlClient> =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const scope = yield* Effect.scope
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const connection = yield* sql.reserve
+      yield* Effect.acquireRelease(
+        connection.executeRaw("SELECT pg_advisory_lock(hashtext($1))", [MIGRATION_LOCK]),
+        () => Effect.ignore(connection.executeRaw("SELECT pg_advisory_unlock(hashtext($1))", [MIGRATION_LOCK]))
+      )
+      return yield* Layer.buildWithScope(layer, scope)
+    }))
+  }))
+
+const MIGRATION_LOCK = "effect-agent-loop/migrations"
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
-  Layer.mergeAll(
+  oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
     SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
-  )
+  ))
 
 const pgLayer = (options: StorageOptions) =>
   PgClient.layer({ url: typeof options.pg === "string" ? Redacted.make(options.pg) : options.pg })
@@ -233,8 +258,18 @@ export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Shardin
   // The session logs on the cluster's own PostgreSQL client. A runner that the shard lock made an
   // entity's owner takes its session over (`writers: "takeover"`): the former owner, if it is
   // only paused, is fenced by the new writer epoch (DESIGN.md §3.3).
-  const sessions = SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" })
-  const app = Layer.mergeAll(AgentEntity.layer(options), pruner(options), clientLayer).pipe(
+  const sessions = oneAtATime(SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" }))
+  // An rpc that meets a fenced agent waits two shard lock refreshes (as the cluster computes
+  // the refresh: at most a third of the expiration) before it reopens the session: a runner that
+  // lost the shard is interrupted by then (AgentEntity's `fencedGrace`).
+  const setting = (key: "shardLockRefreshInterval" | "shardLockExpiration") =>
+    Duration.decode(options.sharding?.[key] ?? defaults[key])
+  const refresh = Duration.min(
+    setting("shardLockRefreshInterval"),
+    Duration.unsafeDivide(setting("shardLockExpiration"), 3)
+  )
+  const entity = AgentEntity.layer({ ...options, fencedGrace: options.fencedGrace ?? Duration.times(refresh, 2) })
+  const app = Layer.mergeAll(entity, pruner(options), clientLayer).pipe(
     Layer.provide(sessions),
     Layer.provideMerge(sharding)
   )

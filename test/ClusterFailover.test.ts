@@ -1,0 +1,486 @@
+/**
+ * Multi-process cluster tests (issue 14 §4): runner processes on loopback over one PostgreSQL
+ * database (a fresh one per test), the test process as a client-only process (and a client child
+ * for the last test). Short sharding settings keep them fast; assertions are against the
+ * configured values plus a margin for a loaded machine. Every wait is bounded; the runners are
+ * found by what the database says (the session's writer row), never assumed.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Duration, Effect, Fiber, Layer, Redacted } from "effect"
+import * as Path from "node:path"
+import { AgentClient } from "../src/cluster/AgentClient.js"
+import * as AgentRunner from "../src/cluster/AgentRunner.js"
+import * as Delivery from "../src/Delivery.js"
+import * as Invariant from "../src/Invariant.js"
+import type { UserMessage } from "../src/Message.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import { SessionStore } from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { brief } from "./utils/agent.js"
+import {
+  type Child,
+  describeChildren,
+  exitOf,
+  localPortsOf,
+  type Settings,
+  spawnChild,
+  startRunners,
+  until
+} from "./utils/cluster.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+
+/** Short settings (ms): a dead runner is noticed within about a second or two, a lock expires in 5 s. */
+const SETTINGS: Settings = { healthCheck: 1000, lockRefresh: 1500, lockExpiry: 5000, messagePoll: 500 }
+/**
+ * What a loaded 2-core machine may add to the configured expiry before a session answers again
+ * (measured here: 3.2–3.3 s from the SIGKILL in most runs, 14.9–15.2 s in some, the client's
+ * status reaching the new owner well after the writer row moved).
+ */
+const MARGIN = 15_000
+
+const database = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
+
+/** The test process's side of a cluster: a client-only process, and readers of the logs and writer rows. */
+const connect = (url: string) =>
+  Effect.gen(function*() {
+    const pgClient = PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })
+    const reader = SqlSessionStore.layer().pipe(Layer.provideMerge(pgClient))
+    const client = AgentRunner.layerClient({ pg: url })
+    const context = yield* Layer.build(Layer.merge(client, reader))
+    const store = Context.get(context, SessionStore)
+    const sql = Context.get(context, SqlClient.SqlClient)
+    /** The session's log (empty while it does not exist). */
+    const logOf = (id: string): Effect.Effect<ReadonlyArray<SessionEvent>> =>
+      store.read(id).pipe(
+        Effect.map((c) => c.events as ReadonlyArray<SessionEvent>),
+        Effect.catchTag("SessionNotFound", () => Effect.succeed([])),
+        Effect.orDie
+      )
+    /** The pid of the process whose store holds each session (the writers table). */
+    const owners: Effect.Effect<ReadonlyMap<string, number>> = Effect.orDie(
+      Effect.map(
+        sql<{ session_id: string; writer: string }>`SELECT session_id, writer FROM agent_loop_writers`,
+        (rows) => new Map(rows.map((r) => [r.session_id, (JSON.parse(r.writer) as { pid: number }).pid]))
+      )
+    )
+    /**
+     * Ends the PostgreSQL connections of process `pid` that hold advisory locks (a runner's shard
+     * lock connection); how many.
+     */
+    const dropLockConnectionsOf = (pid: number): Effect.Effect<number> => {
+      const ports = [...localPortsOf(pid)]
+      if (ports.length === 0) return Effect.succeed(0)
+      return Effect.orDie(Effect.map(
+        sql<{ pid: number }>`SELECT pg_terminate_backend(a.pid) AS pid FROM pg_stat_activity a
+          WHERE a.datname = current_database() AND ${sql.in("a.client_port", ports)}
+          AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted)`,
+        (rows) => rows.length
+      ))
+    }
+    /** How many shard locks each PostgreSQL backend of this database holds, as `pid:count` sorted. */
+    const shardLocks = Effect.orDie(Effect.map(
+      sql<{ pid: number; n: string }>`SELECT pid, count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid ORDER BY pid`,
+      (rows) => rows.map((r) => `${r.pid}:${r.n}`)
+    ))
+    /**
+     * Waits (at most 30 s) until the shards are settled between `runners` runners: every shard
+     * locked, by `runners` backends, the same for three polls 500 ms apart (runners that join
+     * move shards, and a turn on a moved shard is interrupted and resumed on its new owner).
+     */
+    const settled = (runners: number, children: () => ReadonlyArray<Child>) => {
+      let last = ""
+      let same = 0
+      return until(
+        `the shards to settle between ${runners} runners`,
+        Effect.map(shardLocks, (locks) => {
+          const now = locks.join(",")
+          const total = locks.reduce((n, l) => n + Number(l.split(":")[1]), 0)
+          same = now === last && locks.length === runners && total === AgentRunner.defaults.shardsPerGroup ? same + 1 : 0
+          last = now
+          return same >= 2
+        }),
+        30_000,
+        children,
+        500
+      )
+    }
+    return { client: Context.get(context, AgentClient), logOf, owners, dropLockConnectionsOf, settled }
+  })
+
+/** The ids inserted into the inbox, in log order (one entry per insertion). */
+const insertedIds = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<string> =>
+  events.flatMap((e) =>
+    e.type === "agent/inbox/spliced" ? (e.data as { inserted: ReadonlyArray<UserMessage> }).inserted.map((m) => m.id) : []
+  )
+
+const userMessageIds = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<string> =>
+  events.flatMap((e) => e.type === "user/message" ? [(e.data as UserMessage).id] : [])
+
+const turnsStarted = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<number> =>
+  events.flatMap((e) => e.type === "turn/start" ? [(e.data as { turn: number }).turn] : [])
+
+const turnsEnded = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<string> =>
+  events.flatMap((e) =>
+    e.type === "turn/end" ? [`${(e.data as { turn: number }).turn} ${(e.data as { reason: { kind: string } }).reason.kind}`] : []
+  )
+
+/** Whether the session's last turn is open (started, not ended). */
+const running = (events: ReadonlyArray<SessionEvent>): boolean => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const type = events[i]!.type
+    if (type === "turn/start") return true
+    if (type === "turn/end") return false
+  }
+  return false
+}
+
+/** The call id of a `wait` call the log started and did not answer (the session is in that tool call), if any. */
+const waitingIn = (events: ReadonlyArray<SessionEvent>): string | undefined => {
+  let open: string | undefined
+  for (const e of events) {
+    const data = e.data as { callId?: string; name?: string; message?: { content: ReadonlyArray<{ toolCallId?: string }> } }
+    if (e.type === "tool/call" && data.name === "wait") open = data.callId
+    else if (e.type === "tool/result" && data.message?.content[0]?.toolCallId === open) open = undefined
+  }
+  return open
+}
+
+/** `effect`, or a defect naming `what` after `seconds`. */
+const bounded = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, seconds: number) =>
+  Effect.timeoutFail(effect, {
+    duration: Duration.seconds(seconds),
+    onTimeout: () => new Error(`${what}: no answer within ${seconds} s`)
+  }).pipe(Effect.orDie)
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+describe.sequential("cluster failover", () => {
+  describePg("runner processes on PostgreSQL", () => {
+    it.live(
+      "3 runners, 20 sessions: SIGKILL of a runner in a tool call → its sessions answer again elsewhere, repaired, every acknowledged delivery with one fate, queued followups run once",
+      () =>
+        Effect.gen(function*() {
+          const WAIT = 10
+          const url = yield* database
+          const runners = yield* startRunners(url, 3, SETTINGS)
+          const children = (): ReadonlyArray<Child> => runners
+          const { client, logOf, owners, settled } = yield* connect(url)
+          yield* settled(3, children)
+          const sessions = range(20).map((i) => `s${String(i).padStart(2, "0")}`)
+          const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
+
+          // Tool-using turns: the offline model calls `wait` (WAIT s), then `clock`.
+          yield* bounded(
+            "the first followups",
+            Effect.forEach(
+              sessions,
+              (s) => client.followup(s, `wait ${WAIT} seconds and tell me the time`, { messageId: `${s}-f1` }),
+              { concurrency: "unbounded" }
+            ),
+            60
+          )
+          yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
+          // A second followup to each session whose turn is running: it waits in the inbox.
+          const queued = new Set<string>()
+          yield* bounded(
+            "the queued followups",
+            Effect.forEach(sessions, (s) =>
+              Effect.gen(function*() {
+                if (!running(yield* logOf(s))) return
+                yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
+                queued.add(s)
+              }), { concurrency: "unbounded" }),
+            60
+          )
+          // The session whose `wait` started last (still far from its end): its owner is killed.
+          const seen = new Map<string, number>()
+          let target: string | undefined
+          yield* until(
+            "a session in its wait tool call",
+            Effect.gen(function*() {
+              const all = yield* logs
+              const now = Date.now()
+              all.forEach((events, i) => {
+                const s = sessions[i]!
+                if (waitingIn(events) !== undefined) {
+                  if (!seen.has(s)) seen.set(s, now)
+                } else seen.delete(s)
+              })
+              const fresh = [...seen].filter(([, at]) => now - at < (WAIT - 4) * 1000).sort((a, b) => b[1] - a[1])
+              target = fresh[0]?.[0]
+              return target !== undefined
+            }),
+            20_000,
+            children,
+            200
+          )
+          const session = target!
+          const ownerPids = yield* owners
+          const victim = runners.find((r) => r.pid === ownerPids.get(session))
+          expect(victim, `the owner of ${session} is one of the runners`).toBeDefined()
+          const killed = victim!
+          const victims = sessions.filter((s) => ownerPids.get(s) === killed.pid)
+          killed.signal("SIGKILL")
+          const killedAt = Date.now()
+          yield* exitOf(killed, 10_000)
+          // What the killed runner wrote (nothing more can come from it).
+          const before = new Map<string, ReadonlyArray<SessionEvent>>()
+          for (const s of victims) before.set(s, yield* logOf(s))
+          const waitCall = waitingIn(before.get(session)!)
+          expect(waitCall, `${session} was in its wait tool call when its runner was killed`).toBeDefined()
+
+          // The session answers again, from another runner.
+          const survivors = runners.filter((r) => r !== killed).map((r) => r.pid)
+          let takenAt = 0
+          yield* Effect.forkScoped(until(
+            "probe",
+            Effect.map(owners, (o) => {
+              if (survivors.includes(o.get(session) ?? -1)) {
+                takenAt = Date.now() - killedAt
+                return true
+              }
+              return false
+            }),
+            60_000,
+            children
+          ))
+          yield* until(
+            `${session} to answer from another runner`,
+            Effect.gen(function*() {
+              const answered = yield* Effect.option(Effect.timeout(client.status(session), Duration.seconds(2)))
+              if (answered._tag === "None") return false
+              return survivors.includes((yield* owners).get(session) ?? -1)
+            }),
+            SETTINGS.lockExpiry + MARGIN,
+            children,
+            100
+          )
+          const failover = Date.now() - killedAt
+
+          // Every acknowledged delivery has one fate, the same from the cluster and from the log.
+          const fates = yield* bounded(
+            "the outcomes",
+            Effect.forEach(sessions, (s) =>
+              Effect.all([
+                client.outcome(s, `${s}-f1`),
+                queued.has(s) ? client.outcome(s, `${s}-f2`) : Effect.succeed(undefined)
+              ]), { concurrency: "unbounded" }),
+            90
+          )
+          yield* until(
+            "every session's last turn to end",
+            Effect.map(logs, (all) => all.every((events, i) => turnsEnded(events).length === (queued.has(sessions[i]!) ? 2 : 1))),
+            60_000,
+            children,
+            200
+          )
+          const final = yield* logs
+          for (const [i, s] of sessions.entries()) {
+            const events = final[i]!
+            const ids = queued.has(s) ? [`${s}-f1`, `${s}-f2`] : [`${s}-f1`]
+            expect(Invariant.check(events), s).toEqual([])
+            // Nothing duplicated: each delivery inserted once and entered once, one turn each.
+            expect(insertedIds(events), s).toEqual(ids)
+            expect(userMessageIds(events), s).toEqual(ids)
+            expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
+            // The killed runner's sessions are interrupted; so may be a survivor's whose shard the
+            // rebalance after the kill moved (released mid-turn, resumed on its new owner).
+            const interrupted = turnsEnded(events)[0] === "1 interrupted"
+            if (victims.includes(s)) expect(interrupted, s).toBe(true)
+            expect(turnsEnded(events), s).toEqual(
+              [`1 ${interrupted ? "interrupted" : "completed"}`, ...(queued.has(s) ? ["2 completed"] : [])]
+            )
+            expect(fates[i], s).toEqual([
+              { _tag: "Entered", turn: 1, step: 1 },
+              queued.has(s) ? { _tag: "Entered", turn: 2, step: 1 } : undefined
+            ])
+            for (const [n, id] of ids.entries()) expect(Delivery.fateOf(events, id), id).toEqual(fates[i]![n])
+            if (victims.includes(s)) {
+              // The killed runner's events, then the §10 closers, then the new owner's work.
+              const prefix = before.get(s)!
+              expect(events.slice(0, prefix.length), s).toEqual(prefix)
+              const call = waitingIn(prefix)
+              if (call !== undefined) {
+                expect(brief(events.slice(prefix.length, prefix.length + 4)), s).toEqual([
+                  `tool/result ${call} TOOL_OUTCOME_UNKNOWN`,
+                  "step/end 1.1",
+                  "turn/end 1 interrupted",
+                  "session/end-seed"
+                ])
+              }
+            }
+          }
+          expect(victims).toContain(session)
+          expect(queued.has(session)).toBe(true)
+          yield* Effect.logInfo(
+            `failover of ${session} (runner ${killed.name}, ${victims.length} sessions): answered again ${failover} ms after the SIGKILL (taken at ${takenAt})`
+          )
+        }).pipe(Effect.scoped),
+      180_000
+    )
+
+    it.live(
+      "SIGSTOP of the owner in a tool call → another runner takes the session over; after SIGCONT the paused runner's appends fail SessionFenced, nothing of it is in the log, the session goes on",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* database
+          const runners = yield* startRunners(url, 2, SETTINGS)
+          const children = (): ReadonlyArray<Child> => runners
+          const { client, dropLockConnectionsOf, logOf, owners, settled } = yield* connect(url)
+          yield* settled(2, children)
+          const session = "p"
+          yield* bounded(
+            "the first followup",
+            client.followup(session, "wait 3 seconds and tell me the time", { messageId: "p-f1" }),
+            60
+          )
+          yield* until(
+            "the session's wait tool call",
+            Effect.map(logOf(session), (e) => waitingIn(e) !== undefined),
+            30_000,
+            children
+          )
+          const ownerPid = (yield* owners).get(session)
+          const paused = runners.find((r) => r.pid === ownerPid)
+          expect(paused, "the owner of the session is one of the runners").toBeDefined()
+          const other = runners.find((r) => r !== paused)!
+          paused!.signal("SIGSTOP")
+          const pausedAt = Date.now()
+          yield* Effect.sleep(Duration.millis(300))
+          const atPause = yield* logOf(session)
+          // With advisory shard locks (the default) a paused runner keeps its shards while its lock
+          // connection lives (the kernel answers TCP keepalives for a stopped process): the server
+          // drops that connection here, as it would for a host cut off by a partition.
+          expect(yield* dropLockConnectionsOf(paused!.pid)).toBe(1)
+          const call = waitingIn(atPause)!
+          // A followup sent during the pause (to the paused owner, as far as the client knows).
+          const late = yield* Effect.fork(client.followup(session, "after the pause", { messageId: "p-f2" }))
+          yield* until(
+            "the other runner to take the session over and repair it",
+            Effect.gen(function*() {
+              yield* Effect.option(Effect.timeout(client.status(session), Duration.seconds(2)))
+              const holder = (yield* owners).get(session)
+              return holder === other.pid && turnsEnded(yield* logOf(session)).includes("1 interrupted")
+            }),
+            60_000,
+            children
+          )
+          const takeover = Date.now() - pausedAt
+          // Resumed after its wait is over: its first act is to append the tool's result.
+          yield* Effect.sleep(Duration.millis(Math.max(0, 3500 - (Date.now() - pausedAt))))
+          paused!.signal("SIGCONT")
+          const resumedAt = Date.now()
+          // The paused runner's wait ends: its append is fenced, and its agent stops.
+          yield* until(
+            "the paused runner to be fenced",
+            Effect.sync(() => /another writer took the session over/.test(paused!.stdout() + paused!.stderr())),
+            20_000,
+            children
+          )
+          const fencedAfter = Date.now() - resumedAt
+          // The followup sent during the pause is answered (by the new owner), never with the fence.
+          expect(yield* bounded("the followup sent during the pause", Fiber.join(late), 60)).toEqual({ messageId: "p-f2" })
+          const f2 = yield* Effect.exit(bounded("its outcome", client.outcome(session, "p-f2"), 60))
+          if (f2._tag === "Failure") {
+            // Seen in about 1 run in 4: the cluster answers MessageNotFound (see the report).
+            return yield* Effect.die(
+              new Error(
+                `outcome of p-f2 failed: ${f2.cause}\nlog: ${brief(yield* logOf(session)).join(" / ")}\nwriters: ${[
+                  ...(yield* owners)
+                ]}\n${describeChildren(runners)}`
+              )
+            )
+          }
+          expect(f2.value).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+          // The session goes on on its new owner.
+          yield* bounded("a followup after the fence", client.followup(session, "and now?", { messageId: "p-f3" }), 60)
+          expect(yield* bounded("its outcome", client.outcome(session, "p-f3"), 60)).toEqual({
+            _tag: "Entered",
+            turn: 3,
+            step: 1
+          })
+          yield* until(
+            "the last turn to end",
+            Effect.map(logOf(session), (e) => turnsEnded(e).length === 3),
+            30_000,
+            children
+          )
+          const events = yield* logOf(session)
+          expect(Invariant.check(events)).toEqual([])
+          // What the owner wrote before the pause, the new owner's closers, then only the new owner:
+          // no result of the paused runner's wait, no clock call of it.
+          expect(events.slice(0, atPause.length)).toEqual(atPause)
+          expect(brief(events.slice(atPause.length, atPause.length + 4))).toEqual([
+            `tool/result ${call} TOOL_OUTCOME_UNKNOWN`,
+            "step/end 1.1",
+            "turn/end 1 interrupted",
+            "session/end-seed"
+          ])
+          expect(brief(events).filter((line) => line.startsWith(`tool/result ${call}`))).toEqual([
+            `tool/result ${call} TOOL_OUTCOME_UNKNOWN`
+          ])
+          expect(turnsStarted(events)).toEqual([1, 2, 3])
+          expect(turnsEnded(events)).toEqual(["1 interrupted", "2 completed", "3 completed"])
+          expect(insertedIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
+          expect(userMessageIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
+          yield* Effect.logInfo(
+            `SIGSTOP: taken over and repaired ${takeover} ms after the pause; fenced ${fencedAfter} ms after SIGCONT`
+          )
+        }).pipe(Effect.scoped),
+      180_000
+    )
+
+    it.live(
+      "a client killed while it waits for an outcome: a new client gets the same fate",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* database
+          const runners = yield* startRunners(url, 2, SETTINGS)
+          const clients: Array<Child> = []
+          const children = (): ReadonlyArray<Child> => [...runners, ...clients]
+          const { client, logOf, settled } = yield* connect(url)
+          yield* settled(2, children)
+          const session = "c"
+          yield* bounded(
+            "the first followup",
+            client.followup(session, "wait 3 seconds and tell me the time", { messageId: "c-f1" }),
+            60
+          )
+          yield* until("the turn to start", Effect.map(logOf(session), running), 30_000, children)
+          // Queued behind the running turn: its fate is decided when the next turn takes it.
+          yield* bounded("the queued followup", client.followup(session, "thanks", { messageId: "c-f2" }), 60)
+          const outcomeClient = (name: string) =>
+            spawnChild(name, [Path.resolve("test/utils/clusterClient.mjs"), url, session, "c-f2"])
+          const first = yield* outcomeClient("client 1")
+          clients.push(first)
+          yield* until(
+            "client 1 to wait for the outcome",
+            Effect.sync(() => first.stdout().includes("waiting\n")),
+            60_000,
+            children
+          )
+          yield* Effect.sleep(Duration.millis(300))
+          expect(first.stdout()).toBe("waiting\n")
+          first.signal("SIGKILL")
+          expect(yield* exitOf(first, 10_000)).toBe("SIGKILL")
+          const second = yield* outcomeClient("client 2")
+          clients.push(second)
+          expect(yield* exitOf(second, 90_000)).toBe(0)
+          const answer = JSON.parse(second.stdout().trim().split("\n").at(-1)!)
+          expect(answer).toEqual({ outcome: { _tag: "Entered", turn: 2, step: 1 } })
+          // The same fate from this process's client and from the log.
+          expect(yield* bounded("the outcome", client.outcome(session, "c-f2"), 60)).toEqual(answer.outcome)
+          yield* until("the last turn to end", Effect.map(logOf(session), (e) => turnsEnded(e).length === 2), 30_000, children)
+          const events = yield* logOf(session)
+          expect(Delivery.fateOf(events, "c-f2")).toEqual(answer.outcome)
+          expect(insertedIds(events)).toEqual(["c-f1", "c-f2"])
+          expect(turnsEnded(events)).toEqual(["1 completed", "2 completed"])
+          expect(Invariant.check(events)).toEqual([])
+        }).pipe(Effect.scoped),
+      180_000
+    )
+  })
+})
