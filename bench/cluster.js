@@ -437,18 +437,20 @@ const idleMemory = async () => {
 
 /**
  * Runs a part; when one of its runners exits before its ready line (runners started together on
- * a fresh database can race on the cluster's migrations: `relation "cluster_migrations" already
- * exists`), notes it and runs the part once more on another fresh database.
+ * a fresh database race on the migrations: `relation "cluster_migrations" already exists`,
+ * `duplicate key value violates unique constraint "pg_type_typname_nsp_index"`), notes it and
+ * runs the part again on another fresh database, at most 4 attempts in all.
  */
 const onceMore = async (name, part) => {
-  try {
-    return await part()
-  } catch (e) {
-    const why = e instanceof Error ? e.message : String(e)
-    if (!/before its ready line/.test(why)) throw e
-    notes.push(`${name}: a runner FAILED to start (${why}); the part was run again on another fresh database`)
-    log(`${name}: a runner FAILED to start (${why}); again`)
-    return await part()
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await part()
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e)
+      if (!/before its ready line/.test(why) || attempt === 4) throw e
+      notes.push(`${name}: attempt ${attempt}: a runner FAILED to start (${why}); run again on another fresh database`)
+      log(`${name}: attempt ${attempt}: a runner FAILED to start (${why}); again`)
+    }
   }
 }
 
