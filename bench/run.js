@@ -5,7 +5,7 @@
 // Figures are never asserted; a run whose counts are off (model calls, tool runs, messages)
 // fails its job, which is reported and makes the exit code 1.
 //
-//   node --expose-gc bench/run.js [--quick] [--only=turns,append,pg,…] [--baseline=DIR]
+//   node --expose-gc bench/run.js [--quick] [--only=turns,append,pg,cluster,…] [--baseline=DIR]
 //
 // --quick: a smoke test (a tenth of the prompts, 2 runs, a 100,000-event replay).
 // --baseline=DIR: also runs our side of the prompt workloads and idle-agents on the build in
@@ -374,6 +374,54 @@ if (wanted("pg")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// cluster (ours only; issue 14 §3): agents as cluster entities on PostgreSQL, bench/cluster.js in
+// a process of its own (the client-only process; the runners are CLI runners it spawns) on the
+// server of bench/pg.js, a fresh database per part: delivery round trips, injects/s at 1/16/64
+// concurrent client fibers, failover after a SIGKILL, idle memory per entity, runner start times.
+// ---------------------------------------------------------------------------------------------
+
+let clusterText
+if (wanted("cluster")) {
+  let server
+  try {
+    server = pgServer()
+  } catch (e) {
+    process.stderr.write(`cluster: no server\n    ${e instanceof Error ? e.message : e}\n`)
+    failures.push({ label: "cluster server", error: e instanceof Error ? e.message : String(e) })
+  }
+  if (server !== undefined) {
+    const { fsync, synchronousCommit } = server.settings
+    process.stderr.write(`cluster (ours only; ${server.label}, fsync=${fsync}, synchronous_commit=${synchronousCommit})\n`)
+    try {
+      const t = performance.now()
+      const child = spawnSync(process.execPath, [join(here, "cluster.js"), JSON.stringify({ serverUrl: server.url, quick })], {
+        stdio: ["ignore", "pipe", "inherit"],
+        encoding: "utf8",
+        timeout: 300_000,
+        killSignal: "SIGTERM"
+      })
+      const line = child.stdout.split("\n").find((l) => l.startsWith("RESULT "))
+      if (child.status !== 0 || line === undefined) {
+        process.stderr.write(`  cluster FAILED (exit ${child.status ?? child.signal})\n`)
+        failures.push({ label: "cluster", error: `exit ${child.status ?? child.signal}` })
+      } else {
+        const result = JSON.parse(line.slice(7))
+        const extra = { noPeer: true, pgFsync: fsync, pgSynchronousCommit: synchronousCommit }
+        for (const f of result.figures) {
+          const { unit, samples, ...rest } = f
+          addRow("cluster", "pg", unit, samples, undefined, { ...extra, ...rest })
+        }
+        clusterText = [`cluster: ${server.label}, fsync=${fsync}, synchronous_commit=${synchronousCommit}`, ...result.notes]
+          .join("\n  ")
+        process.stderr.write(`  cluster ${((performance.now() - t) / 1000).toFixed(1)} s\n`)
+      }
+    } finally {
+      server.stop()
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // replay (ours only): a generated 1M-event log rebuilt into inbox, history and fates vs JSON.parse
 // of every line; each measurement in its own process (peak RSS is per process).
 // ---------------------------------------------------------------------------------------------
@@ -561,6 +609,7 @@ console.log(widths.map((w) => "-".repeat(w)).join("  "))
 for (const row of table.slice(1)) console.log(line(row))
 const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
 if (pgText !== undefined) console.log(`\n${pgText}`)
+if (clusterText !== undefined) console.log(`\n${clusterText}`)
 if (installText !== undefined) console.log(`\n${installText}`)
 console.log(
   `\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${
