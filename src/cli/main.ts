@@ -705,8 +705,8 @@ const runnerCommand = Command.make(
     instructions: Options.text("instructions").pipe(Options.optional, Options.withDescription("the agents' instructions")),
     ...runOptions,
     healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
-    lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 5000)"),
-    lockExpiry: millisOption("lock-expiry", "shard lock expiration (default 15000)"),
+    lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
+    lockExpiry: millisOption("lock-expiry", "shard lock expiration (default 8000)"),
     messagePoll: millisOption("message-poll", "how often the runner reads unprocessed messages from storage (default 1000)"),
     maxIdle: millisOption("max-idle", "how long an idle session stays activated before it is passivated (default 300000)")
   },

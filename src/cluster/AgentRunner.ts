@@ -8,9 +8,13 @@
  * Sharding settings (`ShardingSettings`, defaults in `defaults`) are chosen so that a runner that
  * dies (SIGKILL) has its sessions answering again on another runner within about 10 s without
  * flapping under load: the runner health check runs every 2 s (a dead runner fails its pings in
- * about 3 s; the cluster's 1-minute default gave 15–37 s), shard locks are refreshed every 5 s and
- * expire after 15 s (a 1 s refresh made a loaded runner drop all its shards), assignments are
- * re-read every 2 s and message storage is polled every 1 s (a cold client's first message).
+ * about 3 s; the cluster's 1-minute default gave 15–37 s). The health check is a cluster
+ * singleton: when the dead runner was the one running it, nobody pings until its runner row
+ * expires with `shardLockExpiration` (the runners' heartbeats are the shard lock refreshes), so
+ * the expiry bounds the failover: refreshed every 2.5 s, expiring after 8 s (with 5 s and 15 s a
+ * runner killed while it held the health check came back after 12.5 s; a 1 s refresh made a loaded
+ * runner drop all its shards). Assignments are re-read every 2 s and message storage is polled
+ * every 1 s (a cold client's first message).
  *
  * Message storage (`cluster_messages`, `cluster_replies`) grows with every persisted message: a
  * cluster singleton deletes processed messages and their replies older than `retention` (default
@@ -57,9 +61,9 @@ import * as AgentEntity from "./AgentEntity.js"
 export interface ShardingSettings {
   /** Shards per group (default 300; the same on every process). */
   readonly shardsPerGroup?: number | undefined
-  /** Most time between shard lock refreshes (default 5 s; effective: at most a third of the expiration). */
+  /** Most time between shard lock refreshes (default 2.5 s; effective: at most a third of the expiration). */
   readonly shardLockRefreshInterval?: Duration.DurationInput | undefined
-  /** Shard lock expiration, the backstop when the health check cannot decide (default 15 s). */
+  /** Shard lock expiration, the backstop when the health check cannot decide (default 8 s). */
   readonly shardLockExpiration?: Duration.DurationInput | undefined
   /** Row locks instead of PostgreSQL advisory locks (default false: advisory locks go with a dead runner's connection). */
   readonly shardLockDisableAdvisory?: boolean | undefined
@@ -83,8 +87,8 @@ export interface ShardingSettings {
  */
 export const defaults = {
   shardsPerGroup: 300,
-  shardLockRefreshInterval: Duration.seconds(5),
-  shardLockExpiration: Duration.seconds(15),
+  shardLockRefreshInterval: Duration.millis(2500),
+  shardLockExpiration: Duration.seconds(8),
   shardLockDisableAdvisory: false,
   runnerHealthCheckInterval: Duration.seconds(2),
   refreshAssignmentsInterval: Duration.seconds(2),
