@@ -180,6 +180,21 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         stdout: "",
         stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
       })
+      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, an empty message id.
+      expect(yield* run(["send", "--pg", url, "--session", "a/../b", "--followup", "a"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "send: invalid session id \"a/../b\" ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)\n"
+      })
+      expect(yield* run(["send", "--pg", url, "--session", "k".repeat(256), "--followup", "a"])).toMatchObject({
+        code: 2,
+        stdout: ""
+      })
+      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", ""])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "send: --message-id: the id is empty\n"
+      })
       // The URL's password is never printed.
       expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
         code: 2,

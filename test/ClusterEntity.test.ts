@@ -115,17 +115,31 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
   )
 
   it.live(
-    "a retried delivery of an id already in the log answers with that delivery; the log holds one copy",
+    "a retried delivery of an id already in the log answers with that delivery; the log holds one copy; the id reused for other content is refused",
     () =>
       Effect.gen(function*() {
         const { context } = yield* cluster({})
         const client = Context.get(context, AgentClient)
         expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        // The same rpc again (the cluster's own answer), and another rpc with that id (the entity's:
-        // its primary key differs, so only the log tells).
+        // The same rpc again (the cluster's own answer), and another rpc with that id and message
+        // (the entity's: its primary key differs, so only the log tells).
         expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        expect(yield* bounded(client.inject("s2", "first again", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        expect(yield* bounded(client.steer("s2", "first again", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        expect(yield* bounded(client.steer("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        // The id reused for another message: refused, nothing logged.
+        const reused = yield* bounded(Effect.flip(client.followup("s2", "first again", { messageId: "m1" })))
+        expect(reused).toMatchObject({
+          _tag: "DuplicateMessageId",
+          messageId: "m1",
+          message: "message id m1 is already in the log with other content or source"
+        })
+        const plugin = { content: [{ type: "text" as const, text: "first" }], source: { kind: "plugin" as const, plugin: "p" } }
+        expect(yield* bounded(Effect.flip(client.inject("s2", plugin, { messageId: "m1" })))).toMatchObject({
+          _tag: "DuplicateMessageId"
+        })
+        expect(yield* bounded(Effect.flip(client.inject("s2", "x", { messageId: "" })))).toMatchObject({
+          _tag: "InvalidMessage",
+          message: "the message id is empty"
+        })
         expect(yield* bounded(client.outcome("s2", "m1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
         const events = yield* Effect.provide(logOf("s2"), context)
         expect(insertedIds(events)).toEqual(["m1"])

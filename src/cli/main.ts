@@ -24,8 +24,11 @@
  *   (`AgentRunner.layerClient`, no shards): one delivery through `AgentClient`, its message id
  *   printed as one line once durable; with `--wait` then the fate (`AgentClient.outcome`), one
  *   JSON line in `DeliveryOutcome`'s encoding (`{"_tag":"Entered","turn":1,"step":1}`; a dropped
- *   message's fate is printed too, exit 0). `--message-id` makes a retry idempotent (the session
- *   answers a retried id with the delivery it has, and logs nothing). `--source-plugin NAME` gives
+ *   message's fate is printed too, exit 0; an injection's fate comes when a later step takes it, so
+ *   `--inject --wait` on an idle session waits for the next followup). `--message-id` makes a
+ *   retry idempotent (the session answers a retried id with the delivery it has, and logs
+ *   nothing); the same id with other text or source is refused (`DuplicateMessageId`, exit 1). The
+ *   session id follows the stores' rule and the cluster's 255-character limit (else exit 2). `--source-plugin NAME` gives
  *   the message the source `{kind:"plugin", plugin: NAME}` (default: the user; `inject` text
  *   `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with `runner` (a client reads
  *   no session table). Exit 0 on success; 2 for bad arguments (not exactly one of the three, an
@@ -66,7 +69,7 @@ import * as IdGenerator from "../IdGenerator.js"
 import * as Inbox from "../Inbox.js"
 import { pgWhere } from "../internal/pgUrl.js"
 import { repairDrafts } from "../internal/repair.js"
-import { fileKind, ownHeader } from "../internal/store/common.js"
+import { fileKind, isSessionId, ownHeader } from "../internal/store/common.js"
 import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
 import { UserMessage } from "../Message.js"
@@ -788,6 +791,18 @@ const sendCommand = Command.make(
       if (Option.isNone(options.pg)) return yield* exit(2, "send: --pg URL is required (the cluster's PostgreSQL database)")
       if (Option.isNone(options.session) || options.session.value === "") {
         return yield* exit(2, "send: --session ID is required")
+      }
+      // The stores' id rule, and the cluster's: its entity ids are at most 255 characters.
+      if (!isSessionId(options.session.value) || options.session.value.length > 255) {
+        return yield* exit(
+          2,
+          `send: invalid session id ${
+            JSON.stringify(options.session.value)
+          } ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)`
+        )
+      }
+      if (Option.isSome(options.messageId) && options.messageId.value === "") {
+        return yield* exit(2, "send: --message-id: the id is empty")
       }
       const given = (["followup", "steer", "inject"] as const).flatMap((kind) => {
         const text = options[kind]

@@ -32,7 +32,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Duration, Effect, ExecutionStrategy, Exit, type Layer, Option, Schema, Scope, Stream } from "effect"
+import { Duration, Effect, ExecutionStrategy, Exit, Hash, type Layer, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../Agent.js"
 import {
   AgentDisposed,
@@ -185,6 +185,14 @@ const AgentEventSchema: Schema.Schema<AgentEvent, any> = Schema.Struct(
   Schema.Record({ key: Schema.String, value: Schema.Unknown })
 ) as any
 
+/**
+ * A delivery's primary key: its message id and a hash of its message, so that the cluster answers
+ * a retry (the same id and message) with its stored reply, and a reuse of the id for another
+ * message reaches the entity, which refuses it (`DuplicateMessageId`).
+ */
+const deliveryKey = (payload: { readonly messageId: string; readonly message: DeliveryMessage }): string =>
+  `${payload.messageId}#${(Hash.string(JSON.stringify(payload.message)) >>> 0).toString(16)}`
+
 const persisted = <R extends Rpc.Any>(rpc: R): R => (rpc as any).annotate(ClusterSchema.Persisted, true)
 
 /**
@@ -194,7 +202,7 @@ const persisted = <R extends Rpc.Any>(rpc: R): R => (rpc as any).annotate(Cluste
  * @category rpcs
  */
 export const Followup = persisted(
-  Rpc.make("followup", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+  Rpc.make("followup", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
  * `steer {messageId, message}` → `{messageId}`: join the running turn at its next step, or start one (waking). Persisted.
@@ -203,7 +211,7 @@ export const Followup = persisted(
  * @category rpcs
  */
 export const Steer = persisted(
-  Rpc.make("steer", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+  Rpc.make("steer", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
  * `inject {messageId, message}` → `{messageId}`: context in `next-step` (non-waking, §5.1). Persisted.
@@ -212,7 +220,7 @@ export const Steer = persisted(
  * @category rpcs
  */
 export const Inject = persisted(
-  Rpc.make("inject", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: (p) => p.messageId })
+  Rpc.make("inject", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
  * `cancel {cause?, keepInbox?}` (§9): returns when the interrupted turn is closed. Persisted.
@@ -308,6 +316,7 @@ const messageOf = (kind: Kind, payload: { readonly messageId: string; readonly m
 
 const messageOfPayload = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) => {
   const m = payload.message
+  if (payload.messageId === "") return Effect.fail(new InvalidMessage({ message: "the message id is empty", path: "id" }))
   if (typeof m === "string") {
     return UserMessage.make({ text: m, id: payload.messageId, source: kind === "inject" ? INJECT_SOURCE : undefined })
   }
@@ -428,9 +437,21 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         withAgent((agent) =>
           Effect.gen(function*() {
             const answered = { messageId: payload.messageId }
-            // A retry of a delivery the log already holds: that delivery, nothing logged.
-            if (Option.isSome(agent.deliveryOf(payload.messageId))) return answered
             const message = yield* messageOf(kind, payload)
+            // A retry of a delivery the log already holds: that delivery, nothing logged. The same
+            // id for other content or another source is a caller's mistake, refused.
+            const logged = agent.deliveryOf(payload.messageId)
+            if (Option.isSome(logged)) {
+              const first = logged.value.message
+              if (
+                JSON.stringify(first.content) === JSON.stringify(message.content) &&
+                JSON.stringify(first.source) === JSON.stringify(message.source)
+              ) return answered
+              return yield* new DuplicateMessageId({
+                message: `message id ${payload.messageId} is already in the log with other content or source`,
+                messageId: payload.messageId
+              })
+            }
             const delivered = yield* agent[kind](message).pipe(
               Effect.as(true),
               Effect.catchIf(
