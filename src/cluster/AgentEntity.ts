@@ -12,8 +12,9 @@
  *   (§5.1). They are persisted messages, which the cluster delivers at least once; each carries
  *   its message id (the caller's, or one `AgentClient` draws), which is the rpc's primary key (a
  *   retry while the cluster still holds the first answer gets that answer) and the message's id
- *   in the log (a delivery of an id the log already holds answers with that delivery, and logs
- *   nothing).
+ *   in the log (a delivery of an id the log already holds, with the same content and source,
+ *   answers with that delivery and logs nothing; the id with another message is refused with
+ *   `DuplicateMessageId`; an empty id is `InvalidMessage`).
  * - The rpcs of one session run concurrently (`status`, `outcome`, `steer`, `inject`, `cancel`
  *   reach a session whose turn runs); the agent serializes its own inbox (§4).
  * - While a run is on, the entity is kept alive (`Entity.keepAlive`): a running turn is never
