@@ -10,8 +10,9 @@
  *   exist yet is created (`Agent.make({sessionId})`), so the first `followup` to a new id starts it.
  * - Deliveries (`followup`, `steer`, `inject`) reply `{messageId}` once the splice is durable
  *   (§5.1). They are persisted messages, which the cluster delivers at least once; each carries
- *   its message id (the caller's, or one `AgentClient` draws), which is the rpc's primary key (a
- *   retry while the cluster still holds the first answer gets that answer) and the message's id
+ *   its message id (the caller's, or one `AgentClient` draws), which with a hash of the message is
+ *   the rpc's primary key (a retry while the cluster still holds the first answer gets that
+ *   answer) and is the message's id
  *   in the log (a delivery of an id the log already holds, with the same content and source,
  *   answers with that delivery and logs nothing; the id with another message is refused with
  *   `DuplicateMessageId`; an empty id is `InvalidMessage`).
