@@ -24,11 +24,13 @@ import type {
   MessageNotPending
 } from "./AgentError.js"
 import type { AgentEvent, AgentStatus } from "./AgentEvent.js"
+import { Compaction, type CompactionPolicy, type CompactionReport } from "./Compaction.js"
 import type { Delivery, DeliveryInput, DeliveryOutcome } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
 import { cancel, dispose, finalize, release } from "./internal/agent/cancel.js"
-import { appendEvent, clear, deliver, deliveryOf, remove, replace } from "./internal/agent/delivery.js"
+import { appendEvent, clear, deliver, deliveryOf, refusal, remove, replace } from "./internal/agent/delivery.js"
+import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
 import { type AgentConfig, AgentState, countOption, history, liveLogs } from "./internal/agent/state.js"
@@ -91,6 +93,20 @@ export interface Agent {
    * It fails only if closing the log fails.
    */
   readonly release: Effect.Effect<void, SessionStoreError>
+  /**
+   * Compacts the history now (issue 15, README "Semantics"): on an idle agent a bracket of its
+   * own between turns (`compaction/start {turn: null}` … `compaction/end`; no turn is opened, the
+   * status is `running` meanwhile, a delivery made during it waits and then starts its turn as
+   * usual); on a running agent at the running turn's next pre-step boundary (or between turns
+   * when the turn ends first). Uses the `Compaction` policy of the agent's context, or
+   * `Compaction.summarize({})` when it has none; `instructions` are added to the summarization
+   * request. The inbox is never touched. Returns the report (`outcome` `compacted`, `skipped`
+   * when nothing is old enough to replace, `failed` with `error`, `aborted` when a cancel cut it).
+   * Fails with `AgentDisposed` on a disposed agent and with the store's error on a stopped one.
+   */
+  readonly compact: (
+    options?: { readonly instructions?: string | undefined } | undefined
+  ) => Effect.Effect<CompactionReport, AgentDisposed | SessionWriteError>
   /** Current status. */
   readonly status: Effect.Effect<AgentStatus>
   /** The status now, then every change. */
@@ -240,6 +256,16 @@ class AgentRecord extends AgentState implements Agent {
         cancel(this, cause, options)
     )
   }
+  get compact() {
+    return this.bind(
+      "compact",
+      () => (options?: { readonly instructions?: string | undefined }) =>
+        requestCompact(this, options?.instructions, () => (this.disposed ? refusal(this) : undefined)) as Effect.Effect<
+          CompactionReport,
+          AgentDisposed | SessionWriteError
+        >
+    )
+  }
   get dispose(): Effect.Effect<void, SessionWriteError> {
     return dispose(this)
   }
@@ -278,6 +304,7 @@ const configOf = (
     readonly store: SessionStoreService
     readonly model: ModelService
     readonly preStep: PreStepService
+    readonly compaction: CompactionPolicy | undefined
     readonly ids: IdGenerator.IdGeneratorService
   },
   options: AgentOptions
@@ -289,6 +316,7 @@ const configOf = (
     store: services.store,
     model: services.model,
     preStep: services.preStep,
+    compaction: services.compaction,
     ids: services.ids,
     instructions: options.instructions,
     settings: options.settings,
@@ -308,6 +336,7 @@ const services = Effect.all({
   store: SessionStore,
   model: Model,
   preStep: Effect.map(Effect.serviceOption(PreStep), Option.getOrElse(() => defaultPreStep)),
+  compaction: Effect.map(Effect.serviceOption(Compaction), Option.getOrUndefined),
   ids: IdGenerator.current
 })
 
@@ -347,10 +376,10 @@ export const make = (
   options: AgentOptions = {}
 ): Effect.Effect<Agent, SessionStoreError, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const { ids, model, preStep, store } = yield* services
+    const { compaction, ids, model, preStep, store } = yield* services
     const sessionId = options.sessionId ?? (yield* ids.next)
     const log = yield* store.create({ id: sessionId, cwd: options.cwd })
-    const agent = new AgentRecord(log, configOf({ store, ids, model, preStep }, options))
+    const agent = new AgentRecord(log, configOf({ store, ids, model, preStep, compaction }, options))
     yield* own(agent)
     return agent as Agent
   })
@@ -429,11 +458,11 @@ export const resume = (
   options: ResumeOptions = {}
 ): Effect.Effect<Agent, SessionWriteError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const { ids, model, preStep, store } = yield* services
+    const { compaction, ids, model, preStep, store } = yield* services
     const { log, used } = yield* repairLog(sessionId, ids)
     const agent = new AgentRecord(
       log,
-      configOf({ store, ids: avoiding(ids, used), model, preStep }, withLoggedRequest(log, options))
+      configOf({ store, ids: avoiding(ids, used), model, preStep, compaction }, withLoggedRequest(log, options))
     )
     yield* restore(agent, log.events(), used)
     yield* own(agent)

@@ -19,6 +19,13 @@
  * An event of another type that carries a `surfaceOp` (e.g. a DSH `system/message`) occupies a
  * surface position (so replace spans stay right) but yields no `Message`.
  *
+ * Compaction (issue 15, README "Semantics"): in our logs a checkpoint (a `user/message` whose
+ * envelope carries a `replace`) logged inside a compaction bracket (`compaction/start` …
+ * `compaction/end`) is applied when its bracket ends with `outcome: "compacted"`, and not at all
+ * when it ends otherwise or never ends (a crash: repair closes it `interrupted`), so that a
+ * compaction cut short leaves the history as it was. In a DSH v0 log compaction events are
+ * foreign and a checkpoint applies where it stands, as in DSH.
+ *
  * For a DSH child session the inherited prefix (`seedLength`) is part of the history: it is the
  * seed conversation. Only the inbox replay skips it.
  *
@@ -65,6 +72,8 @@ interface HistoryChange {
 
 class Builder {
   readonly messages: Array<Message> = []
+  /** Checkpoints of the open compaction bracket (our logs), applied when it ends `compacted`. */
+  private bracket: Array<SessionEvent> | undefined = undefined
   /** Seq of each surface node, in surface order. */
   private readonly nodes: Array<number> = []
   /** Seqs of surface nodes that carry no `Message` (foreign types with a surfaceOp). */
@@ -74,6 +83,39 @@ class Builder {
 
   push = (event: SessionEvent): HistoryChange | undefined => {
     const op = (event as { readonly surfaceOp?: unknown }).surfaceOp
+    if (!this.dsh) {
+      if (event.type === "compaction/start") {
+        this.bracket = []
+        return undefined
+      }
+      if (event.type === "compaction/end") {
+        const held = this.bracket
+        this.bracket = undefined
+        if (held !== undefined && (event.data as { readonly outcome?: unknown }).outcome === "compacted") {
+          for (const e of held) this.apply(e, e.surfaceOp)
+        }
+        return undefined
+      }
+      if (this.bracket !== undefined && op !== undefined && op !== "append") {
+        this.bracket.push(event)
+        return undefined
+      }
+    }
+    return this.apply(event, op)
+  }
+
+  /** The surface entries: each model-visible message with the seq of its event. */
+  entries(): Array<SurfaceEntry> {
+    const out: Array<SurfaceEntry> = []
+    let m = 0
+    for (const seq of this.nodes) {
+      if (this.bare.has(seq)) continue
+      out.push({ seq, message: this.messages[m++]! })
+    }
+    return out
+  }
+
+  private apply(event: SessionEvent, op: unknown): HistoryChange | undefined {
     if (op === undefined) {
       if (this.dsh || !isSurfaceType(event.type)) return undefined
       return this.append(event.seq, messageOf(event))
@@ -137,4 +179,29 @@ export const derive = (events: ReadonlyArray<SessionEvent>, options?: DeriveOpti
   const builder = new Builder(isDsh(options))
   for (let i = 0; i < events.length; i++) builder.push(events[i]!)
   return builder.messages
+}
+
+/**
+ * One model-visible message and the `seq` of the event that put it on the surface: the
+ * coordinates a `surfaceOp` replace names (`start`/`end`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SurfaceEntry {
+  readonly seq: number
+  readonly message: Message
+}
+
+/**
+ * The surface of a log (issue 15): what `derive` returns, each message with the seq of its
+ * event, in order. A compaction policy cuts the history with these seqs. One pass.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const surface = (events: ReadonlyArray<SessionEvent>, options?: DeriveOptions): Array<SurfaceEntry> => {
+  const builder = new Builder(isDsh(options))
+  for (let i = 0; i < events.length; i++) builder.push(events[i]!)
+  return builder.entries()
 }

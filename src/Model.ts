@@ -37,6 +37,11 @@ export interface ModelRequest {
   readonly sessionId: string
   readonly turn: number
   readonly step: number
+  /**
+   * `"compaction"` for a compaction's summarization request (issue 15; `step` is 0 there and
+   * `turn` 0 between turns); absent for a step's request.
+   */
+  readonly purpose?: "compaction" | undefined
   readonly instructions?: string | undefined
   readonly tools: ReadonlyArray<ToolDefinition>
   readonly messages: ReadonlyArray<Message>
@@ -175,6 +180,7 @@ export type ScriptEntry = ScriptedResponse | ((request: ModelRequest) => Scripte
 export interface RecordedRequest {
   readonly turn: number
   readonly step: number
+  readonly purpose?: "compaction" | undefined
   readonly instructions?: string | undefined
   readonly tools: ReadonlyArray<ToolDefinition>
   readonly messages: ReadonlyArray<Message>
@@ -226,6 +232,7 @@ export const scripted = (
         requests.push({
           turn: request.turn,
           step: request.step,
+          ...(request.purpose !== undefined ? { purpose: request.purpose } : {}),
           instructions: request.instructions,
           tools: request.tools,
           messages: request.messages.slice()
@@ -425,11 +432,33 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
 }
 
 /**
+ * The offline model's summary for a compaction (issue 15): the direct prompts of the rendered
+ * conversation, quoted in order, and how many tool calls and context messages it held.
+ */
+const offlineSummary = (request: ModelRequest): string => {
+  const text = request.messages.map((m) => textOfBlocks(m.content)).join("\n")
+  const paragraphs = text.split(/\n\n(?=\[)/)
+  const prompts: Array<string> = []
+  let tools = 0
+  let context = 0
+  for (const p of paragraphs) {
+    const body = p.replace(/^(<conversation>\n)?\[[^\]\n]*\]\n/, "")
+    if (/^(<conversation>\n)?\[user\]/.test(p)) prompts.push(quote(body.replace(/\n<\/conversation>[\s\S]*$/, "")))
+    else if (/^\[tool\]/.test(p)) tools++
+    else if (/^\[context from /.test(p)) context++
+  }
+  return `Earlier: ${prompts.length} prompt${prompts.length === 1 ? "" : "s"} from you` +
+    (prompts.length > 0 ? ` (${prompts.join(", ")})` : "") +
+    `, ${tools} tool result${tools === 1 ? "" : "s"}, ${context} context message${context === 1 ? "" : "s"}.`
+}
+
+/**
  * The offline model (DESIGN.md §14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
  * PATH" it calls `read_file`; several requests in one message run one step after another, in
  * the order of the text. Its text reports each tool result it received (quoted, cut to 80
- * characters) and summarizes the other messages of this step (direct and context, by source). Tools it calls must be among the
+ * characters) and summarizes the other messages of this step (direct and context, by source). A compaction's summarization
+ * request (`purpose: "compaction"`) gets a one-line summary quoting the earlier prompts. Tools it calls must be among the
  * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).
  *
  * @since 0.1.0
@@ -440,7 +469,7 @@ export const offline = (options?: { readonly wordDelayMs?: number | undefined })
   model: "offline-rules-1",
   respond: (request, sink) =>
     Effect.suspend(() => {
-      const plan = offlinePlan(request)
+      const plan = request.purpose === "compaction" ? { text: offlineSummary(request) } : offlinePlan(request)
       const words = plan.text === undefined ? 0 : splitWords(plan.text).length
       return play({ ...plan, latencyMs: (options?.wordDelayMs ?? 0) * words }, sink)
     })

@@ -300,8 +300,28 @@ export type SessionEvent = CoreEvent | ForeignEvent
  * @category models
  */
 export type EventDraft =
-  | { readonly [K in CoreEventType]: { readonly type: K; readonly data: CoreEventData[K] } }[CoreEventType]
-  | { readonly type: string; readonly data: unknown }
+  | {
+    readonly [K in CoreEventType]: {
+      readonly type: K
+      readonly data: CoreEventData[K]
+      readonly surfaceOp?: SurfaceOp | undefined
+    }
+  }[CoreEventType]
+  | { readonly type: string; readonly data: unknown; readonly surfaceOp?: SurfaceOp | undefined }
+
+/**
+ * The envelope's surface operation (DESIGN.md §3.1): our logs write it only on compaction
+ * checkpoints (issue 15), `{op:"replace", start, end}` with the seqs of the first and last
+ * surface events replaced; `History` honours it (and the DSH v0 forms).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SurfaceOp {
+  readonly op: "replace"
+  readonly start: number
+  readonly end: number
+}
 
 /**
  * Narrows an event to a core event type.

@@ -6,6 +6,7 @@
 export * as Agent from "./Agent.js"
 export * as AgentError from "./AgentError.js"
 export * as AgentEvent from "./AgentEvent.js"
+export * as Compaction from "./Compaction.js"
 export * as Delivery from "./Delivery.js"
 export * as History from "./History.js"
 export * as IdGenerator from "./IdGenerator.js"

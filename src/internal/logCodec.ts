@@ -112,7 +112,12 @@ export const commitDrafts = (
     const draft = drafts[i]!
     const problem = checkDraft(draft)
     if (problem !== undefined) throw new InvalidDraft(problem)
-    out[i] = Object.freeze({ type: draft.type, seq: firstSeq + i, time, data: deepFreeze(draft.data) }) as SessionEvent
+    const surfaceOp = draft.surfaceOp
+    out[i] = Object.freeze(
+      surfaceOp === undefined
+        ? { type: draft.type, seq: firstSeq + i, time, data: deepFreeze(draft.data) }
+        : { type: draft.type, seq: firstSeq + i, time, data: deepFreeze(draft.data), surfaceOp: deepFreeze({ ...surfaceOp }) }
+    ) as SessionEvent
   }
   return out
 }

@@ -32,7 +32,7 @@ const disposedError = (a: AgentState): AgentDisposed =>
   })
 
 /** Why a disposed agent refuses a delivery: the store's error of a stopped agent, else `AgentDisposed`. */
-const refusal = (a: AgentState): AgentDisposed | SessionWriteError =>
+export const refusal = (a: AgentState): AgentDisposed | SessionWriteError =>
   a.released ? disposedError(a) : a.stopped ?? disposedError(a)
 
 const duplicate = (a: AgentState, id: string): DuplicateMessageId =>

@@ -10,7 +10,8 @@
  * path"). The driver fiber is started with `Runtime.runFork` from inside the section that decides
  * the run (no `Effect.fork` per run, measured 8–9 µs).
  */
-import { Cause, Effect, Either, Exit, Runtime } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Runtime } from "effect"
+import type { CompactionReport } from "../../Compaction.js"
 import { dropped, dropReasonOfTurnEnd, entered as enteredOutcome } from "../../Delivery.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
@@ -22,12 +23,40 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
+import { abortRequest, compact, needsCompaction, noteUsage, requestCompaction } from "./compaction.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
 import { endStopped, orphanWaiters, publish, resolve, setIdle } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
 import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { toolStep, truncateCalls } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
+
+/**
+ * `agent.compact` (issue 15): requests a compaction, inside a critical section so that it cannot
+ * fall between a run's decision to go idle and its end. An idle agent starts a run that is the
+ * manual bracket alone (no turn); a running one serves it at its next pre-step boundary, or
+ * between turns when its turn ends first. Waits for the compaction's report.
+ */
+export const requestCompact = (
+  a: AgentState,
+  instructions: string | undefined,
+  refused: () => Error | undefined
+): Effect.Effect<CompactionReport, any> =>
+  Effect.flatMap(Deferred.make<CompactionReport>(), (done) =>
+    Effect.zipRight(
+      critical(a, () => {
+        const error = refused()
+        if (error !== undefined) return Effect.fail(error)
+        return {
+          drafts: [],
+          apply: () => {
+            requestCompaction(a, instructions).waiters.push((effect) => Deferred.unsafeDone(done, effect))
+            if (!a.running) startRun(a)
+          }
+        }
+      }),
+      Deferred.await(done)
+    ))
 
 /** Starts a run (status `running`, the driver fiber): called inside a critical section. */
 export const startRun = (a: AgentState): void => {
@@ -139,6 +168,7 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWrite
  */
 const leaveOpen = (a: AgentState, t: TurnState): void => {
   resolveClaimed(a, t, dropped("interrupted"))
+  abortRequest(a)
   orphanWaiters(a)
   t.turnOpen = false
   t.stepOpen = false
@@ -151,6 +181,9 @@ const leaveOpen = (a: AgentState, t: TurnState): void => {
  */
 const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefined, SessionWriteError> => {
   if (t.turnOpen) return runStep(a, t, false)
+  // A manual compaction between turns (`agent.compact` on an idle agent, or pending when the
+  // last turn ended): its own bracket, no turn; then the next turn iff waking work is pending.
+  if (a.compactionCell?.request !== undefined) return Effect.flatMap(compact(a, t, "manual"), () => afterManual(a))
   // The first turn of a run: turn/start and the claim, atomically (§6.1, §4).
   return Effect.flatMap(
     critical(a, (inbox) => {
@@ -161,6 +194,37 @@ const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefin
     () => runStep(a, t, false)
   )
 }
+
+/**
+ * After a manual compaction between turns (§6.5, issue 15): opens the next turn, with its
+ * claim, iff waking work is pending (a delivery made during the compaction), else goes idle;
+ * a `compact` requested meanwhile runs next.
+ */
+const afterManual = (a: AgentState): Effect.Effect<TurnState | undefined, SessionWriteError> =>
+  critical(a, (inbox): Section<TurnState | undefined> => {
+    if (a.compactionCell?.request !== undefined && !a.disposed) return { drafts: [], apply: () => newTurnState() }
+    if (a.disposed || !Inbox.hasWakingWork(inbox)) {
+      return {
+        drafts: [],
+        apply: () => {
+          setIdle(a)
+          return undefined
+        }
+      }
+    }
+    const drafts: Array<EventDraft> = []
+    const open = openTurn(a, inbox, drafts)
+    return {
+      drafts,
+      inbox: open.inbox,
+      claimed: open.claimed,
+      apply: () => {
+        const next = newTurnState()
+        open.apply(next)
+        return next
+      }
+    }
+  })
 
 /** One step: the pre-step (unless entered with its claim), the model call, tools, the step's end. */
 const runStep = (
@@ -201,7 +265,9 @@ const runStep = (
       if (entered.length === 0 && (t.step === 1 || !toolContinuation)) {
         return endTurn(a, t, { kind: "completed" }, true)
       }
-      return Effect.flatMap(enterStep(a, t, batch, entered), () => runModelStep(a, t))
+      const enter = Effect.flatMap(enterStep(a, t, batch, entered), () => runModelStep(a, t))
+      // Compaction runs here, after the claim and the waterfall, before the step enters (issue 15).
+      return needsCompaction(a, entered) ? Effect.zipRight(compact(a, t, "pressure"), enter) : enter
     }
   )
 }
@@ -211,6 +277,17 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
   Effect.flatMap(callModel(a, t), (response): Effect.Effect<TurnState | undefined, SessionWriteError> => {
     if (Either.isLeft(response)) {
       const e = response.left
+      // The request is longer than the model's window (issue 15): compact once, retry once.
+      if (e.code === "CONTEXT_OVERFLOW" && a.config.compaction !== undefined) {
+        if (!t.overflowRetried) {
+          t.overflowRetried = true
+          return Effect.flatMap(compact(a, t, "overflow"), (report) =>
+            report.outcome === "compacted"
+              ? runModelStep(a, t)
+              : endTurn(a, t, overflowEnd(e, `; compaction ${report.outcome}`)))
+        }
+        return endTurn(a, t, overflowEnd(e, "; the request overflowed again after a compaction"))
+      }
       return endTurn(a, t, {
         kind: "error",
         error: e.status !== undefined
@@ -219,6 +296,7 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
       })
     }
     const acc = response.right
+    noteUsage(a, acc.usage)
     const truncated = acc.finish === "length"
     if (truncated) t.maxTokens = true
     const withTools = acc.toolCalls.length > 0
@@ -228,6 +306,17 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
       : Effect.flatMap(a.config.ids.next, (id) => endStep(a, t, false, assistantDraft(a, t, acc, false, id)))
     return Effect.flatMap(ended, (next) => next === "step" ? runStep(a, t, withTools && !truncated) : Effect.succeed(next))
   })
+
+/** The turn end of a request that overflowed the model's context window (code `CONTEXT_OVERFLOW`). */
+const overflowEnd = (
+  e: { readonly message: string; readonly code: string; readonly status?: number | undefined },
+  why: string
+): TurnEndReason => ({
+  kind: "error",
+  error: e.status !== undefined
+    ? { message: e.message + why, code: e.code, status: e.status }
+    : { message: e.message + why, code: e.code }
+})
 
 /**
  * Validates the entered batch (§7, §12 rule 6): each message was claimed at this pre-step
@@ -296,6 +385,7 @@ const stepDrafts = (
   return (t) => {
     if (header) a.headerKey = a.requestKey
     t.stepOpen = true
+    t.overflowRetried = false
     t.claimed = undefined
     t.acc = undefined
     t.assistantLogged = false
@@ -330,8 +420,12 @@ const enterStep = (a: AgentState, t: TurnState, claimed: ReadonlyArray<UserMessa
  * are one append: the waterfall's answer is known when the claim is made. Not when the batch is
  * empty at a boundary that is not a tool continuation (that turn ends with no step).
  */
-const enterNow = (a: AgentState, batch: ReadonlyArray<UserMessage>, toolContinuation: boolean): boolean =>
-  a.config.fastPreStep && (batch.length > 0 || toolContinuation)
+const enterNow = (
+  a: AgentState,
+  batch: ReadonlyArray<UserMessage>,
+  toolContinuation: boolean,
+  prefix?: ReadonlyArray<EventDraft>
+): boolean => a.config.fastPreStep && (batch.length > 0 || toolContinuation) && !needsCompaction(a, batch, prefix)
 
 /** Closes the turn with `reason` (and the open step) and decides the next turn (§6.5). */
 const endTurn = (
@@ -416,6 +510,8 @@ const closeTurn = (
       t.turnOpen = false
       resolveClaimed(a, t, claimedOutcome)
       if (open === undefined) {
+        // A `compact` requested during the turn and not served at a boundary runs now, between turns.
+        if (a.compactionCell?.request !== undefined && !a.disposed) return newTurnState()
         setIdle(a)
         return undefined
       }
@@ -473,7 +569,7 @@ const endStep = (
       const claim = Inbox.claim(inbox, false)
       for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
       const claimed = claim.batch.length > 0 ? { after: drafts.length - 1, batch: claim.batch, turn: t.turn } : undefined
-      const enter = enterNow(a, claim.batch, toolContinuation)
+      const enter = enterNow(a, claim.batch, toolContinuation, prefix)
         ? stepDrafts(a, t.turn, t.step + 1, claim.batch, claim.batch, drafts)
         : undefined
       return {
@@ -510,6 +606,26 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
     const reason: TurnEndReason = failure === undefined
       ? { kind: "aborted", reason: cause }
       : { kind: "error", error: { message: failure, code: "RUN_FAILED" } }
+    const bracket = t.compaction
+    if (bracket !== undefined) {
+      // A compaction cut short keeps nothing (issue 15): its bracket ends aborted (or failed).
+      yield* commit(a, [{
+        type: "compaction/end",
+        data: {
+          compactionId: bracket.id,
+          turn: bracket.turn,
+          outcome: failure === undefined ? "aborted" : "failed",
+          ...(failure === undefined ? {} : { error: { code: "RUN_FAILED", message: failure } })
+        }
+      }], () => {
+        t.compaction = undefined
+      })
+    }
+    if (!t.turnOpen && (bracket !== undefined || a.compactionCell?.request !== undefined)) {
+      // A manual compaction run between turns: no turn to close (it opened none).
+      abortRequest(a)
+      return yield* critical(a, (inbox): Section<void> => ({ drafts: [], apply: () => afterRun(a, inbox, failure) }))
+    }
     if (!t.turnOpen) {
       yield* critical(a, (): Section<void> => {
         const turn = a.turnCounter + 1
@@ -546,6 +662,7 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
           t.stepOpen = false
           t.turnOpen = false
           resolveClaimed(a, t, dropped(dropReasonOfTurnEnd(reason)))
+          abortRequest(a)
           const goOn = failure !== undefined
             // As after any turn (§6.5): pending waking work runs next, in a new driver fiber
             // (after a second failed claim in a row, it waits for the next delivery).
@@ -560,3 +677,18 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
       }
     })
   })
+
+/**
+ * The end of a run that stopped between turns (a manual compaction canceled or failed): as
+ * after `turn/end` (§6.5, §9), a new driver fiber runs iff the latch is set (cancel) or, after a
+ * failure, waking work is pending; otherwise the agent goes idle.
+ */
+const afterRun = (a: AgentState, inbox: Inbox.InboxState, failure: string | undefined): void => {
+  const goOn = failure !== undefined
+    ? !a.disposed && a.cancelCause === undefined && Inbox.hasWakingWork(inbox)
+    : a.latch && !a.disposed
+  if (!goOn) return setIdle(a)
+  a.cancelCause = undefined
+  a.latch = false
+  forkDriver(a)
+}

@@ -9,6 +9,7 @@
  */
 import { type Fiber, type PubSub, Ref, type Schedule, SynchronizedRef } from "effect"
 import type { AgentEvent } from "../../AgentEvent.js"
+import type { CompactionPolicy, CompactionReport } from "../../Compaction.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
@@ -76,6 +77,10 @@ export interface TurnState {
   maxTokens: boolean
   /** The current step was entered in the same append as its claim (default pre-step). */
   entered: boolean
+  /** The compaction bracket open in this turn (or the manual one of this run), until its end is durable. */
+  compaction: { readonly id: string; readonly turn: number | null } | undefined
+  /** The open step's request overflowed once and was compacted (issue 15: one retry). */
+  overflowRetried: boolean
   /** State update of a prefix draft appended with the step's end. */
   onCommit: (() => void) | undefined
 }
@@ -93,8 +98,23 @@ export const newTurnState = (): TurnState => ({
   contextsInserted: 0,
   maxTokens: false,
   entered: false,
-  onCommit: undefined
+  onCommit: undefined,
+  compaction: undefined,
+  overflowRetried: false
 })
+
+/**
+ * The compaction state of an agent with a compaction policy or a pending `compact` (issue 15),
+ * allocated on first use: the running estimate of the request (`tokens` covers the fixed part
+ * and `history[0, counted)`), the level below which pressure does not compact again, and the
+ * pending manual request with its waiters.
+ */
+export interface CompactionState {
+  tokens: number
+  counted: number
+  retryAbove: number
+  request: { readonly instructions: string | undefined; readonly waiters: Array<Resume<CompactionReport>> } | undefined
+}
 
 /** Marks the agent's record (on its prototype: no field per agent). */
 export const AgentStateTypeId: unique symbol = Symbol.for("effect-agent-loop/AgentState")
@@ -113,6 +133,8 @@ export interface AgentConfig {
   readonly store: SessionStoreService
   readonly model: ModelService
   readonly preStep: PreStepService
+  /** The compaction policy (issue 15), if one was provided. */
+  readonly compaction: CompactionPolicy | undefined
   readonly ids: IdGeneratorService
   readonly instructions: string | undefined
   readonly settings: { readonly [key: string]: unknown } | undefined
@@ -148,6 +170,8 @@ export abstract class AgentState {
   undecidedCell: Set<string> | undefined = undefined
   /** The model-visible history (§6.2), maintained incrementally. */
   historyCell: Array<Message> | undefined = undefined
+  /** Compaction state (issue 15), allocated on first use. */
+  compactionCell: CompactionState | undefined = undefined
   /** The key of the last `request/header` logged. */
   headerKey: string | undefined = undefined
   turnCounter = 0

@@ -1,0 +1,358 @@
+/**
+ * The loop side of compaction (issue 15, `Compaction.ts`): the running estimate of the request's
+ * tokens, the pressure test at a pre-step boundary, and the bracket a compaction logs:
+ * `compaction/start` (its own append, before the policy runs), then in one append
+ * `compaction/summary`, the checkpoint `user/message`s (envelope `surfaceOp` replace) and
+ * `compaction/end {outcome:"compacted"}`; or `compaction/end` with `skipped`/`failed`. A cancel
+ * while the policy runs interrupts it like any step: the driver closes the bracket `aborted`
+ * (`driver.ts` `closeAborted`) and nothing of it is kept.
+ *
+ * Nothing here touches the inbox: what the step claimed is entered after the bracket, what
+ * arrives during it waits for the next boundary (DESIGN.md §4).
+ *
+ * Cost on the per-step path: with no policy and no pending `compact`, one field read; with a
+ * policy, the estimate of the messages that joined the history since the last boundary.
+ */
+import { Cause, Effect, Exit } from "effect"
+import {
+  CHECKPOINT_PLUGIN,
+  CHECKPOINT_PREFIX,
+  type CompactionEntry,
+  CompactionError,
+  type CompactionOutcome,
+  type CompactionPlan,
+  type CompactionReason,
+  type CompactionReport,
+  estimateFixed,
+  estimateTokens,
+  summarize
+} from "../../Compaction.js"
+import * as History from "../../History.js"
+import type { ContentBlock, Message, MessageId, UserMessage } from "../../Message.js"
+import type { EventDraft, Usage } from "../../SessionEvent.js"
+import type { SessionWriteError } from "../../SessionLog.js"
+import { causeMessage } from "../cause.js"
+import { checkJson, deepFreeze } from "../json.js"
+import { resumeAll } from "../waiters.js"
+import { commit } from "./section.js"
+import { type AgentState, type CompactionState, history, seen, type TurnState } from "./state.js"
+
+/** The policy `agent.compact` uses when the agent has none: summarize, no pressure trigger. */
+const manualPolicy = summarize({})
+
+/** The agent's compaction state, allocated on first use. */
+export const compactionState = (a: AgentState): CompactionState =>
+  a.compactionCell ??
+    (a.compactionCell = {
+      tokens: estimateFixed(a.config.instructions, a.config.toolDefinitions),
+      counted: 0,
+      retryAbove: 0,
+      request: undefined
+    })
+
+/** The estimate of the request now (fixed part and history), counting the messages added since. */
+const historyTokens = (c: CompactionState, list: ReadonlyArray<Message>): number => {
+  // A history replaced by a compaction is shorter: the compaction reset the count.
+  for (; c.counted < list.length; c.counted++) c.tokens += estimateTokens(list[c.counted]!)
+  return c.tokens
+}
+
+const batchTokens = (batch: ReadonlyArray<Message>): number => {
+  let n = 0
+  for (const m of batch) n += estimateTokens(m)
+  return n
+}
+
+/**
+ * Whether the step about to enter `batch` compacts first: a pending `compact`, or the estimate of
+ * the request (history, the messages of `prefix` appended with the decision, and batch) above `contextWindow − reserve` and above the level a previous
+ * compaction at this boundary left (so that a compaction that could not get below the line is not
+ * repeated at every step).
+ */
+export const needsCompaction = (
+  a: AgentState,
+  batch: ReadonlyArray<Message>,
+  prefix?: ReadonlyArray<EventDraft>
+): boolean => {
+  const c = a.compactionCell
+  if (c !== undefined && c.request !== undefined) return true
+  const policy = a.config.compaction
+  if (policy === undefined || policy.contextWindow === undefined) return false
+  const state = c ?? compactionState(a)
+  let tokens = historyTokens(state, history(a)) + batchTokens(batch)
+  // Messages appended with this decision (the step's last results), not yet in the history.
+  if (prefix !== undefined) {
+    for (const d of prefix) {
+      if (d.type === "tool/result" || d.type === "assistant/message") {
+        tokens += estimateTokens((d.data as { readonly message: Message }).message)
+      }
+    }
+  }
+  return tokens > policy.contextWindow - policy.reserve && tokens > state.retryAbove
+}
+
+/**
+ * After a response (issue 15): the provider's reported input tokens replace the estimate of the
+ * request it answered (`history` as it was sent); only with a policy.
+ */
+export const noteUsage = (a: AgentState, usage: Usage | undefined): void => {
+  if (a.config.compaction === undefined || usage === undefined || usage.inputTokens === undefined) return
+  const c = compactionState(a)
+  c.tokens = usage.inputTokens
+  c.counted = history(a).length
+}
+
+/** Requests a compaction (`agent.compact`); returns the request's waiter list. */
+export const requestCompaction = (
+  a: AgentState,
+  instructions: string | undefined
+): NonNullable<CompactionState["request"]> => {
+  const c = compactionState(a)
+  return c.request ?? (c.request = { instructions, waiters: [] })
+}
+
+const GAP = 1_024
+
+/**
+ * Runs one compaction in the open turn of `t` (or, with no turn open, a manual bracket between
+ * turns): logs the bracket, runs the policy, applies its plan to the history. A pending manual
+ * request is served by it (reason `manual`) and its waiters get the report. Fails only with a
+ * store error or by interruption (the driver then closes the bracket `aborted`).
+ */
+export const compact = (
+  a: AgentState,
+  t: TurnState,
+  reason: CompactionReason
+): Effect.Effect<CompactionReport, SessionWriteError> =>
+  Effect.suspend(() => {
+    const c = compactionState(a)
+    const request = c.request
+    c.request = undefined
+    const why: CompactionReason = request !== undefined ? "manual" : reason
+    const policy = a.config.compaction ?? manualPolicy
+    const turn = t.turnOpen ? t.turn : null
+    const before = historyTokens(c, history(a))
+    const run = Effect.flatMap(a.config.ids.next, (compactionId) =>
+      Effect.flatMap(
+        commit(a, [{ type: "compaction/start", data: { compactionId, turn, reason: why, tokens: before } }], () => {
+          t.compaction = { id: compactionId, turn }
+        }),
+        () => {
+          const entries = surfaceOf(a)
+          const planned: Effect.Effect<CompactionPlan, CompactionError> = entries === undefined
+            ? Effect.fail(
+              new CompactionError({ code: "HISTORY_MISMATCH", message: "the history does not match the log's surface" })
+            )
+            : Effect.catchAllDefect(
+              Effect.suspend(() =>
+                policy.compact({
+                  sessionId: a.id,
+                  compactionId,
+                  turn,
+                  reason: why,
+                  instructions: request?.instructions,
+                  entries,
+                  tokens: before,
+                  model: a.config.model
+                })
+              ),
+              (defect) => Effect.fail(new CompactionError({ code: "POLICY_FAILED", message: causeMessage(Cause.die(defect)) }))
+            )
+          return Effect.flatMap(Effect.either(planned), (result) => {
+            if (result._tag === "Left") {
+              return finish(a, t, c, compactionId, turn, before, "failed", policy.reserve, errorOf(result.left))
+            }
+            const plan = result.right
+            const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
+            if (empty) {
+              return finish(a, t, c, compactionId, turn, before, "skipped", policy.reserve)
+            }
+            return apply(a, t, c, compactionId, turn, before, entries!, plan, policy.reserve)
+          })
+        }
+      ))
+    if (request === undefined) return run
+    return Effect.onExit(run, (exit) =>
+      Effect.sync(() => {
+        resumeAll(
+          request.waiters,
+          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(before))
+        )
+      }))
+  })
+
+const abortedReport = (before: number): CompactionReport => ({
+  compactionId: "",
+  outcome: "aborted",
+  tokensBefore: before,
+  tokensAfter: before
+})
+
+/** Pending `compact` waiters of a run that stopped before serving them get `aborted`. */
+export const abortRequest = (a: AgentState): void => {
+  const c = a.compactionCell
+  const request = c?.request
+  if (c === undefined || request === undefined) return
+  c.request = undefined
+  resumeAll(request.waiters, Effect.succeed(abortedReport(c.tokens)))
+}
+
+const errorOf = (e: CompactionError) => ({ code: e.code, message: e.message })
+
+/** The surface of the log with token estimates, if it matches the live history (it always should). */
+const surfaceOf = (a: AgentState): Array<CompactionEntry> | undefined => {
+  const list = history(a)
+  const surface = History.surface(a.sessionLog.events(), { header: a.sessionLog.header })
+  if (surface.length !== list.length) return undefined
+  const out: Array<CompactionEntry> = new Array(surface.length)
+  for (let i = 0; i < surface.length; i++) {
+    const e = surface[i]!
+    if (e.message.id !== list[i]!.id) return undefined
+    out[i] = { seq: e.seq, message: list[i]!, tokens: estimateTokens(list[i]!) }
+  }
+  return out
+}
+
+/** Ends a bracket without replacements (`skipped`, `failed`). */
+const finish = (
+  a: AgentState,
+  t: TurnState,
+  c: CompactionState,
+  compactionId: string,
+  turn: number | null,
+  before: number,
+  outcome: CompactionOutcome,
+  reserve: number,
+  error?: { readonly code: string; readonly message: string }
+): Effect.Effect<CompactionReport, SessionWriteError> =>
+  commit(
+    a,
+    [{ type: "compaction/end", data: { compactionId, turn, outcome, ...(error !== undefined ? { error } : {}) } }],
+    () => {
+      t.compaction = undefined
+      c.retryAbove = before + Math.max(GAP, Math.floor(reserve / 2))
+      return { compactionId, outcome, tokensBefore: before, tokensAfter: before, ...(error !== undefined ? { error } : {}) }
+    }
+  )
+
+/** Checks a plan against the surface: the error message, or undefined. */
+const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPlan): string | undefined => {
+  const n = entries.length
+  const upTo = plan.summary?.upTo ?? 0
+  if (plan.summary !== undefined) {
+    if (!Number.isInteger(upTo) || upTo < 1 || upTo > n) return `summary.upTo ${upTo} is not in 1..${n}`
+    if (typeof plan.summary.text !== "string" || plan.summary.text.length === 0) return "summary.text is empty"
+    if (upTo < n) {
+      const next = entries[upTo]!.message
+      if (next.role !== "user" || next.content.some((b) => b.type === "tool-result")) {
+        return `summary.upTo ${upTo} cuts before a ${
+          next.role === "user" ? "tool result" : "assistant message"
+        }, not at a user-message boundary`
+      }
+    }
+  }
+  const seenIndex = new Set<number>()
+  for (const r of plan.replace ?? []) {
+    if (!Number.isInteger(r.index) || r.index < upTo || r.index >= n) {
+      return `replace index ${r.index} is not in ${upTo}..${n - 1}`
+    }
+    if (seenIndex.has(r.index)) return `replace index ${r.index} appears twice`
+    seenIndex.add(r.index)
+    if (entries[r.index]!.message.role !== "user") return `replace index ${r.index} is an assistant message`
+    if (!Array.isArray(r.content)) return `replace index ${r.index} has no content array`
+  }
+  return undefined
+}
+
+/** Logs the summary, the checkpoints and `compaction/end {compacted}` in one append, then applies them. */
+const apply = (
+  a: AgentState,
+  t: TurnState,
+  c: CompactionState,
+  compactionId: string,
+  turn: number | null,
+  before: number,
+  entries: ReadonlyArray<CompactionEntry>,
+  plan: CompactionPlan,
+  reserve: number
+): Effect.Effect<CompactionReport, SessionWriteError> => {
+  const problem = invalidPlan(entries, plan)
+  if (problem !== undefined) {
+    return finish(a, t, c, compactionId, turn, before, "failed", reserve, { code: "INVALID_PLAN", message: problem })
+  }
+  const replaced = new Map<number, ReadonlyArray<ContentBlock>>()
+  for (const r of plan.replace ?? []) replaced.set(r.index, r.content)
+  const count = (plan.summary !== undefined ? 1 : 0) + replaced.size
+  return Effect.flatMap(Effect.replicateEffect(a.config.ids.next, count), (ids) => {
+    const drafts: Array<EventDraft> = []
+    const next: Array<Message> = []
+    const source = { kind: "plugin", plugin: CHECKPOINT_PLUGIN, compactionId }
+    let id = 0
+    const upTo = plan.summary?.upTo ?? 0
+    try {
+      if (plan.summary !== undefined) {
+        const s = plan.summary
+        const shadowed = entries.slice(0, upTo)
+        let shadowedTokenCount = 0
+        for (const e of shadowed) shadowedTokenCount += e.tokens
+        const message = deepFreeze(checkJson({
+          id: ids[id++]! as MessageId,
+          role: "user" as const,
+          content: [{ type: "text" as const, text: CHECKPOINT_PREFIX + s.text }],
+          source
+        }, "checkpoint")) as UserMessage
+        drafts.push({
+          type: "compaction/summary",
+          data: checkJson({
+            compactionId,
+            summary: s.text,
+            shadowedRange: { start: shadowed[0]!.seq, end: shadowed[upTo - 1]!.seq },
+            shadowedSeqs: shadowed.map((e) => e.seq),
+            shadowedTokenCount,
+            provider: s.provider,
+            model: s.model,
+            ...(s.usage !== undefined ? { usage: s.usage } : {}),
+            instructions: s.instructions
+          }, "summary")
+        })
+        drafts.push({
+          type: "user/message",
+          data: message,
+          surfaceOp: { op: "replace", start: shadowed[0]!.seq, end: shadowed[upTo - 1]!.seq }
+        })
+        next.push(message)
+      }
+      for (let i = upTo; i < entries.length; i++) {
+        const e = entries[i]!
+        const content = replaced.get(i)
+        if (content === undefined) {
+          next.push(e.message)
+          continue
+        }
+        const message = deepFreeze(
+          checkJson({ id: ids[id++]! as MessageId, role: "user" as const, content, source }, "checkpoint")
+        ) as UserMessage
+        drafts.push({ type: "user/message", data: message, surfaceOp: { op: "replace", start: e.seq, end: e.seq } })
+        next.push(message)
+      }
+    } catch (e) {
+      return finish(a, t, c, compactionId, turn, before, "failed", reserve, {
+        code: "INVALID_PLAN",
+        message: causeMessage(Cause.die(e))
+      })
+    }
+    let after = estimateFixed(a.config.instructions, a.config.toolDefinitions)
+    for (const m of next) after += estimateTokens(m)
+    drafts.push({ type: "compaction/end", data: { compactionId, turn, outcome: "compacted", tokens: after } })
+    return commit(a, drafts, (): CompactionReport => {
+      t.compaction = undefined
+      a.historyCell = next
+      c.tokens = after
+      c.counted = next.length
+      c.retryAbove = after + Math.max(GAP, Math.floor(reserve / 2))
+      const used = seen(a)
+      for (const i of ids) used.add(i)
+      return { compactionId, outcome: "compacted", tokensBefore: before, tokensAfter: after }
+    })
+  })
+}
