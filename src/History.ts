@@ -30,8 +30,9 @@
  * seed conversation. Only the inbox replay skips it.
  *
  * `derive` is one pass (O(1) per appended message; a replace costs O(surface)). The running
- * agent keeps its history incrementally itself (it appends the messages it logs; our logs have
- * no replacements), so nothing on its per-step path is O(history).
+ * agent keeps its history incrementally itself (it appends the messages it logs; only a
+ * compaction replaces part of it, and then the agent takes the new history as a whole), so
+ * nothing on its per-step path is O(history).
  *
  * @since 0.1.0
  */

@@ -25,8 +25,9 @@ export interface ToolDefinition {
 
 /**
  * One model request (DESIGN.md §6.2): the session's `instructions`, the tool definitions, and
- * exactly the model-visible history derived from the log. `messages` is the agent's live,
- * append-only history: it is valid for the duration of `respond` (copy it to keep it). Adapters
+ * exactly the model-visible history derived from the log. `messages` is the agent's live
+ * history, append-only between compactions (a compaction gives the agent a new array, issue 15):
+ * it is valid for the duration of `respond` (copy it to keep it). Adapters
  * that convert messages should cache the conversion per message object (e.g. a `WeakMap`) so
  * that nothing per step is O(history) beyond serialization.
  *
