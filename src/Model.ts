@@ -433,22 +433,26 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
 }
 
 /**
- * The offline model's summary for a compaction (issue 15): the direct prompts of the rendered
- * conversation, quoted in order, and how many tool calls and context messages it held.
+ * The offline model's summary for a compaction (issue 15): an earlier summary it folds in, then
+ * the direct prompts of the rendered conversation, quoted in order, and how many tool results and
+ * context messages it held.
  */
 const offlineSummary = (request: ModelRequest): string => {
   const text = request.messages.map((m) => textOfBlocks(m.content)).join("\n")
-  const paragraphs = text.split(/\n\n(?=\[)/)
+    .replace(/^<conversation>\n/, "").replace(/\n<\/conversation>[\s\S]*$/, "")
   const prompts: Array<string> = []
+  const earlier: Array<string> = []
   let tools = 0
   let context = 0
-  for (const p of paragraphs) {
-    const body = p.replace(/^(<conversation>\n)?\[[^\]\n]*\]\n/, "")
-    if (/^(<conversation>\n)?\[user\]/.test(p)) prompts.push(quote(body.replace(/\n<\/conversation>[\s\S]*$/, "")))
-    else if (/^\[tool\]/.test(p)) tools++
-    else if (/^\[context from /.test(p)) context++
+  for (const p of text.split(/\n\n(?=\[)/)) {
+    const body = p.replace(/^\[[^\]\n]*\]\n/, "")
+    if (p.startsWith("[user]")) prompts.push(quote(body))
+    else if (p.startsWith("[tool]")) tools++
+    else if (p.startsWith("[context from plugin compact]")) earlier.push(body.replace(/^[^\n]*\n\n/, ""))
+    else if (p.startsWith("[context from ")) context++
   }
-  return `Earlier: ${prompts.length} prompt${prompts.length === 1 ? "" : "s"} from you` +
+  return (earlier.length > 0 ? `${earlier.join(" ")} Then: ` : "Earlier: ") +
+    `${prompts.length} prompt${prompts.length === 1 ? "" : "s"} from you` +
     (prompts.length > 0 ? ` (${prompts.join(", ")})` : "") +
     `, ${tools} tool result${tools === 1 ? "" : "s"}, ${context} context message${context === 1 ? "" : "s"}.`
 }

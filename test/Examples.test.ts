@@ -14,6 +14,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ClusterRunner from "../examples/cluster-runner.js"
+import * as CompactionExample from "../examples/compaction.js"
 import * as HttpServerSse from "../examples/http-server-sse.js"
 import * as PreStepListener from "../examples/pre-step-listener.js"
 import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
@@ -37,6 +38,27 @@ afterEach(() => {
 })
 
 const types = (events: ReadonlyArray<{ readonly type: string }>) => events.map((e) => e.type)
+
+describe("examples/compaction", () => {
+  it.effect("a pressure compaction before turn 4, a manual one after it; the resumed history is the compacted one", () =>
+    Effect.gen(function*() {
+      const lines = yield* CompactionExample.main(tmp())
+      const prompt1 = "(\"Plan a three-day trip to Lisbon: day one is the old town, A…\", "
+      const prompt2 = "\"Day two should be Belém: the tower, the monastery and the c…\")"
+      const summary1 = `Earlier: 2 prompts from you ${prompt1}${prompt2}, 0 tool results, 0 context messages.`
+      expect(lines).toEqual([
+        "agent.compact: compacted 175 → 150 tokens",
+        "28 compaction/start turn=4 reason=pressure tokens=169",
+        `29 compaction/summary shadowed=4 events (113 tokens): ${summary1}`,
+        "31 compaction/end compacted tokens=124",
+        "37 compaction/start turn=null reason=manual tokens=175",
+        `38 compaction/summary shadowed=3 events (124 tokens): ${summary1} Then: 1 prompt from you ` +
+        "(\"Day three is a train to Sintra for the palaces; be back in …\"), 0 tool results, 0 context messages.",
+        "40 compaction/end compacted tokens=150",
+        "resumed: 3 messages; the first: \"The conversation before this point was compacted. Summary:\\n\\n\""
+      ])
+    }))
+})
 
 describe("examples/pre-step-listener", () => {
   it.effect("redaction outside policy outside the default: the model sees the redacted batch, the policy blocks turn 2", () =>
