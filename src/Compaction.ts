@@ -479,7 +479,9 @@ const quarter = (window: number | undefined, cap: number): number =>
 /**
  * The default policy: summarize the older part of the history with the agent's own model,
  * keeping the most recent `keepRecentTokens` verbatim (cut at a user-message boundary,
- * `keepFrom`). Nothing older than the kept part: `skipped`.
+ * `keepFrom`). Nothing older than the kept part: `skipped`, except for a manual compaction
+ * (`agent.compact`), which then summarizes everything before the last user-message boundary
+ * (the last exchange stays; a history of one exchange is `skipped`).
  *
  * @since 0.1.0
  * @category policies
@@ -492,7 +494,12 @@ export const summarize = (options: SummarizeOptions = {}): CompactionPolicy => {
     contextWindow: window,
     reserve: options.reserve ?? quarter(window, 16_384),
     compact: (input) => {
-      const upTo = keepFrom(input.entries, keep)
+      let upTo = keepFrom(input.entries, keep)
+      if (upTo === 0 && input.reason === "manual") {
+        // Asked for: even a history that fits the kept budget is summarized, up to its last exchange.
+        const cuts = cutPoints(input.entries)
+        upTo = cuts.length > 0 ? cuts[cuts.length - 1]! : 0
+      }
       if (upTo === 0) return Effect.succeed({})
       const older = input.entries.slice(0, upTo).map((e) => e.message)
       return Effect.map(requestSummary(input, older, instructions, input.instructions), (s) => ({
