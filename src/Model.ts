@@ -79,6 +79,11 @@ export interface ModelSink {
  * asked for a delay. A retryable error is retried inside the same step; a final failure ends the
  * turn `{kind:"error"}` with this code.
  *
+ * Codes:
+ * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the provider refused the request as longer than
+ *   the model's context window (`OpenAICompat`, `Anthropic`, `AiBridge`); the turn compacts once
+ *   and retries the request once.
+ *
  * @since 0.1.0
  * @category errors
  */

@@ -514,6 +514,49 @@ describe("AiBridge: errors → ModelError", () => {
       expect(JSON.stringify(unauthorized.raw)).not.toContain("sk-never-printed")
     }))
 
+  it.effect("context overflow (issue 15): a 400 or 413 body or an error part saying so → CONTEXT_OVERFLOW; a 503 keeps HTTP_503", () =>
+    Effect.gen(function*() {
+      // No recording of these errors exists: the bodies are the providers' documented shapes.
+      const openai = {
+        message: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+        type: "invalid_request_error",
+        param: "messages",
+        code: "context_length_exceeded"
+      }
+      const anthropic = {
+        type: "error",
+        error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" }
+      }
+      const window = "Your input exceeds the context window of this model. Please adjust your input and try again."
+      const { model } = yield* bridged([
+        { fail: httpError(400, JSON.stringify({ error: openai })) },
+        { fail: httpError(413, JSON.stringify(anthropic)) },
+        {
+          parts: [{ type: "error", error: { type: "error", code: "context_length_exceeded", message: window, param: "input" } }]
+        },
+        { fail: httpError(503, JSON.stringify({ error: openai })) }
+      ], { provider: "openai" })
+      const req = request([user("m1", "hi")])
+      const overflow = (message: string, status: number | undefined) => ({
+        _tag: "ModelError",
+        code: "CONTEXT_OVERFLOW",
+        message,
+        status,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+      expect((yield* failure(model, req)).error).toEqual(
+        overflow(`invalid_request_error: ${openai.message} (param messages)`, 400)
+      )
+      expect((yield* failure(model, req)).error).toEqual(
+        overflow("invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum", 413)
+      )
+      expect((yield* failure(model, req)).error).toEqual(
+        overflow(`context_length_exceeded: ${window} (param input)`, undefined)
+      )
+      expect((yield* failure(model, req)).error).toMatchObject({ code: "HTTP_503", status: 503, retryable: true })
+    }))
+
   it.effect("transport, encoding and URL failures; malformed input/output; unknown errors", () =>
     Effect.gen(function*() {
       const transport = new Error("connect ECONNREFUSED 127.0.0.1:9")
@@ -989,6 +1032,46 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
       expect(refused.error).toMatchObject({ code: "NETWORK", retryable: true, status: undefined })
       expect(refused.error.message).toMatch(new RegExp(`^openai: cannot reach POST http://127\\.0\\.0\\.1:${port}/v1/responses`))
       expect(leaks(refused.raw)).toBe(false)
+    }))
+
+  it.scopedLive("context overflow over loopback HTTP: a 400 context_length_exceeded and an error event saying so → CONTEXT_OVERFLOW", () =>
+    Effect.gen(function*() {
+      // Written here in the documented shapes (no recording of this error exists).
+      const window = "Your input exceeds the context window of this model. Please adjust your input and try again."
+      const server = yield* replayServer([
+        {
+          status: 400,
+          contentType: "application/json",
+          body: JSON.stringify({
+            error: { message: window, type: "invalid_request_error", param: "input", code: "context_length_exceeded" }
+          })
+        },
+        {
+          body: sse([
+            { type: "response.created", response: responseObject("in_progress") },
+            { type: "error", code: "context_length_exceeded", message: window, param: "input" }
+          ])
+        }
+      ])
+      const model = yield* openAiBridge(server.baseUrl)
+      const req = request([user("m1", "hi")])
+      expect((yield* failure(model, req)).error).toEqual({
+        _tag: "ModelError",
+        code: "CONTEXT_OVERFLOW",
+        message: `invalid_request_error: ${window} (param input)`,
+        status: 400,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+      expect((yield* failure(model, req)).error).toEqual({
+        _tag: "ModelError",
+        code: "CONTEXT_OVERFLOW",
+        message: `context_length_exceeded: ${window} (param input)`,
+        status: undefined,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+      expect(server.requests).toHaveLength(2)
     }))
 
   it.scopedLive("limitations of @effect/ai-openai's stream decoder: an error event fails; a refusal and response.failed look like an empty stop", () =>

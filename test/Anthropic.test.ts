@@ -426,6 +426,90 @@ describe("Anthropic errors", () => {
       expect(parts).toEqual([{ type: "text-delta", text: "I" }])
     }).pipe(provideHttp))
 
+  // Context overflow (issue 15): no recording of this error exists (SOURCES.md); the bodies are
+  // Anthropic's envelope with the messages its documentation and SDK issues show.
+  const TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
+  const overflow = (message: string, status: number | undefined) => ({
+    _tag: "ModelError",
+    code: "CONTEXT_OVERFLOW",
+    message,
+    status,
+    retryable: false,
+    retryAfterMs: undefined
+  })
+  const withRequestId = (type: string, message: string) =>
+    JSON.stringify({ type: "error", error: { type, message }, request_id: "req_overflow" })
+
+  it.scoped("400 invalid_request_error \"prompt is too long\" → CONTEXT_OVERFLOW, status 400, not retryable, message kept", () =>
+    Effect.gen(function*() {
+      const { error, parts, requests } = yield* replayFailure({
+        body: withRequestId("invalid_request_error", TOO_LONG),
+        status: 400,
+        contentType: "application/json"
+      })
+      expect(error).toEqual(overflow(`${TOO_LONG} (request_id req_overflow)`, 400))
+      expect([parts, requests]).toEqual([[], 1])
+    }).pipe(provideHttp))
+
+  it.scoped("413 with the same body, input + max_tokens over the limit, x-should-retry: true → CONTEXT_OVERFLOW, not retryable", () =>
+    Effect.gen(function*() {
+      const tooLarge = yield* replayFailure({
+        body: envelope("invalid_request_error", TOO_LONG),
+        status: 413,
+        contentType: "application/json",
+        headers: { "request-id": "req_413" }
+      })
+      expect(tooLarge.error).toEqual(overflow(`${TOO_LONG} (request_id req_413)`, 413))
+      const limit = "input length and `max_tokens` exceed context limit: 197626 + 8192 > 200000, decrease input " +
+        "length or `max_tokens` and try again"
+      const sum = yield* replayFailure({
+        body: envelope("invalid_request_error", limit),
+        status: 400,
+        contentType: "application/json",
+        headers: { "x-should-retry": "true" }
+      })
+      expect(sum.error).toEqual(overflow(limit, 400))
+    }).pipe(provideHttp))
+
+  it.scoped("other invalid_request_errors, request_too_large, and the message under a 5xx keep their codes", () =>
+    Effect.gen(function*() {
+      const other = yield* replayFailure({
+        body: envelope(
+          "invalid_request_error",
+          "max_tokens: 300000 > 64000, which is the maximum allowed number of output tokens"
+        ),
+        status: 400,
+        contentType: "application/json"
+      })
+      expect([other.error.code, other.error.status, other.error.retryable]).toEqual(["invalid_request_error", 400, false])
+      const bytes = yield* replayFailure({
+        body: envelope("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+        status: 413,
+        contentType: "application/json"
+      })
+      expect([bytes.error.code, bytes.error.status, bytes.error.retryable]).toEqual(["request_too_large", 413, false])
+      const api = yield* replayFailure({
+        body: envelope("api_error", TOO_LONG),
+        status: 500,
+        contentType: "application/json"
+      })
+      expect([api.error.code, api.error.status, api.error.retryable]).toEqual(["api_error", 500, true])
+    }).pipe(provideHttp))
+
+  it.scoped("an `error` event saying the prompt is too long (mid-stream, and as a whole error body) → CONTEXT_OVERFLOW, no status", () =>
+    Effect.gen(function*() {
+      const event = `event: error\ndata: ${envelope("invalid_request_error", TOO_LONG)}\n\n`
+      const streamed = yield* replayFailure({ body: eventsPrefix("anthropic-stream-tool-use.sse", 4) + event, splitEvery: 7 })
+      expect(streamed.error).toEqual(overflow(TOO_LONG, undefined))
+      expect(streamed.parts).toEqual([{ type: "text-delta", text: "I" }])
+      const whole = yield* replayFailure({
+        body: envelope("invalid_request_error", TOO_LONG),
+        status: 200,
+        contentType: "application/json"
+      })
+      expect(whole.error).toEqual(overflow(TOO_LONG, undefined))
+    }).pipe(provideHttp))
+
   it.scoped("a stream that ends without message_stop → STREAM_INCOMPLETE, retryable, after the parts already pushed", () =>
     Effect.gen(function*() {
       // Up to and including message_delta (stop_reason tool_use): no message_stop.

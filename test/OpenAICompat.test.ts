@@ -357,6 +357,130 @@ describe("OpenAICompat errors", () => {
       })
     }).pipe(provideHttp))
 
+  // Context overflow (issue 15). No recording of these errors exists (SOURCES.md): the bodies are
+  // written here in the shapes the providers document.
+  const OPENAI_OVERFLOW_MESSAGE = "This model's maximum context length is 128000 tokens. However, your messages " +
+    "resulted in 130000 tokens. Please reduce the length of the messages."
+  const OPENAI_OVERFLOW = {
+    message: OPENAI_OVERFLOW_MESSAGE,
+    type: "invalid_request_error",
+    param: "messages",
+    code: "context_length_exceeded"
+  }
+  const DEEPSEEK_OVERFLOW_MESSAGE = "This model's maximum context length is 65536 tokens. However, you requested " +
+    "70000 tokens (70000 in the messages, 0 in the completion). Please reduce the length of the messages or completion."
+  const VLLM_OVERFLOW_MESSAGE = "This model's maximum context length is 4096 tokens. However, you requested 5120 " +
+    "tokens (4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion."
+  const LLAMACPP_OVERFLOW_MESSAGE = "request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it"
+  const overflow = (message: string, status: number | undefined) => ({
+    _tag: "ModelError",
+    code: "CONTEXT_OVERFLOW",
+    message,
+    status,
+    retryable: false,
+    retryAfterMs: undefined
+  })
+  const json = (status: number, body: unknown): ReplaySpec => ({
+    body: JSON.stringify(body),
+    status,
+    contentType: "application/json"
+  })
+
+  it.scopedLive("OpenAI 400 context_length_exceeded → CONTEXT_OVERFLOW, status 400, not retryable, message kept", () =>
+    Effect.gen(function*() {
+      const { error, parts, requests } = yield* replayFailure(json(400, { error: OPENAI_OVERFLOW }))
+      expect(error).toEqual(overflow(`invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`, 400))
+      expect([parts.shape, requests]).toEqual(["", 1])
+    }).pipe(provideHttp))
+
+  it.scopedLive("DeepSeek, vLLM (both shapes) and llama.cpp 400s, and a 413, → CONTEXT_OVERFLOW", () =>
+    Effect.gen(function*() {
+      const deepseek = yield* replayFailure(json(400, {
+        error: { message: DEEPSEEK_OVERFLOW_MESSAGE, type: "invalid_request_error", param: null, code: "invalid_request_error" }
+      }))
+      expect(deepseek.error).toEqual(overflow(`invalid_request_error: ${DEEPSEEK_OVERFLOW_MESSAGE}`, 400))
+      const vllmTop = yield* replayFailure(json(400, {
+        object: "error",
+        message: VLLM_OVERFLOW_MESSAGE,
+        type: "BadRequestError",
+        param: null,
+        code: 400
+      }))
+      expect(vllmTop.error).toEqual(overflow(`BadRequestError: ${VLLM_OVERFLOW_MESSAGE}`, 400))
+      const vllmEnvelope = yield* replayFailure(json(400, {
+        error: { message: VLLM_OVERFLOW_MESSAGE, type: "BadRequestError", param: null, code: 400 }
+      }))
+      expect(vllmEnvelope.error).toEqual(overflow(`BadRequestError: ${VLLM_OVERFLOW_MESSAGE}`, 400))
+      const llamacpp = yield* replayFailure(json(400, {
+        error: {
+          code: 400,
+          message: LLAMACPP_OVERFLOW_MESSAGE,
+          type: "exceed_context_size_error",
+          n_prompt_tokens: 9412,
+          n_ctx: 8192
+        }
+      }))
+      expect(llamacpp.error).toEqual(overflow(`exceed_context_size_error: ${LLAMACPP_OVERFLOW_MESSAGE}`, 400))
+      const tooLarge = yield* replayFailure(json(413, { error: OPENAI_OVERFLOW }))
+      expect(tooLarge.error).toEqual(overflow(`invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`, 413))
+      const plain = yield* replayFailure({ body: `${VLLM_OVERFLOW_MESSAGE}\n`, status: 400, contentType: "text/plain" })
+      expect(plain.error).toEqual(overflow(VLLM_OVERFLOW_MESSAGE, 400))
+    }).pipe(provideHttp))
+
+  it.scopedLive("other 400s, and the overflow body under another status, keep HTTP_<status>", () =>
+    Effect.gen(function*() {
+      const maxTokens = "max_tokens is too large: 200000. This model supports at most 16384 completion tokens, " +
+        "whereas you provided 200000."
+      const other = yield* replayFailure(json(400, {
+        error: { message: maxTokens, type: "invalid_request_error", param: "max_tokens", code: "invalid_value" }
+      }))
+      expect(other.error).toEqual({
+        _tag: "ModelError",
+        code: "HTTP_400",
+        message: `invalid_request_error: ${maxTokens} (param max_tokens)`,
+        status: 400,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+      const unavailable = yield* replayFailure(json(503, { error: OPENAI_OVERFLOW }))
+      expect(unavailable.error).toEqual({
+        _tag: "ModelError",
+        code: "HTTP_503",
+        message: `invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`,
+        status: 503,
+        retryable: true,
+        retryAfterMs: undefined
+      })
+      const rateLimited = yield* replayFailure(json(429, {
+        error: {
+          message: "Request too large for test-model on tokens per min (TPM): Limit 30000, Requested 130000.",
+          type: "tokens",
+          param: null,
+          code: "rate_limit_exceeded"
+        }
+      }))
+      expect([rateLimited.error.code, rateLimited.error.retryable]).toEqual(["HTTP_429", true])
+    }).pipe(provideHttp))
+
+  it.scopedLive("a streamed error object (`data: {\"error\": …}`, `event: error`) and a whole error body saying so → CONTEXT_OVERFLOW, no status", () =>
+    Effect.gen(function*() {
+      const inChunk = yield* replayFailure({ body: `data: ${JSON.stringify({ error: OPENAI_OVERFLOW })}\n\n` })
+      expect(inChunk.error).toEqual(overflow(`invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`, undefined))
+      expect(inChunk.parts.shape).toBe("")
+      const event = yield* replayFailure({
+        body: vllmPrefix() +
+          `event: error\ndata: ${JSON.stringify({ error: { message: VLLM_OVERFLOW_MESSAGE, type: "BadRequestError" } })}\n\n`
+      })
+      expect(event.error).toEqual(overflow(`BadRequestError: ${VLLM_OVERFLOW_MESSAGE}`, undefined))
+      expect(event.parts.text).toBe("1,")
+      const whole = yield* replayFailure(json(200, { error: OPENAI_OVERFLOW }))
+      expect(whole.error).toEqual(overflow(`invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`, undefined))
+      const other = yield* replayFailure({
+        body: `data: ${JSON.stringify({ error: { message: "Invalid prompt", type: "invalid_request_error" } })}\n\n`
+      })
+      expect([other.error.code, other.error.message]).toEqual(["PROVIDER_ERROR", "invalid_request_error: Invalid prompt"])
+    }).pipe(provideHttp))
+
   it.scopedLive("unreachable base URL → NETWORK, retryable", () =>
     Effect.gen(function*() {
       const port = yield* closedPort

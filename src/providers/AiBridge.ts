@@ -44,6 +44,9 @@
  *   `content-filter` kept; `tool-calls`, `pause`, `other`, `unknown` → `tool-calls` when the
  *   response had tool calls, else `stop`; `error` fails with `PROVIDER_ERROR`. Reading stops at
  *   the first `finish`.
+ * - A request longer than the model's context window (an HTTP 400/413 or an `error` part that
+ *   says so, read as in `OpenAICompat`) fails with `CONTEXT_OVERFLOW`, so that the loop compacts
+ *   and retries (issue 15).
  *
  * Limitations (found in `@effect/ai` 0.37.0 and `@effect/ai-openai` 0.41.0):
  * - **Cost**: every call runs an Effect `Stream`, and `@effect/ai` builds a new decoding schema
@@ -162,6 +165,13 @@ export interface ReasoningState {
  * - `HTTP_<status>` for a non-2xx answer: `message` is the body's `error.message`, prefixed with
  *   its `error.type` (else the body text, else `HTTP <status>`); `status` set; retryable for 408,
  *   409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`;
+ * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the request is longer than the model's context
+ *   window: a 400 or 413 answer, or an `error` part of the stream, whose error has `code`
+ *   `context_length_exceeded` (OpenAI) or `type` `exceed_context_size_error` (llama.cpp), or
+ *   whose message says `maximum context length is N tokens` (OpenAI, DeepSeek, vLLM) or
+ *   `prompt is too long: N tokens > M maximum` (Anthropic); `message` and `status` as for
+ *   `HTTP_<status>` (no `status` for a stream part). The loop compacts the history and
+ *   retries once;
  * - `NETWORK` (retryable): the request could not be sent, or the body broke off;
  * - `INVALID_URL`, `INVALID_REQUEST`: the request could not be built or encoded;
  * - `MALFORMED_INPUT`: the provider cannot express the prompt (e.g. a media type it rejects);

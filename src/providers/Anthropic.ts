@@ -43,6 +43,11 @@
  *   `cache_creation_input_tokens` plus `cache_read_input_tokens`), so that it means the same as
  *   for Chat Completions providers; `cacheReadTokens` is `cache_read_input_tokens`.
  *   `message_delta`'s cumulative counts replace `message_start`'s.
+ * - **Context overflow**: Anthropic has no error type of its own for it (it is an
+ *   `invalid_request_error`), so the message is read: `prompt is too long: N tokens > M maximum`
+ *   or `input length and \`max_tokens\` exceed context limit: …`, in a 400 or 413 answer or an
+ *   `error` event, fails with `CONTEXT_OVERFLOW` (issue 15: the loop compacts and retries)
+ *   instead of `invalid_request_error`. Any other `invalid_request_error` keeps its code.
  *
  * @since 0.1.0
  */
@@ -53,6 +58,7 @@ import { Effect, Layer, Redacted } from "effect"
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
+import { overflowOr } from "./internal/errors.js"
 import {
   type Call,
   type Converted,
@@ -150,6 +156,12 @@ export type ThinkingState =
  *   envelope): `message` is `error.message` with the `request_id`; `status` set; retryable for
  *   408, 409, 429 and 5xx (529 included) unless an `x-should-retry` header says otherwise;
  *   `retryAfterMs` from `retry-after` (seconds or an HTTP date) or `retry-after-ms`;
+ * - `CONTEXT_OVERFLOW` (not retryable, whatever `x-should-retry` says; issue 15): the request is
+ *   longer than the model's context window: a 400 or 413 answer, or an `error` event inside a
+ *   200 stream, whose `error.message` says `prompt is too long: N tokens > M maximum` or
+ *   `input length and \`max_tokens\` exceed context limit: …` (or carries OpenAI's
+ *   `context_length_exceeded`, for proxies); `message` and `status` as above (no `status` for an
+ *   event). The loop compacts the history and retries once;
  * - the event's `error.type` for an `error` event inside a 200 stream (`overloaded_error`,
  *   `api_error`, …; `PROVIDER_ERROR` without a type): no `status`; retryable for overload,
  *   rate-limit, API and timeout errors;
@@ -684,18 +696,28 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
 
 const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_error", "timeout_error"])
 
-/** An `error` event in a 200 stream (or an error body): code `error.type`, no status. */
+/**
+ * An `error` event in a 200 stream (or an error body): code `error.type` (`CONTEXT_OVERFLOW`
+ * when the message says the prompt is too long), no status.
+ */
 const streamError = (error: unknown): ModelError => {
   if (!WireFormat.isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
   const type = WireFormat.nonEmpty(error.type)
-  return new ModelError({
-    code: type ?? "PROVIDER_ERROR",
-    message: typeof error.message === "string" ? error.message : JSON.stringify(error),
-    retryable: type !== undefined && RETRYABLE_TYPES.has(type)
-  })
+  return new ModelError(overflowOr(
+    {
+      code: type ?? "PROVIDER_ERROR",
+      message: typeof error.message === "string" ? error.message : JSON.stringify(error),
+      retryable: type !== undefined && RETRYABLE_TYPES.has(type)
+    },
+    error,
+    undefined
+  ))
 }
 
-/** A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope. */
+/**
+ * A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope;
+ * `CONTEXT_OVERFLOW` for a 400 or 413 whose message says the prompt is too long.
+ */
 const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError => {
   const status = response.status
   const body = WireFormat.parseJsonOr(text)
@@ -706,11 +728,19 @@ const httpError = (response: HttpClientResponse.HttpClientResponse, text: string
     response.headers["request-id"]
   if (requestId !== undefined) message += ` (request_id ${requestId})`
   const shouldRetry = response.headers["x-should-retry"]
-  return statusError(response, now, {
-    code: type ?? `HTTP_${status}`,
-    message,
-    retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status)
-  })
+  return statusError(
+    response,
+    now,
+    overflowOr(
+      {
+        code: type ?? `HTTP_${status}`,
+        message,
+        retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status)
+      },
+      body,
+      status
+    )
+  )
 }
 
 const convertMessage = convertOnce<Converted<Piece, ResultBlock, Piece>>(convertAssistant, convertUser)

@@ -32,6 +32,11 @@
  * - **Tool-call order**: a tool-result message that the log holds after a context user message
  *   (which DESIGN.md §8 never produces, but a hand-edited or foreign log may) is moved up to
  *   directly after its assistant tool-call message; the context messages follow the last result.
+ * - **Context overflow**: a request longer than the model's context window fails with
+ *   `CONTEXT_OVERFLOW` (issue 15: the loop compacts and retries) only when the server says so in
+ *   a documented form (`context_length_exceeded`, llama.cpp's `exceed_context_size_error`, or
+ *   `maximum context length is N tokens`), in a 400 or 413 answer or an error inside the stream;
+ *   any other 400 keeps `HTTP_400`, so that an unrelated refusal does not start a compaction.
  *
  * @since 0.1.0
  */
@@ -43,7 +48,7 @@ import { randomUUID } from "node:crypto"
 import { type ContentBlock, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
-import { bodyMessage, describeError, innerError, isRetryableError } from "./internal/errors.js"
+import { bodyMessage, describeError, innerError, isRetryableError, overflowOr } from "./internal/errors.js"
 import {
   type Call,
   type Converted,
@@ -126,6 +131,12 @@ export interface Options extends HttpOptions {
  *   with its `error.type` (the body is parsed as JSON whatever its content-type); `status` set;
  *   retryable for 408, 409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`
  *   (seconds or an HTTP date);
+ * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the request is longer than the model's context
+ *   window. A 400 or 413 answer, or an `error` object inside a 200 response, whose error has
+ *   `code` `context_length_exceeded` (OpenAI) or `type` `exceed_context_size_error` (llama.cpp),
+ *   or whose message says `maximum context length is N tokens` (OpenAI, DeepSeek, vLLM); `message`
+ *   and `status` as for `HTTP_<status>` (no `status` inside a 200 response). The loop compacts
+ *   the history and retries once;
  * - `NETWORK` (retryable): the server could not be reached or the connection broke mid-body;
  * - `INVALID_URL`: `baseUrl` is not a URL;
  * - `PROVIDER_ERROR`: an `error` object inside a 200 response (a chunk's `error` field or an
@@ -508,20 +519,43 @@ const mapUsage = (u: Record<string, unknown>): Usage =>
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-/** A non-2xx answer: `HTTP_<status>`, the body's OpenAI-style error message (else its text). */
-const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError =>
-  statusError(response, now, {
-    code: `HTTP_${response.status}`,
-    message: bodyMessage(WireFormat.parseJsonOr(text)) ?? errorText(text, response.status),
-    retryable: isRetryableStatus(response.status)
-  })
+/**
+ * A non-2xx answer: `HTTP_<status>` (`CONTEXT_OVERFLOW` for a 400 or 413 that says the request
+ * is longer than the context window), the body's OpenAI-style error message (else its text).
+ */
+const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError => {
+  const body = WireFormat.parseJsonOr(text)
+  return statusError(
+    response,
+    now,
+    overflowOr(
+      {
+        code: `HTTP_${response.status}`,
+        message: bodyMessage(body) ?? errorText(text, response.status),
+        retryable: isRetryableStatus(response.status)
+      },
+      body,
+      response.status
+    )
+  )
+}
 
-/** An `error` object inside a 200 response (a chunk's `error`, an `event: error`): `PROVIDER_ERROR`. */
+/**
+ * An `error` object inside a 200 response (a chunk's `error`, an `event: error`, a whole body's
+ * `error`): `PROVIDER_ERROR`, or `CONTEXT_OVERFLOW` when it says the request is longer than the
+ * context window.
+ */
 const providerError = (error: unknown, raw: string | undefined): ModelError => {
   const inner = innerError(error)
   if (WireFormat.isRecord(inner)) {
     const type = [inner.type, inner.code].find((v): v is string => typeof v === "string")
-    return new ModelError({ code: "PROVIDER_ERROR", message: describeError(inner), retryable: isRetryableError(inner, type) })
+    return new ModelError(
+      overflowOr(
+        { code: "PROVIDER_ERROR", message: describeError(inner), retryable: isRetryableError(inner, type) },
+        inner,
+        undefined
+      )
+    )
   }
   const message = typeof inner === "string" ? inner : raw !== undefined ? WireFormat.truncate(raw, 1000) : "provider error"
   return opaqueError(message)

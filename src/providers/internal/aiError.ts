@@ -3,14 +3,15 @@
  * (DESIGN.md §11): an `error` part of the response stream (OpenAI-style error objects, read by
  * `errors.ts`) and each `AiError` (HTTP statuses with `retry-after`, transport failures, requests
  * that cannot be built, responses `@effect/ai` could not decode, with the tool call it rejected
- * when there is one). An `HttpRequestError`/`HttpResponseError` is never kept as `cause`: it
- * holds the request headers, API key included, in the clear. Used by `AiBridge` only (it is the
- * only module that may load `@effect/ai`; this one needs its types alone).
+ * when there is one), with `CONTEXT_OVERFLOW` for a request longer than the model's context
+ * window (`errors.ts`, issue 15). An `HttpRequestError`/`HttpResponseError` is never kept as
+ * `cause`: it holds the request headers, API key included, in the clear. Used by `AiBridge` only
+ * (it is the only module that may load `@effect/ai`; this one needs its types alone).
  */
 import type * as AiError from "@effect/ai/AiError"
 import { Clock, Effect } from "effect"
 import { ModelError, type ToolDefinition } from "../../Model.js"
-import { bodyMessage, innerError, isRetryableError, labelledMessage } from "./errors.js"
+import { bodyMessage, innerError, isRetryableError, labelledMessage, overflowOr } from "./errors.js"
 import { displayUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./http.js"
 import { isRecord, nonEmpty, parseJsonOr, truncate } from "./wire.js"
 
@@ -20,11 +21,15 @@ export const streamError = (error: unknown, provider: string): ModelError => {
   if (!isRecord(inner)) return opaqueError(`${provider}: ${typeof inner === "string" ? inner : "the provider reported an error"}`)
   // The Responses API's `error` event has `type: "error"`: its `code` names the error.
   const label = nonEmpty(inner.code) ?? (inner.type === "error" ? undefined : nonEmpty(inner.type))
-  return new ModelError({
-    code: "PROVIDER_ERROR",
-    message: labelledMessage(inner, label),
-    retryable: isRetryableError(inner, label)
-  })
+  return new ModelError(overflowOr(
+    {
+      code: "PROVIDER_ERROR",
+      message: labelledMessage(inner, label),
+      retryable: isRetryableError(inner, label)
+    },
+    inner,
+    undefined
+  ))
 }
 
 /**
@@ -113,19 +118,30 @@ const fromResponseError = (error: AiError.HttpResponseError, provider: string, n
       retryable: error.reason === "Decode"
     })
   }
-  return statusError(error.response, now, {
-    code: `HTTP_${status}`,
-    message: httpMessage(error.body, status),
-    retryable: isRetryableStatus(status)
-  })
+  const body = error.body === undefined ? undefined : parseJsonOr(error.body)
+  return statusError(
+    error.response,
+    now,
+    overflowOr(
+      {
+        code: `HTTP_${status}`,
+        message: httpMessage(error.body, body, status),
+        retryable: isRetryableStatus(status)
+      },
+      body,
+      status
+    )
+  )
 }
 
-/** The provider's error message from a response body (JSON or text), else `HTTP <status>`. */
-const httpMessage = (body: string | undefined, status: number): string => {
-  if (body === undefined || body.trim() === "") return `HTTP ${status}`
-  const parsed = parseJsonOr(body)
+/**
+ * The provider's error message from a response body (`text`, and `parsed`, it parsed as JSON
+ * or the text itself), else `HTTP <status>`.
+ */
+const httpMessage = (text: string | undefined, parsed: unknown, status: number): string => {
+  if (text === undefined || text.trim() === "") return `HTTP ${status}`
   // A text body arrives as a JSON string (`Inspectable.format`).
-  return bodyMessage(parsed) ?? errorText(typeof parsed === "string" ? parsed : body, status)
+  return bodyMessage(parsed) ?? errorText(typeof parsed === "string" ? parsed : text, status)
 }
 
 /**

@@ -4,6 +4,8 @@
  * `ModelError` shows: the message, `type: message (param …)`, and whether the error is worth
  * retrying (a retryable HTTP status as its numeric code, or a type naming an overload, a rate
  * limit, a timeout or a server error; DESIGN.md §11). Shared by `OpenAICompat` and `AiBridge`.
+ * Also the recognition of a request longer than the model's context window, `CONTEXT_OVERFLOW`
+ * (issue 15), shared by all three adapters.
  */
 import { isRetryableStatus } from "./http.js"
 import { isRecord, nonEmpty, num } from "./wire.js"
@@ -43,3 +45,61 @@ export const bodyMessage = (body: unknown): string | undefined => {
   if (typeof body.error === "string") return body.error
   return typeof body.message === "string" ? describeError(body) : undefined
 }
+
+/**
+ * The `ModelError` code of a request the provider refused because it is longer than the model's
+ * context window (issue 15): not retryable, the loop compacts and retries once.
+ */
+export const CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
+
+/**
+ * The messages that say so, each a provider's own phrasing:
+ * - OpenAI, DeepSeek, vLLM: `This model's maximum context length is 128000 tokens. However, …`;
+ * - Anthropic: `prompt is too long: 210000 tokens > 200000 maximum`, and
+ *   `input length and \`max_tokens\` exceed context limit: 197000 + 8192 > 200000, …`.
+ */
+const OVERFLOW_MESSAGES: ReadonlyArray<RegExp> = [
+  /maximum context length is [\d,]+ tokens/i,
+  /prompt is too long: [\d,]+ tokens > [\d,]+ maximum/i,
+  /input length and `?max_tokens`? exceed context limit: [\d,]+ \+ [\d,]+ > [\d,]+/i
+]
+
+/** The `code` or `type` values that say so: OpenAI's and llama.cpp server's. */
+const OVERFLOW_IDS: ReadonlySet<string> = new Set(["context_length_exceeded", "exceed_context_size_error"])
+
+const isOverflowMessage = (message: unknown): boolean =>
+  typeof message === "string" && OVERFLOW_MESSAGES.some((pattern) => pattern.test(message))
+
+/**
+ * Whether an error body or error object (inside an `{error: ...}` envelope or not, or a bare
+ * string) says the request is longer than the model's context window: its `code` or `type` is
+ * `context_length_exceeded` (OpenAI) or `exceed_context_size_error` (llama.cpp server), or its
+ * message has one of the phrasings of OpenAI, DeepSeek, vLLM (`maximum context length is N
+ * tokens`) or Anthropic (`prompt is too long: N tokens > M maximum`, `input length and
+ * \`max_tokens\` exceed context limit: …`). Nothing else matches: a rate limit on tokens per
+ * minute (`rate_limit_exceeded`) or Anthropic's byte limit (`request_too_large`) is not one.
+ */
+export const isContextOverflow = (error: unknown): boolean => {
+  const inner = innerError(error)
+  if (!isRecord(inner)) return isOverflowMessage(inner)
+  const ids = [inner.code, inner.type]
+  return ids.some((id) => typeof id === "string" && OVERFLOW_IDS.has(id)) || isOverflowMessage(inner.message)
+}
+
+/** What an adapter makes a `ModelError` of (with `statusError`, or `new ModelError`). */
+export interface ErrorFields {
+  readonly code: string
+  readonly message: string
+  readonly retryable: boolean
+}
+
+/**
+ * `fields` with code `CONTEXT_OVERFLOW` and `retryable: false` (the message kept) when `body`
+ * says the request is longer than the context window (`isContextOverflow`) and `status` is 400
+ * or 413 (the statuses providers refuse it with) or `undefined` (an error inside a 200 response,
+ * e.g. a streamed `error` event); else `fields` as they are.
+ */
+export const overflowOr = (fields: ErrorFields, body: unknown, status: number | undefined): ErrorFields =>
+  (status === undefined || status === 400 || status === 413) && isContextOverflow(body)
+    ? { code: CONTEXT_OVERFLOW, message: fields.message, retryable: false }
+    : fields
