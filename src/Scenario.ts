@@ -18,11 +18,21 @@
  * each after the runtime has settled. The model script goes through the real model port:
  * `Model.scripted` streams each response as parts into the loop.
  *
+ * Compaction (issue 15): a `compaction` block gives the scenario's agent a `Compaction` policy
+ * (`Compaction.summarize`, or `Compaction.prune` with `policy: "prune"`); a model entry's
+ * `usage` is reported after its response (the loop resets its token estimate to `inputTokens`);
+ * an `error` may carry the HTTP `status` (e.g. `CONTEXT_OVERFLOW` with 400); a `compact` action
+ * calls `agent.compact` in its own fiber (it waits for a boundary on a running agent, and the
+ * simulator settles it like the rest). A summarization request consumes the next model entry
+ * like any request: the script holds the summaries where the requests for them come.
+ *
  * @since 0.1.0
  */
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import * as Agent from "./Agent.js"
 import type { DeliveryError } from "./AgentError.js"
+import * as Compaction from "./Compaction.js"
+import type { CompactionReport } from "./Compaction.js"
 import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { observeOutcome } from "./internal/agent/observers.js"
@@ -43,6 +53,8 @@ import * as Tool from "./Tool.js"
 // ---------------------------------------------------------------------------------------------
 
 const NonNegative = Schema.Number.pipe(Schema.finite(), Schema.nonNegative())
+/** A token count: a non-negative integer. */
+const TokenCount = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
 // Each composite schema has an identifier, which is what a wrong kind of value is told it should
 // be ("Expected a tool object, actual 5"): without one the message spells out the whole type.
 const Source = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
@@ -66,8 +78,14 @@ const ModelEntry = Schema.Struct({
     Schema.Struct({
       code: Schema.String,
       message: Schema.String,
-      retryable: Schema.optional(Schema.Boolean)
-    }).annotations({ identifier: "a model error object {code, message, retryable?}" })
+      retryable: Schema.optional(Schema.Boolean),
+      status: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(100, 599)))
+    }).annotations({ identifier: "a model error object {code, message, retryable?, status?}" })
+  ),
+  usage: Schema.optional(
+    Schema.Struct({ inputTokens: Schema.optional(TokenCount), outputTokens: Schema.optional(TokenCount) }).annotations({
+      identifier: "a usage object {inputTokens?, outputTokens?}"
+    })
   ),
   latencyMs: Schema.optional(NonNegative)
 }).annotations({ identifier: "a model response object" })
@@ -91,10 +109,31 @@ const PreStepSpec = Schema.Union(
 ).annotations(preStep)
 const PreSteps = Schema.Array(PreStepSpec).annotations({ identifier: "an array of pre-step listeners" })
 
+/** A decoded value as a message names it (`"x"`, `3`, `null`). */
+const actual = (u: unknown): string => {
+  try {
+    return JSON.stringify(u) ?? String(u)
+  } catch {
+    return String(u)
+  }
+}
+
+const CompactionSpec = Schema.Struct({
+  contextWindow: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
+  reserve: Schema.optional(TokenCount),
+  keepRecentTokens: Schema.optional(TokenCount),
+  instructions: Schema.optional(Schema.String),
+  policy: Schema.optional(
+    Schema.Literal("summarize", "prune").annotations({
+      message: (issue) => ({ message: `Expected "summarize" or "prune", actual ${actual(issue.actual)}`, override: true })
+    })
+  )
+}).annotations({ identifier: "a compaction object {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}" })
+
 const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
   .annotations({ identifier: "a cause object {kind, …}" })
 
-const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose"] as const
+const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose", "compact"] as const
 
 const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }).annotations({
   identifier: "a text object {text, source?}"
@@ -116,7 +155,13 @@ const ActionSchemas = {
       identifier: "a cancel object {keepInbox?, cause?}"
     })
   }),
-  dispose: Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) })
+  dispose: Schema.Struct({ at: NonNegative, dispose: Schema.Struct({}) }),
+  compact: Schema.Struct({
+    at: NonNegative,
+    compact: Schema.Struct({ instructions: Schema.optional(Schema.String) }).annotations({
+      identifier: "a compact object {instructions?}"
+    })
+  })
 }
 
 const Action = Schema.Union(
@@ -124,11 +169,19 @@ const Action = Schema.Union(
   Schema.Struct({ at: NonNegative, steer: Text }),
   Schema.Struct({ at: NonNegative, inject: Text }),
   ActionSchemas.cancel,
-  ActionSchemas.dispose
+  ActionSchemas.dispose,
+  ActionSchemas.compact
 )
 
 /**
- * The scenario format (DESIGN.md §15). Unknown fields are errors.
+ * The scenario format (DESIGN.md §15). Unknown fields are errors. Besides §15 (issue 15):
+ * - `compaction {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}`: the
+ *   `Compaction` layer of the agent (`policy` `"summarize"`, the default, or `"prune"`; token
+ *   counts are integers, `contextWindow` positive and above `reserve`; `instructions`, the
+ *   summarization system prompt, only with `summarize`). Absent: no compaction on pressure or
+ *   overflow; a `compact` action then uses `Compaction.summarize({})`.
+ * - a model entry's `usage {inputTokens?, outputTokens?}` and its `error.status` (100–599).
+ * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
  * @since 0.1.0
  * @category models
@@ -138,6 +191,7 @@ export const ScenarioSchema = Schema.Struct({
   model: ModelScript,
   tools: Schema.optional(Tools),
   preStep: Schema.optional(PreSteps),
+  compaction: Schema.optional(CompactionSpec),
   actions: Schema.Array(Action).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -146,6 +200,7 @@ const ScenarioTop = Schema.Struct({
   model: ModelScript,
   tools: Schema.optional(Tools),
   preStep: Schema.optional(PreSteps),
+  compaction: Schema.optional(CompactionSpec),
   actions: Schema.Array(Schema.Unknown).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -206,6 +261,26 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
   // an error names the field of that kind (a union would report its first member's errors).
   const top = Schema.decodeUnknownEither(ScenarioTop, options)(input)
   if (Either.isLeft(top)) return fail(top.left, [])
+  const compaction = top.right.compaction
+  if (compaction?.policy === "prune" && compaction.instructions !== undefined) {
+    return Either.left(
+      new InvalidScenario({
+        message: "instructions are for the summarization request, and the prune policy makes none",
+        path: "$.compaction.instructions"
+      })
+    )
+  }
+  if (
+    compaction?.contextWindow !== undefined && compaction.reserve !== undefined &&
+    compaction.reserve >= compaction.contextWindow
+  ) {
+    return Either.left(
+      new InvalidScenario({
+        message: `must be less than contextWindow (${compaction.contextWindow}), actual ${compaction.reserve}`,
+        path: "$.compaction.reserve"
+      })
+    )
+  }
   if (top.right.actions.length > MAX_ACTIONS) {
     return Either.left(
       new InvalidScenario({
@@ -228,7 +303,7 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
       return Either.left(
         new InvalidScenario({
           message: kinds.length === 0
-            ? "an action needs one of followup, steer, inject, cancel, dispose"
+            ? "an action needs one of followup, steer, inject, cancel, dispose, compact"
             : `an action has one kind, this one has ${kinds.join(" and ")}`,
           path
         })
@@ -250,7 +325,7 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
         )
       }
     }
-    const schema = kind === "cancel" || kind === "dispose"
+    const schema = kind === "cancel" || kind === "dispose" || kind === "compact"
       ? ActionSchemas[kind]
       : typeof value === "string"
       ? TextActions[kind].plain
@@ -353,7 +428,8 @@ const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
 
 /**
  * A request as `--requests` writes it (DESIGN.md §15): each message
- * `{role: "user"|"assistant"|"tool", content, reasoning?, toolCalls?, toolCallId?}`.
+ * `{role: "user"|"assistant"|"tool", content, reasoning?, toolCalls?, toolCallId?}`; a
+ * compaction's summarization request has `purpose: "compaction"` (issue 15).
  *
  * @since 0.1.0
  * @category models
@@ -361,6 +437,8 @@ const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
 export interface RequestLine {
   readonly turn: number
   readonly step: number
+  /** `"compaction"` on a summarization request (issue 15: `step` 0, `turn` 0 between turns). */
+  readonly purpose?: "compaction"
   readonly messages: ReadonlyArray<{
     readonly role: "user" | "assistant" | "tool"
     readonly content: string
@@ -412,6 +490,11 @@ export interface RunResult {
    * or the tag of the typed error the delivery failed with (e.g. `AgentDisposed`).
    */
   readonly deliveries: ReadonlyArray<DeliveryRecord>
+  /**
+   * One record per `compact` action (in the order applied): the report `agent.compact` returned
+   * (`undefined` while it waits for a boundary the run never reached), or the tag of its error.
+   */
+  readonly compactions: ReadonlyArray<CompactRecord>
 }
 
 /**
@@ -427,6 +510,30 @@ export interface DeliveryRecord {
   readonly messageId?: string | undefined
   readonly outcome?: Delivery.DeliveryOutcome | undefined
   readonly error?: string | undefined
+}
+
+/**
+ * What became of one `compact` action of a run (issue 15).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompactRecord {
+  readonly action: number
+  readonly at: number
+  readonly report?: CompactionReport | undefined
+  readonly error?: string | undefined
+}
+
+/** The `Compaction` layer of a scenario's `compaction` block (issue 15); none without one. */
+const compactionLayer = (spec: Scenario["compaction"]): Layer.Layer<Compaction.Compaction> | undefined => {
+  if (spec === undefined) return undefined
+  const { contextWindow, keepRecentTokens, reserve } = spec
+  return Compaction.layerPolicy(
+    spec.policy === "prune"
+      ? Compaction.prune({ contextWindow, reserve, keepRecentTokens })
+      : Compaction.summarize({ contextWindow, reserve, keepRecentTokens, instructions: spec.instructions })
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -465,7 +572,25 @@ export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("Re
  * end of the script fails its turn with `SCRIPT_EXHAUSTED`). `requests` (default true) records
  * the model requests; with `false`, `requests` and `requestLines` are empty (what
  * `agent-loop simulate` does without `--requests`). Recorded requests holding more than
- * `MAX_REQUEST_MESSAGES` messages in all fail the run with `RequestsTooLarge`.
+ * `MAX_REQUEST_MESSAGES` messages in all fail the run with `RequestsTooLarge`. With a
+ * `compaction` block the agent gets its `Compaction` layer; summarization requests are recorded
+ * with `purpose: "compaction"`, and each `compact` action's report is in `compactions`.
+ *
+ * @example
+ * ```ts
+ * import { Scenario } from "effect-agent-loop"
+ * import { Effect, Either } from "effect"
+ *
+ * // Two turns, then a manual compaction: the third response is the summary of the first turn.
+ * const scenario = Either.getOrThrow(Scenario.decode({
+ *   compaction: { keepRecentTokens: 20 },
+ *   model: [{ text: "ok" }, { text: "ok again" }, { text: "the user said hi" }],
+ *   actions: [{ at: 0, followup: "hi" }, { at: 10, followup: "again" }, { at: 20, compact: {} }]
+ * }))
+ * Effect.runPromise(Scenario.run(scenario, { seed: 1 })).then((result) => {
+ *   console.log(result.compactions[0]?.report?.outcome) // "compacted"
+ * })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -490,7 +615,14 @@ export const run = (
       if (recording && requestMessages <= MAX_REQUEST_MESSAGES) {
         requestMessages += request.messages.length
         if (requestMessages > MAX_REQUEST_MESSAGES) requests.length = 0
-        else requests.push({ turn: request.turn, step: request.step, messages: request.messages.map(requestMessage) })
+        else {
+          requests.push({
+            turn: request.turn,
+            step: request.step,
+            ...(request.purpose !== undefined ? { purpose: request.purpose } : {}),
+            messages: request.messages.map(requestMessage)
+          })
+        }
       }
       return scripted.respond(request, sink)
     }
@@ -498,6 +630,7 @@ export const run = (
   const ids = IdGenerator.seeded(options.seed)
   const clock = new VirtualClock()
   const records: Array<DeliveryRecord> = []
+  const compacts: Array<CompactRecord> = []
   const program = Effect.gen(function*() {
     const supervisor = new FiberTracker()
     const store = yield* SessionStore.SessionStore
@@ -514,7 +647,7 @@ export const run = (
           const nextAction = next < actions.length ? actions[next]![0].at : undefined
           const nextSleep = clock.nextSleep()
           if (nextAction !== undefined && nextAction <= now) {
-            yield* apply(agent, actions[next]![0], actions[next]![1], records)
+            yield* apply(agent, actions[next]![0], actions[next]![1], records, compacts)
             next++
             continue
           }
@@ -529,19 +662,21 @@ export const run = (
         // Read the log and the outcomes before the scope closes: closing it disposes the agent,
         // which is the simulator's housekeeping, not part of the scenario.
         const contents = yield* Effect.orDie(store.read(agent.id))
-        return { contents, deliveries: records.slice() }
+        return { contents, deliveries: records.slice(), compactions: compacts.slice() }
       }).pipe(Effect.supervised(supervisor))
     )
   })
+  const compaction = compactionLayer(scenario.compaction)
+  const layers = Layer.mergeAll(
+    SessionStore.layerMemory,
+    Layer.succeed(IdGenerator.IdGenerator, ids),
+    Model.layer(model),
+    PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
+  )
   return program.pipe(
-    Effect.provide(Layer.mergeAll(
-      SessionStore.layerMemory,
-      Layer.succeed(IdGenerator.IdGenerator, ids),
-      Model.layer(model),
-      PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
-    )),
+    Effect.provide(compaction === undefined ? layers : Layer.merge(layers, compaction)),
     Effect.withClock(clock),
-    Effect.flatMap(({ contents, deliveries }) =>
+    Effect.flatMap(({ compactions, contents, deliveries }) =>
       requestMessages > MAX_REQUEST_MESSAGES
         ? Effect.fail(
           new RequestsTooLarge({
@@ -561,7 +696,8 @@ export const run = (
             get requestLines() {
               return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
             },
-            deliveries
+            deliveries,
+            compactions
           }
         })
     )
@@ -572,7 +708,8 @@ const apply = (
   agent: Agent.Agent,
   action: Scenario["actions"][number],
   index: number,
-  records: Array<DeliveryRecord>
+  records: Array<DeliveryRecord>,
+  compacts: Array<CompactRecord>
 ): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
   const ignore = <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.asVoid(Effect.either(e))
   const deliver = (
@@ -606,6 +743,21 @@ const apply = (
   if ("cancel" in action) {
     // A cancel returns when the turn is closed: run it in its own fiber; the simulator settles.
     return Effect.asVoid(Effect.fork(ignore(agent.cancel(action.cancel.cause, { keepInbox: action.cancel.keepInbox }))))
+  }
+  if ("compact" in action) {
+    // A compaction on a running agent waits for its next boundary: its own fiber, like a cancel.
+    const at = compacts.length
+    compacts.push({ action: index, at: action.at })
+    return Effect.asVoid(Effect.fork(Effect.flatMap(
+      Effect.either(agent.compact({ instructions: action.compact.instructions })),
+      (result) =>
+        Effect.sync(() => {
+          compacts[at] = {
+            ...compacts[at]!,
+            ...(Either.isRight(result) ? { report: result.right } : { error: result.left._tag })
+          }
+        })
+    )))
   }
   return Effect.asVoid(Effect.fork(ignore(agent.dispose)))
 }

@@ -210,7 +210,7 @@ describe("scenario validation (§15)", () => {
       [
         { model: [{ error: 5 }], actions: [] },
         "$.model[0].error",
-        "Expected a model error object {code, message, retryable?}, actual 5"
+        "Expected a model error object {code, message, retryable?, status?}, actual 5"
       ],
       [{ model: [], tools: 5, actions: [] }, "$.tools", "Expected an object of tools by name, actual 5"],
       [{ model: [], tools: { a: 5 }, actions: [] }, "$.tools.a", "Expected a tool object, actual 5"],
@@ -234,11 +234,130 @@ describe("scenario validation (§15)", () => {
         { model: [], actions: [{ at: 0, cancel: 5 }] },
         "$.actions[0].cancel",
         "Expected a cancel object {keepInbox?, cause?}, actual 5"
+      ],
+      [
+        { model: [{ usage: 5 }], actions: [] },
+        "$.model[0].usage",
+        "Expected a usage object {inputTokens?, outputTokens?}, actual 5"
+      ],
+      [
+        { model: [], compaction: 5, actions: [] },
+        "$.compaction",
+        "Expected a compaction object {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}, actual 5"
+      ],
+      [
+        { model: [], actions: [{ at: 0, compact: 5 }] },
+        "$.actions[0].compact",
+        "Expected a compact object {instructions?}, actual 5"
       ]
     ]
     for (const [input, path, message] of cases) {
       expect(invalid(input)).toMatchObject({ path, message })
     }
+  })
+
+  it("compaction (issue 15): the block, usage, an error's status and the compact action are checked like the rest", () => {
+    const UNEXPECTED_COMPACTION =
+      "is unexpected, expected: \"contextWindow\" | \"reserve\" | \"keepRecentTokens\" | \"instructions\" | \"policy\""
+    const cases: ReadonlyArray<readonly [unknown, string, string]> = [
+      [{ model: [], compaction: { window: 100 }, actions: [] }, "$.compaction.window", UNEXPECTED_COMPACTION],
+      [
+        { model: [], compaction: { contextWindow: 0 }, actions: [] },
+        "$.compaction.contextWindow",
+        "Expected a positive number, actual 0"
+      ],
+      [
+        { model: [], compaction: { contextWindow: 99.5 }, actions: [] },
+        "$.compaction.contextWindow",
+        "Expected an integer, actual 99.5"
+      ],
+      [
+        { model: [], compaction: { reserve: -1 }, actions: [] },
+        "$.compaction.reserve",
+        "Expected a non-negative number, actual -1"
+      ],
+      [
+        { model: [], compaction: { keepRecentTokens: "9" }, actions: [] },
+        "$.compaction.keepRecentTokens",
+        "Expected number, actual \"9\""
+      ],
+      [{ model: [], compaction: { instructions: 7 }, actions: [] }, "$.compaction.instructions", "Expected string, actual 7"],
+      [
+        { model: [], compaction: { policy: "truncate" }, actions: [] },
+        "$.compaction.policy",
+        "Expected \"summarize\" or \"prune\", actual \"truncate\""
+      ],
+      [
+        { model: [], compaction: { contextWindow: 100, reserve: 100 }, actions: [] },
+        "$.compaction.reserve",
+        "must be less than contextWindow (100), actual 100"
+      ],
+      [
+        { model: [], compaction: { policy: "prune", instructions: "keep names" }, actions: [] },
+        "$.compaction.instructions",
+        "instructions are for the summarization request, and the prune policy makes none"
+      ],
+      [
+        { model: [{ usage: { inputTokens: -3 } }], actions: [] },
+        "$.model[0].usage.inputTokens",
+        "Expected a non-negative number, actual -3"
+      ],
+      [
+        { model: [{ usage: { outputTokens: 1.5 } }], actions: [] },
+        "$.model[0].usage.outputTokens",
+        "Expected an integer, actual 1.5"
+      ],
+      [
+        { model: [{ usage: { totalTokens: 3 } }], actions: [] },
+        "$.model[0].usage.totalTokens",
+        "is unexpected, expected: \"inputTokens\" | \"outputTokens\""
+      ],
+      [
+        { model: [{ error: { code: "CONTEXT_OVERFLOW", message: "m", status: 42 } }], actions: [] },
+        "$.model[0].error.status",
+        "Expected a number between 100 and 599, actual 42"
+      ],
+      [
+        { model: [{ error: { code: "CONTEXT_OVERFLOW", message: "m", status: "400" } }], actions: [] },
+        "$.model[0].error.status",
+        "Expected number, actual \"400\""
+      ],
+      [
+        { model: [], actions: [{ at: 0, compact: { now: true } }] },
+        "$.actions[0].compact.now",
+        "is unexpected, expected: \"instructions\""
+      ],
+      [
+        { model: [], actions: [{ at: 0, compact: { instructions: 1 } }] },
+        "$.actions[0].compact.instructions",
+        "Expected string, actual 1"
+      ],
+      [{ model: [], actions: [{ at: -1, compact: {} }] }, "$.actions[0].at", "Expected a non-negative number, actual -1"],
+      [
+        { model: [], actions: [{ at: 0, compact: {}, cancel: {} }] },
+        "$.actions[0]",
+        "an action has one kind, this one has cancel and compact"
+      ],
+      [
+        { model: [], actions: [{ at: 0 }] },
+        "$.actions[0]",
+        "an action needs one of followup, steer, inject, cancel, dispose, compact"
+      ]
+    ]
+    for (const [input, path, message] of cases) {
+      expect(invalid(input)).toMatchObject({ path, message })
+    }
+    const valid = Scenario.decode({
+      model: [
+        { text: "ok", usage: { inputTokens: 10, outputTokens: 2 } },
+        { error: { code: "CONTEXT_OVERFLOW", message: "too long", status: 400 } }
+      ],
+      compaction: { contextWindow: 100, reserve: 20, keepRecentTokens: 30, instructions: "be brief", policy: "summarize" },
+      actions: [{ at: 0, compact: {} }, { at: 1, compact: { instructions: "keep the names" } }]
+    })
+    expect(Either.isRight(valid)).toBe(true)
+    expect(Either.isRight(Scenario.decode({ model: [], compaction: {}, actions: [] }))).toBe(true)
+    expect(Either.isRight(Scenario.decode({ model: [], compaction: { policy: "prune", reserve: 5 }, actions: [] }))).toBe(true)
   })
 
   it("a scenario holds at most 10,000 actions: more is refused before anything runs", () => {
