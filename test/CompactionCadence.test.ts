@@ -2,12 +2,15 @@
  * Compaction cadence (issue 15, "When": compact when the estimate passes `contextWindow −
  * reserve`): with a small window, the guard the loop keeps after a compaction (no new pressure
  * compaction until the estimate passes what the last one left plus max(1,024, reserve / 2)
- * tokens) must not let a request pass the window itself.
+ * tokens) must not let a request pass the window itself. Fixed: the guard is only kept after a
+ * compaction that could not get below the line, and never above the window.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Compaction from "../src/Compaction.js"
+import * as History from "../src/History.js"
+import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import { advance, layer } from "./utils/agent.js"
 
@@ -35,6 +38,10 @@ describe("Compaction cadence", () => {
       expect(sent.length).toBe(5)
       expect(sent.filter((t) => t > 200)).toEqual([])
       expect(model.requests.filter((r) => r.purpose === "compaction").length).toBeGreaterThanOrEqual(2)
+      // The second compaction cut the surface the first one left (its seqs kept by the agent):
+      // the live history is still the log's.
+      expect(yield* agent.history).toEqual(History.derive(agent.log.events()))
+      expect(Invariant.check(agent.log.events()).filter((v) => !v.message.includes("outside an open step"))).toEqual([])
     }).pipe(
       Effect.provide(layer(model)),
       Effect.provide(Compaction.layer({ contextWindow: 200, reserve: 50, keepRecentTokens: 60 }))
