@@ -19,6 +19,8 @@ const sql = await optional("SqlSessionStore.js")
 const oldFate = lib.Inbox.replay === undefined ? await optional("internal/fate.js") : undefined
 
 export const { Agent, Delivery, History, IdGenerator, Invariant, Model, SessionStore, Tool } = lib
+/** `Compaction` (issue 15; undefined in builds before it). */
+export const Compaction = lib.Compaction
 /** `SqlSessionStore.layerSqlite` (before the store split: `SessionStore.layerSqlite`). */
 export const layerSqlite = sql?.layerSqlite ?? lib.SessionStore.layerSqlite
 /** `SqlSessionStore.layerPg` and `SqlSessionStore.make` (undefined in builds without them). */

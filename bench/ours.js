@@ -8,12 +8,13 @@ import { Effect, Layer, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, IdGenerator, layerPg, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
-import { checkCounts, WORKLOADS } from "./workloads.js"
+import { Agent, Compaction, IdGenerator, layerPg, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
+import { checkCounts, compactionRange, WORKLOADS } from "./workloads.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
 const isResult = (m) => m.role === "user" && m.source.kind === "tool"
 const textOf = (m) => (m.content[0] !== undefined && m.content[0].type === "text" ? m.content[0].text : "")
+const isCheckpoint = (m) => m.role === "user" && m.source.kind === "plugin" && m.source.plugin === "compact"
 
 /**
  * The fake model of one run: a function of the request (its context), through `Model.scripted`.
@@ -34,6 +35,45 @@ const makeModel = (workload, state) => {
           state.errors.push(`call ${state.calls}: ${n} messages, last ${msgs[n - 1]?.role}`)
         }
         return text(n)
+      }
+      break
+    case "history-growth-compaction":
+      // O(1) per request, like history-growth: a turn's request is the previous one plus the
+      // previous answer and the new prompt, or (right after a compaction) a shorter one that
+      // starts with the checkpoint of the latest summary. A summarization request (`purpose:
+      // "compaction"`, one user message) gets a short text. The reported `inputTokens` are the
+      // request's tokens by `Compaction.estimateTokens` (what a provider would report, here in
+      // the loop's own units), kept incrementally: summed anew only after a compaction.
+      decide = (msgs, request) => {
+        const n = msgs.length
+        if (request.purpose === "compaction") {
+          state.summaries++
+          if (n !== 1 || !textOf(msgs[0]).startsWith("<conversation>")) {
+            state.errors.push(`call ${state.calls}: a summarization request with ${n} messages`)
+          }
+          state.compactedSince = true
+          return { text: `summary ${state.summaries}`, usage: usage(n) }
+        }
+        const turn = state.calls - 1 - state.summaries
+        if (!isPrompt(msgs[n - 1]) || textOf(msgs[n - 1]) !== `prompt ${turn}`) {
+          state.errors.push(`call ${state.calls}: the last message is not prompt ${turn}`)
+        }
+        if (state.compactedSince) {
+          if (n > state.lastLength || !isCheckpoint(msgs[0]) || !textOf(msgs[0]).endsWith(`summary ${state.summaries}`)) {
+            state.errors.push(`call ${state.calls}: after compaction ${state.summaries}, ${n} messages, first ${msgs[0].role}`)
+          }
+        } else if (n !== state.lastLength + 2) {
+          state.errors.push(`call ${state.calls}: ${n} messages after ${state.lastLength}`)
+        }
+        if (state.compactedSince || n === 1) {
+          state.tokens = 0
+          for (const m of msgs) state.tokens += Compaction.estimateTokens(m)
+        } else {
+          state.tokens += Compaction.estimateTokens(msgs[n - 2]) + Compaction.estimateTokens(msgs[n - 1])
+        }
+        state.compactedSince = false
+        state.lastLength = n
+        return { text: `ok:${n}`, usage: usage(state.tokens) }
       }
       break
     case "tool-steps":
@@ -94,7 +134,7 @@ const makeModel = (workload, state) => {
   }
   return Model.scripted([(request) => {
     state.calls++
-    return decide(request.messages)
+    return decide(request.messages, request)
   }], { loop: true, record: false, provider: "bench", model: "instant" })
 }
 
@@ -151,43 +191,108 @@ const storeLayer = (store, fsync, url) => {
 /**
  * One run of a prompt workload: a fresh agent, `prompts` prompts awaited one after another.
  * Returns `{ perUnit }` in µs (history-growth: `{ first, last }` µs per turn over the first and
- * the last 10% of the turns) after checking the counts.
+ * the last 10% of the turns; history-growth-compaction also `compactions`, `firstPlain` and
+ * `lastPlain` µs per turn over the turns of those tenths that did not compact, and
+ * `firstCompacting`/`lastCompacting` ms per turn that did, null for a tenth without one) after
+ * checking the counts.
  */
 export const runPrompts = async ({ workload, store, fsync = "none", url, prompts }) => {
   const w = WORKLOADS[workload]
-  const state = { calls: 0, toolRuns: 0, errors: [], lastCall: undefined, batch: undefined }
+  const state = {
+    calls: 0,
+    toolRuns: 0,
+    errors: [],
+    lastCall: undefined,
+    batch: undefined,
+    summaries: 0,
+    compactedSince: false,
+    lastLength: -1,
+    tokens: 0
+  }
   const model = makeModel(workload, state)
   const tools = makeTools(workload, state)
   const { layer, cleanup } = storeLayer(store, fsync, url)
   const tenth = Math.floor(prompts / 10)
+  const growth = workload === "history-growth" || workload === "history-growth-compaction"
+  let policy = Layer.empty
+  if (w.compaction !== undefined) {
+    if (Compaction === undefined) throw new Error("ours: this build has no Compaction")
+    policy = Compaction.layer(w.compaction)
+  }
   try {
     const result = await Effect.runPromise(
       Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.make({ tools })
         const marks = []
+        // Compaction workload: each turn timed, split by whether it compacted (a summarization
+        // request during it), per tenth: [first 10%, last 10%] of {turns, µs} each.
+        const split = { plain: [{ n: 0, us: 0 }, { n: 0, us: 0 }], compacting: [{ n: 0, us: 0 }, { n: 0, us: 0 }] }
+        const timed = w.compaction !== undefined
         const start = performance.now()
         for (let i = 0; i < prompts; i++) {
-          if (workload === "history-growth" && (i === tenth || i === prompts - tenth)) marks.push(performance.now())
+          if (growth && (i === tenth || i === prompts - tenth)) marks.push(performance.now())
+          const t0 = timed ? performance.now() : 0
+          const summaries = state.summaries
           yield* agent.followup(`prompt ${i}`)
           yield* agent.awaitIdle
+          if (timed && (i < tenth || i >= prompts - tenth)) {
+            const part = (state.summaries > summaries ? split.compacting : split.plain)[i < tenth ? 0 : 1]
+            part.n++
+            part.us += (performance.now() - t0) * 1000
+          }
         }
         const end = performance.now()
         const history = yield* agent.history
         let turns = 0
-        for (const e of agent.log.events()) if (e.type === "turn/end") turns++
+        let compactions = 0
+        let logged = 0
+        const outcomes = []
+        for (const e of agent.log.events()) {
+          if (e.type === "turn/end") turns++
+          else if (e.type === "compaction/end") {
+            if (e.data.outcome === "compacted") compactions++
+            else outcomes.push(e.data.outcome)
+          } else if (e.type === "assistant/message" || (e.type === "user/message" && !isCheckpoint(e.data))) logged++
+        }
         if (turns !== prompts) state.errors.push(`${turns} turns ended, expected ${prompts}`)
+        if (w.compaction !== undefined) {
+          // Every bracket compacted, one summarization request each, about one per
+          // turnsPerCompaction turns; the history is the last checkpoint and what followed it.
+          const bad = []
+          const { min, max } = compactionRange(workload, prompts)
+          if (outcomes.length > 0) bad.push(`compactions ended ${outcomes.join(", ")}`)
+          if (compactions !== state.summaries) bad.push(`${compactions} compactions, ${state.summaries} summarization requests`)
+          if (compactions < min || compactions > max) bad.push(`${compactions} compactions, expected ${min}–${max}`)
+          if (compactions > 0 && (!isCheckpoint(history[0]) || !textOf(history[0]).endsWith(`summary ${compactions}`))) {
+            bad.push("the history does not start with the last checkpoint")
+          }
+          if (history.length !== state.lastLength + 1) {
+            bad.push(`a history of ${history.length} messages, the last request had ${state.lastLength}`)
+          }
+          if (bad.length > 0) throw new Error(`ours ${workload} (${prompts} prompts): compactions are off: ${bad.join("; ")}`)
+        }
         checkCounts("ours", workload, prompts, {
-          modelCalls: model.consumed(),
+          modelCalls: model.consumed() - state.summaries,
           toolRuns: state.toolRuns,
-          messages: history.length,
+          messages: w.compaction !== undefined ? logged : history.length,
           errors: state.errors
         })
         if (model.consumed() !== state.calls) throw new Error("ours: the scripted model's count disagrees with ours")
-        if (workload === "history-growth") {
-          return { first: ((marks[0] - start) * 1000) / tenth, last: ((end - marks[1]) * 1000) / tenth }
+        if (growth) {
+          const times = { first: ((marks[0] - start) * 1000) / tenth, last: ((end - marks[1]) * 1000) / tenth }
+          if (!timed) return times
+          const mean = (p) => (p.n === 0 ? null : p.us / p.n)
+          return {
+            ...times,
+            compactions,
+            firstPlain: mean(split.plain[0]),
+            lastPlain: mean(split.plain[1]),
+            firstCompacting: split.compacting[0].n === 0 ? null : mean(split.compacting[0]) / 1000,
+            lastCompacting: split.compacting[1].n === 0 ? null : mean(split.compacting[1]) / 1000
+          }
         }
         return { perUnit: ((end - start) * 1000) / w.units(prompts) }
-      })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model))))
+      })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model), policy)))
     )
     return result
   } finally {

@@ -8,9 +8,9 @@
 //   node --expose-gc bench/run.js [--quick] [--only=turns,append,pg,cluster,…] [--baseline=DIR]
 //
 // --quick: a smoke test (a tenth of the prompts, 2 runs, a 100,000-event replay).
-// --baseline=DIR: also runs our side of the prompt workloads and idle-agents on the build in
-// DIR/dist (another checkout, e.g. the commit before a refactor, built with `npm run build`),
-// job by job next to the current build, and prints a before/after table
+// --baseline=DIR: also runs our side of the prompt workloads, history-growth and idle-agents on
+// the build in DIR/dist (another checkout, e.g. the commit before a refactor, built with
+// `npm run build`), job by job next to the current build, and prints a before/after table
 // (bench/results/before-after.json).
 // `startup` (the CLI's cold start against a bare `node -e 0` of the same run) and `install` (the
 // footprint of the packed package, bench/install.js; needs the npm registry or its cache) are
@@ -172,8 +172,16 @@ if (wanted("history-growth")) {
     runs
   }
   const ours = job("ours memory", { ...spec, side: "ours" })
+  const before = baselineJob("ours memory", { ...spec, side: "ours" })
   const pi = job("pi   memory", { ...spec, side: "pi" })
   for (const part of ["first", "last"]) {
+    addBeforeAfter(
+      "history-growth",
+      "memory",
+      `µs/turn, ${part} 10%`,
+      ours?.samples.map((s) => s[part]),
+      before?.samples.map((s) => s[part])
+    )
     addRow(
       "history-growth",
       "memory",
@@ -183,6 +191,50 @@ if (wanted("history-growth")) {
       { prompts }
     )
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// history-growth-compaction (ours only; issue 15): the same turns with Compaction.layer, a window
+// that forces one compaction about every 200 turns; µs per turn over the first and the last 10%
+// (all turns, then only the turns that did not compact: the boundary check's cost), ms per turn
+// that compacted, and the compactions each run made (compaction/end outcome compacted).
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("history-growth-compaction")) {
+  const w = WORKLOADS["history-growth-compaction"]
+  const prompts = scale(w.prompts)
+  const runs = RUNS
+  process.stderr.write(
+    `history-growth-compaction (${prompts} turns, Compaction.layer(${
+      JSON.stringify(w.compaction)
+    }), ${runs} runs after a warm-up of ${prompts / 10})\n`
+  )
+  const spec = {
+    kind: "prompts",
+    workload: "history-growth-compaction",
+    store: "memory",
+    prompts,
+    warmup: prompts / 10,
+    warmupRuns: 2,
+    runs,
+    side: "ours"
+  }
+  const ours = job("ours memory", spec)
+  const extra = { prompts, noPeer: true, compaction: w.compaction }
+  // A tenth with no compaction in it (--quick's first 100 turns) has no "with a compaction" figure.
+  const row = (unit, key, more = {}) => {
+    const xs = ours?.samples.map((s) => s[key]).filter((x) => x !== null)
+    if (ours === undefined || xs.length > 0) {
+      addRow("history-growth-compaction", "memory", unit, xs, undefined, { ...extra, ...more })
+    }
+  }
+  row("µs/turn, first 10%", "first")
+  row("µs/turn, last 10%", "last")
+  row("µs/turn, first 10%, turns without a compaction", "firstPlain")
+  row("µs/turn, last 10%, turns without a compaction", "lastPlain")
+  row("ms/turn, first 10%, turns with a compaction", "firstCompacting")
+  row("ms/turn, last 10%, turns with a compaction", "lastCompacting")
+  row("compactions per run", "compactions", { integer: true })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -559,12 +611,14 @@ if (wanted("install")) {
 // Output
 // ---------------------------------------------------------------------------------------------
 
-const fmt = (x) => {
+const fmt = (x, integer = false) => {
   if (x === null || x === undefined) return "—"
+  if (integer) return Math.round(x).toLocaleString("en-US")
   const a = Math.abs(x)
   return a >= 1000 ? Math.round(x).toLocaleString("en-US") : a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2)
 }
-const cell = (median, min, max) => (median === null ? "FAILED" : `${fmt(median)} [${fmt(min)}–${fmt(max)}]`)
+const cell = (median, min, max, integer = false) =>
+  median === null ? "FAILED" : `${fmt(median, integer)} [${fmt(min, integer)}–${fmt(max, integer)}]`
 const ratioText = (x) => (x === null ? "—" : x >= 10 ? x.toFixed(1) : x.toPrecision(2))
 const peerName = (r) =>
   r.workload === "append" || r.workload === "replay"
@@ -580,7 +634,7 @@ for (const r of rows) {
     r.workload,
     r.store,
     r.unit,
-    cell(r.ours, r.oursMin, r.oursMax),
+    cell(r.ours, r.oursMin, r.oursMax, r.integer === true),
     r.noPeer === true ? "—" : r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
     ratioText(r.ratio)
   ])

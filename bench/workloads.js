@@ -43,7 +43,33 @@ export const WORKLOADS = {
     units: (p) => p
   },
   // 10,000 text turns; per-turn cost over the first and the last 10%.
-  "history-growth": { prompts: 10000, unit: "turn", modelCalls: 1, toolRuns: 0, messages: 2, units: (p) => p }
+  "history-growth": { prompts: 10000, unit: "turn", modelCalls: 1, toolRuns: 0, messages: 2, units: (p) => p },
+  // The same turns with `Compaction.layer(compaction)` (issue 15, ours only). A turn adds ~13
+  // tokens by the loop's estimate (a prompt "prompt 1234" 7, an answer "ok:123" 6; the fake model
+  // reports that estimate as `inputTokens`): compaction starts above 4,096 − 1,200 tokens and
+  // keeps the last ~260 verbatim, so it runs about every `turnsPerCompaction` turns.
+  // `messages` counts the prompts and answers logged (checkpoints aside), `modelCalls` the turns'
+  // requests (summarization requests aside: one per compaction).
+  "history-growth-compaction": {
+    prompts: 10000,
+    unit: "turn",
+    modelCalls: 1,
+    toolRuns: 0,
+    messages: 2,
+    units: (p) => p,
+    compaction: { contextWindow: 4096, reserve: 1200, keepRecentTokens: 260 },
+    turnsPerCompaction: 200
+  }
+}
+
+/**
+ * The compactions a run of `prompts` turns of a compaction workload must make: about one per
+ * `turnsPerCompaction` (the exact cadence follows the token estimate of the texts, whose lengths
+ * vary with their numbers): between 0.8× and 1.25× `prompts / turnsPerCompaction`, rounded out.
+ */
+export const compactionRange = (workload, prompts) => {
+  const per = WORKLOADS[workload].turnsPerCompaction
+  return { min: Math.floor((0.8 * prompts) / per), max: Math.ceil((1.25 * prompts) / per) }
 }
 
 /** Throws when a run's counts differ from what its workload must produce. */

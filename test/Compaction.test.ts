@@ -171,7 +171,11 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
         expect(yield* s.outcome).toEqual({ _tag: "Entered", turn: 3, step: 2 })
         expect(yield* f.outcome).toEqual({ _tag: "Entered", turn: 4, step: 1 })
         expect(requests(model)[4]).toBe("3.2: SUMMARY | b×200 | ok2 | c×200 | ok3 | context I | steer S")
-      }).pipe(Effect.provide(layer(model)), Effect.provide(policy))
+      }).pipe(
+        Effect.provide(layer(model)),
+        // The line at 165 tokens: turn 3 (172) compacts to 80; step 3.2 (152) and turn 4 (163) do not.
+        Effect.provide(Compaction.layer({ contextWindow: 215, reserve: 50, keepRecentTokens: 60 }))
+      )
     })
 
     it.scoped("a cancel during the summarization request aborts it: nothing kept, the claimed prompt dropped canceled", () => {

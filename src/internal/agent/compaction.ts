@@ -21,6 +21,7 @@ import {
   CompactionError,
   type CompactionOutcome,
   type CompactionPlan,
+  type CompactionPolicy,
   type CompactionReason,
   type CompactionReport,
   estimateFixed,
@@ -29,7 +30,7 @@ import {
 } from "../../Compaction.js"
 import * as History from "../../History.js"
 import type { ContentBlock, Message, MessageId, UserMessage } from "../../Message.js"
-import type { EventDraft, Usage } from "../../SessionEvent.js"
+import type { EventDraft, SessionEvent, Usage } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
@@ -47,6 +48,7 @@ export const compactionState = (a: AgentState): CompactionState =>
       tokens: estimateFixed(a.config.instructions, a.config.toolDefinitions),
       counted: 0,
       retryAbove: 0,
+      surface: undefined,
       request: undefined
     })
 
@@ -114,6 +116,19 @@ export const requestCompaction = (
 const GAP = 1_024
 
 /**
+ * The level below which pressure does not compact again after a compaction that left `tokens`:
+ * none when it got below the line; else `tokens` plus max(1,024, reserve/2), but never above the
+ * window itself (so that a compaction that could not get below the line is not repeated at every
+ * step, and still no request is sent past the window without one).
+ */
+const guardAfter = (policy: CompactionPolicy, tokens: number): number => {
+  const window = policy.contextWindow
+  if (window === undefined) return 0
+  if (tokens <= window - policy.reserve) return 0
+  return Math.min(tokens + Math.max(GAP, Math.floor(policy.reserve / 2)), window)
+}
+
+/**
  * Runs one compaction in the open turn of `t` (or, with no turn open, a manual bracket between
  * turns): logs the bracket, runs the policy, applies its plan to the history. A pending manual
  * request is served by it (reason `manual`) and its waiters get the report. Fails only with a
@@ -138,7 +153,7 @@ export const compact = (
           t.compaction = { id: compactionId, turn }
         }),
         () => {
-          const entries = surfaceOf(a)
+          const entries = surfaceOf(a, c)
           const planned: Effect.Effect<CompactionPlan, CompactionError> = entries === undefined
             ? Effect.fail(
               new CompactionError({ code: "HISTORY_MISMATCH", message: "the history does not match the log's surface" })
@@ -160,14 +175,14 @@ export const compact = (
             )
           return Effect.flatMap(Effect.either(planned), (result) => {
             if (result._tag === "Left") {
-              return finish(a, t, c, compactionId, turn, before, "failed", policy.reserve, errorOf(result.left))
+              return finish(a, t, c, compactionId, turn, before, "failed", policy, errorOf(result.left))
             }
             const plan = result.right
             const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
             if (empty) {
-              return finish(a, t, c, compactionId, turn, before, "skipped", policy.reserve)
+              return finish(a, t, c, compactionId, turn, before, "skipped", policy)
             }
-            return apply(a, t, c, compactionId, turn, before, entries!, plan, policy.reserve)
+            return apply(a, t, c, compactionId, turn, before, entries!, plan, policy)
           })
         }
       ))
@@ -199,16 +214,53 @@ export const abortRequest = (a: AgentState): void => {
 
 const errorOf = (e: CompactionError) => ({ code: e.code, message: e.message })
 
-/** The surface of the log with token estimates, if it matches the live history (it always should). */
-const surfaceOf = (a: AgentState): Array<CompactionEntry> | undefined => {
+/** The index, among `events`, of the `n`-th checkpoint (an event with a `surfaceOp`). */
+const checkpointAt = (events: ReadonlyArray<SessionEvent>, n: number): number => {
+  let found = -1
+  for (let i = 0; i < events.length; i++) {
+    if ((events[i] as { readonly surfaceOp?: unknown }).surfaceOp !== undefined && ++found === n) return i
+  }
+  return -1
+}
+
+/** The seq of a model-visible message event appended by the loop (no `surfaceOp`), else -1. */
+const appendedSeq = (e: SessionEvent): number =>
+  (e.type === "user/message" || e.type === "assistant/message" || e.type === "tool/result") &&
+    (e as { readonly surfaceOp?: unknown }).surfaceOp === undefined
+    ? e.seq
+    : -1
+
+const messageIdOf = (e: SessionEvent | undefined): string | undefined => {
+  if (e === undefined) return undefined
+  const d = e.data as { readonly id?: string; readonly message?: { readonly id?: string } }
+  return e.type === "user/message" ? d.id : d.message?.id
+}
+
+/**
+ * The surface of the log with token estimates, if it matches the live history (it always
+ * should). After a compaction of this agent: the seqs it left plus the message events appended
+ * since (O(events since that compaction)); else one pass over the log (`History.surface`).
+ */
+const surfaceOf = (a: AgentState, c: CompactionState): Array<CompactionEntry> | undefined => {
   const list = history(a)
-  const surface = History.surface(a.sessionLog.events(), { header: a.sessionLog.header })
-  if (surface.length !== list.length) return undefined
-  const out: Array<CompactionEntry> = new Array(surface.length)
-  for (let i = 0; i < surface.length; i++) {
-    const e = surface[i]!
-    if (e.message.id !== list[i]!.id) return undefined
-    out[i] = { seq: e.seq, message: list[i]!, tokens: estimateTokens(list[i]!) }
+  const events = a.sessionLog.events()
+  let seqs: Array<number> | undefined = undefined
+  const known = c.surface
+  if (known !== undefined && known.seqs.length <= list.length) {
+    seqs = known.seqs.slice()
+    for (let i = known.next; i < events.length; i++) {
+      const seq = appendedSeq(events[i]!)
+      if (seq >= 0) seqs.push(seq)
+    }
+    if (seqs.length !== list.length) seqs = undefined
+  }
+  if (seqs === undefined) seqs = History.surface(events, { header: a.sessionLog.header }).map((e) => e.seq)
+  if (seqs.length !== list.length) return undefined
+  const out: Array<CompactionEntry> = new Array(seqs.length)
+  for (let i = 0; i < seqs.length; i++) {
+    const m = list[i]!
+    if (messageIdOf(events[seqs[i]!]) !== m.id) return undefined
+    out[i] = { seq: seqs[i]!, message: m, tokens: estimateTokens(m) }
   }
   return out
 }
@@ -222,7 +274,7 @@ const finish = (
   turn: number | null,
   before: number,
   outcome: CompactionOutcome,
-  reserve: number,
+  policy: CompactionPolicy,
   error?: { readonly code: string; readonly message: string }
 ): Effect.Effect<CompactionReport, SessionWriteError> =>
   commit(
@@ -230,7 +282,9 @@ const finish = (
     [{ type: "compaction/end", data: { compactionId, turn, outcome, ...(error !== undefined ? { error } : {}) } }],
     () => {
       t.compaction = undefined
-      c.retryAbove = before + Math.max(GAP, Math.floor(reserve / 2))
+      // Nothing replaced: not again until the estimate grows (never past the window).
+      // (`before` is the history's estimate; the batch that passed the line is not in it.)
+      c.retryAbove = guardAfter(policy, Math.max(before, (policy.contextWindow ?? 0) - policy.reserve + 1))
       return { compactionId, outcome, tokensBefore: before, tokensAfter: before, ...(error !== undefined ? { error } : {}) }
     }
   )
@@ -274,11 +328,11 @@ const apply = (
   before: number,
   entries: ReadonlyArray<CompactionEntry>,
   plan: CompactionPlan,
-  reserve: number
+  policy: CompactionPolicy
 ): Effect.Effect<CompactionReport, SessionWriteError> => {
   const problem = invalidPlan(entries, plan)
   if (problem !== undefined) {
-    return finish(a, t, c, compactionId, turn, before, "failed", reserve, { code: "INVALID_PLAN", message: problem })
+    return finish(a, t, c, compactionId, turn, before, "failed", policy, { code: "INVALID_PLAN", message: problem })
   }
   const replaced = new Map<number, ReadonlyArray<ContentBlock>>()
   for (const r of plan.replace ?? []) replaced.set(r.index, r.content)
@@ -336,7 +390,7 @@ const apply = (
         next.push(message)
       }
     } catch (e) {
-      return finish(a, t, c, compactionId, turn, before, "failed", reserve, {
+      return finish(a, t, c, compactionId, turn, before, "failed", policy, {
         code: "INVALID_PLAN",
         message: causeMessage(Cause.die(e))
       })
@@ -344,12 +398,21 @@ const apply = (
     let after = estimateFixed(a.config.instructions, a.config.toolDefinitions)
     for (const m of next) after += estimateTokens(m)
     drafts.push({ type: "compaction/end", data: { compactionId, turn, outcome: "compacted", tokens: after } })
-    return commit(a, drafts, (): CompactionReport => {
+    const kept = entries.slice(upTo).map((e) => e.seq)
+    return commit(a, drafts, (events): CompactionReport => {
       t.compaction = undefined
       a.historyCell = next
       c.tokens = after
       c.counted = next.length
-      c.retryAbove = after + Math.max(GAP, Math.floor(reserve / 2))
+      c.retryAbove = guardAfter(policy, after)
+      // The new surface's seqs (the checkpoints' from this append), for the next compaction.
+      const seqs: Array<number> = []
+      let e = 0
+      if (plan.summary !== undefined) seqs.push(events[checkpointAt(events, e++)]!.seq)
+      for (let i = upTo, k = 0; i < entries.length; i++, k++) {
+        seqs.push(replaced.has(i) ? events[checkpointAt(events, e++)]!.seq : kept[k]!)
+      }
+      c.surface = { seqs, next: events[events.length - 1]!.seq + 1 }
       const used = seen(a)
       for (const i of ids) used.add(i)
       return { compactionId, outcome: "compacted", tokensBefore: before, tokensAfter: after }

@@ -113,6 +113,8 @@ export interface CompactionState {
   tokens: number
   counted: number
   retryAbove: number
+  /** After a compaction: the seqs of the surface it left, and the first seq after its append. */
+  surface: { readonly seqs: ReadonlyArray<number>; readonly next: number } | undefined
   request: { readonly instructions: string | undefined; readonly waiters: Array<Resume<CompactionReport>> } | undefined
 }
 
