@@ -128,12 +128,19 @@ const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
 
 /**
  * Prints the transcript of a live log as it grows: each call prints the lines that are new
- * since the last call (rendering is prefix-stable: appending events only appends lines).
+ * since the last call (rendering is prefix-stable: appending events only appends lines). The
+ * events go through one `Transcript.projector`, without its `end()`: a compaction still running
+ * is printed once it ends, never as "no end in the log".
  */
 const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
   let printed = 0
+  let projected = 0
+  const projector = Transcript.projector()
+  const entries: Array<Transcript.Entry> = []
   return Effect.suspend(() => {
-    const text = Transcript.render(Transcript.fromEvents(events())).trimEnd()
+    const all = events()
+    for (; projected < all.length; projected++) for (const entry of projector.push(all[projected]!)) entries.push(entry)
+    const text = Transcript.render(entries).trimEnd()
     const lines = text === "" ? [] : text.split("\n")
     const fresh = lines.slice(printed)
     printed = lines.length

@@ -139,6 +139,8 @@ const weight = (entry: Transcript.Entry): number => {
     ? entry.name.length + entry.arguments.length
     : entry.kind === "turn-end"
     ? 0
+    : entry.kind === "compaction"
+    ? 160
     : entry.text.length
   return Math.min(size, SHOWN_BYTES) + 80
 }
