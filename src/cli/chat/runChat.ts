@@ -36,6 +36,7 @@ import { render } from "ink"
 import * as NodeFs from "node:fs"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
+import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
@@ -59,6 +60,8 @@ export interface ChatOptions {
   readonly sessionId?: string | undefined
   /** The model, from the CLI's provider flags. */
   readonly model: Layer.Layer<Model.Model>
+  /** The compaction policy, from `--context-window` and its flags (none: no automatic compaction). */
+  readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
 }
 
 /** The source of what `/inject` delivers (DESIGN.md §2: context names its producer). */
@@ -340,6 +343,7 @@ export const runChat = (
     Effect.provide(
       Layer.mergeAll(
         options.model,
+        options.compaction ?? Layer.empty,
         IdGenerator.layer,
         SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
       ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))
