@@ -147,9 +147,15 @@ export const compact = (
     const policy = a.config.compaction ?? manualPolicy
     const turn = t.turnOpen ? t.turn : null
     const before = historyTokens(c, history(a))
+    const extra = request?.instructions
+    let started = ""
     const bracket = Effect.flatMap(a.config.ids.next, (compactionId) =>
       Effect.flatMap(
-        commit(a, [{ type: "compaction/start", data: { compactionId, turn, reason: why, tokens: before } }], () => {
+        commit(a, [{
+          type: "compaction/start",
+          data: { compactionId, turn, reason: why, tokens: before, ...(extra !== undefined ? { instructions: extra } : {}) }
+        }], () => {
+          started = compactionId
           t.compaction = { id: compactionId, turn }
         }),
         (): Effect.Effect<CompactionReport, SessionWriteError> => {
@@ -192,13 +198,14 @@ export const compact = (
       Effect.sync(() => {
         resumeAll(
           request.waiters,
-          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(before))
+          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(started, before))
         )
       }))
   })
 
-const abortedReport = (before: number): CompactionReport => ({
-  compactionId: "",
+/** The report of a compaction a cancel cut (`compactionId` "" when it had not logged its start yet). */
+const abortedReport = (compactionId: string, before: number): CompactionReport => ({
+  compactionId,
   outcome: "aborted",
   tokensBefore: before,
   tokensAfter: before
@@ -210,7 +217,7 @@ export const abortRequest = (a: AgentState): void => {
   const request = c?.request
   if (c === undefined || request === undefined) return
   c.request = undefined
-  resumeAll(request.waiters, Effect.succeed(abortedReport(c.tokens)))
+  resumeAll(request.waiters, Effect.succeed(abortedReport("", c.tokens)))
 }
 
 const errorOf = (e: CompactionError) => ({ code: e.code, message: e.message })
