@@ -41,7 +41,8 @@
  *   `turn/start`, `turn/end`, `step/start`, `step/end` never while a compaction is open.
  * - rule 2: `compaction/start` names the open turn, or `turn: null` with none open; inside a
  *   step only before its `assistant/message` (the overflow case); no `assistant/message`,
- *   `tool/call` or `tool/result` while a compaction is open; a checkpoint (a `user/message`
+ *   `tool/call`, `tool/result`, `request/header` or `user/message` other than its checkpoints
+ *   while a compaction is open; a checkpoint (a `user/message`
  *   whose envelope has a `surfaceOp` replace) only inside an open compaction, with the source
  *   `{kind:"plugin", plugin:"compact", compactionId}` of that compaction, and then also
  *   outside a step.
@@ -106,6 +107,7 @@ const compactionTypes: ReadonlySet<string> = new Set(["compaction/start", "compa
 
 /** Core events that may not come while a compaction is open. */
 const bracketBreakers: ReadonlySet<string> = new Set([
+  "request/header",
   "turn/start",
   "turn/end",
   "step/start",
@@ -277,6 +279,9 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
         if (!dsh) {
           const op = (event as { readonly surfaceOp?: { readonly op?: unknown } }).surfaceOp
           const checkpoint = typeof op === "object" && op !== null && op.op === "replace"
+          if (!checkpoint && bracket !== undefined) {
+            report(seq, 2, `user/message ${message.id} while compaction ${String(bracket.id)} is open (only its checkpoints)`)
+          }
           if (checkpoint) {
             const source = message.source as {
               readonly kind?: unknown

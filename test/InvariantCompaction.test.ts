@@ -170,7 +170,8 @@ describe("Invariant.check: compaction brackets", () => {
         turnEnd(2)
       )
     ).toEqual([
-      { seq: 12, rule: 1, message: "step/start while compaction c1 is open" }
+      { seq: 12, rule: 1, message: "step/start while compaction c1 is open" },
+      { seq: 13, rule: 2, message: "user/message u2 while compaction c1 is open (only its checkpoints)" }
     ])
     expect(check(turn1, followup(msg("u2", "two")), turnStart(2), claim("next-turn", 1), start("c1", 2), turnEnd(2))).toEqual([
       { seq: 12, rule: 1, message: "turn/end while compaction c1 is open" }
@@ -227,6 +228,23 @@ describe("Invariant.check: compaction brackets", () => {
       )
     ).toEqual([
       { seq: 14, rule: 2, message: "assistant/message while compaction c1 is open" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        stepStart(2, 1),
+        start("c1", 2, "overflow"),
+        entered(msg("u2", "two")),
+        end("c1", 2),
+        assistant(2, 1, "ok"),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 13, rule: 2, message: "user/message u2 while compaction c1 is open (only its checkpoints)" }
     ])
     expect(check(turn1, checkpoint("c1", 4, 5))).toEqual([
       { seq: 8, rule: 2, message: "checkpoint user/message cp.c1 outside a compaction" }
