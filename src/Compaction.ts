@@ -69,7 +69,9 @@ export type CompactionOutcome = "compacted" | "skipped" | "aborted" | "failed" |
 
 /**
  * `compaction/start` data: `turn` is the open turn, `null` for a manual compaction between
- * turns; `tokens` the loop's estimate of the request when it decided to compact.
+ * turns; `tokens` the loop's estimate of the history (instructions, tools, messages) when it
+ * decided to compact; `instructions` the extra instructions of a manual compaction
+ * (`agent.compact({instructions})`), when given.
  *
  * @since 0.1.0
  * @category models
@@ -79,6 +81,7 @@ export interface CompactionStartData {
   readonly turn: number | null
   readonly reason: CompactionReason
   readonly tokens: number
+  readonly instructions?: string | undefined
 }
 
 /**

@@ -34,6 +34,21 @@
  * 6. Every `user/message` was claimed in its turn (and not entered before), or is new: its id
  *    never appeared before in the log (returned by the pre-step).
  *
+ * Compaction brackets (issue 15; our logs only: in a DSH v0 log `compaction/*` events are
+ * foreign and unchecked), under rules 1, 2 and 4:
+ * - rule 1: `compaction/start` only when no compaction is open; `compaction/summary` and
+ *   `compaction/end` name the open compaction (`compactionId`, and `turn` for the end);
+ *   `turn/start`, `turn/end`, `step/start`, `step/end` never while a compaction is open.
+ * - rule 2: `compaction/start` names the open turn, or `turn: null` with none open; inside a
+ *   step only before its `assistant/message` (the overflow case); no `assistant/message`,
+ *   `tool/call`, `tool/result`, `request/header` or `user/message` other than its checkpoints
+ *   while a compaction is open; a checkpoint (a `user/message`
+ *   whose envelope has a `surfaceOp` replace) only inside an open compaction, with the source
+ *   `{kind:"plugin", plugin:"compact", compactionId}` of that compaction, and then also
+ *   outside a step.
+ * - rule 4: no claim while a compaction is open (deliveries and canceled splices are fine).
+ * A log that ends inside an open compaction (a crash) is not a violation, as an open turn is not.
+ *
  * @since 0.1.0
  */
 import { MutableInbox } from "./Inbox.js"
@@ -87,6 +102,21 @@ const callIdOfResult = (message: UserMessage | undefined): string | undefined =>
   return undefined
 }
 
+/** The compaction bracket's event types (issue 15). */
+const compactionTypes: ReadonlySet<string> = new Set(["compaction/start", "compaction/summary", "compaction/end"])
+
+/** Core events that may not come while a compaction is open. */
+const bracketBreakers: ReadonlySet<string> = new Set([
+  "request/header",
+  "turn/start",
+  "turn/end",
+  "step/start",
+  "step/end",
+  "assistant/message",
+  "tool/call",
+  "tool/result"
+])
+
 /**
  * Every violation of the §12 invariants in a log, sorted by seq (empty for a valid log). See the
  * module comment for the rules as checked and the DSH v0 subset.
@@ -118,6 +148,9 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
   const pending = new Map<string, number>() // DSH: pending ids
   let claimed = new Set<string>() // ours: claimed in the open turn, not yet entered
   let owed: number | undefined // seq of a turn/end that owes a turn/start
+  // compaction brackets (ours)
+  let bracket: { readonly id: unknown; readonly turn: unknown } | undefined
+  let answered = false // the open step has its assistant/message
 
   const resetStep = () => {
     if (calls.size > 0) calls = new Map()
@@ -132,7 +165,46 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
       report(seq, 1, `seq ${seq} where ${prevSeq + 1} was expected`)
     }
     prevSeq = seq
+    if (!dsh && compactionTypes.has(type)) {
+      const data = event.data as { readonly compactionId?: unknown; readonly turn?: unknown }
+      const id = String(data.compactionId)
+      if (type === "compaction/start") {
+        if (bracket !== undefined) report(seq, 1, `compaction/start ${id} while compaction ${String(bracket.id)} is open`)
+        const expected = turnOpen ? openTurn : null
+        if (data.turn !== expected) {
+          report(
+            seq,
+            2,
+            `compaction/start ${id} names turn ${String(data.turn)} but ${
+              turnOpen ? `turn ${openTurn} is open` : "no turn is open"
+            }`
+          )
+        }
+        if (stepOpen && answered) report(seq, 2, `compaction/start ${id} after the assistant/message of step ${lastStep}`)
+        bracket = { id: data.compactionId, turn: data.turn }
+      } else if (bracket === undefined || bracket.id !== data.compactionId) {
+        report(
+          seq,
+          1,
+          `${type} ${id} while ${bracket === undefined ? "no compaction" : `compaction ${String(bracket.id)}`} is open`
+        )
+        if (type === "compaction/end") bracket = undefined
+      } else if (type === "compaction/end") {
+        if (data.turn !== bracket.turn) {
+          report(seq, 1, `compaction/end ${id} names turn ${String(data.turn)} but its start named ${String(bracket.turn)}`)
+        }
+        bracket = undefined
+      }
+      continue
+    }
     if (!coreEventTypes.has(type)) continue
+    if (bracket !== undefined && bracketBreakers.has(type)) {
+      report(
+        seq,
+        type.startsWith("turn/") || type.startsWith("step/") ? 1 : 2,
+        `${type} while compaction ${String(bracket.id)} is open`
+      )
+    }
     const replayed = seq >= seed
 
     if (owed !== undefined) {
@@ -178,6 +250,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
         if (stepOpen) report(seq, 1, `step/start of step ${data.step} while step ${lastStep} is open`)
         if (data.step !== lastStep + 1) report(seq, 1, `step/start of step ${data.step} where step ${lastStep + 1} was expected`)
         stepOpen = true
+        answered = false
         lastStep = data.step
         resetStep()
         break
@@ -204,7 +277,22 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
       case "user/message": {
         const message = event.data as UserMessage
         if (!dsh) {
-          if (!(turnOpen && stepOpen)) report(seq, 2, `user/message ${message.id} outside an open step`)
+          const op = (event as { readonly surfaceOp?: { readonly op?: unknown } }).surfaceOp
+          const checkpoint = typeof op === "object" && op !== null && op.op === "replace"
+          if (!checkpoint && bracket !== undefined) {
+            report(seq, 2, `user/message ${message.id} while compaction ${String(bracket.id)} is open (only its checkpoints)`)
+          }
+          if (checkpoint) {
+            const source = message.source as {
+              readonly kind?: unknown
+              readonly plugin?: unknown
+              readonly compactionId?: unknown
+            }
+            if (bracket === undefined) report(seq, 2, `checkpoint user/message ${message.id} outside a compaction`)
+            else if (source.kind !== "plugin" || source.plugin !== "compact" || source.compactionId !== bracket.id) {
+              report(seq, 2, `checkpoint user/message ${message.id} does not name compaction ${String(bracket.id)} as its source`)
+            }
+          } else if (!(turnOpen && stepOpen)) report(seq, 2, `user/message ${message.id} outside an open step`)
           if (replayed) {
             if (!claimed.delete(message.id) && seen.has(message.id)) {
               report(seq, 6, `user/message ${message.id} was neither claimed in this turn nor new`)
@@ -219,6 +307,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
       case "tool/result": {
         const data = event.data as { readonly turn: number; readonly step: number }
         const inStep = turnOpen && stepOpen
+        if (type === "assistant/message") answered = true
         if (!inStep) report(seq, 2, `${type} outside an open step`)
         else if (data.turn !== openTurn || data.step !== lastStep) {
           report(seq, 2, `${type} names turn ${data.turn} step ${data.step} but turn ${openTurn} step ${lastStep} is open`)
@@ -273,7 +362,9 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
           )
         }
         const isClaim = data.outcome === undefined && applied.removed.length > 0
-        if (isClaim && (!turnOpen || stepOpen)) {
+        if (isClaim && bracket !== undefined) {
+          report(seq, 4, `claim of ${data.target} while compaction ${String(bracket.id)} is open`)
+        } else if (isClaim && (!turnOpen || stepOpen)) {
           report(
             seq,
             4,

@@ -3,18 +3,25 @@
  * log into entries that are exactly the `agent-loop transcript --json` line shapes of §14, in log
  * order:
  * - `{kind:"user"|"context", turn, step, id, text, source}` for each entered user-role message
- *   (`user` when `source.kind === "user"`, else `context`, with its producer in `source`),
- *   a DSH surface replacement (e.g. a compaction checkpoint) included;
+ *   (`user` when `source.kind === "user"`, else `context`, with its producer in `source`);
  * - `{kind:"assistant", turn, step, text, interrupted?}` for each assistant message that has text
  *   or was interrupted (a response made only of tool calls shows as its `tool-call` entries);
  * - `{kind:"tool-call", turn, step, callId, name, arguments}`;
  * - `{kind:"tool-result", turn, step, callId, text, isError}`;
- * - `{kind:"turn-end", turn, reason}`.
+ * - `{kind:"turn-end", turn, reason}`;
+ * - `{kind:"compaction", turn, step, compactionId, reason?, outcome?, tokensBefore?, tokensAfter?,
+ *   shadowedRange?, shadowedTokenCount?, summary?, pruned?, replaced?, error?}` for each compaction
+ *   bracket (issue 15: `compaction/start` … `compaction/end`), one entry at its end; the
+ *   checkpoint `user/message`s inside the bracket are part of it, not messages of their own;
+ * - `{kind:"checkpoint", turn, step, id, compactionId?, replaces, text, source}` for a compaction
+ *   checkpoint outside any bracket (a DSH log's `user/message` of plugin `compact` with
+ *   `surfaceOp: {op:"replace"}`).
  * `text` joins a message's text blocks with "\n" (images and reasoning are not part of it).
  * `render` prints entries as readable text (turn headers, `> ` for what the user typed,
- * `[context from plugin:x] ` for context, `→`/`←` for tool calls and results); `toJsonLines`
- * prints one JSON object a line. Works on our logs and DSH v0 logs alike; other event types are
- * skipped. One pass.
+ * `[context from plugin:x] ` for context, `→`/`←` for tool calls and results, a
+ * `[compaction: …]` marker with its token figures and summary); `toJsonLines` prints one JSON
+ * object a line. Works on our logs and DSH v0 logs alike; other event types are skipped. One
+ * pass; `projector` is the same projection fed one event at a time (a live view).
  *
  * @since 0.1.0
  */
@@ -96,12 +103,70 @@ export interface TurnEndEntry {
 }
 
 /**
+ * A compaction bracket (issue 15), one entry at its `compaction/end`: `turn` is the turn it ran
+ * in (0 for a manual compaction between turns, `turn: null` in the log), `step` the step open or
+ * last ended then; `reason` (`pressure`, `overflow`, `manual`) and `tokensBefore` (the estimate
+ * when it started) from `compaction/start`; `outcome`, `tokensAfter` (the estimate after a
+ * `compacted` one) and `error` from `compaction/end` (`outcome` absent: the log holds no end for
+ * it, e.g. a log cut by a crash); `summary`, `shadowedRange` (the seqs of the first and last
+ * event it replaced) and `shadowedTokenCount` from `compaction/summary`; `pruned` the number of
+ * tool results replaced one by one (a pruning policy), `replaced` the number of other messages
+ * replaced one by one. Fields the log does not hold are absent. Tokens are the loop's estimate
+ * (`Compaction.estimateTokens`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompactionMarkerEntry {
+  readonly kind: "compaction"
+  readonly turn: number
+  readonly step: number
+  readonly compactionId: string
+  readonly reason?: string | undefined
+  readonly outcome?: string | undefined
+  readonly tokensBefore?: number | undefined
+  readonly tokensAfter?: number | undefined
+  readonly shadowedRange?: { readonly start: number; readonly end: number } | undefined
+  readonly shadowedTokenCount?: number | undefined
+  readonly summary?: string | undefined
+  readonly pruned?: number | undefined
+  readonly replaced?: number | undefined
+  readonly error?: { readonly code: string; readonly message: string } | undefined
+}
+
+/**
+ * A compaction checkpoint outside any bracket (a DSH log's `user/message` whose source is
+ * `{kind:"plugin", plugin:"compact"}`, logged with `surfaceOp: {op:"replace", start, end}`): the
+ * text that replaced the surface events `replaces.start`..`replaces.end` (seqs).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CheckpointEntry {
+  readonly kind: "checkpoint"
+  readonly turn: number
+  readonly step: number
+  readonly id: string
+  readonly compactionId?: string | undefined
+  readonly replaces: { readonly start: number; readonly end: number }
+  readonly text: string
+  readonly source: MessageSource
+}
+
+/**
  * One transcript entry: exactly one `transcript --json` line (DESIGN.md §14).
  *
  * @since 0.1.0
  * @category models
  */
-export type Entry = MessageEntry | AssistantEntry | ToolCallEntry | ToolResultEntry | TurnEndEntry
+export type Entry =
+  | MessageEntry
+  | AssistantEntry
+  | ToolCallEntry
+  | ToolResultEntry
+  | TurnEndEntry
+  | CompactionMarkerEntry
+  | CheckpointEntry
 
 const toolResultOf = (
   message: UserMessage
@@ -122,32 +187,212 @@ const toolResultOf = (
   return { callId, block }
 }
 
+/** A compaction bracket the projection has seen start and not yet end. */
+interface OpenBracket {
+  readonly compactionId: string
+  readonly turn: number
+  readonly step: number
+  readonly reason: string | undefined
+  readonly tokensBefore: number | undefined
+  summary:
+    | { readonly text: string; readonly start: number; readonly end: number; readonly tokens: number | undefined }
+    | undefined
+  pruned: number
+  replaced: number
+}
+
+const num = (value: unknown): number | undefined => typeof value === "number" ? value : undefined
+const str = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
+
+/** The replaced range of a checkpoint's envelope (`surfaceOp: {op:"replace", start, end}`), if it is one. */
+const replaceOf = (event: SessionEvent): { readonly start: number; readonly end: number } | undefined => {
+  const op = (event as { readonly surfaceOp?: unknown }).surfaceOp as
+    | { readonly op?: unknown; readonly start?: unknown; readonly end?: unknown }
+    | undefined
+  if (typeof op !== "object" || op === null || op.op !== "replace") return undefined
+  const start = num(op.start)
+  const end = num(op.end)
+  return start === undefined || end === undefined ? undefined : { start, end }
+}
+
+const markerOf = (
+  b: OpenBracket,
+  end: { readonly outcome?: unknown; readonly tokens?: unknown; readonly error?: unknown } | undefined
+): CompactionMarkerEntry => {
+  const e = end?.error as { readonly code?: unknown; readonly message?: unknown } | undefined
+  const error = typeof e === "object" && e !== null
+    ? { code: str(e.code) ?? "ERROR", message: str(e.message) ?? "" }
+    : undefined
+  const outcome = str(end?.outcome)
+  const tokensAfter = num(end?.tokens)
+  return {
+    kind: "compaction",
+    turn: b.turn,
+    step: b.step,
+    compactionId: b.compactionId,
+    ...(b.reason !== undefined ? { reason: b.reason } : {}),
+    ...(outcome !== undefined ? { outcome } : {}),
+    ...(b.tokensBefore !== undefined ? { tokensBefore: b.tokensBefore } : {}),
+    ...(tokensAfter !== undefined ? { tokensAfter } : {}),
+    ...(b.summary !== undefined ? { shadowedRange: { start: b.summary.start, end: b.summary.end } } : {}),
+    ...(b.summary?.tokens !== undefined ? { shadowedTokenCount: b.summary.tokens } : {}),
+    ...(b.summary !== undefined ? { summary: b.summary.text } : {}),
+    ...(b.pruned > 0 ? { pruned: b.pruned } : {}),
+    ...(b.replaced > 0 ? { replaced: b.replaced } : {}),
+    ...(error !== undefined ? { error } : {})
+  }
+}
+
 /**
- * The transcript entries of a log, in log order (DESIGN.md §12, §14). One pass.
+ * The transcript projection fed one event at a time (a live view: the chat, `run`):
+ * `push(event)` returns the entries that event completes, in log order; `end()` the markers of
+ * the compaction brackets still open (a log that stops inside one, as a crash leaves it), which a
+ * live view leaves out while the bracket may still end. `fromEvents(events)` is every `push`,
+ * then `end()`.
  *
  * @since 0.1.0
  * @category projections
  */
-export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> => {
-  const out: Array<Entry> = []
+export interface Projector {
+  readonly push: (event: SessionEvent) => ReadonlyArray<Entry>
+  readonly end: () => ReadonlyArray<Entry>
+}
+
+const NONE: ReadonlyArray<Entry> = []
+
+/**
+ * A new transcript projection (see `Projector`).
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const projector = (): Projector => {
   let turn = 0
   let step = 0
-  for (const event of events) {
+  // Brackets by id: a log holds at most one open, but a hand-made or foreign one may not.
+  const open = new Map<string, OpenBracket>()
+  /** Closes the brackets a log left open before an event that cannot be inside one. */
+  const flush = (): Array<Entry> => {
+    const out: Array<Entry> = []
+    for (const b of open.values()) out.push(markerOf(b, undefined))
+    open.clear()
+    return out
+  }
+  const one = (entry: Entry): ReadonlyArray<Entry> => {
+    if (open.size === 0) return [entry]
+    const out = flush()
+    out.push(entry)
+    return out
+  }
+  const push = (event: SessionEvent): ReadonlyArray<Entry> => {
     switch (event.type) {
       case "turn/start": {
+        const out = open.size === 0 ? NONE : flush()
         turn = (event.data as { readonly turn: number }).turn
         step = 0
-        break
+        return out
       }
       case "step/start": {
+        const out = open.size === 0 ? NONE : flush()
         const data = event.data as { readonly turn: number; readonly step: number }
         turn = data.turn
         step = data.step
-        break
+        return out
+      }
+      case "compaction/start": {
+        const data = event.data as {
+          readonly compactionId?: unknown
+          readonly turn?: unknown
+          readonly reason?: unknown
+          readonly tokens?: unknown
+        }
+        const compactionId = str(data?.compactionId) ?? ""
+        const inTurn = data?.turn === null ? 0 : num(data?.turn) ?? turn
+        open.set(compactionId, {
+          compactionId,
+          turn: inTurn,
+          step: inTurn === 0 ? 0 : step,
+          reason: str(data?.reason),
+          tokensBefore: num(data?.tokens),
+          summary: undefined,
+          pruned: 0,
+          replaced: 0
+        })
+        return NONE
+      }
+      case "compaction/summary": {
+        const data = event.data as {
+          readonly compactionId?: unknown
+          readonly summary?: unknown
+          readonly shadowedRange?: { readonly start?: unknown; readonly end?: unknown }
+          readonly shadowedTokenCount?: unknown
+        }
+        const b = open.get(str(data?.compactionId) ?? "")
+        const text = str(data?.summary)
+        const start = num(data?.shadowedRange?.start)
+        const end = num(data?.shadowedRange?.end)
+        if (b !== undefined && text !== undefined && start !== undefined && end !== undefined) {
+          b.summary = { text, start, end, tokens: num(data.shadowedTokenCount) }
+        }
+        return NONE
+      }
+      case "compaction/end": {
+        const data = event.data as {
+          readonly compactionId?: unknown
+          readonly turn?: unknown
+          readonly outcome?: unknown
+          readonly tokens?: unknown
+          readonly error?: unknown
+        }
+        const compactionId = str(data?.compactionId) ?? ""
+        const b = open.get(compactionId)
+        if (b !== undefined) {
+          open.delete(compactionId)
+          return [markerOf(b, data)]
+        }
+        // An end without its start (a cut log): what the end says.
+        const inTurn = data?.turn === null ? 0 : num(data?.turn) ?? turn
+        return [markerOf({
+          compactionId,
+          turn: inTurn,
+          step: inTurn === 0 ? 0 : step,
+          reason: undefined,
+          tokensBefore: undefined,
+          summary: undefined,
+          pruned: 0,
+          replaced: 0
+        }, data)]
       }
       case "user/message": {
         const message = event.data as UserMessage
-        out.push({
+        const source = message.source as
+          | { readonly kind?: unknown; readonly plugin?: unknown; readonly compactionId?: unknown }
+          | undefined
+        const replaces = source?.kind === "plugin" && source.plugin === "compact" ? replaceOf(event) : undefined
+        if (replaces !== undefined) {
+          const compactionId = str(source?.compactionId)
+          const b = compactionId === undefined ? undefined : open.get(compactionId)
+          if (b !== undefined) {
+            // Part of its bracket: the summary's checkpoint, or one message replaced (pruning).
+            const isSummary = b.summary !== undefined && b.summary.start === replaces.start && b.summary.end === replaces.end
+            if (!isSummary) {
+              if ((message.content ?? []).some((c) => c.type === "tool-result")) b.pruned++
+              else b.replaced++
+            }
+            return NONE
+          }
+          return one({
+            kind: "checkpoint",
+            turn,
+            step,
+            id: message.id,
+            ...(compactionId !== undefined ? { compactionId } : {}),
+            replaces,
+            text: textOf(message.content ?? []),
+            source: message.source
+          })
+        }
+        return one({
           kind: message.source?.kind === "user" ? "user" : "context",
           turn,
           step,
@@ -155,21 +400,18 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
           text: textOf(message.content ?? []),
           source: message.source
         })
-        break
       }
       case "assistant/message": {
         const data = event.data as AssistantMessageData
         const text = textOf(data.message?.content ?? [])
         if (data.interrupted === true) {
-          out.push({ kind: "assistant", turn: data.turn, step: data.step, text, interrupted: true })
-        } else if (text !== "") {
-          out.push({ kind: "assistant", turn: data.turn, step: data.step, text })
+          return one({ kind: "assistant", turn: data.turn, step: data.step, text, interrupted: true })
         }
-        break
+        return text !== "" ? one({ kind: "assistant", turn: data.turn, step: data.step, text }) : NONE
       }
       case "tool/call": {
         const data = event.data as ToolCallData
-        out.push({
+        return one({
           kind: "tool-call",
           turn: data.turn,
           step: data.step,
@@ -177,7 +419,6 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
           name: data.name,
           arguments: typeof data.arguments === "string" ? data.arguments : JSON.stringify(data.arguments)
         })
-        break
       }
       case "tool/result": {
         const data = event.data as ToolResultData
@@ -185,7 +426,7 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
         const isError = block !== undefined && block.type === "tool-result" && block.isError !== undefined
           ? block.isError
           : data.error !== undefined
-        out.push({
+        return one({
           kind: "tool-result",
           turn: data.turn,
           step: data.step,
@@ -193,15 +434,33 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
           text: block !== undefined && block.type === "tool-result" ? textOf(block.content) : textOf(data.message.content),
           isError
         })
-        break
       }
       case "turn/end": {
         const data = event.data as { readonly turn: number; readonly reason: TurnEndReason }
-        out.push({ kind: "turn-end", turn: data.turn, reason: data.reason })
-        break
+        return one({ kind: "turn-end", turn: data.turn, reason: data.reason })
       }
+      default:
+        return NONE
     }
   }
+  return { push, end: flush }
+}
+
+/**
+ * The transcript entries of a log, in log order (DESIGN.md §12, §14): a compaction bracket the
+ * log leaves open is shown at the end (its marker without `outcome`). One pass.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> => {
+  const p = projector()
+  const out: Array<Entry> = []
+  for (const event of events) {
+    const entries = p.push(event)
+    for (let i = 0; i < entries.length; i++) out.push(entries[i]!)
+  }
+  for (const entry of p.end()) out.push(entry)
   return out
 }
 
@@ -268,6 +527,66 @@ export const reasonLabel = (reason: TurnEndReason): string => {
   }
 }
 
+const plural = (n: number, one: string, many: string): string => `${n} ${n === 1 ? one : many}`
+
+/**
+ * The first line of a compaction marker (issue 15): where and why, then what happened, e.g.
+ * `[compaction: pressure, turn 3] compacted 118 → 80 tokens: seq 4..6 (59 tokens) summarized`,
+ * `[compaction: manual, between turns] compacted 108 → 71 tokens: 1 tool result pruned`,
+ * `[compaction: manual, between turns] skipped at 0 tokens: nothing to compact`,
+ * `[compaction: pressure, turn 3] aborted at 118 tokens: nothing kept`,
+ * `… failed at 59 tokens: nothing kept (error: CODE: message)`; a bracket without its end:
+ * `… started at 118 tokens: no end in the log`. Tokens are the loop's estimate.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const compactionLabel = (entry: CompactionMarkerEntry): string => {
+  const where = entry.turn > 0 ? `turn ${entry.turn}` : "between turns"
+  const tag = entry.reason !== undefined ? `[compaction: ${entry.reason}, ${where}]` : `[compaction, ${where}]`
+  const before = entry.tokensBefore
+  const at = before !== undefined ? ` at ${before} tokens` : ""
+  const error = entry.error !== undefined
+    ? ` (error: ${entry.error.code}${entry.error.message !== "" ? `: ${entry.error.message}` : ""})`
+    : ""
+  switch (entry.outcome) {
+    case "compacted": {
+      const figures = before !== undefined && entry.tokensAfter !== undefined
+        ? ` ${before} → ${entry.tokensAfter} tokens`
+        : entry.tokensAfter !== undefined
+        ? ` to ${entry.tokensAfter} tokens`
+        : at
+      const what: Array<string> = []
+      if (entry.shadowedRange !== undefined) {
+        const { end, start } = entry.shadowedRange
+        const tokens = entry.shadowedTokenCount !== undefined ? ` (${entry.shadowedTokenCount} tokens)` : ""
+        what.push(`seq ${start === end ? start : `${start}..${end}`}${tokens} summarized`)
+      }
+      if (entry.pruned !== undefined) what.push(`${plural(entry.pruned, "tool result", "tool results")} pruned`)
+      if (entry.replaced !== undefined) what.push(`${plural(entry.replaced, "message", "messages")} replaced`)
+      return `${tag} compacted${figures}${what.length > 0 ? `: ${what.join(", ")}` : ""}${error}`
+    }
+    case "skipped":
+      return `${tag} skipped${at}: nothing to compact${error}`
+    case undefined:
+      return `${tag} started${at}: no end in the log${error}`
+    default:
+      return `${tag} ${entry.outcome}${at}: nothing kept${error}`
+  }
+}
+
+/**
+ * The label of a checkpoint outside any bracket: `[compaction checkpoint replacing seq 5]`,
+ * `[compaction checkpoint replacing seq 4..9]`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const checkpointLabel = (entry: CheckpointEntry): string => {
+  const { end, start } = entry.replaces
+  return `[compaction checkpoint replacing seq ${start === end ? start : `${start}..${end}`}]`
+}
+
 /** Prefixes the first line with `first` and every other line with `rest`. */
 const block = (text: string, first: string, rest: string): string =>
   first + (text.includes("\n") ? text.split("\n").join("\n" + rest) : text)
@@ -277,7 +596,9 @@ const block = (text: string, first: string, rest: string): string =>
  * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
  * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
  * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
- * result; `turn N ended: <reason>` at a turn's end. Continuation lines are indented. The text
+ * result; `turn N ended: <reason>` at a turn's end; a compaction's marker line (`compactionLabel`)
+ * with its summary below, indented; `[compaction checkpoint replacing seq N] text` for a checkpoint
+ * outside a bracket. Continuation lines are indented. The text
  * is safe to print: what could drive or disguise a terminal is shown escaped (`\x1b`, `\u202e`;
  * see `escapeControl`), newline and tab kept. The entries of `fromEvents` stay raw: escaping
  * belongs to rendering, and a program that prints entries itself escapes them.
@@ -312,6 +633,13 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
         break
       case "turn-end":
         lines.push(`turn ${entry.turn} ended: ${reasonLabel(entry.reason)}`)
+        break
+      case "compaction":
+        lines.push(compactionLabel(entry))
+        if (entry.summary !== undefined) lines.push(block(entry.summary, "  ", "  "))
+        break
+      case "checkpoint":
+        lines.push(block(entry.text, `${checkpointLabel(entry)} `, "  "))
         break
     }
   }

@@ -249,6 +249,28 @@ describe("Values nested too deep (issue 13)", () => {
     ))
 })
 
+describe("appendEvent and the compaction bracket (issue 15)", () => {
+  it.scoped("compaction/start, compaction/summary and compaction/end are the runtime's: InvalidEvent, nothing logged", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      const refused: Array<[string, string]> = []
+      for (const type of ["compaction/start", "compaction/summary", "compaction/end"]) {
+        const error = yield* Effect.flip(agent.appendEvent(type, { compactionId: "k1", turn: null }))
+        refused.push([error._tag, error.message])
+      }
+      expect(refused).toEqual([
+        ["InvalidEvent", "\"compaction/start\" is not a plugin event type (a compaction event, appended by the runtime only)"],
+        ["InvalidEvent", "\"compaction/summary\" is not a plugin event type (a compaction event, appended by the runtime only)"],
+        ["InvalidEvent", "\"compaction/end\" is not a plugin event type (a compaction event, appended by the runtime only)"]
+      ])
+      // Another type of a plugin named like it is a plugin event.
+      yield* agent.appendEvent("compaction/note", {})
+      expect(agent.log.events().map((e) => e.type)).toEqual(["compaction/note"])
+    }).pipe(
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([]))))
+    ))
+})
+
 describe("AgentError guards", () => {
   it.scoped("each error has a guard; DeliveryError covers the delivery failures", () =>
     Effect.gen(function*() {

@@ -11,13 +11,18 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
+import { render } from "ink"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { PassThrough } from "node:stream"
+import { createElement } from "react"
 import * as Agent from "../src/Agent.js"
 import type { AgentEvent } from "../src/AgentEvent.js"
+import { App } from "../src/cli/chat/App.js"
 import { ChatModel, shown } from "../src/cli/chat/ChatModel.js"
 import { cleanInput } from "../src/cli/chat/stdin.js"
 import { main } from "../src/cli/main.js"
+import * as Compaction from "../src/Compaction.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import { textOf, type UserMessage } from "../src/Message.js"
@@ -25,6 +30,7 @@ import * as Model from "../src/Model.js"
 import type { EventDraft, SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
+import { advance, layer as agentLayer } from "./utils/agent.js"
 import * as E from "./utils/events.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 import * as Tmux from "./utils/tmux.js"
@@ -45,12 +51,13 @@ const IDLE = /● idle · session (\S+)/
  * `CI` is left as it is (CI sets it, and Ink would draw only the last frame if the chat did not
  * ignore it); `NODE_ENV` (vitest's "test") is removed, as in a user's shell.
  */
-const startChat = (store: string, args: ReadonlyArray<string> = []) =>
+const startChat = (store: string, args: ReadonlyArray<string> = [], width?: number) =>
   Effect.gen(function*() {
     const pane = yield* Tmux.start({
       command: [process.execPath, bin, "chat", "--store", store, ...args],
       cwd: Path.dirname(store),
-      unsetEnv: ["NODE_ENV"]
+      unsetEnv: ["NODE_ENV"],
+      width
     })
     const screen = yield* pane.waitFor(IDLE, 20_000)
     return { pane, sessionId: IDLE.exec(screen)![1]! }
@@ -68,7 +75,7 @@ const quit = (pane: Tmux.Pane) =>
     return { code, screen, logPath: /^session log: (\S+)\n\[exited \d+\]$/m.exec(screen)?.[1] }
   })
 
-/** Reads a log with the real reader; checks the invariants of §12. */
+/** Reads a log with the real reader; checks the invariants of §12 (compaction brackets included). */
 const readLog = (path: string) =>
   Effect.gen(function*() {
     const contents = yield* SessionStore.readFile(path)
@@ -95,7 +102,15 @@ const facts = (events: ReadonlyArray<SessionEvent>): Array<string> =>
       case "step/end":
         return `${e.type} ${d.turn}.${d.step}`
       case "user/message":
-        return `user/message [${Transcript.sourceLabel(d.source)}] ${textOf(d.content)}`
+        return (e as any).surfaceOp !== undefined
+          ? `checkpoint ${(e as any).surfaceOp.start}..${(e as any).surfaceOp.end} ${textOf(d.content)}`
+          : `user/message [${Transcript.sourceLabel(d.source)}] ${textOf(d.content)}`
+      case "compaction/start":
+        return `compaction/start ${d.reason} turn ${d.turn} ${d.tokens}`
+      case "compaction/summary":
+        return `compaction/summary [${d.shadowedSeqs.join(",")}] ${d.shadowedTokenCount}`
+      case "compaction/end":
+        return `compaction/end ${d.outcome}${d.tokens !== undefined ? ` ${d.tokens}` : ""}`
       case "assistant/message":
         return `assistant/message ${d.turn}.${d.step}${d.interrupted === true ? " (interrupted)" : ""}: ${
           textOf(d.message.content)
@@ -262,6 +277,86 @@ describe("ChatModel (the screen state fed by live events)", () => {
     expect(items.length).toBe(1 + 52 * 4)
     expect(items.at(-1)).toEqual({ kind: "turn-end", key: String(52 * 4), turn: 600, reason: "completed", tone: "ok" })
     expect(model.turns).toBe(600)
+  })
+})
+
+/**
+ * The view's frame for `model` as the terminal would show it: `App` rendered by Ink in debug mode
+ * (each frame written whole) on fake streams of 100 × 30, its last frame, colours removed.
+ */
+const frameOf = (model: ChatModel) =>
+  Effect.promise(async () => {
+    const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
+    let frame = ""
+    stdout.on("data", (chunk) => {
+      frame = String(chunk)
+    })
+    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
+    const controller = { submit: () => {}, cancel: () => {}, quit: () => {}, sessionIds: () => [] }
+    const ink = render(createElement(App, { model, controller }), {
+      stdout: stdout as unknown as NodeJS.WriteStream,
+      stdin: stdin as unknown as NodeJS.ReadStream,
+      debug: true,
+      exitOnCtrlC: false,
+      patchConsole: false
+    })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    ink.unmount()
+    // eslint-disable-next-line no-control-regex -- the colours Ink writes
+    return frame.replace(/\u001b\[[0-9;]*m/g, "")
+  })
+
+describe("ChatModel: compactions (issue 15)", () => {
+  it.scoped("while a compaction runs the status line says so; after it a marker with the summary's first line; no checkpoint message", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      for (const c of ["a", "b", "c"]) {
+        yield* agent.followup(c.repeat(200))
+        yield* advance(10)
+      }
+      const events = agent.log.events()
+      const at = events.findIndex((e) => e.type === "compaction/start")
+      const compactionId = (events[at]!.data as any).compactionId
+      // Turns 1 and 2 are history; turn 3 comes live, up to the compaction's start.
+      const chat = new ChatModel("s1", events.slice(0, 17), { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+      chat.apply([{ type: "agent/status", status: "running" }, ...events.slice(17, at + 1)])
+      expect(chat.getSnapshot().compacting).toEqual({ compactionId, reason: "pressure", tokens: 118, turn: 3 })
+      const during = (yield* frameOf(chat)).split("\n")
+      expect(during.filter((l) => l.includes("compact"))).toEqual([
+        expect.stringMatching(/^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] compacting… \(118 tokens, pressure\) · turn 3 · \d+\.\ds$/)
+      ])
+      chat.apply([...events.slice(at + 1), { type: "agent/status", status: "idle" }])
+      const done = chat.getSnapshot()
+      expect(done.compacting).toBeUndefined()
+      const marker = {
+        kind: "compaction",
+        headline: "[compaction: pressure, turn 3] compacted 118 → 83 tokens: seq 4..6 (59 tokens) summarized",
+        detail: "SUMMARY",
+        tone: "ok"
+      }
+      expect(done.items.slice(-5).map(({ key: _key, ...item }) => item)).toEqual([
+        { kind: "turn", turn: 3 },
+        marker,
+        { kind: "user", text: "c".repeat(200) },
+        { kind: "assistant", text: "ok3", interrupted: false },
+        { kind: "turn-end", turn: 3, reason: "completed", tone: "ok" }
+      ])
+      const after = (yield* frameOf(chat)).split("\n")
+      expect(after.filter((l) => l.includes("compact") || l.includes("SUMMARY") || l.includes("second line"))).toEqual([
+        marker.headline,
+        "  SUMMARY",
+        "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"
+      ])
+      expect(after.at(-3)).toBe("● idle · session s1")
+      // A chat resumed on that log shows the same marker from its history.
+      const resumed = new ChatModel("s1", events, { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+      expect(resumed.getSnapshot().items.filter((i) => i.kind === "compaction").map(({ key: _key, ...item }) => item))
+        .toEqual([marker])
+    }).pipe(
+      Effect.provide(agentLayer(model)),
+      Effect.provide(Compaction.layer({ contextWindow: 200, reserve: 50, keepRecentTokens: 60 }))
+    )
   })
 })
 
@@ -556,6 +651,142 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       }),
     40_000
   )
+
+  it.scopedLive(
+    "/compact: idle, a bracket between turns; while running, at the turn's next step; each shown as a marker with its summary and reported",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        // No --context-window: no policy, `/compact` summarizes with `Compaction.summarize({})`.
+        const { pane } = yield* startChat(store, [], 300)
+        yield* send(pane, "apples are red")
+        yield* pane.waitFor("turn 1 ended: completed")
+        yield* send(pane, "pears are green")
+        yield* pane.waitFor("turn 2 ended: completed")
+        yield* send(pane, "/compact keep the fruit names")
+        yield* pane.waitFor("· /compact: compacted ")
+        yield* send(pane, "wait 3 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":3}) running")
+        yield* send(pane, "/compact")
+        yield* pane.waitFor("· /compact: the running turn compacts at its next step boundary")
+        yield* pane.waitFor("turn 3 ended: completed")
+        yield* pane.waitFor((s) => s.split("· /compact: compacted ").length === 3)
+        expect(linesOf(yield* pane.screen, "── turn", "> ", "[compaction", "  Earlier", "· /compact", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> apples are red",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "> pears are green",
+          "turn 2 ended: completed",
+          // (The offline model's summary is longer than this short exchange.)
+          "[compaction: manual, between turns] compacted 274 → 285 tokens: seq 4..6 (29 tokens) summarized",
+          "  Earlier: 1 prompt from you (\"apples are red\"), 0 tool results, 0 context messages.",
+          "· /compact: compacted 274 → 285 tokens",
+          "── turn 3 ──",
+          "> wait 3 seconds",
+          "· /compact: the running turn compacts at its next step boundary",
+          // Surface order: the first checkpoint (seq 19), then turn 2 (seqs 13 and 14).
+          "[compaction: manual, turn 3] compacted 328 → 319 tokens: seq 19..14 (69 tokens) summarized",
+          "  Earlier: 1 prompt from you (\"apples are red\"), 0 tool results, 0 context messages. Then: 1 prompt from you (\"pears are green\"), 0 tool results, 0 context messages.",
+          "· /compact: compacted 328 → 319 tokens",
+          "turn 3 ended: completed"
+        ])
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        const first = "Earlier: 1 prompt from you (\"apples are red\"), 0 tool results, 0 context messages."
+        const second = `${first} Then: 1 prompt from you ("pears are green"), 0 tool results, 0 context messages.`
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          ...plainTurn(1, "apples are red"),
+          ...plainTurn(2, "pears are green"),
+          // Idle: a bracket between turns (no turn opened).
+          "compaction/start manual turn null 274",
+          "compaction/summary [4,6] 29",
+          `checkpoint 4..6 ${Compaction.CHECKPOINT_PREFIX}${first}`,
+          "compaction/end compacted 285",
+          "spliced next-turn @0 -0 +[\"wait 3 seconds\"]",
+          "turn/start 3",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 3.1",
+          "user/message [user] wait 3 seconds",
+          "assistant/message 3.1: I received 1 message in this step: 1 from you (\"wait 3 seconds\").",
+          "tool/call 3.1 call_3_1_1 wait{\"seconds\":3}",
+          "tool/result 3.1 waited 3 seconds",
+          "step/end 3.1",
+          // Running: at the turn's next pre-step boundary, inside the turn.
+          "compaction/start manual turn 3 328",
+          "compaction/summary [19,13,14] 69",
+          `checkpoint 19..14 ${Compaction.CHECKPOINT_PREFIX}${second}`,
+          "compaction/end compacted 319",
+          "step/start 3.2",
+          "assistant/message 3.2: Tool result (call_3_1_1): \"waited 3 seconds\"",
+          "step/end 3.2",
+          "turn/end 3: completed"
+        ])
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "--context-window: the prompt that would pass the window less its reserve compacts first; the marker shows it",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, ["--context-window", "520"], 300)
+        const prompts = ["apples", "pears", "plums"].map((f, i) =>
+          `prompt ${i + 1} is about ${f}: ${`${f} and ${f}, `.repeat(12)}`
+        )
+        for (const [i, prompt] of prompts.entries()) {
+          yield* send(pane, prompt)
+          yield* pane.waitFor(`turn ${i + 1} ended: completed`)
+        }
+        expect(linesOf(yield* pane.screen, "── turn", "[compaction", "  Earlier", "turn ")).toEqual([
+          "── turn 1 ──",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "turn 2 ended: completed",
+          "── turn 3 ──",
+          // (The chat trims what was typed: each prompt is one character shorter than the runner's.)
+          "[compaction: pressure, turn 3] compacted 409 → 360 tokens: seq 4..6 (100 tokens) summarized",
+          "  Earlier: 1 prompt from you (\"prompt 1 is about apples: apples and apples, apples and app…\"), 0 tool results, 0 context messages.",
+          "turn 3 ended: completed"
+        ])
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        const third = prompts[2]!.trim()
+        expect(facts(yield* readLog(logPath!)).slice(16)).toEqual([
+          "turn/end 2: completed",
+          `spliced next-turn @0 -0 +${JSON.stringify([third])}`,
+          "turn/start 3",
+          "spliced next-turn @0 -1 +[]",
+          // After the claim, before the step it makes room for.
+          "compaction/start pressure turn 3 409",
+          "compaction/summary [4,6] 100",
+          `checkpoint 4..6 ${Compaction.CHECKPOINT_PREFIX}Earlier: 1 prompt from you ("prompt 1 is about apples: apples and apples, apples and app…"), 0 tool results, 0 context messages.`,
+          "compaction/end compacted 360",
+          "step/start 3.1",
+          `user/message [user] ${third}`,
+          "assistant/message 3.1: I received 1 message in this step: 1 from you (\"prompt 3 is about plums: plums and plums, plums and plums, …\").",
+          "step/end 3.1",
+          "turn/end 3: completed"
+        ])
+      }),
+    60_000
+  )
+
+  it.scopedLive("bad compaction flags exit 2 with one line naming the flag", () =>
+    Effect.gen(function*() {
+      const store = Path.join(tmpDir(), "sessions")
+      const pane = yield* Tmux.start({
+        command: [process.execPath, bin, "chat", "--store", store, "--context-window", "1000", "--compaction-reserve", "2000"],
+        cwd: Path.dirname(store),
+        unsetEnv: ["NODE_ENV"]
+      })
+      expect(yield* pane.waitForExit(20_000)).toBe(2)
+      expect(yield* pane.screen).toContain(
+        "--compaction-reserve: 2000 must be less than --context-window 1000 (it is the part of the window kept free)\n[exited 2]"
+      )
+      expect(Fs.existsSync(store)).toBe(false)
+    }), 40_000)
 
   it.scopedLive(
     "/inject shows the context pending, then entered and labelled with its source, apart from what was typed",

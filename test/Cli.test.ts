@@ -48,7 +48,9 @@ describe("agent-loop transcript / check on DSH logs", () => {
         const json = yield* cli(["transcript", path, "--json"])
         expect([file, json.code]).toEqual([file, 0])
         for (const line of json.out.split("\n").filter((l) => l.length > 0)) {
-          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end"]).toContain(JSON.parse(line).kind)
+          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end", "compaction", "checkpoint"]).toContain(
+            JSON.parse(line).kind
+          )
         }
         const checked = yield* cli(["check", path])
         expect([file, checked.code, checked.out]).toEqual([file, 0, expect.stringContaining(": ok (")])
@@ -283,6 +285,94 @@ describe("agent-loop run", () => {
         code: 2,
         err: "--max-steps: must be at least 1"
       })
+    }))
+
+  it.effect("compaction flags: a value that is not a positive integer, a reserve not below the window, a flag without --context-window: exit 2 naming it", () =>
+    Effect.gen(function*() {
+      const store = tmpDir()
+      const run = (...flags: ReadonlyArray<string>) => cli(["run", "--prompt", "x", "--store", store, ...flags])
+      for (const value of ["0", "-5", "1.5", "12k", "", "99999999999999999999"]) {
+        expect(yield* run("--context-window", value)).toEqual({
+          code: 2,
+          out: "",
+          err: `--context-window: not a positive integer (tokens): ${JSON.stringify(value)}`
+        })
+      }
+      expect(yield* run("--context-window", "1000", "--keep-recent-tokens", "none")).toEqual({
+        code: 2,
+        out: "",
+        err: "--keep-recent-tokens: not a positive integer (tokens): \"none\""
+      })
+      expect(yield* run("--context-window", "1000", "--compaction-reserve", "0")).toEqual({
+        code: 2,
+        out: "",
+        err: "--compaction-reserve: not a positive integer (tokens): \"0\""
+      })
+      expect(yield* run("--context-window", "1000", "--compaction-reserve", "1000")).toEqual({
+        code: 2,
+        out: "",
+        err: "--compaction-reserve: 1000 must be less than --context-window 1000 (it is the part of the window kept free)"
+      })
+      expect(yield* run("--compaction-reserve", "100")).toEqual({
+        code: 2,
+        out: "",
+        err: "--compaction-reserve needs --context-window N"
+      })
+      expect(yield* run("--keep-recent-tokens", "100")).toEqual({
+        code: 2,
+        out: "",
+        err: "--keep-recent-tokens needs --context-window N"
+      })
+      // Nothing was run or written.
+      expect(Fs.readdirSync(store)).toEqual([])
+      // resume checks them before it reads the log.
+      expect(yield* cli(["resume", Path.join(store, "nope.jsonl"), "--context-window", "x"])).toEqual({
+        code: 2,
+        out: "",
+        err: "--context-window: not a positive integer (tokens): \"x\""
+      })
+    }))
+
+  it.live("run --context-window: the turn compacts by pressure before a step; the transcript shows the marker", () =>
+    Effect.gen(function*() {
+      const store = tmpDir()
+      const { code, out } = yield* cli([
+        "run",
+        "--prompt",
+        "wait 1 seconds and tell me the time",
+        "--store",
+        store,
+        "--context-window",
+        "320",
+        "--compaction-reserve",
+        "80",
+        "--keep-recent-tokens",
+        "30"
+      ])
+      expect(code).toBe(0)
+      const lines = out.split("\n")
+      expect(lines.slice(0, 10)).toEqual([
+        "── turn 1 ──",
+        "> wait 1 seconds and tell me the time",
+        "I received 1 message in this step: 1 from you (\"wait 1 seconds and tell me the time\").",
+        "→ wait({\"seconds\":1})",
+        "← waited 1 second",
+        "[compaction: pressure, turn 1] compacted 269 → 261 tokens: seq 4..8 (53 tokens) summarized",
+        "  Earlier: 1 prompt from you (\"wait 1 seconds and tell me the time\"), 1 tool result, 0 context messages.",
+        "I received 1 message in this step: context from plugin:compact (\"The conversation before this point was compacted. Summary: …\").",
+        "turn 1 ended: completed",
+        ""
+      ])
+      const file = Path.join(store, Fs.readdirSync(store)[0]!)
+      const contents = yield* SessionStore.readFile(file).pipe(Effect.provide(NodeContext.layer))
+      expect(contents.events.filter((e) => e.type.startsWith("compaction/")).map((e) => e.type)).toEqual([
+        "compaction/start",
+        "compaction/summary",
+        "compaction/end"
+      ])
+      // transcript prints the same marker from the log.
+      const shown = yield* cli(["transcript", file])
+      expect(shown.out.split("\n").slice(5, 7)).toEqual(lines.slice(5, 7))
     }))
 
   it.effect("offline: runs one turn, prints the transcript and writes a valid JSONL log", () =>
@@ -661,6 +751,65 @@ describe("agent-loop resume", () => {
       expect(contents.events.filter((e) => e.type === "turn/end").map((e) => (e.data as any).turn)).toEqual([1, 2])
       expect(Invariant.check(contents.events)).toEqual([])
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("resume --continue-pending --context-window: the resumed agent compacts by pressure before the pending turn", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, ["hello again"])
+      const flags = ["--context-window", "240", "--compaction-reserve", "20", "--keep-recent-tokens", "10"]
+      const { code, out } = yield* cli(["resume", file, "--continue-pending", ...flags])
+      expect(code).toBe(0)
+      expect(out.split("\n")).toEqual([
+        `${file}: appended tool/result, step/end, turn/end, session/end-seed`,
+        "── turn 2 ──",
+        "[compaction: pressure, turn 2] compacted 266 → 256 tokens: seq 4..8 (50 tokens) summarized",
+        "  Earlier: 1 prompt from you (\"what time is it?\"), 1 tool result, 0 context messages.",
+        "> hello again",
+        "I received 2 messages in this step: 1 from you (\"hello again\"); context from plugin:compact (\"The conversation before this point was compacted. Summary: …\").",
+        "turn 2 ended: completed"
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.live(
+    "a compaction still running is printed once it ends, never as one without its end (a slow summarization request)",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tmpDir()
+        const file = yield* crashedLog(dir, ["hello again"])
+        // The summarization request streams for about a second; then the turn's own request.
+        const server = yield* replayServer([
+          { file: "vllm-stream-text-usage-chunk.sse", splitEvery: 400, delayMs: 100 },
+          { file: "vllm-stream-text-usage-chunk.sse" }
+        ])
+        const { code, out } = yield* cli([
+          "resume",
+          file,
+          "--continue-pending",
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m",
+          "--context-window",
+          "240",
+          "--compaction-reserve",
+          "20",
+          "--keep-recent-tokens",
+          "10"
+        ]).pipe(Effect.provide(NodeContext.layer))
+        expect(code).toBe(0)
+        expect(out.split("\n").slice(1, 5)).toEqual([
+          "── turn 2 ──",
+          "[compaction: pressure, turn 2] compacted 266 → 239 tokens: seq 4..8 (50 tokens) summarized",
+          "  1, 2, 3, 4, 5",
+          "> hello again"
+        ])
+        expect(out).not.toContain("no end in the log")
+        expect(server.requests.length).toBe(2)
+      })),
+    30_000
+  )
 
   it.effect("resume FILE whose header id is not its name is refused (exit 2): nothing is written or created", () =>
     Effect.gen(function*() {

@@ -160,6 +160,37 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
   )
 })
 
+describePg("agent-loop runner --context-window on PostgreSQL", () => {
+  it.live(
+    "the runner's agents get the compaction policy: the third followup compacts by pressure; transcript --pg shows the marker",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const port = yield* freePort
+        yield* startRunner(["--pg", url, "--port", String(port), "--context-window", "520"])
+        const prompts = ["apples", "pears", "plums"].map((f, i) =>
+          `prompt ${i + 1} is about ${f}: ${`${f} and ${f}, `.repeat(12)}`
+        )
+        for (const [i, prompt] of prompts.entries()) {
+          const sent = yield* run(["send", "--pg", url, "--session", "c1", "--followup", prompt, "--wait"])
+          expect([sent.code, sent.stderr, sent.stdout.split("\n")[1]]).toEqual([
+            0,
+            "",
+            `{"_tag":"Entered","turn":${i + 1},"step":1}`
+          ])
+        }
+        const shown = yield* transcriptWith(["--pg", url, "--session", "c1"], "turn 3 ended")
+        expect([shown.code, shown.stderr]).toEqual([0, ""])
+        expect(shown.stdout.split("\n").slice(8, 11)).toEqual([
+          "── turn 3 ──",
+          "[compaction: pressure, turn 3] compacted 410 → 361 tokens: seq 4..6 (100 tokens) summarized",
+          "  Earlier: 1 prompt from you (\"prompt 1 is about apples: apples and apples, apples and app…\"), 0 tool results, 0 context messages."
+        ])
+      })),
+    90_000
+  )
+})
+
 describe("agent-loop runner / send / transcript --pg: bad arguments and an unreachable server", () => {
   it.live("exit 2 with one line on stderr and nothing on stdout", () =>
     Effect.gen(function*() {
@@ -223,6 +254,19 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         code: 2,
         stdout: "",
         stderr: "transcript: give a FILE, or --pg URL and --session ID\n"
+      })
+      // The compaction flags are checked before anything connects.
+      expect(yield* run(["runner", "--pg", url, "--port", String(port), "--context-window", "0"])).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "--context-window: not a positive integer (tokens): \"0\"\n"
+      })
+      expect(
+        yield* run(["runner", "--pg", url, "--port", String(port), "--context-window", "100", "--compaction-reserve", "200"])
+      ).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: "--compaction-reserve: 200 must be less than --context-window 100 (it is the part of the window kept free)\n"
       })
     }), 60_000)
 })

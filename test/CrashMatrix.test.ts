@@ -57,6 +57,14 @@ const plan = await Effect.runPromise(Effect.gen(function*() {
       const reference = yield* runCell(scenario, place, nextSession(), undefined, prefix)
       if (scenario.name === "single tool") singleTool = reference
       for (const p of checkCell(reference, reference, false)) problems.push(`${scenario.name}: ${p}`)
+      if (scenario.compaction !== undefined) {
+        // The scenario is there for its compactions: the run without a fault makes both.
+        const reasons = reference.events.filter((e) => e.type === "compaction/start").map((e) => (e.data as any).reason)
+        const compacted = reference.events.filter((e) => e.type === "compaction/end" && (e.data as any).outcome === "compacted")
+        if (reasons.join(",") !== "pressure,manual" || compacted.length !== 2) {
+          problems.push(`${scenario.name}: compactions ${reasons.join(",")}, ${compacted.length} compacted`)
+        }
+      }
       appends += reference.appends
       for (let at = 1; at <= reference.appends; at++) {
         for (const failpoint of faultsAt(kind, at)) cells.push({ scenario: s, failpoint, reference })

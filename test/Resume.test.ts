@@ -12,12 +12,29 @@ import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
+import { repairDrafts } from "../src/internal/repair.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
-import type { SessionEvent } from "../src/SessionEvent.js"
+import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layerTracked } from "./utils/agent.js"
+import {
+  assistant,
+  claim,
+  compactionEnd,
+  compactionStart,
+  entered,
+  events as seqd,
+  followup,
+  msg,
+  stepEnd,
+  stepStart,
+  toolCall,
+  toolResult,
+  turnEnd,
+  turnStart
+} from "./utils/events.js"
 import { tmpDir } from "./utils/tmp.js"
 
 const quick = Tool.make({
@@ -367,4 +384,91 @@ describe("Agent.resume (§10)", () => {
       expect(Invariant.check(events)).toEqual([])
     }).pipe(Effect.provide(Layer.mergeAll(layers, Model.layer(model))))
   })
+})
+
+describe("crash repair of a compaction bracket (issue 15)", () => {
+  const turn1 = [
+    followup(msg("u1", "one")),
+    turnStart(1),
+    claim("next-turn", 1),
+    stepStart(1, 1),
+    entered(msg("u1", "one")),
+    assistant(1, 1, "ok"),
+    stepEnd(1, 1),
+    turnEnd(1)
+  ]
+  /** The drafts, then the repaired log: valid, and a second repair needs nothing. */
+  const repaired = (cut: ReadonlyArray<EventDraft>) => {
+    let n = 0
+    const drafts = repairDrafts(seqd(cut), () => `fix${n++}`)
+    const log = seqd(cut, drafts)
+    expect(Invariant.check(log)).toEqual([])
+    expect(repairDrafts(log, () => "again")).toEqual([])
+    return drafts
+  }
+
+  it("an open pressure bracket at a turn's start (its compaction/start only): compaction/end interrupted, then the turn's closers", () => {
+    const cut = [...turn1, followup(msg("u2", "two")), turnStart(2), claim("next-turn", 1), compactionStart("k1", 2, "pressure")]
+    expect(repaired(cut)).toEqual([
+      { type: "compaction/end", data: { compactionId: "k1", turn: 2, outcome: "interrupted" } },
+      { type: "turn/end", data: { turn: 2, reason: { kind: "interrupted" } } },
+      { type: "session/end-seed", data: {} }
+    ])
+    // A bracket that ended before the crash gets no second end.
+    expect(repaired([...cut, compactionEnd("k1", 2), stepStart(2, 1), entered(msg("u2", "two"))])).toEqual([
+      { type: "step/end", data: { turn: 2, step: 1 } },
+      { type: "turn/end", data: { turn: 2, reason: { kind: "interrupted" } } },
+      { type: "session/end-seed", data: {} }
+    ])
+  })
+
+  it("an open overflow bracket inside a step, after a tool step: compaction/end, step/end, turn/end, session/end-seed", () => {
+    const cut = [
+      followup(msg("u1", "one")),
+      turnStart(1),
+      claim("next-turn", 1),
+      stepStart(1, 1),
+      entered(msg("u1", "one")),
+      assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "quick" }] }),
+      toolCall(1, 1, "c1", "quick"),
+      toolResult(1, 1, "c1", "done"),
+      stepEnd(1, 1),
+      stepStart(1, 2),
+      compactionStart("k1", 1, "overflow")
+    ]
+    expect(repaired(cut)).toEqual([
+      { type: "compaction/end", data: { compactionId: "k1", turn: 1, outcome: "interrupted" } },
+      { type: "step/end", data: { turn: 1, step: 2 } },
+      { type: "turn/end", data: { turn: 1, reason: { kind: "interrupted" } } },
+      { type: "session/end-seed", data: {} }
+    ])
+  })
+
+  it("an open manual bracket between turns: compaction/end (turn null), then session/end-seed", () => {
+    expect(repaired([...turn1, compactionStart("k1", null, "manual"), followup(msg("u2", "two"))])).toEqual([
+      { type: "compaction/end", data: { compactionId: "k1", turn: null, outcome: "interrupted" } },
+      { type: "session/end-seed", data: {} }
+    ])
+  })
+
+  it.scoped("Agent.resume closes an open manual bracket; the history stays as it was; a second resume appends nothing", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "compacting" })
+      yield* log.append([...turn1, compactionStart("k1", null, "manual")])
+      const before = log.events().slice()
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume("compacting")
+        const events = agent.log.events()
+        expect(events.slice(before.length).map((e) => [e.type, e.data])).toEqual([
+          ["compaction/end", { compactionId: "k1", turn: null, outcome: "interrupted" }],
+          ["session/end-seed", {}]
+        ])
+        expect(Invariant.check(events)).toEqual([])
+        expect(yield* agent.history).toEqual(History.derive(before))
+        return events.length
+      }))
+      const again = yield* Effect.scoped(Effect.map(Agent.resume("compacting"), (agent) => agent.log.events().length))
+      expect(again).toBe(first)
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
 })

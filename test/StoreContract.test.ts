@@ -12,6 +12,7 @@ import { Context, Effect, Exit, Layer, Schema, Scope, TestClock } from "effect"
 import * as NodeFs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
+import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
@@ -225,8 +226,10 @@ for (const kind of kinds) {
             toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }]
           },
           { text: "done: «n=1», n=2 — 完了 🎉" },
-          { text: "second" }
+          { text: "second" },
+          { text: "the summary" }
         ])
+        let history: ReadonlyArray<unknown> = []
         const events = yield* Effect.scoped(Effect.gen(function*() {
           const agent = yield* Agent.make({ sessionId: "s", tools: [quick] })
           yield* agent.followup("go \u0000 \u2028 \"quoted\"")
@@ -244,6 +247,9 @@ for (const kind of kinds) {
           yield* agent.followup("again")
           yield* advance(10)
           yield* agent.awaitIdle
+          // A compaction (issue 15): its checkpoint's envelope `surfaceOp` must read back too.
+          expect((yield* agent.compact()).outcome).toBe("compacted")
+          history = yield* agent.history
           return agent.log.events().slice()
         })).pipe(
           Effect.provideService(SessionStore.SessionStore, store),
@@ -258,6 +264,8 @@ for (const kind of kinds) {
         const back = yield* other((s) => s.read("s"))
         expect(back.events).toEqual(events)
         expect(back.warnings).toEqual([])
+        expect(back.events.filter((e) => "surfaceOp" in e).length).toBe(1)
+        expect(History.derive(back.events)).toEqual(history)
         // Reopened for writing by an independent store once the first one closed (one writer
         // per session: while it is open, the other store refuses): appends continue the seq.
         if (kind.closes) {

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Schema } from "effect"
+import * as Agent from "../src/Agent.js"
+import * as Compaction from "../src/Compaction.js"
 import { escapeLine, escapeText } from "../src/internal/terminalText.js"
+import * as Invariant from "../src/Invariant.js"
+import * as Model from "../src/Model.js"
+import type { EventDraft } from "../src/SessionEvent.js"
+import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
+import { advance, layer } from "./utils/agent.js"
 import {
   assistant,
   claim,
@@ -228,7 +236,7 @@ describe("Transcript on DSH v0 fixtures", () => {
       const t = Transcript.fromEvents(log)
       const count = (type: string) => log.filter((e) => e.type === type).length
       const kinds = (...k: Array<string>) => t.filter((e) => k.includes(e.kind)).length
-      expect(kinds("user", "context"), name).toBe(count("user/message"))
+      expect(kinds("user", "context", "checkpoint"), name).toBe(count("user/message"))
       expect(kinds("tool-call"), name).toBe(count("tool/call"))
       expect(kinds("tool-result"), name).toBe(count("tool/result"))
       expect(kinds("turn-end"), name).toBe(count("turn/end"))
@@ -236,5 +244,267 @@ describe("Transcript on DSH v0 fixtures", () => {
       expect(Transcript.toJsonLines(t).split("\n").length, name).toBe(t.length + 1)
       expect(typeof Transcript.render(t)).toBe("string")
     }
+  })
+})
+
+describe("Transcript of compactions (issue 15)", () => {
+  const a200 = "a".repeat(200)
+  const b200 = "b".repeat(200)
+  const c200 = "c".repeat(200)
+
+  it.scoped("a compacted bracket is one marker with the token figures and the summary; its checkpoint is no message", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      for (const text of [a200, b200, c200]) {
+        yield* agent.followup(text)
+        yield* advance(10)
+      }
+      const events = agent.log.events()
+      const entries = Transcript.fromEvents(events)
+      const compactionId = (events.find((e) => e.type === "compaction/start")!.data as any).compactionId
+      expect(entries.slice(6)).toEqual([
+        {
+          kind: "compaction",
+          turn: 3,
+          step: 0,
+          compactionId,
+          reason: "pressure",
+          outcome: "compacted",
+          tokensBefore: 118,
+          tokensAfter: 83,
+          shadowedRange: { start: 4, end: 6 },
+          shadowedTokenCount: 59,
+          summary: "SUMMARY\nsecond line"
+        },
+        { kind: "user", turn: 3, step: 1, id: expect.any(String), text: c200, source: { kind: "user" } },
+        { kind: "assistant", turn: 3, step: 1, text: "ok3" },
+        { kind: "turn-end", turn: 3, reason: { kind: "completed" } }
+      ])
+      expect(Transcript.render(entries)).toBe(
+        [
+          "── turn 1 ──",
+          `> ${a200}`,
+          "ok1",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          `> ${b200}`,
+          "ok2",
+          "turn 2 ended: completed",
+          "── turn 3 ──",
+          "[compaction: pressure, turn 3] compacted 118 → 83 tokens: seq 4..6 (59 tokens) summarized",
+          "  SUMMARY",
+          "  second line",
+          `> ${c200}`,
+          "ok3",
+          "turn 3 ended: completed",
+          ""
+        ].join("\n")
+      )
+      expect(Transcript.toJsonLines(entries).split("\n")[6]).toBe(
+        `{"kind":"compaction","turn":3,"step":0,"compactionId":"${compactionId}","reason":"pressure","outcome":"compacted",` +
+          `"tokensBefore":118,"tokensAfter":83,"shadowedRange":{"start":4,"end":6},"shadowedTokenCount":59,` +
+          `"summary":"SUMMARY\\nsecond line"}`
+      )
+      // Fed one event at a time, the projection gives the same entries (the chat's live view).
+      const projector = Transcript.projector()
+      expect([...events.flatMap((e) => projector.push(e)), ...projector.end()]).toEqual(entries)
+    }).pipe(
+      Effect.provide(layer(model)),
+      Effect.provide(Compaction.layer({ contextWindow: 200, reserve: 50, keepRecentTokens: 60 }))
+    )
+  })
+
+  it.scoped("skipped and aborted manual brackets between turns; a failed one with its error", () => {
+    const model = Model.scripted([
+      { text: "ok1" },
+      { text: "SUMMARY", latencyMs: 100 },
+      { error: { code: "AUTH", message: "HTTP 401: bad key", status: 401 } }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      expect((yield* agent.compact()).outcome).toBe("skipped")
+      yield* agent.followup(a200)
+      yield* advance(10)
+      const fiber = yield* Effect.fork(agent.compact())
+      yield* advance(50)
+      yield* agent.cancel()
+      expect((yield* Fiber.join(fiber)).outcome).toBe("aborted")
+      expect((yield* agent.compact({ instructions: "again" })).outcome).toBe("failed")
+      expect(Transcript.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
+        "[compaction: manual, between turns] skipped at 0 tokens: nothing to compact",
+        "── turn 1 ──",
+        `> ${a200}`,
+        "ok1",
+        "turn 1 ended: completed",
+        "[compaction: manual, between turns] aborted at 59 tokens: nothing kept",
+        "[compaction: manual, between turns] failed at 59 tokens: nothing kept" +
+        " (error: AUTH: the summarization request failed: HTTP 401: bad key)",
+        ""
+      ])
+      const markers = Transcript.fromEvents(agent.log.events()).filter((e) => e.kind === "compaction")
+      expect(markers.map((m) => [m.turn, m.step, m.outcome, m.tokensBefore, m.error])).toEqual([
+        [0, 0, "skipped", 0, undefined],
+        [0, 0, "aborted", 59, undefined],
+        [0, 0, "failed", 59, { code: "AUTH", message: "the summarization request failed: HTTP 401: bad key" }]
+      ])
+    }).pipe(Effect.provide(layer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
+  })
+
+  it.scoped("a pruning bracket counts the tool results it pruned", () => {
+    const reader = Tool.make({
+      name: "read",
+      description: "reads",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: "d".repeat(200) })
+    })
+    const model = Model.scripted([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [reader] })
+      yield* agent.followup("read it")
+      yield* advance(10)
+      expect((yield* agent.compact()).outcome).toBe("compacted")
+      expect(Transcript.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
+        "── turn 1 ──",
+        "> read it",
+        "→ read({})",
+        `← ${"d".repeat(200)}`,
+        "ok1",
+        "turn 1 ended: completed",
+        "[compaction: manual, between turns] compacted 108 → 71 tokens: 1 tool result pruned",
+        ""
+      ])
+    }).pipe(Effect.provide(layer(model)), Effect.provide(Compaction.layerPolicy(Compaction.prune({ keepRecentTokens: 5 }))))
+  })
+
+  const start = (id: string, turn: number | null, reason: string, tokens: number): EventDraft =>
+    foreign("compaction/start", { compactionId: id, turn, reason, tokens })
+  const end = (id: string, turn: number | null, outcome: string, extra: object = {}): EventDraft =>
+    foreign("compaction/end", { compactionId: id, turn, outcome, ...extra })
+
+  it("a bracket repair closed interrupted, one a log leaves open, an end without its start", () => {
+    const u1 = msg("u1", "hello")
+    const log = events(
+      followup(u1),
+      turnStart(1),
+      claim("next-turn", 1),
+      start("k1", 1, "pressure", 900),
+      end("k1", 1, "interrupted", { error: { code: "CRASHED", message: "the process died" } }),
+      stepStart(1, 1),
+      entered(u1),
+      assistant(1, 1, "hi"),
+      stepEnd(1, 1),
+      turnEnd(1),
+      end("k0", null, "skipped"),
+      start("k2", null, "manual", 120)
+    )
+    const entries = Transcript.fromEvents(log)
+    expect(entries.filter((e) => e.kind === "compaction")).toEqual([
+      {
+        kind: "compaction",
+        turn: 1,
+        step: 0,
+        compactionId: "k1",
+        reason: "pressure",
+        outcome: "interrupted",
+        tokensBefore: 900,
+        error: { code: "CRASHED", message: "the process died" }
+      },
+      { kind: "compaction", turn: 0, step: 0, compactionId: "k0", outcome: "skipped" },
+      { kind: "compaction", turn: 0, step: 0, compactionId: "k2", reason: "manual", tokensBefore: 120 }
+    ])
+    expect(Transcript.render(entries).split("\n")).toEqual([
+      "── turn 1 ──",
+      "[compaction: pressure, turn 1] interrupted at 900 tokens: nothing kept (error: CRASHED: the process died)",
+      "> hello",
+      "hi",
+      "turn 1 ended: completed",
+      "[compaction, between turns] skipped: nothing to compact",
+      "[compaction: manual, between turns] started at 120 tokens: no end in the log",
+      ""
+    ])
+    // Live, an open bracket is not shown until it ends (`end()` is for a log that stops there).
+    const p = Transcript.projector()
+    expect(log.flatMap((e) => p.push(e)).filter((e) => e.kind === "compaction").length).toBe(2)
+  })
+
+  it("a DSH log's checkpoint outside any bracket: a compaction checkpoint line with its text", async () => {
+    const { events: log } = await readDsh("acp__agent-instructions__session.jsonl")
+    const t = Transcript.fromEvents(log)
+    const checkpoint = t.find((e) => e.kind === "checkpoint")
+    expect(checkpoint).toEqual({
+      kind: "checkpoint",
+      turn: 1,
+      step: 1,
+      id: "162c764f-f01d-484d-ad81-1481dc29792a",
+      compactionId: "workspace-context-fixture",
+      replaces: { start: 5, end: 5 },
+      text: "Earlier context was compacted for this snapshot.",
+      source: { kind: "plugin", plugin: "compact", compactionId: "workspace-context-fixture" }
+    })
+    expect(t.filter((e) => e.kind === "context" && (e.source as any).plugin === "compact")).toEqual([])
+    const lines = Transcript.render(t).split("\n")
+    expect(lines.filter((l) => l.includes("compact"))).toEqual([
+      "[compaction checkpoint replacing seq 5] Earlier context was compacted for this snapshot."
+    ])
+    expect(lines[lines.indexOf("[compaction checkpoint replacing seq 5] Earlier context was compacted for this snapshot.") - 1])
+      .toBe("→ read({\"file_path\":\"nested/task.txt\"})")
+  })
+})
+
+/**
+ * Gaps on the loop side found while building the compaction views, now closed: a checkpoint is
+ * valid inside its bracket, a manual compaction's extra instructions are in `compaction/start`,
+ * an aborted one's report names its bracket.
+ */
+describe("compaction: the loop side the views rely on (issue 15)", () => {
+  const a200 = "a".repeat(200)
+
+  it.scoped("Invariant.check accepts a compaction's checkpoint user/message (it is logged outside any step)", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      for (const text of [a200, "b".repeat(200)]) {
+        yield* agent.followup(text)
+        yield* advance(10)
+      }
+      expect((yield* agent.compact()).outcome).toBe("compacted")
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("the extra instructions of a manual compaction (agent.compact({instructions}), /compact TEXT) are in the log", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      for (const text of [a200, "b".repeat(200)]) {
+        yield* agent.followup(text)
+        yield* advance(10)
+      }
+      yield* agent.compact({ instructions: "keep the fruit names" })
+      // They reach the summarization request ("Also: keep the fruit names") and `compaction/start`.
+      const start = agent.log.events().find((e) => e.type === "compaction/start")!
+      expect((start.data as any).instructions).toBe("keep the fruit names")
+    }).pipe(Effect.provide(layer(model)))
+  })
+
+  it.scoped("the report of an aborted manual compaction names the compaction the log holds", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "SUMMARY", latencyMs: 100 }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup(a200)
+      yield* advance(10)
+      const fiber = yield* Effect.fork(agent.compact())
+      yield* advance(50)
+      yield* agent.cancel()
+      const report = yield* Fiber.join(fiber)
+      const start = agent.log.events().find((e) => e.type === "compaction/start")!
+      expect(report).toEqual({
+        compactionId: (start.data as any).compactionId,
+        outcome: "aborted",
+        tokensBefore: 59,
+        tokensAfter: 59
+      })
+    }).pipe(Effect.provide(layer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
   })
 })

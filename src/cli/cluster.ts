@@ -13,6 +13,7 @@ import { Console, Context, Effect, Layer, Schedule, Schema } from "effect"
 import { AgentClient } from "../cluster/AgentClient.js"
 import { DeliveryOutcome } from "../cluster/AgentEntity.js"
 import * as AgentRunner from "../cluster/AgentRunner.js"
+import type * as Compaction from "../Compaction.js"
 import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
@@ -40,6 +41,8 @@ export interface RunnerArgs {
   readonly maxIdleMs: number | undefined
   readonly sharding: AgentRunner.ShardingSettings
   readonly model: Layer.Layer<Model.Model>
+  /** The agents' compaction policy (`--context-window`), or none. */
+  readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
   /** Called once the runner serves (before the ready line). */
   readonly onReady: () => void
 }
@@ -52,8 +55,9 @@ const servingShard = (sharding: Context.Tag.Service<typeof Sharding>, shards: nu
   }).pipe(Effect.retry(Schedule.spaced("50 millis")))
 
 /**
- * `runner`: builds `AgentRunner.layer` with the model and the offline tools, waits until it holds
- * a shard, prints `runner ready <host>:<port>` and serves until interrupted (SIGTERM, SIGINT),
+ * `runner`: builds `AgentRunner.layer` with the model, the compaction policy if any and the
+ * offline tools, waits until it holds a shard, prints `runner ready <host>:<port>` and serves
+ * until interrupted (SIGTERM, SIGINT),
  * when its scope closes: the sharding releases its shards and unregisters, the entities release
  * their agents (their inboxes stay in the log).
  */
@@ -71,7 +75,11 @@ export const runner = (args: RunnerArgs) =>
       instructions: args.instructions,
       maxSteps: args.maxSteps,
       maxIdleTime: args.maxIdleMs
-    }).pipe(Layer.provide(args.model))
+    }).pipe(
+      // The policy reaches the entity's agents through the layer's context (`Agent.make`/`resume`
+      // read it when each session is opened).
+      Layer.provide(args.compaction === undefined ? args.model : Layer.merge(args.model, args.compaction))
+    )
     const context = yield* Layer.build(layer).pipe(
       Effect.catchTags({
         SqlError: (e) => exit(2, `runner: cannot use the PostgreSQL database ${pgWhere(args.pg)}: ${reasonOf(e)}`),

@@ -6,8 +6,8 @@
  * `check --pg URL --session ID`.
  *
  * Cluster commands (decisions):
- * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags and
- *   --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
+ * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags,
+ *   compaction flags and --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
  *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS]` runs `AgentRunner.layer`: the model of
  *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
  *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
@@ -42,6 +42,13 @@
  *   `SqlSessionStore.ts` are dynamic imports (chunks of the bundle), so `--help`, `run` and the
  *   file forms never parse `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg`.
  *   A PostgreSQL URL is named in messages as `host:port/db` (never its password).
+ *
+ * Compaction flags (issue 15) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
+ * `--context-window N` gives the agents `Compaction.layer({contextWindow: N, reserve,
+ * keepRecentTokens})` from `--compaction-reserve N` and `--keep-recent-tokens N` (defaults of
+ * `Compaction.summarize`); without it no policy is provided (no automatic compaction; the chat's
+ * `/compact` uses `Compaction.summarize({})`). A value that is not a positive integer, a reserve
+ * not below the window, or either of the other two without `--context-window`: exit 2.
  *
  * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C, 129 when its terminal is gone; `run` exits 0 for `completed` or
  * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
@@ -82,7 +89,7 @@ import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
 import { CliExit, exit } from "./exit.js"
 import { loadWith, requirePackages } from "./optional.js"
-import { modelLayer, providerOptions, runOptions } from "./providerFlags.js"
+import { compactionLayer, modelLayer, providerOptions, runOptions } from "./providerFlags.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
 
 export {
@@ -128,12 +135,19 @@ const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
 
 /**
  * Prints the transcript of a live log as it grows: each call prints the lines that are new
- * since the last call (rendering is prefix-stable: appending events only appends lines).
+ * since the last call (rendering is prefix-stable: appending events only appends lines). The
+ * events go through one `Transcript.projector`, without its `end()`: a compaction still running
+ * is printed once it ends, never as "no end in the log".
  */
 const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
   let printed = 0
+  let projected = 0
+  const projector = Transcript.projector()
+  const entries: Array<Transcript.Entry> = []
   return Effect.suspend(() => {
-    const text = Transcript.render(Transcript.fromEvents(events())).trimEnd()
+    const all = events()
+    for (; projected < all.length; projected++) for (const entry of projector.push(all[projected]!)) entries.push(entry)
+    const text = Transcript.render(entries).trimEnd()
     const lines = text === "" ? [] : text.split("\n")
     const fresh = lines.slice(printed)
     printed = lines.length
@@ -158,6 +172,7 @@ const run = Command.make(
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
       if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path
       const directory = path.resolve(options.store)
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
@@ -182,7 +197,7 @@ const run = Command.make(
         yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
         return agent.log.events()
       })).pipe(
-        Effect.provide(Layer.mergeAll(model, store.layer, IdGenerator.layer, oneLineLogger)),
+        Effect.provide(Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)),
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot write the session log: ${e.message}`),
           InvalidMessage: (e) => exit(2, `invalid prompt: ${e.message}`),
@@ -230,6 +245,7 @@ const chat = Command.make(
         )
       }
       const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path
       const directory = path.resolve(options.store)
       // Read once when React and Ink are first loaded (below): React's development build is slow
@@ -240,7 +256,7 @@ const chat = Command.make(
       const { runChat } = yield* loadWith("chat", ["ink", "react"], () => import("./chat/runChat.js")).pipe(
         Effect.catchTag("MissingPackages", (e) => exit(2, e.message))
       )
-      const code = yield* runChat({ directory, model, sessionId: Option.getOrUndefined(options.session) }).pipe(
+      const code = yield* runChat({ directory, model, compaction, sessionId: Option.getOrUndefined(options.session) }).pipe(
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),
           SessionLogError: (e) => exit(2, e.message),
@@ -273,6 +289,7 @@ const resumeCommand = Command.make(
     Effect.gen(function*() {
       if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path
       const file = path.resolve(options.file)
       if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
@@ -284,7 +301,7 @@ const resumeCommand = Command.make(
       const id = path.basename(file, ".jsonl")
       const before = contents.events.length
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
-      const layers = Layer.mergeAll(model, store.layer, IdGenerator.layer, oneLineLogger)
+      const layers = Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)
       const failures = {
         SessionStoreError: (e: SessionLog.SessionStoreError) => exit(2, `${options.file}: ${e.message}`),
         SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
@@ -542,6 +559,7 @@ const runnerCommand = Command.make(
       const messagePoll = yield* positiveMs("message-poll", options.messagePoll)
       const maxIdle = yield* positiveMs("max-idle", options.maxIdle)
       const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
       const { runner } = yield* Effect.promise(() => import("./cluster.js"))
       // From here a signal is the runner's normal stop: its scope closes (shards released,
       // agents released, the runner unregistered), then the process exits 0.
@@ -562,6 +580,7 @@ const runnerCommand = Command.make(
           entityMessagePollInterval: messagePoll
         },
         model,
+        compaction,
         onReady: () => {}
       })
     })

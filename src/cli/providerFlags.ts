@@ -1,14 +1,17 @@
 /**
- * The provider flags of the commands that call a model (`run`, `resume --continue-pending`,
- * `runner`; DESIGN.md §14): `--provider`, `--base-url`, `--model`, `--api-key-env`,
- * `--max-steps` (`runOptions`), and the model layer they name (`modelLayer`), the HTTP providers
- * loaded on first use.
+ * The provider flags of the commands that call a model (`run`, `chat`, `resume
+ * --continue-pending`, `runner`; DESIGN.md §14): `--provider`, `--base-url`, `--model`,
+ * `--api-key-env`, `--max-steps` (`runOptions`), and the model layer they name (`modelLayer`),
+ * the HTTP providers loaded on first use; and the compaction flags of the same commands (issue
+ * 15): `--context-window`, `--compaction-reserve`, `--keep-recent-tokens` (`compactionOptions`),
+ * and the `Compaction` layer they name (`compactionLayer`).
  *
  * @since 0.1.0
  */
 import { Options } from "@effect/cli"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Layer, Option, Redacted } from "effect"
+import * as Compaction from "../Compaction.js"
 import * as Model from "../Model.js"
 import type * as Anthropic from "../providers/Anthropic.js"
 import type * as OpenAICompat from "../providers/OpenAICompat.js"
@@ -180,12 +183,82 @@ export const modelLayer = (options: {
     return httpLayer(({ Anthropic }) => Anthropic.layer({ baseUrl, model, apiKey }))
   })
 
-/** The provider flags (`chat` has these without `--max-steps`). */
+/**
+ * The compaction flags (issue 15), as text so that a bad value is named with its flag: a
+ * positive integer of tokens each. `--context-window` turns compaction by pressure (and on the
+ * provider's `CONTEXT_OVERFLOW`) on, with the default summarizing policy; the other two need it.
+ */
+export const compactionOptions = {
+  contextWindow: Options.text("context-window").pipe(
+    Options.optional,
+    Options.withDescription(
+      "the model's context window in tokens: the agent compacts its history (summarizes the older part with the model) when a request would pass it minus --compaction-reserve, or when the provider refuses a request as too long (default: no automatic compaction; chat's /compact still works)"
+    )
+  ),
+  compactionReserve: Options.text("compaction-reserve").pipe(
+    Options.optional,
+    Options.withDescription(
+      "tokens kept free for the response, with --context-window (default: the smaller of 16384 and a quarter of the window)"
+    )
+  ),
+  keepRecentTokens: Options.text("keep-recent-tokens").pipe(
+    Options.optional,
+    Options.withDescription(
+      "tokens of the most recent history a compaction keeps verbatim, with --context-window (default: the smaller of 20000 and a quarter of the window)"
+    )
+  )
+}
+
+/** A flag's value as a positive integer (digits only), or a bad-arguments exit naming it. */
+const positiveInteger = (flag: string, value: Option.Option<string>): Effect.Effect<number | undefined, CliExit> => {
+  if (Option.isNone(value)) return Effect.succeed(undefined)
+  const text = value.value.trim()
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  return Number.isSafeInteger(n) && n > 0
+    ? Effect.succeed(n)
+    : exit(2, `--${flag}: not a positive integer (tokens): ${JSON.stringify(value.value)}`)
+}
+
+/**
+ * The `Compaction` layer of the compaction flags (`Compaction.layer` with the window, reserve
+ * and kept tokens given), undefined without `--context-window`; or a bad-arguments exit: a value
+ * that is not a positive integer, `--compaction-reserve` not below `--context-window`,
+ * `--compaction-reserve`/`--keep-recent-tokens` without `--context-window`.
+ */
+export const compactionLayer = (options: {
+  readonly contextWindow: Option.Option<string>
+  readonly compactionReserve: Option.Option<string>
+  readonly keepRecentTokens: Option.Option<string>
+}): Effect.Effect<Layer.Layer<Compaction.Compaction> | undefined, CliExit> =>
+  Effect.gen(function*() {
+    const contextWindow = yield* positiveInteger("context-window", options.contextWindow)
+    const reserve = yield* positiveInteger("compaction-reserve", options.compactionReserve)
+    const keepRecentTokens = yield* positiveInteger("keep-recent-tokens", options.keepRecentTokens)
+    if (contextWindow === undefined) {
+      if (reserve !== undefined || keepRecentTokens !== undefined) {
+        return yield* exit(
+          2,
+          `--${reserve !== undefined ? "compaction-reserve" : "keep-recent-tokens"} needs --context-window N`
+        )
+      }
+      return undefined
+    }
+    if (reserve !== undefined && reserve >= contextWindow) {
+      return yield* exit(
+        2,
+        `--compaction-reserve: ${reserve} must be less than --context-window ${contextWindow} (it is the part of the window kept free)`
+      )
+    }
+    return Compaction.layer({ contextWindow, reserve, keepRecentTokens })
+  })
+
+/** The provider flags (`chat` has these without `--max-steps`) and the compaction flags. */
 export const providerOptions = {
   provider: providerOption,
   baseUrl: baseUrlOption,
   model: modelOption,
-  apiKeyEnv: apiKeyEnvOption
+  apiKeyEnv: apiKeyEnvOption,
+  ...compactionOptions
 }
 
 /** The options of the commands that run turns (`run`, `resume --continue-pending`): the provider and the step limit. */

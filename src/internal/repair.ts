@@ -17,11 +17,22 @@ const resultText: Partial<Record<ToolErrorCode, string>> = {
  * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
  * a `tool/call` but no result, or a `tool/call` then an error `tool/result` `TOOL_NOT_STARTED`
  * when it has none; then `step/end` (when a step is open), `turn/end {kind:"interrupted"}` and
- * `session/end-seed`. With no open turn, only `session/end-seed` marks the resume boundary
+ * `session/end-seed`; before all of them, when the log ends inside a compaction bracket (issue 15),
+ * `compaction/end {compactionId, turn, outcome:"interrupted"}`. With no open turn, only `session/end-seed` marks the resume boundary
  * (§3.2), unless the log is empty or already ends with one: a repaired log needs nothing.
  * `nextId` gives the result messages' ids.
  */
 export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => string): Array<EventDraft> => {
+  const bracket = openCompaction(events)
+  if (bracket !== undefined) {
+    // The compaction a crash cut short ends first, `interrupted`: nothing of it applies (issue 15).
+    const closer: EventDraft = {
+      type: "compaction/end",
+      data: { compactionId: bracket.compactionId, turn: bracket.turn, outcome: "interrupted" }
+    }
+    const rest = repairDrafts(events.concat([{ ...closer, seq: events.length, time: 0 } as SessionEvent]), nextId)
+    return [closer, ...rest]
+  }
   const endSeed: Array<EventDraft> = events.length > 0 && events[events.length - 1]!.type !== "session/end-seed"
     ? [{ type: "session/end-seed", data: {} }]
     : []
@@ -82,4 +93,19 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   drafts.push({ type: "turn/end", data: { turn, reason: { kind: "interrupted" } } })
   drafts.push({ type: "session/end-seed", data: {} })
   return drafts
+}
+
+/** The `compaction/start` data of a compaction still open at the end of `events` (our logs), if any. */
+const openCompaction = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly compactionId: unknown; readonly turn: unknown } | undefined => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "compaction/end") return undefined
+    if (e.type === "compaction/start") {
+      const data = e.data as { readonly compactionId?: unknown; readonly turn?: unknown }
+      return { compactionId: data.compactionId, turn: data.turn ?? null }
+    }
+  }
+  return undefined
 }

@@ -16,6 +16,7 @@
 import { Effect, Exit, Layer, Logger, LogLevel, Schema, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Agent from "../../src/Agent.js"
+import * as Compaction from "../../src/Compaction.js"
 import * as Delivery from "../../src/Delivery.js"
 import * as History from "../../src/History.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
@@ -44,6 +45,7 @@ export type Action =
   | { readonly at: number; readonly steer: string }
   | { readonly at: number; readonly inject: string }
   | { readonly at: number; readonly cancel: { readonly keepInbox: boolean } }
+  | { readonly at: number; readonly compact: true }
 
 export interface Scenario {
   readonly name: string
@@ -55,6 +57,8 @@ export interface Scenario {
    * before the matrix's appends are counted; the scenario resumes it.
    */
   readonly repairedStart?: boolean | undefined
+  /** The agent is made under `Compaction.layer(...)` with these options (issue 15). */
+  readonly compaction?: Compaction.SummarizeOptions | undefined
 }
 
 /**
@@ -63,6 +67,8 @@ export interface Scenario {
  * the message id); anything else gets a text answer.
  */
 const respond = (request: Model.ModelRequest): Model.ScriptedResponse => {
+  // A compaction's summarization request (issue 15): its summary names how much it read.
+  if (request.purpose === "compaction") return { text: `summary of ${textOf(request.messages[0]!.content).length} characters` }
   const last = request.messages[request.messages.length - 1]
   if (last !== undefined && last.role === "user" && last.content[0]?.type === "text") {
     const text = textOf(last.content)
@@ -139,7 +145,21 @@ export const scenarios: ReadonlyArray<Scenario> = [
     repairedStart: true,
     actions: [{ at: 0, followup: "tools:echo" }, { at: 50, followup: "thanks" }]
   },
-  { name: "a delivery from a tool", actions: [{ at: 0, followup: "tools:notify" }] }
+  { name: "a delivery from a tool", actions: [{ at: 0, followup: "tools:notify" }] },
+  {
+    // The fourth prompt passes the window's line (the tool definitions are ~190 of its tokens):
+    // a compaction before its step, a steer after it (its own turn); then a manual compaction.
+    name: "compaction before a step, then a manual one",
+    compaction: { contextWindow: 560, reserve: 60, keepRecentTokens: 60 },
+    actions: [
+      { at: 0, followup: "a".repeat(180) },
+      { at: 100, followup: "b".repeat(180) },
+      { at: 200, followup: "c".repeat(180) },
+      { at: 300, followup: "d".repeat(180) },
+      { at: 300, steer: "steer after it" },
+      { at: 400, compact: true }
+    ]
+  }
 ]
 
 // ---------------------------------------------------------------------------------------------
@@ -270,7 +290,7 @@ export const runCell = (
   let current: Agent.Agent | undefined = undefined
   const model = Model.scripted([(request) => {
     requests++
-    if (current !== undefined) {
+    if (current !== undefined && request.purpose !== "compaction") {
       const expected = History.derive(current.log.events())
       if (!sameMessages(request.messages, expected)) {
         mismatches.push(`turn ${request.turn} step ${request.step}: ${request.messages.length} messages, log ${expected.length}`)
@@ -287,7 +307,12 @@ export const runCell = (
           : next()
     ]
   )
-  const services = Layer.mergeAll(Model.layer(model), Layer.succeed(IdGenerator.IdGenerator, ids), preStep)
+  const services = Layer.mergeAll(
+    Model.layer(model),
+    Layer.succeed(IdGenerator.IdGenerator, ids),
+    preStep,
+    scenario.compaction === undefined ? Layer.empty : Compaction.layer(scenario.compaction)
+  )
   const agentTools = tools(executions)
   let actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
   let next = 0
@@ -308,6 +333,8 @@ export const runCell = (
         Effect.flatMap(UserMessage.make({ text: action.inject, source: { kind: "plugin", plugin: "matrix" } }), agent.inject)
       )
     }
+    // A compaction returns when it ended: in its own fiber.
+    if ("compact" in action) return Effect.asVoid(Effect.fork(Effect.either(agent.compact())))
     // A cancel returns when the turn is closed: in its own fiber.
     return Effect.asVoid(Effect.fork(Effect.either(agent.cancel(undefined, { keepInbox: action.cancel.keepInbox }))))
   }

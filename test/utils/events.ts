@@ -156,3 +156,54 @@ export const dshFixtures: ReadonlyArray<string> = readdirSync(dshDir).filter((f)
 /** Reads one DSH fixture with `SessionStore.readFile`. */
 export const readDsh = (name: string): Promise<LogContents> =>
   Effect.runPromise(readFile(join(dshDir, name)).pipe(Effect.provide(NodeFileSystem.layer)))
+
+// ---------------------------------------------------------------------------------------------
+// Compaction brackets (issue 15)
+// ---------------------------------------------------------------------------------------------
+
+/** `compaction/start` of `id` (`turn: null` for a manual bracket between turns). */
+export const compactionStart = (
+  id: string,
+  turn: number | null,
+  reason: "pressure" | "overflow" | "manual" = turn === null ? "manual" : "pressure",
+  tokens = 1000
+): EventDraft => ({ type: "compaction/start", data: { compactionId: id, turn, reason, tokens } })
+
+/** `compaction/summary` of `id` over the surface seqs `shadowedSeqs` (first to last). */
+export const compactionSummary = (id: string, shadowedSeqs: ReadonlyArray<number>): EventDraft => ({
+  type: "compaction/summary",
+  data: {
+    compactionId: id,
+    summary: `summary of ${shadowedSeqs.join(",")}`,
+    shadowedRange: { start: shadowedSeqs[0], end: shadowedSeqs[shadowedSeqs.length - 1] },
+    shadowedSeqs,
+    shadowedTokenCount: 100 * shadowedSeqs.length,
+    provider: "test",
+    model: "test",
+    instructions: "Summarize."
+  }
+})
+
+/**
+ * A checkpoint `user/message` `messageId` replacing the surface seqs `start`…`end`; its source
+ * names compaction `id` (or is `source` when given).
+ */
+export const checkpoint = (
+  id: string,
+  messageId: string,
+  start: number,
+  end: number,
+  source: MessageSource = { kind: "plugin", plugin: "compact", compactionId: id }
+): EventDraft =>
+  ({
+    type: "user/message",
+    data: msg(messageId, `checkpoint of ${id}`, source),
+    surfaceOp: { op: "replace", start, end }
+  }) as EventDraft
+
+/** `compaction/end` of `id`. */
+export const compactionEnd = (
+  id: string,
+  turn: number | null,
+  outcome: "compacted" | "skipped" | "aborted" | "failed" | "interrupted" = "compacted"
+): EventDraft => ({ type: "compaction/end", data: { compactionId: id, turn, outcome } })

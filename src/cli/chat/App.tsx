@@ -5,7 +5,8 @@
  * Layout, top to bottom: the transcript (Ink `<Static>`: printed once, then it scrolls into
  * the terminal's scrollback), then a live area redrawn on every change: the streaming text of
  * the current step, the running tool calls, the pending queue, the status line (a spinner and
- * the elapsed time while running), the input line and a line of key help. The live area is
+ * the elapsed time while running; `compacting… (N tokens, reason)` while a compaction runs), the
+ * input line and a line of key help. The live area is
  * kept shorter than the terminal (Ink repaints the whole screen when it is not).
  *
  * Keys: Tab after `@session:` completes a session id of the store (several matches: as far as
@@ -126,6 +127,13 @@ const ItemView = ({ item }: { readonly item: Item }) => {
       )
     case "turn-end":
       return <Text color={TONE_COLOR[item.tone]}>{`turn ${item.turn} ended: ${item.reason}`}</Text>
+    case "compaction":
+      return (
+        <Box flexDirection="column">
+          <Text color={TONE_COLOR[item.tone]}>{item.headline}</Text>
+          {item.detail === undefined || item.detail === "" ? null : <Text dimColor>{`  ${item.detail}`}</Text>}
+        </Box>
+      )
     case "notice":
       return <Text color={item.tone === "ok" ? "gray" : TONE_COLOR[item.tone]}>{indent(item.text, "· ", "  ")}</Text>
   }
@@ -162,7 +170,15 @@ const ToolsView = (
 )
 
 const StatusLine = ({ snap, now, frame }: { readonly snap: Snapshot; readonly now: number; readonly frame: string }) =>
-  snap.status === "running"
+  snap.compacting !== undefined
+    ? (
+      <Text color="yellow">
+        {`${frame} compacting… (${snap.compacting.tokens} tokens, ${snap.compacting.reason})${
+          snap.compacting.turn > 0 ? ` · turn ${snap.compacting.turn}` : ""
+        } · ${seconds(now - (snap.runningSince ?? now))}`}
+      </Text>
+    )
+    : snap.status === "running"
     ? (
       <Text color="yellow">
         {`${frame} running · turn ${snap.turn}${snap.step > 0 ? ` step ${snap.step}` : ""} · ${
@@ -305,7 +321,7 @@ export const App = ({ controller, model }: AppProps) => {
         <Text dimColor wrap="truncate-end">
           {hint.current !== undefined ? hint.current : running
             ? "Enter: steer · Alt+Enter: queue a followup · Esc: cancel · /inject TEXT · /quit"
-            : "Enter: send · /inject TEXT · /sessions · /quit · Ctrl-C: quit"}
+            : "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"}
         </Text>
       </Box>
     </>

@@ -6,12 +6,15 @@
  * - `items` is the append-only transcript (rendered once by Ink's `<Static>`): turn headers,
  *   what the user typed, injected context labelled with its producer (`Transcript.sourceLabel`),
  *   assistant text, each tool call together with its result, turn ends with their reason, and
- *   notices of the UI itself. History read from the log at start and live events go through the
- *   same projection, `Transcript.fromEvents`, so a resumed session looks as it did live.
+ *   a marker for each compaction (issue 15: what it did to the token estimate and the first line of
+ *   its summary), and notices of the UI itself. History read from the log at start and live
+ *   events go through one projection (`Transcript.projector`), so a resumed session looks as it
+ *   did live.
  * - The live part: the assistant text streaming in the current step (`assistant/delta`), the
  *   tool calls that run (logged `tool/call`, no result yet), the pending queue (a mirror of the
  *   inbox rebuilt from `agent/inbox/spliced` events with `Inbox.MutableInbox`, the runtime's own
- *   splice algebra), the status and when the run started.
+ *   splice algebra), the status and when the run started, and the compaction that runs (from its
+ *   `compaction/start` until its `compaction/end`).
  *
  * Every string that comes from the log or the model is made safe for the terminal here
  * (`visible`: escaped as `Transcript.render` does), so the view never prints raw log text; and
@@ -40,6 +43,15 @@ export type Item =
     readonly isError: boolean
   }
   | { readonly kind: "turn-end"; readonly key: string; readonly turn: number; readonly reason: string; readonly tone: Tone }
+  | {
+    readonly kind: "compaction"
+    readonly key: string
+    /** `Transcript.compactionLabel` (or `checkpointLabel`), escaped. */
+    readonly headline: string
+    /** The first line of the summary or checkpoint text, escaped; undefined when none. */
+    readonly detail: string | undefined
+    readonly tone: Tone
+  }
   | { readonly kind: "notice"; readonly key: string; readonly text: string; readonly tone: Tone }
 
 /** How an item is coloured: fine, worth a look, or wrong. */
@@ -66,6 +78,15 @@ export interface RunningTool {
   readonly since: number
 }
 
+/** A compaction that runs (from its `compaction/start`): why, and the estimate when it started. */
+export interface RunningCompaction {
+  readonly compactionId: string
+  readonly reason: string
+  readonly tokens: number
+  /** The turn it runs in; 0 between turns (a manual compaction of an idle agent). */
+  readonly turn: number
+}
+
 /** What the screen shows now. A new object after every change (stable in between). */
 export interface Snapshot {
   readonly sessionId: string
@@ -79,6 +100,8 @@ export interface Snapshot {
   readonly streaming: { readonly text: string; readonly reasoning: string } | undefined
   readonly tools: ReadonlyArray<RunningTool>
   readonly pending: ReadonlyArray<PendingItem>
+  /** The compaction that runs now, if any. */
+  readonly compacting: RunningCompaction | undefined
 }
 
 /**
@@ -139,6 +162,8 @@ const weight = (entry: Transcript.Entry): number => {
     ? entry.name.length + entry.arguments.length
     : entry.kind === "turn-end"
     ? 0
+    : entry.kind === "compaction"
+    ? 160
     : entry.text.length
   return Math.min(size, SHOWN_BYTES) + 80
 }
@@ -171,6 +196,16 @@ const stream = (text: string, piece: string): string => {
   return all.length > 2 * STREAM_KEPT ? all.slice(-STREAM_KEPT) : all
 }
 
+/** The first line of `text` (at most 1 KiB of it), as the chat shows it. */
+const firstLine = (text: string): string => {
+  const head = text.slice(0, 1024)
+  const nl = head.indexOf("\n")
+  return visible(nl < 0 ? head : head.slice(0, nl))
+}
+
+const compactionTone = (outcome: string | undefined): Tone =>
+  outcome === "compacted" || outcome === "skipped" ? "ok" : outcome === "failed" ? "error" : "warn"
+
 const toneOf = (reason: TurnEndReason): Tone => {
   switch (reason.kind) {
     case "completed":
@@ -201,6 +236,12 @@ export class ChatModel {
   private status: AgentStatus
   private runningSince: number | undefined
   private streaming: { turn: number; step: number; text: string; reasoning: string } | undefined
+  private compacting: RunningCompaction | undefined
+  /** Compaction ids whose `compaction/end` was applied (the last few), and who waits for one. */
+  private readonly ended: Array<string> = []
+  private readonly endWaiters = new Map<string, Array<() => void>>()
+  /** The transcript projection of the log: its history, then each live event. */
+  private readonly projection = Transcript.projector()
   private snapshot: Snapshot
   /** Durable events with a smaller `seq` were applied from the log already. */
   private readonly seen: number
@@ -220,7 +261,9 @@ export class ChatModel {
     this.seen = events.length
     this.status = status
     this.runningSince = status === "running" ? now() : undefined
-    const entries = Transcript.fromEvents(events)
+    // A compaction the log leaves open is still running (it ends live) or closed by repair.
+    const entries: Array<Transcript.Entry> = []
+    for (const e of events) for (const entry of this.projection.push(e)) entries.push(entry)
     const first = historyStart(entries)
     if (first > 0) {
       const turns = entries[first]!.turn - 1
@@ -262,6 +305,17 @@ export class ChatModel {
   apply(events: ReadonlyArray<AgentEvent>): void {
     for (const event of events) this.event(event)
     this.changed()
+  }
+
+  /**
+   * Runs `f` once the `compaction/end` of `compactionId` has been applied (at once if it was, or
+   * if `compactionId` is empty), so that what reports a compaction comes after its marker.
+   */
+  afterCompaction(compactionId: string, f: () => void): void {
+    if (compactionId === "" || this.ended.includes(compactionId)) return f()
+    const waiting = this.endWaiters.get(compactionId)
+    if (waiting === undefined) this.endWaiters.set(compactionId, [f])
+    else waiting.push(f)
   }
 
   /** Appends a notice of the UI itself (escaped). */
@@ -307,7 +361,8 @@ export class ChatModel {
         ? undefined
         : { text: this.streaming.text, reasoning: this.streaming.reasoning },
       tools: Array.from(this.calls.values()),
-      pending
+      pending,
+      compacting: this.compacting
     }
   }
 
@@ -321,6 +376,7 @@ export class ChatModel {
       case "agent/status": {
         this.status = event.status
         this.runningSince = event.status === "running" ? (this.runningSince ?? this.now()) : undefined
+        if (event.status !== "running") this.compacting = undefined
         return
       }
       case "agent/disposed": {
@@ -328,6 +384,7 @@ export class ChatModel {
         // stopped because its log could not be written (a full disk, the file deleted).
         this.calls.clear()
         this.streaming = undefined
+        this.compacting = undefined
         this.status = "idle"
         this.runningSince = undefined
         this.notice(
@@ -394,11 +451,35 @@ export class ChatModel {
         this.streaming = undefined
         break
       }
+      case "compaction/start": {
+        const data = event.data as {
+          readonly compactionId?: unknown
+          readonly turn?: unknown
+          readonly reason?: unknown
+          readonly tokens?: unknown
+        }
+        this.compacting = {
+          compactionId: String(data.compactionId),
+          reason: typeof data.reason === "string" ? visible(data.reason.slice(0, 64)) : "compaction",
+          tokens: typeof data.tokens === "number" ? data.tokens : 0,
+          turn: typeof data.turn === "number" ? data.turn : 0
+        }
+        break
+      }
+      case "compaction/end": {
+        const compactionId = String((event.data as { readonly compactionId?: unknown }).compactionId)
+        if (this.compacting?.compactionId === compactionId) this.compacting = undefined
+        for (const entry of this.projection.push(event)) this.entry(entry)
+        if (this.ended.push(compactionId) > 16) this.ended.shift()
+        const waiting = this.endWaiters.get(compactionId)
+        if (waiting !== undefined) {
+          this.endWaiters.delete(compactionId)
+          for (const f of waiting) f()
+        }
+        return
+      }
     }
-    for (const entry of Transcript.fromEvents([event])) {
-      // Alone, a `user/message` does not know its step: it is the open one.
-      this.entry(entry.kind === "user" || entry.kind === "context" ? { ...entry, turn: this.turn, step: this.step } : entry)
-    }
+    for (const entry of this.projection.push(event)) this.entry(entry)
   }
 
   private header(turn: number): void {
@@ -453,6 +534,24 @@ export class ChatModel {
           turn: entry.turn,
           reason: shown(Transcript.reasonLabel(entry.reason)),
           tone: toneOf(entry.reason)
+        })
+        return
+      case "compaction":
+        this.push({
+          kind: "compaction",
+          key: this.key(),
+          headline: shown(Transcript.compactionLabel(entry)),
+          detail: entry.summary === undefined ? undefined : firstLine(entry.summary),
+          tone: compactionTone(entry.outcome)
+        })
+        return
+      case "checkpoint":
+        this.push({
+          kind: "compaction",
+          key: this.key(),
+          headline: visible(Transcript.checkpointLabel(entry)),
+          detail: firstLine(entry.text),
+          tone: "ok"
         })
         return
     }

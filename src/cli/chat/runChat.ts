@@ -28,7 +28,12 @@
  * which `SessionReference.deliver` offers only to an idle agent): it is refused with a notice
  * that gives its text back. Commands: `/inject TEXT` (context with source
  * `{kind:"plugin", plugin:"chat"}`), `/followup TEXT` (queue a followup: the same as Alt+Enter,
- * for terminals that cannot send it), `/sessions`, `/help`, `/quit`.
+ * for terminals that cannot send it), `/compact [INSTRUCTIONS]` (`agent.compact`, issue 15: on
+ * an idle agent its own bracket between turns, on a running one at the turn's next step
+ * boundary; it runs in its own fiber, so that keys and other commands go on meanwhile, and its
+ * report is a notice; the marker comes with the log's events), `/sessions`, `/help`, `/quit`.
+ * With `compaction` (the CLI's `--context-window`) the agent also compacts by itself (pressure,
+ * overflow).
  */
 import type { FileSystem, Path } from "@effect/platform"
 import { Chunk, Console, Deferred, Effect, Exit, FiberRef, HashSet, Layer, Logger, LogLevel, Queue, type Scope } from "effect"
@@ -36,6 +41,7 @@ import { render } from "ink"
 import * as NodeFs from "node:fs"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
+import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
@@ -59,6 +65,8 @@ export interface ChatOptions {
   readonly sessionId?: string | undefined
   /** The model, from the CLI's provider flags. */
   readonly model: Layer.Layer<Model.Model>
+  /** The compaction policy, from `--context-window` and its flags; none: `/compact` only (`summarize({})`). */
+  readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
 }
 
 /** The source of what `/inject` delivers (DESIGN.md §2: context names its producer). */
@@ -70,6 +78,7 @@ const HELP = [
   "Alt+Enter queues a followup while running (it runs as the next turn). Esc cancels the running turn and clears the queue.",
   "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself",
   "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  list the store's sessions   /quit  leave (also Ctrl-C)",
+  "/compact [INSTRUCTIONS]  summarize the older conversation now (while running: at the turn's next step)",
   "Tab after @session: completes a session id. //TEXT sends TEXT with its leading /. Esc while idle clears the line.",
   "Pasted lines are sent one by one (each line is a message)."
 ].join("\n")
@@ -94,6 +103,41 @@ const queueFollowup = (agent: Agent.Agent, model: ChatModel, text: string) =>
     yield* agent.followup(message)
   })
 
+/** The notice of a `/compact` report. */
+const reportNotice = (model: ChatModel, report: Compaction.CompactionReport): void => {
+  switch (report.outcome) {
+    case "compacted":
+      return model.notice(`/compact: compacted ${report.tokensBefore} → ${report.tokensAfter} tokens`)
+    case "skipped":
+      return model.notice(`/compact: nothing to compact (${report.tokensBefore} tokens)`)
+    case "failed":
+      return model.notice(
+        `/compact: failed, nothing kept${report.error !== undefined ? `: ${report.error.code}: ${report.error.message}` : ""}`,
+        "error"
+      )
+    default:
+      return model.notice(`/compact: ${report.outcome}, nothing kept`, "warn")
+  }
+}
+
+/**
+ * `/compact [instructions]`: `agent.compact` in a fiber of the chat's scope (a running agent
+ * serves it at its next step boundary, which may take a while: Esc and other input go on).
+ */
+const compact = (agent: Agent.Agent, model: ChatModel, instructions: string) =>
+  Effect.gen(function*() {
+    if ((yield* agent.status) === "running") model.notice("/compact: the running turn compacts at its next step boundary")
+    yield* Effect.forkScoped(
+      agent.compact(instructions === "" ? {} : { instructions }).pipe(
+        Effect.matchEffect({
+          onFailure: (e) => Effect.sync(() => model.notice(`/compact: ${e.message}`, "error")),
+          // After the marker (the events fiber applies the bracket's end on its own schedule).
+          onSuccess: (report) => Effect.sync(() => model.afterCompaction(report.compactionId, () => reportNotice(model, report)))
+        })
+      )
+    )
+  })
+
 /** Performs one action of the view; failures become notices. */
 const perform = (
   agent: Agent.Agent,
@@ -102,7 +146,7 @@ const perform = (
   model: ChatModel,
   quit: (code: number) => void,
   action: Action
-): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
+): Effect.Effect<void, never, IdGenerator.IdGenerator | Scope.Scope> => {
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
   if (action._tag === "refresh-sessions") {
@@ -151,6 +195,8 @@ const perform = (
         agent.status,
         (status) => status === "running" ? queueFollowup(agent, model, rest) : references.deliver(agent, rest)
       ))
+    case "/compact":
+      return compact(agent, model, rest)
     case "/sessions":
       return shown(Effect.map(store.list, (ids) => {
         const lines = ids.length === 0
@@ -340,6 +386,7 @@ export const runChat = (
     Effect.provide(
       Layer.mergeAll(
         options.model,
+        options.compaction ?? Layer.empty,
         IdGenerator.layer,
         SessionReference.layer.pipe(Layer.provide(Layer.merge(PreStep.layer([]), IdGenerator.layer)))
       ).pipe(Layer.provideMerge(SessionStore.layerJsonl({ directory: options.directory })))

@@ -147,12 +147,19 @@ export const compact = (
     const policy = a.config.compaction ?? manualPolicy
     const turn = t.turnOpen ? t.turn : null
     const before = historyTokens(c, history(a))
-    const run = Effect.flatMap(a.config.ids.next, (compactionId) =>
+    const extra = request?.instructions
+    let started = ""
+    const bracket = Effect.flatMap(a.config.ids.next, (compactionId) =>
       Effect.flatMap(
-        commit(a, [{ type: "compaction/start", data: { compactionId, turn, reason: why, tokens: before } }], () => {
+        commit(a, [{
+          type: "compaction/start",
+          data: { compactionId, turn, reason: why, tokens: before, ...(extra !== undefined ? { instructions: extra } : {}) }
+        }], () => {
+          started = compactionId
           t.compaction = { id: compactionId, turn }
         }),
-        () => {
+        (): Effect.Effect<CompactionReport, SessionWriteError> => {
+          const run: Run = { a, t, c, compactionId, turn, before, policy }
           const entries = surfaceOf(a, c)
           const planned: Effect.Effect<CompactionPlan, CompactionError> = entries === undefined
             ? Effect.fail(
@@ -175,29 +182,30 @@ export const compact = (
             )
           return Effect.flatMap(Effect.either(planned), (result) => {
             if (result._tag === "Left") {
-              return finish(a, t, c, compactionId, turn, before, "failed", policy, errorOf(result.left))
+              return finish(run, "failed", errorOf(result.left))
             }
             const plan = result.right
             const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
             if (empty) {
-              return finish(a, t, c, compactionId, turn, before, "skipped", policy)
+              return finish(run, "skipped")
             }
-            return apply(a, t, c, compactionId, turn, before, entries!, plan, policy)
+            return apply(run, entries!, plan)
           })
         }
       ))
-    if (request === undefined) return run
-    return Effect.onExit(run, (exit) =>
+    if (request === undefined) return bracket
+    return Effect.onExit(bracket, (exit) =>
       Effect.sync(() => {
         resumeAll(
           request.waiters,
-          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(before))
+          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(started, before))
         )
       }))
   })
 
-const abortedReport = (before: number): CompactionReport => ({
-  compactionId: "",
+/** The report of a compaction a cancel cut (`compactionId` "" when it had not logged its start yet). */
+const abortedReport = (compactionId: string, before: number): CompactionReport => ({
+  compactionId,
   outcome: "aborted",
   tokensBefore: before,
   tokensAfter: before
@@ -209,7 +217,7 @@ export const abortRequest = (a: AgentState): void => {
   const request = c?.request
   if (c === undefined || request === undefined) return
   c.request = undefined
-  resumeAll(request.waiters, Effect.succeed(abortedReport(c.tokens)))
+  resumeAll(request.waiters, Effect.succeed(abortedReport("", c.tokens)))
 }
 
 const errorOf = (e: CompactionError) => ({ code: e.code, message: e.message })
@@ -265,16 +273,21 @@ const surfaceOf = (a: AgentState, c: CompactionState): Array<CompactionEntry> | 
   return out
 }
 
+/** One compaction being run: the agent, its turn, its state, the bracket's id and turn, the estimate before, the policy. */
+interface Run {
+  readonly a: AgentState
+  readonly t: TurnState
+  readonly c: CompactionState
+  readonly compactionId: string
+  readonly turn: number | null
+  readonly before: number
+  readonly policy: CompactionPolicy
+}
+
 /** Ends a bracket without replacements (`skipped`, `failed`). */
 const finish = (
-  a: AgentState,
-  t: TurnState,
-  c: CompactionState,
-  compactionId: string,
-  turn: number | null,
-  before: number,
+  { a, before, c, compactionId, policy, t, turn }: Run,
   outcome: CompactionOutcome,
-  policy: CompactionPolicy,
   error?: { readonly code: string; readonly message: string }
 ): Effect.Effect<CompactionReport, SessionWriteError> =>
   commit(
@@ -320,19 +333,14 @@ const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPl
 
 /** Logs the summary, the checkpoints and `compaction/end {compacted}` in one append, then applies them. */
 const apply = (
-  a: AgentState,
-  t: TurnState,
-  c: CompactionState,
-  compactionId: string,
-  turn: number | null,
-  before: number,
+  run: Run,
   entries: ReadonlyArray<CompactionEntry>,
-  plan: CompactionPlan,
-  policy: CompactionPolicy
+  plan: CompactionPlan
 ): Effect.Effect<CompactionReport, SessionWriteError> => {
+  const { a, before, c, compactionId, policy, t, turn } = run
   const problem = invalidPlan(entries, plan)
   if (problem !== undefined) {
-    return finish(a, t, c, compactionId, turn, before, "failed", policy, { code: "INVALID_PLAN", message: problem })
+    return finish(run, "failed", { code: "INVALID_PLAN", message: problem })
   }
   const replaced = new Map<number, ReadonlyArray<ContentBlock>>()
   for (const r of plan.replace ?? []) replaced.set(r.index, r.content)
@@ -390,7 +398,7 @@ const apply = (
         next.push(message)
       }
     } catch (e) {
-      return finish(a, t, c, compactionId, turn, before, "failed", policy, {
+      return finish(run, "failed", {
         code: "INVALID_PLAN",
         message: causeMessage(Cause.die(e))
       })

@@ -6,6 +6,7 @@
  */
 import { Effect, Option } from "effect"
 import { AgentDisposed, type DeliveryError, DuplicateMessageId, InvalidEvent, MessageNotPending } from "../../AgentError.js"
+import { eventTypes as compactionEventTypes } from "../../Compaction.js"
 import type { Delivery, DeliveryInput } from "../../Delivery.js"
 import * as Inbox from "../../Inbox.js"
 import { InvalidMessage, type UserMessage } from "../../Message.js"
@@ -179,7 +180,11 @@ export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefin
       spliceSection(a, inbox, Inbox.clearAll(inbox, undefined).filter((s) => target === undefined || s.target === target))
   )
 
-/** Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. */
+/**
+ * Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. Core
+ * types and the compaction bracket's types (`compaction/start`, `compaction/summary`,
+ * `compaction/end`: the runtime's, issue 15) are refused with `InvalidEvent`.
+ */
 export const appendEvent = (
   a: AgentState,
   type: string,
@@ -187,6 +192,11 @@ export const appendEvent = (
 ): Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError> => {
   if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
     return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
+  }
+  if (compactionEventTypes.has(type)) {
+    return Effect.fail(
+      new InvalidEvent({ message: `"${type}" is not a plugin event type (a compaction event, appended by the runtime only)` })
+    )
   }
   return Effect.try({
     try: () => checkJson(data, "data"),

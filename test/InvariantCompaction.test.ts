@@ -1,0 +1,330 @@
+/**
+ * The compaction bracket in `Invariant.check` (rules 1, 2, 4) and in crash repair (§10), issue 15:
+ * hand-built logs, exact violations, the repair's closers.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { repairDrafts } from "../src/internal/repair.js"
+import * as Invariant from "../src/Invariant.js"
+import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import {
+  assistant,
+  cancel,
+  claim,
+  entered,
+  events,
+  followup,
+  msg,
+  steer,
+  stepEnd,
+  stepStart,
+  toolCall,
+  toolResult,
+  turnEnd,
+  turnStart
+} from "./utils/events.js"
+
+const start = (id: string, turn: number | null, reason = "pressure"): EventDraft => ({
+  type: "compaction/start",
+  data: { compactionId: id, turn, reason, tokens: 100 }
+})
+const summary = (id: string, seqs: ReadonlyArray<number>): EventDraft => ({
+  type: "compaction/summary",
+  data: {
+    compactionId: id,
+    summary: "S",
+    shadowedRange: { start: seqs[0], end: seqs[seqs.length - 1] },
+    shadowedSeqs: seqs,
+    shadowedTokenCount: 50,
+    provider: "test",
+    model: "test",
+    instructions: "summarize"
+  }
+})
+const checkpoint = (id: string, from: number, to: number, compactionId = id): EventDraft => ({
+  type: "user/message",
+  data: msg(`cp.${id}`, "S", { kind: "plugin", plugin: "compact", compactionId }),
+  surfaceOp: { op: "replace", start: from, end: to }
+})
+const end = (id: string, turn: number | null, outcome = "compacted"): EventDraft => ({
+  type: "compaction/end",
+  data: { compactionId: id, turn, outcome }
+})
+
+/** Turn 1 (seqs 0–7): a prompt and an answer; its messages are seqs 4 and 5. */
+const turn1: ReadonlyArray<EventDraft> = [
+  followup(msg("u1", "one")),
+  turnStart(1),
+  claim("next-turn", 1),
+  stepStart(1, 1),
+  entered(msg("u1", "one")),
+  assistant(1, 1, "ok"),
+  stepEnd(1, 1),
+  turnEnd(1)
+]
+
+const check = (...drafts: ReadonlyArray<EventDraft | ReadonlyArray<EventDraft>>) => Invariant.check(events(...drafts))
+
+describe("Invariant.check: compaction brackets", () => {
+  it("valid brackets: pressure after the claim, between steps, overflow inside a step, manual between turns, aborted by a cancel", () => {
+    // pressure at turn start
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        start("c1", 2),
+        summary("c1", [4, 5]),
+        checkpoint("c1", 4, 5),
+        end("c1", 2),
+        stepStart(2, 1),
+        entered(msg("u2", "two")),
+        assistant(2, 1, "ok"),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([])
+    // between steps of a tool turn, with a steer spliced in during it and claimed after
+    expect(check(
+      turn1,
+      followup(msg("u2", "two")),
+      turnStart(2),
+      claim("next-turn", 1),
+      stepStart(2, 1),
+      entered(msg("u2", "two")),
+      assistant(2, 1, undefined, { toolCalls: [{ id: "t", name: "x" }] }),
+      toolCall(2, 1, "t", "x"),
+      toolResult(2, 1, "t", "r"),
+      stepEnd(2, 1),
+      start("c1", 2),
+      steer(msg("s", "steer")),
+      summary("c1", [4, 5]),
+      checkpoint("c1", 4, 5),
+      end("c1", 2),
+      claim("next-step", 1),
+      stepStart(2, 2),
+      entered(msg("s", "steer")),
+      assistant(2, 2, "done"),
+      stepEnd(2, 2),
+      turnEnd(2)
+    )).toEqual([])
+    // overflow: inside the step, before its assistant/message
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        stepStart(2, 1),
+        entered(msg("u2", "two")),
+        start("c1", 2, "overflow"),
+        summary("c1", [4, 5]),
+        checkpoint("c1", 4, 5),
+        end("c1", 2),
+        assistant(2, 1, "ok"),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([])
+    // manual, between turns
+    expect(check(turn1, start("c1", null, "manual"), summary("c1", [4, 5]), checkpoint("c1", 4, 5), end("c1", null))).toEqual([])
+    // a cancel: the bracket ends aborted before the turn ends
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        start("c1", 2),
+        end("c1", 2, "aborted"),
+        turnEnd(2, { kind: "aborted", reason: { kind: "user" } })
+      )
+    ).toEqual([])
+    // a log that ends inside a bracket (a crash) is not a violation by itself
+    expect(check(turn1, start("c1", null, "manual"))).toEqual([])
+  })
+
+  it("rule 1: brackets do not nest, name the open one, and no turn or step event comes while one is open", () => {
+    expect(check(turn1, start("c1", null), start("c2", null), end("c2", null))).toEqual([
+      { seq: 9, rule: 1, message: "compaction/start c2 while compaction c1 is open" }
+    ])
+    expect(check(turn1, end("c1", null))).toEqual([
+      { seq: 8, rule: 1, message: "compaction/end c1 while no compaction is open" }
+    ])
+    expect(check(turn1, start("c1", null), summary("c2", [4]), end("c1", 3))).toEqual([
+      { seq: 9, rule: 1, message: "compaction/summary c2 while compaction c1 is open" },
+      { seq: 10, rule: 1, message: "compaction/end c1 names turn 3 but its start named null" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        start("c1", 2),
+        stepStart(2, 1),
+        entered(msg("u2", "two")),
+        end("c1", 2),
+        assistant(2, 1, "ok"),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 12, rule: 1, message: "step/start while compaction c1 is open" },
+      { seq: 13, rule: 2, message: "user/message u2 while compaction c1 is open (only its checkpoints)" }
+    ])
+    expect(check(turn1, followup(msg("u2", "two")), turnStart(2), claim("next-turn", 1), start("c1", 2), turnEnd(2))).toEqual([
+      { seq: 12, rule: 1, message: "turn/end while compaction c1 is open" }
+    ])
+  })
+
+  it("rule 2: the turn it names, not after the step's response, no model or tool event inside, checkpoints only inside with its source", () => {
+    expect(check(turn1, start("c1", 1))).toEqual([
+      { seq: 8, rule: 2, message: "compaction/start c1 names turn 1 but no turn is open" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        start("c1", null),
+        end("c1", null),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 11, rule: 2, message: "compaction/start c1 names turn null but turn 2 is open" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        stepStart(2, 1),
+        entered(msg("u2", "two")),
+        assistant(2, 1, "ok"),
+        start("c1", 2),
+        end("c1", 2),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 14, rule: 2, message: "compaction/start c1 after the assistant/message of step 1" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        stepStart(2, 1),
+        entered(msg("u2", "two")),
+        start("c1", 2, "overflow"),
+        assistant(2, 1, "ok"),
+        end("c1", 2),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 14, rule: 2, message: "assistant/message while compaction c1 is open" }
+    ])
+    expect(
+      check(
+        turn1,
+        followup(msg("u2", "two")),
+        turnStart(2),
+        claim("next-turn", 1),
+        stepStart(2, 1),
+        start("c1", 2, "overflow"),
+        entered(msg("u2", "two")),
+        end("c1", 2),
+        assistant(2, 1, "ok"),
+        stepEnd(2, 1),
+        turnEnd(2)
+      )
+    ).toEqual([
+      { seq: 13, rule: 2, message: "user/message u2 while compaction c1 is open (only its checkpoints)" }
+    ])
+    expect(check(turn1, checkpoint("c1", 4, 5))).toEqual([
+      { seq: 8, rule: 2, message: "checkpoint user/message cp.c1 outside a compaction" }
+    ])
+    expect(check(turn1, start("c1", null), checkpoint("c1", 4, 5, "other"), end("c1", null))).toEqual([
+      { seq: 9, rule: 2, message: "checkpoint user/message cp.c1 does not name compaction c1 as its source" }
+    ])
+  })
+
+  it("rule 4: no claim while a compaction is open; deliveries and canceled splices are fine", () => {
+    expect(
+      check(turn1, followup(msg("u2", "two")), turnStart(2), start("c1", 2), claim("next-turn", 1), end("c1", 2), turnEnd(2))
+    ).toEqual([
+      { seq: 11, rule: 4, message: "claim of next-turn while compaction c1 is open" }
+    ])
+    expect(check(turn1, start("c1", null), followup(msg("u2", "two")), cancel("next-turn", 0, 1), end("c1", null, "aborted")))
+      .toEqual([])
+  })
+})
+
+describe("repair: a bracket a crash left open", () => {
+  const ids = () => {
+    let n = 0
+    return () => `fix${n++}`
+  }
+  const types = (drafts: ReadonlyArray<EventDraft>) =>
+    drafts.map((d) => (d.type === "compaction/end" ? `compaction/end ${JSON.stringify(d.data)}` : d.type))
+  const then = (log: ReadonlyArray<SessionEvent>, drafts: ReadonlyArray<EventDraft>) =>
+    events(log.map(({ data, type }) => ({ type, data }) as EventDraft), drafts)
+
+  it("a pressure bracket at turn start: compaction/end interrupted, then turn/end interrupted; a second repair appends nothing", () => {
+    const log = events(turn1, followup(msg("u2", "two")), turnStart(2), claim("next-turn", 1), start("c1", 2))
+    const drafts = repairDrafts(log, ids())
+    expect(types(drafts)).toEqual([
+      `compaction/end {"compactionId":"c1","turn":2,"outcome":"interrupted"}`,
+      "turn/end",
+      "session/end-seed"
+    ])
+    const repaired = then(log, drafts)
+    expect(Invariant.check(repaired)).toEqual([])
+    expect(repairDrafts(repaired, ids())).toEqual([])
+  })
+
+  it("an overflow bracket inside a step after a tool step: the bracket's end, then step/end and turn/end", () => {
+    const log = events(
+      turn1,
+      followup(msg("u2", "two")),
+      turnStart(2),
+      claim("next-turn", 1),
+      stepStart(2, 1),
+      entered(msg("u2", "two")),
+      assistant(2, 1, undefined, { toolCalls: [{ id: "t", name: "x" }] }),
+      toolCall(2, 1, "t", "x"),
+      toolResult(2, 1, "t", "r"),
+      stepEnd(2, 1),
+      stepStart(2, 2),
+      start("c1", 2, "overflow"),
+      summary("c1", [4, 5])
+    )
+    const drafts = repairDrafts(log, ids())
+    expect(types(drafts)).toEqual([
+      `compaction/end {"compactionId":"c1","turn":2,"outcome":"interrupted"}`,
+      "step/end",
+      "turn/end",
+      "session/end-seed"
+    ])
+    const repaired = then(log, drafts)
+    expect(Invariant.check(repaired)).toEqual([])
+    expect(repairDrafts(repaired, ids())).toEqual([])
+  })
+
+  it("a manual bracket between turns: its end, then session/end-seed", () => {
+    const log = events(turn1, start("c1", null, "manual"))
+    const drafts = repairDrafts(log, ids())
+    expect(types(drafts)).toEqual([
+      `compaction/end {"compactionId":"c1","turn":null,"outcome":"interrupted"}`,
+      "session/end-seed"
+    ])
+    const repaired = then(log, drafts)
+    expect(Invariant.check(repaired)).toEqual([])
+    expect(repairDrafts(repaired, ids())).toEqual([])
+  })
+})
