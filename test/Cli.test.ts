@@ -1,6 +1,6 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Layer, Logger } from "effect"
+import { Console, Effect, Either, Layer, Logger } from "effect"
 import { execFile, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -10,6 +10,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import { terminalConsole } from "../src/internal/terminalText.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
+import * as Scenario from "../src/Scenario.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
@@ -1012,6 +1013,30 @@ describe("agent-loop simulate", () => {
       }),
     60_000
   )
+
+  it.effect("a compaction scenario (issue 15): the log Scenario.run gives, a summarization request line with its purpose", () =>
+    Effect.gen(function*() {
+      const file = Path.resolve("test/scenarios/compaction/pressure.json")
+      const dir = tmpDir()
+      const [out, requests] = [Path.join(dir, "log.jsonl"), Path.join(dir, "r.jsonl")]
+      expect(yield* cli(["simulate", file, "--out", out, "--requests", requests])).toEqual({ code: 0, out: "", err: "" })
+      const text = Fs.readFileSync(file, "utf8")
+      const expected = yield* Scenario.run(Either.getOrThrow(Scenario.parse(text)), { seed: Scenario.seedOf(text) })
+      expect(Fs.readFileSync(out, "utf8")).toBe(expected.log)
+      expect(Fs.readFileSync(requests, "utf8")).toBe(expected.requestLines)
+      expect(expected.requests.map((q) => `${q.turn}.${q.step}${q.purpose ? ` ${q.purpose}` : ""}`)).toEqual([
+        "1.1",
+        "2.1",
+        "3.0 compaction",
+        "3.1"
+      ])
+      const bad = scenarioFile({ model: [], compaction: { contextWindow: 100, reserve: 120 }, actions: [] })
+      expect(yield* cli(["simulate", bad])).toEqual({
+        code: 2,
+        out: "",
+        err: `${bad}: invalid scenario at $.compaction.reserve: must be less than contextWindow (100), actual 120`
+      })
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the agent-loop binary", () => {
