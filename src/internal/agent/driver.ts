@@ -202,7 +202,7 @@ const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefin
  */
 const afterManual = (a: AgentState): Effect.Effect<TurnState | undefined, SessionWriteError> =>
   critical(a, (inbox): Section<TurnState | undefined> => {
-    if (a.compactionCell?.request !== undefined && !a.disposed) return { drafts: [], apply: () => newTurnState() }
+    if (a.compactionCell?.request !== undefined && !a.disposed) return { drafts: [], apply: () => betweenTurns(a) }
     if (a.disposed || !Inbox.hasWakingWork(inbox)) {
       return {
         drafts: [],
@@ -225,6 +225,17 @@ const afterManual = (a: AgentState): Effect.Effect<TurnState | undefined, Sessio
       }
     }
   })
+
+/**
+ * The run goes on between turns (a pending `compact` runs next, in its own bracket): a fresh
+ * turn state, not opened, that is the run's current one, so that a cancel during that bracket
+ * closes it (`closeAborted`) rather than the turn before.
+ */
+const betweenTurns = (a: AgentState): TurnState => {
+  const next = newTurnState()
+  a.current = next
+  return next
+}
 
 /** One step: the pre-step (unless entered with its claim), the model call, tools, the step's end. */
 const runStep = (
@@ -511,7 +522,7 @@ const closeTurn = (
       resolveClaimed(a, t, claimedOutcome)
       if (open === undefined) {
         // A `compact` requested during the turn and not served at a boundary runs now, between turns.
-        if (a.compactionCell?.request !== undefined && !a.disposed) return newTurnState()
+        if (a.compactionCell?.request !== undefined && !a.disposed) return betweenTurns(a)
         setIdle(a)
         return undefined
       }
