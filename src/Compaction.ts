@@ -176,6 +176,12 @@ export interface CompactionInput {
   readonly instructions?: string | undefined
   /** The model-visible history now, oldest first (never the inbox: DESIGN.md §4). */
   readonly entries: ReadonlyArray<CompactionEntry>
+  /**
+   * Entries from this index on are the open step's own input (an overflow compaction runs after
+   * the step entered its messages): a summary must end at or before it (`upTo ≤ protectedFrom`),
+   * so that the request it makes room for still carries them. `entries.length` otherwise.
+   */
+  readonly protectedFrom: number
   /** The loop's estimate of the whole request in tokens (instructions and tools included). */
   readonly tokens: number
   /** The agent's own model port: a summarizing policy sends its request here. */
@@ -299,6 +305,10 @@ export const estimateFixed = (instructions: string | undefined, tools: ReadonlyA
 // ---------------------------------------------------------------------------------------------
 
 const isToolResult = (m: Message): boolean => m.content.some((b) => b.type === "tool-result")
+
+/** Whether a message is a compaction's checkpoint (its source names the `compact` plugin). */
+const isCheckpoint = (m: Message): boolean =>
+  m.source.kind === "plugin" && (m.source as { readonly plugin?: unknown }).plugin === CHECKPOINT_PLUGIN
 
 /**
  * The indexes where a history may be cut (issue 15: "only at a user-message boundary so that no
@@ -476,20 +486,46 @@ export interface SummarizeOptions {
   readonly instructions?: string | undefined
 }
 
+/** Throws `CompactionError` `INVALID_OPTIONS` for token options that make no sense. */
+const checkOptions = (options: {
+  readonly contextWindow?: number | undefined
+  readonly reserve?: number | undefined
+  readonly keepRecentTokens?: number | undefined
+}): void => {
+  const bad = (message: string) => {
+    throw new CompactionError({ code: "INVALID_OPTIONS", message: `Compaction options: ${message}` })
+  }
+  const whole = (name: string, v: number | undefined, min: number) => {
+    if (v !== undefined && !(Number.isSafeInteger(v) && v >= min)) {
+      bad(`${name} must be a whole number ≥ ${min} of tokens, not ${v}`)
+    }
+  }
+  whole("contextWindow", options.contextWindow, 1)
+  whole("reserve", options.reserve, 0)
+  whole("keepRecentTokens", options.keepRecentTokens, 0)
+  if (options.contextWindow !== undefined && options.reserve !== undefined && options.reserve >= options.contextWindow) {
+    bad(`reserve ${options.reserve} must be below contextWindow ${options.contextWindow}`)
+  }
+}
+
 const quarter = (window: number | undefined, cap: number): number =>
   window === undefined ? cap : Math.min(cap, Math.floor(window / 4))
 
 /**
  * The default policy: summarize the older part of the history with the agent's own model,
  * keeping the most recent `keepRecentTokens` verbatim (cut at a user-message boundary,
- * `keepFrom`). Nothing older than the kept part: `skipped`, except for a manual compaction
- * (`agent.compact`), which then summarizes everything before the last user-message boundary
- * (the last exchange stays; a history of one exchange is `skipped`).
+ * `keepFrom`), and never the open step's own input (`protectedFrom`). Nothing older than the
+ * kept part: `skipped`, except for a manual compaction (`agent.compact`), which then summarizes
+ * everything before the last user-message boundary (the last exchange stays; a history of one
+ * exchange is `skipped`). Nothing to summarize but earlier summaries: `skipped`.
+ * Throws `CompactionError` (`INVALID_OPTIONS`) for options that are not whole numbers of tokens
+ * (`contextWindow` ≥ 1, `reserve` and `keepRecentTokens` ≥ 0, `reserve` below the window).
  *
  * @since 0.1.0
  * @category policies
  */
 export const summarize = (options: SummarizeOptions = {}): CompactionPolicy => {
+  checkOptions(options)
   const window = options.contextWindow
   const keep = options.keepRecentTokens ?? quarter(window, 20_000)
   const instructions = options.instructions ?? DEFAULT_INSTRUCTIONS
@@ -497,12 +533,16 @@ export const summarize = (options: SummarizeOptions = {}): CompactionPolicy => {
     contextWindow: window,
     reserve: options.reserve ?? quarter(window, 16_384),
     compact: (input) => {
-      let upTo = keepFrom(input.entries, keep)
+      // The kept budget counts the open step's input too; the cut is never after it begins.
+      const entries = input.entries.slice(0, input.protectedFrom)
+      let upTo = Math.min(keepFrom(input.entries, keep), input.protectedFrom)
       if (upTo === 0 && input.reason === "manual") {
         // Asked for: even a history that fits the kept budget is summarized, up to its last exchange.
-        const cuts = cutPoints(input.entries)
+        const cuts = cutPoints(entries)
         upTo = cuts.length > 0 ? cuts[cuts.length - 1]! : 0
       }
+      // Nothing new to summarize: only earlier summaries (their checkpoints) before the cut.
+      if (input.entries.slice(0, upTo).every((e) => isCheckpoint(e.message))) upTo = 0
       if (upTo === 0) return Effect.succeed({})
       const older = input.entries.slice(0, upTo).map((e) => e.message)
       return Effect.map(requestSummary(input, older, instructions, input.instructions), (s) => ({
@@ -579,12 +619,13 @@ export const prunePlan = (
 
 /**
  * A policy that prunes instead of summarizing: old tool-result bodies are replaced by a
- * placeholder (`prunePlan`); no model request.
+ * placeholder (`prunePlan`); no model request. Options are checked as `summarize` checks them.
  *
  * @since 0.1.0
  * @category policies
  */
 export const prune = (options: PruneOptions = {}): CompactionPolicy => {
+  checkOptions(options)
   const window = options.contextWindow
   const keep = options.keepRecentTokens ?? quarter(window, 20_000)
   return {
@@ -595,12 +636,17 @@ export const prune = (options: PruneOptions = {}): CompactionPolicy => {
 }
 
 /**
- * The default summarizing policy as a layer (see `summarize`).
+ * The default summarizing policy as a layer (see `summarize`); invalid options fail the layer
+ * with `CompactionError` `INVALID_OPTIONS`.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: SummarizeOptions = {}): Layer.Layer<Compaction> => Layer.succeed(Compaction, summarize(options))
+export const layer = (options: SummarizeOptions = {}): Layer.Layer<Compaction, CompactionError> =>
+  Layer.effect(
+    Compaction,
+    Effect.try({ try: () => summarize(options), catch: (e) => e as CompactionError })
+  )
 
 /**
  * Any policy as a layer.

@@ -45,7 +45,9 @@
  *   while a compaction is open; a checkpoint (a `user/message`
  *   whose envelope has a `surfaceOp` replace) only inside an open compaction, with the source
  *   `{kind:"plugin", plugin:"compact", compactionId}` of that compaction, and then also
- *   outside a step.
+ *   outside a step; its `start` and `end` are seqs of model-visible message events not
+ *   replaced yet (the range's order on the surface is not checked). A `compaction/end` names one
+ *   of the outcomes `compacted`, `skipped`, `aborted`, `failed`, `interrupted` (rule 1).
  * - rule 4: no claim while a compaction is open (deliveries and canceled splices are fine).
  * A log that ends inside an open compaction (a crash) is not a violation, as an open turn is not.
  *
@@ -105,6 +107,9 @@ const callIdOfResult = (message: UserMessage | undefined): string | undefined =>
 /** The compaction bracket's event types (issue 15). */
 const compactionTypes: ReadonlySet<string> = new Set(["compaction/start", "compaction/summary", "compaction/end"])
 
+/** The outcomes a `compaction/end` may name. */
+const outcomes: ReadonlySet<string> = new Set(["compacted", "skipped", "aborted", "failed", "interrupted"])
+
 /** Core events that may not come while a compaction is open. */
 const bracketBreakers: ReadonlySet<string> = new Set([
   "request/header",
@@ -151,6 +156,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
   // compaction brackets (ours)
   let bracket: { readonly id: unknown; readonly turn: unknown } | undefined
   let answered = false // the open step has its assistant/message
+  const surfaceSeqs = new Set<number>() // seqs of model-visible message events a checkpoint may name
 
   const resetStep = () => {
     if (calls.size > 0) calls = new Map()
@@ -190,6 +196,10 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
         )
         if (type === "compaction/end") bracket = undefined
       } else if (type === "compaction/end") {
+        const outcome = (event.data as { readonly outcome?: unknown }).outcome
+        if (typeof outcome !== "string" || !outcomes.has(outcome)) {
+          report(seq, 1, `compaction/end ${id} has outcome ${JSON.stringify(outcome)}, not one of ${[...outcomes].join(", ")}`)
+        }
         if (data.turn !== bracket.turn) {
           report(seq, 1, `compaction/end ${id} names turn ${String(data.turn)} but its start named ${String(bracket.turn)}`)
         }
@@ -292,7 +302,24 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
             else if (source.kind !== "plugin" || source.plugin !== "compact" || source.compactionId !== bracket.id) {
               report(seq, 2, `checkpoint user/message ${message.id} does not name compaction ${String(bracket.id)} as its source`)
             }
-          } else if (!(turnOpen && stepOpen)) report(seq, 2, `user/message ${message.id} outside an open step`)
+            const range = op as { readonly start?: unknown; readonly end?: unknown }
+            if (!surfaceSeqs.has(range.start as number) || !surfaceSeqs.has(range.end as number)) {
+              report(
+                seq,
+                2,
+                `checkpoint user/message ${message.id} replaces ${JSON.stringify(range.start)}..${
+                  JSON.stringify(range.end)
+                }, which are not seqs of model-visible messages on the surface`
+              )
+            } else {
+              surfaceSeqs.delete(range.start as number)
+              surfaceSeqs.delete(range.end as number)
+            }
+            surfaceSeqs.add(seq)
+          } else {
+            surfaceSeqs.add(seq)
+            if (!(turnOpen && stepOpen)) report(seq, 2, `user/message ${message.id} outside an open step`)
+          }
           if (replayed) {
             if (!claimed.delete(message.id) && seen.has(message.id)) {
               report(seq, 6, `user/message ${message.id} was neither claimed in this turn nor new`)
@@ -308,6 +335,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
         const data = event.data as { readonly turn: number; readonly step: number }
         const inStep = turnOpen && stepOpen
         if (type === "assistant/message") answered = true
+        if (type !== "tool/call") surfaceSeqs.add(seq)
         if (!inStep) report(seq, 2, `${type} outside an open step`)
         else if (data.turn !== openTurn || data.step !== lastStep) {
           report(seq, 2, `${type} names turn ${data.turn} step ${data.step} but turn ${openTurn} step ${lastStep} is open`)

@@ -4,12 +4,13 @@
  * `Compaction.estimateTokens`: a 200-character message is 54 tokens, "okN" 5.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Schema } from "effect"
+import { Effect, Fiber, Layer, Schema } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Compaction from "../src/Compaction.js"
 import * as Delivery from "../src/Delivery.js"
 import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
+import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
@@ -433,3 +434,105 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
   })
 }
+
+describe("Compaction: what the loop refuses or keeps (issue 15, found by a review)", () => {
+  const overflow = { error: { code: "CONTEXT_OVERFLOW", message: "prompt is too long", status: 400 } }
+
+  it.scoped("an overflow compaction never summarizes the step's own prompt: the retry carries it verbatim", () => {
+    const model = Model.scripted([{ text: "ok1" }, overflow, { text: "SUMMARY" }, { text: "ok2" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup(big("a"))
+      yield* advance(10)
+      yield* agent.followup(big("b"))
+      yield* advance(10)
+      expect(requests(model).slice(1)).toEqual([
+        "2.1: a×200 | ok1 | b×200",
+        "2.0 compaction: <conversation>\n[user]\na×200\n\n[assistant]\nok1\n</conversation>",
+        "2.1: SUMMARY | b×200"
+      ])
+    }).pipe(Effect.provide(agentLayer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
+  })
+
+  const policyOf = (compact: Compaction.CompactionPolicy["compact"]) =>
+    Compaction.layerPolicy({ contextWindow: undefined, reserve: 0, compact })
+
+  it.scoped("a plan that changes a tool result's call, has no content or bad blocks fails INVALID_PLAN; a plain failure is POLICY_FAILED", () => {
+    const reader = Tool.make({
+      name: "read",
+      description: "reads",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: big("d") })
+    })
+    const model = Model.scripted([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
+    const plans: Array<Compaction.CompactionPlan | "fail"> = [
+      { replace: [{ index: 2, content: [{ type: "text", text: "gone" }] }] },
+      { replace: [{ index: 2, content: [] }] },
+      { replace: [{ index: 2, content: [{ type: "bogus" } as never] }] },
+      "fail"
+    ]
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [reader] })
+      yield* agent.followup("read it")
+      yield* advance(10)
+      const before = yield* agent.history
+      const reports = []
+      for (let i = 0; i < 4; i++) reports.push(yield* agent.compact())
+      expect(reports.map((r) => [r.outcome, r.error])).toEqual([
+        ["failed", { code: "INVALID_PLAN", message: "replace index 2 changes the tool results it holds (r1 → none)" }],
+        ["failed", { code: "INVALID_PLAN", message: "replace index 2 has no content blocks" }],
+        ["failed", { code: "INVALID_PLAN", message: "replace index 2: its content is not well-formed content blocks" }],
+        ["failed", { code: "POLICY_FAILED", message: "the compaction policy failed with plain string" }]
+      ])
+      expect(yield* agent.history).toEqual(before)
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(
+      Effect.provide(agentLayer(model)),
+      Effect.provide(policyOf(() => {
+        const plan = plans.shift()!
+        return plan === "fail" ? Effect.fail("plain string" as never) : Effect.succeed(plan)
+      }))
+    )
+  })
+
+  it.effect("invalid options fail the layer with CompactionError INVALID_OPTIONS", () =>
+    Effect.gen(function*() {
+      for (
+        const options of [{ contextWindow: 0 }, { contextWindow: Number.NaN }, { contextWindow: 100, reserve: 500 }, {
+          keepRecentTokens: -1
+        }]
+      ) {
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(Compaction.layer(options))))
+        expect([error._tag, error.code]).toEqual(["CompactionError", "INVALID_OPTIONS"])
+      }
+      expect(() => Compaction.prune({ reserve: 1.5 })).toThrow("reserve must be a whole number ≥ 0 of tokens, not 1.5")
+    }))
+
+  it.scoped("a cancel during a second manual compaction, served after the first, ends it aborted and opens no turn", () => {
+    const model = Model.scripted([{ text: "ok1" }])
+    let calls = 0
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup(big("a"))
+      yield* advance(10)
+      const first = yield* Effect.fork(agent.compact())
+      yield* advance(50)
+      // Requested while the first runs: a request of its own, served after it (afterManual).
+      const second = yield* Effect.fork(agent.compact({ instructions: "again" }))
+      yield* advance(150)
+      yield* agent.cancel()
+      expect([(yield* Fiber.join(first)).outcome, (yield* Fiber.join(second)).outcome]).toEqual(["skipped", "aborted"])
+      expect(log(agent.log.events()).slice(9)).toEqual([
+        "compaction/start null manual 59",
+        "compaction/end skipped",
+        "compaction/start null manual 59",
+        "compaction/end aborted"
+      ])
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(
+      Effect.provide(agentLayer(model)),
+      // The first is skipped after 100 ms; the second waits (a slow policy) until the cancel.
+      Effect.provide(policyOf(() => Effect.as(Effect.sleep(calls++ === 0 ? 100 : 1_000), {})))
+    )
+  })
+})

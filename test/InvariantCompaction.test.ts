@@ -254,6 +254,48 @@ describe("Invariant.check: compaction brackets", () => {
     ])
   })
 
+  it("a checkpoint names seqs of model-visible messages not replaced yet; compaction/end names a known outcome", () => {
+    expect(check(turn1, start("c1", null), checkpoint("c1", 9999, 10000), end("c1", null))).toEqual([
+      {
+        seq: 9,
+        rule: 2,
+        message: "checkpoint user/message cp.c1 replaces 9999..10000, which are not seqs of model-visible messages on the surface"
+      }
+    ])
+    // seq 3 is step/start, not a message; seq 4 was replaced by the first checkpoint.
+    expect(check(turn1, start("c1", null), checkpoint("c1", 3, 5), end("c1", null))).toEqual([
+      {
+        seq: 9,
+        rule: 2,
+        message: "checkpoint user/message cp.c1 replaces 3..5, which are not seqs of model-visible messages on the surface"
+      }
+    ])
+    expect(
+      check(
+        turn1,
+        start("c1", null),
+        checkpoint("c1", 4, 5),
+        end("c1", null),
+        start("c2", null),
+        checkpoint("c2", 4, 4),
+        end("c2", null)
+      )
+    ).toEqual([
+      {
+        seq: 12,
+        rule: 2,
+        message: "checkpoint user/message cp.c2 replaces 4..4, which are not seqs of model-visible messages on the surface"
+      }
+    ])
+    expect(check(turn1, start("c1", null), end("c1", null, "bogus"))).toEqual([
+      {
+        seq: 9,
+        rule: 1,
+        message: "compaction/end c1 has outcome \"bogus\", not one of compacted, skipped, aborted, failed, interrupted"
+      }
+    ])
+  })
+
   it("rule 4: no claim while a compaction is open; deliveries and canceled splices are fine", () => {
     expect(
       check(turn1, followup(msg("u2", "two")), turnStart(2), start("c1", 2), claim("next-turn", 1), end("c1", 2), turnEnd(2))

@@ -471,4 +471,19 @@ describe("crash repair of a compaction bracket (issue 15)", () => {
       const again = yield* Effect.scoped(Effect.map(Agent.resume("compacting"), (agent) => agent.log.events().length))
       expect(again).toBe(first)
     }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+
+  it.scoped("a bracket left open before the log's end (turns after it) is a SessionLogError naming its line; nothing is appended", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "unclosed" })
+      yield* log.append([compactionStart("k1", null, "manual"), ...turn1])
+      const before = log.events().length
+      const error = yield* Effect.flip(Effect.scoped(Agent.resume("unclosed")))
+      expect([error._tag, error.message]).toEqual([
+        "SessionLogError",
+        "session \"unclosed\": compaction k1 starts at seq 0 and is not ended before turn/start at seq 2; " +
+        "the log cannot be repaired by appending"
+      ])
+      expect((yield* store.read("unclosed")).events.length).toBe(before)
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
 })

@@ -562,9 +562,9 @@ describe("a cancel during a manual compaction the driver serves after a turn or 
       expect(result.compactions.map((c) => c.report?.outcome)).toEqual(["aborted"])
     }))
 
-  it.effect("two compacts on an idle agent: the second runs after the first; a cancel during it ends it aborted, no turn", () =>
+  it.effect("two compacts on an idle agent: the second runs after the first; with only the first's summary to summarize it is skipped", () =>
     Effect.gen(function*() {
-      const { log } = yield* runInline({
+      const { log, result } = yield* runInline({
         compaction: { keepRecentTokens: 5 },
         model: [{ text: "ok one" }, { text: "ok two" }, { latencyMs: 10, text: "SUMMARY1" }, {
           latencyMs: 100,
@@ -578,7 +578,6 @@ describe("a cancel during a manual compaction the driver serves after a turn or 
           { at: 150, cancel: {} }
         ]
       })
-      // Today: [..., "compaction/start null manual 21", "turn/start 3", "turn/end 3 aborted:user"].
       expect(log).toEqual([
         ...TWO_TURNS,
         "compaction/start null manual 27",
@@ -586,7 +585,8 @@ describe("a cancel during a manual compaction the driver serves after a turn or 
         "checkpoint 4..14 SUMMARY1",
         "compaction/end compacted 21",
         "compaction/start null manual 21",
-        "compaction/end aborted"
+        "compaction/end skipped"
       ])
+      expect(result.compactions.map((c) => c.report?.outcome)).toEqual(["compacted", "skipped"])
     }))
 })

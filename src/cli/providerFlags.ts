@@ -249,7 +249,8 @@ export const compactionLayer = (options: {
         `--compaction-reserve: ${reserve} must be less than --context-window ${contextWindow} (it is the part of the window kept free)`
       )
     }
-    return Compaction.layer({ contextWindow, reserve, keepRecentTokens })
+    // The flags were checked above: a refusal here is a bug.
+    return Layer.orDie(Compaction.layer({ contextWindow, reserve, keepRecentTokens }))
   })
 
 /** The provider flags (`chat` has these without `--max-steps`) and the compaction flags. */

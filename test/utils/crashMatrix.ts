@@ -311,7 +311,7 @@ export const runCell = (
     Model.layer(model),
     Layer.succeed(IdGenerator.IdGenerator, ids),
     preStep,
-    scenario.compaction === undefined ? Layer.empty : Compaction.layer(scenario.compaction)
+    scenario.compaction === undefined ? Layer.empty : Layer.orDie(Compaction.layer(scenario.compaction))
   )
   const agentTools = tools(executions)
   let actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)

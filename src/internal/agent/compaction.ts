@@ -34,6 +34,7 @@ import type { EventDraft, SessionEvent, Usage } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
+import { isUserMessageShape } from "../logCodec.js"
 import { resumeAll } from "../waiters.js"
 import { commit } from "./section.js"
 import { type AgentState, type CompactionState, history, seen, type TurnState } from "./state.js"
@@ -117,15 +118,18 @@ const GAP = 1_024
 
 /**
  * The level below which pressure does not compact again after a compaction that left `tokens`:
- * none when it got below the line; else `tokens` plus max(1,024, reserve/2), but never above the
- * window itself (so that a compaction that could not get below the line is not repeated at every
- * step, and still no request is sent past the window without one).
+ * none when it got below the line; else `tokens` plus max(1,024, reserve/2), capped at the window
+ * while `tokens` is below it (so that a compaction that could not get below the line is not
+ * repeated at every step, and no request passes the window without one having been tried).
  */
 const guardAfter = (policy: CompactionPolicy, tokens: number): number => {
   const window = policy.contextWindow
   if (window === undefined) return 0
   if (tokens <= window - policy.reserve) return 0
-  return Math.min(tokens + Math.max(GAP, Math.floor(policy.reserve / 2)), window)
+  const grown = tokens + Math.max(GAP, Math.floor(policy.reserve / 2))
+  // Still above the window itself: the next pressure compaction waits for that growth too (the
+  // request may well overflow: the overflow path compacts once and retries).
+  return tokens >= window ? grown : Math.min(grown, window)
 }
 
 /**
@@ -174,13 +178,14 @@ export const compact = (
                   reason: why,
                   instructions: request?.instructions,
                   entries,
+                  protectedFrom: protectedFrom(t, entries.length),
                   tokens: before,
                   model: a.config.model
                 })
               ),
               (defect) => Effect.fail(new CompactionError({ code: "POLICY_FAILED", message: causeMessage(Cause.die(defect)) }))
             )
-          return Effect.flatMap(Effect.either(planned), (result) => {
+          return Effect.flatMap(Effect.either(planned), (result): Effect.Effect<CompactionReport, SessionWriteError> => {
             if (result._tag === "Left") {
               return finish(run, "failed", errorOf(result.left))
             }
@@ -198,18 +203,25 @@ export const compact = (
       Effect.sync(() => {
         resumeAll(
           request.waiters,
-          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(started, before))
+          Exit.isSuccess(exit) ? Effect.succeed(exit.value) : Effect.succeed(abortedReport(started, before, exit.cause))
         )
       }))
   })
 
-/** The report of a compaction a cancel cut (`compactionId` "" when it had not logged its start yet). */
-const abortedReport = (compactionId: string, before: number): CompactionReport => ({
-  compactionId,
-  outcome: "aborted",
-  tokensBefore: before,
-  tokensAfter: before
-})
+/**
+ * The report of a compaction that did not end by itself (`compactionId` "" when it had not
+ * logged its start yet): `aborted` when a cancel cut it, else `failed` with the run's error.
+ */
+const abortedReport = (compactionId: string, before: number, cause?: Cause.Cause<unknown>): CompactionReport =>
+  cause === undefined || Cause.isInterruptedOnly(cause)
+    ? { compactionId, outcome: "aborted", tokensBefore: before, tokensAfter: before }
+    : {
+      compactionId,
+      outcome: "failed",
+      tokensBefore: before,
+      tokensAfter: before,
+      error: { code: "RUN_FAILED", message: causeMessage(cause) }
+    }
 
 /** Pending `compact` waiters of a run that stopped before serving them get `aborted`. */
 export const abortRequest = (a: AgentState): void => {
@@ -220,7 +232,25 @@ export const abortRequest = (a: AgentState): void => {
   resumeAll(request.waiters, Effect.succeed(abortedReport("", c.tokens)))
 }
 
-const errorOf = (e: CompactionError) => ({ code: e.code, message: e.message })
+/** A policy's failure as `{code, message}`: a `CompactionError`'s own, else `POLICY_FAILED` with the value shown. */
+const errorOf = (e: unknown): { readonly code: string; readonly message: string } => {
+  if (e instanceof CompactionError) return { code: e.code, message: e.message }
+  let shown: string
+  try {
+    shown = e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e) ?? String(e)
+  } catch {
+    shown = String(e)
+  }
+  return { code: "POLICY_FAILED", message: `the compaction policy failed with ${shown}` }
+}
+
+/**
+ * Where the open step's own input begins in the history (issue 15: what a step entered is never
+ * summarized away before its own request): the messages entered at this step's start, in an
+ * overflow compaction; `length` at a boundary (the claimed batch is not in the history yet).
+ */
+const protectedFrom = (t: TurnState, length: number): number =>
+  t.stepOpen && t.enteredFrom >= 0 ? Math.min(t.enteredFrom, length) : length
 
 /** The index, among `events`, of the `n`-th checkpoint (an event with a `surfaceOp`). */
 const checkpointAt = (events: ReadonlyArray<SessionEvent>, n: number): number => {
@@ -303,17 +333,20 @@ const finish = (
   )
 
 /** Checks a plan against the surface: the error message, or undefined. */
-const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPlan): string | undefined => {
+const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPlan, keep: number): string | undefined => {
   const n = entries.length
   const upTo = plan.summary?.upTo ?? 0
   if (plan.summary !== undefined) {
     if (!Number.isInteger(upTo) || upTo < 1 || upTo > n) return `summary.upTo ${upTo} is not in 1..${n}`
-    if (typeof plan.summary.text !== "string" || plan.summary.text.length === 0) return "summary.text is empty"
+    if (upTo > keep) return `summary.upTo ${upTo} would summarize the open step's own input (from ${keep} on)`
+    if (typeof plan.summary.text !== "string" || plan.summary.text.trim().length === 0) {
+      return "summary.text is not a non-empty string"
+    }
     if (upTo < n) {
       const next = entries[upTo]!.message
       if (next.role !== "user" || next.content.some((b) => b.type === "tool-result")) {
-        return `summary.upTo ${upTo} cuts before a ${
-          next.role === "user" ? "tool result" : "assistant message"
+        return `summary.upTo ${upTo} cuts before ${
+          next.role === "user" ? "a tool result" : "an assistant message"
         }, not at a user-message boundary`
       }
     }
@@ -325,11 +358,31 @@ const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPl
     }
     if (seenIndex.has(r.index)) return `replace index ${r.index} appears twice`
     seenIndex.add(r.index)
-    if (entries[r.index]!.message.role !== "user") return `replace index ${r.index} is an assistant message`
-    if (!Array.isArray(r.content)) return `replace index ${r.index} has no content array`
+    const old = entries[r.index]!.message
+    if (old.role !== "user") return `replace index ${r.index} is an assistant message`
+    if (!Array.isArray(r.content) || r.content.length === 0) return `replace index ${r.index} has no content blocks`
+    if (!isUserMessageShape({ id: "x", role: "user", content: r.content, source: { kind: "plugin" } })) {
+      return `replace index ${r.index}: its content is not well-formed content blocks`
+    }
+    // A tool result stays the result of the same calls, so that no call loses its result.
+    const was = resultIds(old.content)
+    const now = resultIds(r.content)
+    if (was !== now) return `replace index ${r.index} changes the tool results it holds (${was || "none"} → ${now || "none"})`
   }
   return undefined
 }
+
+/** A summary's usage as logged: its finite numeric fields, or none. */
+const usageOf = (u: unknown): Usage | undefined => {
+  if (typeof u !== "object" || u === null) return undefined
+  const out: Record<string, number> = {}
+  for (const [k, v] of Object.entries(u)) if (typeof v === "number" && Number.isFinite(v)) out[k] = v
+  return Object.keys(out).length > 0 ? out as Usage : undefined
+}
+
+/** The tool-call ids of a message's `tool-result` blocks, in order, as one key. */
+const resultIds = (content: ReadonlyArray<ContentBlock>): string =>
+  content.flatMap((b) => (b.type === "tool-result" ? [b.toolCallId] : [])).join(",")
 
 /** Logs the summary, the checkpoints and `compaction/end {compacted}` in one append, then applies them. */
 const apply = (
@@ -338,7 +391,7 @@ const apply = (
   plan: CompactionPlan
 ): Effect.Effect<CompactionReport, SessionWriteError> => {
   const { a, before, c, compactionId, policy, t, turn } = run
-  const problem = invalidPlan(entries, plan)
+  const problem = invalidPlan(entries, plan, protectedFrom(t, entries.length))
   if (problem !== undefined) {
     return finish(run, "failed", { code: "INVALID_PLAN", message: problem })
   }
@@ -371,10 +424,10 @@ const apply = (
             shadowedRange: { start: shadowed[0]!.seq, end: shadowed[upTo - 1]!.seq },
             shadowedSeqs: shadowed.map((e) => e.seq),
             shadowedTokenCount,
-            provider: s.provider,
-            model: s.model,
-            ...(s.usage !== undefined ? { usage: s.usage } : {}),
-            instructions: s.instructions
+            provider: typeof s.provider === "string" ? s.provider : a.config.model.provider,
+            model: typeof s.model === "string" ? s.model : a.config.model.model,
+            ...(usageOf(s.usage) !== undefined ? { usage: usageOf(s.usage) } : {}),
+            instructions: typeof s.instructions === "string" ? s.instructions : ""
           }, "summary")
         })
         drafts.push({

@@ -405,6 +405,7 @@ const stepDrafts = (
     t.contextsInserted = 0
     const ids = seen(a)
     const list = history(a)
+    t.enteredFrom = list.length
     for (const m of entered) {
       ids.add(m.id)
       list.push(m)

@@ -97,12 +97,38 @@ const turnStartedWhileOpen = (
 }
 
 /**
+ * A compaction bracket left open before the log's end (issue 15): a `compaction/start` followed,
+ * before its `compaction/end`, by a turn or step event or another `compaction/start`. Its
+ * closer could only be appended at the end, after events it should have preceded.
+ */
+const compactionLeftOpen = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly seq: number; readonly id: string; readonly by: string } | undefined => {
+  let open: { readonly seq: number; readonly id: string } | undefined = undefined
+  for (const e of events) {
+    if (e.type === "compaction/end") open = undefined
+    else if (open !== undefined && (BRACKET_BREAKERS.has(e.type))) return { ...open, by: `${e.type} at seq ${e.seq}` }
+    if (e.type === "compaction/start") open = { seq: e.seq, id: String((e.data as { compactionId?: unknown }).compactionId) }
+  }
+  return undefined
+}
+
+const BRACKET_BREAKERS: ReadonlySet<string> = new Set([
+  "compaction/start",
+  "turn/start",
+  "turn/end",
+  "step/start",
+  "step/end"
+])
+
+/**
  * Opens a session of the `SessionStore` in context and appends its repair closers (§10; the
  * store cuts a torn tail). DSH v0 logs are refused (read, never appended to), as are sessions a
  * live agent of this process writes. Repair events take the time of the event before them
  * (§3.1); their ids skip the ids the log already holds. A log in which a turn starts while
  * another is open (an older version wrote that after a failed append) is a `SessionLogError`
- * naming the line: closers appended at its end could not make it valid.
+ * naming the line: closers appended at its end could not make it valid; so is one with a
+ * compaction bracket left open before its end (issue 15).
  */
 export const repairLog = (
   sessionId: string,
@@ -136,6 +162,17 @@ export const repairLog = (
             `is open (written by an older version after a failed append); the log cannot be repaired by appending`,
           path: log.path,
           line: nested.seq + 2
+        })
+      )
+    }
+    const unclosed = compactionLeftOpen(before)
+    if (unclosed !== undefined) {
+      return yield* Effect.fail(
+        new SessionLogError({
+          message: `session "${sessionId}": compaction ${unclosed.id} starts at seq ${unclosed.seq} and is not ended ` +
+            `before ${unclosed.by}; the log cannot be repaired by appending`,
+          path: log.path,
+          line: unclosed.seq + 2
         })
       )
     }

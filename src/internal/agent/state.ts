@@ -81,6 +81,8 @@ export interface TurnState {
   compaction: { readonly id: string; readonly turn: number | null } | undefined
   /** The open step's request overflowed once and was compacted (issue 15: one retry). */
   overflowRetried: boolean
+  /** The history's length when the open step's input was entered (-1: none yet). */
+  enteredFrom: number
   /** State update of a prefix draft appended with the step's end. */
   onCommit: (() => void) | undefined
 }
@@ -100,7 +102,8 @@ export const newTurnState = (): TurnState => ({
   entered: false,
   onCommit: undefined,
   compaction: undefined,
-  overflowRetried: false
+  overflowRetried: false,
+  enteredFrom: -1
 })
 
 /**
