@@ -360,6 +360,32 @@ describe("ChatModel: compactions (issue 15)", () => {
   })
 })
 
+describe("ChatModel: input a turn claimed and never entered", () => {
+  it.scoped("a cancel during the compaction before its step: the claimed prompt is said, not silently gone", () => {
+    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      for (const c of ["a", "b"]) {
+        yield* agent.followup(c.repeat(200))
+        yield* advance(10)
+      }
+      yield* agent.followup("the third prompt")
+      yield* advance(50)
+      yield* agent.cancel()
+      yield* advance(10)
+      const chat = new ChatModel("s1", [], { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+      chat.apply(agent.log.events())
+      const notices = chat.getSnapshot().items.filter((i) => i.kind === "notice").map((i) => (i as any).text)
+      expect(notices).toEqual([
+        "turn 3 ended aborted before its input entered; not sent to the model:\n  followup > the third prompt"
+      ])
+    }).pipe(
+      Effect.provide(agentLayer(model)),
+      Effect.provide(Compaction.layer({ contextWindow: 160, reserve: 40, keepRecentTokens: 10 }))
+    )
+  })
+})
+
 describe("ChatModel when its agent stops", () => {
   it("agent/disposed (the log could not be written) clears the running tool and says how to go on", () => {
     const all = E.events(

@@ -239,6 +239,8 @@ export class ChatModel {
   private compacting: RunningCompaction | undefined
   /** Compaction ids whose `compaction/end` was applied (the last few), and who waits for one. */
   private readonly ended: Array<string> = []
+  /** Input claimed by the running turn and not entered yet (`pendingItem`s by message id). */
+  private readonly claimed = new Map<string, ReturnType<typeof pendingItem>>()
   private readonly endWaiters = new Map<string, Array<() => void>>()
   /** The transcript projection of the log: its history, then each live event. */
   private readonly projection = Transcript.projector()
@@ -444,10 +446,38 @@ export class ChatModel {
           })
           this.notice(`canceled${cause}, not sent to the model:\n${lines.join("\n")}`, "warn")
         }
+        // Claimed input is watched until it enters: a turn can end before (a cancel during the
+        // compaction before its step, a pre-step that drops it).
+        if (data.outcome === undefined) {
+          for (const p of applied.removed) {
+            this.claimed.set(
+              p.message.id,
+              pendingItem(p.message, target === "next-turn" ? "followup" : p.waking ? "steer" : "context")
+            )
+          }
+        }
         return
       }
-      case "assistant/message":
+      case "user/message": {
+        this.claimed.delete((event.data as { readonly id: string }).id)
+        break
+      }
       case "turn/end": {
+        this.streaming = undefined
+        if (this.claimed.size > 0) {
+          const reason = (event.data as { readonly reason?: { readonly kind?: unknown } }).reason?.kind
+          const lines = [...this.claimed.values()].map((item) => `  ${item.queue} > ${item.text}`)
+          this.claimed.clear()
+          this.notice(
+            `turn ${this.turn} ended${
+              typeof reason === "string" ? ` ${reason}` : ""
+            } before its input entered; not sent to the model:\n${lines.join("\n")}`,
+            "warn"
+          )
+        }
+        break
+      }
+      case "assistant/message": {
         this.streaming = undefined
         break
       }
