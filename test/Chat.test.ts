@@ -694,7 +694,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         yield* send(pane, "wait 3 seconds")
         yield* pane.waitFor("→ wait({\"seconds\":3}) running")
         yield* send(pane, "/compact")
-        yield* pane.waitFor("· /compact: the running turn compacts at its next step boundary")
+        yield* pane.waitFor("· /compact: busy; it compacts at the next step boundary or after what runs now")
         yield* pane.waitFor("turn 3 ended: completed")
         yield* pane.waitFor((s) => s.split("· /compact: compacted ").length === 3)
         expect(linesOf(yield* pane.screen, "── turn", "> ", "[compaction", "  Earlier", "· /compact", "turn ")).toEqual([
@@ -710,7 +710,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
           "· /compact: compacted 274 → 285 tokens",
           "── turn 3 ──",
           "> wait 3 seconds",
-          "· /compact: the running turn compacts at its next step boundary",
+          "· /compact: busy; it compacts at the next step boundary or after what runs now",
           // Surface order: the first checkpoint (seq 19), then turn 2 (seqs 13 and 14).
           "[compaction: manual, turn 3] compacted 328 → 319 tokens: seq 19..14 (69 tokens) summarized",
           "  Earlier: 1 prompt from you (\"apples are red\"), 0 tool results, 0 context messages. Then: 1 prompt from you (\"pears are green\"), 0 tool results, 0 context messages.",

@@ -126,7 +126,9 @@ const reportNotice = (model: ChatModel, report: Compaction.CompactionReport): vo
  */
 const compact = (agent: Agent.Agent, model: ChatModel, instructions: string) =>
   Effect.gen(function*() {
-    if ((yield* agent.status) === "running") model.notice("/compact: the running turn compacts at its next step boundary")
+    if ((yield* agent.status) === "running") {
+      model.notice("/compact: busy; it compacts at the next step boundary or after what runs now")
+    }
     yield* Effect.forkScoped(
       agent.compact(instructions === "" ? {} : { instructions }).pipe(
         Effect.matchEffect({
