@@ -65,7 +65,9 @@ export const main = (directory: string) =>
     }))
     // A new agent of the same session (another process would do the same): the history is the compacted one.
     const history = yield* Effect.scoped(Effect.flatMap(Agent.resume(sessionId), (agent) => agent.history))
-    print(`resumed: ${history.length} messages; the first: ${JSON.stringify(Message.textOf(history[0]!.content).slice(0, 60))}`)
+    const first = Message.textOf(history[0]!.content)
+    const summary = first.startsWith(Compaction.CHECKPOINT_PREFIX) ? first.slice(Compaction.CHECKPOINT_PREFIX.length) : first
+    print(`resumed: ${history.length} messages; the first is the checkpoint: ${JSON.stringify(summary.slice(0, 60))}…`)
     return lines
   }).pipe(
     Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory }), Model.layer(Model.offline()), policy))

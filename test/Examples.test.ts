@@ -55,7 +55,7 @@ describe("examples/compaction", () => {
         `38 compaction/summary shadowed=3 events (124 tokens): ${summary1} Then: 1 prompt from you ` +
         "(\"Day three is a train to Sintra for the palaces; be back in …\"), 0 tool results, 0 context messages.",
         "40 compaction/end compacted tokens=150",
-        "resumed: 3 messages; the first: \"The conversation before this point was compacted. Summary:\\n\\n\""
+        "resumed: 3 messages; the first is the checkpoint: \"Earlier: 2 prompts from you (\\\"Plan a three-day trip to Lisbo\"…"
       ])
     }))
 })
