@@ -177,9 +177,10 @@ export interface CompactionInput {
   /** The model-visible history now, oldest first (never the inbox: DESIGN.md §4). */
   readonly entries: ReadonlyArray<CompactionEntry>
   /**
-   * Entries from this index on are the open step's own input (an overflow compaction runs after
-   * the step entered its messages): a summary must end at or before it (`upTo ≤ protectedFrom`),
-   * so that the request it makes room for still carries them. `entries.length` otherwise.
+   * Entries from this index on are what the request it makes room for continues from: the open
+   * step's own input (an overflow compaction runs after the step entered its messages) and, at a
+   * tool continuation, the last response's tool calls and their results. A summary must end at or
+   * before it (`upTo ≤ protectedFrom`); `entries.length` when nothing is protected.
    */
   readonly protectedFrom: number
   /** The loop's estimate of the whole request in tokens (instructions and tools included). */
@@ -192,7 +193,8 @@ export interface CompactionInput {
  * What a policy decided:
  * - `summary`: entries `[0, upTo)` are replaced by one checkpoint message whose text is
  *   `CHECKPOINT_PREFIX` + `text`; `upTo` must leave no tool call without its result on either
- *   side (cut before a user message that is not a tool result: `cutPoints`).
+ *   side (never cut before a tool result; the default cuts before a user message that is not a
+ *   tool result, `cutPoints`, or at `protectedFrom`) and not pass `protectedFrom`.
  * - `replace`: single entries (at indexes ≥ `upTo`, user-role messages only, e.g. tool results)
  *   replaced by a message with the same role and new `content` (pruning).
  * An empty plan (neither) ends the compaction `skipped`.

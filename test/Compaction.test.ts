@@ -495,6 +495,56 @@ describe("Compaction: what the loop refuses or keeps (issue 15, found by a revie
     )
   })
 
+  it.scoped("a plan that is not a plan's shape (null, replace not an array, a null replacement) fails INVALID_PLAN", () => {
+    const model = Model.scripted([{ text: "ok1" }])
+    const plans: Array<unknown> = [null, { replace: { index: 0 } }, { replace: [null] }, { summary: 5 }]
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup(big("a"))
+      yield* advance(10)
+      const reports = []
+      for (let i = 0; i < 4; i++) reports.push(yield* agent.compact())
+      expect(reports.map((r) => [r.outcome, r.error?.message])).toEqual([
+        ["failed", "the plan is null, not an object"],
+        ["failed", "replace is not an array"],
+        ["failed", "replace holds something that is not an object"],
+        ["failed", "summary is not an object"]
+      ])
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(Effect.provide(agentLayer(model)), Effect.provide(policyOf(() => Effect.succeed(plans.shift() as never))))
+  })
+
+  it.scoped("at a tool continuation the last response's tool calls and their results are kept: the step continues from them", () => {
+    const reader = Tool.make({
+      name: "read",
+      description: "reads",
+      parameters: Schema.Struct({}),
+      execute: () => Effect.succeed({ content: big("d") })
+    })
+    const model = Model.scripted([
+      { text: "ok1" },
+      { toolCalls: [{ id: "r1", name: "read" }] },
+      { text: "SUMMARY" },
+      { text: "done" }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [reader] })
+      yield* agent.followup(big("a"))
+      yield* advance(10)
+      yield* agent.followup(big("b"))
+      yield* advance(10)
+      expect(requests(model).slice(2)).toEqual([
+        "2.0 compaction: <conversation>\n[user]\na×200\n\n[assistant]\nok1\n\n[user]\nb×200\n</conversation>",
+        "2.2: SUMMARY | read({}) | result:d×200"
+      ])
+      expect(Invariant.check(agent.log.events())).toEqual([])
+    }).pipe(
+      Effect.provide(agentLayer(model)),
+      // The line at 200: the result (56 tokens) passes it before step 2.2; keep almost nothing.
+      Effect.provide(Compaction.layer({ contextWindow: 300, reserve: 100, keepRecentTokens: 1 }))
+    )
+  })
+
   it.effect("invalid options fail the layer with CompactionError INVALID_OPTIONS", () =>
     Effect.gen(function*() {
       for (

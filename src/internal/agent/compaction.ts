@@ -178,7 +178,7 @@ export const compact = (
                   reason: why,
                   instructions: request?.instructions,
                   entries,
-                  protectedFrom: protectedFrom(t, entries.length),
+                  protectedFrom: protectedFrom(t, entries),
                   tokens: before,
                   model: a.config.model
                 })
@@ -190,6 +190,8 @@ export const compact = (
               return finish(run, "failed", errorOf(result.left))
             }
             const plan = result.right
+            const shape = shapeProblem(plan)
+            if (shape !== undefined) return finish(run, "failed", { code: "INVALID_PLAN", message: shape })
             const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
             if (empty) {
               return finish(run, "skipped")
@@ -249,8 +251,31 @@ const errorOf = (e: unknown): { readonly code: string; readonly message: string 
  * summarized away before its own request): the messages entered at this step's start, in an
  * overflow compaction; `length` at a boundary (the claimed batch is not in the history yet).
  */
-const protectedFrom = (t: TurnState, length: number): number =>
-  t.stepOpen && t.enteredFrom >= 0 ? Math.min(t.enteredFrom, length) : length
+const protectedFrom = (t: TurnState, entries: ReadonlyArray<CompactionEntry>): number => {
+  let from = t.stepOpen && t.enteredFrom >= 0 ? Math.min(t.enteredFrom, entries.length) : entries.length
+  // A tool continuation: the results the step continues from, and the call they answer, stay too.
+  let i = from
+  while (i > 0 && isToolResultMessage(entries[i - 1]!.message)) i--
+  if (i > 0 && i < from) {
+    const m = entries[i - 1]!.message
+    if (m.role === "assistant" && m.content.some((b) => b.type === "tool-call")) from = i - 1
+  }
+  return from
+}
+
+const isToolResultMessage = (m: Message): boolean => m.role === "user" && m.content.some((b) => b.type === "tool-result")
+
+/** Why a plan is not the shape of a `CompactionPlan` (an object; `summary` an object; `replace` an array of objects), or undefined. */
+const shapeProblem = (plan: unknown): string | undefined => {
+  if (typeof plan !== "object" || plan === null) return `the plan is ${plan === null ? "null" : typeof plan}, not an object`
+  const p = plan as { readonly summary?: unknown; readonly replace?: unknown }
+  if (p.summary !== undefined && (typeof p.summary !== "object" || p.summary === null)) return "summary is not an object"
+  if (p.replace !== undefined) {
+    if (!Array.isArray(p.replace)) return "replace is not an array"
+    if (p.replace.some((r) => typeof r !== "object" || r === null)) return "replace holds something that is not an object"
+  }
+  return undefined
+}
 
 /** The index, among `events`, of the `n`-th checkpoint (an event with a `surfaceOp`). */
 const checkpointAt = (events: ReadonlyArray<SessionEvent>, n: number): number => {
@@ -342,13 +367,9 @@ const invalidPlan = (entries: ReadonlyArray<CompactionEntry>, plan: CompactionPl
     if (typeof plan.summary.text !== "string" || plan.summary.text.trim().length === 0) {
       return "summary.text is not a non-empty string"
     }
-    if (upTo < n) {
-      const next = entries[upTo]!.message
-      if (next.role !== "user" || next.content.some((b) => b.type === "tool-result")) {
-        return `summary.upTo ${upTo} cuts before ${
-          next.role === "user" ? "a tool result" : "an assistant message"
-        }, not at a user-message boundary`
-      }
+    // A cut before a tool result would part it from its call; before a prompt or a response is fine.
+    if (upTo < n && isToolResultMessage(entries[upTo]!.message)) {
+      return `summary.upTo ${upTo} cuts before a tool result, parting it from its call`
     }
   }
   const seenIndex = new Set<number>()
@@ -391,7 +412,7 @@ const apply = (
   plan: CompactionPlan
 ): Effect.Effect<CompactionReport, SessionWriteError> => {
   const { a, before, c, compactionId, policy, t, turn } = run
-  const problem = invalidPlan(entries, plan, protectedFrom(t, entries.length))
+  const problem = invalidPlan(entries, plan, protectedFrom(t, entries))
   if (problem !== undefined) {
     return finish(run, "failed", { code: "INVALID_PLAN", message: problem })
   }
