@@ -358,9 +358,11 @@ describe("agent-loop run", () => {
         "I received 1 message in this step: 1 from you (\"wait 1 seconds and tell me the time\").",
         "→ wait({\"seconds\":1})",
         "← waited 1 second",
-        "[compaction: pressure, turn 1] compacted 269 → 261 tokens: seq 4..8 (53 tokens) summarized",
-        "  Earlier: 1 prompt from you (\"wait 1 seconds and tell me the time\"), 1 tool result, 0 context messages.",
-        "I received 1 message in this step: context from plugin:compact (\"The conversation before this point was compacted. Summary: …\").",
+        // A tool continuation: the call and its result stay (the step continues from them); only
+        // the prompt before them is summarized (on this tiny window the summary is the longer).
+        "[compaction: pressure, turn 1] compacted 269 → 301 tokens: seq 4 (13 tokens) summarized",
+        "  Earlier: 1 prompt from you (\"wait 1 seconds and tell me the time\"), 0 tool results, 0 context messages.",
+        "Tool result (call_1_1_1): \"waited 1 second\"",
         "turn 1 ended: completed",
         ""
       ])

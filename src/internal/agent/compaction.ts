@@ -253,7 +253,9 @@ const errorOf = (e: unknown): { readonly code: string; readonly message: string 
  */
 const protectedFrom = (t: TurnState, entries: ReadonlyArray<CompactionEntry>): number => {
   let from = t.stepOpen && t.enteredFrom >= 0 ? Math.min(t.enteredFrom, entries.length) : entries.length
-  // A tool continuation: the results the step continues from, and the call they answer, stay too.
+  // A later step of the turn (a tool continuation): the results it continues from, and the call
+  // they answer, stay too. Not at a turn's first step: the last turn's calls are done with.
+  if (t.step < 2) return from
   let i = from
   while (i > 0 && isToolResultMessage(entries[i - 1]!.message)) i--
   if (i > 0 && i < from) {
