@@ -53,6 +53,7 @@
  *
  * @since 0.1.0
  */
+import { CHECKPOINT_PLUGIN, eventTypes as compactionTypes } from "./Compaction.js"
 import { MutableInbox } from "./Inbox.js"
 import { isDsh, seedLengthOf } from "./internal/logOptions.js"
 import type { UserMessage } from "./Message.js"
@@ -103,9 +104,6 @@ const callIdOfResult = (message: UserMessage | undefined): string | undefined =>
   }
   return undefined
 }
-
-/** The compaction bracket's event types (issue 15). */
-const compactionTypes: ReadonlySet<string> = new Set(["compaction/start", "compaction/summary", "compaction/end"])
 
 /** The outcomes a `compaction/end` may name. */
 const outcomes: ReadonlySet<string> = new Set(["compacted", "skipped", "aborted", "failed", "interrupted"])
@@ -299,7 +297,7 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
               readonly compactionId?: unknown
             }
             if (bracket === undefined) report(seq, 2, `checkpoint user/message ${message.id} outside a compaction`)
-            else if (source.kind !== "plugin" || source.plugin !== "compact" || source.compactionId !== bracket.id) {
+            else if (source.kind !== "plugin" || source.plugin !== CHECKPOINT_PLUGIN || source.compactionId !== bracket.id) {
               report(seq, 2, `checkpoint user/message ${message.id} does not name compaction ${String(bracket.id)} as its source`)
             }
             const range = op as { readonly start?: unknown; readonly end?: unknown }

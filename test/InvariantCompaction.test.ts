@@ -1,15 +1,18 @@
 /**
- * The compaction bracket in `Invariant.check` (rules 1, 2, 4) and in crash repair (§10), issue 15:
- * hand-built logs, exact violations, the repair's closers.
+ * The compaction bracket in `Invariant.check` (rules 1, 2, 4), issue 15: hand-built logs, exact
+ * violations (crash repair of open brackets: test/Resume.test.ts).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { repairDrafts } from "../src/internal/repair.js"
 import * as Invariant from "../src/Invariant.js"
-import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import type { EventDraft } from "../src/SessionEvent.js"
 import {
   assistant,
   cancel,
+  checkpoint as checkpointEvent,
   claim,
+  compactionEnd,
+  compactionStart,
+  compactionSummary,
   entered,
   events,
   followup,
@@ -23,32 +26,13 @@ import {
   turnStart
 } from "./utils/events.js"
 
-const start = (id: string, turn: number | null, reason = "pressure"): EventDraft => ({
-  type: "compaction/start",
-  data: { compactionId: id, turn, reason, tokens: 100 }
-})
-const summary = (id: string, seqs: ReadonlyArray<number>): EventDraft => ({
-  type: "compaction/summary",
-  data: {
-    compactionId: id,
-    summary: "S",
-    shadowedRange: { start: seqs[0], end: seqs[seqs.length - 1] },
-    shadowedSeqs: seqs,
-    shadowedTokenCount: 50,
-    provider: "test",
-    model: "test",
-    instructions: "summarize"
-  }
-})
-const checkpoint = (id: string, from: number, to: number, compactionId = id): EventDraft => ({
-  type: "user/message",
-  data: msg(`cp.${id}`, "S", { kind: "plugin", plugin: "compact", compactionId }),
-  surfaceOp: { op: "replace", start: from, end: to }
-})
-const end = (id: string, turn: number | null, outcome = "compacted"): EventDraft => ({
-  type: "compaction/end",
-  data: { compactionId: id, turn, outcome }
-})
+const start = compactionStart
+const summary = compactionSummary
+const end = (id: string, turn: number | null, outcome = "compacted"): EventDraft =>
+  compactionEnd(id, turn, outcome as Parameters<typeof compactionEnd>[2])
+/** A checkpoint `cp.<id>` over `from..to`, its source naming `compactionId`. */
+const checkpoint = (id: string, from: number, to: number, compactionId = id): EventDraft =>
+  checkpointEvent(id, `cp.${id}`, from, to, { kind: "plugin", plugin: "compact", compactionId })
 
 /** Turn 1 (seqs 0–7): a prompt and an answer; its messages are seqs 4 and 5. */
 const turn1: ReadonlyArray<EventDraft> = [
@@ -304,69 +288,5 @@ describe("Invariant.check: compaction brackets", () => {
     ])
     expect(check(turn1, start("c1", null), followup(msg("u2", "two")), cancel("next-turn", 0, 1), end("c1", null, "aborted")))
       .toEqual([])
-  })
-})
-
-describe("repair: a bracket a crash left open", () => {
-  const ids = () => {
-    let n = 0
-    return () => `fix${n++}`
-  }
-  const types = (drafts: ReadonlyArray<EventDraft>) =>
-    drafts.map((d) => (d.type === "compaction/end" ? `compaction/end ${JSON.stringify(d.data)}` : d.type))
-  const then = (log: ReadonlyArray<SessionEvent>, drafts: ReadonlyArray<EventDraft>) =>
-    events(log.map(({ data, type }) => ({ type, data }) as EventDraft), drafts)
-
-  it("a pressure bracket at turn start: compaction/end interrupted, then turn/end interrupted; a second repair appends nothing", () => {
-    const log = events(turn1, followup(msg("u2", "two")), turnStart(2), claim("next-turn", 1), start("c1", 2))
-    const drafts = repairDrafts(log, ids())
-    expect(types(drafts)).toEqual([
-      `compaction/end {"compactionId":"c1","turn":2,"outcome":"interrupted"}`,
-      "turn/end",
-      "session/end-seed"
-    ])
-    const repaired = then(log, drafts)
-    expect(Invariant.check(repaired)).toEqual([])
-    expect(repairDrafts(repaired, ids())).toEqual([])
-  })
-
-  it("an overflow bracket inside a step after a tool step: the bracket's end, then step/end and turn/end", () => {
-    const log = events(
-      turn1,
-      followup(msg("u2", "two")),
-      turnStart(2),
-      claim("next-turn", 1),
-      stepStart(2, 1),
-      entered(msg("u2", "two")),
-      assistant(2, 1, undefined, { toolCalls: [{ id: "t", name: "x" }] }),
-      toolCall(2, 1, "t", "x"),
-      toolResult(2, 1, "t", "r"),
-      stepEnd(2, 1),
-      stepStart(2, 2),
-      start("c1", 2, "overflow"),
-      summary("c1", [4, 5])
-    )
-    const drafts = repairDrafts(log, ids())
-    expect(types(drafts)).toEqual([
-      `compaction/end {"compactionId":"c1","turn":2,"outcome":"interrupted"}`,
-      "step/end",
-      "turn/end",
-      "session/end-seed"
-    ])
-    const repaired = then(log, drafts)
-    expect(Invariant.check(repaired)).toEqual([])
-    expect(repairDrafts(repaired, ids())).toEqual([])
-  })
-
-  it("a manual bracket between turns: its end, then session/end-seed", () => {
-    const log = events(turn1, start("c1", null, "manual"))
-    const drafts = repairDrafts(log, ids())
-    expect(types(drafts)).toEqual([
-      `compaction/end {"compactionId":"c1","turn":null,"outcome":"interrupted"}`,
-      "session/end-seed"
-    ])
-    const repaired = then(log, drafts)
-    expect(Invariant.check(repaired)).toEqual([])
-    expect(repairDrafts(repaired, ids())).toEqual([])
   })
 })
