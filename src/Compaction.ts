@@ -43,6 +43,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SurfaceEntry } from "./History.js"
+import { isToolResultMessage } from "./internal/message.js"
 import type { ContentBlock, Message } from "./Message.js"
 import type { ModelRequest, ModelService } from "./Model.js"
 import type { Usage } from "./SessionEvent.js"
@@ -306,8 +307,6 @@ export const estimateFixed = (instructions: string | undefined, tools: ReadonlyA
 // Policies
 // ---------------------------------------------------------------------------------------------
 
-const isToolResult = (m: Message): boolean => m.content.some((b) => b.type === "tool-result")
-
 /** Whether a message is a compaction's checkpoint (its source names the `compact` plugin). */
 const isCheckpoint = (m: Message): boolean =>
   m.source.kind === "plugin" && (m.source as { readonly plugin?: unknown }).plugin === CHECKPOINT_PLUGIN
@@ -324,7 +323,7 @@ export const cutPoints = (entries: ReadonlyArray<{ readonly message: Message }>)
   const out: Array<number> = []
   for (let i = 0; i < entries.length; i++) {
     const m = entries[i]!.message
-    if (m.role === "user" && !isToolResult(m)) out.push(i)
+    if (m.role === "user" && !isToolResultMessage(m)) out.push(i)
   }
   return out
 }
@@ -414,7 +413,7 @@ export const renderConversation = (messages: ReadonlyArray<Message>): string =>
   messages.map((m) => {
     const who = m.role === "assistant"
       ? "assistant"
-      : isToolResult(m)
+      : isToolResultMessage(m)
       ? "tool"
       : m.source.kind === "user"
       ? "user"
@@ -599,7 +598,7 @@ export const prunePlan = (
   const replace: Array<{ index: number; content: ReadonlyArray<ContentBlock> }> = []
   for (let i = 0; i < boundary; i++) {
     const { message, tokens } = entries[i]!
-    if (message.role !== "user" || !isToolResult(message)) continue
+    if (message.role !== "user" || !isToolResultMessage(message)) continue
     const text = placeholder.replace("{tokens}", String(tokens))
     if (tokens <= Math.ceil(text.length / 4) + MESSAGE_TOKENS) continue
     replace.push({

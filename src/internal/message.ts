@@ -4,7 +4,14 @@
  * result, a repair closer, a simulator's text), and the one check of a `UserMessage` from
  * outside (a caller, a listener, a tool's context) before anything is logged.
  */
-import { type ContentBlock, InvalidMessage, type MessageId, type MessageSource, type UserMessage } from "../Message.js"
+import {
+  type ContentBlock,
+  InvalidMessage,
+  type Message,
+  type MessageId,
+  type MessageSource,
+  type UserMessage
+} from "../Message.js"
 import { checkJson, InvalidJson } from "./json.js"
 import { isUserMessageShape } from "./logCodec.js"
 
@@ -62,3 +69,6 @@ export const invalidMessage = (e: unknown): InvalidMessage =>
   e instanceof InvalidJson
     ? new InvalidMessage({ message: `message ${e.message}`, path: e.path })
     : new InvalidMessage({ message: String(e), path: "message" })
+
+/** Whether a message carries tool results (a user-role message with a `tool-result` block). */
+export const isToolResultMessage = (m: Message): boolean => m.role === "user" && m.content.some((b) => b.type === "tool-result")

@@ -35,6 +35,7 @@ import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
+import { isToolResultMessage } from "../message.js"
 import { resumeAll } from "../waiters.js"
 import { commit } from "./section.js"
 import { type AgentState, type CompactionState, history, seen, type TurnState } from "./state.js"
@@ -264,8 +265,6 @@ const protectedFrom = (t: TurnState, entries: ReadonlyArray<CompactionEntry>): n
   }
   return from
 }
-
-const isToolResultMessage = (m: Message): boolean => m.role === "user" && m.content.some((b) => b.type === "tool-result")
 
 /** Why a plan is not the shape of a `CompactionPlan` (an object; `summary` an object; `replace` an array of objects), or undefined. */
 const shapeProblem = (plan: unknown): string | undefined => {
