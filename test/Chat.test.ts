@@ -287,9 +287,11 @@ describe("ChatModel (the screen state fed by live events)", () => {
 const frameOf = (model: ChatModel) =>
   Effect.promise(async () => {
     const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
+    // The last whole frame: one that has the footer line (a write of Ink's can also be a cursor
+    // sequence alone). Under load the first frame can come late, so wait for it, bounded.
     let frame = ""
     stdout.on("data", (chunk) => {
-      frame = String(chunk)
+      if (String(chunk).includes("/quit")) frame = String(chunk)
     })
     const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
     const controller = { submit: () => {}, cancel: () => {}, quit: () => {}, sessionIds: () => [] }
@@ -300,7 +302,10 @@ const frameOf = (model: ChatModel) =>
       exitOnCtrlC: false,
       patchConsole: false
     })
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    for (let waited = 0; frame === "" && waited < 5000; waited += 10) {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20))
     ink.unmount()
     // eslint-disable-next-line no-control-regex -- the colours Ink writes
     return frame.replace(/\u001b\[[0-9;]*m/g, "")
