@@ -60,7 +60,8 @@ export type ModelPart =
   | { readonly type: "text-delta"; readonly text: string }
   | { readonly type: "reasoning-delta"; readonly text: string; readonly providerState?: unknown }
   | { readonly type: "tool-call"; readonly id: string; readonly name: string; readonly rawArguments: string }
-  | { readonly type: "usage"; readonly usage: Usage }
+  | { readonly type: "usage"; readonly usage: Usage; readonly raw?: unknown }
+  | { readonly type: "response"; readonly id?: string | undefined; readonly model?: string | undefined }
   | { readonly type: "finish"; readonly reason: FinishReason }
 
 /**

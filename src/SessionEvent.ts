@@ -109,16 +109,27 @@ export type TurnEndReason =
   | { readonly kind: "interrupted" }
 
 /**
- * Token usage as reported by a provider (all optional, integers).
+ * Token usage of one model response, normalized from what the provider reported (integers; issue 16).
+ * Cached tokens are counted once: `inputTokens` is the whole prompt, and `cacheReadTokens` and
+ * `cacheWriteTokens` are parts of it; `reasoningTokens` is a part of `outputTokens`. The adapters
+ * give all five whenever the provider reported usage (0 for a kind it does not report); a log written
+ * before issue 16 or by a scripted model may lack some, which the `Usage` projections read as 0.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Usage {
+  /** The whole prompt, cached and cache-written tokens included. */
   readonly inputTokens?: number | undefined
+  /** The whole output, reasoning tokens included. */
   readonly outputTokens?: number | undefined
+  /** Prompt tokens read from the provider's prompt cache (part of `inputTokens`). */
   readonly cacheReadTokens?: number | undefined
+  /** Prompt tokens written to the provider's prompt cache (part of `inputTokens`). */
+  readonly cacheWriteTokens?: number | undefined
+  /** Output tokens spent on reasoning (part of `outputTokens`). */
   readonly reasoningTokens?: number | undefined
+  /** The provider's own total, when it sends one. */
   readonly totalTokens?: number | undefined
 }
 
@@ -141,6 +152,10 @@ export interface AssistantMessageData {
   readonly step: number
   readonly message: AssistantMessage
   readonly usage?: Usage | undefined
+  /** The provider's usage object as it was sent (JSON), beside the normalized `usage` (issue 16). */
+  readonly rawUsage?: unknown
+  /** The provider's id of the response and the model that answered, when it says (issue 16). */
+  readonly response?: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   readonly finish?: FinishReason | undefined
   readonly interrupted?: true | undefined
 }

@@ -42,7 +42,15 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
   const once = Effect.suspend(() => {
     attempt++
     if (attempt > 1) publish(a, { type: "assistant/retry", turn: t.turn, step: t.step, attempt })
-    const acc: Accumulator = { content: [], toolCalls: [], usage: undefined, finish: undefined, streamed: false }
+    const acc: Accumulator = {
+      content: [],
+      toolCalls: [],
+      usage: undefined,
+      rawUsage: undefined,
+      response: undefined,
+      finish: undefined,
+      streamed: false
+    }
     t.acc = acc
     return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc)), acc)
   })
@@ -144,6 +152,13 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator): ModelSink => ({
         }
         case "usage":
           acc.usage = part.usage
+          if (part.raw !== undefined) acc.rawUsage = part.raw
+          return
+        case "response":
+          acc.response = {
+            ...(typeof part.id === "string" ? { id: part.id } : {}),
+            ...(typeof part.model === "string" ? { model: part.model } : {})
+          }
           return
         case "finish":
           acc.finish = part.reason
@@ -177,6 +192,8 @@ export const assistantDraft = (
     step: t.step,
     message,
     ...(acc.usage !== undefined ? { usage: acc.usage } : {}),
+    ...(acc.rawUsage !== undefined ? { rawUsage: checkJson(acc.rawUsage, "rawUsage") } : {}),
+    ...(acc.response !== undefined ? { response: acc.response } : {}),
     ...(interrupted ? { interrupted: true as const } : { finish: acc.finish ?? "stop" })
   }
   return {

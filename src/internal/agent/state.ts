@@ -57,6 +57,10 @@ export interface Accumulator {
   content: Array<ContentBlock>
   toolCalls: Array<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
   usage: Usage | undefined
+  /** The provider's usage object as sent (issue 16). */
+  rawUsage: unknown
+  /** The provider's response id and model (issue 16). */
+  response: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   finish: FinishReason | undefined
   streamed: boolean
 }

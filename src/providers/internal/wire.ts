@@ -64,7 +64,14 @@ export const numberSetting = (
  */
 export const stopOrToolCalls = (hasToolCalls: boolean): FinishReason => hasToolCalls ? "tool-calls" : "stop"
 
-const USAGE_FIELDS = ["inputTokens", "outputTokens", "cacheReadTokens", "reasoningTokens", "totalTokens"] as const
+const USAGE_FIELDS = [
+  "inputTokens",
+  "outputTokens",
+  "cacheReadTokens",
+  "cacheWriteTokens",
+  "reasoningTokens",
+  "totalTokens"
+] as const
 
 /** The counts of `counts` that are known (not `undefined`), in `Usage`'s field order; may be `{}`. */
 export const knownUsage = (counts: Usage): Usage => {
