@@ -6,9 +6,10 @@ import type { AddressInfo } from "node:net"
 import type { Message, MessageId } from "../src/Message.js"
 import { Model, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
-import type { FinishReason, Usage } from "../src/SessionEvent.js"
+import type { FinishReason } from "../src/SessionEvent.js"
 import { assistantOf, collect, type Collected, errorFields, freeze, summarize, toolResult, user } from "./utils/modelParts.js"
 import { closedPort, framedBody, readFixture, replayServer, type ReplaySpec } from "./utils/replayServer.js"
+import { WIRE_USAGE, type WireUsage, type WireUsageFile } from "./utils/wireUsage.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -63,8 +64,9 @@ interface Expected {
   readonly reasoning: string
   readonly shape: string
   readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly args: unknown; readonly raw: string }>
-  readonly usage: Usage
   readonly finish: FinishReason
+  /** The usage (normalized and raw) and the response id/model, from test/utils/wireUsage.ts. */
+  readonly wire: WireUsage
 }
 
 const PARALLEL_CALLS = (ids: readonly [string, string]) => [
@@ -82,68 +84,61 @@ const PARALLEL_CALLS = (ids: readonly [string, string]) => [
   }
 ]
 
-const EXPECTED: Record<string, Expected> = {
+const DECODED: Record<string, Omit<Expected, "wire">> = {
   "openai-stream-tool-calls-parallel.sse": {
     text: "",
     reasoning: "",
-    shape: "tool-call*2,usage,finish",
+    shape: "response,tool-call*2,usage,finish",
     toolCalls: PARALLEL_CALLS(["call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"]),
-    usage: { inputTokens: 149, outputTokens: 60, totalTokens: 209, reasoningTokens: 0 },
     finish: "tool-calls"
   },
   "openai-stream-refusal.sse": {
     // Refusal text is pushed as text deltas; OpenAI's finish_reason is "stop".
     text: "I'm sorry, I can't assist with that request.",
     reasoning: "",
-    shape: "text-delta*10,usage,finish",
+    shape: "response,text-delta*10,usage,finish",
     toolCalls: [],
-    usage: { inputTokens: 79, outputTokens: 11, totalTokens: 90, reasoningTokens: 0 },
     finish: "stop"
   },
   "openai-stream-finish-length.sse": {
     text: "{\"",
     reasoning: "",
-    shape: "text-delta,usage,finish",
+    shape: "response,text-delta,usage,finish",
     toolCalls: [],
-    usage: { inputTokens: 79, outputTokens: 1, totalTokens: 80, reasoningTokens: 0 },
     finish: "length"
   },
   "openai-stream-text-then-tool-call.chunks.jsonl": {
     text: "PRE_TOOL",
     reasoning: "",
-    shape: "text-delta*2,tool-call,usage,finish",
+    shape: "response,text-delta*2,tool-call,usage,finish",
     toolCalls: [{ id: "call_NZa7xqfefoaMI2YYHowVXVlU", name: "weather", args: {}, raw: "{}" }],
-    usage: { inputTokens: 58, outputTokens: 12, totalTokens: 70, cacheReadTokens: 0, reasoningTokens: 0 },
     finish: "tool-calls"
   },
   "vllm-stream-text-usage-chunk.sse": {
     text: "1, 2, 3, 4, 5",
     reasoning: "",
-    shape: "text-delta*13,usage,finish",
+    shape: "response,text-delta*13,usage,finish",
     toolCalls: [],
-    usage: { inputTokens: 46, outputTokens: 14, totalTokens: 60, cacheReadTokens: 0 },
     finish: "stop"
   },
   "deepseek-reasoner-stream-tool-call.chunks.jsonl": {
     text: "",
     reasoning: "The user is asking for the weather in San Francisco. I need to use the weather tool to get this " +
       "information. Let me invoke the weather tool with the location parameter set to \"San Francisco\".",
-    shape: "reasoning-delta*39,tool-call,usage,finish",
+    shape: "response,reasoning-delta*39,tool-call,usage,finish",
     toolCalls: [{
       id: "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF",
       name: "weather",
       args: { location: "San Francisco" },
       raw: "{\"location\": \"San Francisco\"}"
     }],
-    usage: { inputTokens: 339, outputTokens: 83, totalTokens: 422, cacheReadTokens: 320, reasoningTokens: 39 },
     finish: "tool-calls"
   },
   "openai-nonstream-tool-calls-parallel.json": {
     text: "",
     reasoning: "",
-    shape: "tool-call*2,usage,finish",
+    shape: "response,tool-call*2,usage,finish",
     toolCalls: PARALLEL_CALLS(["call_fdNz3vOBKYgOIpMdWotB9MjY", "call_h1DWI1POMJLb0KwIyQHWXD4p"]),
-    usage: { inputTokens: 149, outputTokens: 60, totalTokens: 209, reasoningTokens: 0 },
     finish: "tool-calls"
   },
   "deepseek-reasoner-tool-call.json": {
@@ -151,17 +146,20 @@ const EXPECTED: Record<string, Expected> = {
     reasoning: "The user is asking for the weather in San Francisco. I have a weather tool available that can get " +
       "weather information for a location. I should use this tool with the location parameter set to " +
       "\"San Francisco\". Let me call the weather function.",
-    shape: "reasoning-delta,tool-call,usage,finish",
+    shape: "response,reasoning-delta,tool-call,usage,finish",
     toolCalls: [{
       id: "call_00_9V0vrf86Pc9aelHCJMZqnJBo",
       name: "weather",
       args: { location: "San Francisco" },
       raw: "{\"location\": \"San Francisco\"}"
     }],
-    usage: { inputTokens: 339, outputTokens: 92, totalTokens: 431, cacheReadTokens: 320, reasoningTokens: 48 },
     finish: "tool-calls"
   }
 }
+
+const EXPECTED: Record<string, Expected> = Object.fromEntries(
+  Object.entries(DECODED).map(([file, decoded]) => [file, { ...decoded, wire: WIRE_USAGE[file as WireUsageFile] }])
+)
 
 const STREAMING = Object.keys(EXPECTED).filter((f) => !f.endsWith(".json"))
 
@@ -173,8 +171,10 @@ const assertExpected = (actual: Collected, expected: Expected) => {
   expect(actual.toolCalls.map((c) => c.name)).toEqual(expected.toolCalls.map((c) => c.name))
   expect(actual.toolCalls.map((c) => c.rawArguments)).toEqual(expected.toolCalls.map((c) => c.raw))
   expect(actual.toolCalls.map((c) => JSON.parse(c.rawArguments))).toEqual(expected.toolCalls.map((c) => c.args))
-  expect(actual.usage).toEqual(expected.usage)
   expect(actual.finish).toBe(expected.finish)
+  expect(actual.usage).toEqual(expected.wire.usage)
+  expect(actual.rawUsage).toEqual(expected.wire.raw)
+  expect(actual.response).toEqual(expected.wire.response)
 }
 
 const provideHttp = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provide(self, NodeHttpClient.layerUndici)
@@ -256,6 +256,54 @@ describe("OpenAICompat responses (recorded wire files)", () => {
       ])
     }).pipe(provideHttp))
 
+  // Usage shapes no recording has, each put in place of the finish-length recording's usage.
+  const withUsage = (usage: unknown) => {
+    const recorded =
+      "{\"prompt_tokens\":79,\"completion_tokens\":1,\"total_tokens\":80,\"completion_tokens_details\":{\"reasoning_tokens\":0}}"
+    const body = readFixture("openai-stream-finish-length.sse").toString("utf8")
+    expect(body).toContain(recorded)
+    return replay({ body: body.replace(recorded, JSON.stringify(usage)) })
+  }
+
+  it.scopedLive("usage: OpenRouter's cache_write_tokens → cacheWriteTokens, inside prompt_tokens (synthetic, its documented shape)", () =>
+    Effect.gen(function*() {
+      // The example of openrouter.ai/docs/use-cases/usage-accounting.
+      const openRouter = {
+        completion_tokens: 2,
+        completion_tokens_details: { reasoning_tokens: 0 },
+        cost: 0.95,
+        cost_details: { upstream_inference_cost: 19 },
+        prompt_tokens: 194,
+        prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 100, audio_tokens: 0 },
+        total_tokens: 196
+      }
+      const result = yield* withUsage(openRouter)
+      expect([result.usage, result.rawUsage]).toEqual([
+        { inputTokens: 194, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 100, reasoningTokens: 0, totalTokens: 196 },
+        openRouter
+      ])
+    }).pipe(provideHttp))
+
+  it.scopedLive("usage: DeepSeek's hit and miss counts without prompt_tokens give inputTokens = hit + miss (synthetic)", () =>
+    Effect.gen(function*() {
+      const result = yield* withUsage({ completion_tokens: 5, prompt_cache_hit_tokens: 64, prompt_cache_miss_tokens: 10 })
+      expect(result.usage).toEqual({
+        inputTokens: 74,
+        outputTokens: 5,
+        cacheReadTokens: 64,
+        cacheWriteTokens: 0,
+        reasoningTokens: 0
+      })
+    }).pipe(provideHttp))
+
+  it.scopedLive("usage: an object without any count (or null) gives no usage part; the response part stays (synthetic)", () =>
+    Effect.gen(function*() {
+      for (const usage of [{}, { total_tokens: 3 }, null]) {
+        const result = yield* withUsage(usage)
+        expect([result.shape, result.usage, result.rawUsage]).toEqual(["response,text-delta,finish", undefined, undefined])
+      }
+    }).pipe(provideHttp))
+
   it.scopedLive("multi-byte UTF-8 split at every byte (synthetic: finish-length recording with other text)", () =>
     Effect.gen(function*() {
       const text = "h\u00e9llo \u2713 \ud83d\ude42 \u4e2d\u6587"
@@ -263,7 +311,7 @@ describe("OpenAICompat responses (recorded wire files)", () => {
         .replace("\"content\":\"{\\\"\"", `"content":${JSON.stringify(text)}`)
       const result = yield* replay({ body, splitEvery: 1 })
       expect(result.text).toBe(text)
-      expect(result.shape).toBe("text-delta,usage,finish")
+      expect(result.shape).toBe("response,text-delta,usage,finish")
       expect(result.finish).toBe("length")
     }).pipe(provideHttp))
 })
@@ -523,7 +571,7 @@ describe("OpenAICompat errors", () => {
       )
       expect(error.code).toBe("TIMEOUT")
       expect(error.message).toContain("waiting for the next piece of the event stream")
-      expect([parts.text, parts.shape, parts.finish]).toEqual(["1,", "text-delta*2", undefined])
+      expect([parts.text, parts.shape, parts.finish]).toEqual(["1,", "response,text-delta*2", undefined])
     }).pipe(provideHttp))
 
   // The mid-stream error recordings (OpenRouter, Groq) are not in the wire folder: these bodies are
@@ -548,7 +596,7 @@ describe("OpenAICompat errors", () => {
         retryAfterMs: undefined
       })
       expect(parts.text).toBe("1,")
-      expect(parts.shape).toBe("text-delta*2")
+      expect(parts.shape).toBe("response,text-delta*2")
     }).pipe(provideHttp))
 
   it.scopedLive("an `error` field on a chunk → PROVIDER_ERROR, retryable by its numeric code (synthetic)", () =>
@@ -592,7 +640,8 @@ describe("OpenAICompat errors", () => {
         retryable: true,
         retryAfterMs: undefined
       })
-      expect(cut.parts.shape).toBe("") // tool calls are only emitted on a finished stream
+      // The response id/model comes with the first chunk; tool calls only on a finished stream.
+      expect(cut.parts.shape).toBe("response")
       const done = yield* replayFailure({ body: prefix + "data: [DONE]\n\n" })
       expect(done.error.code).toBe("STREAM_INCOMPLETE")
       expect(done.error.message).toBe("the response stream ended ([DONE]) without a finish_reason")

@@ -7,9 +7,28 @@
  * any context message logged in between; no mid-history system message; `reasoning_content` is
  * sent back unless `reasoningContent: "omit"`). Each message's converted JSON is cached per message object, so a step only
  * converts the messages that are new. The response (an SSE stream, or a whole `chat.completion`
- * JSON body when a server ignores `stream: true`) is pushed into the sink as `text-delta`,
- * `reasoning-delta`, `tool-call` (raw argument strings, never parsed), `usage` and one `finish`.
- * Every failure is a typed `ModelError`.
+ * JSON body when a server ignores `stream: true`) is pushed into the sink as one `response`
+ * (the first chunk's `id` and `model`, before anything else), `text-delta`, `reasoning-delta`,
+ * `tool-call` (raw argument strings, never parsed), `usage` and one `finish`. Every failure is a
+ * typed `ModelError`.
+ *
+ * Usage (issue 16): the stream's last `usage` object (a usage-only chunk with `choices: []`, or,
+ * as DeepSeek sends it, the finish chunk's) is mapped once, at the end, into the five normalized
+ * counts and pushed with `raw`, the object as sent:
+ *
+ * - `inputTokens` = `prompt_tokens`, which includes the cached tokens (DeepSeek without it:
+ *   `prompt_cache_hit_tokens + prompt_cache_miss_tokens`);
+ * - `cacheReadTokens` = `prompt_tokens_details.cached_tokens` (OpenAI, vLLM, DeepSeek), else
+ *   DeepSeek's `prompt_cache_hit_tokens`;
+ * - `cacheWriteTokens` = `prompt_tokens_details.cache_write_tokens` (OpenRouter);
+ * - `outputTokens` = `completion_tokens` (reasoning included); `reasoningTokens` =
+ *   `completion_tokens_details.reasoning_tokens`;
+ * - a count the server does not send is 0 (vLLM sends no reasoning count, OpenAI none for cache
+ *   writes); `totalTokens` = `total_tokens` only when sent.
+ *
+ * So cached tokens are counted once: `inputTokens` is the whole prompt and `cacheReadTokens` a
+ * part of it (DeepSeek: 339 prompt tokens of which 320 cached give `inputTokens` 339). A stream
+ * without usage (`stream_options.include_usage` ignored) pushes no `usage` part.
  *
  * Decisions (where the wire format leaves room):
  * - **Refusals** (`delta.refusal`, `message.refusal`) are pushed as `text-delta`s so people see
@@ -47,7 +66,7 @@ import { Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { type ContentBlock, textOf } from "../Message.js"
 import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
-import type { FinishReason, Usage } from "../SessionEvent.js"
+import type { FinishReason } from "../SessionEvent.js"
 import { bodyMessage, describeError, innerError, isRetryableError, overflowOr } from "./internal/errors.js"
 import {
   type Call,
@@ -335,7 +354,10 @@ class StreamState implements EventStreamState {
   done = false
   failure: ModelError | undefined = undefined
   private finishReason: string | undefined = undefined
-  private usage: Usage | undefined = undefined
+  /** The last `usage` object of the stream, as sent; mapped once, at the end. */
+  private rawUsage: Record<string, unknown> | undefined = undefined
+  /** Whether the `response` part (the first chunk's `id` / `model`) was pushed. */
+  private responded = false
   private readonly calls: Array<ToolCallSlot> = []
 
   onEvent(name: string, data: string, out: Array<ModelPart>): void {
@@ -362,7 +384,14 @@ class StreamState implements EventStreamState {
       this.failure = providerError(chunk.error, undefined)
       return
     }
-    if (WireFormat.isRecord(chunk.usage)) this.usage = mapUsage(chunk.usage)
+    if (!this.responded) {
+      const response = WireFormat.responsePart(chunk.id, chunk.model)
+      if (response !== undefined) {
+        this.responded = true
+        out.push(response)
+      }
+    }
+    if (WireFormat.isRecord(chunk.usage)) this.rawUsage = chunk.usage
     const choice = firstChoice(chunk.choices)
     if (choice === undefined) return
     const delta = choice.delta
@@ -431,7 +460,7 @@ class StreamState implements EventStreamState {
         rawArguments: call.args === "" ? "{}" : call.args
       })
     }
-    if (this.usage !== undefined) out.push({ type: "usage", usage: this.usage })
+    pushUsage(this.rawUsage, out)
     out.push({ type: "finish", reason: mapFinishReason(this.finishReason, calls.length > 0) })
   }
 }
@@ -446,6 +475,8 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
       return Effect.fail(badResponse("the response body has no choice with a message"))
     }
     const parts: Array<ModelPart> = []
+    const response = WireFormat.responsePart(body.id, body.model)
+    if (response !== undefined) parts.push(response)
     contentParts(message, parts)
     let calls = 0
     if (Array.isArray(message.tool_calls)) {
@@ -464,7 +495,7 @@ const completionBody = (body: Record<string, unknown>, sink: ModelSink): Effect.
         })
       }
     }
-    if (WireFormat.isRecord(body.usage)) parts.push({ type: "usage", usage: mapUsage(body.usage) })
+    if (WireFormat.isRecord(body.usage)) pushUsage(body.usage, parts)
     const reason = typeof choice.finish_reason === "string" ? choice.finish_reason : "stop"
     parts.push({ type: "finish", reason: mapFinishReason(reason, calls > 0) })
     return pushAll(sink, parts)
@@ -502,18 +533,26 @@ const mapFinishReason = (reason: string, hasToolCalls: boolean): FinishReason =>
   }
 }
 
-const mapUsage = (u: Record<string, unknown>): Usage =>
-  WireFormat.knownUsage({
-    inputTokens: WireFormat.num(u.prompt_tokens),
-    outputTokens: WireFormat.num(u.completion_tokens),
-    cacheReadTokens:
-      (WireFormat.isRecord(u.prompt_tokens_details) ? WireFormat.num(u.prompt_tokens_details.cached_tokens) : undefined) ??
-        WireFormat.num(u.prompt_cache_hit_tokens),
-    reasoningTokens: WireFormat.isRecord(u.completion_tokens_details)
-      ? WireFormat.num(u.completion_tokens_details.reasoning_tokens)
-      : undefined,
-    totalTokens: WireFormat.num(u.total_tokens)
+/**
+ * Pushes the `usage` part of a response whose usage object (as sent) is `raw`, when it holds a
+ * count (the mapping is in the module's notes); `raw` rides along as the part's `raw`.
+ */
+const pushUsage = (raw: Record<string, unknown> | undefined, out: Array<ModelPart>): void => {
+  if (raw === undefined) return
+  const prompt = WireFormat.isRecord(raw.prompt_tokens_details) ? raw.prompt_tokens_details : undefined
+  const completion = WireFormat.isRecord(raw.completion_tokens_details) ? raw.completion_tokens_details : undefined
+  const hit = WireFormat.num(raw.prompt_cache_hit_tokens)
+  const miss = WireFormat.num(raw.prompt_cache_miss_tokens)
+  const usage = WireFormat.normalizedUsage({
+    inputTokens: WireFormat.num(raw.prompt_tokens) ?? (hit !== undefined && miss !== undefined ? hit + miss : undefined),
+    outputTokens: WireFormat.num(raw.completion_tokens),
+    cacheReadTokens: (prompt === undefined ? undefined : WireFormat.num(prompt.cached_tokens)) ?? hit,
+    cacheWriteTokens: prompt === undefined ? undefined : WireFormat.num(prompt.cache_write_tokens),
+    reasoningTokens: completion === undefined ? undefined : WireFormat.num(completion.reasoning_tokens),
+    totalTokens: WireFormat.num(raw.total_tokens)
   })
+  if (usage !== undefined) out.push({ type: "usage", usage, raw })
+}
 
 // ---------------------------------------------------------------------------------------------
 // Errors

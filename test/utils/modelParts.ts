@@ -1,7 +1,7 @@
 /**
  * Collecting what a `ModelService` pushes into its sink, for the provider adapter tests: the
- * parts in order, a summary (concatenated text and reasoning, tool calls, usage, finish, and the
- * part types as a run-length "shape"), a `ModelError`'s fields as a plain object, and frozen
+ * parts in order, a summary (concatenated text and reasoning, tool calls, usage with its raw
+ * object, the response id/model, finish, and the part types as a run-length "shape"), a `ModelError`'s fields as a plain object, and frozen
  * messages to build requests from.
  */
 import { Effect } from "effect"
@@ -17,6 +17,10 @@ export interface Collected {
   readonly shape: string
   readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
   readonly usage: Usage | undefined
+  /** The `raw` of the last `usage` part (the provider's usage object as sent). */
+  readonly rawUsage: unknown
+  /** The last `response` part, without its `type`. */
+  readonly response: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   readonly finish: FinishReason | undefined
 }
 
@@ -26,6 +30,8 @@ export const summarize = (parts: ReadonlyArray<ModelPart>): Collected => {
   let reasoning = ""
   const toolCalls: Array<{ id: string; name: string; rawArguments: string }> = []
   let usage: Usage | undefined
+  let rawUsage: unknown
+  let response: Collected["response"]
   let finish: FinishReason | undefined
   const runs: Array<[string, number]> = []
   for (const part of parts) {
@@ -44,14 +50,20 @@ export const summarize = (parts: ReadonlyArray<ModelPart>): Collected => {
         break
       case "usage":
         usage = part.usage
+        rawUsage = part.raw
         break
+      case "response": {
+        const { type: _, ...rest } = part
+        response = rest
+        break
+      }
       case "finish":
         finish = part.reason
         break
     }
   }
   const shape = runs.map(([type, n]) => n === 1 ? type : `${type}*${n}`).join(",")
-  return { text, reasoning, shape, toolCalls, usage, finish }
+  return { text, reasoning, shape, toolCalls, usage, rawUsage, response, finish }
 }
 
 /** Runs `respond` and returns the parts pushed; a failure carries the parts pushed before it. */

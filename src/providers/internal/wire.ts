@@ -1,11 +1,11 @@
 /**
  * Tolerant reading of foreign JSON for the provider adapters: a field of an unexpected type is
- * ignored rather than failing the response; the usage counts and the default finish reason of
- * a response; and what every adapter sends the same way (a tool call's arguments as an object,
+ * ignored rather than failing the response; the normalized usage, the response id/model part and
+ * the default finish reason of a response; and what every adapter sends the same way (a tool call's arguments as an object,
  * a tool's parameters schema, each tools array encoded once, and the per-object memo behind
  * such caches). Shared by `OpenAICompat`, `Anthropic` and `AiBridge`.
  */
-import type { ToolDefinition } from "../../Model.js"
+import type { ModelPart, ToolDefinition } from "../../Model.js"
 import type { FinishReason, Usage } from "../../SessionEvent.js"
 
 /** A plain JSON object (not an array, not `null`). */
@@ -81,6 +81,45 @@ export const knownUsage = (counts: Usage): Usage => {
     if (count !== undefined) usage[field] = count
   }
   return usage
+}
+
+/**
+ * A response's usage in the normalized shape (issue 16, `Usage` in SessionEvent.ts): the five
+ * counts, each 0 when the provider did not report that kind, and `totalTokens` only when the
+ * provider sent a total; `undefined` when none of the five is known (the provider reported no
+ * usage). Each adapter reads its wire counts into `counts` (cached and cache-written tokens
+ * already inside `inputTokens`), once per response.
+ */
+export const normalizedUsage = (counts: Usage): Usage | undefined => {
+  const { cacheReadTokens, cacheWriteTokens, inputTokens, outputTokens, reasoningTokens, totalTokens } = counts
+  if (
+    inputTokens === undefined && outputTokens === undefined && cacheReadTokens === undefined &&
+    cacheWriteTokens === undefined && reasoningTokens === undefined
+  ) return undefined
+  const usage = {
+    inputTokens: inputTokens ?? 0,
+    outputTokens: outputTokens ?? 0,
+    cacheReadTokens: cacheReadTokens ?? 0,
+    cacheWriteTokens: cacheWriteTokens ?? 0,
+    reasoningTokens: reasoningTokens ?? 0
+  }
+  return totalTokens === undefined ? usage : { ...usage, totalTokens }
+}
+
+/**
+ * The `response` part (the provider's response id and the model that answered, issue 16) of a
+ * wire response whose `id` / `model` fields are these values; `undefined` when neither is a
+ * non-empty string.
+ */
+export const responsePart = (id: unknown, model: unknown): ModelPart | undefined => {
+  const responseId = nonEmpty(id)
+  const responseModel = nonEmpty(model)
+  if (responseId === undefined && responseModel === undefined) return undefined
+  return {
+    type: "response",
+    ...(responseId === undefined ? {} : { id: responseId }),
+    ...(responseModel === undefined ? {} : { model: responseModel })
+  }
 }
 
 const NO_PARAMETERS = { type: "object", properties: {} }
