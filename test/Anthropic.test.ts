@@ -12,6 +12,7 @@ import * as Tool from "../src/Tool.js"
 import { layer as agentLayer } from "./utils/agent.js"
 import { assistantOf, collect, errorFields, freeze, summarize, toolResult, user } from "./utils/modelParts.js"
 import { closedPort, readFixture, type ReplayServer, replayServer, type ReplaySpec } from "./utils/replayServer.js"
+import { WIRE_USAGE } from "./utils/wireUsage.js"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -87,12 +88,17 @@ const stallingServer = (head: string | undefined): Effect.Effect<number, never, 
 
 /** anthropic-stream-tool-use.sse: text block 0 ("I", "'ll check…"), tool_use block 1, tool_use stop. */
 const TOOL_USE_PARTS: ReadonlyArray<ModelPart> = [
+  { type: "response", ...WIRE_USAGE["anthropic-stream-tool-use.sse"].response },
   { type: "text-delta", text: "I" },
   { type: "text-delta", text: "'ll check the current weather in Paris for you." },
   // input_json_delta "" + "{\"locati" + "on\": \"P" + "ar" + "is\"}", raw, not re-serialized.
   { type: "tool-call", id: "toolu_01NRLabsLyVHZPKxbKvkfSMn", name: "get_weather", rawArguments: "{\"location\": \"Paris\"}" },
   // message_start input_tokens 377 (cache 0 + 0); message_delta cumulative output_tokens 65.
-  { type: "usage", usage: { inputTokens: 377, outputTokens: 65, cacheReadTokens: 0 } },
+  {
+    type: "usage",
+    usage: WIRE_USAGE["anthropic-stream-tool-use.sse"].usage,
+    raw: WIRE_USAGE["anthropic-stream-tool-use.sse"].raw
+  },
   { type: "finish", reason: "tool-calls" }
 ]
 
@@ -101,12 +107,17 @@ const TOOL_USE_PARTS: ReadonlyArray<ModelPart> = [
  * (index 1) never gets its content_block_stop and is dropped; stop_reason max_tokens.
  */
 const TRUNCATED_PARTS: ReadonlyArray<ModelPart> = [
+  { type: "response", ...WIRE_USAGE["anthropic-stream-tool-use-truncated-max-tokens.sse"].response },
   { type: "text-delta", text: "I" },
   { type: "text-delta", text: "'ll create a comprehensive tax guide for" },
   { type: "text-delta", text: " someone with multiple W2s an" },
   { type: "text-delta", text: "d save it in a file called taxes.txt. Let" },
   { type: "text-delta", text: " me do that for you now." },
-  { type: "usage", usage: { inputTokens: 450, outputTokens: 124, cacheReadTokens: 0 } },
+  {
+    type: "usage",
+    usage: WIRE_USAGE["anthropic-stream-tool-use-truncated-max-tokens.sse"].usage,
+    raw: WIRE_USAGE["anthropic-stream-tool-use-truncated-max-tokens.sse"].raw
+  },
   { type: "finish", reason: "length" }
 ]
 
@@ -150,14 +161,15 @@ const ANSWER_TEXT = "Here are the basic steps for safely crossing the street:\n\
  */
 const assertThinking = (parts: ReadonlyArray<ModelPart>) => {
   const s = summarize(parts)
-  expect(s.shape).toBe("reasoning-delta*14,text-delta*95,usage,finish")
+  expect(s.shape).toBe("response,reasoning-delta*14,text-delta*95,usage,finish")
   expect(s.reasoning).toBe(THINKING_TEXT)
   expect(s.text).toBe(ANSWER_TEXT)
-  expect(parts[0]).toEqual({ type: "reasoning-delta", text: "This" })
-  expect(parts[13]).toEqual({ type: "reasoning-delta", text: "", providerState: { kind: "anthropic", signature: SIGNATURE } })
+  expect(parts[1]).toEqual({ type: "reasoning-delta", text: "This" })
+  expect(parts[14]).toEqual({ type: "reasoning-delta", text: "", providerState: { kind: "anthropic", signature: SIGNATURE } })
   expect(parts.filter((p) => p.type === "reasoning-delta" && p.providerState !== undefined).length).toBe(1)
   // message_delta repeats input_tokens 43 and the cache fields; output_tokens 282.
-  expect(s.usage).toEqual({ inputTokens: 43, outputTokens: 282, cacheReadTokens: 0 })
+  const wire = WIRE_USAGE["anthropic-stream-thinking.sse"]
+  expect([s.usage, s.rawUsage, s.response]).toEqual([wire.usage, wire.raw, wire.response])
   expect(s.finish).toBe("stop")
 }
 
@@ -204,13 +216,55 @@ describe("Anthropic responses (recorded wire files)", () => {
       expect(yield* replayParts({ body: crlf, splitAt: cuts })).toEqual(TOOL_USE_PARTS)
     }).pipe(provideHttp))
 
-  it.scoped("cache tokens count in inputTokens; cacheReadTokens is cache_read_input_tokens (edited recording)", () =>
+  it.scoped("cache tokens count once, inside inputTokens: 377 + 20 written + 300 read = 697 (edited recording)", () =>
     Effect.gen(function*() {
       const body = fixtureText("anthropic-stream-tool-use.sse")
         .replace("\"cache_creation_input_tokens\":0", "\"cache_creation_input_tokens\":20")
         .replace("\"cache_read_input_tokens\":0", "\"cache_read_input_tokens\":300")
-      const parts = yield* replayParts({ body })
-      expect(summarize(parts).usage).toEqual({ inputTokens: 697, outputTokens: 65, cacheReadTokens: 300 })
+      const s = summarize(yield* replayParts({ body }))
+      expect(s.usage).toEqual({
+        inputTokens: 697,
+        outputTokens: 65,
+        cacheReadTokens: 300,
+        cacheWriteTokens: 20,
+        reasoningTokens: 0
+      })
+      expect(s.rawUsage).toEqual({
+        input_tokens: 377,
+        cache_creation_input_tokens: 20,
+        cache_read_input_tokens: 300,
+        output_tokens: 65,
+        service_tier: "standard"
+      })
+    }).pipe(provideHttp))
+
+  it.scoped("message_delta usage is cumulative: its counts replace message_start's, a null keeps the earlier value (synthetic)", () =>
+    Effect.gen(function*() {
+      const ev = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+      const body = ev("message_start", {
+        type: "message_start",
+        message: {
+          id: "msg_1",
+          model: "claude-x",
+          usage: { input_tokens: 5, cache_creation_input_tokens: 100, cache_read_input_tokens: 0, output_tokens: 1 }
+        }
+      }) +
+        ev("message_delta", {
+          type: "message_delta",
+          delta: { stop_reason: "end_turn" },
+          usage: { input_tokens: null, cache_read_input_tokens: 40, output_tokens: 7 }
+        }) +
+        ev("message_delta", { type: "message_delta", delta: {}, usage: { output_tokens: 12 } }) +
+        ev("message_stop", { type: "message_stop" })
+      expect(yield* replayParts({ body })).toEqual([
+        { type: "response", id: "msg_1", model: "claude-x" },
+        {
+          type: "usage",
+          usage: { inputTokens: 145, outputTokens: 12, cacheReadTokens: 40, cacheWriteTokens: 100, reasoningTokens: 0 },
+          raw: { input_tokens: 5, cache_creation_input_tokens: 100, cache_read_input_tokens: 40, output_tokens: 12 }
+        },
+        { type: "finish", reason: "stop" }
+      ])
     }).pipe(provideHttp))
 
   it.scoped("a whole `message` JSON body (no streaming) gives the parts the stream gives (synthetic)", () =>
@@ -231,6 +285,7 @@ describe("Anthropic responses (recorded wire files)", () => {
       }
       const parts = yield* replayParts({ body: JSON.stringify(message), contentType: "application/json" })
       expect(parts).toEqual([
+        { type: "response", id: "msg_019Q1hrJbZG26Fb9BQhrkHEr", model: "claude-sonnet-4-20250514" },
         { type: "reasoning-delta", text: "Weather lookup." },
         { type: "reasoning-delta", text: "", providerState: { kind: "anthropic", signature: "sig-w" } },
         { type: "text-delta", text: "I'll check the current weather in Paris for you." },
@@ -240,7 +295,11 @@ describe("Anthropic responses (recorded wire files)", () => {
           name: "get_weather",
           rawArguments: "{\"location\":\"Paris\"}"
         },
-        { type: "usage", usage: { inputTokens: 377, outputTokens: 65, cacheReadTokens: 0 } },
+        {
+          type: "usage",
+          usage: { inputTokens: 377, outputTokens: 65, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+          raw: message.usage
+        },
         { type: "finish", reason: "tool-calls" }
       ])
     }).pipe(provideHttp))
@@ -299,7 +358,11 @@ describe("Anthropic responses (recorded wire files)", () => {
         { type: "reasoning-delta", text: "B" },
         { type: "reasoning-delta", text: "", providerState: { kind: "anthropic", blocks: [A, R, B] } },
         { type: "text-delta", text: "ok" },
-        { type: "usage", usage: { inputTokens: 10, outputTokens: 9 } },
+        {
+          type: "usage",
+          usage: { inputTokens: 10, outputTokens: 9, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+          raw: { input_tokens: 10, output_tokens: 9 }
+        },
         { type: "finish", reason: "stop" }
       ])
     }).pipe(provideHttp))
@@ -423,7 +486,7 @@ describe("Anthropic errors", () => {
         retryable: true,
         retryAfterMs: undefined
       })
-      expect(parts).toEqual([{ type: "text-delta", text: "I" }])
+      expect(parts).toEqual(TOOL_USE_PARTS.slice(0, 2))
     }).pipe(provideHttp))
 
   // Context overflow (issue 15): no recording of this error exists (SOURCES.md); the bodies are
@@ -501,7 +564,7 @@ describe("Anthropic errors", () => {
       const event = `event: error\ndata: ${envelope("invalid_request_error", TOO_LONG)}\n\n`
       const streamed = yield* replayFailure({ body: eventsPrefix("anthropic-stream-tool-use.sse", 4) + event, splitEvery: 7 })
       expect(streamed.error).toEqual(overflow(TOO_LONG, undefined))
-      expect(streamed.parts).toEqual([{ type: "text-delta", text: "I" }])
+      expect(streamed.parts).toEqual(TOOL_USE_PARTS.slice(0, 2))
       const whole = yield* replayFailure({
         body: envelope("invalid_request_error", TOO_LONG),
         status: 200,
@@ -522,10 +585,10 @@ describe("Anthropic errors", () => {
         retryable: true,
         retryAfterMs: undefined
       })
-      expect(cut.parts).toEqual(TOOL_USE_PARTS.slice(0, 3))
+      expect(cut.parts).toEqual(TOOL_USE_PARTS.slice(0, 4))
       const early = yield* replayFailure({ body: eventsPrefix("anthropic-stream-tool-use.sse", 4) })
       expect(early.error.message).toBe("the response stream ended without message_stop")
-      expect(early.parts).toEqual([{ type: "text-delta", text: "I" }])
+      expect(early.parts).toEqual(TOOL_USE_PARTS.slice(0, 2))
     }).pipe(provideHttp))
 
   it.scoped("malformed JSON in an event → BAD_RESPONSE", () =>
@@ -581,8 +644,8 @@ describe("Anthropic errors", () => {
       const fiber = yield* Effect.fork(
         Effect.flip(model.respond(REQUEST, { part: (p) => Effect.sync(() => void parts.push(p)) }))
       )
-      for (let i = 0; i < 1000 && parts.length === 0; i++) yield* tick
-      expect(parts).toEqual([{ type: "text-delta", text: "I" }])
+      for (let i = 0; i < 1000 && parts.length < 2; i++) yield* tick
+      expect(parts).toEqual(TOOL_USE_PARTS.slice(0, 2))
       const error = yield* advanceUntilDone(fiber, 30_000)
       expect([error.code, error.retryable]).toEqual(["TIMEOUT", true])
       expect(error.message).toContain("waiting for the next piece of the event stream")

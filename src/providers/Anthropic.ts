@@ -9,9 +9,9 @@
  * of the other messages, one block each, in log order. Each message's converted blocks are
  * cached per message object, so a step only converts the messages that are new. The SSE
  * response (`message_start`, `content_block_*`, `message_delta`, `message_stop`, `ping`,
- * `error`) is pushed into the sink as `text-delta`, `reasoning-delta`, `tool-call` (the raw
- * `partial_json` concatenation, never parsed), `usage` and one `finish`. Every failure is a typed
- * `ModelError`.
+ * `error`) is pushed into the sink as one `response` (`message_start`'s `message.id` and
+ * `message.model`, first), `text-delta`, `reasoning-delta`, `tool-call` (the raw `partial_json`
+ * concatenation, never parsed), `usage` and one `finish`. Every failure is a typed `ModelError`.
  *
  * Decisions (where the wire format leaves room):
  * - **Thinking signatures**: a `thinking` block streams as `reasoning-delta`s, then, at its
@@ -39,10 +39,19 @@
  *   of the directly preceding assistant message is sent as a text block instead.
  * - **End of stream**: `message_stop` ends reading. A body that ends without it fails with
  *   `STREAM_INCOMPLETE` (retryable), as in `OpenAICompat`.
- * - **Usage**: `inputTokens` counts the whole prompt (`input_tokens` plus
- *   `cache_creation_input_tokens` plus `cache_read_input_tokens`), so that it means the same as
- *   for Chat Completions providers; `cacheReadTokens` is `cache_read_input_tokens`.
- *   `message_delta`'s cumulative counts replace `message_start`'s.
+ * - **Usage** (issue 16): Anthropic's `input_tokens` excludes the cache, so `inputTokens` is the
+ *   whole prompt, `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`, and
+ *   means what it means for the Chat Completions providers (cached tokens counted once, inside
+ *   it); `cacheWriteTokens` = `cache_creation_input_tokens`, `cacheReadTokens` =
+ *   `cache_read_input_tokens`, `outputTokens` = `output_tokens`; `reasoningTokens` is 0 (thinking
+ *   is billed as output and not reported apart: `outputTokens` includes it); no `totalTokens`
+ *   (Anthropic sends none). The usage arrives in two places: `message_start`'s `message.usage`
+ *   and `message_delta`'s `usage`, whose counts Anthropic documents as cumulative. The `raw`
+ *   of the `usage` part is therefore `message_start`'s usage object with every `message_delta`'s
+ *   fields merged over it (a field sent as `null` keeps the earlier value), e.g. `{input_tokens:
+ *   377, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 65,
+ *   service_tier: "standard"}` for a start with `output_tokens: 1` and a delta with 65. It is
+ *   mapped once, at `message_stop`.
  * - **Context overflow**: Anthropic has no error type of its own for it (it is an
  *   `invalid_request_error`), so the message is read: `prompt is too long: N tokens > M maximum`
  *   or `input length and \`max_tokens\` exceed context limit: …`, in a 400 or 413 answer or an
@@ -401,10 +410,11 @@ class StreamState implements EventStreamState {
   done = false
   failure: ModelError | undefined = undefined
   private stopReason: string | undefined = undefined
-  private inputTokens: number | undefined = undefined
-  private cacheCreationTokens: number | undefined = undefined
-  private cacheReadTokens: number | undefined = undefined
-  private outputTokens: number | undefined = undefined
+  /**
+   * The usage as sent: `message_start`'s `message.usage` with each `message_delta`'s `usage`
+   * fields merged over it (cumulative counts; `null` fields skipped). Mapped once, at the end.
+   */
+  private rawUsage: Record<string, unknown> | undefined = undefined
   private readonly open = new Map<number, OpenBlock>()
   private calls = 0
   /**
@@ -430,7 +440,11 @@ class StreamState implements EventStreamState {
   onData(type: string, event: Record<string, unknown>, out: Array<ModelPart>): void {
     switch (type) {
       case "message_start": {
-        if (WireFormat.isRecord(event.message) && WireFormat.isRecord(event.message.usage)) this.onUsage(event.message.usage)
+        const message = event.message
+        if (!WireFormat.isRecord(message)) return
+        const response = WireFormat.responsePart(message.id, message.model)
+        if (response !== undefined) out.push(response)
+        if (WireFormat.isRecord(message.usage)) this.onUsage(message.usage)
         return
       }
       case "content_block_start": {
@@ -600,11 +614,18 @@ class StreamState implements EventStreamState {
     this.endRun()
   }
 
-  private onUsage(u: Record<string, unknown>): void {
-    this.inputTokens = WireFormat.num(u.input_tokens) ?? this.inputTokens
-    this.cacheCreationTokens = WireFormat.num(u.cache_creation_input_tokens) ?? this.cacheCreationTokens
-    this.cacheReadTokens = WireFormat.num(u.cache_read_input_tokens) ?? this.cacheReadTokens
-    this.outputTokens = WireFormat.num(u.output_tokens) ?? this.outputTokens
+  private onUsage(usage: Record<string, unknown>): void {
+    const base = this.rawUsage
+    if (base === undefined) {
+      this.rawUsage = usage
+      return
+    }
+    const merged: Record<string, unknown> = { ...base }
+    for (const key in usage) {
+      const value = usage[key]
+      if (value !== null && value !== undefined) merged[key] = value
+    }
+    this.rawUsage = merged
   }
 
   /** End of the body: tool calls still open (unless truncated), usage, one finish; or a failure. */
@@ -627,20 +648,12 @@ class StreamState implements EventStreamState {
       for (const [, block] of left) if (block.kind === "tool_use") this.pushCall(block, out)
     }
     this.open.clear()
-    const usage = this.usage()
-    if (usage !== undefined) out.push({ type: "usage", usage })
+    const raw = this.rawUsage
+    if (raw !== undefined) {
+      const usage = mapUsage(raw)
+      if (usage !== undefined) out.push({ type: "usage", usage, raw })
+    }
     out.push({ type: "finish", reason: mapStopReason(this.stopReason, this.calls > 0) })
-  }
-
-  private usage(): Usage | undefined {
-    const usage = WireFormat.knownUsage({
-      inputTokens: this.inputTokens === undefined
-        ? undefined
-        : this.inputTokens + (this.cacheCreationTokens ?? 0) + (this.cacheReadTokens ?? 0),
-      outputTokens: this.outputTokens,
-      cacheReadTokens: this.cacheReadTokens
-    })
-    return Object.keys(usage).length === 0 ? undefined : usage
   }
 }
 
@@ -654,7 +667,7 @@ const messageBody = (body: Record<string, unknown>, sink: ModelSink): Effect.Eff
     if (!Array.isArray(body.content)) return Effect.fail(badResponse("the response body is not a message"))
     const state = new StreamState()
     const out: Array<ModelPart> = []
-    state.onData("message_start", { message: { usage: body.usage } }, out)
+    state.onData("message_start", { message: { id: body.id, model: body.model, usage: body.usage } }, out)
     body.content.forEach((block: unknown, index) => {
       if (!WireFormat.isRecord(block)) return
       const start = block.type === "tool_use" ? { ...block, input: {} } : block
@@ -670,6 +683,27 @@ const messageBody = (body: Record<string, unknown>, sink: ModelSink): Effect.Eff
     state.finish(out)
     return state.failure === undefined ? pushAll(sink, out) : Effect.fail(state.failure)
   })
+
+/**
+ * The normalized usage of Anthropic's usage object (the module's notes): `input_tokens` excludes
+ * the cache, so `inputTokens` = `input_tokens + cache_creation_input_tokens +
+ * cache_read_input_tokens`; `cacheWriteTokens` = `cache_creation_input_tokens`, `cacheReadTokens`
+ * = `cache_read_input_tokens`, `outputTokens` = `output_tokens` (thinking included),
+ * `reasoningTokens` 0 (not reported apart). `undefined` when it holds no count.
+ */
+const mapUsage = (u: Record<string, unknown>): Usage | undefined => {
+  const input = WireFormat.num(u.input_tokens)
+  const write = WireFormat.num(u.cache_creation_input_tokens)
+  const read = WireFormat.num(u.cache_read_input_tokens)
+  return WireFormat.normalizedUsage({
+    inputTokens: input === undefined && write === undefined && read === undefined
+      ? undefined
+      : (input ?? 0) + (write ?? 0) + (read ?? 0),
+    outputTokens: WireFormat.num(u.output_tokens),
+    cacheReadTokens: read,
+    cacheWriteTokens: write
+  })
+}
 
 /**
  * `tool_use` → `tool-calls`, `max_tokens` (and `model_context_window_exceeded`) → `length`,
