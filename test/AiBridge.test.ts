@@ -321,6 +321,8 @@ describe("AiBridge: stream → ModelParts", () => {
       }
       expect(parts).toEqual(
         [
+          // The response-metadata part, as `response` (id, modelId → model).
+          { type: "response", id: "resp_1", model: "m" },
           { type: "reasoning-delta", text: "Think" },
           { type: "reasoning-delta", text: "ing. " },
           { type: "reasoning-delta", text: "More." },
@@ -331,7 +333,16 @@ describe("AiBridge: stream → ModelParts", () => {
           { type: "tool-call", id: "call_2", name: "clock", rawArguments: "{\"tz\":\"UTC\",\"n\":1.5}" },
           {
             type: "usage",
-            usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 4, reasoningTokens: 3, totalTokens: 15 }
+            usage: {
+              inputTokens: 10,
+              outputTokens: 5,
+              cacheReadTokens: 4,
+              cacheWriteTokens: 0,
+              reasoningTokens: 3,
+              totalTokens: 15
+            },
+            // @effect/ai's Usage as plain JSON: the provider's own object does not reach the bridge.
+            raw: { inputTokens: 10, outputTokens: 5, totalTokens: 15, reasoningTokens: 3, cachedInputTokens: 4 }
           },
           { type: "finish", reason: "tool-calls" }
         ] satisfies Array<ModelPart>
@@ -413,7 +424,11 @@ describe("AiBridge: stream → ModelParts", () => {
       ])
       expect(yield* respond(model, request([user("m1", "hi")]))).toEqual([{ type: "finish", reason: "stop" }])
       expect(yield* respond(model, request([user("m1", "hi")]))).toEqual([
-        { type: "usage", usage: { inputTokens: 7 } },
+        {
+          type: "usage",
+          usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+          raw: { inputTokens: 7 }
+        },
         { type: "finish", reason: "stop" }
       ])
     }))
@@ -792,7 +807,15 @@ describe("AiBridge: under the Agent loop", () => {
             next: { type: "tool-call", id: "call_1", options: { openai: { itemId: "fc_1" } } }
           }
         })
-        expect(first.usage).toEqual({ inputTokens: 20, outputTokens: 6, totalTokens: 26 })
+        expect(first.usage).toEqual({
+          inputTokens: 20,
+          outputTokens: 6,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          reasoningTokens: 0,
+          totalTokens: 26
+        })
+        expect(first.rawUsage).toEqual({ inputTokens: 20, outputTokens: 6, totalTokens: 26 })
         expect(first.finish).toBe("tool-calls")
         yield* checkLog(agent)
       }).pipe(Effect.provide(layer(model)))
@@ -974,6 +997,8 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
       })
       expect(parts).toEqual(
         [
+          // response.created's id and model.
+          { type: "response", id: "resp_1", model: "gpt-5-mini" },
           { type: "reasoning-delta", text: "Reading " },
           { type: "reasoning-delta", text: "the file." },
           {
@@ -988,7 +1013,16 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
           { type: "tool-call", id: "call_1", name: "read_file", rawArguments: "{\"path\": \"notes.txt\"}" },
           {
             type: "usage",
-            usage: { inputTokens: 42, outputTokens: 17, cacheReadTokens: 8, reasoningTokens: 9, totalTokens: 59 }
+            // input_tokens 42 includes the 8 cached (OpenAI's Responses usage): counted once.
+            usage: {
+              inputTokens: 42,
+              outputTokens: 17,
+              cacheReadTokens: 8,
+              cacheWriteTokens: 0,
+              reasoningTokens: 9,
+              totalTokens: 59
+            },
+            raw: { inputTokens: 42, outputTokens: 17, totalTokens: 59, reasoningTokens: 9, cachedInputTokens: 8 }
           },
           { type: "finish", reason: "tool-calls" }
         ] satisfies Array<ModelPart>
@@ -1132,10 +1166,11 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
         retryable: true,
         retryAfterMs: undefined
       })
+      const response = { type: "response", id: "resp_1", model: "gpt-5-mini" }
       // No `response.refusal.delta` handling: the refusal text never reaches the bridge.
-      expect(yield* respond(model, req)).toEqual([{ type: "finish", reason: "stop" }])
+      expect(yield* respond(model, req)).toEqual([response, { type: "finish", reason: "stop" }])
       // `response.failed` becomes a plain finish: its error is not visible to the bridge.
-      expect(yield* respond(model, req)).toEqual([{ type: "finish", reason: "stop" }])
+      expect(yield* respond(model, req)).toEqual([response, { type: "finish", reason: "stop" }])
       expect(server.requests).toHaveLength(3)
     }))
 })

@@ -4,10 +4,10 @@
  * `OpenAiLanguageModel`, the OpenAI Responses API) and returns a `ModelService`. Each `respond`
  * maps the request to an `@effect/ai` `Prompt`, runs `LanguageModel.streamText` with tool call
  * resolution disabled, and pushes every stream part into the sink as it arrives: `text-delta`,
- * `reasoning-delta` (with a `providerState`, below), `tool-call`, `usage` and one `finish`.
- * Every failure is a typed `ModelError`. Tools are validated and run by the loop (DESIGN.md §8),
- * never by `@effect/ai`. Imported as `effect-agent-loop/ai-bridge`, not from the main entry:
- * `@effect/ai` is an optional peer dependency that only this module loads.
+ * `reasoning-delta` (with a `providerState`, below), `tool-call`, `response`, `usage` and one
+ * `finish`. Every failure is a typed `ModelError`. Tools are validated and run by the loop
+ * (DESIGN.md §8), never by `@effect/ai`. Imported as `effect-agent-loop/ai-bridge`, not from the
+ * main entry: `@effect/ai` is an optional peer dependency that only this module loads.
  *
  * Mapping of the request (DESIGN.md §11 rules):
  * - `instructions` → one `system` message, first; nothing else becomes a system message.
@@ -40,10 +40,24 @@
  *   call (the provider's own string); a call that streamed no deltas gets
  *   `JSON.stringify(params)` (a re-serialization: whitespace, key order of duplicates and number
  *   spelling may differ from the wire). Provider-executed calls and their results are skipped.
- * - `finish` → `usage` (when any count is known) then `finish`: `stop`, `length`,
+ * - `response-metadata` → `response` (its `id` and `modelId` as `model`, when either is set; for
+ *   `@effect/ai-openai` the `response.created` event's `id` and `model`).
+ * - `finish` → `usage` (when any count is known, below) then `finish`: `stop`, `length`,
  *   `content-filter` kept; `tool-calls`, `pause`, `other`, `unknown` → `tool-calls` when the
  *   response had tool calls, else `stop`; `error` fails with `PROVIDER_ERROR`. Reading stops at
  *   the first `finish`.
+ * - Usage (issue 16): `@effect/ai`'s `Usage` of the `finish` part → `inputTokens`,
+ *   `outputTokens`, `reasoningTokens` as given, `cachedInputTokens` → `cacheReadTokens`,
+ *   `cacheWriteTokens` 0 (`@effect/ai` has no such count), 0 for any count not given;
+ *   `totalTokens` as given alongside an input or output count. `@effect/ai-openai` (Responses
+ *   API) fills them from `usage.input_tokens` (the whole prompt: OpenAI counts
+ *   `input_tokens_details.cached_tokens` inside it, so cached tokens are counted once),
+ *   `output_tokens` (reasoning included), `output_tokens_details.reasoning_tokens`,
+ *   `input_tokens_details.cached_tokens`, and a total it computes as input + output (not the
+ *   wire's `total_tokens`). The wire's usage object does not reach the bridge (`@effect/ai`
+ *   keeps only these counts), so the part's `raw` is `@effect/ai`'s `Usage` as plain JSON, e.g.
+ *   `{inputTokens: 12, outputTokens: 5, totalTokens: 17, reasoningTokens: 0,
+ *   cachedInputTokens: 0}`.
  * - A request longer than the model's context window (an HTTP 400/413 or an `error` part that
  *   says so, read as in `OpenAICompat`) fails with `CONTEXT_OVERFLOW`, so that the loop compacts
  *   and retries (issue 15).
@@ -91,7 +105,7 @@ import * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import { Duration, Effect, Layer, Schema, Stream } from "effect"
+import { Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import { type ContentBlock, textOf, type ToolResultBlock } from "../Message.js"
 import {
   Model,
@@ -102,11 +116,11 @@ import {
   type ModelSink,
   type ToolDefinition
 } from "../Model.js"
-import type { FinishReason, Usage } from "../SessionEvent.js"
+import type { FinishReason } from "../SessionEvent.js"
 import { fromAiError, streamError } from "./internal/aiError.js"
 import * as History from "./internal/history.js"
 import { DEFAULT_IDLE_TIMEOUT_MS, opaqueError, redactError } from "./internal/http.js"
-import { isRecord, knownUsage, num, objectArguments, perObject, stopOrToolCalls } from "./internal/wire.js"
+import { isRecord, normalizedUsage, num, objectArguments, perObject, responsePart, stopOrToolCalls } from "./internal/wire.js"
 
 /**
  * Options of the bridge.
@@ -508,12 +522,16 @@ class StreamState {
           { type: "tool-call", id: part.id, metadata: part.metadata }
         )
       }
+      case "response-metadata": {
+        const response = responsePart(Option.getOrUndefined(part.id), Option.getOrUndefined(part.modelId))
+        return response === undefined ? CONTINUE : Effect.as(this.sink.part(response), true)
+      }
       case "error":
         return Effect.fail(streamError(part.error, this.provider))
       case "finish":
         return this.finish(part)
       default:
-        // response-metadata, text-end, tool-params-end, tool-result (provider-executed), file, source
+        // text-end, tool-params-end, tool-result (provider-executed), file, source
         return CONTINUE
     }
   }
@@ -588,7 +606,7 @@ class StreamState {
     const state = this.closeRun(undefined)
     if (state !== undefined) parts.push(state)
     const usage = mapUsage(part.usage)
-    if (usage !== undefined) parts.push({ type: "usage", usage })
+    if (usage !== undefined) parts.push(usage)
     parts.push({ type: "finish", reason: mapFinishReason(part.reason, this.calls > 0) })
     let effect: Effect.Effect<boolean> = STOP
     for (let i = parts.length - 1; i >= 0; i--) effect = Effect.zipRight(this.sink.part(parts[i]!), effect)
@@ -636,21 +654,29 @@ const mapFinishReason = (reason: Response.FinishReason, hasToolCalls: boolean): 
 }
 
 /**
- * `inputTokens`, `outputTokens`, `reasoningTokens` as given, `cachedInputTokens` →
- * `cacheReadTokens`; `totalTokens` only alongside an input or output count (`@effect/ai-openai`
- * reports a total of 0 when the response had no usage). `undefined` when nothing is known.
+ * The `usage` part of a finish (the module's notes): `inputTokens`, `outputTokens`,
+ * `reasoningTokens` as given, `cachedInputTokens` → `cacheReadTokens`, `cacheWriteTokens` 0
+ * (`@effect/ai` has no such count); `totalTokens` only alongside an input or output count
+ * (`@effect/ai-openai` reports a total of 0 when the response had no usage). `raw` is
+ * `@effect/ai`'s `Usage` as plain JSON (its fields that are numbers, as given): the provider's
+ * own object does not reach the bridge. `undefined` when nothing is known.
  */
-const mapUsage = (u: Response.Usage): Usage | undefined => {
+const mapUsage = (u: Response.Usage): ModelPart | undefined => {
   const inputTokens = num(u.inputTokens)
   const outputTokens = num(u.outputTokens)
-  const usage = knownUsage({
-    inputTokens,
-    outputTokens,
-    cacheReadTokens: num(u.cachedInputTokens),
-    reasoningTokens: num(u.reasoningTokens),
-    totalTokens: inputTokens !== undefined || outputTokens !== undefined ? num(u.totalTokens) : undefined
-  })
-  return Object.keys(usage).length === 0 ? undefined : usage
+  const totalTokens = inputTokens !== undefined || outputTokens !== undefined ? num(u.totalTokens) : undefined
+  const cachedInputTokens = num(u.cachedInputTokens)
+  const reasoningTokens = num(u.reasoningTokens)
+  const usage = normalizedUsage({ inputTokens, outputTokens, cacheReadTokens: cachedInputTokens, reasoningTokens, totalTokens })
+  if (usage === undefined) return undefined
+  const raw: Record<string, number> = {}
+  if (inputTokens !== undefined) raw.inputTokens = inputTokens
+  if (outputTokens !== undefined) raw.outputTokens = outputTokens
+  const givenTotal = num(u.totalTokens)
+  if (givenTotal !== undefined) raw.totalTokens = givenTotal
+  if (reasoningTokens !== undefined) raw.reasoningTokens = reasoningTokens
+  if (cachedInputTokens !== undefined) raw.cachedInputTokens = cachedInputTokens
+  return { type: "usage", usage, raw }
 }
 
 const convertMessage = History.convertOnce<Converted>(convertAssistant, convertUser)

@@ -64,25 +64,6 @@ export const numberSetting = (
  */
 export const stopOrToolCalls = (hasToolCalls: boolean): FinishReason => hasToolCalls ? "tool-calls" : "stop"
 
-const USAGE_FIELDS = [
-  "inputTokens",
-  "outputTokens",
-  "cacheReadTokens",
-  "cacheWriteTokens",
-  "reasoningTokens",
-  "totalTokens"
-] as const
-
-/** The counts of `counts` that are known (not `undefined`), in `Usage`'s field order; may be `{}`. */
-export const knownUsage = (counts: Usage): Usage => {
-  const usage: { -readonly [K in keyof Usage]: number } = {}
-  for (const field of USAGE_FIELDS) {
-    const count = counts[field]
-    if (count !== undefined) usage[field] = count
-  }
-  return usage
-}
-
 /**
  * A response's usage in the normalized shape (issue 16, `Usage` in SessionEvent.ts): the five
  * counts, each 0 when the provider did not report that kind, and `totalTokens` only when the
