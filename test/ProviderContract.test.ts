@@ -8,23 +8,31 @@
  * separate user-role content in log order, no mid-history system message, a synthetic error
  * result for an orphan call, reasoning sent back with what the provider needs. The response
  * side: recorded streams (`../shared/fixtures/wire/`) end in one finish after their parts, and
- * HTTP errors become typed `ModelError`s with status, retryability and retry-after. Exact
- * decoded parts of every recorded file are pinned in each adapter's own test file.
+ * HTTP errors become typed `ModelError`s with status, retryability and retry-after. Token usage
+ * (issue 16): every recorded file that carries usage gives its exact normalized usage, its raw
+ * usage object and its response id/model (test/utils/wireUsage.ts), as parts and in the logged
+ * `assistant/message`; cached tokens are counted once, inside `inputTokens`. Exact decoded parts
+ * of every recorded file are pinned in each adapter's own test file.
  */
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import { NodeContext, NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema, type Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Agent from "../src/Agent.js"
 import type { ContentBlock, Message } from "../src/Message.js"
-import type { ModelRequest, ModelService, ToolDefinition } from "../src/Model.js"
+import { Model, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
 import * as OfflineTools from "../src/OfflineTools.js"
 import * as AiBridge from "../src/providers/AiBridge.js"
 import * as Anthropic from "../src/providers/Anthropic.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
+import type { AssistantMessageData } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
-import { assistantOf, collect, toolResult, user } from "./utils/modelParts.js"
+import { assistantOf, collect, summarize, toolResult, user } from "./utils/modelParts.js"
 import { textResponse } from "./utils/openaiResponses.js"
-import { closedPort, type ReplayServer, replayServer, type ReplaySpec } from "./utils/replayServer.js"
+import { closedPort, readFixture, type ReplayServer, replayServer, type ReplaySpec, WIRE_DIR } from "./utils/replayServer.js"
+import { WIRE_USAGE, type WireUsage, type WireUsageFile } from "./utils/wireUsage.js"
 
 const KEY = "sk-contract-test-key-0123"
 
@@ -52,6 +60,24 @@ interface Adapter {
   readonly reasoningSent: Item
   /** Recorded streams with their finish reason and tool-call ids (the bridge has none). */
   readonly recorded: ReadonlyArray<{ readonly spec: ReplaySpec; readonly finish: string; readonly calls: ReadonlyArray<string> }>
+  /**
+   * Responses whose usage and response id/model are pinned: every recorded file of the adapter
+   * that carries usage (`WIRE_USAGE`); for the bridge, hand-written Responses streams (no
+   * recorded one is shared).
+   */
+  readonly usage: ReadonlyArray<{ readonly name: string; readonly spec: ReplaySpec; readonly expected: WireUsage }>
+  /**
+   * A response with cached prompt tokens: its prompt total as the provider counts the whole
+   * prompt, and the cached part of it (counted once: `inputTokens` is the total, not the total
+   * plus the cached tokens).
+   */
+  readonly cached: {
+    readonly name: string
+    readonly spec: ReplaySpec
+    readonly promptTotal: number
+    readonly cacheRead: number
+    readonly cacheWrite: number
+  }
   /** A recorded or provider-shaped 400 error body. */
   readonly badRequest: ReplaySpec
 }
@@ -126,6 +152,19 @@ const withHttp = <A, R>(make: Effect.Effect<A, never, R>) =>
 
 const SIGNATURE = "EqQBCkYIBRgCIkB-signature-of-the-thinking-block"
 
+/** The adapter's recorded files that carry usage, with their pinned figures. */
+const recordedUsage = (files: ReadonlyArray<WireUsageFile>) =>
+  files.map((file) => ({ name: `${file} (recorded)`, spec: { file }, expected: WIRE_USAGE[file] }))
+
+/** A Responses API usage object with cached and reasoning tokens (hand-written, OpenAI's shape). */
+const RESPONSES_CACHED_USAGE = {
+  input_tokens: 2006,
+  input_tokens_details: { cached_tokens: 1920 },
+  output_tokens: 300,
+  output_tokens_details: { reasoning_tokens: 128 },
+  total_tokens: 2306
+}
+
 const adapters: ReadonlyArray<Adapter> = [
   {
     name: "openai-compat (Chat Completions)",
@@ -159,8 +198,31 @@ const adapters: ReadonlyArray<Adapter> = [
         spec: { file: "openai-nonstream-tool-calls-parallel.json" },
         finish: "tool-calls",
         calls: ["call_fdNz3vOBKYgOIpMdWotB9MjY", "call_h1DWI1POMJLb0KwIyQHWXD4p"]
+      },
+      {
+        spec: { file: "deepseek-reasoner-tool-call.json" },
+        finish: "tool-calls",
+        calls: ["call_00_9V0vrf86Pc9aelHCJMZqnJBo"]
       }
     ],
+    usage: recordedUsage([
+      "openai-stream-tool-calls-parallel.sse",
+      "openai-stream-refusal.sse",
+      "openai-stream-finish-length.sse",
+      "openai-stream-text-then-tool-call.chunks.jsonl",
+      "openai-nonstream-tool-calls-parallel.json",
+      "vllm-stream-text-usage-chunk.sse",
+      "deepseek-reasoner-stream-tool-call.chunks.jsonl",
+      "deepseek-reasoner-tool-call.json"
+    ]),
+    // Recorded: DeepSeek's prompt_tokens 339 = prompt_cache_hit_tokens 320 + miss 19.
+    cached: {
+      name: "deepseek-reasoner-stream-tool-call.chunks.jsonl (recorded)",
+      spec: { file: "deepseek-reasoner-stream-tool-call.chunks.jsonl" },
+      promptTotal: 339,
+      cacheRead: 320,
+      cacheWrite: 0
+    },
     badRequest: { file: "openai-error-400-tool-calls-without-tool-messages.json", status: 400 }
   },
   {
@@ -180,6 +242,24 @@ const adapters: ReadonlyArray<Adapter> = [
       // The tool_use cut by max_tokens is dropped; the response is not failed.
       { spec: { file: "anthropic-stream-tool-use-truncated-max-tokens.sse" }, finish: "length", calls: [] }
     ],
+    usage: recordedUsage([
+      "anthropic-stream-tool-use.sse",
+      "anthropic-stream-tool-use-truncated-max-tokens.sse",
+      "anthropic-stream-thinking.sse"
+    ]),
+    // No recorded Anthropic stream has cache tokens: the tool-use recording with its two cache
+    // counts edited (input_tokens 377 excludes them; the whole prompt is 377 + 20 + 300).
+    cached: {
+      name: "anthropic-stream-tool-use.sse with cache_creation 20 and cache_read 300 (edited recording)",
+      spec: {
+        body: readFixture("anthropic-stream-tool-use.sse").toString("utf8")
+          .replace("\"cache_creation_input_tokens\":0", "\"cache_creation_input_tokens\":20")
+          .replace("\"cache_read_input_tokens\":0", "\"cache_read_input_tokens\":300")
+      },
+      promptTotal: 697,
+      cacheRead: 300,
+      cacheWrite: 20
+    },
     badRequest: { file: "anthropic-error-400-tool-use-without-tool-result.json", status: 400 }
   },
   {
@@ -207,6 +287,49 @@ const adapters: ReadonlyArray<Adapter> = [
     },
     reasoningSent: { kind: "reasoning", text: "Two lookups.", state: "enc-1" },
     recorded: [],
+    // Hand-written Responses streams (no recorded one is shared); the raw object is @effect/ai's
+    // Usage, since the wire's usage object does not reach the bridge.
+    usage: [
+      {
+        name: "textResponse (hand-written Responses stream)",
+        spec: { body: textResponse("ok") },
+        expected: {
+          usage: {
+            inputTokens: 12,
+            outputTokens: 5,
+            cacheReadTokens: 0,
+            cacheWriteTokens: 0,
+            reasoningTokens: 0,
+            totalTokens: 17
+          },
+          raw: { inputTokens: 12, outputTokens: 5, totalTokens: 17, reasoningTokens: 0, cachedInputTokens: 0 },
+          response: { id: "resp_1", model: "gpt-5-mini" }
+        }
+      },
+      {
+        name: "cached and reasoning tokens (hand-written Responses stream)",
+        spec: { body: textResponse("ok", RESPONSES_CACHED_USAGE) },
+        expected: {
+          usage: {
+            inputTokens: 2006,
+            outputTokens: 300,
+            cacheReadTokens: 1920,
+            cacheWriteTokens: 0,
+            reasoningTokens: 128,
+            totalTokens: 2306
+          },
+          raw: { inputTokens: 2006, outputTokens: 300, totalTokens: 2306, reasoningTokens: 128, cachedInputTokens: 1920 },
+          response: { id: "resp_1", model: "gpt-5-mini" }
+        }
+      }
+    ],
+    cached: {
+      name: "input_tokens 2006 of which 1920 cached (hand-written Responses stream)",
+      spec: { body: textResponse("ok", RESPONSES_CACHED_USAGE) },
+      promptTotal: 2006,
+      cacheRead: 1920,
+      cacheWrite: 0
+    },
     badRequest: {
       body: JSON.stringify({
         error: {
@@ -258,6 +381,29 @@ const brief = (items: ReadonlyArray<Item>) =>
   )
 
 const MISSING = "No result was recorded for this tool call: its outcome is unknown."
+
+/**
+ * Runs one turn of an agent on `model` (one step: a response with tool calls ends the turn with
+ * MAX_STEPS instead of asking again) and returns its logged `assistant/message` data.
+ */
+const loggedAssistant = (model: ModelService) =>
+  Effect.scoped(Effect.gen(function*() {
+    const agent = yield* Agent.make({ maxSteps: 1 })
+    yield* agent.followup("hi")
+    yield* agent.awaitIdle
+    const logged = agent.log.events().filter((e) => e.type === "assistant/message")
+    expect(logged).toHaveLength(1)
+    return logged[0]!.data as AssistantMessageData
+  })).pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Layer.succeed(Model, model))))
+
+describe("token usage: every recorded wire file that carries usage is pinned", () => {
+  it("the files whose bytes hold \"usage\" are the keys of WIRE_USAGE, and each is an adapter's usage case", () => {
+    const files = Fs.readdirSync(WIRE_DIR).filter((f) => f !== "SOURCES.md" && readFixture(f).includes("usage")).sort()
+    expect(files).toHaveLength(11)
+    expect(Object.keys(WIRE_USAGE).sort()).toEqual(files)
+    expect(adapters.flatMap((a) => a.usage.flatMap((u) => u.spec.file ?? [])).sort()).toEqual(files)
+  })
+})
 
 describe("tool schemas (what every provider requires)", () => {
   it("Tool.make gives type object at the top: no parameters, an identified struct; anything else throws", () => {
@@ -403,6 +549,37 @@ for (const adapter of adapters) {
           for (const call of toolCalls) expect(typeof call.rawArguments).toBe("string")
         }))
     }
+
+    for (const { expected, name, spec } of adapter.usage) {
+      it.scopedLive(`${name}: the response id/model first, the exact usage with its raw object before the finish`, () =>
+        Effect.gen(function*() {
+          const server = yield* replayServer({ ...spec, splitEvery: 7 })
+          const parts = yield* collect(yield* adapter.make(server), request([U]))
+          expect(parts[0]).toEqual({ type: "response", ...expected.response })
+          expect(parts.filter((p) => p.type === "response")).toHaveLength(1)
+          expect(parts.at(-2)).toEqual({ type: "usage", usage: expected.usage, raw: expected.raw })
+        }))
+
+      it.scopedLive(`${name}: the logged assistant/message carries usage, rawUsage and response`, () =>
+        Effect.gen(function*() {
+          const server = yield* replayServer(spec)
+          const data = yield* loggedAssistant(yield* adapter.make(server))
+          expect([data.usage, data.rawUsage, data.response]).toEqual([expected.usage, expected.raw, expected.response])
+        }))
+    }
+
+    it.scopedLive(`cached tokens are counted once, inside inputTokens: ${adapter.cached.name}`, () =>
+      Effect.gen(function*() {
+        const { cacheRead, cacheWrite, promptTotal, spec } = adapter.cached
+        const server = yield* replayServer(spec)
+        const usage = summarize(yield* collect(yield* adapter.make(server), request([U]))).usage!
+        // The whole prompt once (not the prompt plus its cached part), the cache counts inside it.
+        expect(usage.inputTokens).toBe(promptTotal)
+        expect([usage.cacheReadTokens, usage.cacheWriteTokens]).toEqual([cacheRead, cacheWrite])
+        expect(usage.cacheReadTokens! + usage.cacheWriteTokens!).toBeLessThanOrEqual(usage.inputTokens!)
+        // Where the provider sends a total, it is input + output: nothing counted twice.
+        if (usage.totalTokens !== undefined) expect(usage.inputTokens! + usage.outputTokens!).toBe(usage.totalTokens)
+      }))
 
     if (!adapter.name.startsWith("openai (")) {
       it.scopedLive("a 200 event stream that holds no event at all (an HTML page) is BAD_RESPONSE with the body's start, not retried", () =>

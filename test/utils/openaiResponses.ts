@@ -26,8 +26,20 @@ export const responseObject = (status: string, extra?: Record<string, unknown>) 
 export const sse = (events: ReadonlyArray<Record<string, unknown>>): string =>
   events.map((event, i) => `event: ${event.type}\ndata: ${JSON.stringify({ ...event, sequence_number: i })}\n\n`).join("")
 
-/** A whole streamed answer: one assistant message with `text` (in two deltas), then completed. */
-export const textResponse = (text: string): string => {
+/** The usage of `textResponse` unless given: 12 in (0 cached), 5 out (0 reasoning), total 17. */
+export const TEXT_RESPONSE_USAGE = {
+  input_tokens: 12,
+  input_tokens_details: { cached_tokens: 0 },
+  output_tokens: 5,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: 17
+}
+
+/**
+ * A whole streamed answer: one assistant message with `text` (in two deltas), then completed
+ * with `usage` (a Responses API usage object, default `TEXT_RESPONSE_USAGE`).
+ */
+export const textResponse = (text: string, usage: Record<string, unknown> = TEXT_RESPONSE_USAGE): string => {
   const half = Math.floor(text.length / 2)
   return sse([
     { type: "response.created", response: responseObject("in_progress") },
@@ -51,15 +63,7 @@ export const textResponse = (text: string): string => {
     },
     {
       type: "response.completed",
-      response: responseObject("completed", {
-        usage: {
-          input_tokens: 12,
-          input_tokens_details: { cached_tokens: 0 },
-          output_tokens: 5,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: 17
-        }
-      })
+      response: responseObject("completed", { usage })
     }
   ])
 }
