@@ -83,8 +83,14 @@ const ModelEntry = Schema.Struct({
     }).annotations({ identifier: "a model error object {code, message, retryable?, status?}" })
   ),
   usage: Schema.optional(
-    Schema.Struct({ inputTokens: Schema.optional(TokenCount), outputTokens: Schema.optional(TokenCount) }).annotations({
-      identifier: "a usage object {inputTokens?, outputTokens?}"
+    Schema.Struct({
+      inputTokens: Schema.optional(TokenCount),
+      outputTokens: Schema.optional(TokenCount),
+      cacheReadTokens: Schema.optional(TokenCount),
+      cacheWriteTokens: Schema.optional(TokenCount),
+      reasoningTokens: Schema.optional(TokenCount)
+    }).annotations({
+      identifier: "a usage object {inputTokens?, outputTokens?, cacheReadTokens?, cacheWriteTokens?, reasoningTokens?}"
     })
   ),
   latencyMs: Schema.optional(NonNegative)
@@ -180,7 +186,10 @@ const Action = Schema.Union(
  *   counts are integers, `contextWindow` positive and above `reserve`; `instructions`, the
  *   summarization system prompt, only with `summarize`). Absent: no compaction on pressure or
  *   overflow; a `compact` action then uses `Compaction.summarize({})`.
- * - a model entry's `usage {inputTokens?, outputTokens?}` and its `error.status` (100–599).
+ * - a model entry's `usage {inputTokens?, outputTokens?, cacheReadTokens?, cacheWriteTokens?,
+ *   reasoningTokens?}` (token counts, integers ≥ 0, in the normalized `Usage` shape of issue 16:
+ *   the cache counts are parts of `inputTokens`, reasoning a part of `outputTokens`) and its
+ *   `error.status` (100–599).
  * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
  * @since 0.1.0

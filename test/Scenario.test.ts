@@ -238,7 +238,7 @@ describe("scenario validation (§15)", () => {
       [
         { model: [{ usage: 5 }], actions: [] },
         "$.model[0].usage",
-        "Expected a usage object {inputTokens?, outputTokens?}, actual 5"
+        "Expected a usage object {inputTokens?, outputTokens?, cacheReadTokens?, cacheWriteTokens?, reasoningTokens?}, actual 5"
       ],
       [
         { model: [], compaction: 5, actions: [] },
@@ -308,9 +308,14 @@ describe("scenario validation (§15)", () => {
         "Expected an integer, actual 1.5"
       ],
       [
+        { model: [{ usage: { cacheWriteTokens: -1 } }], actions: [] },
+        "$.model[0].usage.cacheWriteTokens",
+        "Expected a non-negative number, actual -1"
+      ],
+      [
         { model: [{ usage: { totalTokens: 3 } }], actions: [] },
         "$.model[0].usage.totalTokens",
-        "is unexpected, expected: \"inputTokens\" | \"outputTokens\""
+        "is unexpected, expected: \"inputTokens\" | \"outputTokens\" | \"cacheReadTokens\" | \"cacheWriteTokens\" | \"reasoningTokens\""
       ],
       [
         { model: [{ error: { code: "CONTEXT_OVERFLOW", message: "m", status: 42 } }], actions: [] },
@@ -350,12 +355,26 @@ describe("scenario validation (§15)", () => {
     const valid = Scenario.decode({
       model: [
         { text: "ok", usage: { inputTokens: 10, outputTokens: 2 } },
-        { error: { code: "CONTEXT_OVERFLOW", message: "too long", status: 400 } }
+        { error: { code: "CONTEXT_OVERFLOW", message: "too long", status: 400 } },
+        // The normalized shape of issue 16: the cache counts inside inputTokens, reasoning inside outputTokens.
+        {
+          text: "cached",
+          usage: { inputTokens: 120, outputTokens: 9, cacheReadTokens: 80, cacheWriteTokens: 30, reasoningTokens: 4 }
+        }
       ],
       compaction: { contextWindow: 100, reserve: 20, keepRecentTokens: 30, instructions: "be brief", policy: "summarize" },
       actions: [{ at: 0, compact: {} }, { at: 1, compact: { instructions: "keep the names" } }]
     })
     expect(Either.isRight(valid)).toBe(true)
+    if (Either.isRight(valid)) {
+      expect(valid.right.model[2]!.usage).toEqual({
+        inputTokens: 120,
+        outputTokens: 9,
+        cacheReadTokens: 80,
+        cacheWriteTokens: 30,
+        reasoningTokens: 4
+      })
+    }
     expect(Either.isRight(Scenario.decode({ model: [], compaction: {}, actions: [] }))).toBe(true)
     expect(Either.isRight(Scenario.decode({ model: [], compaction: { policy: "prune", reserve: 5 }, actions: [] }))).toBe(true)
   })
