@@ -454,6 +454,25 @@ describe("Compaction: what the loop refuses or keeps (issue 15, found by a revie
     }).pipe(Effect.provide(agentLayer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
   })
 
+  it.scoped("a usage that reports no input tokens (0, as the adapters give an unreported count) leaves the estimate: turn 3 still compacts", () => {
+    const noInput = { inputTokens: 0, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+    const model = Model.scripted([
+      { text: "ok1", usage: noInput },
+      { text: "ok2", usage: noInput },
+      { text: "SUMMARY" },
+      { text: "ok3", usage: noInput }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* threeTurns(agent)
+      expect(log(agent.log.events()).filter((line) => line.startsWith("compaction/"))).toEqual([
+        "compaction/start 3 pressure 118",
+        "compaction/summary SUMMARY [4,6] 59",
+        "compaction/end compacted 80"
+      ])
+    }).pipe(Effect.provide(agentLayer(model)), Effect.provide(policy))
+  })
+
   const policyOf = (compact: Compaction.CompactionPolicy["compact"]) =>
     Compaction.layerPolicy({ contextWindow: undefined, reserve: 0, compact })
 

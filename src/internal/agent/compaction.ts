@@ -97,12 +97,14 @@ export const needsCompaction = (
 
 /**
  * After a response (issue 15): the provider's reported input tokens replace the estimate of the
- * request it answered (`history` as it was sent); only with a policy.
+ * request it answered (`history` as it was sent); only with a policy. A count of 0 is no report
+ * (the adapters give 0 for a kind the provider did not send, issue 16): the estimate stays.
  */
 export const noteUsage = (a: AgentState, usage: Usage | undefined): void => {
-  if (a.config.compaction === undefined || usage === undefined || usage.inputTokens === undefined) return
+  const reported = usage?.inputTokens
+  if (a.config.compaction === undefined || reported === undefined || reported === 0) return
   const c = compactionState(a)
-  c.tokens = usage.inputTokens
+  c.tokens = reported
   c.counted = history(a).length
 }
 
