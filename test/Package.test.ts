@@ -88,12 +88,18 @@ describe("package.json", () => {
     expect(optional).toEqual([
       "@effect/ai",
       "@effect/cluster",
+      "@effect/opentelemetry",
       "@effect/platform-node",
       "@effect/rpc",
       "@effect/sql",
       "@effect/sql-pg",
       "@effect/sql-sqlite-node",
       "@effect/workflow",
+      "@opentelemetry/api",
+      "@opentelemetry/exporter-trace-otlp-http",
+      "@opentelemetry/resources",
+      "@opentelemetry/sdk-trace-base",
+      "@opentelemetry/sdk-trace-node",
       "ink",
       "react"
     ])
