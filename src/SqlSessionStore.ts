@@ -39,6 +39,9 @@
  *   closed store of this process that could not delete it (a full disk), is taken over.
  *   `writers: "takeover"`: `open` takes the session from whoever holds it, and reads it afresh
  *   each time (a log it handed out before is fenced). `log.close` frees the row at once.
+ * - `read` of a session whose log this store has open returns that log's events (one query
+ *   checks that its epoch is still the session's); once another writer has taken the session,
+ *   the rows in the database.
  * - Reading orders rows by `seq`. A row that is not one line of JSON, a missing or repeated seq,
  *   or invalid event data is a `SessionLogError` naming the session and the seq; its `line` is
  *   the line the event would have in a JSONL file (seq + 2). There is no torn tail: a commit is
@@ -195,6 +198,8 @@ export const make = (
     const openLogs = new Map<string, SessionLog>()
     /** Logs of this store that a takeover fenced: `open` takes their session again. */
     const fencedLogs = new WeakSet<SessionLog>()
+    /** The writer epoch of each log this store handed out. */
+    const epochs = new WeakMap<SessionLog, number>()
     let closed = false
     const self = openStore()
     yield* Effect.addFinalizer(() => Effect.sync(self.close))
@@ -529,6 +534,7 @@ export const make = (
         })
       }
       openLogs.set(id, log)
+      epochs.set(log, epoch)
       return log
     }
 
@@ -605,11 +611,17 @@ export const make = (
 
     const read = (id: SessionId): Effect.Effect<LogContents, SessionStoreError | SessionLogError | SessionNotFound> =>
       Effect.suspend(() => {
+        // A log this store writes is read from memory while its epoch is still the session's;
+        // one that a takeover fenced (or has taken without its knowing yet: a paused process)
+        // is stale, so its session is read from the database like any other.
         const already = openLogs.get(id)
-        if (already !== undefined) {
-          return Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
+        if (already === undefined || fencedLogs.has(already)) {
+          return Store.isSessionId(id) ? readRows(id) : Effect.fail(Store.notFound(id))
         }
-        return Store.isSessionId(id) ? readRows(id) : Effect.fail(Store.notFound(id))
+        return Effect.flatMap(epochOf(id), (current) =>
+          current === epochs.get(already)
+            ? Effect.succeed({ header: already.header, events: already.events().slice(), warnings: [] })
+            : readRows(id))
       })
 
     const list = Effect.mapError(

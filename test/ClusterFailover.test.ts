@@ -8,7 +8,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Fiber, Layer, Redacted } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as Path from "node:path"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
@@ -373,19 +373,25 @@ describe.sequential("cluster failover", () => {
           yield* Effect.sleep(Duration.millis(Math.max(0, 3500 - (Date.now() - pausedAt))))
           paused!.signal("SIGCONT")
           const resumedAt = Date.now()
-          // The paused runner's wait ends: its append is fenced, and its agent stops.
-          yield* until(
+          // The paused runner's wait ends: its append is fenced, and its agent stops. Or (sometimes) the
+          // runner learns that it lost its shards first and interrupts the
+          // session's entity before the wait's timer fires: then it appends nothing at all. Either
+          // way nothing of it may reach the log, which the checks below pin.
+          const fence = yield* Effect.exit(until(
             "the paused runner to be fenced",
             Effect.sync(() => /another writer took the session over/.test(paused!.stdout() + paused!.stderr())),
-            20_000,
+            8_000,
             children
-          )
-          const fencedAfter = Date.now() - resumedAt
+          ))
+          const fencedAfter = Exit.isSuccess(fence)
+            ? `fenced ${Date.now() - resumedAt} ms after SIGCONT`
+            : "interrupted before its append (no fence needed)"
           // The followup sent during the pause is answered (by the new owner), never with the fence.
           expect(yield* bounded("the followup sent during the pause", Fiber.join(late), 60)).toEqual({ messageId: "p-f2" })
           const f2 = yield* Effect.exit(bounded("its outcome", client.outcome(session, "p-f2"), 60))
           if (f2._tag === "Failure") {
-            // Seen in about 1 run in 4: the cluster answers MessageNotFound (see the report).
+            // Was seen in about 1 run in 4 (MessageNotFound) while the paused runner, asked for
+            // the outcome, read its own stale copy of the log: `read` now checks the epoch.
             return yield* Effect.die(
               new Error(
                 `outcome of p-f2 failed: ${f2.cause}\nlog: ${brief(yield* logOf(session)).join(" / ")}\nwriters: ${[
@@ -427,7 +433,7 @@ describe.sequential("cluster failover", () => {
           expect(insertedIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
           expect(userMessageIds(events)).toEqual(["p-f1", "p-f2", "p-f3"])
           yield* Effect.logInfo(
-            `SIGSTOP: taken over and repaired ${takeover} ms after the pause; fenced ${fencedAfter} ms after SIGCONT`
+            `SIGSTOP: taken over and repaired ${takeover} ms after the pause; ${fencedAfter}`
           )
         }).pipe(Effect.scoped),
       180_000

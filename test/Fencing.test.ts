@@ -27,7 +27,7 @@ const storeOn = (url: string, writers: "exclusive" | "takeover", scope: Scope.Sc
   )
 
 describePg("fenced writers on PostgreSQL", () => {
-  it.live("a takeover fences a running agent: its next append fails SessionFenced, it stops, the new owner repairs and goes on", () =>
+  it.live("a takeover fences a running agent: its next append fails SessionFenced, it stops, the new owner repairs and goes on; the former store reads the stored log", () =>
     Effect.gen(function*() {
       const url = yield* database
       const scope = yield* Effect.scope
@@ -63,6 +63,9 @@ describePg("fenced writers on PostgreSQL", () => {
         Effect.provideService(Model.Model, offline)
       )
       const repaired = yield* second.read("s")
+      // Before it has tried to append, the former writer's store already reads the session as
+      // stored (its epoch is no longer the session's), not its own stale copy.
+      expect((yield* first.read("s")).events).toEqual(repaired.events)
       expect(brief(repaired.events)).toEqual([
         "splice next-turn 0 +[hello]",
         "turn/start 1",
@@ -82,6 +85,9 @@ describePg("fenced writers on PostgreSQL", () => {
       expect(agent.log.events().length).toBe(before)
       const refused = yield* Effect.flip(agent.followup("again"))
       expect(refused).toMatchObject({ _tag: "SessionFenced", sessionId: "s", epoch: 1, current: 2 })
+      // The fenced writer's store reads the session as stored (the new owner's repair included),
+      // not its own stale copy: a runner asked for a message the new owner logged finds it.
+      expect((yield* first.read("s")).events).toEqual(repaired.events)
       yield* Effect.sleep("50 millis")
       yield* Fiber.interrupt(drain)
       expect(events.at(-1)?.type).toBe("agent/disposed")
