@@ -16,9 +16,28 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { UserMessage } from "./Message.js"
+import type { ByModel, Totals } from "./Usage.js"
 
 /**
- * What a listener sees: the claimed batch of the proposed step (DESIGN.md §7).
+ * The tokens used before a step's request (issue 16), in the normalized counts of `Usage.Totals`:
+ * `session` (every model request the session's log records, across turns and resumes: a resumed
+ * agent rebuilds it from the log), `turn` (this turn's so far; all 0 at step 1 unless a
+ * compaction ran in the turn), and both by model. A compaction's summarization request counts
+ * too. What `Usage.budget` reads; `Usage.fromEvents` gives the same sums from the log.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PreStepUsage {
+  readonly session: Totals
+  readonly turn: Totals
+  readonly sessionByModel: ByModel
+  readonly turnByModel: ByModel
+}
+
+/**
+ * What a listener sees: the claimed batch of the proposed step (DESIGN.md §7) and the usage so
+ * far (`usage`, issue 16).
  *
  * @since 0.1.0
  * @category models
@@ -28,6 +47,7 @@ export interface PreStepPayload {
   readonly turn: number
   readonly step: number
   readonly messages: ReadonlyArray<UserMessage>
+  readonly usage: PreStepUsage
 }
 
 /**

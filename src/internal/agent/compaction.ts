@@ -24,6 +24,7 @@ import {
   type CompactionPolicy,
   type CompactionReason,
   type CompactionReport,
+  type CompactionSummaryData,
   estimateFixed,
   estimateTokens,
   summarize
@@ -39,6 +40,7 @@ import { isToolResultMessage } from "../message.js"
 import { resumeAll } from "../waiters.js"
 import { commit } from "./section.js"
 import { type AgentState, type CompactionState, history, seen, type TurnState } from "./state.js"
+import { noteSummary } from "./usage.js"
 
 /** The policy `agent.compact` uses when the agent has none: summarize, no pressure trigger. */
 const manualPolicy = summarize({})
@@ -498,6 +500,10 @@ const apply = (
         seqs.push(replaced.has(i) ? events[checkpointAt(events, e++)]!.seq : kept[k]!)
       }
       c.surface = { seqs, next: events[events.length - 1]!.seq + 1 }
+      if (plan.summary !== undefined) {
+        const summary = events[0]!.data as CompactionSummaryData
+        noteSummary(a, turn, summary.model, summary.usage)
+      }
       const used = seen(a)
       for (const i of ids) used.add(i)
       return { compactionId, outcome: "compacted", tokensBefore: before, tokensAfter: after }

@@ -30,6 +30,7 @@ import { type Claimed, commit, critical, type Section } from "./section.js"
 import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { toolStep, truncateCalls } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
+import { usageBefore } from "./usage.js"
 
 /**
  * `agent.compact` (issue 15): requests a compaction, inside a critical section so that it cannot
@@ -250,7 +251,11 @@ const runStep = (
   }
   const batch = t.claimed ?? []
   return Effect.flatMap(
-    Effect.exit(Effect.suspend(() => a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch }))),
+    Effect.exit(
+      Effect.suspend(() =>
+        a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch, usage: usageBefore(a, t.turn) })
+      )
+    ),
     (decision): Effect.Effect<TurnState | undefined, SessionWriteError> => {
       if (Exit.isFailure(decision)) {
         if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)

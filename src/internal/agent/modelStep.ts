@@ -14,6 +14,7 @@ import { checkJson, deepFreeze } from "../json.js"
 import { publish } from "./observers.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, history, newCall, seen, type TurnState } from "./state.js"
+import { noteResponse } from "./usage.js"
 
 /** The default retry schedule (§11): exponential from 500 ms, 3 attempts in all, never shorter than `retryAfterMs`. */
 const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponential("500 millis").pipe(
@@ -203,6 +204,7 @@ export const assistantDraft = (
       t.assistantLogged = true
       seen(a).add(message.id)
       history(a).push(message)
+      noteResponse(a, t.turn, data)
       // The calls exist from the moment their message is durable: an abort from here on
       // closes each of them (§9).
       if (calls !== undefined) {

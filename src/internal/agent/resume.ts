@@ -24,6 +24,7 @@ import { startRun } from "./driver.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
 import { type AgentState, liveLogs, requestKeyOf, usedIds } from "./state.js"
+import { restoreUsage } from "./usage.js"
 
 /** `ids` without the ids in `used` (checked at each call; `used` may grow). */
 export const avoiding = (ids: IdGeneratorService, used: ReadonlySet<string>): IdGeneratorService => {
@@ -59,6 +60,7 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
     }
   }
   a.turnCounter = turns
+  restoreUsage(a, events)
   markUndecided(a, inbox.nextTurn)
   markUndecided(a, inbox.nextStep.map((p) => p.message))
   adoptWaiters(a)
