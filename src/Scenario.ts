@@ -47,6 +47,7 @@ import * as PreStep from "./PreStep.js"
 import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
 import * as SessionStore from "./SessionStore.js"
 import * as Tool from "./Tool.js"
+import * as Usage from "./Usage.js"
 
 // ---------------------------------------------------------------------------------------------
 // Format
@@ -136,6 +137,18 @@ const CompactionSpec = Schema.Struct({
   )
 }).annotations({ identifier: "a compaction object {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}" })
 
+const Positive = Schema.Number.pipe(Schema.finite(), Schema.positive())
+const BudgetSpec = Schema.Struct({
+  maxTokens: Schema.optional(Positive),
+  maxCost: Schema.optional(Positive),
+  prices: Schema.optional(Usage.PricesSchema),
+  scope: Schema.optional(
+    Schema.Literal("session", "turn").annotations({
+      message: (issue) => ({ message: `Expected "session" or "turn", actual ${actual(issue.actual)}`, override: true })
+    })
+  )
+}).annotations({ identifier: "a budget object {maxTokens?, maxCost?, prices?, scope?}" })
+
 const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
   .annotations({ identifier: "a cause object {kind, …}" })
 
@@ -192,6 +205,11 @@ const Action = Schema.Union(
  *   `error.status` (100–599).
  * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
+ * Besides §15 (issue 16): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
+ * `Usage.budget(...)` as its outermost pre-step listener (at least one limit, each positive;
+ * `maxCost` needs `prices`, USD per 1e6 tokens keyed by model name; the scripted model's name is
+ * the scenario's `name`, or `"script"`, and a price key may be a prefix of it).
+ *
  * @since 0.1.0
  * @category models
  */
@@ -201,6 +219,7 @@ export const ScenarioSchema = Schema.Struct({
   tools: Schema.optional(Tools),
   preStep: Schema.optional(PreSteps),
   compaction: Schema.optional(CompactionSpec),
+  budget: Schema.optional(BudgetSpec),
   actions: Schema.Array(Action).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -210,6 +229,7 @@ const ScenarioTop = Schema.Struct({
   tools: Schema.optional(Tools),
   preStep: Schema.optional(PreSteps),
   compaction: Schema.optional(CompactionSpec),
+  budget: Schema.optional(BudgetSpec),
   actions: Schema.Array(Schema.Unknown).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -289,6 +309,20 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
         path: "$.compaction.reserve"
       })
     )
+  }
+  if (top.right.budget !== undefined) {
+    const made = Usage.budgetListener(top.right.budget)
+    if (Either.isLeft(made)) {
+      return Either.left(
+        new InvalidScenario({
+          message: made.left.message.replace(/^budget: /, ""),
+          path: made.left.field === "maxTokens" && top.right.budget.maxCost === undefined &&
+              top.right.budget.maxTokens === undefined
+            ? "$.budget"
+            : `$.budget.${made.left.field}`
+        })
+      )
+    }
   }
   if (top.right.actions.length > MAX_ACTIONS) {
     return Either.left(
@@ -680,7 +714,11 @@ export const run = (
     SessionStore.layerMemory,
     Layer.succeed(IdGenerator.IdGenerator, ids),
     Model.layer(model),
-    PreStep.layer(listeners(scenario.preStep)).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
+    PreStep.layer(
+      scenario.budget === undefined
+        ? listeners(scenario.preStep)
+        : [Either.getOrThrow(Usage.budgetListener(scenario.budget)), ...listeners(scenario.preStep)]
+    ).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
   )
   return program.pipe(
     Effect.provide(compaction === undefined ? layers : Layer.merge(layers, compaction)),
