@@ -467,16 +467,28 @@ export class InvalidPrices extends Schema.TaggedError<InvalidPrices>()("InvalidP
 }) {}
 
 const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
-  "$" + path.map((k) => (typeof k === "number" ? `[${k}]` : `[${JSON.stringify(String(k))}]`)).join("")
+  "$" +
+  path.map((k) =>
+    typeof k === "number"
+      ? `[${k}]`
+      : /^[A-Za-z_$][\w$]*$/.test(String(k))
+      ? `.${String(k)}`
+      : `[${JSON.stringify(String(k))}]`
+  ).join("")
 
 /**
- * Decodes a price table (parsed JSON); unknown fields are errors.
+ * Decodes a price table (parsed JSON): `{ [model]: Price }`; unknown fields of a price are
+ * errors; top-level keys starting with `$` are comments, ignored (`"$comment"`).
  *
  * @since 0.1.0
  * @category constructors
  */
 export const decodePrices = (input: unknown): Either.Either<Prices, InvalidPrices> => {
-  const decoded = Schema.decodeUnknownEither(PricesSchema, { onExcessProperty: "error", errors: "first" })(input)
+  // Top-level keys starting with `$` are comments (`"$comment"` in examples/prices.example.json).
+  const table = typeof input === "object" && input !== null && !Array.isArray(input)
+    ? Object.fromEntries(Object.entries(input).filter(([k]) => !k.startsWith("$")))
+    : input
+  const decoded = Schema.decodeUnknownEither(PricesSchema, { onExcessProperty: "error", errors: "first" })(table)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   const first = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
   return Either.left(

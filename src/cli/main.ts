@@ -1,6 +1,7 @@
 /**
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
+ * `stats FILE [--json] [--prices FILE]`,
  * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`; and, for an agent cluster on
  * PostgreSQL (issue 14 §3), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
  * `check --pg URL --session ID`.
@@ -87,9 +88,11 @@ import type { SessionEvent, TurnEndReason } from "../SessionEvent.js"
 import type * as SessionLog from "../SessionLog.js"
 import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
+import * as Usage from "../Usage.js"
 import { CliExit, exit } from "./exit.js"
 import { loadWith, requirePackages } from "./optional.js"
 import { compactionLayer, modelLayer, providerOptions, runOptions } from "./providerFlags.js"
+import { renderStats, statsOf } from "./stats.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
 
 export {
@@ -473,6 +476,55 @@ const check = Command.make(
   Command.withDescription("Check a session log (a FILE or a session in PostgreSQL) against the invariants of DESIGN.md §12.")
 )
 
+/**
+ * `stats FILE [--json] [--prices FILE]` (issue 16, `stats.ts`): turns, steps, model requests,
+ * tool calls by name, tokens by kind and model, cost with a price table, time per turn and per
+ * model request. A log that cannot be read, a missing file, or a price table that is not one:
+ * one line on stderr, exit 2.
+ */
+const stats = Command.make(
+  "stats",
+  {
+    file: Args.text({ name: "FILE" }).pipe(Args.withDescription("a session log (ours or DSH v0)")),
+    json: Options.boolean("json").pipe(Options.withDescription("one JSON object")),
+    prices: Options.text("prices").pipe(
+      Options.optional,
+      Options.withDescription("a price table (JSON: {model: {input, cachedInput?, cacheWrite?, output}}, USD per 1e6 tokens)")
+    )
+  },
+  (options) =>
+    Effect.gen(function*() {
+      const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
+      const contents = yield* readLog(options.file)
+      for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${options.file}: ${w}`))
+      const result = statsOf(contents, prices)
+      if (options.json) yield* Console.log(escapeJson(JSON.stringify(result)))
+      else yield* Console.log(escapeText(renderStats(result, options.file)))
+    })
+).pipe(Command.withDescription("Print what a session log did and used: turns, steps, tools, tokens, cost, times (issue 16)."))
+
+/** Reads and decodes a price table (`--prices`), or exits 2 naming the file and the problem. */
+const readPrices = (file: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`)))
+    if (info.type !== "File") return yield* exit(2, `--prices ${file}: cannot read: not a regular file (${fileKind(info.type)})`)
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`))
+    )
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (e) {
+      return yield* exit(2, `--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`)
+    }
+    const decoded = Usage.decodePrices(json)
+    if (Either.isLeft(decoded)) {
+      return yield* exit(2, `--prices ${file}: not a price table at ${decoded.left.path}: ${decoded.left.message}`)
+    }
+    return decoded.right
+  })
+
 /** What an interrupted CLI exits with (`bin.ts`): 130, or 0 once `runner` runs (SIGTERM/SIGINT is its normal stop). */
 let interruptCode = 130
 
@@ -783,6 +835,7 @@ const root = Command.make("agent-loop").pipe(
     escaped(resumeCommand),
     escaped(transcript),
     escaped(check),
+    escaped(stats),
     escaped(demo),
     escaped(simulate),
     escaped(runnerCommand),

@@ -1,0 +1,240 @@
+/**
+ * `agent-loop stats FILE [--json] [--prices FILE]` (issue 16): what a session did and used, from
+ * its log (ours or DSH v0) through `Usage.fromEvents`. Counts: turns (by end reason), steps,
+ * model requests (a compaction's summarization among them), tool calls by name; tokens by kind
+ * and by model; the cost by model when a price table is given ("unknown" for a model without a
+ * price, and then for the total); the time of each turn (`turn/start` to `turn/end`) and of each
+ * model request (`step/start`, or `compaction/start`, to the logged response), from the events'
+ * times, in ms, with min/median/max (the median of an even count is the mean of the middle two).
+ * A DSH v0 log whose events carry no time (the upstream snapshot fixtures: every event reads as
+ * time 0) has no times to show.
+ *
+ * @since 0.1.0
+ */
+import type { LogContents } from "../SessionLog.js"
+import * as Usage from "../Usage.js"
+
+/**
+ * Minimum, median and maximum of some durations (ms).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Spread {
+  readonly count: number
+  readonly min: number
+  readonly median: number
+  readonly max: number
+}
+
+/**
+ * Token counts as `stats --json` prints them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TokenCounts {
+  readonly inputTokens: number
+  readonly cacheReadTokens: number
+  readonly cacheWriteTokens: number
+  readonly outputTokens: number
+  readonly reasoningTokens: number
+  readonly totalTokens: number
+}
+
+/**
+ * What `stats --json` prints (one JSON object).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Stats {
+  readonly sessionId: string
+  readonly format: "effect-agent-loop" | "dsh-v0"
+  readonly events: number
+  readonly turns: number
+  readonly turnEnds: { readonly [kind: string]: number }
+  readonly steps: number
+  readonly modelRequests: number
+  readonly compactionRequests: number
+  readonly toolCalls: number
+  readonly toolCallsByName: { readonly [name: string]: number }
+  readonly tokens: TokenCounts
+  readonly tokensByModel: { readonly [model: string]: TokenCounts }
+  /** With `--prices`: USD; `null` is unknown (a model without a price). */
+  readonly cost:
+    | {
+      readonly total: number | null
+      readonly byModel: { readonly [model: string]: number | null }
+      readonly unpriced: ReadonlyArray<string>
+    }
+    | null
+  /** `null` when the log records no event times. */
+  readonly time:
+    | {
+      readonly turns: ReadonlyArray<{ readonly turn: number; readonly ms: number | null; readonly end: string | null }>
+      readonly perTurn: Spread | null
+      readonly perModelRequest: Spread | null
+    }
+    | null
+}
+
+const counts = (u: Usage.Totals): TokenCounts => ({
+  inputTokens: u.inputTokens,
+  cacheReadTokens: u.cacheReadTokens,
+  cacheWriteTokens: u.cacheWriteTokens,
+  outputTokens: u.outputTokens,
+  reasoningTokens: u.reasoningTokens,
+  totalTokens: Usage.total(u)
+})
+
+const spread = (xs: ReadonlyArray<number>): Spread | null => {
+  if (xs.length === 0) return null
+  const sorted = xs.slice().sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  const median = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+  return { count: sorted.length, min: sorted[0]!, median, max: sorted[sorted.length - 1]! }
+}
+
+/**
+ * The stats of a log as read by `SessionStore.readFile`.
+ *
+ * @since 0.1.0
+ */
+export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined): Stats => {
+  const { events, header } = contents
+  const dsh = header.version === 0
+  const seed = typeof header.seedLength === "number" && header.seedLength > 0 ? header.seedLength : 0
+  const usage = Usage.fromEvents(events, { header })
+  const toolCallsByName: Record<string, number> = {}
+  let toolCalls = 0
+  for (const e of events) {
+    if (e.seq < seed || e.type !== "tool/call") continue
+    const name = String((e.data as { name?: unknown }).name)
+    toolCallsByName[name] = (toolCallsByName[name] ?? 0) + 1
+    toolCalls++
+  }
+  const turnEnds: Record<string, number> = {}
+  for (const t of usage.turns) {
+    const kind = t.end?.kind ?? "open"
+    turnEnds[kind] = (turnEnds[kind] ?? 0) + 1
+  }
+  const tokensByModel: Record<string, TokenCounts> = {}
+  for (const [model, u] of Object.entries(usage.byModel)) tokensByModel[model] = counts(u)
+  let cost: Stats["cost"] = null
+  if (prices !== undefined) {
+    const c = Usage.costs(prices, usage.byModel)
+    const byModel: Record<string, number | null> = {}
+    for (const [model, usd] of Object.entries(c.byModel)) byModel[model] = usd ?? null
+    cost = { total: c.total ?? null, byModel, unpriced: c.unpriced }
+  }
+  const own = events.filter((e) => e.seq >= seed)
+  const timed = !(dsh && own.every((e) => e.time === own[0]?.time))
+  const turnTimes = usage.turns.map((t) => ({
+    turn: t.turn,
+    ms: t.endTime === undefined ? null : t.endTime - t.startTime,
+    end: t.end?.kind ?? null
+  }))
+  const time: Stats["time"] = !timed || own.length === 0 ? null : {
+    turns: turnTimes,
+    perTurn: spread(turnTimes.flatMap((t) => (t.ms === null ? [] : [t.ms]))),
+    perModelRequest: spread(usage.requests.flatMap((r) => (r.startTime === undefined ? [] : [r.time - r.startTime])))
+  }
+  return {
+    sessionId: header.id,
+    format: dsh ? "dsh-v0" : "effect-agent-loop",
+    events: events.length,
+    turns: usage.turns.length,
+    turnEnds,
+    steps: usage.steps.length,
+    modelRequests: usage.requests.length,
+    compactionRequests: usage.requests.filter((r) => r.kind === "compaction").length,
+    toolCalls,
+    toolCallsByName,
+    tokens: counts(usage.usage),
+    tokensByModel,
+    cost,
+    time
+  }
+}
+
+const n = (x: number): string => x.toLocaleString("en-US", { maximumFractionDigits: 1 })
+
+/** Rows of cells as columns: the first left-aligned, the others right-aligned, two spaces apart. */
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
+  const widths: Array<number> = []
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)))
+  return rows.map((row) =>
+    row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ").trimEnd()
+  )
+}
+
+const byCount = (record: { readonly [k: string]: number }): string =>
+  Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k} ${n(v)}`).join(", ")
+
+const spreadLine = (s: Spread | null): string =>
+  s === null ? "none" : `min ${n(s.min)}, median ${n(s.median)}, max ${n(s.max)} (${n(s.count)})`
+
+/**
+ * The text form of `stats` (lines, no trailing newline). Strings from the log (session id, model
+ * and tool names) are the caller's to escape.
+ *
+ * @since 0.1.0
+ */
+export const renderStats = (s: Stats, file: string): string => {
+  const lines: Array<string> = []
+  const push = (more: ReadonlyArray<string>) => {
+    for (const line of more) lines.push(line)
+  }
+  lines.push(`${file}: session ${s.sessionId} (${s.format === "dsh-v0" ? "DSH v0 log" : "log"}, ${n(s.events)} events)`)
+  lines.push(`turns           ${n(s.turns)}${s.turns > 0 ? ` (${byCount(s.turnEnds)})` : ""}`)
+  lines.push(`steps           ${n(s.steps)}`)
+  lines.push(
+    `model requests  ${n(s.modelRequests)}${s.compactionRequests > 0 ? ` (${n(s.compactionRequests)} compaction)` : ""}`
+  )
+  lines.push(`tool calls      ${n(s.toolCalls)}${s.toolCalls > 0 ? ` (${byCount(s.toolCallsByName)})` : ""}`)
+  lines.push("")
+  const row = (label: string, t: TokenCounts) => [
+    label,
+    n(t.inputTokens),
+    n(t.cacheReadTokens),
+    n(t.cacheWriteTokens),
+    n(t.outputTokens),
+    n(t.reasoningTokens),
+    n(t.totalTokens)
+  ]
+  const models = Object.keys(s.tokensByModel).sort()
+  push(
+    table([
+      ["tokens", "input", "cache read", "cache write", "output", "reasoning", "total"],
+      ...models.map((m) => row(m, s.tokensByModel[m]!)),
+      row("session", s.tokens)
+    ])
+  )
+  lines.push("(cache read and cache write are parts of input, reasoning a part of output; total = input + output)")
+  lines.push("")
+  if (s.cost === null) lines.push("cost            give --prices FILE (USD per 1e6 tokens by model)")
+  else {
+    const usd = (x: number | null) => (x === null ? "unknown (no price)" : Usage.formatUsd(x))
+    push(
+      table([
+        ["cost (USD)", ""],
+        ...models.map((m) => [m, usd(s.cost!.byModel[m] ?? null)]),
+        ["session", s.cost.total === null ? "unknown" : Usage.formatUsd(s.cost.total)]
+      ])
+    )
+  }
+  lines.push("")
+  if (s.time === null) lines.push("time            the log records no event times")
+  else {
+    push(
+      table([
+        ["time (ms)", "", ""],
+        ...s.time.turns.map((t) => [`turn ${t.turn}`, t.ms === null ? "-" : n(t.ms), t.end ?? "open"])
+      ])
+    )
+    lines.push(`per turn           ${spreadLine(s.time.perTurn)}`)
+    lines.push(`per model request  ${spreadLine(s.time.perModelRequest)}`)
+  }
+  return lines.join("\n")
+}

@@ -1,0 +1,183 @@
+/**
+ * `agent-loop stats FILE [--json] [--prices FILE]` (issue 16), run as a user runs it:
+ * `dist/cli/bin.js` in a child process (built by the global setup). Exact output on a recorded
+ * DSH v0 log (tool calls, cache reads; no event times) and on a log of ours written by
+ * `simulate` (virtual times, so the times are exact), priced by `examples/prices.example.json`;
+ * a missing log, an unreadable log and a bad price table exit 2 with one line.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { scratchDirs } from "./utils/scratchDirs.js"
+
+const ROOT = process.cwd()
+const BIN = Path.join(ROOT, "dist/cli/bin.js")
+const DSH_LOG = Path.resolve(ROOT, "../shared/fixtures/dsh/acp__fs-delete-recreate__session.jsonl")
+const PRICES = Path.join(ROOT, "examples/prices.example.json")
+
+const tmp = scratchDirs("agent-loop-stats-")
+
+const stats = (...args: ReadonlyArray<string>) => {
+  const r = spawnSync(process.execPath, [BIN, "stats", ...args], { encoding: "utf8", timeout: 20_000, cwd: ROOT })
+  return { code: r.status, out: r.stdout, err: r.stderr }
+}
+
+/** A session of ours: a tool step and a text step, then a second turn; usage with cache reads and writes. */
+const SCENARIO = {
+  name: "my-model-mini-2026",
+  tools: { lookup: { result: "42", durationMs: 5 } },
+  model: [
+    {
+      latencyMs: 20,
+      toolCalls: [{ id: "c1", name: "lookup", arguments: {} }],
+      usage: { inputTokens: 1000, cacheReadTokens: 800, outputTokens: 50, reasoningTokens: 10 }
+    },
+    {
+      latencyMs: 30,
+      text: "It is 42.",
+      usage: { inputTokens: 1100, cacheReadTokens: 1000, cacheWriteTokens: 50, outputTokens: 20 }
+    },
+    { latencyMs: 10, text: "Bye.", usage: { inputTokens: 1200, cacheReadTokens: 1100, outputTokens: 5 } }
+  ],
+  actions: [{ at: 0, followup: "Look it up." }, { at: 100, followup: "Thanks." }]
+}
+
+/** Writes the scenario's log with `simulate`; returns its path and session id. */
+const ourLog = () => {
+  const dir = tmp()
+  const scenario = Path.join(dir, "s.json")
+  const log = Path.join(dir, "s.jsonl")
+  Fs.writeFileSync(scenario, JSON.stringify(SCENARIO))
+  const r = spawnSync(process.execPath, [BIN, "simulate", scenario, "--out", log], { encoding: "utf8", timeout: 20_000 })
+  expect(r.status).toBe(0)
+  const id = JSON.parse(Fs.readFileSync(log, "utf8").split("\n")[0]!).id as string
+  return { dir, log, id }
+}
+
+describe("agent-loop stats", () => {
+  it("a recorded DSH v0 log: counts, tool calls by name, tokens with the cache reads inside the input, no times", () => {
+    const r = stats(DSH_LOG)
+    expect([r.code, r.err]).toEqual([0, ""])
+    expect(r.out).toBe(
+      [
+        `${DSH_LOG}: session b8c89c36-55db-48cf-9f3e-76140cd37aff (DSH v0 log, 191 events)`,
+        "turns           1 (completed 1)",
+        "steps           5",
+        "model requests  5",
+        "tool calls      4 (bash 1, read 2, write 1)",
+        "",
+        "tokens              input  cache read  cache write  output  reasoning   total",
+        "deepseek-v4-flash  31,865      25,344            0     286         64  32,151",
+        "session            31,865      25,344            0     286         64  32,151",
+        "(cache read and cache write are parts of input, reasoning a part of output; total = input + output)",
+        "",
+        "cost            give --prices FILE (USD per 1e6 tokens by model)",
+        "",
+        "time            the log records no event times",
+        ""
+      ].join("\n")
+    )
+  })
+
+  it("a recorded DSH v0 log, --json, with a price table that has no price for its model: the cost is unknown", () => {
+    const r = stats(DSH_LOG, "--json", "--prices", PRICES)
+    expect([r.code, r.err]).toEqual([0, ""])
+    const tokens = {
+      inputTokens: 31865,
+      cacheReadTokens: 25344,
+      cacheWriteTokens: 0,
+      outputTokens: 286,
+      reasoningTokens: 64,
+      totalTokens: 32151
+    }
+    expect(r.out.endsWith("\n") && r.out.split("\n").length).toBe(2)
+    expect(JSON.parse(r.out)).toEqual({
+      sessionId: "b8c89c36-55db-48cf-9f3e-76140cd37aff",
+      format: "dsh-v0",
+      events: 191,
+      turns: 1,
+      turnEnds: { completed: 1 },
+      steps: 5,
+      modelRequests: 5,
+      compactionRequests: 0,
+      toolCalls: 4,
+      toolCallsByName: { read: 2, bash: 1, write: 1 },
+      tokens,
+      tokensByModel: { "deepseek-v4-flash": tokens },
+      cost: { total: null, byModel: { "deepseek-v4-flash": null }, unpriced: ["deepseek-v4-flash"] },
+      time: null
+    })
+  })
+
+  it("a log of ours with prices: cost by the longest prefix key, time per turn and per model request from event times", () => {
+    const { id, log } = ourLog()
+    const r = stats(log, "--prices", PRICES)
+    expect([r.code, r.err]).toEqual([0, ""])
+    // my-model-mini: (200·0.5 + 800·0.05 + 50·2) + (50·0.5 + 1,000·0.05 + 50·0.5 + 20·2) + (100·0.5 + 1,100·0.05 + 5·2)
+    // = 240 + 140 + 115 micro-USD. Times (virtual ms): turn 1 is 20 + 5 (the tool) + 30, turn 2 is 10.
+    expect(r.out).toBe(
+      [
+        `${log}: session ${id} (log, 22 events)`,
+        "turns           2 (completed 2)",
+        "steps           3",
+        "model requests  3",
+        "tool calls      1 (lookup 1)",
+        "",
+        "tokens              input  cache read  cache write  output  reasoning  total",
+        "my-model-mini-2026  3,300       2,900           50      75         10  3,375",
+        "session             3,300       2,900           50      75         10  3,375",
+        "(cache read and cache write are parts of input, reasoning a part of output; total = input + output)",
+        "",
+        "cost (USD)",
+        "my-model-mini-2026  $0.000495",
+        "session             $0.000495",
+        "",
+        "time (ms)",
+        "turn 1     55  completed",
+        "turn 2     10  completed",
+        "per turn           min 10, median 32.5, max 55 (2)",
+        "per model request  min 10, median 20, max 30 (3)",
+        ""
+      ].join("\n")
+    )
+    const json = JSON.parse(stats(log, "--json", "--prices", PRICES).out)
+    expect(json.cost).toEqual({ total: 0.000495, byModel: { "my-model-mini-2026": 0.000495 }, unpriced: [] })
+    expect(json.time).toEqual({
+      turns: [{ turn: 1, ms: 55, end: "completed" }, { turn: 2, ms: 10, end: "completed" }],
+      perTurn: { count: 2, min: 10, median: 32.5, max: 55 },
+      perModelRequest: { count: 3, min: 10, median: 20, max: 30 }
+    })
+  })
+
+  it("a missing log, a log that is not one, a price table that is not one: one line on stderr, exit 2", () => {
+    const dir = tmp()
+    const missing = Path.join(dir, "missing.jsonl")
+    expect(stats(missing)).toEqual({ code: 2, out: "", err: `${missing}: cannot read ${missing}: no such file\n` })
+    const garbage = Path.join(dir, "garbage.jsonl")
+    Fs.writeFileSync(garbage, "garbage\n")
+    expect(stats(garbage)).toEqual({
+      code: 2,
+      out: "",
+      err: `${garbage}, line 1: not JSON: Unexpected token 'g', "garbage" is not valid JSON\n`
+    })
+    const prices = Path.join(dir, "prices.json")
+    Fs.writeFileSync(prices, JSON.stringify({ "my-model": { input: 1 } }))
+    expect(stats(DSH_LOG, "--prices", prices)).toEqual({
+      code: 2,
+      out: "",
+      err: `--prices ${prices}: not a price table at $["my-model"].output: is missing\n`
+    })
+    Fs.writeFileSync(prices, "{")
+    expect(stats(DSH_LOG, "--prices", prices)).toMatchObject({
+      code: 2,
+      out: "",
+      err: expect.stringMatching(/^--prices .*: not JSON: /)
+    })
+    expect(stats(DSH_LOG, "--prices", dir)).toEqual({
+      code: 2,
+      out: "",
+      err: `--prices ${dir}: cannot read: not a regular file (a directory)\n`
+    })
+  })
+})
