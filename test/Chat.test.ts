@@ -32,6 +32,7 @@ import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
 import { advance, layer as agentLayer } from "./utils/agent.js"
 import * as E from "./utils/events.js"
+import { replayServer } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 import * as Tmux from "./utils/tmux.js"
 
@@ -353,7 +354,7 @@ describe("ChatModel: compactions (issue 15)", () => {
         "  SUMMARY",
         "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"
       ])
-      expect(after.at(-3)).toBe("● idle · session s1")
+      expect(after.at(-3)).toBe("● idle · session s1 · 0 tokens")
       // A chat resumed on that log shows the same marker from its history.
       const resumed = new ChatModel("s1", events, { nextStep: [], nextTurn: [] }, "idle", () => 1000)
       expect(resumed.getSnapshot().items.filter((i) => i.kind === "compaction").map(({ key: _key, ...item }) => item))
@@ -389,6 +390,44 @@ describe("ChatModel: input a turn claimed and never entered", () => {
       Effect.provide(Compaction.layer({ contextWindow: 160, reserve: 40, keepRecentTokens: 10 }))
     )
   })
+})
+
+describe("ChatModel: the session's tokens and cost in the status line (issue 16)", () => {
+  it.scoped("tokens from the history and live responses; with prices the cost, unknown for a model without one", () =>
+    Effect.gen(function*() {
+      const answered = (turn: number, text: string, usage: object, model?: string): EventDraft => {
+        const draft = E.assistant(turn, 1, text)
+        return { ...draft, data: { ...(draft.data as object), usage, ...(model ? { response: { model } } : {}) } } as EventDraft
+      }
+      const turn = (n: number, usage: object, model?: string) => [
+        E.followup(E.msg(`u${n}`, `q${n}`)),
+        E.turnStart(n),
+        E.claim("next-turn", 1),
+        E.stepStart(n, 1),
+        E.entered(E.msg(`u${n}`, `q${n}`)),
+        answered(n, `a${n}`, usage, model),
+        E.stepEnd(n, 1),
+        E.turnEnd(n)
+      ]
+      const all = E.events(
+        ...turn(1, { inputTokens: 1000, cacheReadTokens: 800, outputTokens: 100 }),
+        ...turn(2, { inputTokens: 2000, cacheReadTokens: 1800, outputTokens: 300 }),
+        ...turn(3, { inputTokens: 10, outputTokens: 5 }, "other-model")
+      )
+      const prices = { test: { input: 2, cachedInput: 0.5, output: 8 } }
+      const chat = new ChatModel("s1", all.slice(0, 8), { nextStep: [], nextTurn: [] }, "idle", () => 1000, prices)
+      // (200·2 + 800·0.5 + 100·8) / 1e6
+      expect([chat.getSnapshot().tokens, chat.getSnapshot().cost]).toEqual([1100, "$0.0016"])
+      chat.apply(all.slice(8, 16))
+      // + (200·2 + 1,800·0.5 + 300·8) / 1e6 = $0.0053
+      expect([chat.getSnapshot().tokens, chat.getSnapshot().cost]).toEqual([3400, "$0.0053"])
+      expect((yield* frameOf(chat)).split("\n").at(-3)).toBe("● idle · session s1 · 3,400 tokens · $0.0053")
+      chat.apply(all.slice(16))
+      expect([chat.getSnapshot().tokens, chat.getSnapshot().cost]).toEqual([3415, "cost unknown"])
+      // Without prices: tokens only.
+      const plain = new ChatModel("s1", all, { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+      expect([plain.getSnapshot().tokens, plain.getSnapshot().cost]).toEqual([3415, undefined])
+    }))
 })
 
 describe("ChatModel when its agent stops", () => {
@@ -481,6 +520,36 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         expect(code).toBe(0)
         expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
         expect(facts(yield* readLog(logPath!))).toEqual(plainTurn(1, "hello there"))
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "--prices: the status line shows the session's tokens and cost once a response reports usage",
+    () =>
+      Effect.gen(function*() {
+        // A recorded vLLM stream whose usage chunk reports 46 prompt + 14 completion tokens.
+        const server = yield* replayServer([{ file: "vllm-stream-text-usage-chunk.sse" }])
+        const dir = tmpDir()
+        const store = Path.join(dir, "sessions")
+        const prices = Path.join(dir, "prices.json")
+        Fs.writeFileSync(prices, JSON.stringify({ "meta-llama/Llama-3.3-70B": { input: 1, output: 2 } }))
+        const { pane } = yield* startChat(store, [
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m",
+          "--prices",
+          prices
+        ])
+        expect(yield* pane.screen).toMatch(/● idle · session \S+ · 0 tokens · \$0\.00(?!\d)/)
+        yield* send(pane, "count")
+        yield* pane.waitFor("turn 1 ended: completed")
+        // (46·1 + 14·2) / 1e6, priced under the model that answered (a prefix key).
+        yield* pane.waitFor(/● idle · session \S+ · 60 tokens · \$0\.000074/)
+        expect((yield* quit(pane)).code).toBe(0)
       }),
     40_000
   )

@@ -219,9 +219,10 @@ const run = Command.make(
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
 
 /**
- * `chat [--session ID]`: the interactive terminal UI (DESIGN.md §14; `src/cli/chat/`), on a new
- * session of the JSONL store or, with `--session ID`, on that session resumed (its history shown
- * from the log). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (DESIGN.md §14;
+ * `src/cli/chat/`), on a new session of the JSONL store or, with `--session ID`, on that session
+ * resumed (its history shown from the log). Its status line shows the session's tokens, and with
+ * `--prices` its cost (a price table that is not one: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
  * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
  * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
@@ -232,6 +233,10 @@ const chat = Command.make(
     session: Options.text("session").pipe(
       Options.optional,
       Options.withDescription("resume this session of the store (DIR/<ID>.jsonl) and show its history")
+    ),
+    prices: Options.text("prices").pipe(
+      Options.optional,
+      Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
     ),
     ...providerOptions,
     store: storeOption
@@ -247,6 +252,7 @@ const chat = Command.make(
           "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"
         )
       }
+      const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path
@@ -259,7 +265,13 @@ const chat = Command.make(
       const { runChat } = yield* loadWith("chat", ["ink", "react"], () => import("./chat/runChat.js")).pipe(
         Effect.catchTag("MissingPackages", (e) => exit(2, e.message))
       )
-      const code = yield* runChat({ directory, model, compaction, sessionId: Option.getOrUndefined(options.session) }).pipe(
+      const code = yield* runChat({
+        directory,
+        model,
+        compaction,
+        prices,
+        sessionId: Option.getOrUndefined(options.session)
+      }).pipe(
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),
           SessionLogError: (e) => exit(2, e.message),

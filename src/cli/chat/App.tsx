@@ -169,6 +169,10 @@ const ToolsView = (
   </>
 )
 
+/** The session's tokens (and cost, with `--prices`) for the status line: ` · 3,375 tokens · $0.0005`. */
+const spent = (snap: Snapshot): string =>
+  ` · ${snap.tokens.toLocaleString("en-US")} tokens${snap.cost === undefined ? "" : ` · ${snap.cost}`}`
+
 const StatusLine = ({ snap, now, frame }: { readonly snap: Snapshot; readonly now: number; readonly frame: string }) =>
   snap.compacting !== undefined
     ? (
@@ -183,10 +187,10 @@ const StatusLine = ({ snap, now, frame }: { readonly snap: Snapshot; readonly no
       <Text color="yellow">
         {`${frame} running · turn ${snap.turn}${snap.step > 0 ? ` step ${snap.step}` : ""} · ${
           seconds(now - (snap.runningSince ?? now))
-        }`}
+        }${spent(snap)}`}
       </Text>
     )
-    : <Text color="green">{`● idle · session ${snap.sessionId}`}</Text>
+    : <Text color="green">{`● idle · session ${snap.sessionId}${spent(snap)}`}</Text>
 
 /** The input line as code points (so that the cursor never splits a surrogate pair). */
 interface Line {

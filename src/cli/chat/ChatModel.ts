@@ -27,6 +27,7 @@ import * as Inbox from "../../Inbox.js"
 import { textOf, type UserMessage } from "../../Message.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
 import * as Transcript from "../../Transcript.js"
+import * as Usage from "../../Usage.js"
 
 /** One line (or block) of the append-only transcript. `key` is unique and stable. */
 export type Item =
@@ -102,6 +103,10 @@ export interface Snapshot {
   readonly pending: ReadonlyArray<PendingItem>
   /** The compaction that runs now, if any. */
   readonly compacting: RunningCompaction | undefined
+  /** The session's tokens so far (`Usage.total` of every model request in the log, issue 16). */
+  readonly tokens: number
+  /** With a price table: the session's cost (`$0.0016`), or `cost unknown` (a model without a price). */
+  readonly cost: string | undefined
 }
 
 /**
@@ -244,6 +249,8 @@ export class ChatModel {
   private readonly endWaiters = new Map<string, Array<() => void>>()
   /** The transcript projection of the log: its history, then each live event. */
   private readonly projection = Transcript.projector()
+  /** The usage projection of the log (issue 16): the status line's tokens and cost. */
+  private readonly usage = Usage.projector()
   private snapshot: Snapshot
   /** Durable events with a smaller `seq` were applied from the log already. */
   private readonly seen: number
@@ -257,7 +264,9 @@ export class ChatModel {
     events: ReadonlyArray<SessionEvent>,
     inbox: Inbox.InboxState,
     status: AgentStatus,
-    private readonly now: () => number = Date.now
+    private readonly now: () => number = Date.now,
+    /** `chat --prices FILE`: the status line shows the session's cost too. */
+    private readonly prices?: Usage.Prices | undefined
   ) {
     this.inbox = Inbox.MutableInbox.from(inbox)
     this.seen = events.length
@@ -265,7 +274,10 @@ export class ChatModel {
     this.runningSince = status === "running" ? now() : undefined
     // A compaction the log leaves open is still running (it ends live) or closed by repair.
     const entries: Array<Transcript.Entry> = []
-    for (const e of events) for (const entry of this.projection.push(e)) entries.push(entry)
+    for (const e of events) {
+      for (const entry of this.projection.push(e)) entries.push(entry)
+      this.usage.push(e)
+    }
     const first = historyStart(entries)
     if (first > 0) {
       const turns = entries[first]!.turn - 1
@@ -364,13 +376,23 @@ export class ChatModel {
         : { text: this.streaming.text, reasoning: this.streaming.reasoning },
       tools: Array.from(this.calls.values()),
       pending,
-      compacting: this.compacting
+      compacting: this.compacting,
+      ...this.spent()
     }
+  }
+
+  /** The status line's tokens and cost. */
+  private spent(): { readonly tokens: number; readonly cost: string | undefined } {
+    const u = this.usage.result()
+    if (this.prices === undefined) return { tokens: Usage.total(u.usage), cost: undefined }
+    const c = Usage.costs(this.prices, u.byModel).total
+    return { tokens: Usage.total(u.usage), cost: c === undefined ? "cost unknown" : Usage.formatUsd(c) }
   }
 
   private event(event: AgentEvent): void {
     if ("seq" in event) {
       if (event.seq < this.seen) return
+      this.usage.push(event)
       this.durable(event)
       return
     }

@@ -52,6 +52,7 @@ import * as PreStep from "../../PreStep.js"
 import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
+import type * as Usage from "../../Usage.js"
 import { entryText } from "../storeFailures.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
@@ -67,6 +68,8 @@ export interface ChatOptions {
   readonly model: Layer.Layer<Model.Model>
   /** The compaction policy, from `--context-window` and its flags; none: `/compact` only (`summarize({})`). */
   readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
+  /** `--prices FILE` (issue 16): the status line shows the session's cost beside its tokens. */
+  readonly prices?: Usage.Prices | undefined
 }
 
 /** The source of what `/inject` delivers (DESIGN.md §2: context names its producer). */
@@ -246,7 +249,14 @@ const session = (
     const references = yield* SessionReference.SessionReference
     // Subscribe first, then read the state: nothing is lost between the two.
     const events = yield* agent.subscribe
-    const model = new ChatModel(agent.id, agent.log.events().slice(), yield* agent.inbox, yield* agent.status)
+    const model = new ChatModel(
+      agent.id,
+      agent.log.events().slice(),
+      yield* agent.inbox,
+      yield* agent.status,
+      Date.now,
+      options.prices
+    )
     // What the runtime logs (a failed append, a run that failed) is a notice in the view, one
     // line with its cause's message: a logger writing to the terminal would draw over Ink's frame
     // (and the default one prints stack traces). The driver and tool fibers are forked from the
