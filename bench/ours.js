@@ -4,7 +4,7 @@
 // once through the same sink a provider adapter uses. Each run builds a fresh agent on a fresh
 // store, times the prompt loop only, then checks its counts.
 import { NodeFileSystem } from "@effect/platform-node"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Schema, Tracer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -165,6 +165,33 @@ const makeTools = (workload, state) => {
 }
 
 /**
+ * A tracer whose spans do nothing (issue 16, `tracer: "drop"`): the loop makes every span it
+ * would make for an exporter (a span object per turn, model request and tool call, attributes,
+ * events, links), and nothing is kept or exported, so the figure is the loop's own tracing cost.
+ */
+const NO_ATTRIBUTES = new Map()
+const droppingTracer = Tracer.make({
+  span: (name, parent, context, links, startTime, kind) => ({
+    _tag: "Span",
+    name,
+    spanId: "0000000000000001",
+    traceId: "00000000000000000000000000000001",
+    parent,
+    context,
+    status: { _tag: "Started", startTime },
+    attributes: NO_ATTRIBUTES,
+    links,
+    sampled: false,
+    kind,
+    end: () => {},
+    attribute: () => {},
+    event: () => {},
+    addLinks: () => {}
+  }),
+  context: (f) => f()
+})
+
+/**
  * The store layer of a run: memory, PostgreSQL (`layerPg` on the job's database `url`, its
  * default pool), or JSONL / SQLite (synchronous NORMAL, FULL for fsync "batch") in a fresh
  * temporary directory.
@@ -196,7 +223,7 @@ const storeLayer = (store, fsync, url) => {
  * `firstCompacting`/`lastCompacting` ms per turn that did, null for a tenth without one) after
  * checking the counts.
  */
-export const runPrompts = async ({ workload, store, fsync = "none", url, prompts }) => {
+export const runPrompts = async ({ workload, store, fsync = "none", url, prompts, tracer }) => {
   const w = WORKLOADS[workload]
   const state = {
     calls: 0,
@@ -292,7 +319,10 @@ export const runPrompts = async ({ workload, store, fsync = "none", url, prompts
           }
         }
         return { perUnit: ((end - start) * 1000) / w.units(prompts) }
-      })).pipe(Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model), policy)))
+      })).pipe(
+        Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model), policy)),
+        tracer === "drop" ? Effect.withTracer(droppingTracer) : (self) => self
+      )
     )
     return result
   } finally {

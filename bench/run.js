@@ -84,6 +84,17 @@ const addRow = (workload, store, unit, ours, peer, extra = {}) => {
   })
 }
 const perUnit = (r) => r?.samples.map((s) => s.perUnit)
+/** A row's figures with the dropping tracer (issue 16), and their ratio to the row's own (no tracer). */
+const dropTracerExtra = (traced, untraced) => {
+  const d = stat(traced)
+  const o = stat(untraced)
+  return {
+    oursDropTracer: d?.median ?? null,
+    oursDropTracerMin: d?.min ?? null,
+    oursDropTracerMax: d?.max ?? null,
+    ratioDropTracer: d !== undefined && o !== undefined && o.median !== 0 ? d.median / o.median : null
+  }
+}
 
 /** With --baseline: the same job on the baseline build; its figures go to the before/after table. */
 const beforeAfter = []
@@ -125,8 +136,10 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
     const ours = job(`ours ${store}`, { ...spec, side: "ours" })
     const before = baselineJob(`ours ${store}`, { ...spec, side: "ours" })
     addBeforeAfter(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(before))
+    // Issue 16: the same with a tracer installed whose spans do nothing (every span is made).
+    const traced = store === "memory" ? job(`ours ${store} tracer=drop`, { ...spec, side: "ours", tracer: "drop" }) : undefined
     const pi = job(`pi   ${store}`, { ...spec, side: "pi" })
-    let extra = {}
+    let extra = traced === undefined ? {} : dropTracerExtra(perUnit(traced), perUnit(ours))
     if (store === "jsonl") {
       const batchPrompts = Math.max(5, Math.round(prompts / 5))
       const batchRuns = Math.min(RUNS, 3)
@@ -141,6 +154,7 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
       const b = stat(perUnit(batch))
       const p = stat(perUnit(pi))
       extra = {
+        ...extra,
         oursFsyncBatch: b?.median ?? null,
         oursFsyncBatchMin: b?.min ?? null,
         oursFsyncBatchMax: b?.max ?? null,
@@ -173,6 +187,7 @@ if (wanted("history-growth")) {
   }
   const ours = job("ours memory", { ...spec, side: "ours" })
   const before = baselineJob("ours memory", { ...spec, side: "ours" })
+  const traced = job("ours memory tracer=drop", { ...spec, side: "ours", tracer: "drop" })
   const pi = job("pi   memory", { ...spec, side: "pi" })
   for (const part of ["first", "last"]) {
     addBeforeAfter(
@@ -188,7 +203,7 @@ if (wanted("history-growth")) {
       `µs/turn, ${part} 10%`,
       ours?.samples.map((s) => s[part]),
       pi?.samples.map((s) => s[part]),
-      { prompts }
+      { prompts, ...dropTracerExtra(traced?.samples.map((s) => s[part]), ours?.samples.map((s) => s[part])) }
     )
   }
 }
@@ -638,6 +653,16 @@ for (const r of rows) {
     r.noPeer === true ? "—" : r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
     ratioText(r.ratio)
   ])
+  if (r.oursDropTracer !== undefined) {
+    table.push([
+      "",
+      `${r.store}, dropping tracer`,
+      r.unit,
+      cell(r.oursDropTracer, r.oursDropTracerMin, r.oursDropTracerMax),
+      "ours (row above, no tracer)",
+      ratioText(r.ratioDropTracer)
+    ])
+  }
   if (r.oursFsyncBatch !== undefined) {
     table.push([
       "",

@@ -12,7 +12,7 @@ const run = async () => {
   switch (job.kind) {
     case "prompts": {
       const side = await sides[job.side]()
-      const spec = { workload: job.workload, store: job.store, fsync: job.fsync, url: job.url }
+      const spec = { workload: job.workload, store: job.store, fsync: job.fsync, url: job.url, tracer: job.tracer }
       for (let i = 0; i < (job.warmupRuns ?? 1); i++) {
         if (job.warmup > 0) await side.runPrompts({ ...spec, prompts: job.warmup })
       }

@@ -195,6 +195,18 @@ export interface AgentOptions {
   readonly sessionId?: string | undefined
   /** Recorded in the session header. */
   readonly cwd?: string | undefined
+  /**
+   * The agent's name in its traces: `gen_ai.agent.name`, and the turn span's name
+   * `invoke_agent {name}` (default `"agent-loop"`; README "Traces").
+   */
+  readonly name?: string | undefined
+  /**
+   * Traces (issue 16; README "Traces"). `recordContent: true` records tool call arguments and
+   * results on the `execute_tool` spans (`gen_ai.tool.call.arguments`/`.result`, JSON text);
+   * they are user data, so the default is false. Spans are made only when the program provides
+   * a tracer (e.g. `@effect/opentelemetry`'s `NodeSdk.layer`).
+   */
+  readonly tracing?: { readonly recordContent?: boolean | undefined } | undefined
 }
 
 const NO_TOOLS: ReadonlyMap<string, Tool.Tool<any>> = new Map()
@@ -327,7 +339,9 @@ const configOf = (
     toolDefinitions: tools === undefined || tools.length === 0 ? NO_DEFINITIONS : tools.map((t) => t.definition),
     fastPreStep: services.preStep === defaultPreStep,
     toolBound: countOption(options.toolConcurrency, 8),
-    maxSteps: countOption(options.maxSteps, 100)
+    maxSteps: countOption(options.maxSteps, 100),
+    name: options.name ?? "agent-loop",
+    recordContent: options.tracing?.recordContent === true
   }
 }
 

@@ -37,6 +37,7 @@ import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { isToolResultMessage } from "../message.js"
+import * as Trace from "../tracing.js"
 import { resumeAll } from "../waiters.js"
 import { commit } from "./section.js"
 import { type AgentState, type CompactionState, history, seen, type TurnState } from "./state.js"
@@ -205,8 +206,10 @@ export const compact = (
           })
         }
       ))
-    if (request === undefined) return bracket
-    return Effect.onExit(bracket, (exit) =>
+    // Traced (issue 16): the bracket in its `compaction` span.
+    const traced = Trace.compaction(a, t.trace, turn, why, bracket)
+    if (request === undefined) return traced
+    return Effect.onExit(traced, (exit) =>
       Effect.sync(() => {
         resumeAll(
           request.waiters,

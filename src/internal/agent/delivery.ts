@@ -17,6 +17,7 @@ import { flatten } from "../flat.js"
 import { checkJson } from "../json.js"
 import { seedLengthOf } from "../logOptions.js"
 import { checkUserMessage, invalidMessage, textMessage } from "../message.js"
+import { noteCaller } from "../tracing.js"
 import { startRun } from "./driver.js"
 import { markUndecided, outcomeOf, publish } from "./observers.js"
 import { commit, critical, type Section, spliceSection } from "./section.js"
@@ -85,6 +86,8 @@ export const deliver = (
           apply: () => {
             seen(a).add(message.id)
             markUndecided(a, data.inserted)
+            // The caller's span, for a link from the turn the message enters (issue 16).
+            noteCaller(a, message.id)
             publish(a, { type: "agent/inbox/inserted", message })
             if (mode !== "inject") {
               if (unwinding) a.latch = true

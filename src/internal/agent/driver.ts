@@ -23,6 +23,7 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
+import * as Trace from "../tracing.js"
 import { abortRequest, compact, needsCompaction, noteUsage, requestCompaction } from "./compaction.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
 import { endStopped, orphanWaiters, publish, resolve, setIdle } from "./observers.js"
@@ -85,7 +86,9 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
       onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
       onFailure: (cause) => stopRun(a, t, cause)
     })
-  return Effect.suspend(() => {
+  return Effect.withFiberRuntime((fiber) => {
+    // The run's tracer (issue 16), read once: none with Effect's default tracer.
+    Trace.startRun(a, fiber)
     const first = newTurnState()
     a.current = first
     return loop(first)
@@ -168,6 +171,7 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWrite
  * idle.
  */
 const leaveOpen = (a: AgentState, t: TurnState): void => {
+  endTrace(t, undefined)
   resolveClaimed(a, t, dropped("interrupted"))
   abortRequest(a)
   orphanWaiters(a)
@@ -250,12 +254,11 @@ const runStep = (
     return runModelStep(a, t)
   }
   const batch = t.claimed ?? []
+  const waterfall = Effect.suspend(() =>
+    a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch, usage: usageBefore(a, t.turn) })
+  )
   return Effect.flatMap(
-    Effect.exit(
-      Effect.suspend(() =>
-        a.config.preStep.run({ agentId: a.id, turn: t.turn, step: t.step, messages: batch, usage: usageBefore(a, t.turn) })
-      )
-    ),
+    Effect.exit(t.trace === undefined ? waterfall : Trace.preStep(t.trace, t.turn, t.step, batch.length, waterfall)),
     (decision): Effect.Effect<TurnState | undefined, SessionWriteError> => {
       if (Exit.isFailure(decision)) {
         if (Cause.isInterruptedOnly(decision.cause)) return Effect.failCause(decision.cause as Cause.Cause<never>)
@@ -415,6 +418,7 @@ const stepDrafts = (
       ids.add(m.id)
       list.push(m)
     }
+    if (t.trace !== undefined) Trace.entered(a, t.trace, step, claimed, entered)
     const outcome = enteredOutcome(turn, step)
     for (const m of entered) resolve(a, m.id, outcome)
     if (claimed !== entered) {
@@ -481,6 +485,7 @@ const openTurn = (
   for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
   const claimed = claim.batch.length > 0 ? { after: drafts.length - 1, batch: claim.batch, turn } : undefined
   const enter = enterNow(a, claim.batch, false) ? stepDrafts(a, turn, 1, claim.batch, claim.batch, drafts) : undefined
+  const kinds = a.trace?.run !== undefined ? Trace.claimKinds(inbox, claim.batch.length) : undefined
   return {
     inbox: Inbox.applyAll(inbox, claim.splices),
     claimed,
@@ -492,6 +497,7 @@ const openTurn = (
       t.step = 1
       t.claimed = claim.batch
       a.current = t
+      t.trace = Trace.startTurn(a, turn, kinds)
       if (enter !== undefined) {
         enter(t)
         t.entered = true
@@ -523,6 +529,7 @@ const closeTurn = (
     claimed: open?.claimed,
     apply: () => {
       committed(t)
+      endTrace(t, reason)
       t.stepOpen = false
       t.turnOpen = false
       resolveClaimed(a, t, claimedOutcome)
@@ -536,6 +543,15 @@ const closeTurn = (
       open.apply(next)
       return next
     }
+  }
+}
+
+/** Ends the turn's span, if it has one (`reason` undefined: the turn stays open in the log). */
+const endTrace = (t: TurnState, reason: TurnEndReason | undefined): void => {
+  const trace = t.trace
+  if (trace !== undefined) {
+    t.trace = undefined
+    Trace.endTurn(trace, reason)
   }
 }
 
@@ -589,6 +605,7 @@ const endStep = (
       const enter = enterNow(a, claim.batch, toolContinuation, prefix)
         ? stepDrafts(a, t.turn, t.step + 1, claim.batch, claim.batch, drafts)
         : undefined
+      const kinds = t.trace !== undefined ? Trace.claimKinds(inbox, claim.batch.length) : undefined
       return {
         drafts,
         inbox: Inbox.applyAll(inbox, claim.splices),
@@ -598,6 +615,7 @@ const endStep = (
           t.stepOpen = false
           t.step++
           t.claimed = claim.batch
+          if (t.trace !== undefined) t.trace.kinds = kinds
           if (enter !== undefined) {
             enter(t)
             t.entered = true
@@ -652,6 +670,7 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
             a.turnCounter = turn
             t.turn = turn
             t.turnOpen = true
+            t.trace = Trace.startTurn(a, turn, undefined)
           }
         }
       })
@@ -676,6 +695,7 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
           const progressed = t.step > 0 || (t.claimed !== undefined && t.claimed.length > 0)
           if (failure === undefined || progressed) a.claimFailures = 0
           else a.claimFailures++
+          endTrace(t, reason)
           t.stepOpen = false
           t.turnOpen = false
           resolveClaimed(a, t, dropped(dropReasonOfTurnEnd(reason)))

@@ -11,6 +11,7 @@ import type { EventDraft } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
 import { checkJson, deepFreeze } from "../json.js"
+import * as Trace from "../tracing.js"
 import { publish } from "./observers.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, history, newCall, seen, type TurnState } from "./state.js"
@@ -30,6 +31,21 @@ const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponentia
  * in the adapter is `MODEL_FAILED`). Fails only by interruption.
  */
 export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
+  const trace = t.trace
+  if (trace === undefined) return respond(a, t, undefined)
+  // Traced (issue 16): the request in its `chat` span, the adapter's spans its children.
+  return Effect.suspend(() => {
+    const chat = Trace.startChat(a, trace, t.turn, t.step)
+    return Effect.onExit(respond(a, t, chat), (exit) => Effect.sync(() => Trace.endChat(chat, trace, exit)))
+  })
+}
+
+/** The request and its attempts (§11); with `chat`, each attempt's adapter call in that span. */
+const respond = (
+  a: AgentState,
+  t: TurnState,
+  chat: Trace.ChatTrace | undefined
+): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
   const request: ModelRequest = {
     sessionId: a.id,
     turn: t.turn,
@@ -53,7 +69,9 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
       streamed: false
     }
     t.acc = acc
-    return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc)), acc)
+    if (chat === undefined) return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc, undefined)), acc)
+    Trace.chatAttempt(chat)
+    return Effect.as(Effect.withParentSpan(a.config.model.respond(request, sinkFor(a, t, acc, chat)), chat.span), acc)
   })
   // The first attempt runs bare (no schedule driver on the success path); a retryable failure
   // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
@@ -75,11 +93,13 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
           ? Effect.succeed(Either.left(error))
           : Effect.matchEffect(driver.next(error), {
             onFailure: () => Effect.succeed(Either.left(error)),
-            onSuccess: () =>
-              Effect.matchCauseEffect(once, {
+            onSuccess: () => {
+              if (chat !== undefined) Trace.chatRetry(chat, attempt + 1, error)
+              return Effect.matchCauseEffect(once, {
                 onSuccess: (acc) => Effect.succeed(Either.right(acc)),
                 onFailure: (cause) => Effect.flatMap(outcome(cause), (e) => (Either.isLeft(e) ? loop(e.left) : Effect.succeed(e)))
               })
+            }
           })
       return loop(first)
     })
@@ -94,9 +114,11 @@ export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Eit
 }
 
 /** The sink of one attempt: accumulates the response and publishes its deltas (§5.3). */
-const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator): ModelSink => ({
+const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.ChatTrace | undefined): ModelSink => ({
   part: (part: ModelPart) =>
     Effect.sync(() => {
+      // The time to first chunk (issue 16): one clock read per attempt, no span per part.
+      if (chat !== undefined && chat.firstPart === undefined) chat.firstPart = chat.clock.unsafeCurrentTimeMillis()
       const content = acc.content
       switch (part.type) {
         case "text-delta": {

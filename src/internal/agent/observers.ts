@@ -27,6 +27,7 @@ export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): 
 /** Decides the outcome of a delivered (or pre-step-entered) message: observers, then waiters. */
 export const resolve = (a: AgentState, id: string, outcome: DeliveryOutcome): void => {
   a.undecidedCell?.delete(id)
+  a.trace?.callers.delete(id)
   const observers = a.observers
   if (observers !== undefined) {
     const observer = observers.get(id)

@@ -21,6 +21,7 @@ import type { AbortCause, FinishReason, SessionEvent, ToolErrorCode, Usage } fro
 import type { SessionLog, SessionWriteError } from "../../SessionLog.js"
 import type { SessionStoreService } from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
+import type { AgentTrace, TurnTrace } from "../tracing.js"
 import type { Resume } from "../waiters.js"
 
 /** The phase of a tool call in its step (§8, §9): what an abort gives it. */
@@ -89,6 +90,8 @@ export interface TurnState {
   enteredFrom: number
   /** State update of a prefix draft appended with the step's end. */
   onCommit: (() => void) | undefined
+  /** The turn's span (issue 16), while it is open in a traced run. */
+  trace: TurnTrace | undefined
 }
 
 export const newTurnState = (): TurnState => ({
@@ -107,7 +110,8 @@ export const newTurnState = (): TurnState => ({
   onCommit: undefined,
   compaction: undefined,
   overflowRetried: false,
-  enteredFrom: -1
+  enteredFrom: -1,
+  trace: undefined
 })
 
 /**
@@ -158,6 +162,10 @@ export interface AgentConfig {
   /** `toolConcurrency` and `maxSteps`, whole numbers ≥ 1 (`countOption`). */
   readonly toolBound: number
   readonly maxSteps: number
+  /** `gen_ai.agent.name` of the agent's spans (issue 16; default "agent-loop"). */
+  readonly name: string
+  /** Tool arguments and results on `execute_tool` spans (issue 16; default false). */
+  readonly recordContent: boolean
 }
 
 /**
@@ -213,6 +221,8 @@ export abstract class AgentState {
   waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined = undefined
   observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined = undefined
   idleWaiters: Array<Resume<void>> | undefined = undefined
+  /** Tracing (issue 16): the run's tracer and the caller spans of deliveries; allocated on first use. */
+  trace: AgentTrace | undefined = undefined
   private requestKeyCell: string | undefined = undefined
   private inboxCell: Ref.Ref<InboxState> | undefined = undefined
 

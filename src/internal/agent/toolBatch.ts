@@ -20,6 +20,7 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isContentShape, isUserMessageShape } from "../logCodec.js"
+import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
 import { commit } from "./section.js"
@@ -348,6 +349,18 @@ const groupSection = (
  * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
  */
 const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> => {
+  const run = untracedExecution(a, t, call, tool, args)
+  // Traced (issue 16): the execution in its `execute_tool` span, the tool's spans its children.
+  return t.trace === undefined ? run : Trace.tool(a, t.trace, t.turn, t.step, call, run)
+}
+
+const untracedExecution = (
+  a: AgentState,
+  t: TurnState,
+  call: CallState,
+  tool: Tool.Tool<any>,
+  args: unknown
+): Effect.Effect<void> => {
   const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids)
   const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
     if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)

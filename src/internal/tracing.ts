@@ -1,0 +1,441 @@
+/**
+ * Traces of the loop (issue 16 §1): spans named and attributed after the OpenTelemetry GenAI
+ * semantic conventions, made through Effect's `Tracer` only (the runtime imports no
+ * `@opentelemetry` package; an OTel tracer is the user's layer, e.g. `@effect/opentelemetry`'s
+ * `NodeSdk.layer`). One tree per turn:
+ *
+ * ```text
+ * invoke_agent {name}   INTERNAL, a root span per turn; a link to the caller's span of each
+ * │                     delivery that entered the turn, an `agent_loop.delivery` event per entry
+ * ├─ pre_step           INTERNAL, per pre-step waterfall run (none with the default pre-step)
+ * ├─ compaction         INTERNAL, per compaction bracket (a root span between turns)
+ * ├─ chat {model}       CLIENT, per model request (its retries as `agent_loop.retry` events)
+ * └─ execute_tool {tool} INTERNAL, per tool call that runs (execute + hooks)
+ * ```
+ *
+ * The model adapter's, the tools' and the pre-step's own spans are children of `chat`,
+ * `execute_tool` and `pre_step` (the span is their parent span). Attributes are the GenAI names
+ * (`gen_ai.*`, hardcoded here), `error.type`, and `agent_loop.*` for what the conventions have no
+ * name for (turn and step numbers, the turn's end reason, deliveries, compaction). Trace and span
+ * ids are in no durable event: traces are not replayed (a resumed agent opens new spans); the
+ * session id (`gen_ai.conversation.id`) and the turn and step numbers tie spans to the log.
+ *
+ * Cost: the tracer is read once per run, at the driver fiber's start, from the fiber that
+ * started the run (the caller's layers). With Effect's default tracer (none installed) or with
+ * tracing disabled (`Effect.withTracerEnabled(false)`) nothing here runs but that check and, per
+ * delivery, a read of the caller's current span; no span is ever opened per text delta (the time
+ * to first chunk is one clock read per model attempt).
+ */
+import { Clock, Context, Effect, type Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
+import type { CompactionReason, CompactionReport } from "../Compaction.js"
+import type { InboxState } from "../Inbox.js"
+import type { ContentBlock, UserMessage } from "../Message.js"
+import type { ModelError } from "../Model.js"
+import type { TurnEndReason } from "../SessionEvent.js"
+import type { Accumulator } from "./agent/state.js"
+
+/** The tracer of a run, read once when the driver fiber starts (`runTracing`). */
+export interface RunTracing {
+  readonly tracer: Tracer.Tracer
+  readonly clock: Clock.Clock
+  /** The driver fiber's context, given to the tracer with every span. */
+  readonly context: Context.Context<never>
+}
+
+/** How a message came in, as the log reads it (`next-turn` → followup, waking `next-step` → steer, else inject). */
+export type DeliveryKind = "followup" | "steer" | "inject"
+
+/** What a traced agent keeps (`AgentState.trace`): the run's tracer and the caller spans of pending deliveries. */
+export interface AgentTrace {
+  /** The current run's tracer; `undefined` when the run is not traced. */
+  run: RunTracing | undefined
+  /** The caller's span of each delivery not decided yet (by message id), for the turn's links. */
+  readonly callers: Map<string, Tracer.AnySpan>
+}
+
+/** The span of a turn and what it sums (`TurnState.trace`). */
+export interface TurnTrace {
+  readonly run: RunTracing
+  readonly span: Tracer.Span
+  /** The delivery kinds of the current claim, aligned with `TurnState.claimed`. */
+  kinds: ReadonlyArray<DeliveryKind> | undefined
+  /** The usage the turn's responses reported, summed per `gen_ai.usage.*` attribute. */
+  usage: Record<string, number> | undefined
+}
+
+/** The span of a model request, with the start of its current attempt and its first part (ms). */
+export interface ChatTrace {
+  readonly span: Tracer.Span
+  readonly clock: Clock.Clock
+  attemptStart: number
+  firstPart: number | undefined
+}
+
+/** The agent's fields tracing reads. */
+interface Traced {
+  readonly id: string
+  trace: AgentTrace | undefined
+  readonly config: {
+    readonly name: string
+    readonly recordContent: boolean
+    readonly model: { readonly provider: string; readonly model: string }
+  }
+}
+
+let native: Tracer.Tracer | undefined
+/** Effect's default tracer (what a fiber has when no tracer layer is installed). */
+const nativeTracer = (): Tracer.Tracer => native ?? (native = Effect.runSync(Effect.tracer))
+
+/**
+ * The run's tracer, read from the driver fiber: `undefined` with Effect's default tracer or
+ * with tracing disabled, so that an untraced run does no tracing work at all.
+ */
+export const runTracing = (fiber: Fiber.RuntimeFiber<unknown, unknown>): RunTracing | undefined => {
+  const tracer = fiber.currentTracer
+  if (tracer === nativeTracer() || !fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
+  return { tracer, clock: Context.get(fiber.currentDefaultServices, Clock.Clock), context: fiber.currentContext }
+}
+
+/** Sets the agent's run tracing at a driver fiber's start. */
+export const startRun = (a: Traced, fiber: Fiber.RuntimeFiber<unknown, unknown>): void => {
+  const run = runTracing(fiber)
+  if (run !== undefined) (a.trace ?? (a.trace = { run, callers: new Map() })).run = run
+  else if (a.trace !== undefined) a.trace.run = undefined
+}
+
+/**
+ * At a delivery (in its critical section, on the caller's fiber): remembers the caller's current
+ * span, if it has one, for the link from the turn the message enters.
+ */
+export const noteCaller = (a: Traced, messageId: string): void => {
+  const fiber = Fiber.getCurrentFiber()
+  if (Option.isNone(fiber)) return
+  const span = fiber.value.currentSpan
+  if (span === undefined) return
+  ;(a.trace ?? (a.trace = { run: undefined, callers: new Map() })).callers.set(messageId, span)
+}
+
+/** The delivery kinds of a claim from `inbox` (its `next-step` items in order, then one `next-turn` item). */
+export const claimKinds = (inbox: InboxState, count: number): ReadonlyArray<DeliveryKind> => {
+  const kinds: Array<DeliveryKind> = []
+  for (const p of inbox.nextStep) {
+    if (kinds.length === count) break
+    kinds.push(p.waking ? "steer" : "inject")
+  }
+  while (kinds.length < count) kinds.push("followup")
+  return kinds
+}
+
+const now = (run: { readonly clock: Clock.Clock }): bigint => run.clock.unsafeCurrentTimeNanos()
+
+const span = (
+  run: RunTracing,
+  name: string,
+  parent: Tracer.AnySpan | undefined,
+  kind: Tracer.SpanKind,
+  attributes: Readonly<Record<string, unknown>>
+): Tracer.Span => {
+  const s = parent === undefined
+    ? run.tracer.span(name, Option.none(), run.context, [], now(run), kind, { root: true })
+    : run.tracer.span(name, Option.some(parent), run.context, [], now(run), kind)
+  for (const key in attributes) {
+    const value = attributes[key]
+    if (value !== undefined) s.attribute(key, value)
+  }
+  return s
+}
+
+/** A failure exit for an error end: the OTel tracer sets status ERROR with `message`. */
+const failed = (message: string, name: string): Exit.Exit<never, Error> => {
+  const error = new Error(message)
+  error.name = name
+  return Exit.fail(error)
+}
+
+/** Opens the span of turn `turn` (`invoke_agent {name}`, a root), when the run is traced. */
+export const startTurn = (
+  a: Traced,
+  turn: number,
+  kinds: ReadonlyArray<DeliveryKind> | undefined
+): TurnTrace | undefined => {
+  const run = a.trace?.run
+  if (run === undefined) return undefined
+  return {
+    run,
+    span: span(run, `invoke_agent ${a.config.name}`, undefined, "internal", {
+      "gen_ai.operation.name": "invoke_agent",
+      "gen_ai.provider.name": a.config.model.provider,
+      "gen_ai.conversation.id": a.id,
+      "gen_ai.agent.name": a.config.name,
+      "gen_ai.agent.id": a.id,
+      "agent_loop.turn": turn
+    }),
+    kinds,
+    usage: undefined
+  }
+}
+
+/**
+ * The messages that entered step `step` of a traced turn: an `agent_loop.delivery` event for each
+ * one that was delivered (claimed; not a pre-step's addition), and a link to its caller's span.
+ * Called before their fates resolve (which forgets the caller spans).
+ */
+export const entered = (
+  a: Traced,
+  t: TurnTrace,
+  step: number,
+  claimed: ReadonlyArray<UserMessage>,
+  messages: ReadonlyArray<UserMessage>
+): void => {
+  const callers = a.trace?.callers
+  const links: Array<Tracer.SpanLink> = []
+  const at = now(t.run)
+  for (const m of messages) {
+    let i = 0
+    while (i < claimed.length && claimed[i]!.id !== m.id) i++
+    if (i === claimed.length) continue
+    const kind = t.kinds?.[i] ?? "followup"
+    t.span.event("agent_loop.delivery", at, {
+      "agent_loop.message.id": m.id,
+      "agent_loop.delivery.kind": kind,
+      "agent_loop.delivery.source": m.source.kind,
+      "agent_loop.step": step
+    })
+    const caller = callers?.get(m.id)
+    if (caller !== undefined) {
+      links.push({
+        _tag: "SpanLink",
+        span: caller,
+        attributes: { "agent_loop.message.id": m.id, "agent_loop.delivery.kind": kind }
+      })
+    }
+  }
+  if (links.length > 0) t.span.addLinks(links)
+}
+
+/** The `gen_ai.usage.*` attribute of each normalized usage count (README "Token usage"). */
+const USAGE_ATTRIBUTES = [
+  ["inputTokens", "gen_ai.usage.input_tokens"],
+  ["outputTokens", "gen_ai.usage.output_tokens"],
+  ["cacheReadTokens", "gen_ai.usage.cache_read.input_tokens"],
+  ["cacheWriteTokens", "gen_ai.usage.cache_creation.input_tokens"],
+  ["reasoningTokens", "gen_ai.usage.reasoning.output_tokens"]
+] as const
+
+const setAll = (s: Tracer.Span, attributes: Readonly<Record<string, unknown>>): void => {
+  for (const key in attributes) {
+    const value = attributes[key]
+    if (value !== undefined) s.attribute(key, value)
+  }
+}
+
+/**
+ * Ends a turn's span with its end reason (`agent_loop.turn.end`, the reason's kind), its summed
+ * usage, and for an error end `error.type` (the code) and status error. `undefined`: the turn was
+ * left open in the log (a released or stopped agent); the span ends interrupted.
+ */
+export const endTurn = (t: TurnTrace, reason: TurnEndReason | undefined): void => {
+  const s = t.span
+  if (t.usage !== undefined) setAll(s, t.usage)
+  if (reason === undefined) {
+    s.end(now(t.run), Exit.interrupt(FiberId.none))
+    return
+  }
+  s.attribute("agent_loop.turn.end", reason.kind)
+  switch (reason.kind) {
+    case "error":
+      s.attribute("error.type", reason.error.code)
+      s.end(now(t.run), failed(reason.error.message, reason.error.code))
+      return
+    case "aborted":
+      s.attribute("agent_loop.turn.abort_cause", reason.reason.kind)
+      break
+    case "blocked":
+      if (reason.reason !== undefined) s.attribute("agent_loop.turn.blocked_reason", reason.reason)
+      break
+  }
+  s.end(now(t.run), Exit.void)
+}
+
+/** Opens the span of a model request (`chat {model}`, CLIENT) in a traced turn. */
+export const startChat = (a: Traced, t: TurnTrace, turn: number, step: number): ChatTrace => {
+  const model = a.config.model
+  return {
+    span: span(t.run, `chat ${model.model}`, t.span, "client", {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": model.provider,
+      "gen_ai.conversation.id": a.id,
+      "gen_ai.request.model": model.model,
+      "gen_ai.request.stream": true,
+      "agent_loop.turn": turn,
+      "agent_loop.step": step
+    }),
+    clock: t.run.clock,
+    attemptStart: 0,
+    firstPart: undefined
+  }
+}
+
+/** A model attempt starts (the first, or a retry). */
+export const chatAttempt = (c: ChatTrace): void => {
+  c.attemptStart = c.clock.unsafeCurrentTimeMillis()
+  c.firstPart = undefined
+}
+
+/** A retry of a model request: an `agent_loop.retry` event with the failed attempt's error code. */
+export const chatRetry = (c: ChatTrace, attempt: number, error: ModelError): void => {
+  c.span.event("agent_loop.retry", c.clock.unsafeCurrentTimeNanos(), {
+    "agent_loop.retry.attempt": attempt,
+    "error.type": error.code,
+    ...(error.status !== undefined ? { "http.response.status_code": error.status } : {})
+  })
+}
+
+/** Ends a model request's span: the response's id, model, finish reason, usage and time to first chunk, or its error. */
+export const endChat = (
+  c: ChatTrace,
+  t: TurnTrace,
+  exit: Exit.Exit<Either.Either<Accumulator, ModelError>>
+): void => {
+  const s = c.span
+  const at = c.clock.unsafeCurrentTimeNanos()
+  if (Exit.isFailure(exit)) return s.end(at, exit)
+  const result = exit.value
+  if (result._tag === "Left") {
+    s.attribute("error.type", result.left.code)
+    return s.end(at, Exit.fail(result.left))
+  }
+  const acc = result.right
+  if (acc.response?.id !== undefined) s.attribute("gen_ai.response.id", acc.response.id)
+  if (acc.response?.model !== undefined) s.attribute("gen_ai.response.model", acc.response.model)
+  s.attribute("gen_ai.response.finish_reasons", [acc.finish ?? "stop"])
+  if (c.firstPart !== undefined) s.attribute("gen_ai.response.time_to_first_chunk", (c.firstPart - c.attemptStart) / 1000)
+  const u = acc.usage
+  if (u !== undefined) {
+    // The counts the provider reported, on the request and summed on the turn (none invented).
+    for (const [field, key] of USAGE_ATTRIBUTES) {
+      const n = u[field]
+      if (typeof n !== "number") continue
+      s.attribute(key, n)
+      const total = t.usage ?? (t.usage = {})
+      total[key] = (total[key] ?? 0) + n
+    }
+  }
+  s.end(at, Exit.void)
+}
+
+/** The call of a tool as its span reads it. */
+interface TracedCall {
+  readonly id: string
+  readonly name: string
+  readonly rawArguments: string
+  readonly content: ReadonlyArray<ContentBlock>
+  readonly isError: boolean
+  readonly error: { readonly code: string } | undefined
+}
+
+/**
+ * A tool call's execution in its span (`execute_tool {tool}`, INTERNAL, the parent span of the
+ * tool's own spans). Arguments and result (`gen_ai.tool.call.arguments`/`.result`) only with
+ * `recordContent`; an error result sets `error.type` (its §8 code) and status error.
+ */
+export const tool = <E, R>(
+  a: Traced,
+  t: TurnTrace,
+  turn: number,
+  step: number,
+  call: TracedCall,
+  execution: Effect.Effect<void, E, R>
+): Effect.Effect<void, E, R> =>
+  Effect.suspend(() => {
+    const s = span(t.run, `execute_tool ${call.name}`, t.span, "internal", {
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.conversation.id": a.id,
+      "gen_ai.tool.name": call.name,
+      "gen_ai.tool.call.id": call.id,
+      "gen_ai.tool.call.arguments": a.config.recordContent ? call.rawArguments : undefined,
+      "agent_loop.turn": turn,
+      "agent_loop.step": step
+    })
+    return Effect.onExit(Effect.withParentSpan(execution, s), (exit) =>
+      Effect.sync(() => {
+        const at = now(t.run)
+        if (Exit.isFailure(exit)) return s.end(at, exit)
+        if (a.config.recordContent) s.attribute("gen_ai.tool.call.result", JSON.stringify(call.content))
+        if (call.isError) {
+          const code = call.error?.code ?? "TOOL_FAILED"
+          s.attribute("error.type", code)
+          return s.end(at, failed(`the tool call ended with an error result (${code})`, code))
+        }
+        s.end(at, Exit.void)
+      }))
+  })
+
+/** A pre-step waterfall run in its span (`pre_step`, INTERNAL): the decision, or its failure. */
+export const preStep = <A extends { readonly _tag?: unknown; readonly messages?: unknown }, E, R>(
+  t: TurnTrace,
+  turn: number,
+  step: number,
+  claimed: number,
+  run: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    const s = span(t.run, "pre_step", t.span, "internal", {
+      "agent_loop.turn": turn,
+      "agent_loop.step": step,
+      "agent_loop.pre_step.claimed": claimed
+    })
+    return Effect.onExit(Effect.withParentSpan(run, s), (exit) =>
+      Effect.sync(() => {
+        const at = now(t.run)
+        if (Exit.isFailure(exit)) {
+          if (!Exit.isInterrupted(exit)) s.attribute("error.type", "PRE_STEP_FAILED")
+          return s.end(at, exit)
+        }
+        const d = exit.value
+        const tag = typeof d === "object" && d !== null && typeof d._tag === "string" ? d._tag : "invalid"
+        s.attribute("agent_loop.pre_step.decision", tag)
+        if (tag === "Enter" && Array.isArray(d.messages)) s.attribute("agent_loop.pre_step.entered", d.messages.length)
+        s.end(at, Exit.void)
+      }))
+  })
+
+/**
+ * A compaction bracket in its span (`compaction`, INTERNAL): a child of the turn's span, or a
+ * root span for a manual compaction between turns; the report's outcome and token counts.
+ */
+export const compaction = <E, R>(
+  a: Traced,
+  t: TurnTrace | undefined,
+  turn: number | null,
+  reason: CompactionReason,
+  bracket: Effect.Effect<CompactionReport, E, R>
+): Effect.Effect<CompactionReport, E, R> => {
+  const run = t?.run ?? a.trace?.run
+  if (run === undefined) return bracket
+  return Effect.suspend(() => {
+    const s = span(run, "compaction", t?.span, "internal", {
+      "gen_ai.conversation.id": a.id,
+      "agent_loop.turn": turn ?? undefined,
+      "agent_loop.compaction.reason": reason
+    })
+    return Effect.onExit(Effect.withParentSpan(bracket, s), (exit) =>
+      Effect.sync(() => {
+        const at = now(run)
+        if (Exit.isFailure(exit)) return s.end(at, exit)
+        const r = exit.value
+        setAll(s, {
+          "agent_loop.compaction.id": r.compactionId,
+          "agent_loop.compaction.outcome": r.outcome,
+          "agent_loop.compaction.tokens_before": r.tokensBefore,
+          "agent_loop.compaction.tokens_after": r.tokensAfter
+        })
+        if (r.outcome === "failed") {
+          const code = r.error?.code ?? "COMPACTION_FAILED"
+          s.attribute("error.type", code)
+          return s.end(at, failed(r.error?.message ?? "the compaction failed", code))
+        }
+        s.end(at, Exit.void)
+      }))
+  })
+}

@@ -1,0 +1,484 @@
+/**
+ * Traces (issue 16 §1): a scripted session (a text step, a tool step with 2 parallel calls, a
+ * steer, a retry, a cancel) through the OpenTelemetry SDK (`@effect/opentelemetry`'s `NodeSdk`
+ * with an in-memory exporter), the exact span tree: names, kinds, attributes, events, links,
+ * status, virtual times. Also: `recordContent`, the same log without a tracer, no trace id in
+ * the log, a manual compaction's root span.
+ */
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import { describe, expect, it } from "@effect/vitest"
+import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
+import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_GEN_AI_AGENT_ID,
+  ATTR_GEN_AI_AGENT_NAME,
+  ATTR_GEN_AI_CONVERSATION_ID,
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_PROVIDER_NAME,
+  ATTR_GEN_AI_REQUEST_MODEL,
+  ATTR_GEN_AI_REQUEST_STREAM,
+  ATTR_GEN_AI_RESPONSE_FINISH_REASONS,
+  ATTR_GEN_AI_RESPONSE_ID,
+  ATTR_GEN_AI_RESPONSE_MODEL,
+  ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+  ATTR_GEN_AI_TOOL_CALL_ARGUMENTS,
+  ATTR_GEN_AI_TOOL_CALL_ID,
+  ATTR_GEN_AI_TOOL_CALL_RESULT,
+  ATTR_GEN_AI_TOOL_NAME,
+  ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+} from "@opentelemetry/semantic-conventions/incubating"
+import { Effect, Layer, Schema } from "effect"
+import type { ModelService } from "../src/Model.js"
+import * as Model from "../src/Model.js"
+import * as PreStep from "../src/PreStep.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import * as Tool from "../src/Tool.js"
+import { advance, Agent, brief, checkLog, layer } from "./utils/agent.js"
+
+/** A finished span as the test compares it: times in virtual ms, ids replaced by span names. */
+interface Node {
+  readonly name: string
+  readonly kind: string
+  readonly start: number
+  readonly end: number
+  readonly status: string
+  readonly attributes: Record<string, unknown>
+  readonly events?: ReadonlyArray<{ readonly name: string; readonly at: number; readonly attributes: Record<string, unknown> }>
+  readonly links?: ReadonlyArray<{ readonly to: string; readonly attributes: Record<string, unknown> }>
+  readonly children?: ReadonlyArray<Node>
+}
+
+const ms = (t: readonly [number, number]): number => t[0] * 1000 + t[1] / 1e6
+const KINDS: Record<number, string> = {
+  [SpanKind.INTERNAL]: "INTERNAL",
+  [SpanKind.CLIENT]: "CLIENT",
+  [SpanKind.SERVER]: "SERVER",
+  [SpanKind.PRODUCER]: "PRODUCER",
+  [SpanKind.CONSUMER]: "CONSUMER"
+}
+const STATUS: Record<number, string> = {
+  [SpanStatusCode.UNSET]: "UNSET",
+  [SpanStatusCode.OK]: "OK",
+  [SpanStatusCode.ERROR]: "ERROR"
+}
+
+/** The exported spans as trees (roots and siblings by start time, then end time, name and call id). */
+const trees = (spans: ReadonlyArray<ReadableSpan>): Array<Node> => {
+  const byId = new Map(spans.map((s) => [s.spanContext().spanId, s] as const))
+  const order = (a: ReadableSpan, b: ReadableSpan) =>
+    ms(a.startTime) - ms(b.startTime) || ms(a.endTime) - ms(b.endTime) || a.name.localeCompare(b.name) ||
+    String(a.attributes[ATTR_GEN_AI_TOOL_CALL_ID] ?? "").localeCompare(String(b.attributes[ATTR_GEN_AI_TOOL_CALL_ID] ?? ""))
+  const node = (s: ReadableSpan): Node => {
+    const children = spans.filter((c) => c.parentSpanContext?.spanId === s.spanContext().spanId).sort(order)
+    return {
+      name: s.name,
+      kind: KINDS[s.kind]!,
+      start: ms(s.startTime),
+      end: ms(s.endTime),
+      status: STATUS[s.status.code]! +
+        (s.status.message !== undefined && s.status.code === SpanStatusCode.ERROR ? `: ${s.status.message}` : ""),
+      attributes: { ...s.attributes },
+      ...(s.events.length > 0
+        ? {
+          events: s.events.map((e) => ({
+            name: e.name,
+            at: ms(e.time),
+            attributes: e.name === "exception" ? { "exception.type": e.attributes?.["exception.type"] } : { ...e.attributes }
+          }))
+        }
+        : {}),
+      ...(s.links.length > 0
+        ? { links: s.links.map((l) => ({ to: byId.get(l.context.spanId)?.name ?? "?", attributes: { ...l.attributes } })) }
+        : {}),
+      ...(children.length > 0 ? { children: children.map(node) } : {})
+    }
+  }
+  return spans.filter((s) => s.parentSpanContext === undefined || !byId.has(s.parentSpanContext.spanId)).sort(order).map(node)
+}
+
+/** A tool that sleeps (virtual time) 100 ms for "a", 200 ms for anything else, and finds it. */
+const lookup = Tool.make({
+  name: "lookup",
+  description: "Looks something up.",
+  parameters: Schema.Struct({ q: Schema.String }),
+  execute: ({ q }) => Effect.as(Effect.sleep(q === "a" ? 100 : 200), { content: `found ${q}` })
+})
+
+/** The scripted model, with a `response` part (id, model) after each successful attempt. */
+const sessionModel = (): ModelService => {
+  const scripted = Model.scripted([
+    // turn 1: a text step ("hello" at 20 ms, "there" at 40 ms)
+    { text: "hello there", latencyMs: 40, usage: { inputTokens: 10, outputTokens: 2 } },
+    // turn 2, step 1: two parallel calls
+    {
+      toolCalls: [{ id: "call-a", name: "lookup", arguments: { q: "a" } }, {
+        id: "call-b",
+        name: "lookup",
+        arguments: { q: "b" }
+      }],
+      latencyMs: 10,
+      usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 20, cacheWriteTokens: 4 }
+    },
+    // turn 2, step 2 (the results and the steer): a retryable error, then the answer
+    { error: { code: "RATE_LIMITED", message: "slow down", retryable: true, status: 429 } },
+    { text: "a, b and c", latencyMs: 30, usage: { inputTokens: 60, outputTokens: 12, reasoningTokens: 5 } },
+    // turn 3: canceled mid-stream
+    { text: "one two three four five", latencyMs: 1000 }
+  ], { provider: "scripted", model: "script-1" })
+  let n = 0
+  return {
+    provider: scripted.provider,
+    model: scripted.model,
+    respond: (request, sink) =>
+      Effect.zipRight(
+        scripted.respond(request, sink),
+        Effect.suspend(() => sink.part({ type: "response", id: `resp-${++n}`, model: "script-1-2026" }))
+      )
+  }
+}
+
+/** A pre-step listener that enters what was claimed (so that every step has a `pre_step` span). */
+const passThrough: PreStep.Listener = (_payload, next) => next()
+
+const exporterLayer = (exporter: InMemorySpanExporter) =>
+  NodeSdk.layer(() => ({ resource: { serviceName: "tracing-test" }, spanProcessor: new SimpleSpanProcessor(exporter) }))
+
+/**
+ * The session: turn 1 a text step; turn 2 two parallel tool calls, a steer from the caller while
+ * they run, a retried request; turn 3 canceled at 300 ms into its stream. The followups and the
+ * steer run in spans of the caller's (`client …`), the last followup in none.
+ */
+const session = (options: { readonly recordContent?: boolean }) =>
+  Effect.gen(function*() {
+    const agent = yield* Agent.make({
+      tools: [lookup],
+      name: "helper",
+      sessionId: "s-1",
+      ...(options.recordContent !== undefined ? { tracing: { recordContent: options.recordContent } } : {})
+    })
+    const f1 = yield* agent.followup("hi").pipe(Effect.withSpan("client followup 1"))
+    yield* advance(100) // turn 1: 0–40 ms
+    const f2 = yield* agent.followup("look up a and b").pipe(Effect.withSpan("client followup 2"))
+    yield* advance(50) // the calls run from 110 ms (a until 210, b until 310)
+    const s = yield* agent.steer("and c").pipe(Effect.withSpan("client steer"))
+    yield* advance(1000) // step 2 at 310 ms fails, retried at 810 ms, answers at 840 ms
+    const f3 = yield* agent.followup("write a long answer")
+    yield* advance(300)
+    yield* agent.cancel()
+    yield* checkLog(agent, [f1, f2, s, f3])
+    return { events: agent.log.events(), ids: [f1.messageId, f2.messageId, s.messageId, f3.messageId] as const }
+  })
+
+const run = (options: { readonly recordContent?: boolean; readonly traced?: boolean }) => {
+  const exporter = new InMemorySpanExporter()
+  const base = layer(sessionModel(), PreStep.layer([passThrough]))
+  // The spans are read before the layer's scope closes (the SDK's shutdown clears the exporter).
+  return session(options).pipe(
+    Effect.map((r) => ({ ...r, spans: exporter.getFinishedSpans().slice() })),
+    Effect.provide(options.traced === false ? base : Layer.merge(base, exporterLayer(exporter)))
+  )
+}
+
+const turnAttributes = (turn: number, end: Record<string, unknown>) => ({
+  [ATTR_GEN_AI_OPERATION_NAME]: "invoke_agent",
+  [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+  [ATTR_GEN_AI_CONVERSATION_ID]: "s-1",
+  [ATTR_GEN_AI_AGENT_NAME]: "helper",
+  [ATTR_GEN_AI_AGENT_ID]: "s-1",
+  "agent_loop.turn": turn,
+  ...end
+})
+const chatAttributes = (turn: number, step: number, response: Record<string, unknown>) => ({
+  [ATTR_GEN_AI_OPERATION_NAME]: "chat",
+  [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+  [ATTR_GEN_AI_CONVERSATION_ID]: "s-1",
+  [ATTR_GEN_AI_REQUEST_MODEL]: "script-1",
+  [ATTR_GEN_AI_REQUEST_STREAM]: true,
+  "agent_loop.turn": turn,
+  "agent_loop.step": step,
+  ...response
+})
+/** `gen_ai.response.finish_reasons` is a string array; @effect/opentelemetry 0.64.1 hands arrays to the SDK as JSON text. */
+const finish = (reason: string) => JSON.stringify([reason], null, 2)
+const preStep = (turn: number, step: number, at: number): Node => ({
+  name: "pre_step",
+  kind: "INTERNAL",
+  start: at,
+  end: at,
+  status: "OK",
+  attributes: {
+    "agent_loop.turn": turn,
+    "agent_loop.step": step,
+    "agent_loop.pre_step.claimed": 1,
+    "agent_loop.pre_step.decision": "Enter",
+    "agent_loop.pre_step.entered": 1
+  }
+})
+const toolSpan = (callId: string, start: number, end: number, content: Record<string, unknown> = {}): Node => ({
+  name: "execute_tool lookup",
+  kind: "INTERNAL",
+  start,
+  end,
+  status: "OK",
+  attributes: {
+    [ATTR_GEN_AI_OPERATION_NAME]: "execute_tool",
+    [ATTR_GEN_AI_CONVERSATION_ID]: "s-1",
+    [ATTR_GEN_AI_TOOL_NAME]: "lookup",
+    [ATTR_GEN_AI_TOOL_CALL_ID]: callId,
+    ...(content[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS] !== undefined
+      ? { [ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]: content[ATTR_GEN_AI_TOOL_CALL_ARGUMENTS] }
+      : {}),
+    "agent_loop.turn": 2,
+    "agent_loop.step": 1,
+    ...(content[ATTR_GEN_AI_TOOL_CALL_RESULT] !== undefined
+      ? { [ATTR_GEN_AI_TOOL_CALL_RESULT]: content[ATTR_GEN_AI_TOOL_CALL_RESULT] }
+      : {})
+  }
+})
+const delivery = (id: string, kind: string, step: number, at: number) => ({
+  name: "agent_loop.delivery",
+  at,
+  attributes: {
+    "agent_loop.message.id": id,
+    "agent_loop.delivery.kind": kind,
+    "agent_loop.delivery.source": "user",
+    "agent_loop.step": step
+  }
+})
+const link = (to: string, id: string, kind: string) => ({
+  to,
+  attributes: { "agent_loop.message.id": id, "agent_loop.delivery.kind": kind }
+})
+const caller = (name: string, at: number): Node => ({ name, kind: "INTERNAL", start: at, end: at, status: "OK", attributes: {} })
+
+/** The session's span tree (`tools`: the two `execute_tool` spans). */
+const expectedTree = (ids: readonly [string, string, string, string], tools: ReadonlyArray<Node>): Array<Node> => [
+  caller("client followup 1", 0),
+  caller("SessionStore.create", 0),
+  {
+    name: "invoke_agent helper",
+    kind: "INTERNAL",
+    start: 0,
+    end: 40,
+    status: "OK",
+    attributes: turnAttributes(1, {
+      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 10,
+      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 2,
+      "agent_loop.turn.end": "completed"
+    }),
+    events: [delivery(ids[0], "followup", 1, 0)],
+    links: [link("client followup 1", ids[0], "followup")],
+    children: [preStep(1, 1, 0), {
+      name: "chat script-1",
+      kind: "CLIENT",
+      start: 0,
+      end: 40,
+      status: "OK",
+      attributes: chatAttributes(1, 1, {
+        [ATTR_GEN_AI_RESPONSE_ID]: "resp-1",
+        [ATTR_GEN_AI_RESPONSE_MODEL]: "script-1-2026",
+        [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+        // "hello" came at 20 ms
+        [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.02,
+        [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 10,
+        [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 2
+      })
+    }]
+  },
+  caller("client followup 2", 100),
+  {
+    name: "invoke_agent helper",
+    kind: "INTERNAL",
+    start: 100,
+    end: 840,
+    status: "OK",
+    attributes: turnAttributes(2, {
+      // the sums of the turn's two responses (the failed attempt reported none)
+      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 90,
+      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 20,
+      [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: 20,
+      [ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS]: 4,
+      [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 5,
+      "agent_loop.turn.end": "completed"
+    }),
+    // the steer was delivered at 150 ms and entered step 2 at 310 ms
+    events: [delivery(ids[1], "followup", 1, 100), delivery(ids[2], "steer", 2, 310)],
+    links: [link("client followup 2", ids[1], "followup"), link("client steer", ids[2], "steer")],
+    children: [
+      preStep(2, 1, 100),
+      {
+        name: "chat script-1",
+        kind: "CLIENT",
+        start: 100,
+        end: 110,
+        status: "OK",
+        attributes: chatAttributes(2, 1, {
+          [ATTR_GEN_AI_RESPONSE_ID]: "resp-2",
+          [ATTR_GEN_AI_RESPONSE_MODEL]: "script-1-2026",
+          [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("tool-calls"),
+          [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.01,
+          [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 30,
+          [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 8,
+          [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: 20,
+          [ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS]: 4
+        })
+      },
+      ...tools,
+      preStep(2, 2, 310),
+      {
+        name: "chat script-1",
+        kind: "CLIENT",
+        start: 310,
+        end: 840,
+        status: "OK",
+        attributes: chatAttributes(2, 2, {
+          [ATTR_GEN_AI_RESPONSE_ID]: "resp-3",
+          [ATTR_GEN_AI_RESPONSE_MODEL]: "script-1-2026",
+          [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+          // of the attempt that answered (from 810 ms; "a," at 7 ms)
+          [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.007,
+          [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 60,
+          [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 12,
+          [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 5
+        }),
+        // the first attempt failed at 310 ms; the retry began after the schedule's 500 ms
+        events: [{
+          name: "agent_loop.retry",
+          at: 810,
+          attributes: { "agent_loop.retry.attempt": 2, [ATTR_ERROR_TYPE]: "RATE_LIMITED", "http.response.status_code": 429 }
+        }]
+      }
+    ]
+  },
+  caller("client steer", 150),
+  {
+    name: "invoke_agent helper",
+    kind: "INTERNAL",
+    start: 1150,
+    end: 1450,
+    status: "OK",
+    attributes: turnAttributes(3, { "agent_loop.turn.end": "aborted", "agent_loop.turn.abort_cause": "user" }),
+    // the last followup was made outside any span: an event, no link
+    events: [delivery(ids[3], "followup", 1, 1150)],
+    children: [preStep(3, 1, 1150), {
+      name: "chat script-1",
+      kind: "CLIENT",
+      start: 1150,
+      end: 1450,
+      // interrupted by the cancel: @effect/opentelemetry marks an interrupted span so
+      status: "OK",
+      attributes: chatAttributes(3, 1, { "span.label": "⚠︎ Interrupted", "status.interrupted": true })
+    }]
+  }
+]
+
+describe("Tracing", () => {
+  it.scoped("the scripted session's span tree: names, kinds, attributes, events, links (recordContent off)", () =>
+    Effect.gen(function*() {
+      const { events, ids, spans } = yield* run({})
+      expect(brief(events).filter((e) => e.startsWith("turn/end"))).toEqual([
+        "turn/end 1 completed",
+        "turn/end 2 completed",
+        "turn/end 3 aborted:user"
+      ])
+      expect(trees(spans)).toEqual(expectedTree(ids, [toolSpan("call-a", 110, 210), toolSpan("call-b", 110, 310)]))
+    }))
+
+  it.scoped("recordContent: tool arguments and results on the execute_tool spans (JSON text)", () =>
+    Effect.gen(function*() {
+      const { ids, spans } = yield* run({ recordContent: true })
+      expect(trees(spans)).toEqual(expectedTree(ids, [
+        toolSpan("call-a", 110, 210, {
+          [ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]: `{"q":"a"}`,
+          [ATTR_GEN_AI_TOOL_CALL_RESULT]: `[{"type":"text","text":"found a"}]`
+        }),
+        toolSpan("call-b", 110, 310, {
+          [ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]: `{"q":"b"}`,
+          [ATTR_GEN_AI_TOOL_CALL_RESULT]: `[{"type":"text","text":"found b"}]`
+        })
+      ]))
+    }))
+
+  it.scoped("without a tracer the loop writes the same log; no trace or span id is in it", () =>
+    Effect.gen(function*() {
+      const traced = yield* run({ recordContent: true })
+      const untraced = yield* run({ traced: false })
+      // The second session runs later on the same TestClock: times relative to each log's start.
+      const relative = (events: ReadonlyArray<SessionEvent>) => events.map((e) => ({ ...e, time: e.time - events[0]!.time }))
+      expect(relative(untraced.events)).toEqual(relative(traced.events))
+      expect(untraced.spans).toEqual([])
+      const log = JSON.stringify(traced.events)
+      expect(traced.spans.length).toBe(17)
+      for (const s of traced.spans) {
+        expect(log).not.toContain(s.spanContext().traceId)
+        expect(log).not.toContain(s.spanContext().spanId)
+      }
+    }))
+
+  it.scoped("an error end: error.type and status error on the request and the turn; a manual compaction is a root span", () => {
+    const exporter = new InMemorySpanExporter()
+    const model = Model.scripted([
+      { error: { code: "BAD_REQUEST", message: "no such model", status: 400 } },
+      { text: "ok" },
+      { text: "a summary" }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ sessionId: "s-2" })
+      yield* agent.followup("hi")
+      yield* advance(10)
+      yield* agent.followup("again")
+      yield* advance(10)
+      const report = yield* agent.compact()
+      expect(brief(agent.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual([
+        "turn/end 1 error:BAD_REQUEST",
+        "turn/end 2 completed"
+      ])
+      const roots = trees(exporter.getFinishedSpans()).filter((n) => n.name !== "SessionStore.create")
+      expect(roots.map((n) => [n.name, n.status, n.attributes["agent_loop.turn.end"], n.attributes[ATTR_ERROR_TYPE]])).toEqual([
+        ["invoke_agent agent-loop", "ERROR: no such model", "error", "BAD_REQUEST"],
+        ["invoke_agent agent-loop", "OK", "completed", undefined],
+        ["compaction", "OK", undefined, undefined]
+      ])
+      expect(roots[0]!.events?.map((e) => e.name)).toEqual(["agent_loop.delivery", "exception"])
+      expect(roots[0]!.children).toEqual([{
+        name: "chat script",
+        kind: "CLIENT",
+        start: 0,
+        end: 0,
+        status: "ERROR: no such model",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "chat",
+          [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+          [ATTR_GEN_AI_CONVERSATION_ID]: "s-2",
+          [ATTR_GEN_AI_REQUEST_MODEL]: "script",
+          [ATTR_GEN_AI_REQUEST_STREAM]: true,
+          "agent_loop.turn": 1,
+          "agent_loop.step": 1,
+          [ATTR_ERROR_TYPE]: "BAD_REQUEST"
+        },
+        events: [{ name: "exception", at: 0, attributes: { "exception.type": "BAD_REQUEST" } }]
+      }])
+      expect(roots[2]).toEqual({
+        name: "compaction",
+        kind: "INTERNAL",
+        start: 20,
+        end: 20,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_CONVERSATION_ID]: "s-2",
+          "agent_loop.compaction.reason": "manual",
+          "agent_loop.compaction.id": report.compactionId,
+          "agent_loop.compaction.outcome": report.outcome,
+          "agent_loop.compaction.tokens_before": report.tokensBefore,
+          "agent_loop.compaction.tokens_after": report.tokensAfter
+        }
+      })
+      expect(report.outcome).toBe("compacted")
+    }).pipe(Effect.provide(Layer.merge(layer(model), exporterLayer(exporter))))
+  })
+})
