@@ -29,8 +29,18 @@ const result = await build({
   platform: "node",
   target: "node20",
   jsx: "automatic",
-  // Optional peers, resolved from the user's node_modules when `chat` runs.
-  external: ["ink", "react", "react/*"],
+  // Optional peers, resolved from the user's node_modules when `chat` runs, and when traces are
+  // exported (`--otlp-endpoint`; src/cli/otlp.ts).
+  external: [
+    "ink",
+    "react",
+    "react/*",
+    "@opentelemetry/api",
+    "@opentelemetry/resources",
+    "@opentelemetry/sdk-trace-base",
+    "@opentelemetry/sdk-trace-node",
+    "@opentelemetry/exporter-trace-otlp-http"
+  ],
   // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
   banner: {
     js:

@@ -89,6 +89,7 @@ import * as SessionStore from "../SessionStore.js"
 import * as Transcript from "../Transcript.js"
 import { CliExit, exit } from "./exit.js"
 import { loadWith, requirePackages } from "./optional.js"
+import { otlpOptions, withOtlp } from "./otlp.js"
 import { compactionLayer, modelLayer, providerOptions, runOptions } from "./providerFlags.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
 
@@ -165,6 +166,7 @@ const run = Command.make(
   {
     prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
     ...runOptions,
+    ...otlpOptions,
     store: storeOption
   },
   (options) =>
@@ -212,7 +214,7 @@ const run = Command.make(
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("run", options.otlpEndpoint))
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
 
 /**
@@ -231,6 +233,7 @@ const chat = Command.make(
       Options.withDescription("resume this session of the store (DIR/<ID>.jsonl) and show its history")
     ),
     ...providerOptions,
+    ...otlpOptions,
     store: storeOption
   },
   (options) =>
@@ -264,7 +267,7 @@ const chat = Command.make(
         })
       )
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("chat", options.otlpEndpoint, { deferReports: true }))
 ).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (DESIGN.md §14)."))
 
 /**
@@ -283,7 +286,8 @@ const resumeCommand = Command.make(
     continuePending: Options.boolean("continue-pending").pipe(
       Options.withDescription("run the work the log left pending (queued followups, steering)")
     ),
-    ...runOptions
+    ...runOptions,
+    ...otlpOptions
   },
   (options) =>
     Effect.gen(function*() {
@@ -358,7 +362,7 @@ const resumeCommand = Command.make(
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("resume", options.otlpEndpoint))
 ).pipe(
   Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10).")
 )
@@ -539,6 +543,7 @@ const runnerCommand = Command.make(
     ),
     instructions: Options.text("instructions").pipe(Options.optional, Options.withDescription("the agents' instructions")),
     ...runOptions,
+    ...otlpOptions,
     healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
     lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
     lockExpiry: millisOption("lock-expiry", "shard lock expiration (default 8000)"),
@@ -583,7 +588,7 @@ const runnerCommand = Command.make(
         compaction,
         onReady: () => {}
       })
-    })
+    }).pipe(withOtlp("runner", options.otlpEndpoint))
 ).pipe(
   Command.withDescription("Run a runner of an agent cluster on PostgreSQL (issue 14): serves sessions until SIGTERM/SIGINT.")
 )
@@ -710,9 +715,10 @@ const simulate = Command.make(
     requests: Options.text("requests").pipe(
       Options.optional,
       Options.withDescription("where to write the model requests, one JSON line each")
-    )
+    ),
+    ...otlpOptions
   },
-  ({ out, requests, scenario }) =>
+  ({ otlpEndpoint, out, requests, scenario }) =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
@@ -745,7 +751,7 @@ const simulate = Command.make(
       if (unexpected > 0) {
         return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
       }
-    })
+    }).pipe(withOtlp("simulate", otlpEndpoint))
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
 
 /**
