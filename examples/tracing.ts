@@ -59,8 +59,9 @@ const KINDS = ["INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
 const SHOWN = ["gen_ai.conversation.id", "agent_loop.turn", "agent_loop.step", "gen_ai.tool.name"]
 
 /**
- * The spans as a tree, one line each: `name KIND key=value …`, children indented under their
- * parent in start order; with `times`, each span's duration in milliseconds.
+ * The spans as a tree, one line each: `name KIND key=value …` (those of `SHOWN` the span has and
+ * its parent has not, or with another value), children indented under their parent in start
+ * order; with `times`, each span's duration in milliseconds.
  */
 export const tree = (spans: ReadonlyArray<ReadableSpan>, options: { readonly times?: boolean } = {}): Array<string> => {
   const ids = new Set(spans.map((s) => s.spanContext().spanId))
@@ -70,13 +71,15 @@ export const tree = (spans: ReadonlyArray<ReadableSpan>, options: { readonly tim
   }
   const byStart = [...spans].sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1])
   const lines: Array<string> = []
-  const visit = (parent: string | undefined, depth: number) => {
-    for (const span of byStart.filter((s) => parentOf(s) === parent)) {
-      const attributes = SHOWN.filter((key) => span.attributes[key] !== undefined)
-        .map((key) => `${key}=${String(span.attributes[key])}`)
+  const visit = (parent: ReadableSpan | undefined, depth: number) => {
+    const id = parent?.spanContext().spanId
+    for (const span of byStart.filter((s) => parentOf(s) === id)) {
+      const attributes = SHOWN.filter((key) =>
+        span.attributes[key] !== undefined && span.attributes[key] !== parent?.attributes[key]
+      ).map((key) => `${key}=${String(span.attributes[key])}`)
       const duration = options.times === true ? [`(${(span.duration[0] * 1e3 + span.duration[1] / 1e6).toFixed(1)} ms)`] : []
       lines.push(`${"  ".repeat(depth)}${[span.name, KINDS[span.kind], ...attributes, ...duration].join(" ")}`)
-      visit(span.spanContext().spanId, depth + 1)
+      visit(span, depth + 1)
     }
   }
   visit(undefined, 0)

@@ -151,7 +151,7 @@ describe("examples/tracing", () => {
         "SessionStore.create INTERNAL",
         `invoke_agent agent-loop INTERNAL gen_ai.conversation.id=${sessionId} agent_loop.turn=1`,
         "  chat offline-rules-1 CLIENT agent_loop.step=1",
-        "  execute_tool clock INTERNAL gen_ai.tool.name=clock",
+        "  execute_tool clock INTERNAL agent_loop.step=1 gen_ai.tool.name=clock",
         "  chat offline-rules-1 CLIENT agent_loop.step=2"
       ]
       expect(TracingExample.tree(spans)).toEqual(tree)
