@@ -60,9 +60,11 @@ const receiver = (status = 200) =>
         resume(Effect.succeed({ port: (server.address() as AddressInfo).port, requests, server })))
     }),
     ({ server }) =>
-      Effect.async<void>((resume) =>
-        server.close(() => resume(Effect.void))
-      )
+      Effect.async<void>((resume) => {
+        server.close(() =>
+          resume(Effect.void)
+        )
+      })
   )
 
 /** The environment of the child: ours without any OpenTelemetry variable, plus `env`. */
