@@ -43,6 +43,10 @@
  *   file forms never parse `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg`.
  *   A PostgreSQL URL is named in messages as `host:port/db` (never its password).
  *
+ * Trace export (issue 16): `run`, `chat`, `resume`, `simulate` and `runner` take
+ * `--otlp-endpoint URL` (and read `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`/`OTEL_EXPORTER_OTLP_ENDPOINT`):
+ * the whole command runs under an OTLP/HTTP tracer (`otlp.ts`), loaded only then.
+ *
  * Compaction flags (issue 15) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
  * `--context-window N` gives the agents `Compaction.layer({contextWindow: N, reserve,
  * keepRecentTokens})` from `--compaction-reserve N` and `--keep-recent-tokens N` (defaults of
