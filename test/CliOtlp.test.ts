@@ -13,11 +13,12 @@ import {
   ATTR_GEN_AI_TOOL_NAME
 } from "@opentelemetry/semantic-conventions/incubating"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn as spawnChild } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Path from "node:path"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -386,4 +387,62 @@ describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () =>
       const other = yield* spawn(["transcript", "--help"])
       expect(other.stdout.includes("--otlp-endpoint")).toBe(false)
     }), 60_000)
+})
+
+describePg("agent-loop runner --otlp-endpoint (PostgreSQL)", () => {
+  it.live(
+    "the runner's turns are exported, and flushed when SIGTERM stops it (exit 0)",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const otlp = yield* receiver()
+        const url = yield* Effect.acquireRelease(Effect.sync(createDatabase), (db) => Effect.sync(() => dropDatabase(db)))
+        const port = yield* closedPort
+        const endpoint = `http://127.0.0.1:${otlp.port}/v1/traces`
+        const runner = yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const child = spawnChild(process.execPath, [
+              bin,
+              "runner",
+              "--pg",
+              url,
+              "--port",
+              String(port),
+              "--otlp-endpoint",
+              endpoint
+            ], { stdio: ["ignore", "pipe", "pipe"], env: childEnv({}) })
+            const out = { stdout: "", stderr: "" }
+            child.stdout!.on("data", (d) => (out.stdout += d))
+            child.stderr!.on("data", (d) => (out.stderr += d))
+            const exited = new Promise<number | string>((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal!)))
+            return { child, out, exited }
+          }),
+          ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+        )
+        // Its ready line, within 30 s.
+        yield* Effect.async<void, Error>((resume) => {
+          const timer = setTimeout(() => resume(Effect.fail(new Error(`no ready line: ${runner.out.stderr}`))), 30_000)
+          const check = () => {
+            if (runner.out.stdout.includes("\n")) {
+              clearTimeout(timer)
+              resume(Effect.void)
+            }
+          }
+          runner.child.stdout!.on("data", check)
+          check()
+        })
+        expect(runner.out.stdout).toBe(`runner ready 127.0.0.1:${port}\n`)
+        const sent = yield* spawn(["send", "--pg", url, "--session", "s1", "--followup", "what time is it", "--wait"])
+        expect([sent.code, sent.stderr]).toEqual([0, ""])
+        runner.child.kill("SIGTERM")
+        const code = yield* Effect.promise(() => runner.exited).pipe(Effect.timeout("20 seconds"))
+        expect(code).toBe(0)
+        for (const request of otlp.requests) {
+          expect([request.url, request.contentType]).toEqual(["/v1/traces", "application/json"])
+        }
+        const { resources, spans } = decode(otlp.requests)
+        for (const resource of resources) expect(resource["service.name"]).toBe("agent-loop")
+        expectTurnTree(spans, "s1")
+      })),
+    90_000
+  )
 })
