@@ -246,6 +246,12 @@ describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () =>
         )
         expect([d.code, d.stderr]).toEqual([0, ""])
         expect(paths()).toEqual(["/flag"])
+        // OTEL_SDK_DISABLED=true: the variables are ignored (not even a bad one is read), the flag is not.
+        const off = { OTEL_SDK_DISABLED: "true", OTEL_EXPORTER_OTLP_ENDPOINT: base, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "::" }
+        const f = yield* run(off)
+        expect([f.code, f.stderr, paths()]).toEqual([0, "", []])
+        const g = yield* run(off, ["--otlp-endpoint", `${base}/flag`])
+        expect([g.code, g.stderr, paths()]).toEqual([0, "", ["/flag"]])
         // The env form exports the same tree.
         const e = yield* run({ OTEL_EXPORTER_OTLP_ENDPOINT: base })
         expect(e.code).toBe(0)

@@ -9,8 +9,9 @@
  *   `http://localhost:4318/v1/traces`); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (as is);
  *   `OTEL_EXPORTER_OTLP_ENDPOINT`, a base URL to which `/v1/traces` is appended (the OTLP
  *   exporter specification: `http://collector:4318` → `http://collector:4318/v1/traces`). An
- *   empty variable is unset. None of them: no tracer is installed and nothing of OpenTelemetry
- *   is loaded.
+ *   empty variable is unset; `OTEL_SDK_DISABLED=true` makes the CLI ignore both variables (the
+ *   flag still counts). None of them: no tracer is installed and nothing of OpenTelemetry is
+ *   loaded.
  * - A value that is not an http(s) URL: one line naming the flag or variable, exit 2, before the
  *   command does anything.
  * - The OpenTelemetry packages are optional peers (`OTLP_PACKAGES`), loaded on first use; a
@@ -115,6 +116,7 @@ export const otlpEndpoint = (
   if (Option.isSome(flag)) {
     return Effect.map(checkEndpoint("--otlp-endpoint", flag.value), (url) => ({ url, origin: "--otlp-endpoint" as const }))
   }
+  if (env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return Effect.succeed(undefined)
   const traces = env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
   if (traces !== undefined && traces !== "") {
     return Effect.map(
