@@ -6,7 +6,9 @@
 // so that the CLI starts from a few files instead of about a thousand ES modules (which is where
 // its start-up time went) and needs none of those packages installed beside it. Ink and React
 // stay external: they are optional peers that only `chat` imports (src/cli/optional.ts names
-// them when missing). The library itself (dist/*.js from tsc) is not bundled.
+// them when missing); so do the @opentelemetry/* packages of the trace export (`--otlp-endpoint`,
+// src/cli/otlpExport.ts), while @effect/opentelemetry is inlined, to run on the bundle's own
+// `effect`. The library itself (dist/*.js from tsc) is not bundled.
 //
 //   node scripts/build-cli.js [--metafile]     (run by `npm run build`, after tsc)
 import { build } from "esbuild"
@@ -29,8 +31,18 @@ const result = await build({
   platform: "node",
   target: "node20",
   jsx: "automatic",
-  // Optional peers, resolved from the user's node_modules when `chat` runs.
-  external: ["ink", "react", "react/*"],
+  // Optional peers, resolved from the user's node_modules when `chat` runs, and when traces are
+  // exported (`--otlp-endpoint`; src/cli/otlp.ts).
+  external: [
+    "ink",
+    "react",
+    "react/*",
+    "@opentelemetry/api",
+    "@opentelemetry/resources",
+    "@opentelemetry/sdk-trace-base",
+    "@opentelemetry/sdk-trace-node",
+    "@opentelemetry/exporter-trace-otlp-http"
+  ],
   // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
   banner: {
     js:

@@ -20,6 +20,7 @@ import * as PreStepListener from "../examples/pre-step-listener.js"
 import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
 import * as SqliteStore from "../examples/sqlite-store.js"
 import * as SteeringTool from "../examples/steering-tool.js"
+import * as TracingExample from "../examples/tracing.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -139,6 +140,24 @@ describe("examples/steering-tool", () => {
         "turn 1 ended: completed",
         ""
       ])
+    }))
+})
+
+describe("examples/tracing", () => {
+  it.live("NodeSdk.layer records the turn's span tree: invoke_agent, its chat and execute_tool children", () =>
+    Effect.gen(function*() {
+      const { sessionId, spans } = yield* TracingExample.main
+      const tree = [
+        "SessionStore.create INTERNAL",
+        `invoke_agent agent-loop INTERNAL gen_ai.conversation.id=${sessionId} agent_loop.turn=1`,
+        "  chat offline-rules-1 CLIENT agent_loop.step=1",
+        "  execute_tool clock INTERNAL agent_loop.step=1 gen_ai.tool.name=clock",
+        "  chat offline-rules-1 CLIENT agent_loop.step=2"
+      ]
+      expect(TracingExample.tree(spans)).toEqual(tree)
+      // What it printed: the same tree, each span with its duration.
+      expect(printed.join("\n").split("\n").map((line) => line.replace(/ \(\d+\.\d ms\)$/, ""))).toEqual(tree)
+      expect(new Set(spans.map((s) => s.resource.attributes["service.name"]))).toEqual(new Set(["tracing-example"]))
     }))
 })
 

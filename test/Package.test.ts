@@ -5,7 +5,7 @@
  * devDependencies (which `npm ci` installs, so a fresh clone runs everything).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { OPTIONAL_PACKAGES } from "../src/cli/optional.js"
@@ -37,6 +37,30 @@ const packagesLoadedBy = (specifier: string): ReadonlyArray<string> => {
     if (m !== null) names.add(m[1]!)
   }
   return [...names].sort()
+}
+
+/**
+ * The packages (by name, sorted) the built CLI (dist/cli/bin.js) resolves or requires from
+ * node_modules while it runs `args` (what the bundle inlines is not among them), with its exit code.
+ */
+const packagesLoadedByCli = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+): { readonly code: number; readonly packages: ReadonlyArray<string> } => {
+  const dir = tmpDir()
+  const file = Path.join(dir, "imports.txt")
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("OTEL_")))
+  const run = spawnSync(process.execPath, ["--import", hooks, Path.join(root, "dist/cli/bin.js"), ...args], {
+    cwd: dir,
+    env: { ...clean, ...env, RECORD_IMPORTS_FILE: file },
+    timeout: 30_000
+  })
+  const names = new Set<string>()
+  for (const line of Fs.readFileSync(file, "utf8").split("\n")) {
+    const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(line)
+    if (m !== null) names.add(m[1]!)
+  }
+  return { code: run.status ?? -1, packages: [...names].sort() }
 }
 
 /** Optional peers and the heavy packages that no entry may load unless it is theirs. */
@@ -201,4 +225,38 @@ describe("what each entry loads (a child process, its resolved modules recorded)
       "pg"
     ])
   })
+
+  it(
+    "agent-loop run loads nothing of OpenTelemetry without --otlp-endpoint or OTEL_EXPORTER_OTLP_*; with one, the five packages of the export",
+    () => {
+      const otel = (name: string) => name.startsWith("@opentelemetry/") || name === "@effect/opentelemetry"
+      const without = packagesLoadedByCli(["run", "--prompt", "what time is it", "--store", tmpDir()])
+      expect(without.code).toBe(0)
+      expect(without.packages.filter(otel)).toEqual([])
+      // The recorder works: with an endpoint (a closed port: the export fails, the run does not) they are loaded.
+      const withFlag = packagesLoadedByCli(["run", "--prompt", "hello", "--store", tmpDir()], {
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1",
+        OTEL_EXPORTER_OTLP_TIMEOUT: "200"
+      })
+      expect(withFlag.code).toBe(0)
+      // The five optional peers of the export and what they depend on (installed with them);
+      // @effect/opentelemetry is inlined in the bundle.
+      expect(withFlag.packages.filter(otel)).toEqual([
+        "@opentelemetry/api",
+        "@opentelemetry/api-logs",
+        "@opentelemetry/context-async-hooks",
+        "@opentelemetry/core",
+        "@opentelemetry/exporter-trace-otlp-http",
+        "@opentelemetry/otlp-exporter-base",
+        "@opentelemetry/otlp-transformer",
+        "@opentelemetry/resources",
+        "@opentelemetry/sdk-metrics",
+        "@opentelemetry/sdk-trace",
+        "@opentelemetry/sdk-trace-base",
+        "@opentelemetry/sdk-trace-node",
+        "@opentelemetry/semantic-conventions"
+      ])
+    },
+    60_000
+  )
 })

@@ -44,6 +44,10 @@
  *   file forms never parse `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg`.
  *   A PostgreSQL URL is named in messages as `host:port/db` (never its password).
  *
+ * Trace export (issue 16): `run`, `chat`, `resume`, `simulate` and `runner` take
+ * `--otlp-endpoint URL` (and read `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`/`OTEL_EXPORTER_OTLP_ENDPOINT`):
+ * the whole command runs under an OTLP/HTTP tracer (`otlp.ts`), loaded only then.
+ *
  * Compaction flags (issue 15) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
  * `--context-window N` gives the agents `Compaction.layer({contextWindow: N, reserve,
  * keepRecentTokens})` from `--compaction-reserve N` and `--keep-recent-tokens N` (defaults of
@@ -91,6 +95,7 @@ import * as Transcript from "../Transcript.js"
 import * as Usage from "../Usage.js"
 import { CliExit, exit } from "./exit.js"
 import { loadWith, requirePackages } from "./optional.js"
+import { otlpOptions, withOtlp } from "./otlp.js"
 import { compactionLayer, modelLayer, providerOptions, runOptions } from "./providerFlags.js"
 import { renderStats, statsOf } from "./stats.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
@@ -168,6 +173,7 @@ const run = Command.make(
   {
     prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
     ...runOptions,
+    ...otlpOptions,
     store: storeOption
   },
   (options) =>
@@ -215,7 +221,7 @@ const run = Command.make(
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("run", options.otlpEndpoint))
 ).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
 
 /**
@@ -239,6 +245,7 @@ const chat = Command.make(
       Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
     ),
     ...providerOptions,
+    ...otlpOptions,
     store: storeOption
   },
   (options) =>
@@ -279,7 +286,7 @@ const chat = Command.make(
         })
       )
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("chat", options.otlpEndpoint, { deferReports: true }))
 ).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (DESIGN.md §14)."))
 
 /**
@@ -298,7 +305,8 @@ const resumeCommand = Command.make(
     continuePending: Options.boolean("continue-pending").pipe(
       Options.withDescription("run the work the log left pending (queued followups, steering)")
     ),
-    ...runOptions
+    ...runOptions,
+    ...otlpOptions
   },
   (options) =>
     Effect.gen(function*() {
@@ -373,7 +381,7 @@ const resumeCommand = Command.make(
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
-    })
+    }).pipe(withOtlp("resume", options.otlpEndpoint))
 ).pipe(
   Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10).")
 )
@@ -603,6 +611,7 @@ const runnerCommand = Command.make(
     ),
     instructions: Options.text("instructions").pipe(Options.optional, Options.withDescription("the agents' instructions")),
     ...runOptions,
+    ...otlpOptions,
     healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
     lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
     lockExpiry: millisOption("lock-expiry", "shard lock expiration (default 8000)"),
@@ -647,7 +656,7 @@ const runnerCommand = Command.make(
         compaction,
         onReady: () => {}
       })
-    })
+    }).pipe(withOtlp("runner", options.otlpEndpoint))
 ).pipe(
   Command.withDescription("Run a runner of an agent cluster on PostgreSQL (issue 14): serves sessions until SIGTERM/SIGINT.")
 )
@@ -774,9 +783,10 @@ const simulate = Command.make(
     requests: Options.text("requests").pipe(
       Options.optional,
       Options.withDescription("where to write the model requests, one JSON line each")
-    )
+    ),
+    ...otlpOptions
   },
-  ({ out, requests, scenario }) =>
+  ({ otlpEndpoint, out, requests, scenario }) =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
@@ -809,7 +819,7 @@ const simulate = Command.make(
       if (unexpected > 0) {
         return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
       }
-    })
+    }).pipe(withOtlp("simulate", otlpEndpoint))
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The optional peer dependencies the CLI loads on first use (package.json `peerDependenciesMeta`):
- * Ink and React for `chat`. Everything else the CLI runs is bundled into `dist/cli/` at build
+ * Ink and React for `chat`; the OpenTelemetry SDK and OTLP exporter for `--otlp-endpoint`
+ * (`otlp.ts`). Everything else the CLI runs is bundled into `dist/cli/` at build
  * time (`scripts/build-cli.js`), so a user who installed only `effect-agent-loop` and its
  * required peers can run every other command. A command that needs a package that is missing
  * fails with `MissingPackages`, whose message names the exact packages and the versions to
@@ -16,7 +17,15 @@ import { Effect, Schema } from "effect"
  * @since 0.1.0
  * @category models
  */
-export const OptionalPackage = Schema.Literal("ink", "react")
+export const OptionalPackage = Schema.Literal(
+  "ink",
+  "react",
+  "@opentelemetry/api",
+  "@opentelemetry/resources",
+  "@opentelemetry/sdk-trace-base",
+  "@opentelemetry/sdk-trace-node",
+  "@opentelemetry/exporter-trace-otlp-http"
+)
 
 /**
  * @since 0.1.0
@@ -33,7 +42,12 @@ export type OptionalPackage = typeof OptionalPackage.Type
  */
 export const OPTIONAL_PACKAGES: { readonly [P in OptionalPackage]: string } = {
   ink: "6.8.0",
-  react: "19.3.1"
+  react: "19.3.1",
+  "@opentelemetry/api": "1.9.0",
+  "@opentelemetry/resources": "2.12.1",
+  "@opentelemetry/sdk-trace-base": "2.12.1",
+  "@opentelemetry/sdk-trace-node": "2.12.1",
+  "@opentelemetry/exporter-trace-otlp-http": "0.223.1"
 }
 
 /**
