@@ -37,6 +37,7 @@ import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import { observeOutcome } from "./internal/agent/observers.js"
 import { isAgentState } from "./internal/agent/state.js"
+import { jsonPath } from "./internal/json.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
 import { textMessage } from "./internal/message.js"
 import { FiberTracker, settle } from "./internal/settle.js"
@@ -261,15 +262,6 @@ export class InvalidScenario extends Schema.TaggedError<InvalidScenario>()("Inva
   message: Schema.String,
   path: Schema.String
 }) {}
-
-const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
-  "$" +
-  path.map((k) => (typeof k === "number"
-    ? `[${k}]`
-    : /^[A-Za-z_$][\w$]*$/.test(String(k))
-    ? `.${String(k)}`
-    : `[${JSON.stringify(String(k))}]`)
-  ).join("")
 
 /**
  * Decodes a scenario from parsed JSON. Fails with `InvalidScenario` naming the JSON path of the

@@ -28,6 +28,7 @@
  * @since 0.1.0
  */
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { jsonPath } from "./internal/json.js"
 import { isDsh, seedLengthOf } from "./internal/logOptions.js"
 import * as PreStep from "./PreStep.js"
 import type { SessionEvent, TurnEndReason, Usage as LoggedUsage } from "./SessionEvent.js"
@@ -465,16 +466,6 @@ export class InvalidPrices extends Schema.TaggedError<InvalidPrices>()("InvalidP
   message: Schema.String,
   path: Schema.String
 }) {}
-
-const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
-  "$" +
-  path.map((k) =>
-    typeof k === "number"
-      ? `[${k}]`
-      : /^[A-Za-z_$][\w$]*$/.test(String(k))
-      ? `.${String(k)}`
-      : `[${JSON.stringify(String(k))}]`
-  ).join("")
 
 /**
  * Decodes a price table (parsed JSON): `{ [model]: Price }`; unknown fields of a price are

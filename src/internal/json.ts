@@ -220,3 +220,17 @@ export const deeperThan = (value: unknown, max: number): boolean => {
   }
   return false
 }
+
+/**
+ * A decoding path as JSON path text: `$.actions[2].at`, `$["gpt-4o"].input` (keys that are not
+ * identifiers quoted). Scenario and price-table errors name the problem's place with it.
+ */
+export const jsonPath = (path: ReadonlyArray<PropertyKey>): string =>
+  "$" +
+  path.map((k) =>
+    typeof k === "number"
+      ? `[${k}]`
+      : /^[A-Za-z_$][\w$]*$/.test(String(k))
+      ? `.${String(k)}`
+      : `[${JSON.stringify(String(k))}]`
+  ).join("")
