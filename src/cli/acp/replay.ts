@@ -13,8 +13,9 @@
  * A compacted session is **not** shown as the compacted view `History.derive` gives the model:
  * an editor user expects to scroll back through what was said, so the messages a compaction
  * replaced stay, and each compaction that took effect is one marker where it happened (see
- * below). A DSH v0 log (`header.version === 0`, or `dsh: true`) shows only its surface events
- * (those with a `surfaceOp`, as `History` reads it); a child session's inherited prefix
+ * below). A DSH v0 log (`header.version === 0`, or `dsh: true`) shows only the messages of its
+ * surface (message events with a `surfaceOp`, as `History` reads it; its `tool/call`s, which
+ * never carry one, are all shown); a child session's inherited prefix
  * (`seedLength`) is shown too: it is the conversation the child continues. Turn ends, requests
  * and usage are not replayed (ACP v1 has no update for a past turn's end; `usage_update` needs
  * the context window, which the live agent sends).
