@@ -33,6 +33,8 @@ export interface PreStepUsage {
   readonly turn: Totals
   readonly sessionByModel: ByModel
   readonly turnByModel: ByModel
+  /** Requests (of the session, of this turn) whose response reported no usage: their 0 is unknown. */
+  readonly unreported: { readonly session: number; readonly turn: number }
 }
 
 /**

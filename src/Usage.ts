@@ -16,14 +16,19 @@
  * - A compaction's summarization request counts in the session, in its model and in the turn it
  *   ran in (none between turns), not in a step. Only a compaction that ended `compacted` logs its
  *   summary's usage; the request of one that failed or was aborted is not in the log.
- * - A response that reported no usage counts 0 (a scripted model, a log from before issue 16),
- *   and a missing or malformed count is 0.
+ * - A response that reported no usage counts 0 (a scripted model, a provider that sends none, a
+ *   log from before issue 16) and is counted in `unreported`; a missing or malformed count is 0.
+ * - `costs`: a model that answered a request and has no price makes the total unknown, whatever
+ *   tokens it reported (0 included).
  * - Prices (`Prices`): USD per million tokens, per model; looked up by exact model name, else the
  *   longest key that is a prefix of the model. A model with no price has an unknown cost, never 0.
  *   No price is shipped as a fact (`examples/prices.example.json` shows the shape).
  * - Budgets (`budget`): a pre-step listener that rejects a step once the tokens (or cost) used so
- *   far reach the limit (refused at `used ≥ limit`, checked before each step's request); the
- *   turn ends `blocked` and its claimed input is dropped `rejected` (DESIGN.md §7).
+ *   far reach the limit (refused at `used ≥ limit`, checked at the pre-step, before the step's
+ *   request and before a compaction the step runs first: one step may go past the limit by its
+ *   own request and a compaction's), or once the usage is unknown (a response in the budget's
+ *   scope reported none); the turn ends `blocked` and its claimed input is dropped `rejected`
+ *   (DESIGN.md §7).
  *
  * @since 0.1.0
  */
@@ -225,6 +230,8 @@ export interface TurnUsage {
   readonly byModel: ByModel
   readonly steps: number
   readonly requests: number
+  /** Its requests whose response reported no usage (counted 0: the turn's true usage is unknown). */
+  readonly unreported: number
   readonly startTime: number
   /** The `turn/end` time and reason (undefined while the turn is open). */
   readonly endTime: number | undefined
@@ -240,6 +247,8 @@ export interface TurnUsage {
 export interface SessionUsage {
   readonly usage: Totals
   readonly byModel: ByModel
+  /** Requests whose response reported no usage (counted 0: the session's true usage is unknown). */
+  readonly unreported: number
   readonly turns: ReadonlyArray<TurnUsage>
   readonly steps: ReadonlyArray<StepUsage>
   readonly requests: ReadonlyArray<RequestUsage>
@@ -284,19 +293,22 @@ export const projector = (options?: LogOptions): Projector => {
   const seed = seedLengthOf(options)
   let session: Totals = zero
   let byModel: ByModel = {}
+  let unreported = 0
   const turns: Array<Mutable<TurnUsage>> = []
   const steps: Array<Mutable<StepUsage>> = []
   const requests: Array<RequestUsage> = []
   let turn: Mutable<TurnUsage> | undefined
   let step: Mutable<StepUsage> | undefined
   const compactions = new Map<string, { readonly turn: number | null; readonly time: number }>()
-  const note = (usage: Totals, model: string, inStep: boolean) => {
+  const note = (usage: Totals, model: string, inStep: boolean, reported: boolean) => {
     session = plus(session, usage)
     byModel = addByModel(byModel, model, usage)
+    if (!reported) unreported++
     if (turn !== undefined && turn.endTime === undefined) {
       turn.usage = plus(turn.usage, usage)
       turn.byModel = addByModel(turn.byModel, model, usage)
       turn.requests++
+      if (!reported) turn.unreported++
     }
     if (inStep && step !== undefined) {
       step.usage = plus(step.usage, usage)
@@ -314,6 +326,7 @@ export const projector = (options?: LogOptions): Projector => {
           byModel: {},
           steps: 0,
           requests: 0,
+          unreported: 0,
           startTime: e.time,
           endTime: undefined,
           end: undefined
@@ -338,6 +351,7 @@ export const projector = (options?: LogOptions): Projector => {
         const usage = of(d.usage, { dsh })
         const model = modelOf(d)
         const open = step !== undefined && step.turn === d.turn && step.step === d.step
+        const reported = typeof d.usage === "object" && d.usage !== null
         requests.push({
           kind: "step",
           seq: e.seq,
@@ -348,10 +362,10 @@ export const projector = (options?: LogOptions): Projector => {
           provider: typeof d.message?.source?.provider === "string" ? d.message.source.provider : undefined,
           model,
           usage,
-          reported: typeof d.usage === "object" && d.usage !== null,
+          reported,
           interrupted: d.interrupted === true
         })
-        note(usage, model, open)
+        note(usage, model, open, reported)
         return
       }
       case "compaction/start":
@@ -363,6 +377,7 @@ export const projector = (options?: LogOptions): Projector => {
         const started = compactions.get(d?.compactionId)
         const usage = of(d?.usage, { dsh })
         const model = typeof d?.model === "string" && d.model !== "" ? d.model : "unknown"
+        const reported = typeof d?.usage === "object" && d.usage !== null
         requests.push({
           kind: "compaction",
           seq: e.seq,
@@ -373,10 +388,10 @@ export const projector = (options?: LogOptions): Projector => {
           provider: typeof d?.provider === "string" ? d.provider : undefined,
           model,
           usage,
-          reported: typeof d?.usage === "object" && d.usage !== null,
+          reported,
           interrupted: false
         })
-        note(usage, model, false)
+        note(usage, model, false, reported)
         return
       }
       default:
@@ -385,7 +400,7 @@ export const projector = (options?: LogOptions): Projector => {
   }
   return {
     push,
-    result: () => ({ usage: session, byModel, turns, steps, requests })
+    result: () => ({ usage: session, byModel, unreported, turns, steps, requests })
   }
 }
 
@@ -542,8 +557,9 @@ export const costOf = (prices: Prices, model: string, usage: Usage | Totals | un
 
 /**
  * The cost of usage by model: `byModel` (undefined for a model with no price), `known` (the sum
- * over priced models), `unpriced` (models with tokens and no price) and `total` (`known` when
- * every model with tokens has a price, else undefined: an unknown cost is never 0).
+ * over priced models), `unpriced` (models in `byModel`, that is models that answered a request,
+ * with no price: whatever tokens they reported, 0 included) and `total` (`known` when every model
+ * has a price, else undefined: an unknown cost is never 0).
  *
  * @since 0.1.0
  * @category models
@@ -569,18 +585,21 @@ export const costs = (prices: Prices, byModel: ByModel): Costs => {
     const c = costOf(prices, model, usage)
     out[model] = c
     if (c !== undefined) known += c
-    else if (total(usage) > 0) unpriced.push(model)
+    else unpriced.push(model)
   }
   return { total: unpriced.length === 0 ? known : undefined, known, byModel: out, unpriced }
 }
 
 /**
- * A USD amount as `$0.0016`: at least 2 and at most 6 decimals (trailing zeros cut).
+ * A USD amount as `$0.0016`: at least 2 and at most 6 decimals (trailing zeros cut); an amount
+ * below a millionth of a dollar keeps two significant digits (`$0.00000012`), so that a cost
+ * that is not 0 is never shown as `$0.00`.
  *
  * @since 0.1.0
  */
 export const formatUsd = (usd: number): string => {
-  const fixed = usd.toFixed(6).replace(/0+$/, "")
+  const digits = usd > 0 && usd < 1e-6 ? Math.min(20, 1 - Math.floor(Math.log10(usd))) : 6
+  const fixed = usd.toFixed(digits).replace(/0+$/, "")
   const [whole, decimals = ""] = fixed.split(".")
   return `$${whole}.${decimals.padEnd(2, "0")}`
 }
@@ -630,19 +649,22 @@ export const budgetListener = (options: BudgetOptions): Either.Either<PreStep.Li
   const { maxCost, maxTokens } = options
   const scope = options.scope ?? "session"
   const fail = (field: string, message: string) => Either.left(new InvalidBudget({ field, message }))
+  const shown = (n: unknown) => typeof n === "number" ? String(n) : JSON.stringify(n) ?? String(n)
   if (scope !== "session" && scope !== "turn") {
     return fail("scope", `budget: scope must be "session" or "turn", got ${JSON.stringify(scope)}`)
   }
   if (maxTokens === undefined && maxCost === undefined) return fail("maxTokens", "budget: give maxTokens, maxCost or both")
   if (maxTokens !== undefined && !positive(maxTokens)) {
-    return fail("maxTokens", `budget: maxTokens must be a positive number, got ${String(maxTokens)}`)
+    return fail("maxTokens", `budget: maxTokens must be a positive number, got ${shown(maxTokens)}`)
   }
   if (maxCost !== undefined && !positive(maxCost)) {
-    return fail("maxCost", `budget: maxCost must be a positive number (USD), got ${String(maxCost)}`)
+    return fail("maxCost", `budget: maxCost must be a positive number (USD), got ${shown(maxCost)}`)
   }
   let prices: Prices = {}
-  if (maxCost !== undefined) {
-    if (options.prices === undefined) return fail("prices", "budget: maxCost needs prices (USD per 1e6 tokens by model)")
+  if (maxCost !== undefined && options.prices === undefined) {
+    return fail("prices", "budget: maxCost needs prices (USD per 1e6 tokens by model)")
+  }
+  if (options.prices !== undefined) {
     const decoded = decodePrices(options.prices)
     if (Either.isLeft(decoded)) return fail("prices", `budget: prices: ${decoded.left.path}: ${decoded.left.message}`)
     prices = decoded.right
@@ -650,6 +672,15 @@ export const budgetListener = (options: BudgetOptions): Either.Either<PreStep.Li
   const who = scope === "session" ? "the session has" : "this turn has"
   const listener: PreStep.Listener = (payload, next) => {
     const usage = scope === "session" ? payload.usage.session : payload.usage.turn
+    const unreported = scope === "session" ? payload.usage.unreported.session : payload.usage.unreported.turn
+    if (unreported > 0) {
+      const limit = maxTokens !== undefined ? `maxTokens ${maxTokens}` : `maxCost ${formatUsd(maxCost!)}`
+      return Effect.succeed(PreStep.Decision.reject(
+        `budget: the usage is unknown, ${unreported} model ${
+          unreported === 1 ? "response" : "responses"
+        } reported no token counts (${limit})`
+      ))
+    }
     if (maxTokens !== undefined) {
       const used = total(usage)
       if (used >= maxTokens) {
@@ -683,7 +714,9 @@ export const budgetListener = (options: BudgetOptions): Either.Either<PreStep.Li
  * reaches `maxCost` (at `used ≥ limit`), with a reason that names the budget:
  * `budget reached: the session has used 300 tokens (maxTokens 250)`,
  * `budget reached: this turn has cost $0.012 (maxCost $0.01)`. A model used with no price makes
- * the cost unknown, and a `maxCost` budget then rejects (`budget: the cost is unknown, …`). The
+ * the cost unknown, and a `maxCost` budget then rejects (`budget: the cost is unknown, …`); a
+ * response in the scope that reported no usage makes the usage unknown, and either budget rejects
+ * (`budget: the usage is unknown, 1 model response reported no token counts (maxTokens 250)`). The
  * turn ends `blocked`, its claimed input is dropped `rejected`; a later followup runs when the
  * budget allows it (a turn budget starts each turn at 0; a session budget stays reached).
  * Otherwise it calls the inner listeners. Like `PreStep.listener`, it wraps the `PreStep` it is

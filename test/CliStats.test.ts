@@ -44,11 +44,11 @@ const SCENARIO = {
 }
 
 /** Writes the scenario's log with `simulate`; returns its path and session id. */
-const ourLog = () => {
+const ourLog = (scenarioJson: unknown = SCENARIO) => {
   const dir = tmp()
   const scenario = Path.join(dir, "s.json")
   const log = Path.join(dir, "s.jsonl")
-  Fs.writeFileSync(scenario, JSON.stringify(SCENARIO))
+  Fs.writeFileSync(scenario, JSON.stringify(scenarioJson))
   const r = spawnSync(process.execPath, [BIN, "simulate", scenario, "--out", log], { encoding: "utf8", timeout: 20_000 })
   expect(r.status).toBe(0)
   const id = JSON.parse(Fs.readFileSync(log, "utf8").split("\n")[0]!).id as string
@@ -148,6 +148,23 @@ describe("agent-loop stats", () => {
       perTurn: { count: 2, min: 10, median: 32.5, max: 55 },
       perModelRequest: { count: 3, min: 10, median: 20, max: 30 }
     })
+  })
+
+  it("names from the log are shown on one line each: a newline or an escape in a model's or tool's name cannot break a table", () => {
+    const { log } = ourLog({
+      ...SCENARIO,
+      name: "evil\nmodel \u001b[31m",
+      tools: { "look\nup": SCENARIO.tools.lookup },
+      model: [{ ...SCENARIO.model[0], toolCalls: [{ id: "c1", name: "look\nup", arguments: {} }] }, SCENARIO.model[1]],
+      actions: [SCENARIO.actions[0]]
+    })
+    const r = stats(log)
+    expect([r.code, r.err]).toEqual([0, ""])
+    const lines = r.out.split("\n")
+    expect(lines[4]).toBe("tool calls      1 (look\\nup 1)")
+    expect(lines.filter((l) => l.startsWith("evil"))).toEqual([
+      "evil\\nmodel \\x1b[31m  2,100       1,800           50      70         10  2,170"
+    ])
   })
 
   it("a missing log, a log that is not one, a price table that is not one: one line on stderr, exit 2", () => {

@@ -197,20 +197,24 @@ describe("PreStepPayload.usage (issue 16)", () => {
         expect(s.usage.sessionByModel).toEqual(before.byModel)
         expect(s.usage.turn).toEqual(turn?.usage ?? Usage.zero)
         expect(s.usage.turnByModel).toEqual(turn?.byModel ?? {})
+        expect(s.usage.unreported).toEqual({ session: before.unreported, turn: turn?.unreported ?? 0 })
       })
+      const none = { session: 0, turn: 0 }
       expect(seen.map((s) => s.usage)).toEqual([
-        { session: Usage.zero, turn: Usage.zero, sessionByModel: {}, turnByModel: {} },
+        { session: Usage.zero, turn: Usage.zero, sessionByModel: {}, turnByModel: {}, unreported: none },
         {
           session: u(100, 10, 60),
           turn: u(100, 10, 60),
           sessionByModel: { "m-1": u(100, 10, 60) },
-          turnByModel: { "m-1": u(100, 10, 60) }
+          turnByModel: { "m-1": u(100, 10, 60) },
+          unreported: none
         },
         {
           session: u(220, 15, 60, 0, 2),
           turn: Usage.zero,
           sessionByModel: { "m-1": u(220, 15, 60, 0, 2) },
-          turnByModel: {}
+          turnByModel: {},
+          unreported: none
         }
       ])
     }).pipe(Effect.provide(Layer.mergeAll(
@@ -286,6 +290,51 @@ describe("PreStepPayload.usage (issue 16)", () => {
       ]))
     ))))
 
+  it.effect("a response that reported no usage makes it unknown: a token budget refuses the next step, the turn scope from its next turn on", () =>
+    Effect.gen(function*() {
+      const run = (options: Usage.BudgetOptions) =>
+        Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make()
+          const first = yield* agent.followup("first")
+          yield* advance(10)
+          yield* agent.awaitIdle
+          const second = yield* agent.followup("second")
+          yield* advance(10)
+          yield* agent.awaitIdle
+          return {
+            ends: ends(agent.log.events()),
+            outcomes: [yield* first.outcome, yield* second.outcome]
+          }
+        })).pipe(
+          Effect.provide(Usage.budget(options).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)),
+          Effect.provide(Model.layer(Model.scripted([
+            { toolCalls: [{ id: "c1", name: "none", arguments: {} }] },
+            { text: "two", usage: { inputTokens: 20, outputTokens: 2 } },
+            { text: "three", usage: { inputTokens: 20, outputTokens: 2 } }
+          ], { model: "scripted" })))
+        )
+      // Step 1.1 answers with tool calls and no usage: the continuation 1.2 is refused.
+      expect(yield* run({ maxTokens: 1_000_000 })).toEqual({
+        ends: [
+          blocked("budget: the usage is unknown, 1 model response reported no token counts (maxTokens 1000000)"),
+          blocked("budget: the usage is unknown, 1 model response reported no token counts (maxTokens 1000000)")
+        ],
+        outcomes: [entered(1, 1), rejected]
+      })
+      // A turn budget: unknown within turn 1, and turn 2 starts afresh (its one response is known).
+      expect(yield* run({ maxCost: 1, prices: { scripted: { input: 1, output: 1 } }, scope: "turn" })).toEqual({
+        ends: [
+          blocked("budget: the usage is unknown, 1 model response reported no token counts (maxCost $1.00)"),
+          { kind: "completed" }
+        ],
+        outcomes: [entered(1, 1), entered(2, 1)]
+      })
+    }).pipe(Effect.provide(Layer.mergeAll(
+      SessionStore.layerMemory,
+      IdGenerator.layerSeeded(7),
+      layerTracked
+    ))))
+
   it.effect("invalid budget options fail the layer with InvalidBudget naming the option", () =>
     Effect.gen(function*() {
       const error = (options: Usage.BudgetOptions) =>
@@ -306,5 +355,11 @@ describe("PreStepPayload.usage (issue 16)", () => {
         message: "budget: prices: $[\"gpt-4o\"].input: Expected a non-negative number, actual -1"
       })
       expect(yield* error({ maxTokens: 1, scope: "day" as "turn" })).toMatchObject({ field: "scope" })
+      // A price table is checked whenever it is given, and a value of the wrong type is shown as it is.
+      expect(yield* error({ maxTokens: 10, prices: "garbage" as unknown as Usage.Prices })).toMatchObject({ field: "prices" })
+      expect(yield* error({ maxTokens: "100" as unknown as number })).toMatchObject({
+        field: "maxTokens",
+        message: "budget: maxTokens must be a positive number, got \"100\""
+      })
     }))
 })

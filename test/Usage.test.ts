@@ -188,6 +188,7 @@ describe("Usage.fromEvents over a scripted log", () => {
         byModel: { "test-2024-08-06": t(1000, 50, 600, 0, 20), test: t(1100, 30, 0, 100) },
         steps: 2,
         requests: 2,
+        unreported: 0,
         startTime: 10,
         endTime: 120,
         end: { kind: "completed" }
@@ -198,6 +199,7 @@ describe("Usage.fromEvents over a scripted log", () => {
         byModel: { summarizer: t(400, 40), test: Usage.zero },
         steps: 1,
         requests: 2,
+        unreported: 1,
         startTime: 140,
         endTime: 230,
         end: { kind: "completed" }
@@ -208,12 +210,14 @@ describe("Usage.fromEvents over a scripted log", () => {
         byModel: { test: t(7, 1) },
         steps: 1,
         requests: 1,
+        unreported: 0,
         startTime: 250,
         endTime: undefined,
         end: undefined
       }
     ])
     expect(u.usage).toEqual(t(2507, 121, 600, 100, 20))
+    expect(u.unreported).toBe(1)
     expect(u.byModel).toEqual({
       "test-2024-08-06": t(1000, 50, 600, 0, 20),
       test: t(1107, 31, 0, 100),
@@ -241,6 +245,9 @@ describe("Usage.fromEvents over a scripted log", () => {
     expect(partial.total).toBeUndefined()
     expect(partial.unpriced).toEqual(["summarizer"])
     expect(partial.known).toBeCloseTo(0.005991, 15)
+    // A model that answered with no usage (0 tokens) and has no price: the cost is unknown, not $0.
+    const unpriced = Usage.costs({ test: prices.test }, { test: Usage.zero, offline: Usage.zero })
+    expect(unpriced).toEqual({ total: undefined, known: 0, byModel: { test: 0, offline: undefined }, unpriced: ["offline"] })
   })
 })
 
@@ -297,6 +304,8 @@ describe("prices", () => {
     expect(Usage.formatUsd(0.02)).toBe("$0.02")
     expect(Usage.formatUsd(0.0016)).toBe("$0.0016")
     expect(Usage.formatUsd(12.5)).toBe("$12.50")
+    expect(Usage.formatUsd(1.2e-7)).toBe("$0.00000012")
+    expect(Usage.formatUsd(4.56e-10)).toBe("$0.00000000046")
     expect(Usage.formatUsd(0)).toBe("$0.00")
   })
 

@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import { escapeLine } from "../internal/terminalText.js"
 import type { LogContents } from "../SessionLog.js"
 import * as Usage from "../Usage.js"
 
@@ -125,8 +126,10 @@ export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined)
   if (prices !== undefined) {
     const c = Usage.costs(prices, usage.byModel)
     const byModel: Record<string, number | null> = {}
-    for (const [model, usd] of Object.entries(c.byModel)) byModel[model] = usd ?? null
-    cost = { total: c.total ?? null, byModel, unpriced: c.unpriced }
+    // USD to 12 decimals (a millionth of a micro-dollar): no binary float noise in the JSON.
+    const round = (usd: number | undefined) => (usd === undefined ? null : Math.round(usd * 1e12) / 1e12)
+    for (const [model, usd] of Object.entries(c.byModel)) byModel[model] = round(usd)
+    cost = { total: round(c.total), byModel, unpriced: c.unpriced }
   }
   const own = events.filter((e) => e.seq >= seed)
   const timed = !(dsh && own.every((e) => e.time === own[0]?.time))
@@ -170,14 +173,17 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => {
 }
 
 const byCount = (record: { readonly [k: string]: number }): string =>
-  Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k} ${n(v)}`).join(", ")
+  Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${escapeLine(k)} ${n(v)}`).join(
+    ", "
+  )
 
 const spreadLine = (s: Spread | null): string =>
   s === null ? "none" : `min ${n(s.min)}, median ${n(s.median)}, max ${n(s.max)} (${n(s.count)})`
 
 /**
  * The text form of `stats` (lines, no trailing newline). Strings from the log (session id, model
- * and tool names) are the caller's to escape.
+ * and tool names, end reasons) are escaped as one line each (`escapeLine`: a newline in a model's
+ * name cannot break a table or forge a line); the caller escapes the whole for the terminal.
  *
  * @since 0.1.0
  */
@@ -186,7 +192,11 @@ export const renderStats = (s: Stats, file: string): string => {
   const push = (more: ReadonlyArray<string>) => {
     for (const line of more) lines.push(line)
   }
-  lines.push(`${file}: session ${s.sessionId} (${s.format === "dsh-v0" ? "DSH v0 log" : "log"}, ${n(s.events)} events)`)
+  lines.push(
+    `${escapeLine(file)}: session ${escapeLine(s.sessionId)} (${s.format === "dsh-v0" ? "DSH v0 log" : "log"}, ${
+      n(s.events)
+    } events)`
+  )
   lines.push(`turns           ${n(s.turns)}${s.turns > 0 ? ` (${byCount(s.turnEnds)})` : ""}`)
   lines.push(`steps           ${n(s.steps)}`)
   lines.push(
@@ -207,7 +217,7 @@ export const renderStats = (s: Stats, file: string): string => {
   push(
     table([
       ["tokens", "input", "cache read", "cache write", "output", "reasoning", "total"],
-      ...models.map((m) => row(m, s.tokensByModel[m]!)),
+      ...models.map((m) => row(escapeLine(m), s.tokensByModel[m]!)),
       row("session", s.tokens)
     ])
   )
@@ -219,7 +229,7 @@ export const renderStats = (s: Stats, file: string): string => {
     push(
       table([
         ["cost (USD)", ""],
-        ...models.map((m) => [m, usd(s.cost!.byModel[m] ?? null)]),
+        ...models.map((m) => [escapeLine(m), usd(s.cost!.byModel[m] ?? null)]),
         ["session", s.cost.total === null ? "unknown" : Usage.formatUsd(s.cost.total)]
       ])
     )

@@ -20,6 +20,9 @@ interface Running {
   turnNumber: number
   turn: Usage.Totals
   turnByModel: Usage.ByModel
+  /** Responses without usage, of the session and of turn `turnNumber`. */
+  sessionUnreported: number
+  turnUnreported: number
 }
 
 const running = new WeakMap<AgentState, Running>()
@@ -28,37 +31,51 @@ const EMPTY: PreStepUsage = Object.freeze({
   session: Usage.zero,
   turn: Usage.zero,
   sessionByModel: Object.freeze({}),
-  turnByModel: Object.freeze({})
+  turnByModel: Object.freeze({}),
+  unreported: Object.freeze({ session: 0, turn: 0 })
 })
 
-const note = (a: AgentState, turn: number | null, model: string, usage: Usage.Totals): void => {
+const note = (a: AgentState, turn: number | null, model: string, usage: Usage.Usage | undefined): void => {
   let r = running.get(a)
   if (r === undefined) {
-    r = { session: Usage.zero, sessionByModel: {}, turnNumber: 0, turn: Usage.zero, turnByModel: {} }
+    r = {
+      session: Usage.zero,
+      sessionByModel: {},
+      turnNumber: 0,
+      turn: Usage.zero,
+      turnByModel: {},
+      sessionUnreported: 0,
+      turnUnreported: 0
+    }
     running.set(a, r)
   }
-  r.session = Usage.add(r.session, usage)
-  r.sessionByModel = Usage.addByModel(r.sessionByModel, model, usage)
+  const totals = Usage.of(usage)
+  const unreported = typeof usage === "object" && usage !== null ? 0 : 1
+  r.session = Usage.add(r.session, totals)
+  r.sessionByModel = Usage.addByModel(r.sessionByModel, model, totals)
+  r.sessionUnreported += unreported
   if (turn === null) return
   if (r.turnNumber !== turn) {
     r.turnNumber = turn
     r.turn = Usage.zero
     r.turnByModel = {}
+    r.turnUnreported = 0
   }
-  r.turn = Usage.add(r.turn, usage)
-  r.turnByModel = Usage.addByModel(r.turnByModel, model, usage)
+  r.turn = Usage.add(r.turn, totals)
+  r.turnByModel = Usage.addByModel(r.turnByModel, model, totals)
+  r.turnUnreported += unreported
 }
 
 /** A response of turn `turn` is durable (its `assistant/message` data). */
 export const noteResponse = (a: AgentState, turn: number, data: unknown): void => {
   if (a.config.fastPreStep) return
-  note(a, turn, Usage.modelOf(data), Usage.of((data as { usage?: Usage.Usage }).usage))
+  note(a, turn, Usage.modelOf(data), (data as { usage?: Usage.Usage }).usage)
 }
 
 /** A compaction's summary is durable (`turn`: the turn it ran in, null between turns). */
 export const noteSummary = (a: AgentState, turn: number | null, model: string, usage: Usage.Usage | undefined): void => {
   if (a.config.fastPreStep) return
-  note(a, turn, model, Usage.of(usage))
+  note(a, turn, model, usage)
 }
 
 /** The usage before the request of a step of turn `turn`. */
@@ -70,7 +87,8 @@ export const usageBefore = (a: AgentState, turn: number): PreStepUsage => {
     session: r.session,
     sessionByModel: r.sessionByModel,
     turn: same ? r.turn : Usage.zero,
-    turnByModel: same ? r.turnByModel : EMPTY.turnByModel
+    turnByModel: same ? r.turnByModel : EMPTY.turnByModel,
+    unreported: { session: r.sessionUnreported, turn: same ? r.turnUnreported : 0 }
   }
 }
 
@@ -84,6 +102,8 @@ export const restoreUsage = (a: AgentState, events: ReadonlyArray<SessionEvent>)
     sessionByModel: u.byModel,
     turnNumber: last?.turn ?? 0,
     turn: last?.usage ?? Usage.zero,
-    turnByModel: last?.byModel ?? {}
+    turnByModel: last?.byModel ?? {},
+    sessionUnreported: u.unreported,
+    turnUnreported: last?.unreported ?? 0
   })
 }
