@@ -13,6 +13,9 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Readable, Writable } from "node:stream"
+import type { AgentEvent } from "../src/AgentEvent.js"
+import { stopReasonOf } from "../src/cli/acp/agent.js"
+import { projector } from "../src/cli/acp/updates.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
@@ -42,8 +45,12 @@ interface Proc {
   readonly close: () => Promise<number | null>
 }
 
-const startProcess = (store: string, stdout: "lines" | "tee"): { proc: Proc; sdkOutput?: ReadableStream<Uint8Array> } => {
-  const child = spawn(process.execPath, [BIN, "acp", "--store", store], { cwd: store, stdio: "pipe" })
+const startProcess = (
+  store: string,
+  stdout: "lines" | "tee",
+  args: ReadonlyArray<string> = []
+): { proc: Proc; sdkOutput?: ReadableStream<Uint8Array> } => {
+  const child = spawn(process.execPath, [BIN, "acp", "--store", store, ...args], { cwd: store, stdio: "pipe" })
   let stderr = ""
   child.stderr.setEncoding("utf8")
   child.stderr.on("data", (chunk: string) => (stderr += chunk))
@@ -87,8 +94,8 @@ interface Client extends Proc {
   readonly init: acp.InitializeResponse
 }
 
-const startClient = async (store: string): Promise<Client> => {
-  const { proc, sdkOutput } = startProcess(store, "tee")
+const startClient = async (store: string, args: ReadonlyArray<string> = []): Promise<Client> => {
+  const { proc, sdkOutput } = startProcess(store, "tee", args)
   const updates: Array<acp.SessionNotification> = []
   const app = acp.client({ name: CLIENT.name }).onNotification(acp.methods.client.session.update, ({ params }) => {
     updates.push(params)
@@ -153,8 +160,9 @@ const checkLog = (
   expect(Invariant.check(events, { header })).toEqual([])
   for (const response of prompts) {
     const fate = Delivery.fateOf(events, messageIdOf(response), { header })
-    if (response.stopReason === "end_turn") expect(fate).toMatchObject({ _tag: "Entered" })
-    else if (response.stopReason === "cancelled") {
+    if (response.stopReason === "end_turn" || response.stopReason === "max_turn_requests") {
+      expect(fate).toMatchObject({ _tag: "Entered" })
+    } else if (response.stopReason === "cancelled") {
       if (fate?._tag === "Entered") {
         const end = events.find((e) => e.type === "turn/end" && (e.data as { turn: number }).turn === fate.turn)
         expect((end?.data as { reason: { kind: string } }).reason.kind).toBe("aborted")
@@ -367,6 +375,34 @@ describe("agent-loop acp, through the SDK's client", () => {
     expect(await c.close()).toBe(0)
   })
 
+  it("a turn ending error MAX_STEPS answers max_turn_requests; a model failure, a JSON-RPC error with its code and message", async () => {
+    const store = tmp()
+    const limited = await startClient(store, ["--max-steps", "1"])
+    const sessionId = await newSession(limited, store)
+    const response = await prompt(limited, sessionId, "wait 0 seconds")
+    expect(response.stopReason).toBe("max_turn_requests")
+    checkLog(store, sessionId, [response])
+    expect(await limited.close()).toBe(0)
+    // A provider nobody listens at: the model request fails (after its retries).
+    const broken = await startClient(store, ["--provider", "openai-compat", "--base-url", "http://127.0.0.1:1", "--model", "m"])
+    const other = await newSession(broken, store)
+    const failed = await prompt(broken, other, "hello").then(() => undefined, (e: acp.RequestError) => e)
+    const { events, header } = readLog(store, other)
+    expect(Invariant.check(events, { header })).toEqual([])
+    const end = events.find((e) => e.type === "turn/end")!.data as {
+      reason: { kind: string; error: { code: string; message: string } }
+    }
+    expect(end.reason.kind).toBe("error")
+    expect(failed).toMatchObject({
+      code: -32603,
+      message: `${end.reason.error.code}: ${end.reason.error.message}`,
+      data: end.reason.error
+    })
+    const prompted = events.find((e) => e.type === "user/message")!.data as { id: string }
+    expect(Delivery.fateOf(events, prompted.id)).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+    expect(await broken.close()).toBe(0)
+  })
+
   it("session/load: a crashed session is repaired and goes on; a session another process writes is refused; an unknown one is -32002", async () => {
     const store = tmp()
     const first = await startClient(store)
@@ -479,5 +515,130 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect(await proc.close()).toBe(0)
     const { events, header } = readLog(store, sessionId)
     expect(Invariant.check(events, { header })).toEqual([])
+  })
+})
+
+describe("the update projector (updates.ts) and the stop reasons", () => {
+  const durable = (type: string, data: unknown, seq = 0) => ({ type, seq, time: 0, data }) as unknown as SessionEvent
+  const delta = (fields: { text?: string; reasoning?: string }, step = 1) =>
+    ({ type: "assistant/delta", turn: 1, step, ...fields }) as AgentEvent
+
+  it("streams deltas, sends what the model did not stream, announces tool calls, reports usage", () => {
+    const p = projector({ cwd: "/work", isPrompt: (id) => id === "prompt-1", contextWindow: 128_000 })
+    const out = [
+      durable("user/message", {
+        id: "prompt-1",
+        role: "user",
+        content: [{ type: "text", text: "hi" }],
+        source: { kind: "user" }
+      }),
+      delta({ reasoning: "Think" }),
+      delta({ text: "Hel" }),
+      { type: "assistant/retry", turn: 1, step: 1, attempt: 2 } as AgentEvent,
+      delta({ text: "Hello" }),
+      durable("assistant/message", {
+        turn: 1,
+        step: 1,
+        message: {
+          id: "a1",
+          role: "assistant",
+          content: [
+            { type: "reasoning", text: "Think" },
+            { type: "text", text: "Hello world" },
+            { type: "tool-call", id: "c1", name: "read_file", arguments: "{\"path\":\"src/a.ts\"}" }
+          ],
+          source: { kind: "model" }
+        },
+        usage: { inputTokens: 1000, outputTokens: 50 }
+      }),
+      durable("tool/call", { turn: 1, step: 1, callId: "c1", name: "read_file", arguments: "{\"path\":\"src/a.ts\"}" }),
+      durable("tool/call", { turn: 1, step: 1, callId: "c2", name: "mystery", arguments: "not json" }),
+      durable("tool/result", {
+        turn: 1,
+        step: 1,
+        message: {
+          id: "r2",
+          role: "user",
+          content: [{ type: "tool-result", toolCallId: "c2", content: [{ type: "text", text: "Unknown tool" }], isError: true }],
+          source: { kind: "tool" }
+        },
+        error: { name: "ToolError", code: "UNKNOWN_TOOL" }
+      })
+    ].flatMap((e) => p.push(e))
+    expect(out).toEqual([
+      { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "Think" } },
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hel" } },
+      // The retry's attempt streams again (the withdrawn "Hel" cannot be taken back).
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hello" } },
+      // What the logged response holds beyond what its attempt streamed.
+      { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "Think" } },
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: " world" } },
+      {
+        sessionUpdate: "tool_call",
+        toolCallId: "c1",
+        name: "read_file",
+        status: "pending",
+        rawInput: { path: "src/a.ts" },
+        title: "Read src/a.ts",
+        kind: "read",
+        locations: [{ path: "/work/src/a.ts" }]
+      },
+      {
+        sessionUpdate: "usage_update",
+        used: 1050,
+        size: 128_000,
+        _meta: { "effect-agent-loop": { usage: { inputTokens: 1000, outputTokens: 50 }, turn: 1, step: 1 } }
+      },
+      { sessionUpdate: "tool_call_update", toolCallId: "c1", status: "in_progress" },
+      // A call no response announced (the arguments are not JSON: rawInput is their text).
+      {
+        sessionUpdate: "tool_call",
+        toolCallId: "c2",
+        name: "mystery",
+        status: "pending",
+        rawInput: "not json",
+        title: "mystery",
+        kind: "other"
+      },
+      { sessionUpdate: "tool_call_update", toolCallId: "c2", status: "in_progress" },
+      {
+        sessionUpdate: "tool_call_update",
+        toolCallId: "c2",
+        status: "failed",
+        content: [{ type: "content", content: { type: "text", text: "Unknown tool" } }],
+        rawOutput: { content: [{ type: "text", text: "Unknown tool" }], error: { name: "ToolError", code: "UNKNOWN_TOOL" } }
+      }
+    ])
+  })
+
+  it("a response without usage reports none; without a context window the size is 0 (unknown)", () => {
+    const p = projector({ cwd: "/", isPrompt: () => false })
+    const message = { id: "a", role: "assistant", content: [], source: { kind: "model" } }
+    expect(p.push(durable("assistant/message", { turn: 1, step: 1, message }))).toEqual([])
+    expect(p.push(durable("assistant/message", { turn: 1, step: 2, message, usage: { inputTokens: 7 } }))).toEqual([
+      {
+        sessionUpdate: "usage_update",
+        used: 7,
+        size: 0,
+        _meta: { "effect-agent-loop": { usage: { inputTokens: 7 }, turn: 1, step: 2 } }
+      }
+    ])
+  })
+
+  it("maps every turn end reason", () => {
+    const error = (code: string) => ({ kind: "error" as const, error: { code, message: "it broke" } })
+    expect(stopReasonOf({ kind: "completed" })).toEqual({ stopReason: "end_turn" })
+    expect(stopReasonOf({ kind: "max-tokens" })).toEqual({ stopReason: "max_tokens" })
+    expect(stopReasonOf(error("MAX_STEPS"))).toEqual({ stopReason: "max_turn_requests" })
+    expect(stopReasonOf({ kind: "blocked", reason: "budget" })).toEqual({ stopReason: "refusal" })
+    expect(stopReasonOf({ kind: "aborted", reason: { kind: "user" } })).toEqual({ stopReason: "cancelled" })
+    expect(stopReasonOf({ kind: "aborted", reason: { kind: "disposed" } })).toEqual({ stopReason: "cancelled" })
+    expect(stopReasonOf({ kind: "interrupted" })).toEqual({ stopReason: "cancelled" })
+    const failed = stopReasonOf(error("RATE_LIMITED"))
+    expect("error" in failed && failed.error.toErrorResponse()).toEqual({
+      code: -32603,
+      message: "RATE_LIMITED: it broke",
+      data: { code: "RATE_LIMITED", message: "it broke" }
+    })
   })
 })
