@@ -128,7 +128,7 @@ const prompt = (c: Client, sessionId: string, text: string) =>
   c.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] })
 
 const messageIdOf = (response: acp.PromptResponse): string =>
-  (response._meta as { readonly "effect-agent-loop": { readonly messageId: string } })["effect-agent-loop"].messageId
+  (response._meta as { readonly "agent-loop": { readonly messageId: string } })["agent-loop"].messageId
 
 /** The session's log: header and events, read from the store. */
 const readLog = (store: string, sessionId: string): { header: SessionHeader; events: Array<SessionEvent> } => {
@@ -193,7 +193,7 @@ describe("agent-loop acp, through the SDK's client", () => {
         loadSession: true,
         promptCapabilities: { image: true, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
-        _meta: { "effect-agent-loop": { extensions: { steer: "_session/steer", inject: "_session/inject" } } }
+        _meta: { "agent-loop": { extensions: { steer: "_session/steer", inject: "_session/inject" } } }
       },
       authMethods: [],
       agentInfo: { name: "agent-loop", title: "effect-agent-loop", version: "0.1.0" }
@@ -222,7 +222,7 @@ describe("agent-loop acp, through the SDK's client", () => {
         sessionUpdate: "tool_call",
         toolCallId: "call_1_1_1",
         name: "wait",
-        title: "Wait 1 s",
+        title: "wait 1s",
         kind: "other",
         status: "pending",
         rawInput: { seconds: 1 }
@@ -233,7 +233,7 @@ describe("agent-loop acp, through the SDK's client", () => {
         toolCallId: "call_1_1_1",
         status: "completed",
         content: [{ type: "content", content: { type: "text", text: "waited 1 second" } }],
-        rawOutput: { content: [{ type: "text", text: "waited 1 second" }] }
+        rawOutput: { isError: false, text: "waited 1 second" }
       }
     ])
     // The step's text, then the tool call; the next step's text after the result.
@@ -302,7 +302,7 @@ describe("agent-loop acp, through the SDK's client", () => {
       { _tag: "Entered", turn: 2, step: 1 }
     ])
     // Each response came after the updates of its own turn: the second turn's text after the first response.
-    const lineOf = (id: string) => c.lines.findIndex((l) => JSON.parse(l).result?._meta?.["effect-agent-loop"]?.messageId === id)
+    const lineOf = (id: string) => c.lines.findIndex((l) => JSON.parse(l).result?._meta?.["agent-loop"]?.messageId === id)
     const firstLine = lineOf(messageIdOf(responses[0]))
     const secondLine = lineOf(messageIdOf(responses[1]))
     expect(firstLine).toBeLessThan(secondLine)
@@ -354,19 +354,23 @@ describe("agent-loop acp, through the SDK's client", () => {
         sessionUpdate: "user_message_chunk",
         content: { type: "text", text: "Also say hi." },
         messageId: steer.messageId,
-        _meta: { "effect-agent-loop": { source: { kind: "user" }, delivery: "steer" } }
+        _meta: { "agent-loop": { messageId: steer.messageId, source: { kind: "user" }, via: "steer" } }
       },
       {
         sessionUpdate: "user_message_chunk",
         content: { type: "text", text: "The user is on branch main." },
         messageId: inject.messageId,
-        _meta: { "effect-agent-loop": { source: { kind: "plugin", plugin: "acp-test-client" }, delivery: "inject" } }
+        _meta: {
+          "agent-loop": { messageId: inject.messageId, source: { kind: "plugin", plugin: "acp-test-client" }, via: "inject" }
+        }
       },
       {
         sessionUpdate: "user_message_chunk",
         content: { type: "text", text: "The network is metered." },
         messageId: injectWithSource.messageId,
-        _meta: { "effect-agent-loop": { source: { kind: "plugin", plugin: "netwatch" }, delivery: "inject" } }
+        _meta: {
+          "agent-loop": { messageId: injectWithSource.messageId, source: { kind: "plugin", plugin: "netwatch" }, via: "inject" }
+        }
       }
     ])
     expect(assistantText(events, 1)).toContain(
@@ -428,6 +432,24 @@ describe("agent-loop acp, through the SDK's client", () => {
     }).then(() => undefined, (e: acp.RequestError) => e)
     expect(unknown).toMatchObject({ code: -32002 })
     expect(await second.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })).toEqual({})
+    // The conversation, replayed before the response (replay.ts): both prompts, the answer, the
+    // crashed turn's text and its call, closed failed by the repair (TOOL_OUTCOME_UNKNOWN).
+    const replayed = second.updates.map((u) => u.update)
+    expect(replayed.map((u) => u.sessionUpdate)).toEqual([
+      "user_message_chunk",
+      "agent_message_chunk",
+      "user_message_chunk",
+      "agent_message_chunk",
+      "tool_call",
+      "tool_call_update"
+    ])
+    expect(replayed[0]).toMatchObject({ content: { type: "text", text: "hello" } })
+    expect(replayed[2]).toMatchObject({ content: { type: "text", text: "wait 5 seconds" } })
+    expect(replayed[5]).toMatchObject({
+      toolCallId: "call_2_1_1",
+      status: "failed",
+      rawOutput: { error: { code: "TOOL_OUTCOME_UNKNOWN" } }
+    })
     const next = await prompt(second, sessionId, "hello again")
     expect(next.stopReason).toBe("end_turn")
     const events = checkLog(store, sessionId, [done, next])
@@ -523,7 +545,7 @@ describe("the update projector (updates.ts) and the stop reasons", () => {
   const delta = (fields: { text?: string; reasoning?: string }, step = 1) =>
     ({ type: "assistant/delta", turn: 1, step, ...fields }) as AgentEvent
 
-  it("streams deltas, sends what the model did not stream, announces tool calls, reports usage", () => {
+  it("streams deltas, sends what the model did not stream, reports usage, shows tool calls as they start; the prompt is not echoed", () => {
     const p = projector({ cwd: "/work", isPrompt: (id) => id === "prompt-1", contextWindow: 128_000 })
     const out = [
       durable("user/message", {
@@ -574,23 +596,24 @@ describe("the update projector (updates.ts) and the stop reasons", () => {
       { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "Think" } },
       { sessionUpdate: "agent_message_chunk", content: { type: "text", text: " world" } },
       {
+        sessionUpdate: "usage_update",
+        used: 1050,
+        size: 128_000,
+        _meta: { "agent-loop": { usage: { inputTokens: 1000, outputTokens: 50 }, turn: 1, step: 1 } }
+      },
+      // A call is shown when it is logged, as it starts (the replay's shapes, replay.ts).
+      {
         sessionUpdate: "tool_call",
         toolCallId: "c1",
         name: "read_file",
         status: "pending",
         rawInput: { path: "src/a.ts" },
-        title: "Read src/a.ts",
+        title: "read_file src/a.ts",
         kind: "read",
         locations: [{ path: "/work/src/a.ts" }]
       },
-      {
-        sessionUpdate: "usage_update",
-        used: 1050,
-        size: 128_000,
-        _meta: { "effect-agent-loop": { usage: { inputTokens: 1000, outputTokens: 50 }, turn: 1, step: 1 } }
-      },
       { sessionUpdate: "tool_call_update", toolCallId: "c1", status: "in_progress" },
-      // A call no response announced (the arguments are not JSON: rawInput is their text).
+      // Arguments that are not JSON: rawInput is their text.
       {
         sessionUpdate: "tool_call",
         toolCallId: "c2",
@@ -606,7 +629,7 @@ describe("the update projector (updates.ts) and the stop reasons", () => {
         toolCallId: "c2",
         status: "failed",
         content: [{ type: "content", content: { type: "text", text: "Unknown tool" } }],
-        rawOutput: { content: [{ type: "text", text: "Unknown tool" }], error: { name: "ToolError", code: "UNKNOWN_TOOL" } }
+        rawOutput: { isError: true, text: "Unknown tool", error: { name: "ToolError", code: "UNKNOWN_TOOL" } }
       }
     ])
   })
@@ -620,7 +643,7 @@ describe("the update projector (updates.ts) and the stop reasons", () => {
         sessionUpdate: "usage_update",
         used: 7,
         size: 0,
-        _meta: { "effect-agent-loop": { usage: { inputTokens: 7 }, turn: 1, step: 2 } }
+        _meta: { "agent-loop": { usage: { inputTokens: 7 }, turn: 1, step: 2 } }
       }
     ])
   })

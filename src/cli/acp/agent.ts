@@ -7,20 +7,20 @@
  *
  * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
- *   false, embeddedContext: true}, _meta: {"effect-agent-loop": {extensions}}}`, `authMethods:
+ *   false, embeddedContext: true}, _meta: {"agent-loop": {extensions}}}`, `authMethods:
  *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600).
  * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` absolute, else -32602);
  *   MCP servers are not supported: ignored, with one notice on stderr.
  * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
  *   DESIGN.md §10; nothing pending is run), the conversation replayed as `session/update`
- *   notifications before the response (`replayUpdates`), then prompts go on in it. A session
+ *   notifications before the response (`replay.ts`), then prompts go on in it. A session
  *   another process writes (its lock held) is an error response (-32603 naming it), never a
  *   second writer; an unknown session is -32002. A session already open on this connection is
  *   replayed again, with the same agent.
  * - `session/prompt`: the blocks become one `UserMessage` (`prompt.ts`; a block we do not take is
  *   -32602 and nothing is logged) delivered as a `followup` (§5.1: queued while a turn runs, then
  *   its own turn). Its response comes when its own turn ends (`stopReasonOf`), after every update
- *   of that turn, with `_meta["effect-agent-loop"].messageId` (the message's id in the log); a
+ *   of that turn, with `_meta["agent-loop"].messageId` (the message's id in the log); a
  *   prompt the inbox dropped before a turn claimed it (a cancel, §9) is `cancelled` at once.
  * - `session/cancel`: `agent.cancel({kind:"user"})` (§9): the queues are cleared (queued prompts
  *   answer `cancelled`), the running turn ends aborted (its prompt answers `cancelled`, the last
@@ -50,11 +50,12 @@ import { escapeLine } from "../../internal/terminalText.js"
 import { type MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as OfflineTools from "../../OfflineTools.js"
-import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
+import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { oneLineLogger } from "../storeFailures.js"
 import { contentOf } from "./prompt.js"
-import { META_KEY, projector, type UpdateProjector } from "./updates.js"
+import { META_KEY, replayUpdates } from "./replay.js"
+import { projector, type UpdateProjector } from "./updates.js"
 
 /**
  * What `runAcp` takes (checked by `main.ts`).
@@ -79,7 +80,7 @@ export interface AcpOptions {
 
 /**
  * The extension methods (ACP reserves names that begin with `_`), by what they do: advertised in
- * `agentCapabilities._meta["effect-agent-loop"].extensions`. A later alias (another agent's
+ * `agentCapabilities._meta["agent-loop"].extensions`. A later alias (another agent's
  * `_session/steering`, a standard `session/inject`) is one more entry for the same handler.
  *
  * @since 0.1.0
@@ -148,15 +149,6 @@ interface Session {
   readonly updates: UpdateProjector
 }
 
-/**
- * The replay of a loaded session's conversation as `session/update` payloads.
- *
- * LEAD: the single call site of the replay mapping (`src/cli/acp/replay.ts`, built on its own
- * branch): replace this body with its function over the log's events. Until then nothing is
- * replayed.
- */
-const replayUpdates = (_events: ReadonlyArray<SessionEvent>): ReadonlyArray<acp.SessionUpdate> => []
-
 type Services = SessionStore.SessionStore | Model.Model | IdGenerator.IdGenerator | FileSystem.FileSystem | Path.Path
 
 const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
@@ -197,6 +189,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     const top = yield* Effect.scope
     const sessions = new Map<string, Session>()
     let clientName = "acp-client"
+    /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
+    let compaction = false
 
     /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
     const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
@@ -316,7 +310,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           cwd,
           prompts,
           byTurn: new Map(),
-          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow })
+          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction })
         }
         yield* Effect.forkIn(
           Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (events) =>
@@ -344,6 +338,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     const app = acp.agent({ name: "agent-loop" })
       .onRequest(acp.methods.agent.initialize, ({ params }) => {
         if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") clientName = params.clientInfo.name
+        compaction = params.clientCapabilities?.session?.compaction != null
         return {
           protocolVersion: acp.PROTOCOL_VERSION,
           agentCapabilities: {
@@ -385,7 +380,9 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
             )
           }
           const loaded = session
-          yield* Effect.forEach(replayUpdates(loaded.agent.log.events()), (u) => send(id, u), { discard: true })
+          // The conversation as it happened (replay.ts), before the response.
+          const replay = replayUpdates(loaded.agent.log.events(), { header: loaded.agent.log.header, cwd, compaction })
+          yield* Effect.forEach(replay, (u) => send(id, u), { discard: true })
           sessions.set(id, loaded)
           return {}
         })))
