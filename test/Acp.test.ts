@@ -15,6 +15,7 @@ import * as Path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import { stopReasonOf } from "../src/cli/acp/agent.js"
+import { contentOf } from "../src/cli/acp/prompt.js"
 import { projector } from "../src/cli/acp/updates.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
@@ -662,6 +663,30 @@ describe("the update projector (updates.ts) and the stop reasons", () => {
       code: -32603,
       message: "RATE_LIMITED: it broke",
       data: { code: "RATE_LIMITED", message: "it broke" }
+    })
+  })
+})
+
+describe("prompt blocks as message content (prompt.ts)", () => {
+  it("takes text, images, resource links and embedded text resources; refuses the rest, naming the block", () => {
+    expect(contentOf([
+      { type: "text", text: "Look:" },
+      { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+      { type: "resource_link", uri: "file:///p/notes.md", name: "notes.md" },
+      { type: "resource", resource: { uri: "file:///p/a.ts", text: "const a = 1", mimeType: "text/x-typescript" } }
+    ])).toEqual({
+      ok: true,
+      content: [
+        { type: "text", text: "Look:" },
+        { type: "image", mediaType: "image/png", data: "iVBORw0KGgo=" },
+        { type: "text", text: "[notes.md](file:///p/notes.md)" },
+        { type: "text", text: "<resource uri=\"file:///p/a.ts\">\nconst a = 1\n</resource>" }
+      ]
+    })
+    expect(contentOf([])).toEqual({ ok: false, message: "prompt: the prompt is empty" })
+    expect(contentOf([{ type: "text", text: "a" }, { type: "image", uri: "https://x/y.png", mimeType: "image/png" }])).toEqual({
+      ok: false,
+      message: "prompt[1]: an image block needs base64 data and a mimeType (an image by uri only is not supported)"
     })
   })
 })
