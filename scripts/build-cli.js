@@ -1,7 +1,8 @@
 // Bundles the `agent-loop` CLI (src/cli/bin.ts) into dist/cli/ with esbuild (issue 12 §5):
 // dist/cli/bin.js and the chunks it loads on first use (dist/cli/chunks/: the HTTP providers
 // with undici, the OpenAI bridge with @effect/ai and @effect/ai-openai, the chat, the cluster
-// commands with @effect/cluster, @effect/rpc, @effect/sql, @effect/sql-pg and pg). Effect,
+// commands with @effect/cluster, @effect/rpc, @effect/sql, @effect/sql-pg and pg, the ACP agent
+// of `agent-loop acp` with @agentclientprotocol/sdk and zod: about 250 KB). Effect,
 // @effect/platform(-node), @effect/cli and the library's own modules are inlined, tree-shaken,
 // so that the CLI starts from a few files instead of about a thousand ES modules (which is where
 // its start-up time went) and needs none of those packages installed beside it. Ink and React

@@ -46,7 +46,7 @@ const packagesLoadedBy = (specifier: string): ReadonlyArray<string> => {
 const packagesLoadedByCli = (
   args: ReadonlyArray<string>,
   env: Record<string, string> = {}
-): { readonly code: number; readonly packages: ReadonlyArray<string> } => {
+): { readonly code: number; readonly packages: ReadonlyArray<string>; readonly chunks: ReadonlyArray<string> } => {
   const dir = tmpDir()
   const file = Path.join(dir, "imports.txt")
   const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("OTEL_")))
@@ -56,11 +56,14 @@ const packagesLoadedByCli = (
     timeout: 30_000
   })
   const names = new Set<string>()
+  const chunks = new Set<string>()
   for (const line of Fs.readFileSync(file, "utf8").split("\n")) {
     const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(line)
     if (m !== null) names.add(m[1]!)
+    const c = /dist\/cli\/chunks\/([^/]+\.js)$/.exec(line)
+    if (c !== null) chunks.add(c[1]!)
   }
-  return { code: run.status ?? -1, packages: [...names].sort() }
+  return { code: run.status ?? -1, packages: [...names].sort(), chunks: [...chunks].sort() }
 }
 
 /** Optional peers and the heavy packages that no entry may load unless it is theirs. */
@@ -256,6 +259,31 @@ describe("what each entry loads (a child process, its resolved modules recorded)
         "@opentelemetry/sdk-trace-node",
         "@opentelemetry/semantic-conventions"
       ])
+    },
+    60_000
+  )
+
+  it(
+    "agent-loop acp runs on the ACP SDK and zod bundled into one chunk, which no other command loads",
+    () => {
+      const chunkDir = Path.join(root, "dist/cli/chunks")
+      const holding = (marker: string) =>
+        Fs.readdirSync(chunkDir).filter((f) =>
+          f.endsWith(".js") && Fs.readFileSync(Path.join(chunkDir, f), "utf8").includes(marker)
+        )
+      // The SDK's initialization gate and zod 4's core type, one chunk for both.
+      const sdk = holding("ACP connection must be initialized before")
+      expect(sdk).toHaveLength(1)
+      expect(holding("$ZodType")).toEqual(sdk)
+      const acp = packagesLoadedByCli(["acp", "--store", tmpDir()])
+      expect(acp.code).toBe(0)
+      expect(acp.chunks).toContain(sdk[0])
+      // Inlined: nothing of them is resolved from node_modules.
+      expect(acp.packages.filter((name) => name === "zod" || name.startsWith("@agentclientprotocol/"))).toEqual([])
+      const run = packagesLoadedByCli(["run", "--prompt", "what time is it", "--store", tmpDir()])
+      expect(run.code).toBe(0)
+      expect(run.chunks).not.toContain(sdk[0])
+      expect(packagesLoadedByCli(["--help"]).chunks).not.toContain(sdk[0])
     },
     60_000
   )

@@ -2,7 +2,8 @@
  * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
  * `stats FILE [--json] [--prices FILE]`,
- * `resume FILE [--continue-pending]`, `simulate SCENARIO` and `demo`; and, for an agent cluster on
+ * `resume FILE [--continue-pending]`, `simulate SCENARIO`, `demo` and `acp` (an ACP agent for
+ * editors, issue 17: `acp/agent.ts`); and, for an agent cluster on
  * PostgreSQL (issue 14 §3), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
  * `check --pg URL --session ID`.
  *
@@ -109,6 +110,9 @@ export {
    */
   CliExit
 } from "./exit.js"
+
+/** The CLI's version (`--version`, the ACP agent's `agentInfo`). */
+const VERSION = "0.1.0"
 
 const storeOption = Options.directory("store").pipe(
   Options.withDefault(".agent-loop/sessions"),
@@ -732,6 +736,34 @@ const sendCommand = Command.make(
 ).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (issue 14)."))
 
 /**
+ * `acp [--store DIR] [provider flags, compaction flags and --max-steps, as run]` (issue 17;
+ * `acp/agent.ts`, README "Editors (ACP)"): an Agent Client Protocol v1 agent on stdin/stdout for
+ * editors, until stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr.
+ * The ACP SDK and zod are bundled into the chunk this command loads (no other command loads it).
+ */
+const acpCommand = Command.make(
+  "acp",
+  { ...runOptions, store: storeOption },
+  (options) =>
+    Effect.gen(function*() {
+      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
+      const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
+      const path = yield* Path.Path
+      const { runAcp } = yield* Effect.promise(() => import("./acp/agent.js"))
+      yield* runAcp({
+        directory: path.resolve(options.store),
+        maxSteps: options.maxSteps,
+        // Checked by compactionLayer above.
+        contextWindow: Option.getOrUndefined(Option.map(options.contextWindow, (text) => Number(text.trim()))),
+        model,
+        compaction,
+        version: VERSION
+      })
+    })
+).pipe(Command.withDescription("Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors such as Zed (issue 17)."))
+
+/**
  * `demo`: a session on the offline model in which a context is injected while idle, a prompt
  * runs two tools, a steer arrives while the `wait` tool runs, and another context is injected.
  */
@@ -861,11 +893,12 @@ const root = Command.make("agent-loop").pipe(
     escaped(demo),
     escaped(simulate),
     escaped(runnerCommand),
-    escaped(sendCommand)
+    escaped(sendCommand),
+    escaped(acpCommand)
   ])
 )
 
-const cli = Command.run(root, { name: "agent-loop", version: "0.1.0" })
+const cli = Command.run(root, { name: "agent-loop", version: VERSION })
 
 /**
  * Runs the CLI on `argv` (without the node and script entries) and returns the exit code.

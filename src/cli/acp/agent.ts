@@ -1,0 +1,441 @@
+/**
+ * `agent-loop acp` (issue 17; README "Editors (ACP)"): an Agent Client Protocol v1 agent over
+ * stdio, built on the official SDK (`@agentclientprotocol/sdk`, bundled with `zod` into the CLI
+ * chunk that only this command loads). One JSON-RPC message a line on stdin and stdout; stdout
+ * carries nothing else (notices go to stderr). Every ACP session is an agent of the JSONL store
+ * (`--store`), with the offline tools of `run` confined to the session's `cwd`.
+ *
+ * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
+ *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
+ *   false, embeddedContext: true}, _meta: {"agent-loop": {extensions}}}`, `authMethods:
+ *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600).
+ * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` absolute, else -32602);
+ *   MCP servers are not supported: ignored, with one notice on stderr.
+ * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
+ *   DESIGN.md §10; nothing pending is run), the conversation replayed as `session/update`
+ *   notifications before the response (`replay.ts`), then prompts go on in it. A session
+ *   another process writes (its lock held) is an error response (-32603 naming it), never a
+ *   second writer; an unknown session is -32002. A session already open on this connection is
+ *   replayed again, with the same agent.
+ * - `session/prompt`: the blocks become one `UserMessage` (`prompt.ts`; a block we do not take is
+ *   -32602 and nothing is logged) delivered as a `followup` (§5.1: queued while a turn runs, then
+ *   its own turn). Its response comes when its own turn ends (`stopReasonOf`), after every update
+ *   of that turn, with `_meta["agent-loop"].messageId` (the message's id in the log); a
+ *   prompt the inbox dropped before a turn claimed it (a cancel, §9) is `cancelled` at once.
+ * - `session/cancel`: `agent.cancel({kind:"user"})` (§9): the queues are cleared (queued prompts
+ *   answer `cancelled`), the running turn ends aborted (its prompt answers `cancelled`, the last
+ *   message about it).
+ * - `_session/steer {sessionId, prompt}` → `agent.steer`, `_session/inject {sessionId, prompt,
+ *   source?}` → `agent.inject` (default source `{kind:"plugin", plugin: <clientInfo.name, else
+ *   "acp-client">}`): each answers `{messageId}` once its splice is durable (`EXTENSIONS`).
+ * - Updates while turns run: `updates.ts`. Malformed lines (-32700), unknown methods (-32601),
+ *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored.
+ * - stdin closed: the connection closes, every agent is disposed (§9: a running turn ends
+ *   aborted `{kind:"disposed"}`), the logs are closed, the command returns (exit 0).
+ *
+ * @since 0.1.0
+ */
+import * as acp from "@agentclientprotocol/sdk"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import { Cause, Console, Deferred, Effect, ExecutionStrategy, Exit, FiberId, Layer, Option, Queue, Runtime, Scope } from "effect"
+import * as NodePath from "node:path"
+import { Readable, Writable } from "node:stream"
+import * as Agent from "../../Agent.js"
+import type { AgentEvent, AgentNotification } from "../../AgentEvent.js"
+import type * as Compaction from "../../Compaction.js"
+import * as IdGenerator from "../../IdGenerator.js"
+import { isSessionId } from "../../internal/store/common.js"
+import { escapeLine } from "../../internal/terminalText.js"
+import { type MessageSource, UserMessage } from "../../Message.js"
+import type * as Model from "../../Model.js"
+import * as OfflineTools from "../../OfflineTools.js"
+import type { TurnEndReason } from "../../SessionEvent.js"
+import * as SessionStore from "../../SessionStore.js"
+import { oneLineLogger } from "../storeFailures.js"
+import { contentOf } from "./prompt.js"
+import { META_KEY, replayUpdates } from "./replay.js"
+import { projector, type UpdateProjector } from "./updates.js"
+
+/**
+ * What `runAcp` takes (checked by `main.ts`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcpOptions {
+  /** The directory of the JSONL session store. */
+  readonly directory: string
+  readonly maxSteps: number
+  /** `--context-window`, for `usage_update.size` (undefined: 0, unknown). */
+  readonly contextWindow: number | undefined
+  readonly model: Layer.Layer<Model.Model>
+  readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
+  /** The agent's version in `agentInfo`. */
+  readonly version: string
+  /** Where messages are read and written (default: the process's stdin and stdout). */
+  readonly input?: NodeJS.ReadableStream | undefined
+  readonly output?: NodeJS.WritableStream | undefined
+}
+
+/**
+ * The extension methods (ACP reserves names that begin with `_`), by what they do: advertised in
+ * `agentCapabilities._meta["agent-loop"].extensions`. A later alias (another agent's
+ * `_session/steering`, a standard `session/inject`) is one more entry for the same handler.
+ *
+ * @since 0.1.0
+ */
+export const EXTENSIONS = { steer: "_session/steer", inject: "_session/inject" } as const
+
+/**
+ * The JSON-RPC error of a turn that ended `error` (§6.4): -32603, message `CODE: message`,
+ * `data {code, message, status?}`.
+ *
+ * @since 0.1.0
+ */
+export const TURN_ERROR = -32603
+
+/**
+ * A prompt's answer from the end reason of its turn (issue 17): `completed` → `end_turn`,
+ * `max-tokens` → `max_tokens`, error `MAX_STEPS` → `max_turn_requests`, `blocked` → `refusal`,
+ * `aborted`/`interrupted` → `cancelled`; another error → a JSON-RPC error (`TURN_ERROR`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const stopReasonOf = (
+  reason: TurnEndReason
+): { readonly stopReason: acp.StopReason } | { readonly error: acp.RequestError } => {
+  switch (reason.kind) {
+    case "completed":
+      return { stopReason: "end_turn" }
+    case "max-tokens":
+      return { stopReason: "max_tokens" }
+    case "blocked":
+      return { stopReason: "refusal" }
+    case "aborted":
+    case "interrupted":
+      return { stopReason: "cancelled" }
+    case "error":
+      return reason.error.code === "MAX_STEPS"
+        ? { stopReason: "max_turn_requests" }
+        : { error: new acp.RequestError(TURN_ERROR, `${reason.error.code}: ${reason.error.message}`, reason.error) }
+    default:
+      return { stopReason: "end_turn" }
+  }
+}
+
+type PromptResult = { readonly stopReason: acp.StopReason } | { readonly error: acp.RequestError }
+
+/**
+ * A prompt waiting for its answer: the turn that claimed it, once it is known; `handed` settles
+ * when its handler has given the SDK the response to write.
+ */
+interface PromptWaiter {
+  readonly answer: Deferred.Deferred<PromptResult>
+  readonly handed: Promise<void>
+  turn: number | undefined
+}
+
+/** An ACP session on this connection: its agent and its prompts waiting for their turn's end. */
+interface Session {
+  readonly id: string
+  readonly agent: Agent.Agent
+  readonly cwd: string
+  /** Prompts by message id, until answered. */
+  readonly prompts: Map<string, PromptWaiter>
+  /** Prompt message ids by the turn that claimed them. */
+  readonly byTurn: Map<number, Array<string>>
+  readonly updates: UpdateProjector
+}
+
+type Services = SessionStore.SessionStore | Model.Model | IdGenerator.IdGenerator | FileSystem.FileSystem | Path.Path
+
+const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
+const internal = (message: string) => new acp.RequestError(-32603, message)
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The params of the extension methods (the SDK checks only the standard methods'). */
+interface ExtensionParams {
+  readonly sessionId: string
+  readonly prompt: unknown
+  readonly source?: MessageSource | undefined
+}
+const extensionParams = (withSource: boolean) => (params: unknown): ExtensionParams => {
+  if (!isRecord(params) || typeof params.sessionId !== "string") throw invalidParams("sessionId: a string is required")
+  if (!Array.isArray(params.prompt)) throw invalidParams("prompt: an array of content blocks is required")
+  const source = params.source
+  if (source !== undefined && source !== null) {
+    if (!withSource) throw invalidParams("source: not a parameter of this method")
+    if (!isRecord(source) || typeof source.kind !== "string") {
+      throw invalidParams("source: an object with a string kind is required ({kind: \"plugin\", plugin: NAME})")
+    }
+    return { sessionId: params.sessionId, prompt: params.prompt, source: source as MessageSource }
+  }
+  return { sessionId: params.sessionId, prompt: params.prompt }
+}
+
+/**
+ * Serves ACP on stdin/stdout until stdin ends (see the module comment), then disposes every
+ * agent and returns. Needs the Node file system and path services (the tools).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSystem.FileSystem | Path.Path> =>
+  Effect.scoped(Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<Services>()
+    const top = yield* Effect.scope
+    const sessions = new Map<string, Session>()
+    let clientName = "acp-client"
+    /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
+    let compaction = false
+
+    /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
+    const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
+      Runtime.runPromiseExit(runtime)(effect).then((exit) => {
+        if (Exit.isSuccess(exit)) return exit.value
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) throw failure.value
+        const squashed = Cause.squash(exit.cause)
+        throw internal(`Internal error: ${squashed instanceof Error ? squashed.message : String(squashed)}`)
+      })
+
+    const sessionOf = (id: string): Effect.Effect<Session, acp.RequestError> => {
+      const session = sessions.get(id)
+      return session === undefined ? Effect.fail(acp.RequestError.sessionNotFound(id)) : Effect.succeed(session)
+    }
+
+    const notice = (text: string) => Console.error(escapeLine(`agent-loop acp: ${text}`))
+
+    const ignoreMcp = (servers: ReadonlyArray<acp.McpServer>) =>
+      servers.length === 0
+        ? Effect.void
+        : notice(`MCP servers are not supported; ignoring ${servers.length}: ${servers.map((s) => s.name).join(", ")}`)
+
+    const checkCwd = (cwd: string) =>
+      NodePath.isAbsolute(cwd)
+        ? Effect.succeed(cwd)
+        : Effect.fail(invalidParams(`cwd: an absolute path is required, got ${JSON.stringify(cwd)}`))
+
+    /** Sends one update; a closed connection drops it (the process is ending). */
+    const send = (sessionId: string, update: acp.SessionUpdate): Effect.Effect<void> =>
+      Effect.promise(() => connection.client.notify(acp.methods.client.session.update, { sessionId, update }).catch(() => {}))
+
+    /** Answers a prompt (once) and forgets it; returns when its handler hands the response over. */
+    const answer = (session: Session, messageId: string, result: PromptResult, handed: Array<Promise<void>>) => {
+      const waiter = session.prompts.get(messageId)
+      if (waiter === undefined) return
+      session.prompts.delete(messageId)
+      Deferred.unsafeDone(waiter.answer, Exit.succeed(result))
+      handed.push(waiter.handed)
+    }
+
+    /**
+     * One live event: its updates are sent (in order), then the prompts it decides are answered.
+     * The forwarder then waits until their responses are queued for writing (their handlers
+     * returned, and a macrotask passed, in which the SDK writes them): so the next turn's updates
+     * never overtake the response of the prompt before it.
+     */
+    const handle = (session: Session, event: AgentEvent): Effect.Effect<void> => {
+      const updates = session.updates.push(event)
+      const sent = updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
+      return Effect.zipRight(
+        sent,
+        Effect.suspend(() => {
+          const handed: Array<Promise<void>> = []
+          decide(session, event, handed)
+          return handed.length === 0
+            ? Effect.void
+            : Effect.promise(() => Promise.all(handed).then(() => new Promise<void>((resolve) => setImmediate(resolve))))
+        })
+      )
+    }
+
+    const decide = (session: Session, event: AgentEvent, handed: Array<Promise<void>>): void => {
+      if ("seq" in event) {
+        if (event.type !== "turn/end") return
+        const data = event.data as { readonly turn: number; readonly reason: TurnEndReason }
+        const ids = session.byTurn.get(data.turn)
+        if (ids === undefined) return
+        session.byTurn.delete(data.turn)
+        const result = stopReasonOf(data.reason)
+        for (const id of ids) answer(session, id, result, handed)
+        return
+      }
+      const live = event as AgentNotification
+      switch (live.type) {
+        case "agent/inbox/claimed": {
+          const waiter = session.prompts.get(live.message.id)
+          if (waiter === undefined) return
+          waiter.turn = live.turn
+          const ids = session.byTurn.get(live.turn)
+          if (ids === undefined) session.byTurn.set(live.turn, [live.message.id])
+          else ids.push(live.message.id)
+          return
+        }
+        case "agent/inbox/discarded": {
+          // Dropped before a turn claimed it: a cancel cleared the queue (§9), or dispose.
+          const waiter = session.prompts.get(live.message.id)
+          if (waiter !== undefined && waiter.turn === undefined) {
+            answer(session, live.message.id, { stopReason: "cancelled" }, handed)
+          }
+          return
+        }
+        case "agent/disposed":
+          for (const id of [...session.prompts.keys()]) answer(session, id, { stopReason: "cancelled" }, handed)
+          return
+        default:
+          return
+      }
+    }
+
+    /**
+     * Opens a session around the agent `make` builds, in a scope of its own under the command's
+     * (closed when stdin ends): subscribes first, then forwards its events for ever.
+     */
+    const open = <E>(
+      make: Effect.Effect<Agent.Agent, E, Services | Scope.Scope>,
+      cwd: string
+    ): Effect.Effect<Session, E, Services> =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.fork(top, ExecutionStrategy.sequential)
+        const agent = yield* make.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+        const queue = yield* Scope.extend(agent.subscribe, scope)
+        const prompts = new Map<string, PromptWaiter>()
+        const session: Session = {
+          id: agent.id,
+          agent,
+          cwd,
+          prompts,
+          byTurn: new Map(),
+          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction })
+        }
+        yield* Effect.forkIn(
+          Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (events) =>
+            Effect.forEach(events, (e) =>
+              handle(session, e), { discard: true }))),
+          scope
+        )
+        return session
+      })
+
+    const agentOptions = (cwd: string) => Effect.map(OfflineTools.all(cwd), (tools) => ({ tools, maxSteps: options.maxSteps }))
+
+    /** The user message of a prompt's blocks, or -32602 naming the block (nothing is logged). */
+    const messageOf = (blocks: unknown, source?: MessageSource | undefined) => {
+      const converted = contentOf(blocks)
+      if (!converted.ok) return Effect.fail(invalidParams(converted.message))
+      return UserMessage.make({ content: converted.content, source }).pipe(
+        Effect.mapError((e) => invalidParams(e.message))
+      )
+    }
+
+    const deliveryFailure = (e: { readonly _tag: string; readonly message: string }) =>
+      e._tag === "InvalidMessage" ? invalidParams(e.message) : internal(e.message)
+
+    const app = acp.agent({ name: "agent-loop" })
+      .onRequest(acp.methods.agent.initialize, ({ params }) => {
+        if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") clientName = params.clientInfo.name
+        compaction = params.clientCapabilities?.session?.compaction != null
+        return {
+          protocolVersion: acp.PROTOCOL_VERSION,
+          agentCapabilities: {
+            loadSession: true,
+            promptCapabilities: { image: true, audio: false, embeddedContext: true },
+            mcpCapabilities: { http: false, sse: false },
+            _meta: { [META_KEY]: { extensions: { ...EXTENSIONS } } }
+          },
+          authMethods: [],
+          agentInfo: { name: "agent-loop", title: "effect-agent-loop", version: options.version }
+        }
+      })
+      .onRequest(acp.methods.agent.session.new, ({ params }) =>
+        run(Effect.gen(function*() {
+          const cwd = yield* checkCwd(params.cwd)
+          yield* ignoreMcp(params.mcpServers)
+          const session = yield* open(
+            Effect.flatMap(agentOptions(cwd), (o) => Agent.make({ ...o, cwd })),
+            cwd
+          ).pipe(Effect.mapError((e) => internal(`cannot create the session: ${e.message}`)))
+          sessions.set(session.id, session)
+          return { sessionId: session.id }
+        })))
+      .onRequest(acp.methods.agent.session.load, ({ params }) =>
+        run(Effect.gen(function*() {
+          const cwd = yield* checkCwd(params.cwd)
+          yield* ignoreMcp(params.mcpServers)
+          const id = params.sessionId
+          let session = sessions.get(id)
+          if (session === undefined) {
+            if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
+            session = yield* open(Effect.flatMap(agentOptions(cwd), (o) => Agent.resume(id, o)), cwd).pipe(
+              Effect.catchTags({
+                SessionNotFound: () => Effect.fail(acp.RequestError.sessionNotFound(id)),
+                SessionLogError: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`)),
+                SessionStoreError: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`)),
+                SessionFenced: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`))
+              })
+            )
+          }
+          const loaded = session
+          // The conversation as it happened (replay.ts), before the response.
+          const replay = replayUpdates(loaded.agent.log.events(), { header: loaded.agent.log.header, cwd, compaction })
+          yield* Effect.forEach(replay, (u) => send(id, u), { discard: true })
+          sessions.set(id, loaded)
+          return {}
+        })))
+      .onRequest(acp.methods.agent.session.prompt, ({ params }) => {
+        let handOver: () => void = () => {}
+        const handed = new Promise<void>((resolve) => (handOver = resolve))
+        return run(Effect.gen(function*() {
+          const session = yield* sessionOf(params.sessionId)
+          const message = yield* messageOf(params.prompt)
+          const waiter: PromptWaiter = { answer: Deferred.unsafeMake<PromptResult>(FiberId.none), handed, turn: undefined }
+          session.prompts.set(message.id, waiter)
+          yield* session.agent.followup(message).pipe(
+            Effect.tapError(() => Effect.sync(() => session.prompts.delete(message.id))),
+            Effect.mapError(deliveryFailure)
+          )
+          const result = yield* Deferred.await(waiter.answer)
+          if ("error" in result) return yield* Effect.fail(result.error)
+          return { stopReason: result.stopReason, _meta: { [META_KEY]: { messageId: message.id as string } } }
+        })).finally(handOver)
+      })
+      .onNotification(acp.methods.agent.session.cancel, ({ params }) =>
+        run(Effect.gen(function*() {
+          const session = sessions.get(params.sessionId)
+          if (session === undefined) return yield* notice(`session/cancel: no session ${params.sessionId}`)
+          yield* session.agent.cancel({ kind: "user" }).pipe(
+            Effect.catchAll((e) => notice(`session/cancel: ${e.message}`))
+          )
+        })))
+      .onRequest(EXTENSIONS.steer, extensionParams(false), ({ params }) =>
+        run(Effect.gen(function*() {
+          const session = yield* sessionOf(params.sessionId)
+          const message = yield* messageOf(params.prompt)
+          const delivery = yield* session.agent.steer(message).pipe(Effect.mapError(deliveryFailure))
+          return { messageId: delivery.messageId as string }
+        })))
+      .onRequest(EXTENSIONS.inject, extensionParams(true), ({ params }) =>
+        run(Effect.gen(function*() {
+          const session = yield* sessionOf(params.sessionId)
+          const message = yield* messageOf(params.prompt, params.source ?? { kind: "plugin", plugin: clientName })
+          const delivery = yield* session.agent.inject(message).pipe(Effect.mapError(deliveryFailure))
+          return { messageId: delivery.messageId as string }
+        })))
+
+    const input = Readable.toWeb((options.input ?? process.stdin) as Readable) as unknown as ReadableStream<Uint8Array>
+    const output = Writable.toWeb((options.output ?? process.stdout) as Writable) as WritableStream<Uint8Array>
+    const connection: acp.AgentConnection = app.connect(acp.ndJsonStream(output, input))
+    yield* Effect.promise(() => connection.closed)
+  })).pipe(
+    Effect.provide(Layer.mergeAll(
+      options.model,
+      options.compaction ?? Layer.empty,
+      SessionStore.layerJsonl({ directory: options.directory }),
+      IdGenerator.layer,
+      oneLineLogger
+    ))
+  )

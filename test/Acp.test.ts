@@ -1,0 +1,692 @@
+/**
+ * `agent-loop acp` (issue 17), run as an editor runs it: `dist/cli/bin.js acp --store DIR` (the
+ * offline model) in a child process, driven through the ACP SDK's own client side, which checks
+ * every message it receives against the v1 schema (an update that fails it is not recorded: each
+ * test compares the updates recorded with the `session/update` lines on stdout). Every test
+ * checks that stdout held nothing but JSON-RPC lines, that the process exits 0 when its stdin
+ * ends, and that the session logs pass `Invariant.check`, each prompt's delivery having the fate
+ * its response said (`Delivery.fateOf`). Waits are bounded (`until`).
+ */
+import * as acp from "@agentclientprotocol/sdk"
+import { describe, expect, it } from "@effect/vitest"
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Readable, Writable } from "node:stream"
+import type { AgentEvent } from "../src/AgentEvent.js"
+import { stopReasonOf } from "../src/cli/acp/agent.js"
+import { contentOf } from "../src/cli/acp/prompt.js"
+import { projector } from "../src/cli/acp/updates.js"
+import * as Delivery from "../src/Delivery.js"
+import * as Invariant from "../src/Invariant.js"
+import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
+
+const BIN = Path.resolve("dist/cli/bin.js")
+const tmp = scratchDirs("agent-loop-acp-")
+const CLIENT = { name: "acp-test-client", version: "1.0.0" }
+
+/** Polls `check` every 10 ms until it holds, or fails after `ms`. */
+const until = async (what: string, check: () => boolean, ms = 5_000): Promise<void> => {
+  const end = Date.now() + ms
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/** A running `agent-loop acp`: its raw stdout lines, stderr, and exit. */
+interface Proc {
+  readonly child: ChildProcessWithoutNullStreams
+  /** Every stdout line, in order. */
+  readonly lines: Array<string>
+  readonly stderr: () => string
+  readonly exited: Promise<number | null>
+  /** Ends stdin and waits (bounded) for the exit; checks stdout held JSON-RPC lines only. */
+  readonly close: () => Promise<number | null>
+}
+
+const startProcess = (
+  store: string,
+  stdout: "lines" | "tee",
+  args: ReadonlyArray<string> = []
+): { proc: Proc; sdkOutput?: ReadableStream<Uint8Array> } => {
+  const child = spawn(process.execPath, [BIN, "acp", "--store", store, ...args], { cwd: store, stdio: "pipe" })
+  let stderr = ""
+  child.stderr.setEncoding("utf8")
+  child.stderr.on("data", (chunk: string) => (stderr += chunk))
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  const lines: Array<string> = []
+  const web = Readable.toWeb(child.stdout) as unknown as ReadableStream<Uint8Array>
+  const [forLines, forSdk] = stdout === "tee" ? web.tee() : [web, undefined]
+  void (async () => {
+    const decoder = new TextDecoder()
+    let buffer = ""
+    for await (const chunk of forLines as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true })
+      let nl: number
+      while ((nl = buffer.indexOf("\n")) >= 0) {
+        lines.push(buffer.slice(0, nl))
+        buffer = buffer.slice(nl + 1)
+      }
+    }
+    if (buffer !== "") lines.push(buffer)
+  })()
+  const close = async () => {
+    child.stdin.end()
+    const code = await Promise.race([exited, new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 10_000))])
+    if (code === "hung") {
+      child.kill("SIGKILL")
+      throw new Error(`agent-loop acp did not exit after stdin ended; stderr: ${stderr}`)
+    }
+    for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" })
+    return code
+  }
+  return {
+    proc: { child, lines, stderr: () => stderr, exited, close },
+    ...(forSdk === undefined ? {} : { sdkOutput: forSdk })
+  }
+}
+
+/** A process driven by the SDK's client: the connection and the updates it accepted. */
+interface Client extends Proc {
+  readonly agent: acp.ClientContext
+  readonly updates: Array<acp.SessionNotification>
+  readonly init: acp.InitializeResponse
+}
+
+const startClient = async (store: string, args: ReadonlyArray<string> = []): Promise<Client> => {
+  const { proc, sdkOutput } = startProcess(store, "tee", args)
+  const updates: Array<acp.SessionNotification> = []
+  const app = acp.client({ name: CLIENT.name }).onNotification(acp.methods.client.session.update, ({ params }) => {
+    updates.push(params)
+  })
+  const input = Writable.toWeb(proc.child.stdin) as unknown as WritableStream<Uint8Array>
+  const connection = app.connect(acp.ndJsonStream(input, sdkOutput!))
+  const init = await connection.agent.request<acp.InitializeResponse>(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: CLIENT
+  })
+  return {
+    ...proc,
+    agent: connection.agent,
+    updates,
+    init,
+    close: async () => {
+      const code = await proc.close()
+      // Every update on stdout passed the client's schema check.
+      expect(updates.length).toBe(proc.lines.filter((l) => JSON.parse(l).method === "session/update").length)
+      return code
+    }
+  }
+}
+
+const newSession = async (c: Client, cwd: string): Promise<string> =>
+  (await c.agent.request(acp.methods.agent.session.new, { cwd, mcpServers: [] })).sessionId
+
+const prompt = (c: Client, sessionId: string, text: string) =>
+  c.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] })
+
+const messageIdOf = (response: acp.PromptResponse): string =>
+  (response._meta as { readonly "agent-loop": { readonly messageId: string } })["agent-loop"].messageId
+
+/** The session's log: header and events, read from the store. */
+const readLog = (store: string, sessionId: string): { header: SessionHeader; events: Array<SessionEvent> } => {
+  const [first, ...rest] = Fs.readFileSync(Path.join(store, `${sessionId}.jsonl`), "utf8").split("\n").filter((l) => l !== "")
+  return { header: JSON.parse(first!) as SessionHeader, events: rest.map((l) => JSON.parse(l) as SessionEvent) }
+}
+
+/** Whether the session's log (as far as it is written: a line being written is not read) has an event `holds`. */
+const logHas = (store: string, sessionId: string, holds: (e: SessionEvent) => boolean): boolean =>
+  Fs.readFileSync(Path.join(store, `${sessionId}.jsonl`), "utf8").split("\n").slice(1).some((l) => {
+    try {
+      return holds(JSON.parse(l) as SessionEvent)
+    } catch {
+      return false
+    }
+  })
+
+/**
+ * Checks the session log: the invariants hold, and each prompt's fate is what its stop reason
+ * says (`end_turn`: it entered; `cancelled`: it entered a turn that ended aborted, or the cancel
+ * dropped it while queued).
+ */
+const checkLog = (
+  store: string,
+  sessionId: string,
+  prompts: ReadonlyArray<acp.PromptResponse>
+): Array<SessionEvent> => {
+  const { events, header } = readLog(store, sessionId)
+  expect(Invariant.check(events, { header })).toEqual([])
+  for (const response of prompts) {
+    const fate = Delivery.fateOf(events, messageIdOf(response), { header })
+    if (response.stopReason === "end_turn" || response.stopReason === "max_turn_requests") {
+      expect(fate).toMatchObject({ _tag: "Entered" })
+    } else if (response.stopReason === "cancelled") {
+      if (fate?._tag === "Entered") {
+        const end = events.find((e) => e.type === "turn/end" && (e.data as { turn: number }).turn === fate.turn)
+        expect((end?.data as { reason: { kind: string } }).reason.kind).toBe("aborted")
+      } else expect(fate).toEqual({ _tag: "Dropped", reason: "canceled" })
+    } else throw new Error(`unexpected stop reason ${response.stopReason}`)
+  }
+  return events
+}
+
+const kinds = (updates: ReadonlyArray<acp.SessionNotification>) => updates.map((u) => u.update.sessionUpdate)
+const textOf = (updates: ReadonlyArray<acp.SessionNotification>, kind: string) =>
+  updates.map((u) => u.update).filter((u) => u.sessionUpdate === kind).map((u) =>
+    (u as { content: { type: string; text?: string } }).content.text ?? ""
+  ).join("")
+const assistantText = (events: ReadonlyArray<SessionEvent>, turn: number) =>
+  events.filter((e) => e.type === "assistant/message" && (e.data as { turn: number }).turn === turn).map((e) =>
+    (e.data as { message: { content: ReadonlyArray<{ type: string; text?: string }> } }).message.content
+      .filter((b) => b.type === "text").map((b) => b.text).join("")
+  ).join("")
+
+describe("agent-loop acp, through the SDK's client", () => {
+  it("initialize, a new session, a text prompt: its chunks, then end_turn", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    expect(c.init).toEqual({
+      protocolVersion: 1,
+      agentCapabilities: {
+        loadSession: true,
+        promptCapabilities: { image: true, audio: false, embeddedContext: true },
+        mcpCapabilities: { http: false, sse: false },
+        _meta: { "agent-loop": { extensions: { steer: "_session/steer", inject: "_session/inject" } } }
+      },
+      authMethods: [],
+      agentInfo: { name: "agent-loop", title: "effect-agent-loop", version: "0.1.0" }
+    })
+    const sessionId = await newSession(c, store)
+    const response = await prompt(c, sessionId, "hello")
+    expect(response.stopReason).toBe("end_turn")
+    const events = checkLog(store, sessionId, [response])
+    expect(new Set(kinds(c.updates))).toEqual(new Set(["agent_message_chunk"]))
+    expect(c.updates.length).toBeGreaterThan(1)
+    expect(textOf(c.updates, "agent_message_chunk")).toBe(assistantText(events, 1))
+    expect(assistantText(events, 1)).toBe("I received 1 message in this step: 1 from you (\"hello\").")
+    expect(await c.close()).toBe(0)
+  })
+
+  it("a tool prompt: tool_call pending, tool_call_update in_progress then completed, then the answer", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const response = await prompt(c, sessionId, "wait 1 seconds")
+    expect(response.stopReason).toBe("end_turn")
+    checkLog(store, sessionId, [response])
+    const tools = c.updates.map((u) => u.update).filter((u) => u.sessionUpdate.startsWith("tool_call"))
+    expect(tools).toEqual([
+      {
+        sessionUpdate: "tool_call",
+        toolCallId: "call_1_1_1",
+        name: "wait",
+        title: "wait 1s",
+        kind: "other",
+        status: "pending",
+        rawInput: { seconds: 1 }
+      },
+      { sessionUpdate: "tool_call_update", toolCallId: "call_1_1_1", status: "in_progress" },
+      {
+        sessionUpdate: "tool_call_update",
+        toolCallId: "call_1_1_1",
+        status: "completed",
+        content: [{ type: "content", content: { type: "text", text: "waited 1 second" } }],
+        rawOutput: { isError: false, text: "waited 1 second" }
+      }
+    ])
+    // The step's text, then the tool call; the next step's text after the result.
+    const order = kinds(c.updates).filter((k, i, all) => i === 0 || all[i - 1] !== k)
+    expect(order).toEqual(["agent_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"])
+    expect(textOf(c.updates, "agent_message_chunk")).toBe(
+      "I received 1 message in this step: 1 from you (\"wait 1 seconds\").Tool result (call_1_1_1): \"waited 1 second\""
+    )
+    expect(await c.close()).toBe(0)
+  })
+
+  it("cancel during a running tool: the prompt and the one queued behind it answer cancelled at once, nothing follows, the next prompt works", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const running = prompt(c, sessionId, "wait 5 seconds")
+    await until("the tool to start", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    const queued = prompt(c, sessionId, "hello")
+    // The queued prompt is in the log before the cancel (its followup is durable then).
+    await until("the queued prompt in the log", () =>
+      logHas(store, sessionId, (e) =>
+        e.type === "agent/inbox/spliced" &&
+        (e.data as { inserted: ReadonlyArray<{ content: ReadonlyArray<{ text?: string }> }> }).inserted.some((m) =>
+          m.content[0]?.text === "hello"
+        )))
+    const before = c.updates.length
+    const t0 = Date.now()
+    await c.agent.notify(acp.methods.agent.session.cancel, { sessionId })
+    const [first, second] = await Promise.all([running, queued])
+    expect(Date.now() - t0).toBeLessThan(1_000)
+    expect([first.stopReason, second.stopReason]).toEqual(["cancelled", "cancelled"])
+    // Only the cancelled tool's end came after the cancel, before the responses, and nothing since.
+    expect(c.updates.slice(before).map((u) => u.update)).toEqual([
+      expect.objectContaining({ sessionUpdate: "tool_call_update", toolCallId: "call_1_1_1", status: "failed" })
+    ])
+    const lastResponse = Math.max(
+      ...c.lines.map((l, i) => ("result" in JSON.parse(l) && JSON.parse(l).result.stopReason === "cancelled" ? i : -1))
+    )
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(c.lines.slice(lastResponse + 1)).toEqual([])
+    const next = await prompt(c, sessionId, "hello again")
+    expect(next.stopReason).toBe("end_turn")
+    const events = checkLog(store, sessionId, [first, second, next])
+    expect(Delivery.fateOf(events, messageIdOf(second))).toEqual({ _tag: "Dropped", reason: "canceled" })
+    expect(events.filter((e) => e.type === "turn/end").map((e) => (e.data as { reason: unknown }).reason)).toEqual([
+      { kind: "aborted", reason: { kind: "user" } },
+      { kind: "completed" }
+    ])
+    expect(await c.close()).toBe(0)
+  })
+
+  it("a second prompt while one runs is queued and answered after its own turn", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const answered: Array<string> = []
+    const first = prompt(c, sessionId, "wait 1 seconds").then((r) => (answered.push("first"), r))
+    await until("the tool to start", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    const second = prompt(c, sessionId, "hello").then((r) => (answered.push("second"), r))
+    const responses = await Promise.all([first, second])
+    expect(responses.map((r) => r.stopReason)).toEqual(["end_turn", "end_turn"])
+    expect(answered).toEqual(["first", "second"])
+    const events = checkLog(store, sessionId, responses)
+    expect(responses.map((r) => Delivery.fateOf(events, messageIdOf(r)))).toEqual([
+      { _tag: "Entered", turn: 1, step: 1 },
+      { _tag: "Entered", turn: 2, step: 1 }
+    ])
+    // Each response came after the updates of its own turn: the second turn's text after the first response.
+    const lineOf = (id: string) => c.lines.findIndex((l) => JSON.parse(l).result?._meta?.["agent-loop"]?.messageId === id)
+    const firstLine = lineOf(messageIdOf(responses[0]))
+    const secondLine = lineOf(messageIdOf(responses[1]))
+    expect(firstLine).toBeLessThan(secondLine)
+    const between = c.lines.slice(firstLine + 1, secondLine).map((l) => JSON.parse(l).params?.update?.content?.text ?? "").join(
+      ""
+    )
+    expect(between).toBe(assistantText(events, 2))
+    expect(await c.close()).toBe(0)
+  })
+
+  it("steer and inject through the extension methods: the model sees them after the whole tool batch, in arrival order", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const running = prompt(c, sessionId, "wait 1 seconds")
+    await until("the tool to start", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    const steer = await c.agent.request<{ messageId: string }>("_session/steer", {
+      sessionId,
+      prompt: [{ type: "text", text: "Also say hi." }]
+    })
+    const inject = await c.agent.request<{ messageId: string }>("_session/inject", {
+      sessionId,
+      prompt: [{ type: "text", text: "The user is on branch main." }]
+    })
+    const injectWithSource = await c.agent.request<{ messageId: string }>("_session/inject", {
+      sessionId,
+      prompt: [{ type: "text", text: "The network is metered." }],
+      source: { kind: "plugin", plugin: "netwatch" }
+    })
+    const response = await running
+    expect(response.stopReason).toBe("end_turn")
+    const events = checkLog(store, sessionId, [response])
+    // The model-visible order of turn 1 (§6, §8): the prompt; the tool result; then the steer and
+    // the injections, in arrival order, in the step after the batch.
+    const visible = events.filter((e) => e.type === "user/message" || e.type === "tool/result").map((e) =>
+      e.type === "tool/result" ? `${(e.data as { step: number }).step}:result` : (e.data as { id: string }).id
+    )
+    expect(visible).toEqual([messageIdOf(response), "1:result", steer.messageId, inject.messageId, injectWithSource.messageId])
+    for (const id of [steer.messageId, inject.messageId, injectWithSource.messageId]) {
+      expect(Delivery.fateOf(events, id)).toEqual({ _tag: "Entered", turn: 1, step: 2 })
+    }
+    const sourceOf = (id: string) =>
+      (events.find((e) => e.type === "user/message" && (e.data as { id: string }).id === id)!.data as { source: unknown }).source
+    expect(sourceOf(inject.messageId)).toEqual({ kind: "plugin", plugin: "acp-test-client" })
+    expect(sourceOf(injectWithSource.messageId)).toEqual({ kind: "plugin", plugin: "netwatch" })
+    // The client is shown what entered the step, with its source; not its own prompt.
+    expect(c.updates.map((u) => u.update).filter((u) => u.sessionUpdate === "user_message_chunk")).toEqual([
+      {
+        sessionUpdate: "user_message_chunk",
+        content: { type: "text", text: "Also say hi." },
+        messageId: steer.messageId,
+        _meta: { "agent-loop": { messageId: steer.messageId, source: { kind: "user" }, via: "steer" } }
+      },
+      {
+        sessionUpdate: "user_message_chunk",
+        content: { type: "text", text: "The user is on branch main." },
+        messageId: inject.messageId,
+        _meta: {
+          "agent-loop": { messageId: inject.messageId, source: { kind: "plugin", plugin: "acp-test-client" }, via: "inject" }
+        }
+      },
+      {
+        sessionUpdate: "user_message_chunk",
+        content: { type: "text", text: "The network is metered." },
+        messageId: injectWithSource.messageId,
+        _meta: {
+          "agent-loop": { messageId: injectWithSource.messageId, source: { kind: "plugin", plugin: "netwatch" }, via: "inject" }
+        }
+      }
+    ])
+    expect(assistantText(events, 1)).toContain(
+      "I received 3 messages in this step: 1 from you (\"Also say hi.\"); context from plugin:acp-test-client (\"The user is on branch main.\"); context from plugin:netwatch (\"The network is metered.\")."
+    )
+    expect(await c.close()).toBe(0)
+  })
+
+  it("a turn ending error MAX_STEPS answers max_turn_requests; a model failure, a JSON-RPC error with its code and message", async () => {
+    const store = tmp()
+    const limited = await startClient(store, ["--max-steps", "1"])
+    const sessionId = await newSession(limited, store)
+    const response = await prompt(limited, sessionId, "wait 0 seconds")
+    expect(response.stopReason).toBe("max_turn_requests")
+    checkLog(store, sessionId, [response])
+    expect(await limited.close()).toBe(0)
+    // A provider nobody listens at: the model request fails (after its retries).
+    const broken = await startClient(store, ["--provider", "openai-compat", "--base-url", "http://127.0.0.1:1", "--model", "m"])
+    const other = await newSession(broken, store)
+    const failed = await prompt(broken, other, "hello").then(() => undefined, (e: acp.RequestError) => e)
+    const { events, header } = readLog(store, other)
+    expect(Invariant.check(events, { header })).toEqual([])
+    const end = events.find((e) => e.type === "turn/end")!.data as {
+      reason: { kind: string; error: { code: string; message: string } }
+    }
+    expect(end.reason.kind).toBe("error")
+    expect(failed).toMatchObject({
+      code: -32603,
+      message: `${end.reason.error.code}: ${end.reason.error.message}`,
+      data: end.reason.error
+    })
+    const prompted = events.find((e) => e.type === "user/message")!.data as { id: string }
+    expect(Delivery.fateOf(events, prompted.id)).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+    expect(await broken.close()).toBe(0)
+  })
+
+  it("session/load: a crashed session is repaired and goes on; a session another process writes is refused; an unknown one is -32002", async () => {
+    const store = tmp()
+    const first = await startClient(store)
+    const sessionId = await newSession(first, store)
+    const done = await prompt(first, sessionId, "hello")
+    expect(done.stopReason).toBe("end_turn")
+    void prompt(first, sessionId, "wait 5 seconds").catch(() => {})
+    await until("the tool to start", () => first.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    // While the first process lives, another cannot load the session (one writer).
+    const other = await startClient(store)
+    const refused = await other.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })
+      .then(() => undefined, (e: acp.RequestError) => e)
+    expect(refused).toMatchObject({ code: -32603, message: expect.stringContaining(`cannot load session ${sessionId}`) })
+    expect(await other.close()).toBe(0)
+    // A crash mid-turn.
+    first.child.kill("SIGKILL")
+    await first.exited
+    const second = await startClient(store)
+    const unknown = await second.agent.request(acp.methods.agent.session.load, {
+      sessionId: "no-such-session",
+      cwd: store,
+      mcpServers: []
+    }).then(() => undefined, (e: acp.RequestError) => e)
+    expect(unknown).toMatchObject({ code: -32002 })
+    expect(await second.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })).toEqual({})
+    // The conversation, replayed before the response (replay.ts): both prompts, the answer, the
+    // crashed turn's text and its call, closed failed by the repair (TOOL_OUTCOME_UNKNOWN).
+    const replayed = second.updates.map((u) => u.update)
+    expect(replayed.map((u) => u.sessionUpdate)).toEqual([
+      "user_message_chunk",
+      "agent_message_chunk",
+      "user_message_chunk",
+      "agent_message_chunk",
+      "tool_call",
+      "tool_call_update"
+    ])
+    expect(replayed[0]).toMatchObject({ content: { type: "text", text: "hello" } })
+    expect(replayed[2]).toMatchObject({ content: { type: "text", text: "wait 5 seconds" } })
+    expect(replayed[5]).toMatchObject({
+      toolCallId: "call_2_1_1",
+      status: "failed",
+      rawOutput: { error: { code: "TOOL_OUTCOME_UNKNOWN" } }
+    })
+    const next = await prompt(second, sessionId, "hello again")
+    expect(next.stopReason).toBe("end_turn")
+    const events = checkLog(store, sessionId, [done, next])
+    expect(events.filter((e) => e.type === "turn/end").map((e) => (e.data as { reason: unknown }).reason)).toEqual([
+      { kind: "completed" },
+      { kind: "interrupted" },
+      { kind: "completed" }
+    ])
+    expect(Delivery.fateOf(events, messageIdOf(next))).toEqual({ _tag: "Entered", turn: 3, step: 1 })
+    expect(await second.close()).toBe(0)
+  })
+
+  it("stdin closed while a prompt runs: the agent is disposed, the log closed valid, exit 0", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    void prompt(c, sessionId, "wait 5 seconds").catch(() => {})
+    await until("the tool to start", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    const t0 = Date.now()
+    expect(await c.close()).toBe(0)
+    expect(Date.now() - t0).toBeLessThan(3_000)
+    const events = checkLog(store, sessionId, [])
+    expect(events.filter((e) => e.type === "turn/end").map((e) => (e.data as { reason: unknown }).reason)).toEqual([
+      { kind: "aborted", reason: { kind: "disposed" } }
+    ])
+  })
+})
+
+describe("agent-loop acp, bad input (raw lines on stdin)", () => {
+  it("answers every bad line as JSON-RPC says and keeps serving", async () => {
+    const store = tmp()
+    const { proc } = startProcess(store, "lines")
+    const write = (line: string) => proc.child.stdin.write(line + "\n")
+    const request = (id: string, method: string, params: unknown) => write(JSON.stringify({ jsonrpc: "2.0", id, method, params }))
+    const responseTo = async (id: string | null, after = 0) => {
+      let found: Record<string, any> | undefined
+      await until(`the response to ${id}`, () => {
+        found = proc.lines.slice(after).map((l) => JSON.parse(l)).find((m) => m.id === id && !("method" in m))
+        return found !== undefined
+      })
+      return found!
+    }
+    request("early", "session/new", { cwd: store, mcpServers: [] })
+    expect((await responseTo("early")).error.code).toBe(-32600)
+    request("init", "initialize", { protocolVersion: 1, clientInfo: CLIENT })
+    expect((await responseTo("init")).result.protocolVersion).toBe(1)
+    write("{ not json")
+    expect((await responseTo(null)).error).toEqual({ code: -32700, message: "Parse error" })
+    request("m", "session/frobnicate", {})
+    expect((await responseTo("m")).error.code).toBe(-32601)
+    write(JSON.stringify({ jsonrpc: "2.0", method: "_unknown/notification", params: {} }))
+    write(JSON.stringify({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "no-such-session" } }))
+    request("u", "session/prompt", { sessionId: "no-such-session", prompt: [{ type: "text", text: "hi" }] })
+    expect((await responseTo("u")).error).toMatchObject({ code: -32002, data: { sessionId: "no-such-session" } })
+    request("p1", "session/new", { mcpServers: [] })
+    expect((await responseTo("p1")).error.code).toBe(-32602)
+    request("p2", "session/new", { cwd: "relative/dir", mcpServers: [] })
+    expect((await responseTo("p2")).error).toMatchObject({ code: -32602, message: expect.stringContaining("absolute path") })
+    request("s", "session/new", { cwd: store, mcpServers: [{ name: "files", command: "mcp-files", args: [], env: [] }] })
+    const sessionId = (await responseTo("s")).result.sessionId as string
+    await until("the MCP notice", () => proc.stderr().includes("MCP servers are not supported; ignoring 1: files"))
+    const logged = () => readLog(store, sessionId).events.length
+    request("a", "session/prompt", { sessionId, prompt: [{ type: "audio", data: "AAAA", mimeType: "audio/wav" }] })
+    expect((await responseTo("a")).error).toMatchObject({
+      code: -32602,
+      message: "Invalid params: prompt[0]: content block type \"audio\" is not supported"
+    })
+    request("b", "session/prompt", {
+      sessionId,
+      prompt: [{ type: "resource", resource: { uri: "file:///x.bin", blob: "AAAA" } }]
+    })
+    expect((await responseTo("b")).error).toMatchObject({ code: -32602, message: expect.stringContaining("blob") })
+    request("e1", "_session/steer", { sessionId })
+    expect((await responseTo("e1")).error.code).toBe(-32602)
+    request("e2", "_session/steer", { sessionId: "no-such-session", prompt: [{ type: "text", text: "x" }] })
+    expect((await responseTo("e2")).error.code).toBe(-32002)
+    request("e3", "_session/inject", { sessionId, prompt: [{ type: "text", text: "x" }], source: "netwatch" })
+    expect((await responseTo("e3")).error.code).toBe(-32602)
+    request("e4", "_session/inject", { sessionId, prompt: [{ type: "video", url: "x" }] })
+    expect((await responseTo("e4")).error).toMatchObject({ code: -32602, message: expect.stringContaining("\"video\"") })
+    // Nothing of the refused prompts was logged.
+    expect(logged()).toBe(0)
+    request("ok", "session/prompt", { sessionId, prompt: [{ type: "text", text: "hello" }] })
+    expect((await responseTo("ok")).result.stopReason).toBe("end_turn")
+    expect(await proc.close()).toBe(0)
+    const { events, header } = readLog(store, sessionId)
+    expect(Invariant.check(events, { header })).toEqual([])
+  })
+})
+
+describe("the update projector (updates.ts) and the stop reasons", () => {
+  const durable = (type: string, data: unknown, seq = 0) => ({ type, seq, time: 0, data }) as unknown as SessionEvent
+  const delta = (fields: { text?: string; reasoning?: string }, step = 1) =>
+    ({ type: "assistant/delta", turn: 1, step, ...fields }) as AgentEvent
+
+  it("streams deltas, sends what the model did not stream, reports usage, shows tool calls as they start; the prompt is not echoed", () => {
+    const p = projector({ cwd: "/work", isPrompt: (id) => id === "prompt-1", contextWindow: 128_000 })
+    const out = [
+      durable("user/message", {
+        id: "prompt-1",
+        role: "user",
+        content: [{ type: "text", text: "hi" }],
+        source: { kind: "user" }
+      }),
+      delta({ reasoning: "Think" }),
+      delta({ text: "Hel" }),
+      { type: "assistant/retry", turn: 1, step: 1, attempt: 2 } as AgentEvent,
+      delta({ text: "Hello" }),
+      durable("assistant/message", {
+        turn: 1,
+        step: 1,
+        message: {
+          id: "a1",
+          role: "assistant",
+          content: [
+            { type: "reasoning", text: "Think" },
+            { type: "text", text: "Hello world" },
+            { type: "tool-call", id: "c1", name: "read_file", arguments: "{\"path\":\"src/a.ts\"}" }
+          ],
+          source: { kind: "model" }
+        },
+        usage: { inputTokens: 1000, outputTokens: 50 }
+      }),
+      durable("tool/call", { turn: 1, step: 1, callId: "c1", name: "read_file", arguments: "{\"path\":\"src/a.ts\"}" }),
+      durable("tool/call", { turn: 1, step: 1, callId: "c2", name: "mystery", arguments: "not json" }),
+      durable("tool/result", {
+        turn: 1,
+        step: 1,
+        message: {
+          id: "r2",
+          role: "user",
+          content: [{ type: "tool-result", toolCallId: "c2", content: [{ type: "text", text: "Unknown tool" }], isError: true }],
+          source: { kind: "tool" }
+        },
+        error: { name: "ToolError", code: "UNKNOWN_TOOL" }
+      })
+    ].flatMap((e) => p.push(e))
+    expect(out).toEqual([
+      { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "Think" } },
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hel" } },
+      // The retry's attempt streams again (the withdrawn "Hel" cannot be taken back).
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hello" } },
+      // What the logged response holds beyond what its attempt streamed.
+      { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "Think" } },
+      { sessionUpdate: "agent_message_chunk", content: { type: "text", text: " world" } },
+      {
+        sessionUpdate: "usage_update",
+        used: 1050,
+        size: 128_000,
+        _meta: { "agent-loop": { usage: { inputTokens: 1000, outputTokens: 50 }, turn: 1, step: 1 } }
+      },
+      // A call is shown when it is logged, as it starts (the replay's shapes, replay.ts).
+      {
+        sessionUpdate: "tool_call",
+        toolCallId: "c1",
+        name: "read_file",
+        status: "pending",
+        rawInput: { path: "src/a.ts" },
+        title: "read_file src/a.ts",
+        kind: "read",
+        locations: [{ path: "/work/src/a.ts" }]
+      },
+      { sessionUpdate: "tool_call_update", toolCallId: "c1", status: "in_progress" },
+      // Arguments that are not JSON: rawInput is their text.
+      {
+        sessionUpdate: "tool_call",
+        toolCallId: "c2",
+        name: "mystery",
+        status: "pending",
+        rawInput: "not json",
+        title: "mystery",
+        kind: "other"
+      },
+      { sessionUpdate: "tool_call_update", toolCallId: "c2", status: "in_progress" },
+      {
+        sessionUpdate: "tool_call_update",
+        toolCallId: "c2",
+        status: "failed",
+        content: [{ type: "content", content: { type: "text", text: "Unknown tool" } }],
+        rawOutput: { isError: true, text: "Unknown tool", error: { name: "ToolError", code: "UNKNOWN_TOOL" } }
+      }
+    ])
+  })
+
+  it("a response without usage reports none; without a context window the size is 0 (unknown)", () => {
+    const p = projector({ cwd: "/", isPrompt: () => false })
+    const message = { id: "a", role: "assistant", content: [], source: { kind: "model" } }
+    expect(p.push(durable("assistant/message", { turn: 1, step: 1, message }))).toEqual([])
+    expect(p.push(durable("assistant/message", { turn: 1, step: 2, message, usage: { inputTokens: 7 } }))).toEqual([
+      {
+        sessionUpdate: "usage_update",
+        used: 7,
+        size: 0,
+        _meta: { "agent-loop": { usage: { inputTokens: 7 }, turn: 1, step: 2 } }
+      }
+    ])
+  })
+
+  it("maps every turn end reason", () => {
+    const error = (code: string) => ({ kind: "error" as const, error: { code, message: "it broke" } })
+    expect(stopReasonOf({ kind: "completed" })).toEqual({ stopReason: "end_turn" })
+    expect(stopReasonOf({ kind: "max-tokens" })).toEqual({ stopReason: "max_tokens" })
+    expect(stopReasonOf(error("MAX_STEPS"))).toEqual({ stopReason: "max_turn_requests" })
+    expect(stopReasonOf({ kind: "blocked", reason: "budget" })).toEqual({ stopReason: "refusal" })
+    expect(stopReasonOf({ kind: "aborted", reason: { kind: "user" } })).toEqual({ stopReason: "cancelled" })
+    expect(stopReasonOf({ kind: "aborted", reason: { kind: "disposed" } })).toEqual({ stopReason: "cancelled" })
+    expect(stopReasonOf({ kind: "interrupted" })).toEqual({ stopReason: "cancelled" })
+    const failed = stopReasonOf(error("RATE_LIMITED"))
+    expect("error" in failed && failed.error.toErrorResponse()).toEqual({
+      code: -32603,
+      message: "RATE_LIMITED: it broke",
+      data: { code: "RATE_LIMITED", message: "it broke" }
+    })
+  })
+})
+
+describe("prompt blocks as message content (prompt.ts)", () => {
+  it("takes text, images, resource links and embedded text resources; refuses the rest, naming the block", () => {
+    expect(contentOf([
+      { type: "text", text: "Look:" },
+      { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+      { type: "resource_link", uri: "file:///p/notes.md", name: "notes.md" },
+      { type: "resource", resource: { uri: "file:///p/a.ts", text: "const a = 1", mimeType: "text/x-typescript" } }
+    ])).toEqual({
+      ok: true,
+      content: [
+        { type: "text", text: "Look:" },
+        { type: "image", mediaType: "image/png", data: "iVBORw0KGgo=" },
+        { type: "text", text: "[notes.md](file:///p/notes.md)" },
+        { type: "text", text: "<resource uri=\"file:///p/a.ts\">\nconst a = 1\n</resource>" }
+      ]
+    })
+    expect(contentOf([])).toEqual({ ok: false, message: "prompt: the prompt is empty" })
+    expect(contentOf([{ type: "text", text: "a" }, { type: "image", uri: "https://x/y.png", mimeType: "image/png" }])).toEqual({
+      ok: false,
+      message: "prompt[1]: an image block needs base64 data and a mimeType (an image by uri only is not supported)"
+    })
+  })
+})
