@@ -95,17 +95,23 @@ interface Client extends Proc {
   readonly init: acp.InitializeResponse
 }
 
-const startClient = async (store: string, args: ReadonlyArray<string> = []): Promise<Client> => {
+const startClient = async (
+  store: string,
+  args: ReadonlyArray<string> = [],
+  /** Offers `fs.readTextFile` and answers `fs/read_text_file` with this. */
+  readTextFile?: (params: acp.ReadTextFileRequest) => acp.ReadTextFileResponse
+): Promise<Client> => {
   const { proc, sdkOutput } = startProcess(store, "tee", args)
   const updates: Array<acp.SessionNotification> = []
-  const app = acp.client({ name: CLIENT.name }).onNotification(acp.methods.client.session.update, ({ params }) => {
+  let app = acp.client({ name: CLIENT.name }).onNotification(acp.methods.client.session.update, ({ params }) => {
     updates.push(params)
   })
+  if (readTextFile !== undefined) app = app.onRequest(acp.methods.client.fs.readTextFile, ({ params }) => readTextFile(params))
   const input = Writable.toWeb(proc.child.stdin) as unknown as WritableStream<Uint8Array>
   const connection = app.connect(acp.ndJsonStream(input, sdkOutput!))
   const init = await connection.agent.request<acp.InitializeResponse>(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: {},
+    clientCapabilities: readTextFile === undefined ? {} : { fs: { readTextFile: true } },
     clientInfo: CLIENT
   })
   return {
@@ -243,6 +249,36 @@ describe("agent-loop acp, through the SDK's client", () => {
     expect(textOf(c.updates, "agent_message_chunk")).toBe(
       "I received 1 message in this step: 1 from you (\"wait 1 seconds\").Tool result (call_1_1_1): \"waited 1 second\""
     )
+    expect(await c.close()).toBe(0)
+  })
+
+  it("a client that offers fs.readTextFile: read_file reads the editor's buffer through fs/read_text_file, not the disk", async () => {
+    const store = tmp()
+    const work = Path.join(store, "work")
+    Fs.mkdirSync(work)
+    Fs.writeFileSync(Path.join(work, "notes.txt"), "as saved on disk")
+    const asked: Array<acp.ReadTextFileRequest> = []
+    const c = await startClient(store, [], (params) => {
+      asked.push(params)
+      return { content: "unsaved buffer text" }
+    })
+    const sessionId = await newSession(c, work)
+    const response = await prompt(c, sessionId, "read file notes.txt")
+    expect(response.stopReason).toBe("end_turn")
+    expect(asked).toEqual([{ sessionId, path: Path.join(work, "notes.txt") }])
+    const events = checkLog(store, sessionId, [response])
+    const result = events.find((e) => e.type === "tool/result")?.data as {
+      message: { content: Array<{ content: Array<{ text: string }> }> }
+    }
+    expect(result.message.content.flatMap((b) => b.content.map((c) => c.text))).toEqual(["unsaved buffer text"])
+    expect(c.updates.map((u) => u.update).filter((u) => u.sessionUpdate === "tool_call_update").at(-1)).toMatchObject({
+      status: "completed",
+      rawOutput: { isError: false, text: "unsaved buffer text" }
+    })
+    // A path outside the session's cwd is refused before the client is asked.
+    const outside = await prompt(c, sessionId, "read file ../secret.txt")
+    expect(outside.stopReason).toBe("end_turn")
+    expect(asked.length).toBe(1)
     expect(await c.close()).toBe(0)
   })
 

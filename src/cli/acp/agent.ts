@@ -3,7 +3,8 @@
  * stdio, built on the official SDK (`@agentclientprotocol/sdk`, bundled with `zod` into the CLI
  * chunk that only this command loads). One JSON-RPC message a line on stdin and stdout; stdout
  * carries nothing else (notices go to stderr). Every ACP session is an agent of the JSONL store
- * (`--store`), with the offline tools of `run` confined to the session's `cwd`.
+ * (`--store`), with the offline tools of `run` confined to the session's `cwd`; when the client
+ * offers `fs.readTextFile`, `read_file` reads through its `fs/read_text_file` (`clientFs.ts`).
  *
  * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
@@ -49,10 +50,10 @@ import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import { type MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
-import * as OfflineTools from "../../OfflineTools.js"
 import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { oneLineLogger } from "../storeFailures.js"
+import * as ClientFs from "./clientFs.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
@@ -191,6 +192,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     let clientName = "acp-client"
     /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
     let compaction = false
+    /** The client offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): `read_file` reads through it. */
+    let clientFs = false
 
     /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
     const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
@@ -321,7 +324,26 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         return session
       })
 
-    const agentOptions = (cwd: string) => Effect.map(OfflineTools.all(cwd), (tools) => ({ tools, maxSteps: options.maxSteps }))
+    /**
+     * The session's tools (`run`'s offline tools, confined to `cwd`); when the client offers
+     * `fs/read_text_file`, `read_file` reads through it (the editor's buffer, saved or not),
+     * else from disk (`clientFs.ts`). `sessionId` is read when the tool runs (a new session's id
+     * is known once its agent is made).
+     */
+    const agentOptions = (cwd: string, sessionId: () => string) =>
+      Effect.map(
+        ClientFs.tools({
+          root: cwd,
+          read: clientFs
+            ? (path, line, limit) =>
+              ClientFs.clientReader(
+                sessionId(),
+                (params, o) => connection.client.request(acp.methods.client.fs.readTextFile, params, o)
+              )(path, line, limit)
+            : undefined
+        }),
+        (tools) => ({ tools, maxSteps: options.maxSteps })
+      )
 
     /** The user message of a prompt's blocks, or -32602 naming the block (nothing is logged). */
     const messageOf = (blocks: unknown, source?: MessageSource | undefined) => {
@@ -339,6 +361,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
       .onRequest(acp.methods.agent.initialize, ({ params }) => {
         if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") clientName = params.clientInfo.name
         compaction = params.clientCapabilities?.session?.compaction != null
+        clientFs = ClientFs.offersReadTextFile(params.clientCapabilities)
         return {
           protocolVersion: acp.PROTOCOL_VERSION,
           agentCapabilities: {
@@ -355,10 +378,12 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         run(Effect.gen(function*() {
           const cwd = yield* checkCwd(params.cwd)
           yield* ignoreMcp(params.mcpServers)
+          let id = ""
           const session = yield* open(
-            Effect.flatMap(agentOptions(cwd), (o) => Agent.make({ ...o, cwd })),
+            Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.make({ ...o, cwd })),
             cwd
           ).pipe(Effect.mapError((e) => internal(`cannot create the session: ${e.message}`)))
+          id = session.id
           sessions.set(session.id, session)
           return { sessionId: session.id }
         })))
@@ -370,7 +395,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           let session = sessions.get(id)
           if (session === undefined) {
             if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
-            session = yield* open(Effect.flatMap(agentOptions(cwd), (o) => Agent.resume(id, o)), cwd).pipe(
+            session = yield* open(Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.resume(id, o)), cwd).pipe(
               Effect.catchTags({
                 SessionNotFound: () => Effect.fail(acp.RequestError.sessionNotFound(id)),
                 SessionLogError: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`)),
