@@ -33,11 +33,13 @@ import {
   ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
 } from "@opentelemetry/semantic-conventions/incubating"
 import { Effect, Layer, Schema } from "effect"
+import * as Compaction from "../src/Compaction.js"
 import type { ModelService } from "../src/Model.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
+import * as Usage from "../src/Usage.js"
 import { advance, Agent, brief, checkLog, layer } from "./utils/agent.js"
 
 /** A finished span as the test compares it: times in virtual ms, ids replaced by span names. */
@@ -425,7 +427,7 @@ describe("Tracing", () => {
     const model = Model.scripted([
       { error: { code: "BAD_REQUEST", message: "no such model", status: 400 } },
       { text: "ok" },
-      { text: "a summary" }
+      { text: "a summary", latencyMs: 4, usage: { inputTokens: 40, outputTokens: 9 } }
     ])
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ sessionId: "s-2" })
@@ -433,7 +435,9 @@ describe("Tracing", () => {
       yield* advance(10)
       yield* agent.followup("again")
       yield* advance(10)
-      const report = yield* agent.compact()
+      const compacting = yield* Effect.fork(agent.compact())
+      yield* advance(10)
+      const report = yield* compacting
       expect(brief(agent.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual([
         "turn/end 1 error:BAD_REQUEST",
         "turn/end 2 completed"
@@ -463,11 +467,12 @@ describe("Tracing", () => {
         },
         events: [{ name: "exception", at: 0, attributes: { "exception.type": "BAD_REQUEST" } }]
       }])
+      // Between turns: a root span (no turn), its summarization request a chat child with the usage.
       expect(roots[2]).toEqual({
         name: "compaction",
         kind: "INTERNAL",
         start: 20,
-        end: 20,
+        end: 24,
         status: "OK",
         attributes: {
           [ATTR_GEN_AI_CONVERSATION_ID]: "s-2",
@@ -476,9 +481,190 @@ describe("Tracing", () => {
           "agent_loop.compaction.outcome": report.outcome,
           "agent_loop.compaction.tokens_before": report.tokensBefore,
           "agent_loop.compaction.tokens_after": report.tokensAfter
-        }
+        },
+        children: [{
+          name: "chat script",
+          kind: "CLIENT",
+          start: 20,
+          end: 24,
+          status: "OK",
+          attributes: {
+            [ATTR_GEN_AI_OPERATION_NAME]: "chat",
+            [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+            [ATTR_GEN_AI_CONVERSATION_ID]: "s-2",
+            [ATTR_GEN_AI_REQUEST_MODEL]: "script",
+            [ATTR_GEN_AI_REQUEST_STREAM]: true,
+            [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+            // "a" at 2 ms
+            [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.002,
+            [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 40,
+            [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 9
+          }
+        }]
       })
       expect(report.outcome).toBe("compacted")
+      // The log counts it in the session, in no turn: the turns' spans have only their responses'.
+      const usage = Usage.fromEvents(agent.log.events())
+      expect(usage.usage.inputTokens).toBe(40)
+      expect(usage.turns.map((t) => t.usage.inputTokens)).toEqual([0, 0])
     }).pipe(Effect.provide(Layer.merge(layer(model), exporterLayer(exporter))))
+  })
+
+  it.scoped("a pressure compaction in a turn: its request is a chat span under the compaction span, its usage in the turn's sums as in Usage.fromEvents", () => {
+    const exporter = new InMemorySpanExporter()
+    const big = (c: string) => c.repeat(200)
+    const scripted = Model.scripted([
+      { text: "ok1", usage: { inputTokens: 59, outputTokens: 3 } },
+      { text: "ok2", usage: { inputTokens: 118, outputTokens: 3, cacheReadTokens: 59 } },
+      // turn 3: the summary (one word, at 20 ms), then the step's response
+      { text: "SUMMARY", latencyMs: 20, usage: { inputTokens: 70, outputTokens: 12, cacheWriteTokens: 6 } },
+      { text: "ok3", latencyMs: 5, usage: { inputTokens: 80, outputTokens: 4, reasoningTokens: 2 } }
+    ])
+    let n = 0
+    const model: ModelService = {
+      provider: scripted.provider,
+      model: scripted.model,
+      respond: (request, sink) =>
+        Effect.zipRight(
+          scripted.respond(request, sink),
+          Effect.suspend(() => sink.part({ type: "response", id: `resp-${++n}`, model: "script-2026" }))
+        )
+    }
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ sessionId: "s-3" })
+      for (const c of ["a", "b", "c"]) {
+        yield* agent.followup(big(c))
+        yield* advance(100)
+      }
+      const events = agent.log.events()
+      expect(brief(events).filter((e) => e.startsWith("compaction/") || e.startsWith("turn/end"))).toEqual([
+        "turn/end 1 completed",
+        "turn/end 2 completed",
+        "compaction/start",
+        "compaction/summary",
+        "compaction/end",
+        "turn/end 3 completed"
+      ])
+      const compactionId = (events.find((e) => e.type === "compaction/start")!.data as { compactionId: string }).compactionId
+      const turns = trees(exporter.getFinishedSpans()).filter((n) => n.name !== "SessionStore.create")
+      expect(turns.map((n) => n.name)).toEqual(["invoke_agent agent-loop", "invoke_agent agent-loop", "invoke_agent agent-loop"])
+      const chat = (
+        turn: number,
+        step: number | undefined,
+        at: number,
+        end: number,
+        response: Record<string, unknown>
+      ): Node => ({
+        name: "chat script",
+        kind: "CLIENT",
+        start: at,
+        end,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "chat",
+          [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+          [ATTR_GEN_AI_CONVERSATION_ID]: "s-3",
+          [ATTR_GEN_AI_REQUEST_MODEL]: "script",
+          [ATTR_GEN_AI_REQUEST_STREAM]: true,
+          "agent_loop.turn": turn,
+          ...(step !== undefined ? { "agent_loop.step": step } : {}),
+          [ATTR_GEN_AI_RESPONSE_MODEL]: "script-2026",
+          [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+          ...response
+        }
+      })
+      const { events: _events, ...turn3 } = turns[2]!
+      expect(turn3).toEqual({
+        name: "invoke_agent agent-loop",
+        kind: "INTERNAL",
+        start: 200,
+        end: 225,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "invoke_agent",
+          [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+          [ATTR_GEN_AI_CONVERSATION_ID]: "s-3",
+          [ATTR_GEN_AI_AGENT_NAME]: "agent-loop",
+          [ATTR_GEN_AI_AGENT_ID]: "s-3",
+          "agent_loop.turn": 3,
+          // the summary's usage and the step's
+          [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 150,
+          [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 16,
+          [ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS]: 6,
+          [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 2,
+          "agent_loop.turn.end": "completed"
+        },
+        children: [
+          {
+            name: "pre_step",
+            kind: "INTERNAL",
+            start: 200,
+            end: 200,
+            status: "OK",
+            attributes: {
+              "agent_loop.turn": 3,
+              "agent_loop.step": 1,
+              "agent_loop.pre_step.claimed": 1,
+              "agent_loop.pre_step.decision": "Enter",
+              "agent_loop.pre_step.entered": 1
+            }
+          },
+          {
+            name: "compaction",
+            kind: "INTERNAL",
+            start: 200,
+            end: 220,
+            status: "OK",
+            attributes: {
+              [ATTR_GEN_AI_CONVERSATION_ID]: "s-3",
+              "agent_loop.turn": 3,
+              "agent_loop.compaction.reason": "pressure",
+              "agent_loop.compaction.id": compactionId,
+              "agent_loop.compaction.outcome": "compacted",
+              // the provider's 118 for turn 2's request, and ok2's estimate
+              "agent_loop.compaction.tokens_before": 123,
+              "agent_loop.compaction.tokens_after": 80
+            },
+            children: [chat(3, undefined, 200, 220, {
+              [ATTR_GEN_AI_RESPONSE_ID]: "resp-3",
+              [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.02,
+              [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 70,
+              [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 12,
+              [ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS]: 6
+            })]
+          },
+          chat(3, 1, 220, 225, {
+            [ATTR_GEN_AI_RESPONSE_ID]: "resp-4",
+            [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.005,
+            [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 80,
+            [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 4,
+            [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 2
+          })
+        ]
+      })
+      // Every turn's sums are its usage as the log's projection computes it (the counts not 0).
+      const attribute: Record<keyof Usage.Totals, string> = {
+        inputTokens: ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+        outputTokens: ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+        cacheReadTokens: ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        cacheWriteTokens: ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        reasoningTokens: ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+      }
+      const projected = Usage.fromEvents(events).turns.map((t) =>
+        Object.fromEntries(
+          Object.entries(t.usage).filter(([, v]) => v !== 0).map(([k, v]) => [attribute[k as keyof Usage.Totals], v])
+        )
+      )
+      const summed = turns.map((n) =>
+        Object.fromEntries(Object.entries(n.attributes).filter(([k]) => k.startsWith("gen_ai.usage.")))
+      )
+      expect(summed).toEqual(projected)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(
+        layer(model),
+        Compaction.layer({ contextWindow: 200, reserve: 50, keepRecentTokens: 60 }),
+        exporterLayer(exporter)
+      ))
+    )
   })
 })

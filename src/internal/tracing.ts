@@ -9,6 +9,7 @@
  * │                     delivery that entered the turn, an `agent_loop.delivery` event per entry
  * ├─ pre_step           INTERNAL, per pre-step waterfall run (none with the default pre-step)
  * ├─ compaction         INTERNAL, per compaction bracket (a root span between turns)
+ * │  └─ chat {model}     CLIENT, per summarization request of its policy (the usage counts in the turn)
  * ├─ chat {model}       CLIENT, per model request (its retries as `agent_loop.retry` events)
  * └─ execute_tool {tool} INTERNAL, per tool call that runs (execute + hooks)
  * ```
@@ -26,13 +27,12 @@
  * delivery, a read of the caller's current span; no span is ever opened per text delta (the time
  * to first chunk is one clock read per model attempt).
  */
-import { Clock, Context, Effect, type Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
 import type { CompactionReason, CompactionReport } from "../Compaction.js"
 import type { InboxState } from "../Inbox.js"
 import type { ContentBlock, UserMessage } from "../Message.js"
-import type { ModelError } from "../Model.js"
-import type { TurnEndReason } from "../SessionEvent.js"
-import type { Accumulator } from "./agent/state.js"
+import type { ModelError, ModelRequest, ModelService, ModelSink } from "../Model.js"
+import type { TurnEndReason, Usage } from "../SessionEvent.js"
 
 /** The tracer of a run, read once when the driver fiber starts (`runTracing`). */
 export interface RunTracing {
@@ -78,7 +78,7 @@ interface Traced {
   readonly config: {
     readonly name: string
     readonly recordContent: boolean
-    readonly model: { readonly provider: string; readonly model: string }
+    readonly model: ModelService
   }
 }
 
@@ -257,11 +257,17 @@ export const endTurn = (t: TurnTrace, reason: TurnEndReason | undefined): void =
   s.end(now(t.run), Exit.void)
 }
 
-/** Opens the span of a model request (`chat {model}`, CLIENT) in a traced turn. */
-export const startChat = (a: Traced, t: TurnTrace, turn: number, step: number): ChatTrace => {
+/** The span of a model request (`chat {model}`, CLIENT): a step's (`step`), or a compaction's summarization (no step). */
+const chatSpan = (
+  a: Traced,
+  run: RunTracing,
+  parent: Tracer.AnySpan,
+  turn: number | undefined,
+  step: number | undefined
+): ChatTrace => {
   const model = a.config.model
   return {
-    span: span(t.run, `chat ${model.model}`, t.span, "client", {
+    span: span(run, `chat ${model.model}`, parent, "client", {
       "gen_ai.operation.name": "chat",
       "gen_ai.provider.name": model.provider,
       "gen_ai.conversation.id": a.id,
@@ -270,11 +276,15 @@ export const startChat = (a: Traced, t: TurnTrace, turn: number, step: number): 
       "agent_loop.turn": turn,
       "agent_loop.step": step
     }),
-    clock: t.run.clock,
+    clock: run.clock,
     attemptStart: 0,
     firstPart: undefined
   }
 }
+
+/** Opens the span of a model request (`chat {model}`, CLIENT) in a traced turn. */
+export const startChat = (a: Traced, t: TurnTrace, turn: number, step: number): ChatTrace =>
+  chatSpan(a, t.run, t.span, turn, step)
 
 /** A model attempt starts (the first, or a retry). */
 export const chatAttempt = (c: ChatTrace): void => {
@@ -291,11 +301,40 @@ export const chatRetry = (c: ChatTrace, attempt: number, error: ModelError): voi
   })
 }
 
-/** Ends a model request's span: the response's id, model, finish reason, usage and time to first chunk, or its error. */
+/** What a response's span reads of it (an `Accumulator`, or what a compaction's request streamed). */
+interface Reply {
+  readonly response: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
+  readonly finish: string | undefined
+  readonly usage: Usage | undefined
+}
+
+/** Adds the counts of `usage` (the ones it has) to the turn's `gen_ai.usage.*` sums. */
+const sum = (t: TurnTrace, usage: Usage): void => {
+  for (const [field, key] of USAGE_ATTRIBUTES) {
+    const n = usage[field]
+    if (typeof n !== "number") continue
+    const total = t.usage ?? (t.usage = {})
+    total[key] = (total[key] ?? 0) + n
+  }
+}
+
+/**
+ * A compaction's summary is durable in a traced turn (`compaction/summary`, its usage as
+ * logged): its usage counts in the turn's sums, as `Usage.fromEvents` counts it (the request's
+ * own span has what the provider reported).
+ */
+export const summaryUsage = (t: TurnTrace | undefined, usage: Usage | undefined): void => {
+  if (t !== undefined && usage !== undefined) sum(t, usage)
+}
+
+/**
+ * Ends a model request's span: the response's id, model, finish reason, usage and time to first
+ * chunk, or its error. With `t` (a step's request), the usage also counts in the turn's sums.
+ */
 export const endChat = (
   c: ChatTrace,
-  t: TurnTrace,
-  exit: Exit.Exit<Either.Either<Accumulator, ModelError>>
+  t: TurnTrace | undefined,
+  exit: Exit.Exit<Either.Either<Reply, ModelError>>
 ): void => {
   const s = c.span
   const at = c.clock.unsafeCurrentTimeNanos()
@@ -315,13 +354,56 @@ export const endChat = (
     // The counts the provider reported, on the request and summed on the turn (none invented).
     for (const [field, key] of USAGE_ATTRIBUTES) {
       const n = u[field]
-      if (typeof n !== "number") continue
-      s.attribute(key, n)
-      const total = t.usage ?? (t.usage = {})
-      total[key] = (total[key] ?? 0) + n
+      if (typeof n === "number") s.attribute(key, n)
     }
+    if (t !== undefined) sum(t, u)
   }
   s.end(at, Exit.void)
+}
+
+/**
+ * The model a traced compaction gives its policy (`CompactionInput.model`, the agent's model):
+ * each `respond` is a `chat {model}` span (CLIENT), a child of the `compaction` span, the
+ * adapter's spans its children, with a step's request and response attributes (no step number)
+ * and the usage the provider reported. The turn's sums count the summary's usage once it is
+ * logged (`summaryUsage`), not here: a request whose summary is not kept is in no turn (as in
+ * `Usage.fromEvents`). A policy that retries calls `respond` again: one span per call.
+ */
+const compactionModel = (a: Traced, run: RunTracing, parent: Tracer.Span, turn: number | null): ModelService => {
+  const model = a.config.model
+  const respond = (request: ModelRequest, sink: ModelSink): Effect.Effect<void, ModelError> =>
+    Effect.suspend(() => {
+      const c = chatSpan(a, run, parent, turn ?? undefined, undefined)
+      chatAttempt(c)
+      let response: Reply["response"] = undefined
+      let finish: string | undefined = undefined
+      let usage: Usage | undefined = undefined
+      const observed: ModelSink = {
+        // Read when the part is given (an adapter may build the effect ahead of time).
+        part: (p) =>
+          Effect.suspend(() => {
+            if (c.firstPart === undefined) c.firstPart = c.clock.unsafeCurrentTimeMillis()
+            if (p.type === "usage") usage = p.usage
+            else if (p.type === "response") {
+              response = {
+                ...(typeof p.id === "string" ? { id: p.id } : {}),
+                ...(typeof p.model === "string" ? { model: p.model } : {})
+              }
+            } else if (p.type === "finish") finish = p.reason
+            return sink.part(p)
+          })
+      }
+      return Effect.onExit(Effect.withParentSpan(model.respond(request, observed), c.span), (exit) =>
+        Effect.sync(() => {
+          if (Exit.isSuccess(exit)) return endChat(c, undefined, Exit.succeed(Either.right({ response, finish, usage })))
+          const failure = Cause.failureOption(exit.cause)
+          if (Option.isSome(failure)) return endChat(c, undefined, Exit.succeed(Either.left(failure.value)))
+          if (!Cause.isInterruptedOnly(exit.cause)) c.span.attribute("error.type", "MODEL_FAILED")
+          c.span.end(c.clock.unsafeCurrentTimeNanos(), exit)
+        }))
+    })
+  // The agent's model with `respond` traced (its other properties read through).
+  return Object.assign(Object.create(model) as ModelService, { respond })
 }
 
 /** The call of a tool as its span reads it. */
@@ -403,23 +485,25 @@ export const preStep = <A extends { readonly _tag?: unknown; readonly messages?:
 /**
  * A compaction bracket in its span (`compaction`, INTERNAL): a child of the turn's span, or a
  * root span for a manual compaction between turns; the report's outcome and token counts.
+ * `bracket` gets the model its policy is to use: untraced, the agent's own; traced, one whose
+ * requests are `chat` spans under the compaction's (`compactionModel`).
  */
 export const compaction = <E, R>(
   a: Traced,
   t: TurnTrace | undefined,
   turn: number | null,
   reason: CompactionReason,
-  bracket: Effect.Effect<CompactionReport, E, R>
+  bracket: (model: ModelService) => Effect.Effect<CompactionReport, E, R>
 ): Effect.Effect<CompactionReport, E, R> => {
   const run = t?.run ?? a.trace?.run
-  if (run === undefined) return bracket
+  if (run === undefined) return bracket(a.config.model)
   return Effect.suspend(() => {
     const s = span(run, "compaction", t?.span, "internal", {
       "gen_ai.conversation.id": a.id,
       "agent_loop.turn": turn ?? undefined,
       "agent_loop.compaction.reason": reason
     })
-    return Effect.onExit(Effect.withParentSpan(bracket, s), (exit) =>
+    return Effect.onExit(Effect.withParentSpan(bracket(compactionModel(a, run, s, turn)), s), (exit) =>
       Effect.sync(() => {
         const at = now(run)
         if (Exit.isFailure(exit)) return s.end(at, exit)

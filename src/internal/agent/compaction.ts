@@ -31,6 +31,7 @@ import {
 } from "../../Compaction.js"
 import * as History from "../../History.js"
 import type { ContentBlock, Message, MessageId, UserMessage } from "../../Message.js"
+import type { ModelService } from "../../Model.js"
 import type { EventDraft, SessionEvent, Usage } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import { causeMessage } from "../cause.js"
@@ -159,53 +160,55 @@ export const compact = (
     const before = historyTokens(c, history(a))
     const extra = request?.instructions
     let started = ""
-    const bracket = Effect.flatMap(a.config.ids.next, (compactionId) =>
-      Effect.flatMap(
-        commit(a, [{
-          type: "compaction/start",
-          data: { compactionId, turn, reason: why, tokens: before, ...(extra !== undefined ? { instructions: extra } : {}) }
-        }], () => {
-          started = compactionId
-          t.compaction = { id: compactionId, turn }
-        }),
-        (): Effect.Effect<CompactionReport, SessionWriteError> => {
-          const run: Run = { a, t, c, compactionId, turn, before, policy }
-          const entries = surfaceOf(a, c)
-          const planned: Effect.Effect<CompactionPlan, CompactionError> = entries === undefined
-            ? Effect.fail(
-              new CompactionError({ code: "HISTORY_MISMATCH", message: "the history does not match the log's surface" })
-            )
-            : Effect.catchAllDefect(
-              Effect.suspend(() =>
-                policy.compact({
-                  sessionId: a.id,
-                  compactionId,
-                  turn,
-                  reason: why,
-                  instructions: request?.instructions,
-                  entries,
-                  protectedFrom: protectedFrom(t, entries),
-                  tokens: before,
-                  model: a.config.model
-                })
-              ),
-              (defect) => Effect.fail(new CompactionError({ code: "POLICY_FAILED", message: causeMessage(Cause.die(defect)) }))
-            )
-          return Effect.flatMap(Effect.either(planned), (result): Effect.Effect<CompactionReport, SessionWriteError> => {
-            if (result._tag === "Left") {
-              return finish(run, "failed", errorOf(result.left))
-            }
-            const plan = result.right
-            const shape = shapeProblem(plan)
-            if (shape !== undefined) return finish(run, "failed", { code: "INVALID_PLAN", message: shape })
-            const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
-            if (empty) {
-              return finish(run, "skipped")
-            }
-            return apply(run, entries!, plan)
-          })
-        }
-      ))
+    // `model`: the agent's, or with tracing one whose requests are spans (`Trace.compaction`).
+    const bracket = (model: ModelService) =>
+      Effect.flatMap(a.config.ids.next, (compactionId) =>
+        Effect.flatMap(
+          commit(a, [{
+            type: "compaction/start",
+            data: { compactionId, turn, reason: why, tokens: before, ...(extra !== undefined ? { instructions: extra } : {}) }
+          }], () => {
+            started = compactionId
+            t.compaction = { id: compactionId, turn }
+          }),
+          (): Effect.Effect<CompactionReport, SessionWriteError> => {
+            const run: Run = { a, t, c, compactionId, turn, before, policy }
+            const entries = surfaceOf(a, c)
+            const planned: Effect.Effect<CompactionPlan, CompactionError> = entries === undefined
+              ? Effect.fail(
+                new CompactionError({ code: "HISTORY_MISMATCH", message: "the history does not match the log's surface" })
+              )
+              : Effect.catchAllDefect(
+                Effect.suspend(() =>
+                  policy.compact({
+                    sessionId: a.id,
+                    compactionId,
+                    turn,
+                    reason: why,
+                    instructions: request?.instructions,
+                    entries,
+                    protectedFrom: protectedFrom(t, entries),
+                    tokens: before,
+                    model
+                  })
+                ),
+                (defect) => Effect.fail(new CompactionError({ code: "POLICY_FAILED", message: causeMessage(Cause.die(defect)) }))
+              )
+            return Effect.flatMap(Effect.either(planned), (result): Effect.Effect<CompactionReport, SessionWriteError> => {
+              if (result._tag === "Left") {
+                return finish(run, "failed", errorOf(result.left))
+              }
+              const plan = result.right
+              const shape = shapeProblem(plan)
+              if (shape !== undefined) return finish(run, "failed", { code: "INVALID_PLAN", message: shape })
+              const empty = plan.summary === undefined && (plan.replace === undefined || plan.replace.length === 0)
+              if (empty) {
+                return finish(run, "skipped")
+              }
+              return apply(run, entries!, plan)
+            })
+          }
+        ))
     // Traced (issue 16): the bracket in its `compaction` span.
     const traced = Trace.compaction(a, t.trace, turn, why, bracket)
     if (request === undefined) return traced
@@ -506,6 +509,7 @@ const apply = (
       if (plan.summary !== undefined) {
         const summary = events[0]!.data as CompactionSummaryData
         noteSummary(a, turn, summary.model, summary.usage)
+        Trace.summaryUsage(t.trace, summary.usage)
       }
       const used = seen(a)
       for (const i of ids) used.add(i)
