@@ -12,12 +12,13 @@ import {
   ATTR_GEN_AI_REQUEST_MODEL,
   ATTR_GEN_AI_TOOL_NAME
 } from "@opentelemetry/semantic-conventions/incubating"
-import { Effect } from "effect"
+import { Effect, Either, Option } from "effect"
 import { execFile, spawn as spawnChild } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Path from "node:path"
+import { exportTimeout, otlpEndpoint } from "../src/cli/otlp.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -192,6 +193,66 @@ const expectTurnTree = (spans: ReadonlyArray<Span>, sessionId: string) => {
   })
 }
 
+describe("the endpoint and timeout of the flag and the environment (otlpEndpoint, exportTimeout)", () => {
+  const resolve = (env: Record<string, string>, flag?: string) =>
+    Effect.runSync(
+      Effect.either(otlpEndpoint(flag === undefined ? Option.none() : Option.some(flag), env)).pipe(
+        Effect.map(Either.match({ onLeft: (e) => `exit ${e.code}: ${e.message}`, onRight: (r) => r }))
+      )
+    )
+  const BASE = "OTEL_EXPORTER_OTLP_ENDPOINT"
+  const TRACES = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+
+  it("OTEL_EXPORTER_OTLP_ENDPOINT: v1/traces appended to the URL's path, with or without a trailing slash, the query kept", () => {
+    const cases: ReadonlyArray<[string, string]> = [
+      ["http://127.0.0.1:14318", "http://127.0.0.1:14318/v1/traces"],
+      ["http://127.0.0.1:14318/", "http://127.0.0.1:14318/v1/traces"],
+      ["http://127.0.0.1:14318/?tenant=a", "http://127.0.0.1:14318/v1/traces?tenant=a"],
+      ["http://127.0.0.1:14318?tenant=a&x=1", "http://127.0.0.1:14318/v1/traces?tenant=a&x=1"],
+      ["https://collector.example/otlp", "https://collector.example/otlp/v1/traces"],
+      ["https://collector.example/otlp/?k=v#f", "https://collector.example/otlp/v1/traces?k=v#f"],
+      ["  http://collector:4318  ", "http://collector:4318/v1/traces"]
+    ]
+    for (const [base, url] of cases) {
+      expect([base, resolve({ [BASE]: base })]).toEqual([base, { url, origin: BASE }])
+    }
+  })
+
+  it("the flag and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT are used as given (trimmed)", () => {
+    expect(resolve({ [BASE]: "http://b:4318" }, "http://f:4318/x?q=1")).toEqual({
+      url: "http://f:4318/x?q=1",
+      origin: "--otlp-endpoint"
+    })
+    expect(resolve({ [BASE]: "http://b:4318", [TRACES]: " http://t:4318/traces?q=1 " })).toEqual({
+      url: "http://t:4318/traces?q=1",
+      origin: TRACES
+    })
+  })
+
+  it("a variable that is empty or only blanks is unset; a blank flag is an error", () => {
+    expect(resolve({ [BASE]: " \t ", [TRACES]: "" })).toBe(undefined)
+    expect(resolve({ [BASE]: "http://b:4318", [TRACES]: "   " })).toEqual({ url: "http://b:4318/v1/traces", origin: BASE })
+    expect(resolve({}, "  ")).toBe("exit 2: --otlp-endpoint: the URL is empty")
+    expect(resolve({ OTEL_SDK_DISABLED: " TRUE ", [BASE]: "http://b:4318" })).toBe(undefined)
+  })
+
+  it("the timeout: 3,000 ms unset (or blank), the traces variable first, a bad one exits 2", () => {
+    const timeout = (env: Record<string, string>) =>
+      Effect.runSync(
+        Effect.either(exportTimeout(env)).pipe(
+          Effect.map(Either.match({ onLeft: (e) => `exit ${e.code}: ${e.message}`, onRight: (ms) => ms }))
+        )
+      )
+    expect(timeout({})).toBe(3000)
+    expect(timeout({ OTEL_EXPORTER_OTLP_TIMEOUT: "  " })).toBe(3000)
+    expect(timeout({ OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: " ", OTEL_EXPORTER_OTLP_TIMEOUT: "500" })).toBe(500)
+    expect(timeout({ OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: "250", OTEL_EXPORTER_OTLP_TIMEOUT: "500" })).toBe(250)
+    expect(timeout({ OTEL_EXPORTER_OTLP_TIMEOUT: "0" })).toBe(
+      "exit 2: OTEL_EXPORTER_OTLP_TIMEOUT: not a positive integer (milliseconds): \"0\""
+    )
+  })
+})
+
 describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () => {
   it.scopedLive(
     "POSTs the run's spans as JSON to the URL as given: resource agent-loop, the turn's span tree",
@@ -233,6 +294,10 @@ describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () =>
         const b = yield* run({ OTEL_EXPORTER_OTLP_ENDPOINT: `${base}/collector/` })
         expect([b.code, b.stderr]).toEqual([0, ""])
         expect(paths()).toEqual(["/collector/v1/traces"])
+        // The path gets v1/traces; a query stays after it. A variable of blanks is unset.
+        const q = yield* run({ OTEL_EXPORTER_OTLP_ENDPOINT: `${base}/?tenant=a`, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: " " })
+        expect([q.code, q.stderr]).toEqual([0, ""])
+        expect(paths()).toEqual(["/v1/traces?tenant=a"])
         const c = yield* run({
           OTEL_EXPORTER_OTLP_ENDPOINT: `${base}/not-this`,
           OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${base}/custom/traces`

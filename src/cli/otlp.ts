@@ -7,11 +7,13 @@
  * Decisions:
  * - The endpoint, first found wins: `--otlp-endpoint URL` (used as is: the full URL, e.g.
  *   `http://localhost:4318/v1/traces`); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (as is);
- *   `OTEL_EXPORTER_OTLP_ENDPOINT`, a base URL to which `/v1/traces` is appended (the OTLP
- *   exporter specification: `http://collector:4318` → `http://collector:4318/v1/traces`). An
- *   empty variable is unset; `OTEL_SDK_DISABLED=true` makes the CLI ignore both variables (the
- *   flag still counts). None of them: no tracer is installed and nothing of OpenTelemetry is
- *   loaded.
+ *   `OTEL_EXPORTER_OTLP_ENDPOINT`, a base URL to whose path `v1/traces` is appended (the OTLP
+ *   exporter specification: `http://collector:4318` and `http://collector:4318/` →
+ *   `http://collector:4318/v1/traces`, `http://c:4318/otlp?tenant=a` →
+ *   `http://c:4318/otlp/v1/traces?tenant=a`: the query and fragment stay where they are). An
+ *   empty variable, or one of blanks only, is unset (the timeout ones too); surrounding blanks
+ *   are trimmed. `OTEL_SDK_DISABLED=true` makes the CLI ignore both endpoint variables (the flag
+ *   still counts). None of them: no tracer is installed and nothing of OpenTelemetry is loaded.
  * - A value that is not an http(s) URL: one line naming the flag or variable, exit 2, before the
  *   command does anything.
  * - The OpenTelemetry packages are optional peers (`OTLP_PACKAGES`), loaded on first use; a
@@ -75,26 +77,45 @@ export const otlpOptions = {
 /** Where an endpoint came from: the flag or a variable's name. */
 type Origin = "--otlp-endpoint" | "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" | "OTEL_EXPORTER_OTLP_ENDPOINT"
 
-/** `value` checked to be an http(s) URL, or a bad-arguments exit naming `origin`. */
-const checkEndpoint = (origin: Origin, value: string): Effect.Effect<string, CliExit> => {
-  if (value.trim() === "") return exit(2, `${origin}: the URL is empty`)
+/** `value` (trimmed) checked to be an http(s) URL, or a bad-arguments exit naming `origin`. */
+const checkEndpoint = (origin: Origin, value: string): Effect.Effect<URL, CliExit> => {
+  const text = value.trim()
+  if (text === "") return exit(2, `${origin}: the URL is empty`)
   let url: URL
   try {
-    url = new URL(value)
+    url = new URL(text)
   } catch {
     return exit(2, `${origin}: not a URL: ${value}`)
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     return exit(2, `${origin}: only http and https URLs are supported (OTLP/HTTP), not ${url.protocol}`)
   }
-  return Effect.succeed(value)
+  return Effect.succeed(url)
 }
 
-/** The export timeout in milliseconds (see the module's comment), or a bad-arguments exit. */
-const exportTimeout = (env: NodeJS.ProcessEnv): Effect.Effect<number, CliExit> => {
+/** A variable's value, undefined when it is unset, empty or blanks only. */
+const variable = (env: NodeJS.ProcessEnv, name: string): string | undefined => {
+  const value = env[name]
+  return value === undefined || value.trim() === "" ? undefined : value
+}
+
+/** The traces URL of a base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`): `v1/traces` appended to its path, the query kept. */
+const tracesUrl = (base: URL): string => {
+  const url = new URL(base.href)
+  url.pathname = `${url.pathname}${url.pathname.endsWith("/") ? "" : "/"}v1/traces`
+  return url.href
+}
+
+/**
+ * The export timeout in milliseconds (see the module's comment): 3,000 when no variable is
+ * set, or a bad-arguments exit naming the variable.
+ *
+ * @since 0.1.0
+ */
+export const exportTimeout = (env: NodeJS.ProcessEnv): Effect.Effect<number, CliExit> => {
   for (const name of ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]) {
-    const value = env[name]
-    if (value === undefined || value === "") continue
+    const value = variable(env, name)
+    if (value === undefined) continue
     const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) : Number.NaN
     return Number.isSafeInteger(ms) && ms > 0
       ? Effect.succeed(ms)
@@ -113,21 +134,25 @@ export const otlpEndpoint = (
   flag: Option.Option<string>,
   env: NodeJS.ProcessEnv = process.env
 ): Effect.Effect<{ readonly url: string; readonly origin: Origin } | undefined, CliExit> => {
+  // The flag and the traces variable are full URLs, sent to as given (trimmed).
   if (Option.isSome(flag)) {
-    return Effect.map(checkEndpoint("--otlp-endpoint", flag.value), (url) => ({ url, origin: "--otlp-endpoint" as const }))
+    return Effect.as(checkEndpoint("--otlp-endpoint", flag.value), {
+      url: flag.value.trim(),
+      origin: "--otlp-endpoint" as const
+    })
   }
   if (env["OTEL_SDK_DISABLED"]?.trim().toLowerCase() === "true") return Effect.succeed(undefined)
-  const traces = env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-  if (traces !== undefined && traces !== "") {
-    return Effect.map(
-      checkEndpoint("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces),
-      (url) => ({ url, origin: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" as const })
-    )
+  const traces = variable(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+  if (traces !== undefined) {
+    return Effect.as(checkEndpoint("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces), {
+      url: traces.trim(),
+      origin: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" as const
+    })
   }
-  const base = env["OTEL_EXPORTER_OTLP_ENDPOINT"]
-  if (base !== undefined && base !== "") {
+  const base = variable(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
+  if (base !== undefined) {
     return Effect.map(checkEndpoint("OTEL_EXPORTER_OTLP_ENDPOINT", base), (url) => ({
-      url: `${url}${url.endsWith("/") ? "" : "/"}v1/traces`,
+      url: tracesUrl(url),
       origin: "OTEL_EXPORTER_OTLP_ENDPOINT" as const
     }))
   }
