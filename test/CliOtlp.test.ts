@@ -413,6 +413,12 @@ describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () =>
           stderr:
             "agent-loop run (OTEL_EXPORTER_OTLP_ENDPOINT) needs @opentelemetry/api, @opentelemetry/resources, @opentelemetry/sdk-trace-node, @opentelemetry/sdk-trace-base and @opentelemetry/exporter-trace-otlp-http (optional peer dependencies of effect-agent-loop), which are not installed: npm install @opentelemetry/api@1.9.0 @opentelemetry/resources@2.12.1 @opentelemetry/sdk-trace-node@2.12.1 @opentelemetry/sdk-trace-base@2.12.1 @opentelemetry/exporter-trace-otlp-http@0.223.1\n"
         })
+        // OTEL_SDK_DISABLED=true is the way out of a shell that sets the variable.
+        const off = yield* spawn(["run", "--prompt", "hello", "--store", tmpDir()], {
+          env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1", OTEL_SDK_DISABLED: "true" },
+          hide: "@opentelemetry/api"
+        })
+        expect([off.code, off.stderr]).toEqual([0, ""])
         // Without an endpoint nothing of them is needed.
         const plain = yield* spawn(["run", "--prompt", "hello", "--store", tmpDir()], { hide: "@opentelemetry/api" })
         expect([plain.code, plain.stderr]).toEqual([0, ""])
