@@ -186,7 +186,11 @@ export interface CompactionInput {
   readonly protectedFrom: number
   /** The loop's estimate of the whole request in tokens (instructions and tools included). */
   readonly tokens: number
-  /** The agent's own model port: a summarizing policy sends its request here. */
+  /**
+   * The agent's own model port: a summarizing policy sends its request here. In a traced run
+   * each `respond` is a `chat {model}` span under the `compaction` span (README "Tracing and
+   * usage"); a policy that uses another model gets no such span.
+   */
   readonly model: ModelService
 }
 
