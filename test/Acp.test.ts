@@ -99,7 +99,7 @@ const startClient = async (
   store: string,
   args: ReadonlyArray<string> = [],
   /** Offers `fs.readTextFile` and answers `fs/read_text_file` with this. */
-  readTextFile?: (params: acp.ReadTextFileRequest) => acp.ReadTextFileResponse
+  readTextFile?: (params: acp.ReadTextFileRequest) => acp.ReadTextFileResponse | Promise<acp.ReadTextFileResponse>
 ): Promise<Client> => {
   const { proc, sdkOutput } = startProcess(store, "tee", args)
   const updates: Array<acp.SessionNotification> = []
@@ -279,6 +279,46 @@ describe("agent-loop acp, through the SDK's client", () => {
     const outside = await prompt(c, sessionId, "read file ../secret.txt")
     expect(outside.stopReason).toBe("end_turn")
     expect(asked.length).toBe(1)
+    expect(await c.close()).toBe(0)
+  })
+
+  it("stdin closed while read_file waits on the client's fs/read_text_file: the turn ends aborted disposed, no further step", async () => {
+    const store = tmp()
+    const asked: Array<acp.ReadTextFileRequest> = []
+    // A client that never answers the read.
+    const c = await startClient(store, [], (params) => {
+      asked.push(params)
+      return new Promise<acp.ReadTextFileResponse>(() => {})
+    })
+    const sessionId = await newSession(c, store)
+    void prompt(c, sessionId, "read file notes.txt").catch(() => {})
+    await until("the client to be asked", () => asked.length === 1)
+    expect(await c.close()).toBe(0)
+    const events = checkLog(store, sessionId, [])
+    expect(events.filter((e) => e.type === "turn/end").map((e) => (e.data as { reason: unknown }).reason)).toEqual([
+      { kind: "aborted", reason: { kind: "disposed" } }
+    ])
+    // One model request only: the read's failure (the connection closed) was no tool result.
+    expect(events.filter((e) => e.type === "assistant/message").length).toBe(1)
+    expect(events.filter((e) => e.type === "tool/result").map((e) => (e.data as { error?: { code: string } }).error?.code))
+      .not.toContain("TOOL_FAILED")
+  })
+
+  it("session/load of a session running on this connection: its running call is replayed in_progress, then completes live", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const running = prompt(c, sessionId, "wait 1 seconds")
+    await until("the tool to start", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    const before = c.updates.length
+    expect(await c.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })).toEqual({})
+    const replayed = c.updates.slice(before).map((u) => u.update)
+    expect(replayed.filter((u) => u.sessionUpdate === "tool_call_update")).toEqual([
+      { sessionUpdate: "tool_call_update", toolCallId: "call_1_1_1", status: "in_progress" }
+    ])
+    expect((await running).stopReason).toBe("end_turn")
+    const updates = c.updates.map((u) => u.update).filter((u) => u.sessionUpdate === "tool_call_update")
+    expect(updates.map((u) => (u as { status: string }).status)).toEqual(["in_progress", "in_progress", "completed"])
     expect(await c.close()).toBe(0)
   })
 

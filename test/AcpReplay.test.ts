@@ -367,6 +367,11 @@ describe("replayUpdates: edges", () => {
       }
     ])
     checkAll(updates)
+    // The replay of a session whose agent is live: the call without a result is running.
+    const running = Replay.replayUpdates(log, { running: true })
+    expect(running.slice(0, -1)).toStrictEqual(updates.slice(0, -1))
+    expect(running.at(-1)).toStrictEqual({ sessionUpdate: "tool_call_update", toolCallId: "c1", status: "in_progress" })
+    checkAll(running)
   })
 
   it("images, empty blocks, malformed arguments, an interrupted prefix", () => {

@@ -17,7 +17,8 @@
  *   notifications before the response (`replay.ts`), then prompts go on in it. A session
  *   another process writes (its lock held) is an error response (-32603 naming it), never a
  *   second writer; an unknown session is -32002. A session already open on this connection is
- *   replayed again, with the same agent.
+ *   replayed again, with the same agent: a call it is running (no result in the log yet) is
+ *   shown `in_progress` (replay's `running`), and its result follows live.
  * - `session/prompt`: the blocks become one `UserMessage` (`prompt.ts`; a block we do not take is
  *   -32602 and nothing is logged) delivered as a `followup` (§5.1: queued while a turn runs, then
  *   its own turn). Its response comes when its own turn ends (`stopReasonOf`), after every update
@@ -32,7 +33,9 @@
  * - Updates while turns run: `updates.ts`. Malformed lines (-32700), unknown methods (-32601),
  *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored.
  * - stdin closed: the connection closes, every agent is disposed (§9: a running turn ends
- *   aborted `{kind:"disposed"}`), the logs are closed, the command returns (exit 0).
+ *   aborted `{kind:"disposed"}`), the logs are closed, the command returns (exit 0). A
+ *   `read_file` waiting on the client's `fs/read_text_file` then is no tool error (the request
+ *   fails "ACP connection closed"): it waits for the dispose's interruption, like any call.
  *
  * @since 0.1.0
  */
@@ -339,7 +342,11 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
               ClientFs.clientReader(
                 sessionId(),
                 (params, o) => connection.client.request(acp.methods.client.fs.readTextFile, params, o)
-              )(path, line, limit)
+              )(path, line, limit).pipe(
+                // The connection closed (stdin ended): no tool result; the dispose that follows
+                // interrupts the call, and the turn ends aborted `disposed` like any other.
+                Effect.catchAll((e) => connection.signal.aborted ? Effect.never : Effect.fail(e))
+              )
             : undefined
         }),
         (tools) => ({ tools, maxSteps: options.maxSteps })
@@ -393,6 +400,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           yield* ignoreMcp(params.mcpServers)
           const id = params.sessionId
           let session = sessions.get(id)
+          // Open on this connection: its agent is live, a call without a result is running.
+          const running = session !== undefined
           if (session === undefined) {
             if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
             session = yield* open(Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.resume(id, o)), cwd).pipe(
@@ -406,7 +415,12 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           }
           const loaded = session
           // The conversation as it happened (replay.ts), before the response.
-          const replay = replayUpdates(loaded.agent.log.events(), { header: loaded.agent.log.header, cwd, compaction })
+          const replay = replayUpdates(loaded.agent.log.events(), {
+            header: loaded.agent.log.header,
+            cwd,
+            compaction,
+            running
+          })
           yield* Effect.forEach(replay, (u) => send(id, u), { discard: true })
           sessions.set(id, loaded)
           return {}

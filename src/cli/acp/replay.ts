@@ -44,7 +44,9 @@
  *   code in `data.error`); `content` the result's text and image blocks as
  *   `{type:"content", content}`; `rawOutput: {isError, text, error?: {name, code}}`.
  *   A call the log gives no result for (a log cut by a crash and not repaired: `session/load`
- *   repairs first, §10) is closed `failed` at the end of the replay, with that said as content.
+ *   repairs first, §10) is closed `failed` at the end of the replay, with that said as content;
+ *   in a replay of a session whose agent is live (`running`), it is running: shown
+ *   `tool_call_update {status: "in_progress"}` instead, and its result follows live.
  * - A compaction (issue 15) that took effect (its bracket ended `compacted`; in a DSH log, a
  *   checkpoint `user/message` of plugin `compact` where it stands) → when the client advertised
  *   the `session.compaction` capability (`compaction: true`), one `compaction_update
@@ -138,7 +140,9 @@ export type CompactionFigures = Omit<CompactionMarkerEntry, "kind" | "summary">
  *   receive `compaction_update`); default `false` (a compaction is a `user_message_chunk`);
  * - `live`: the projection of a running session (the live agent): assistant messages are left
  *   out (their chunks are streamed from deltas, `assistantChunk`), each `tool_call` is followed by
- *   `tool_call_update {status: "in_progress"}`, and `end()` closes nothing.
+ *   `tool_call_update {status: "in_progress"}`, and `end()` closes nothing;
+ * - `running`: a replay of a session whose agent is live (open on the connection): `end()` shows
+ *   each call without a result `in_progress` (it is running; its result follows live).
  *
  * @since 0.1.0
  * @category models
@@ -147,6 +151,12 @@ export interface ReplayOptions extends Pick<LogOptions, "header" | "dsh"> {
   readonly cwd?: string | undefined
   readonly compaction?: boolean | undefined
   readonly live?: boolean | undefined
+  /**
+   * The session's agent is live and may be running a turn (a `session/load` of a session open
+   * on this connection): a call without a result is running, and `end()` shows it
+   * `tool_call_update {status: "in_progress"}` instead of closing it `failed`.
+   */
+  readonly running?: boolean | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -681,7 +691,7 @@ export const projector = (options?: ReplayOptions): Projector => {
   }
   const end = (): ReadonlyArray<SessionUpdate> => {
     if (live || open.size === 0) return NONE
-    const out = [...open].map(noResult)
+    const out = [...open].map(options?.running === true ? toolCallStarted : noResult)
     open.clear()
     return out
   }
