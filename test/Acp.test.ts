@@ -14,7 +14,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type { AgentEvent } from "../src/AgentEvent.js"
-import { stopReasonOf } from "../src/cli/acp/agent.js"
+import { LINE_LIMIT, stopReasonOf } from "../src/cli/acp/agent.js"
+import { limitLines, type Oversize } from "../src/cli/acp/lineLimit.js"
 import { contentOf } from "../src/cli/acp/prompt.js"
 import { projector } from "../src/cli/acp/updates.js"
 import * as Delivery from "../src/Delivery.js"
@@ -611,6 +612,30 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect(logged()).toBe(0)
     request("ok", "session/prompt", { sessionId, prompt: [{ type: "text", text: "hello" }] })
     expect((await responseTo("ok")).result.stopReason).toBe("end_turn")
+    // A line a little over the SDK's limit (32 MiB) while a prompt runs: dropped as it streams,
+    // answered -32600 with its id, noticed; the running prompt is answered, the agent serves on.
+    const after = proc.lines.length
+    request("w", "session/prompt", { sessionId, prompt: [{ type: "text", text: "wait 1 seconds" }] })
+    await until("the tool to start", () => proc.lines.slice(after).some((l) => l.includes("\"in_progress\"")))
+    const big = JSON.stringify({
+      jsonrpc: "2.0",
+      id: "big",
+      method: "session/prompt",
+      params: { sessionId, prompt: [{ type: "text", text: "x".repeat(LINE_LIMIT + 1024) }] }
+    })
+    write(big)
+    const bytes = Buffer.byteLength(big)
+    expect((await responseTo("big", after)).error).toEqual({
+      code: -32600,
+      message: `message too large: ${bytes} bytes, the limit is 32 MiB`,
+      data: { bytes, limit: LINE_LIMIT }
+    })
+    expect((await responseTo("w", after)).result.stopReason).toBe("end_turn")
+    expect(proc.stderr()).toContain(
+      `agent-loop acp: dropped a line of ${bytes} bytes (request "big"): message too large: ${bytes} bytes, the limit is 32 MiB`
+    )
+    request("ok2", "session/prompt", { sessionId, prompt: [{ type: "text", text: "hello" }] })
+    expect((await responseTo("ok2", after)).result.stopReason).toBe("end_turn")
     expect(await proc.close()).toBe(0)
     const { events, header } = readLog(store, sessionId)
     expect(Invariant.check(events, { header })).toEqual([])
@@ -764,5 +789,64 @@ describe("prompt blocks as message content (prompt.ts)", () => {
       ok: false,
       message: "prompt[1]: an image block needs base64 data and a mimeType (an image by uri only is not supported)"
     })
+  })
+})
+
+describe("the line limit (lineLimit.ts)", () => {
+  /** Feeds `chunks` through `limitLines(limit)`: the lines out, and what was reported. */
+  const through = async (limit: number, chunks: ReadonlyArray<string>) => {
+    const seen: Array<Oversize> = []
+    const input = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const c of chunks) controller.enqueue(new TextEncoder().encode(c))
+        controller.close()
+      }
+    })
+    let out = ""
+    const decoder = new TextDecoder()
+    for await (const b of input.pipeThrough(limitLines(limit, (o) => seen.push(o))) as unknown as AsyncIterable<Uint8Array>) {
+      out += decoder.decode(b, { stream: true })
+    }
+    return { out, seen }
+  }
+
+  it("passes lines within the limit unchanged, across chunks; drops longer ones, reading their kind and id", async () => {
+    const long = (head: string) => `${head}"pad":"${"x".repeat(40)}"}`
+    const request = long("{\"jsonrpc\":\"2.0\",\"id\":\"r,1\",\"method\":\"m\",")
+    const notification = long("{\"method\":\"n\",\"params\":{\"id\":9},")
+    const response = long("{\"id\":5,\"result\":{\"content\":\"a}b\\\"\"},")
+    const array = long("[1,")
+    const { out, seen } = await through(30, [
+      "{\"id\":1}\n{\"a\":",
+      "2}\r\n",
+      request.slice(0, 20),
+      request.slice(20) + "\n" + notification + "\n",
+      response,
+      "\n",
+      array,
+      "\n{\"last\":true}"
+    ])
+    // A response over the limit is replaced by an error response to its id (the agent's own request fails).
+    const tooLarge = `message too large: ${response.length} bytes, the limit is 30 bytes`
+    expect(out).toBe(
+      "{\"id\":1}\n{\"a\":2}\r\n" +
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 5,
+          error: { code: -32600, message: tooLarge, data: { bytes: response.length, limit: 30 } }
+        }) + "\n{\"last\":true}"
+    )
+    expect(seen).toEqual([
+      { bytes: request.length, kind: "request", id: "r,1" },
+      { bytes: notification.length, kind: "notification", id: undefined },
+      { bytes: response.length, kind: "response", id: 5 },
+      { bytes: array.length, kind: "unknown", id: undefined }
+    ])
+  })
+
+  it("a line over the limit at the end of the input, without its newline, is reported too", async () => {
+    const { out, seen } = await through(8, ["{\"id\":[1],", "\"method\":\"x\"}"])
+    expect(out).toBe("")
+    expect(seen).toEqual([{ bytes: 23, kind: "request", id: undefined }])
   })
 })

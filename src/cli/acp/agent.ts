@@ -32,6 +32,11 @@
  *   "acp-client">}`): each answers `{messageId}` once its splice is durable (`EXTENSIONS`).
  * - Updates while turns run: `updates.ts`. Malformed lines (-32700), unknown methods (-32601),
  *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored.
+ * - A stdin line over `LINE_LIMIT` (the SDK's 32 MiB, which would end the connection) is dropped
+ *   as it streams (`lineLimit.ts`) and answered `-32600 "message too large: N bytes, the limit
+ *   is 32 MiB"` with the request's id (`null` when the line is no request or its id cannot be
+ *   read), with a notice on stderr; nothing else changes. A client's response over the limit
+ *   fails the agent's request it answers (its `fs/read_text_file`: a tool error).
  * - stdin closed: the connection closes, every agent is disposed (§9: a running turn ends
  *   aborted `{kind:"disposed"}`), the logs are closed, the command returns (exit 0). A
  *   `read_file` waiting on the client's `fs/read_text_file` then is no tool error (the request
@@ -57,6 +62,7 @@ import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as ClientFs from "./clientFs.js"
+import * as LineLimit from "./lineLimit.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
@@ -152,6 +158,14 @@ interface Session {
   readonly byTurn: Map<number, Array<string>>
   readonly updates: UpdateProjector
 }
+
+/**
+ * The longest stdin line taken, in bytes (without its newline): the SDK's own limit
+ * (`DEFAULT_MAX_MESSAGE_BYTES`, 32 MiB). A longer line is answered -32600 (`lineLimit.ts`).
+ *
+ * @since 0.1.0
+ */
+export const LINE_LIMIT: number = acp.DEFAULT_MAX_MESSAGE_BYTES
 
 type Services = SessionStore.SessionStore | Model.Model | IdGenerator.IdGenerator | FileSystem.FileSystem | Path.Path
 
@@ -467,7 +481,24 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
 
     const input = Readable.toWeb((options.input ?? process.stdin) as Readable) as unknown as ReadableStream<Uint8Array>
     const output = Writable.toWeb((options.output ?? process.stdout) as Writable) as WritableStream<Uint8Array>
-    const connection: acp.AgentConnection = app.connect(acp.ndJsonStream(output, input))
+    // A line over the SDK's limit would error its stream (and close the connection): it is
+    // dropped before the SDK sees it, answered here, and noticed (lineLimit.ts).
+    const lines = acp.ndJsonStream(output, input.pipeThrough(LineLimit.limitLines(LINE_LIMIT, (o) => tooLarge(o))))
+    // Our error responses go through the SDK's writer, in order with its own messages.
+    const writer = lines.writable.getWriter()
+    const tooLarge = (o: LineLimit.Oversize) => {
+      const message = LineLimit.tooLargeMessage(o.bytes, LINE_LIMIT)
+      const id = o.kind === "request" && o.id !== undefined ? o.id : null
+      writer.write({ jsonrpc: "2.0", id, error: { code: -32600, message, data: { bytes: o.bytes, limit: LINE_LIMIT } } })
+        .catch(() => {})
+      Runtime.runFork(runtime)(notice(
+        `dropped a line of ${o.bytes} bytes (${o.kind}${o.id !== undefined ? ` ${JSON.stringify(o.id)}` : ""}): ${message}`
+      ))
+    }
+    const connection: acp.AgentConnection = app.connect({
+      readable: lines.readable,
+      writable: new WritableStream<acp.AnyMessage>({ write: (message) => writer.write(message) })
+    })
     yield* Effect.promise(() => connection.closed)
   })).pipe(
     Effect.provide(Layer.mergeAll(
