@@ -586,6 +586,18 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect((await responseTo("p1")).error.code).toBe(-32602)
     request("p2", "session/new", { cwd: "relative/dir", mcpServers: [] })
     expect((await responseTo("p2")).error).toMatchObject({ code: -32602, message: expect.stringContaining("absolute path") })
+    // A cwd must be an existing directory.
+    request("p3", "session/new", { cwd: Path.join(store, "missing"), mcpServers: [] })
+    expect((await responseTo("p3")).error).toMatchObject({
+      code: -32602,
+      message: `Invalid params: cwd: no such directory ${JSON.stringify(Path.join(store, "missing"))}`
+    })
+    Fs.writeFileSync(Path.join(store, "a-file"), "")
+    request("p4", "session/new", { cwd: Path.join(store, "a-file"), mcpServers: [] })
+    expect((await responseTo("p4")).error).toMatchObject({
+      code: -32602,
+      message: `Invalid params: cwd: ${JSON.stringify(Path.join(store, "a-file"))} is not a directory`
+    })
     request("s", "session/new", { cwd: store, mcpServers: [{ name: "files", command: "mcp-files", args: [], env: [] }] })
     const sessionId = (await responseTo("s")).result.sessionId as string
     await until("the MCP notice", () => proc.stderr().includes("MCP servers are not supported; ignoring 1: files"))
@@ -606,6 +618,19 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect((await responseTo("e2")).error.code).toBe(-32002)
     request("e3", "_session/inject", { sessionId, prompt: [{ type: "text", text: "x" }], source: "netwatch" })
     expect((await responseTo("e3")).error.code).toBe(-32602)
+    request("e5", "_session/inject", { sessionId, prompt: [{ type: "text", text: "x" }], source: { kind: "nonsense-kind" } })
+    expect((await responseTo("e5")).error).toMatchObject({
+      code: -32602,
+      message:
+        "Invalid params: source.kind: \"nonsense-kind\" is not a source an injection can have (\"plugin\", \"hook\" or \"user\")"
+    })
+    request("e6", "_session/inject", { sessionId, prompt: [{ type: "text", text: "x" }], source: { kind: "plugin" } })
+    expect((await responseTo("e6")).error).toMatchObject({
+      code: -32602,
+      message: "Invalid params: source.plugin: a non-empty string is required for a source of kind \"plugin\""
+    })
+    request("l1", "session/load", { sessionId, cwd: Path.join(store, "missing"), mcpServers: [] })
+    expect((await responseTo("l1")).error).toMatchObject({ code: -32602, message: expect.stringContaining("no such directory") })
     request("e4", "_session/inject", { sessionId, prompt: [{ type: "video", url: "x" }] })
     expect((await responseTo("e4")).error).toMatchObject({ code: -32602, message: expect.stringContaining("\"video\"") })
     // Nothing of the refused prompts was logged.

@@ -10,7 +10,8 @@
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
  *   false, embeddedContext: true}, _meta: {"agent-loop": {extensions}}}`, `authMethods:
  *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600).
- * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` absolute, else -32602);
+ * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` the absolute path of an
+ *   existing directory, else -32602; the same for `session/load`);
  *   MCP servers are not supported: ignored, with one notice on stderr.
  * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
  *   DESIGN.md §10; nothing pending is run), the conversation replayed as `session/update`
@@ -29,7 +30,9 @@
  *   message about it).
  * - `_session/steer {sessionId, prompt}` → `agent.steer`, `_session/inject {sessionId, prompt,
  *   source?}` → `agent.inject` (default source `{kind:"plugin", plugin: <clientInfo.name, else
- *   "acp-client">}`): each answers `{messageId}` once its splice is durable (`EXTENSIONS`).
+ *   "acp-client">}`; a given source is a `MessageSource` of kind `plugin {plugin}`, `hook {hook}` or
+ *   `user`, else -32602 naming the problem): each answers `{messageId}` once its splice is
+ *   durable (`EXTENSIONS`).
  * - Updates while turns run: `updates.ts`. Malformed lines (-32700), unknown methods (-32601),
  *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored.
  * - A stdin line over `LINE_LIMIT` (the SDK's 32 MiB, which would end the connection) is dropped
@@ -45,9 +48,24 @@
  * @since 0.1.0
  */
 import * as acp from "@agentclientprotocol/sdk"
-import type * as FileSystem from "@effect/platform/FileSystem"
+import * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
-import { Cause, Console, Deferred, Effect, ExecutionStrategy, Exit, FiberId, Layer, Option, Queue, Runtime, Scope } from "effect"
+import {
+  Cause,
+  Console,
+  Deferred,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  FiberId,
+  Layer,
+  Option,
+  Queue,
+  Runtime,
+  Schema,
+  Scope
+} from "effect"
 import * as NodePath from "node:path"
 import { Readable, Writable } from "node:stream"
 import * as Agent from "../../Agent.js"
@@ -56,7 +74,7 @@ import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
-import { type MessageSource, UserMessage } from "../../Message.js"
+import { MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
@@ -174,6 +192,39 @@ const internal = (message: string) => new acp.RequestError(-32603, message)
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/**
+ * The kinds of source an injection takes (DESIGN.md §2), with the field each requires: `plugin`
+ * (`plugin`), `hook` (`hook`), `user`. The others are the runtime's own (`tool` results and
+ * contexts, `session-reference`, `model`); `MessageSource` is an open union, so a kind outside
+ * this list would be logged as it came.
+ */
+const INJECT_KINDS: Readonly<Record<string, string | undefined>> = { plugin: "plugin", hook: "hook", user: undefined }
+
+/** A `_session/inject` source: a `MessageSource` (Message.ts) of a kind in `INJECT_KINDS`, else -32602 naming the problem. */
+const injectSource = (source: unknown): MessageSource => {
+  const decoded = Schema.decodeUnknownEither(MessageSource)(source)
+  if (Either.isLeft(decoded)) {
+    throw invalidParams("source: an object with a string kind is required ({kind: \"plugin\", plugin: NAME})")
+  }
+  const { kind } = decoded.right
+  if (!Object.hasOwn(INJECT_KINDS, kind)) {
+    const kinds = Object.keys(INJECT_KINDS).map((k) => JSON.stringify(k))
+    throw invalidParams(
+      `source.kind: ${JSON.stringify(kind)} is not a source an injection can have (${kinds.slice(0, -1).join(", ")} or ${
+        kinds.at(-1)
+      })`
+    )
+  }
+  const field = INJECT_KINDS[kind]
+  if (field !== undefined) {
+    const value = decoded.right[field]
+    if (typeof value !== "string" || value === "") {
+      throw invalidParams(`source.${field}: a non-empty string is required for a source of kind ${JSON.stringify(kind)}`)
+    }
+  }
+  return source as MessageSource
+}
+
 /** The params of the extension methods (the SDK checks only the standard methods'). */
 interface ExtensionParams {
   readonly sessionId: string
@@ -186,10 +237,7 @@ const extensionParams = (withSource: boolean) => (params: unknown): ExtensionPar
   const source = params.source
   if (source !== undefined && source !== null) {
     if (!withSource) throw invalidParams("source: not a parameter of this method")
-    if (!isRecord(source) || typeof source.kind !== "string") {
-      throw invalidParams("source: an object with a string kind is required ({kind: \"plugin\", plugin: NAME})")
-    }
-    return { sessionId: params.sessionId, prompt: params.prompt, source: source as MessageSource }
+    return { sessionId: params.sessionId, prompt: params.prompt, source: injectSource(source) }
   }
   return { sessionId: params.sessionId, prompt: params.prompt }
 }
@@ -234,10 +282,23 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         ? Effect.void
         : notice(`MCP servers are not supported; ignoring ${servers.length}: ${servers.map((s) => s.name).join(", ")}`)
 
+    /** `cwd` must be an absolute path of an existing directory (links followed), else -32602. */
     const checkCwd = (cwd: string) =>
-      NodePath.isAbsolute(cwd)
-        ? Effect.succeed(cwd)
-        : Effect.fail(invalidParams(`cwd: an absolute path is required, got ${JSON.stringify(cwd)}`))
+      Effect.gen(function*() {
+        if (!NodePath.isAbsolute(cwd)) {
+          return yield* Effect.fail(invalidParams(`cwd: an absolute path is required, got ${JSON.stringify(cwd)}`))
+        }
+        const fs = yield* FileSystem.FileSystem
+        const info = yield* fs.stat(cwd).pipe(Effect.mapError((e) =>
+          invalidParams(
+            e._tag === "SystemError" && e.reason === "NotFound"
+              ? `cwd: no such directory ${JSON.stringify(cwd)}`
+              : `cwd: cannot read ${JSON.stringify(cwd)}: ${e.message}`
+          )
+        ))
+        if (info.type !== "Directory") return yield* Effect.fail(invalidParams(`cwd: ${JSON.stringify(cwd)} is not a directory`))
+        return cwd
+      })
 
     /** Sends one update; a closed connection drops it (the process is ending). */
     const send = (sessionId: string, update: acp.SessionUpdate): Effect.Effect<void> =>
