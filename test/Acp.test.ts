@@ -493,6 +493,17 @@ describe("agent-loop acp, through the SDK's client", () => {
     expect(done.stopReason).toBe("end_turn")
     void prompt(first, sessionId, "wait 5 seconds").catch(() => {})
     await until("the tool to start", () => first.updates.some((u) => u.update.sessionUpdate === "tool_call_update"))
+    // Input left pending by the crash: a queued prompt and a steer (both durable).
+    void prompt(first, sessionId, "queued before the crash").catch(() => {})
+    const steer = await first.agent.request<{ messageId: string }>("_session/steer", {
+      sessionId,
+      prompt: [{ type: "text", text: "steered before the crash" }]
+    })
+    await until("the queued prompt in the log", () =>
+      logHas(store, sessionId, (e) =>
+        e.type === "agent/inbox/spliced" &&
+        (e.data as { target: string; inserted: ReadonlyArray<{ content: ReadonlyArray<{ text?: string }> }> }).inserted
+          .some((m) => m.content[0]?.text === "queued before the crash")))
     // While the first process lives, another cannot load the session (one writer).
     const other = await startClient(store)
     const refused = await other.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })
@@ -528,15 +539,41 @@ describe("agent-loop acp, through the SDK's client", () => {
       status: "failed",
       rawOutput: { error: { code: "TOOL_OUTCOME_UNKNOWN" } }
     })
+    // The pending input runs at the next prompt, in its own turn before the prompt's; its
+    // messages stream as they enter, with how they came (via), though no prompt here answers them.
+    const loaded = second.updates.length
     const next = await prompt(second, sessionId, "hello again")
     expect(next.stopReason).toBe("end_turn")
     const events = checkLog(store, sessionId, [done, next])
     expect(events.filter((e) => e.type === "turn/end").map((e) => (e.data as { reason: unknown }).reason)).toEqual([
       { kind: "completed" },
       { kind: "interrupted" },
+      { kind: "completed" },
       { kind: "completed" }
     ])
-    expect(Delivery.fateOf(events, messageIdOf(next))).toEqual({ _tag: "Entered", turn: 3, step: 1 })
+    const queuedId =
+      (events.find((e) =>
+        e.type === "user/message" && (e.data as { content: ReadonlyArray<{ text?: string }> }).content[0]?.text ===
+          "queued before the crash"
+      )!.data as { id: string }).id
+    expect(Delivery.fateOf(events, steer.messageId)).toEqual({ _tag: "Entered", turn: 3, step: 1 })
+    expect(Delivery.fateOf(events, queuedId)).toEqual({ _tag: "Entered", turn: 3, step: 1 })
+    expect(Delivery.fateOf(events, messageIdOf(next))).toEqual({ _tag: "Entered", turn: 4, step: 1 })
+    expect(second.updates.slice(loaded).map((u) => u.update).filter((u) => u.sessionUpdate === "user_message_chunk"))
+      .toEqual([
+        {
+          sessionUpdate: "user_message_chunk",
+          content: { type: "text", text: "steered before the crash" },
+          messageId: steer.messageId,
+          _meta: { "agent-loop": { messageId: steer.messageId, source: { kind: "user" }, via: "steer" } }
+        },
+        {
+          sessionUpdate: "user_message_chunk",
+          content: { type: "text", text: "queued before the crash" },
+          messageId: queuedId,
+          _meta: { "agent-loop": { messageId: queuedId, source: { kind: "user" }, via: "followup" } }
+        }
+      ])
     expect(await second.close()).toBe(0)
   })
 

@@ -15,7 +15,12 @@
  *   MCP servers are not supported: ignored, with one notice on stderr.
  * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
  *   DESIGN.md §10; nothing pending is run), the conversation replayed as `session/update`
- *   notifications before the response (`replay.ts`), then prompts go on in it. A session
+ *   notifications before the response (`replay.ts`), then prompts go on in it. Input a crashed
+ *   process left pending (its queued prompts, steering, injections: durable, kept by §10) is
+ *   not in the replay (it has not entered a step); it runs at the next prompt, in its own turn
+ *   before the prompt's, and its updates stream as they happen (its messages as
+ *   `user_message_chunk` with their `via`: the session's live projector is primed with the
+ *   loaded log, its output discarded), with no prompt of this connection to answer. A session
  *   another process writes (its lock held) is an error response (-32603 naming it), never a
  *   second writer; an unknown session is -32002. A session already open on this connection is
  *   replayed again, with the same agent: a call it is running (no result in the log yet) is
@@ -378,7 +383,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
      */
     const open = <E>(
       make: Effect.Effect<Agent.Agent, E, Services | Scope.Scope>,
-      cwd: string
+      cwd: string,
+      loaded: boolean
     ): Effect.Effect<Session, E, Services> =>
       Effect.gen(function*() {
         const scope = yield* Scope.fork(top, ExecutionStrategy.sequential)
@@ -393,10 +399,24 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           byTurn: new Map(),
           updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction })
         }
+        // A loaded session's live projector first sees its log (its output discarded: the replay
+        // shows it), so that what the log left pending (a crashed process's queued input, §10)
+        // has its `via` from the splice that inserted it when it enters. A durable event the
+        // queue also holds (logged after the subscription) is not projected twice.
+        let primedThrough = -1
+        if (loaded) {
+          for (const e of agent.log.events()) {
+            session.updates.push(e)
+            primedThrough = e.seq
+          }
+        }
         yield* Effect.forkIn(
           Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (events) =>
-            Effect.forEach(events, (e) =>
-              handle(session, e), { discard: true }))),
+            Effect.forEach(
+              events,
+              (e) => ("seq" in e && e.seq <= primedThrough ? Effect.void : handle(session, e)),
+              { discard: true }
+            ))),
           scope
         )
         return session
@@ -463,7 +483,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           let id = ""
           const session = yield* open(
             Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.make({ ...o, cwd })),
-            cwd
+            cwd,
+            false
           ).pipe(Effect.mapError((e) => internal(`cannot create the session: ${e.message}`)))
           id = session.id
           sessions.set(session.id, session)
@@ -479,7 +500,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           const running = session !== undefined
           if (session === undefined) {
             if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
-            session = yield* open(Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.resume(id, o)), cwd).pipe(
+            session = yield* open(Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.resume(id, o)), cwd, true).pipe(
               Effect.catchTags({
                 SessionNotFound: () => Effect.fail(acp.RequestError.sessionNotFound(id)),
                 SessionLogError: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`)),
