@@ -611,6 +611,12 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect((await responseTo("early")).error.code).toBe(-32600)
     request("init", "initialize", { protocolVersion: 1, clientInfo: CLIENT })
     expect((await responseTo("init")).result.protocolVersion).toBe(1)
+    // Once per connection: a second initialize is refused, the first one's answer stands.
+    request("init2", "initialize", { protocolVersion: 1, clientInfo: { name: "other", version: "2" } })
+    expect((await responseTo("init2")).error).toEqual({
+      code: -32600,
+      message: "Invalid request: initialize was already answered on this connection"
+    })
     write("{ not json")
     expect((await responseTo(null)).error).toEqual({ code: -32700, message: "Parse error" })
     request("m", "session/frobnicate", {})
@@ -644,6 +650,9 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
       code: -32602,
       message: "Invalid params: prompt[0]: content block type \"audio\" is not supported"
     })
+    // A block type outside ACP's schema is refused by the SDK's own check, without naming it.
+    request("v", "session/prompt", { sessionId, prompt: [{ type: "video", url: "x" }] })
+    expect((await responseTo("v")).error).toMatchObject({ code: -32602, message: "Invalid params" })
     request("b", "session/prompt", {
       sessionId,
       prompt: [{ type: "resource", resource: { uri: "file:///x.bin", blob: "AAAA" } }]

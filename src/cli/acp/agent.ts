@@ -9,7 +9,9 @@
  * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
  *   false, embeddedContext: true}, _meta: {"agent-loop": {extensions}}}`, `authMethods:
- *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600).
+ *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600). Once: a second
+ *   `initialize` is -32600 and changes nothing (the sessions open took their `read_file` route
+ *   and update shapes from the first one's capabilities).
  * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` the absolute path of an
  *   existing directory, else -32602; the same for `session/load`);
  *   MCP servers are not supported: ignored, with one notice on stderr.
@@ -192,6 +194,9 @@ export const LINE_LIMIT: number = acp.DEFAULT_MAX_MESSAGE_BYTES
 
 type Services = SessionStore.SessionStore | Model.Model | IdGenerator.IdGenerator | FileSystem.FileSystem | Path.Path
 
+/** The error message of a second `initialize` (-32600). */
+const SECOND_INITIALIZE = "Invalid request: initialize was already answered on this connection"
+
 const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
 const internal = (message: string) => new acp.RequestError(-32603, message)
 
@@ -259,6 +264,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     const runtime = yield* Effect.runtime<Services>()
     const top = yield* Effect.scope
     const sessions = new Map<string, Session>()
+    /** `initialize` was answered: a second one is refused. */
+    let initialized = false
     let clientName = "acp-client"
     /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
     let compaction = false
@@ -461,6 +468,10 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
 
     const app = acp.agent({ name: "agent-loop" })
       .onRequest(acp.methods.agent.initialize, ({ params }) => {
+        // Once: the sessions opened since took their read_file route and update shapes from the
+        // capabilities, which a second initialize cannot change under them.
+        if (initialized) throw new acp.RequestError(-32600, SECOND_INITIALIZE)
+        initialized = true
         if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") clientName = params.clientInfo.name
         compaction = params.clientCapabilities?.session?.compaction != null
         clientFs = ClientFs.offersReadTextFile(params.clientCapabilities)
