@@ -17,7 +17,18 @@ import { NodeFileSystem } from "@effect/platform-node"
 import * as SqlClient from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
 import { Effect, Layer, Redacted } from "effect"
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs"
+import {
+  closeSync,
+  fdatasync,
+  fdatasyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { layerSqlite, makeSqlStore, SessionStore } from "./dist.js"
@@ -165,6 +176,80 @@ export const runAppend = async ({ appenders, total, fsync, store = "jsonl", url,
     const files = readdirSync(directory)
     if (files.length !== 2) throw new Error(`append: unexpected files ${files.join(", ")}`)
     return { ours: ours.perSecond, peer: raw.perSecond }
+  } finally {
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+/**
+ * `sessions-append` (issue 18): `sessions` sessions of one JSONL store, each with its own log and
+ * one appender fiber appending `total / sessions` single-event drafts, all concurrently. Raw
+ * baseline in the same run: the very lines ours wrote (read back from its files, headers aside)
+ * appended again to `sessions` files of their own, one `write(2)` per line as ours does; with
+ * `fsync: "batch"` each file's next line waits for the `fdatasync` of the previous one (async,
+ * on libuv's pool, all files at once, as ours), with "none" the lines are written file after
+ * file in rounds. Returns `{ ours, peer }` aggregate events/s.
+ */
+export const runSessionsAppend = async ({ sessions, total, fsync }) => {
+  const directory = mkdtempSync(join(tmpdir(), "bench-sessions-append-"))
+  try {
+    const per = Math.floor(total / sessions)
+    const events = per * sessions
+    const program = Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const logs = []
+      for (let s = 0; s < sessions; s++) logs.push(yield* store.create())
+      const appender = (s) =>
+        Effect.gen(function*() {
+          const log = logs[s]
+          for (let i = 0; i < per; i++) {
+            yield* log.append([{ type: "bench/append", data: { session: s, i, text: TEXT } }])
+          }
+        })
+      const start = performance.now()
+      yield* Effect.forEach(logs.map((_, s) => s), appender, { concurrency: "unbounded", discard: true })
+      const elapsed = performance.now() - start
+      for (const log of logs) {
+        if (log.events().length !== per) {
+          throw new Error(`sessions-append: ${log.events().length} events in a log, expected ${per}`)
+        }
+      }
+      return { perSecond: events / (elapsed / 1000), paths: logs.map((l) => l.path) }
+    })
+    const ours = await Effect.runPromise(
+      Effect.scoped(program).pipe(
+        Effect.provide(SessionStore.layerJsonl({ directory, fsync }).pipe(Layer.provide(NodeFileSystem.layer)))
+      )
+    )
+    const files = ours.paths.map((p) => {
+      const lines = readFileSync(p, "utf8").split("\n").slice(1, -1).map((l) => l + "\n")
+      if (lines.length !== per) throw new Error(`sessions-append: ${lines.length} lines in ${p}, expected ${per}`)
+      return lines
+    })
+    const rawDir = join(directory, "raw")
+    mkdirSync(rawDir)
+    const fds = files.map((_, s) => openSync(join(rawDir, `raw-${s}.jsonl`), "a"))
+    const write = (fd, line) => {
+      const b = Buffer.from(line)
+      let off = 0
+      while (off < b.length) off += writeSync(fd, b, off)
+    }
+    const start = performance.now()
+    if (fsync === "batch") {
+      await Promise.all(files.map(async (lines, s) => {
+        for (const line of lines) {
+          write(fds[s], line)
+          await new Promise((resolve, reject) => fdatasync(fds[s], (e) => (e ? reject(e) : resolve())))
+        }
+      }))
+    } else {
+      for (let i = 0; i < per; i++) for (let s = 0; s < sessions; s++) write(fds[s], files[s][i])
+    }
+    const elapsed = performance.now() - start
+    for (const fd of fds) closeSync(fd)
+    const written = readdirSync(rawDir).reduce((n, f) => n + readFileSync(join(rawDir, f), "utf8").split("\n").length - 1, 0)
+    if (written !== events) throw new Error(`sessions-append: ${written} raw lines, expected ${events}`)
+    return { ours: ours.perSecond, peer: events / (elapsed / 1000) }
   } finally {
     rmSync(directory, { recursive: true, force: true })
   }

@@ -18,7 +18,7 @@ const optional = async (file) => {
 const sql = await optional("SqlSessionStore.js")
 const oldFate = lib.Inbox.replay === undefined ? await optional("internal/fate.js") : undefined
 
-export const { Agent, Delivery, History, IdGenerator, Invariant, Model, SessionStore, Tool } = lib
+export const { Agent, Delivery, History, IdGenerator, Invariant, Model, OpenAICompat, SessionStore, Tool } = lib
 /** `Compaction` (issue 15; undefined in builds before it). */
 export const Compaction = lib.Compaction
 /** `SqlSessionStore.layerSqlite` (before the store split: `SessionStore.layerSqlite`). */

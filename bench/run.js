@@ -489,6 +489,95 @@ if (wanted("cluster")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// streaming and concurrent-sessions (issue 18; bench/stream.js): real SSE streams from the
+// loopback server of bench/sse-server.js (another process) through each side's own provider and
+// agent loop, a subscriber reading every live event. Peers: pi-agent-core with pi-ai's
+// openai-completions provider, and the Vercel AI SDK's streamText on @ai-sdk/openai-compatible.
+// One row per peer (ours repeated), ratio ours / that peer.
+// ---------------------------------------------------------------------------------------------
+
+const STREAM_PEERS = [["pi", "pi"], ["ai", "ai-sdk"]]
+const peerRows = (workload, store, unit, results, pick, extra = {}) => {
+  for (const [side, name] of STREAM_PEERS) {
+    addRow(workload, store, unit, pick(results.ours), pick(results[side]), { peerName: name, ...extra })
+  }
+}
+
+if (wanted("streaming")) {
+  const deltas = quick ? 200 : 2000
+  const turns = quick ? 2 : 5
+  const warmupTurns = quick ? 1 : 3
+  process.stderr.write(
+    `streaming (${deltas} deltas per first step, ${turns} turns after ${warmupTurns} warm-up turns, fresh agent each)\n`
+  )
+  for (const scenario of ["text", "reasoning-tool"]) {
+    const results = {}
+    for (const side of ["ours", "pi", "ai"]) {
+      results[side] = job(`${side.padEnd(4)} ${scenario}`, { kind: "streaming", side, scenario, deltas, warmupTurns, turns })
+    }
+    const wire = results.ours?.wireDeltas ?? results.pi?.wireDeltas
+    const unit = scenario === "text"
+      ? `µs CPU/delta, ${deltas.toLocaleString("en-US")} text deltas`
+      : `µs CPU/delta, reasoning + text + tool call + step 2 (${wire} deltas)`
+    peerRows("streaming", "loopback", unit, results, (r) => r?.samples.map((x) => x.perUnit), { deltas: wire })
+  }
+}
+
+if (wanted("concurrent-sessions")) {
+  const sessions = quick ? 100 : 1000
+  const runs = quick ? 1 : 3
+  const deltas = 200
+  const warmupSessions = quick ? 20 : 100
+  process.stderr.write(
+    `concurrent-sessions (${sessions} agents started together, ${deltas} deltas + 1 tool call + step 2 each, ${runs} runs after ${warmupSessions} warm-up sessions)\n`
+  )
+  const results = {}
+  for (const side of ["ours", "pi", "ai"]) {
+    results[side] = job(`${side.padEnd(4)} ${sessions} sessions`, {
+      kind: "concurrent",
+      side,
+      sessions,
+      deltas,
+      warmupSessions,
+      runs
+    })
+  }
+  const pick = (key) => (r) => r?.samples.map((x) => x[key])
+  const extra = { sessions, deltas }
+  peerRows("concurrent-sessions", "loopback", `µs CPU/turn, ${sessions} sessions`, results, pick("cpuPerTurn"), extra)
+  peerRows("concurrent-sessions", "loopback", "ms event-loop delay p99", results, pick("loopDelayP99"), extra)
+  peerRows("concurrent-sessions", "loopback", "heap bytes/active session at the peak", results, pick("heapPerSession"), extra)
+}
+
+// ---------------------------------------------------------------------------------------------
+// sessions-append (issue 18): 64 sessions of one JSONL store, each its own log and appender,
+// concurrently; against raw writes of the same bytes to 64 files in the same run.
+// ---------------------------------------------------------------------------------------------
+
+if (wanted("sessions-append")) {
+  const sessions = 64
+  process.stderr.write(
+    `sessions-append (${sessions} sessions, one log and one appender each, vs raw write to ${sessions} files)\n`
+  )
+  for (const fsync of ["none", "batch"]) {
+    const total = scale(fsync === "batch" ? 6400 : 20_000)
+    const runs = fsync === "batch" ? Math.min(RUNS, 3) : RUNS
+    const r = job(`fsync=${fsync} ${total} events × ${runs} runs`, {
+      kind: "sessions-append",
+      sessions,
+      fsync,
+      total,
+      warmupTotal: Math.max(sessions, Math.round(total / 5)),
+      runs
+    })
+    addRow("sessions-append", "jsonl", `events/s, ${sessions} sessions, fsync ${fsync}`, r?.ours, r?.peer, {
+      events: Math.floor(total / sessions) * sessions,
+      sessions
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // replay (ours only): a generated 1M-event log rebuilt into inbox, history and fates vs JSON.parse
 // of every line; each measurement in its own process (peak RSS is per process).
 // ---------------------------------------------------------------------------------------------
@@ -636,14 +725,16 @@ const cell = (median, min, max, integer = false) =>
   median === null ? "FAILED" : `${fmt(median, integer)} [${fmt(min, integer)}–${fmt(max, integer)}]`
 const ratioText = (x) => (x === null ? "—" : x >= 10 ? x.toFixed(1) : x.toPrecision(2))
 const peerName = (r) =>
-  r.workload === "append" || r.workload === "replay"
+  r.peerName !== undefined
+    ? r.peerName
+    : r.workload === "append" || r.workload === "replay" || r.workload === "sessions-append"
     ? "raw"
     : r.workload === "startup"
     ? "node -e 0"
     : r.workload === "install"
     ? "peers only"
     : "pi"
-const table = [["workload", "store", "unit", "ours median [min–max]", "pi / raw median [min–max]", "ratio"]]
+const table = [["workload", "store", "unit", "ours median [min–max]", "peer median [min–max]", "ratio"]]
 for (const r of rows) {
   table.push([
     r.workload,
@@ -677,10 +768,19 @@ for (const r of rows) {
 const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
 const line = (row) => row.map((c, i) => (i >= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
 const elapsed = (performance.now() - started) / 1000
+const versionOf = (name) => {
+  try {
+    return JSON.parse(readFileSync(join(here, "..", "node_modules", name, "package.json"), "utf8")).version
+  } catch {
+    return "?"
+  }
+}
 console.log(
-  `\neffect-agent-loop vs @mariozechner/pi-agent-core 0.73.1 — node ${process.version}, ${cpus().length} × ${
-    cpus()[0]?.model ?? "cpu"
-  }`
+  `\neffect-agent-loop vs @mariozechner/pi-agent-core ${versionOf("@mariozechner/pi-agent-core")} (pi-ai ${
+    versionOf("@mariozechner/pi-ai")
+  }), ai ${versionOf("ai")} (@ai-sdk/openai-compatible ${
+    versionOf("@ai-sdk/openai-compatible")
+  }) — node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`
 )
 console.log(`ratio = ours / peer (µs, bytes, ms: lower is better for ours; events/s: higher is better)\n`)
 console.log(line(table[0]))

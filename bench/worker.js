@@ -40,6 +40,27 @@ const run = async () => {
       }
       return { ours, peer }
     }
+    case "streaming": {
+      const { runStreaming } = await import("./stream.js")
+      return await runStreaming(job)
+    }
+    case "concurrent": {
+      const { runConcurrent } = await import("./stream.js")
+      return await runConcurrent(job)
+    }
+    case "sessions-append": {
+      const { runSessionsAppend } = await import("./append.js")
+      const spec = { sessions: job.sessions, fsync: job.fsync }
+      await runSessionsAppend({ ...spec, total: job.warmupTotal })
+      const ours = []
+      const peer = []
+      for (let i = 0; i < job.runs; i++) {
+        const r = await runSessionsAppend({ ...spec, total: job.total })
+        ours.push(r.ours)
+        peer.push(r.peer)
+      }
+      return { ours, peer }
+    }
     case "replay-gen": {
       const { generateLog, validateLog } = await import("./replay.js")
       const out = {}

@@ -1,0 +1,424 @@
+// `streaming` and `concurrent-sessions` (issue 18): real streamed responses from the loopback
+// OpenAI-compatible server of bench/sse-server.js (a process of its own, `fork`ed here), consumed
+// end to end by each side's own agent loop and a subscriber of its live events:
+//
+// - ours: `Agent` on `OpenAICompat.layer` over `NodeHttpClient.layerUndici`, a memory store, a
+//   subscriber of `agent.subscribe` (the queue of `agent.events`) that reads every event until
+//   `turn/end`;
+// - pi: pi-agent-core's `Agent` with pi-ai's own `openai-completions` provider (the `openai` SDK
+//   over the global `fetch`), a subscriber of `agent.subscribe`;
+// - ai: the Vercel AI SDK's `streamText` on `@ai-sdk/openai-compatible`'s chat model, the tool
+//   loop of `stopWhen: stepCountIs(2)`, its `fullStream` read to the end.
+//
+// Every side must see exactly the streamed text and reasoning, one `weather` call with the sent
+// arguments, its tool run once and the second step's text; a run whose counts are off throws.
+// CPU is `process.cpuUsage()` (user + system) of this process only.
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Layer, Queue, Schema } from "effect"
+import { fork } from "node:child_process"
+import { monitorEventLoopDelay } from "node:perf_hooks"
+import { fileURLToPath } from "node:url"
+import { Agent, IdGenerator, Model, OpenAICompat, SessionStore, Tool } from "./dist.js"
+import { ARG_DELTAS, expectedText, FINAL_DELTAS, FINAL_TEXT, TOOL_ARGS } from "./sse-server.js"
+
+const SERVER = fileURLToPath(new URL("./sse-server.js", import.meta.url))
+const TOOL_OUTPUT = "sunny, 21 °C"
+const WEATHER_SCHEMA = {
+  type: "object",
+  properties: { location: { type: "string" }, unit: { type: "string" }, days: { type: "number" } },
+  required: ["location", "unit", "days"],
+  additionalProperties: false
+}
+
+/** Starts the server process; `{ base(scenario, deltas, hold), release, hold, requests, stop }`. */
+export const startServer = async () => {
+  const child = fork(SERVER, [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const port = await new Promise((resolve, reject) => {
+    child.once("message", (m) => resolve(m.port))
+    child.once("exit", (code) => reject(new Error(`sse-server exited ${code}`)))
+  })
+  return {
+    base: (scenario, deltas, hold = false) => `http://127.0.0.1:${port}/s/${scenario}/${deltas}${hold ? "/hold" : ""}/v1`,
+    release: () => child.send("release"),
+    hold: () => child.send("hold"),
+    requests: () =>
+      new Promise((resolve) => {
+        child.once("message", (m) => resolve(m.requests))
+        child.send("stats")
+      }),
+    stop: () => {
+      child.removeAllListeners("exit")
+      child.kill("SIGKILL")
+    }
+  }
+}
+
+/**
+ * What one turn of `scenario` must show: the text and reasoning of its steps, whether a tool
+ * call comes, and the number of deltas the server sent (the per-delta figure divides by it).
+ */
+export const expectation = (scenario, deltas) => {
+  if (scenario === "text") return { text: [expectedText(0, deltas)], reasoning: "", tool: false, wireDeltas: deltas }
+  const args = ARG_DELTAS[scenario]
+  const reasoning = scenario === "reasoning-tool" ? Math.floor(deltas / 2) : 0
+  const text = scenario === "reasoning-tool" ? deltas - reasoning - args : deltas
+  return {
+    text: [expectedText(0, text), FINAL_TEXT],
+    reasoning: expectedText(0, reasoning),
+    tool: true,
+    wireDeltas: reasoning + text + args + FINAL_DELTAS,
+    // the barrier of `/hold`: the first step's text received up to half of its deltas
+    holdText: expectedText(0, Math.floor(deltas / 2) - reasoning).length
+  }
+}
+
+/** Compares one turn's record with the expectation; returns the first mismatch or undefined. */
+const mismatch = (got, want) => {
+  const text = got.text.join("|")
+  if (text !== want.text.join("|")) return `text ${JSON.stringify(text.slice(0, 80))}… (${text.length} chars)`
+  if (got.reasoning !== want.reasoning) return `reasoning of ${got.reasoning.length} chars, expected ${want.reasoning.length}`
+  if (want.tool && (got.calls !== 1 || got.args !== TOOL_ARGS)) return `${got.calls} tool calls, arguments ${got.args}`
+  if (!want.tool && got.calls !== 0) return `${got.calls} tool calls`
+  if (got.toolRuns !== (want.tool ? 1 : 0)) return `${got.toolRuns} tool runs`
+  return undefined
+}
+
+const newRecord = () => ({ text: [], reasoning: "", calls: 0, args: "", toolRuns: 0, deltas: 0 })
+
+// ---------------------------------------------------------------------------------------------
+// Sides: `makeSide(name)` → `{ turn(baseUrl, record, onText), close() }`; `turn` resolves when
+// the subscriber saw the turn's end.
+// ---------------------------------------------------------------------------------------------
+
+const oursSide = async () => {
+  const { ManagedRuntime } = await import("effect")
+  const runtime = ManagedRuntime.make(
+    Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layer, NodeHttpClient.layerUndici)
+  )
+  const Args = Schema.Struct({ location: Schema.String, unit: Schema.String, days: Schema.Number })
+  const toolsFor = (record) => [
+    Tool.make({
+      name: "weather",
+      description: "The weather at a place.",
+      parameters: Args,
+      execute: () =>
+        Effect.sync(() => {
+          record.toolRuns++
+          return { content: TOOL_OUTPUT }
+        })
+    })
+  ]
+  // One model service per base URL (its HttpClient from the runtime), as a layer.
+  const models = new Map()
+  const modelFor = async (baseUrl) => {
+    let layer = models.get(baseUrl)
+    if (layer === undefined) {
+      layer = Model.layer(await runtime.runPromise(OpenAICompat.make({ baseUrl, model: "gpt-4o-2024-08-06" })))
+      models.set(baseUrl, layer)
+    }
+    return layer
+  }
+  return {
+    /** Makes the agent and subscribes (not measured); returns `run()`, the measured turn. */
+    prepare: async (baseUrl, record, onText) => {
+      const ctx = await modelFor(baseUrl)
+      let run
+      const ready = new Promise((resolve) => (run = resolve))
+      let go
+      const started = new Promise((resolve) => (go = resolve))
+      const done = runtime.runPromise(
+        Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make({ tools: toolsFor(record) })
+          const queue = yield* agent.subscribe
+          run(undefined)
+          yield* Effect.promise(() => started)
+          yield* agent.followup("What is the weather in San Francisco?")
+          let step = -1
+          for (;;) {
+            const e = yield* Queue.take(queue)
+            if (e.type === "assistant/delta") {
+              record.deltas++
+              if (e.text !== undefined) {
+                if (e.step !== step) {
+                  step = e.step
+                  record.text.push("")
+                }
+                record.text[record.text.length - 1] += e.text
+                if (onText !== undefined) onText(record)
+              } else if (e.reasoning !== undefined) record.reasoning += e.reasoning
+              else if (e.toolCall !== undefined) {
+                record.calls++
+                record.args = e.toolCall.arguments
+              }
+            } else if (e.type === "assistant/retry") record.retries = (record.retries ?? 0) + 1
+            else if (e.type === "turn/end") break
+            else if (process.env.BENCH_DEBUG && e.type !== "assistant/delta") console.error(JSON.stringify(e).slice(0, 300))
+          }
+        })).pipe(Effect.provide(ctx))
+      )
+      await ready
+      return () => {
+        go()
+        return done
+      }
+    },
+    close: () => runtime.dispose()
+  }
+}
+
+const piSide = async () => {
+  const { Agent: PiAgent } = await import("@mariozechner/pi-agent-core")
+  const { Type } = await import("@mariozechner/pi-ai")
+  const Args = Type.Object({ location: Type.String(), unit: Type.String(), days: Type.Number() })
+  return {
+    prepare: async (baseUrl, record, onText) => {
+      const model = {
+        id: "gpt-4o-2024-08-06",
+        name: "bench",
+        api: "openai-completions",
+        provider: "bench",
+        baseUrl,
+        reasoning: false,
+        input: ["text"],
+        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+        contextWindow: 128_000,
+        maxTokens: 16_384
+      }
+      const tools = [{
+        name: "weather",
+        label: "weather",
+        description: "The weather at a place.",
+        parameters: Args,
+        execute: async () => {
+          record.toolRuns++
+          return { content: [{ type: "text", text: TOOL_OUTPUT }], details: {} }
+        }
+      }]
+      const agent = new PiAgent({ initialState: { model, tools }, getApiKey: () => "bench" })
+      agent.subscribe((event) => {
+        if (event.type !== "message_update") return
+        const e = event.assistantMessageEvent
+        switch (e.type) {
+          case "text_start":
+            record.text.push("")
+            break
+          case "text_delta":
+            record.deltas++
+            record.text[record.text.length - 1] += e.delta
+            if (onText !== undefined) onText(record)
+            break
+          case "thinking_delta":
+            record.deltas++
+            record.reasoning += e.delta
+            break
+          case "toolcall_delta":
+            record.deltas++
+            break
+          case "toolcall_end":
+            record.calls++
+            record.args = JSON.stringify(e.toolCall.arguments)
+            break
+        }
+      })
+      return async () => {
+        await agent.prompt("What is the weather in San Francisco?")
+        const failed = agent.state.messages.find((m) => m.role === "assistant" && m.stopReason === "error")
+        if (failed !== undefined) throw new Error(`pi: ${failed.errorMessage}`)
+      }
+    },
+    close: async () => {}
+  }
+}
+
+const aiSide = async () => {
+  const { jsonSchema, stepCountIs, streamText, tool } = await import("ai")
+  const { createOpenAICompatible } = await import("@ai-sdk/openai-compatible")
+  const providers = new Map()
+  return {
+    prepare: async (baseUrl, record, onText) => {
+      let provider = providers.get(baseUrl)
+      if (provider === undefined) {
+        provider = createOpenAICompatible({ name: "bench", baseURL: baseUrl, apiKey: "bench", includeUsage: true })
+        providers.set(baseUrl, provider)
+      }
+      const model = provider.chatModel("gpt-4o-2024-08-06")
+      const tools = {
+        weather: tool({
+          description: "The weather at a place.",
+          inputSchema: jsonSchema(WEATHER_SCHEMA),
+          execute: async () => {
+            record.toolRuns++
+            return TOOL_OUTPUT
+          }
+        })
+      }
+      return async () => {
+        const result = streamText({
+          model,
+          prompt: "What is the weather in San Francisco?",
+          tools,
+          stopWhen: stepCountIs(2),
+          maxRetries: 0
+        })
+        let step = 0
+        let textStep = -1
+        for await (const part of result.fullStream) {
+          switch (part.type) {
+            case "start-step":
+              step++
+              break
+            case "text-delta":
+              record.deltas++
+              if (textStep !== step) {
+                textStep = step
+                record.text.push("")
+              }
+              record.text[record.text.length - 1] += part.text
+              if (onText !== undefined) onText(record)
+              break
+            case "reasoning-delta":
+              record.deltas++
+              record.reasoning += part.text
+              break
+            case "tool-input-delta":
+              record.deltas++
+              break
+            case "tool-call":
+              record.calls++
+              record.args = JSON.stringify(part.input)
+              break
+            case "error":
+              throw part.error instanceof Error ? part.error : new Error(JSON.stringify(part.error))
+          }
+        }
+      }
+    },
+    close: async () => {}
+  }
+}
+
+const SIDES = { ours: oursSide, pi: piSide, ai: aiSide }
+
+const cpuMicros = () => {
+  const u = process.cpuUsage()
+  return u.user + u.system
+}
+
+/**
+ * `streaming`: `warmupTurns` then `turns` turns of `scenario` (`text` or `reasoning-tool`), each
+ * on a fresh agent, one after another. Per turn: µs of process CPU per delta the server sent
+ * (from the prompt to the subscriber's end of the turn; making the agent is not measured).
+ */
+export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns }) => {
+  const server = await startServer()
+  const s = await SIDES[side]()
+  try {
+    const want = expectation(scenario, deltas)
+    const base = server.base(scenario, deltas)
+    const samples = []
+    for (let i = 0; i < warmupTurns + turns; i++) {
+      const record = newRecord()
+      const run = await s.prepare(base, record)
+      const cpu0 = cpuMicros()
+      const t0 = performance.now()
+      await run()
+      const cpu = cpuMicros() - cpu0
+      const ms = performance.now() - t0
+      const bad = mismatch(record, want)
+      if (bad !== undefined) throw new Error(`${side} streaming ${scenario}, turn ${i}: ${bad}`)
+      if (i >= warmupTurns) samples.push({ perUnit: cpu / want.wireDeltas, ms, deltas: record.deltas })
+    }
+    const requests = await server.requests()
+    const perTurn = want.tool ? 2 : 1
+    if (requests !== (warmupTurns + turns) * perTurn) {
+      throw new Error(`${side} streaming: the server saw ${requests} requests, expected ${(warmupTurns + turns) * perTurn}`)
+    }
+    return { samples, wireDeltas: want.wireDeltas }
+  } finally {
+    await s.close()
+    server.stop()
+  }
+}
+
+/**
+ * `concurrent-sessions`: `sessions` agents made first, then all their turns started together
+ * (one turn each: `deltas` text deltas and a tool call, then a second step) against the server's
+ * `/hold` route, which stops every first step after half of its deltas until released. When
+ * every session has its half, the heap is measured after a full GC (minus the heap before the
+ * agents were made, per session), then the server is released. CPU per turn is the process CPU
+ * from the start of the turns to the end of the last, minus the GC at the barrier; the
+ * event-loop delay (`monitorEventLoopDelay`, 1 ms resolution) over the same span, without the GC.
+ */
+export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, runs }) => {
+  const server = await startServer()
+  const s = await SIDES[side]()
+  const want = expectation("tool", deltas)
+  const base = server.base("tool", deltas, true)
+  let requestsBefore = 0
+  const once = async (n, measure) => {
+    server.hold()
+    const records = Array.from({ length: n }, newRecord)
+    let reached = 0
+    let atPeak
+    const peak = new Promise((resolve) => (atPeak = resolve))
+    const onText = (record) => {
+      if (!record.atHold && record.text.length === 1 && record.text[0].length >= want.holdText) {
+        record.atHold = true
+        if (++reached === n) atPeak()
+      }
+    }
+    fullGc()
+    const heapBefore = process.memoryUsage().heapUsed
+    const runs = []
+    for (const r of records) runs.push(await s.prepare(base, r, onText))
+    const histogram = monitorEventLoopDelay({ resolution: 1 })
+    const cpu0 = cpuMicros()
+    const t0 = performance.now()
+    histogram.enable()
+    const all = Promise.all(runs.map((run) => run()))
+    await Promise.race([peak, all])
+    histogram.disable()
+    const gc0 = cpuMicros()
+    fullGc()
+    const heapPeak = process.memoryUsage().heapUsed
+    const gcCpu = cpuMicros() - gc0
+    histogram.enable()
+    server.release()
+    await all
+    histogram.disable()
+    const cpu = cpuMicros() - cpu0 - gcCpu
+    const ms = performance.now() - t0
+    if (reached !== n) throw new Error(`${side} concurrent-sessions: ${reached} of ${n} sessions reached the hold`)
+    for (let i = 0; i < n; i++) {
+      const bad = mismatch(records[i], want)
+      if (bad !== undefined) throw new Error(`${side} concurrent-sessions, session ${i}: ${bad}`)
+    }
+    const requests = await server.requests()
+    if (requests - requestsBefore !== 2 * n) {
+      throw new Error(`${side} concurrent-sessions: the server saw ${requests - requestsBefore} requests, expected ${2 * n}`)
+    }
+    requestsBefore = requests
+    if (!measure) return undefined
+    return {
+      cpuPerTurn: cpu / n,
+      loopDelayP99: histogram.percentile(99) / 1e6,
+      loopDelayMax: histogram.max / 1e6,
+      heapPerSession: (heapPeak - heapBefore) / n,
+      ms
+    }
+  }
+  try {
+    await once(warmupSessions, false)
+    const samples = []
+    for (let i = 0; i < runs; i++) samples.push(await once(sessions, true))
+    return { samples, wireDeltas: want.wireDeltas }
+  } finally {
+    await s.close()
+    server.stop()
+  }
+}
+
+const fullGc = () => {
+  if (typeof globalThis.gc !== "function") throw new Error("run with node --expose-gc")
+  for (let i = 0; i < 4; i++) globalThis.gc()
+}
