@@ -208,37 +208,57 @@ export const readBody = (
   onPiece: (bytes: Uint8Array) => Effect.Effect<PieceOutcome, ModelError>
 ): Effect.Effect<void, ModelError> =>
   Effect.scoped(Effect.flatMap(Stream.toPull(response.stream), (pull) =>
-    Effect.gen(function*() {
+    Effect.flatMap(Effect.clock, (clock) => {
       const { idleTimeoutMs, maxBytes } = limits
       let total = 0
       let idleBytes = 0 // bytes since the last progress (SSE comments)
-      let since = yield* Clock.currentTimeMillis
-      while (true) {
-        const left = since + idleTimeoutMs - (yield* Clock.currentTimeMillis)
-        const timeout = () =>
-          timeoutError(
-            limits.provider,
-            limits.url,
-            idleTimeoutMs,
-            idleBytes > 0 ? `${waitingFor}; only SSE comments arrived` : waitingFor
-          )
-        if (left <= 0) return yield* Effect.fail(timeout())
-        const chunk = yield* pull.pipe(
-          Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing))),
-          Effect.timeoutFail({ duration: left, onTimeout: timeout })
+      let since = clock.unsafeCurrentTimeMillis()
+      let waiting = false // the reader is waiting for the next piece (not inside onPiece)
+      const timeout = () =>
+        timeoutError(
+          limits.provider,
+          limits.url,
+          idleTimeoutMs,
+          idleBytes > 0 ? `${waitingFor}; only SSE comments arrived` : waitingFor
         )
-        if (chunk === undefined) return
-        for (const bytes of chunk) {
-          total += bytes.length
-          if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
-          const outcome = yield* onPiece(bytes)
-          if (outcome === "stop") return
-          if (outcome === "progress") {
-            idleBytes = 0
-            since = yield* Clock.currentTimeMillis
-          } else idleBytes += bytes.length
+      const next = pull.pipe(
+        Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing)))
+      )
+      const reader = Effect.gen(function*() {
+        while (true) {
+          // A piece that was no progress (or a slow onPiece) may have used up the time already.
+          if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return yield* Effect.fail(timeout())
+          waiting = true
+          const chunk = yield* next
+          waiting = false
+          if (chunk === undefined) return
+          for (const bytes of chunk) {
+            total += bytes.length
+            if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
+            const outcome = yield* onPiece(bytes)
+            if (outcome === "stop") return
+            if (outcome === "progress") {
+              idleBytes = 0
+              since = clock.unsafeCurrentTimeMillis()
+            } else idleBytes += bytes.length
+          }
         }
-      }
+      })
+      // One watchdog per body instead of a timeout (a fiber and a timer) per piece: it sleeps
+      // until the deadline `since + idleTimeoutMs`; woken before it (progress moved `since`),
+      // it sleeps again for the rest; at it, while the reader waits for a piece, it fails the
+      // read (the pull is interrupted, as a timeout did). While the reader is inside `onPiece`
+      // the reader's own check above decides; the watchdog sleeps `idleTimeoutMs` from a time
+      // before any later progress, so it never wakes after the next deadline.
+      const watchdog = Effect.gen(function*() {
+        while (true) {
+          const left = since + idleTimeoutMs - clock.unsafeCurrentTimeMillis()
+          if (left > 0) yield* Effect.sleep(left)
+          else if (waiting) return yield* Effect.fail(timeout())
+          else yield* Effect.sleep(idleTimeoutMs)
+        }
+      })
+      return Effect.raceFirst(reader, watchdog)
     })))
 
 /** A whole body as text, within `limits` (see `readBody`). */
