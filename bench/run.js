@@ -505,7 +505,7 @@ const peerRows = (workload, store, unit, results, pick, extra = {}) => {
 
 if (wanted("streaming")) {
   const deltas = quick ? 200 : 2000
-  const turns = quick ? 2 : 5
+  const turns = quick ? 1 : 5
   const warmupTurns = quick ? 1 : 3
   process.stderr.write(
     `streaming (${deltas} deltas per first step, ${turns} turns after ${warmupTurns} warm-up turns, fresh agent each)\n`
@@ -524,10 +524,10 @@ if (wanted("streaming")) {
 }
 
 if (wanted("concurrent-sessions")) {
-  const sessions = quick ? 100 : 1000
+  const sessions = quick ? 50 : 1000
   const runs = quick ? 1 : 3
   const deltas = 200
-  const warmupSessions = quick ? 20 : 100
+  const warmupSessions = quick ? 10 : 100
   process.stderr.write(
     `concurrent-sessions (${sessions} agents started together, ${deltas} deltas + 1 tool call + step 2 each, ${runs} runs after ${warmupSessions} warm-up sessions)\n`
   )

@@ -1,5 +1,6 @@
 /**
- * The bench's smoke mode (bench/README.md) for the history-growth rows: `bench/run.js --quick`
+ * The bench's smoke mode (bench/README.md) for the history-growth rows and (issue 18) the
+ * streaming, concurrent-sessions and sessions-append rows: `bench/run.js --quick`
  * runs them on `dist/` (built by the global setup) and fails a job whose counts are off (model
  * calls, messages, turns; with compaction: every bracket compacted, one summarization request
  * each, about one per 200 turns). Timings are never asserted.
@@ -26,5 +27,34 @@ describe("bench --quick", () => {
       ["history-growth-compaction", "memory", "compactions per run"]
     ])
     expect(rows.at(-1)!.split(/ {2,}/)[3]).toBe("4 [4–4]")
+  }, 120_000)
+})
+
+describe("bench --quick, issue 18", () => {
+  it("streaming, concurrent-sessions and sessions-append: every side's counts hold, one row per peer", () => {
+    // Each job throws when its counts are off (the streamed text and reasoning, one tool call
+    // with the sent arguments, its run, the second step's text, the server's request count, the
+    // events in every log and raw file); `FAILED` in stderr or a non-zero exit is a failed job.
+    const r = spawnSync(
+      process.execPath,
+      ["--expose-gc", "bench/run.js", "--quick", "--only=streaming,concurrent-sessions,sessions-append"],
+      { encoding: "utf8", timeout: 100_000 }
+    )
+    expect([r.status, r.stderr.includes("FAILED") ? r.stderr : ""]).toEqual([0, ""])
+    const rows = r.stdout.split("\n").filter((l) => /^(streaming|concurrent-sessions|sessions-append) /.test(l))
+    expect(rows.map((l) => [...l.split(/ {2,}/).slice(0, 3), l.split(/ {2,}/)[4]!.split(" ")[0]])).toEqual([
+      ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "pi"],
+      ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "ai-sdk"],
+      ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "pi"],
+      ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "ai-sdk"],
+      ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "pi"],
+      ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "ai-sdk"],
+      ["concurrent-sessions", "loopback", "ms event-loop delay p99", "pi"],
+      ["concurrent-sessions", "loopback", "ms event-loop delay p99", "ai-sdk"],
+      ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "pi"],
+      ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "ai-sdk"],
+      ["sessions-append", "jsonl", "events/s, 64 sessions, fsync none", "raw"],
+      ["sessions-append", "jsonl", "events/s, 64 sessions, fsync batch", "raw"]
+    ])
   }, 120_000)
 })
