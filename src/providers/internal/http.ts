@@ -8,7 +8,7 @@
  * removes a key a server echoes from the text of an error.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Clock, Effect, Option, Schedule, Stream } from "effect"
+import { Effect, Option, Schedule, Stream } from "effect"
 import { ModelError, type ModelSink } from "../../Model.js"
 import { truncate } from "./wire.js"
 
