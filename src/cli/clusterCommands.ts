@@ -1,0 +1,238 @@
+/**
+ * The cluster commands of the `agent-loop` CLI (issue 14 §3; `main.ts` puts them in the command
+ * tree): `runner` and `send`. Their packages are loaded only when they run (`cluster.ts` is a
+ * dynamic import, a chunk of the bundle).
+ *
+ * Decisions:
+ * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags,
+ *   compaction flags and --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
+ *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS]` runs `AgentRunner.layer`: the model of
+ *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
+ *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
+ *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
+ *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 34431) its port;
+ *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
+ *   registered, listening and serving) it prints exactly one line on stdout, `runner ready
+ *   <host>:<port>`; everything else (log lines: one line each, `storeFailures.ts`) goes to stderr.
+ *   SIGTERM and SIGINT stop it gracefully (its shards released, its agents released with their
+ *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a port in
+ *   use or a session store that cannot be built: one line on stderr, exit 2.
+ * - `send --pg URL --session ID (--followup TEXT | --steer TEXT | --inject TEXT) [--message-id ID]
+ *   [--source-plugin NAME] [--wait] [--table-prefix P]` is a client-only process
+ *   (`AgentRunner.layerClient`, no shards): one delivery through `AgentClient`, its message id
+ *   printed as one line once durable; with `--wait` then the fate (`AgentClient.outcome`), one
+ *   JSON line in `DeliveryOutcome`'s encoding (`{"_tag":"Entered","turn":1,"step":1}`; a dropped
+ *   message's fate is printed too, exit 0; an injection's fate comes when a later step takes it, so
+ *   `--inject --wait` on an idle session waits for the next followup). `--message-id` makes a
+ *   retry idempotent (the session answers a retried id with the delivery it has, and logs
+ *   nothing); the same id with other text or source is refused (`DuplicateMessageId`, exit 1). The
+ *   session id follows the stores' rule and the cluster's 255-character limit (else exit 2). `--source-plugin NAME` gives
+ *   the message the source `{kind:"plugin", plugin: NAME}` (default: the user; `inject` text
+ *   `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with `runner` (a client reads
+ *   no session table). Exit 0 on success; 2 for bad arguments (not exactly one of the three, an
+ *   empty text, a message the agent refuses) or an unreachable PostgreSQL; 1 when the cluster or
+ *   the session fails the call (a store failure, an unreadable log, a full mailbox, a message
+ *   storage error: one line naming the error). With no runner alive it waits (Ctrl-C: 130).
+ *
+ * @since 0.1.0
+ */
+import { Command, Options } from "@effect/cli"
+import { Effect, Option } from "effect"
+import { isSessionId } from "../internal/store/common.js"
+import { escapeLine } from "../internal/terminalText.js"
+import { type CliExit, exit } from "./exit.js"
+import { otlpOptions, withOtlp } from "./otlp.js"
+import { compactionLayer, modelLayer, runOptions } from "./providerFlags.js"
+
+/**
+ * `--pg URL` (optional: each command says when it is required).
+ *
+ * @since 0.1.0
+ */
+export const pgOption = (description: string) => Options.text("pg").pipe(Options.optional, Options.withDescription(description))
+
+/** What an interrupted CLI exits with (`bin.ts`): 130, or 0 once `runner` runs (SIGTERM/SIGINT is its normal stop). */
+let interruptCode = 130
+
+/**
+ * The exit code of a run of `main` that was interrupted (SIGINT, SIGTERM): 130, except for
+ * `runner`, whose normal stop is a signal: 0 once its shutdown is done.
+ *
+ * @since 0.1.0
+ */
+export const interruptExitCode = (): number => interruptCode
+
+const millisOption = (name: string, description: string) =>
+  Options.integer(name).pipe(Options.optional, Options.withDescription(`${description} (milliseconds)`))
+
+/** A positive number of milliseconds, or a bad-arguments exit. */
+const positiveMs = (name: string, value: Option.Option<number>): Effect.Effect<number | undefined, CliExit> =>
+  Option.isNone(value)
+    ? Effect.succeed(undefined)
+    : value.value > 0
+    ? Effect.succeed(value.value)
+    : exit(2, `--${name}: must be a positive number of milliseconds`)
+
+/** The port of `--port` or `AGENT_LOOP_RUNNER_PORT`, else 34431. */
+const runnerPort = (flag: Option.Option<number>): Effect.Effect<number, CliExit> => {
+  const env = process.env["AGENT_LOOP_RUNNER_PORT"]
+  const port = Option.isSome(flag) ? flag.value : env === undefined || env === "" ? 34431 : Number(env)
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    return exit(
+      2,
+      Option.isSome(flag)
+        ? `--port: not a TCP port (1-65535): ${port}`
+        : `AGENT_LOOP_RUNNER_PORT: not a TCP port (1-65535): ${escapeLine(env ?? "")}`
+    )
+  }
+  return Effect.succeed(port)
+}
+
+/**
+ * `runner --pg URL …` (issue 14 §3): a runner process of the cluster whose state is in `URL`
+ * (`AgentRunner.layer`), serving sessions with the model of the provider flags and the offline
+ * tools of `run`. See the module's comment for the ready line, the signals and the exit codes.
+ */
+export const runnerCommand = Command.make(
+  "runner",
+  {
+    pg: pgOption("the PostgreSQL database of the cluster (postgres://…): sessions, shard locks, messages"),
+    host: Options.text("host").pipe(
+      Options.optional,
+      Options.withDescription(
+        "the address other processes reach this runner at (default $AGENT_LOOP_RUNNER_HOST, else 127.0.0.1)"
+      )
+    ),
+    port: Options.integer("port").pipe(
+      Options.optional,
+      Options.withDescription("the runner's TCP port (default $AGENT_LOOP_RUNNER_PORT, else 34431)")
+    ),
+    listenHost: Options.text("listen-host").pipe(
+      Options.optional,
+      Options.withDescription("the address to listen on (default: --host), e.g. 0.0.0.0")
+    ),
+    tablePrefix: Options.text("table-prefix").pipe(
+      Options.optional,
+      Options.withDescription("the session store's table prefix (default agent_loop_)")
+    ),
+    instructions: Options.text("instructions").pipe(Options.optional, Options.withDescription("the agents' instructions")),
+    ...runOptions,
+    ...otlpOptions,
+    healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
+    lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
+    lockExpiry: millisOption("lock-expiry", "shard lock expiration (default 8000)"),
+    messagePoll: millisOption("message-poll", "how often the runner reads unprocessed messages from storage (default 1000)"),
+    maxIdle: millisOption("max-idle", "how long an idle session stays activated before it is passivated (default 300000)")
+  },
+  (options) =>
+    Effect.gen(function*() {
+      if (Option.isNone(options.pg)) return yield* exit(2, "runner: --pg URL is required (the cluster's PostgreSQL database)")
+      const envHost = process.env["AGENT_LOOP_RUNNER_HOST"]
+      const host = Option.getOrElse(options.host, () => envHost === undefined || envHost === "" ? "127.0.0.1" : envHost)
+      if (host.trim() === "") return yield* exit(2, "--host: the address is empty")
+      const port = yield* runnerPort(options.port)
+      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
+      const healthCheck = yield* positiveMs("health-check", options.healthCheck)
+      const lockRefresh = yield* positiveMs("lock-refresh", options.lockRefresh)
+      const lockExpiry = yield* positiveMs("lock-expiry", options.lockExpiry)
+      const messagePoll = yield* positiveMs("message-poll", options.messagePoll)
+      const maxIdle = yield* positiveMs("max-idle", options.maxIdle)
+      const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
+      const { runner } = yield* Effect.promise(() => import("./cluster.js"))
+      // From here a signal is the runner's normal stop: its scope closes (shards released,
+      // agents released, the runner unregistered), then the process exits 0.
+      interruptCode = 0
+      yield* runner({
+        pg: options.pg.value,
+        host,
+        port,
+        listenHost: Option.getOrUndefined(options.listenHost),
+        tablePrefix: Option.getOrUndefined(options.tablePrefix),
+        instructions: Option.getOrUndefined(options.instructions),
+        maxSteps: options.maxSteps,
+        maxIdleMs: maxIdle,
+        sharding: {
+          runnerHealthCheckInterval: healthCheck,
+          shardLockRefreshInterval: lockRefresh,
+          shardLockExpiration: lockExpiry,
+          entityMessagePollInterval: messagePoll
+        },
+        model,
+        compaction,
+        onReady: () => {}
+      })
+    }).pipe(withOtlp("runner", options.otlpEndpoint))
+).pipe(
+  Command.withDescription("Run a runner of an agent cluster on PostgreSQL (issue 14): serves sessions until SIGTERM/SIGINT.")
+)
+
+/**
+ * `send --pg URL --session ID (--followup|--steer|--inject TEXT) …` (issue 14 §3): one delivery
+ * from a client-only process (`AgentRunner.layerClient`); prints the message id, and with
+ * `--wait` the fate. See the module's comment for the exit codes.
+ */
+export const sendCommand = Command.make(
+  "send",
+  {
+    pg: pgOption("the PostgreSQL database of the cluster (postgres://…)"),
+    session: Options.text("session").pipe(Options.optional, Options.withDescription("the session id")),
+    followup: Options.text("followup").pipe(Options.optional, Options.withDescription("deliver TEXT as a followup")),
+    steer: Options.text("steer").pipe(Options.optional, Options.withDescription("deliver TEXT as steering")),
+    inject: Options.text("inject").pipe(Options.optional, Options.withDescription("deliver TEXT as injected context")),
+    messageId: Options.text("message-id").pipe(
+      Options.optional,
+      Options.withDescription("the message's id (default: a random UUID); a retry with the same id is answered once")
+    ),
+    sourcePlugin: Options.text("source-plugin").pipe(
+      Options.optional,
+      Options.withDescription(
+        "the message's source: {kind:\"plugin\", plugin: NAME} (default: user; for --inject plugin \"cluster\")"
+      )
+    ),
+    wait: Options.boolean("wait").pipe(Options.withDescription("then wait for the message's fate and print it (JSON)")),
+    tablePrefix: Options.text("table-prefix").pipe(
+      Options.optional,
+      Options.withDescription("accepted as the runner's (a client reads no session table)")
+    )
+  },
+  (options) =>
+    Effect.gen(function*() {
+      if (Option.isNone(options.pg)) return yield* exit(2, "send: --pg URL is required (the cluster's PostgreSQL database)")
+      if (Option.isNone(options.session) || options.session.value === "") {
+        return yield* exit(2, "send: --session ID is required")
+      }
+      // The stores' id rule, and the cluster's: its entity ids are at most 255 characters.
+      if (!isSessionId(options.session.value) || options.session.value.length > 255) {
+        return yield* exit(
+          2,
+          `send: invalid session id ${
+            JSON.stringify(options.session.value)
+          } ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)`
+        )
+      }
+      if (Option.isSome(options.messageId) && options.messageId.value === "") {
+        return yield* exit(2, "send: --message-id: the id is empty")
+      }
+      const given = (["followup", "steer", "inject"] as const).flatMap((kind) => {
+        const text = options[kind]
+        return Option.isSome(text) ? [{ kind, text: text.value }] : []
+      })
+      if (given.length !== 1) {
+        return yield* exit(2, "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT")
+      }
+      const { kind, text } = given[0]!
+      if (text.trim() === "") return yield* exit(2, `send: --${kind}: the text is empty`)
+      const { send } = yield* Effect.promise(() => import("./cluster.js"))
+      yield* send({
+        pg: options.pg.value,
+        session: options.session.value,
+        kind,
+        text,
+        messageId: Option.getOrUndefined(options.messageId),
+        sourcePlugin: Option.getOrUndefined(options.sourcePlugin),
+        wait: options.wait,
+        tablePrefix: Option.getOrUndefined(options.tablePrefix)
+      })
+    })
+).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (issue 14)."))
