@@ -142,7 +142,7 @@ const Positive = Schema.Number.pipe(Schema.finite(), Schema.positive())
 const BudgetSpec = Schema.Struct({
   maxTokens: Schema.optional(Positive),
   maxCost: Schema.optional(Positive),
-  prices: Schema.optional(Usage.PricesSchema),
+  prices: Schema.optional(Usage.PricesInputSchema),
   scope: Schema.optional(
     Schema.Literal("session", "turn").annotations({
       message: (issue) => ({ message: `Expected "session" or "turn", actual ${actual(issue.actual)}`, override: true })

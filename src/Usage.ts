@@ -373,8 +373,12 @@ export const projector = (options?: LogOptions): Projector => {
           compactions.set(d.compactionId, { turn: typeof d.turn === "number" ? d.turn : null, time: e.time })
         }
         return
+      case "compaction/end":
+        compactions.delete(d?.compactionId)
+        return
       case "compaction/summary": {
         const started = compactions.get(d?.compactionId)
+        compactions.delete(d?.compactionId)
         const usage = of(d?.usage, { dsh })
         const model = typeof d?.model === "string" && d.model !== "" ? d.model : "unknown"
         const reported = typeof d?.usage === "object" && d.usage !== null
@@ -472,6 +476,25 @@ export const PricesSchema = Schema.Record({ key: Schema.String, value: PriceSche
 export type Prices = typeof PricesSchema.Type
 
 /**
+ * A price table as written (a file, a scenario's `budget.prices`): `Prices` whose top-level keys
+ * starting with `$` are comments, dropped when decoded (`"$comment"`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PricesInputSchema = Schema.transform(
+  Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+    identifier: "a price table {[model]: {input, cachedInput?, cacheWrite?, output}}"
+  }),
+  PricesSchema,
+  {
+    strict: false,
+    decode: (table) => Object.fromEntries(Object.entries(table).filter(([k]) => !k.startsWith("$"))),
+    encode: (prices) => prices
+  }
+)
+
+/**
  * A price table that is not one: `path` is the JSON path of the problem (`$["gpt-x"].input`).
  *
  * @since 0.1.0
@@ -490,11 +513,7 @@ export class InvalidPrices extends Schema.TaggedError<InvalidPrices>()("InvalidP
  * @category constructors
  */
 export const decodePrices = (input: unknown): Either.Either<Prices, InvalidPrices> => {
-  // Top-level keys starting with `$` are comments (`"$comment"` in examples/prices.example.json).
-  const table = typeof input === "object" && input !== null && !Array.isArray(input)
-    ? Object.fromEntries(Object.entries(input).filter(([k]) => !k.startsWith("$")))
-    : input
-  const decoded = Schema.decodeUnknownEither(PricesSchema, { onExcessProperty: "error", errors: "first" })(table)
+  const decoded = Schema.decodeUnknownEither(PricesInputSchema, { onExcessProperty: "error", errors: "first" })(input)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   const first = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
   return Either.left(

@@ -154,6 +154,8 @@ describe("budget scenarios (test/scenarios/budget, issue 16)", () => {
       message: "Expected \"session\" or \"turn\", actual \"week\""
     })
     expect(error({ maxCost: 1, prices: { m: { input: 1 } } })?.path).toBe("$.budget.prices.m.output")
+    // A price table's `$` keys are comments, in a scenario as in a --prices file.
+    expect(error({ maxCost: 1, prices: { $comment: "example figures", m: { input: 1, output: 1 } } })).toBeUndefined()
   })
 })
 

@@ -72,6 +72,7 @@ import { otlpOptions, withOtlp } from "./otlp.js"
 import { compactionLayer, modelLayer, providerOptions, runOptions } from "./providerFlags.js"
 import { renderStats, statsOf } from "./stats.js"
 import { oneLineLogger, watchAppends } from "./storeFailures.js"
+import { VERSION } from "./version.js"
 
 export {
   /**
@@ -84,7 +85,6 @@ export {
 } from "./exit.js"
 
 /** The CLI's version (`--version`, the ACP agent's `agentInfo`). */
-const VERSION = "0.1.0"
 
 const storeOption = Options.directory("store").pipe(
   Options.withDefault(".agent-loop/sessions"),
@@ -370,8 +370,6 @@ const readLog = (file: string) =>
       SessionLogError: (e) => exit(2, e.message)
     })
   )
-
-/** `--pg URL` (optional: each command says what it needs without it). */
 
 /** The options of `transcript` and `check` that name a session in PostgreSQL instead of a FILE. */
 const pgReadOptions = {

@@ -24,6 +24,7 @@ import * as Tracer from "@effect/opentelemetry/Tracer"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { BatchSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer } from "effect"
+import { VERSION } from "./version.js"
 
 /**
  * `exporter`, reporting each export that failed to `onFailure` (with the number of spans lost
@@ -56,10 +57,10 @@ export const layer = (options: {
   readonly onFailure: (spans: number, reason: string) => void
 }): Layer.Layer<Resource.Resource> =>
   Layer.unwrapEffect(Effect.sync(() => {
-    const serviceName = process.env["OTEL_SERVICE_NAME"]
+    const serviceName = process.env["OTEL_SERVICE_NAME"]?.trim()
     const resource = Resource.layerFromEnv(Resource.configToAttributes({
       serviceName: serviceName === undefined || serviceName === "" ? "agent-loop" : serviceName,
-      serviceVersion: "0.1.0"
+      serviceVersion: VERSION
     }))
     const exporter = new OTLPTraceExporter({ url: options.url, timeoutMillis: options.timeoutMillis })
     const processor = new BatchSpanProcessor(reporting(exporter, options.onFailure))

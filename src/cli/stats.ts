@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import { isDsh, seedLengthOf } from "../internal/logOptions.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type { LogContents } from "../SessionLog.js"
 import * as Usage from "../Usage.js"
@@ -104,8 +105,8 @@ const spread = (xs: ReadonlyArray<number>): Spread | null => {
  */
 export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined): Stats => {
   const { events, header } = contents
-  const dsh = header.version === 0
-  const seed = typeof header.seedLength === "number" && header.seedLength > 0 ? header.seedLength : 0
+  const dsh = isDsh({ header })
+  const seed = seedLengthOf({ header })
   const usage = Usage.fromEvents(events, { header })
   const toolCallsByName: Record<string, number> = {}
   let toolCalls = 0

@@ -86,13 +86,17 @@ let native: Tracer.Tracer | undefined
 /** Effect's default tracer (what a fiber has when no tracer layer is installed). */
 const nativeTracer = (): Tracer.Tracer => native ?? (native = Effect.runSync(Effect.tracer))
 
+/** Whether `fiber` has a tracer of its own (not Effect's default) and tracing enabled. */
+const traced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
+  fiber.currentTracer !== nativeTracer() && fiber.getFiberRef(FiberRef.currentTracerEnabled)
+
 /**
  * The run's tracer, read from the driver fiber: `undefined` with Effect's default tracer or
  * with tracing disabled, so that an untraced run does no tracing work at all.
  */
 export const runTracing = (fiber: Fiber.RuntimeFiber<unknown, unknown>): RunTracing | undefined => {
   const tracer = fiber.currentTracer
-  if (tracer === nativeTracer() || !fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
+  if (!traced(fiber)) return undefined
   return { tracer, clock: Context.get(fiber.currentDefaultServices, Clock.Clock), context: fiber.currentContext }
 }
 
@@ -105,11 +109,12 @@ export const startRun = (a: Traced, fiber: Fiber.RuntimeFiber<unknown, unknown>)
 
 /**
  * At a delivery (in its critical section, on the caller's fiber): remembers the caller's current
- * span, if it has one, for the link from the turn the message enters.
+ * span, if it has one and the caller is traced (a span of Effect's default tracer links to no
+ * trace: nothing is kept for an untraced caller), for the link from the turn the message enters.
  */
 export const noteCaller = (a: Traced, messageId: string): void => {
   const fiber = Fiber.getCurrentFiber()
-  if (Option.isNone(fiber)) return
+  if (Option.isNone(fiber) || !traced(fiber.value)) return
   const span = fiber.value.currentSpan
   if (span === undefined) return
   ;(a.trace ?? (a.trace = { run: undefined, callers: new Map() })).callers.set(messageId, span)

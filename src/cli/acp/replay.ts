@@ -436,15 +436,6 @@ const resultOf = (message: UserMessage): {
 }
 
 /**
- * The call id a `tool/result` answers: the message's `source.callId`, else its `tool-result`
- * block's `toolCallId`.
- *
- * @since 0.1.0
- * @category mappings
- */
-export const resultCallId = (result: Pick<ToolResultData, "message">): string | undefined => resultOf(result.message).callId
-
-/**
  * The `tool_call_update` of a `tool/result` (DESIGN.md §3.2, §8): `{sessionUpdate:
  * "tool_call_update", toolCallId, status: "completed" | "failed", content, rawOutput}`; `failed`
  * when the result is an error (its block's `isError`, or a code in `data.error`); `content` its
