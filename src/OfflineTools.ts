@@ -11,6 +11,7 @@ import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import { messageOf } from "./internal/cause.js"
+import { leaves, MAX_READ, withTruncation } from "./internal/readFile.js"
 import { fileKind } from "./internal/store/common.js"
 import * as Tool from "./Tool.js"
 
@@ -42,14 +43,6 @@ export const clock: Tool.Tool<{}> = Tool.make({
   parameters: Schema.Struct({}),
   execute: () => Effect.map(Clock.currentTimeMillis, (ms) => ({ content: new Date(ms).toISOString() }))
 })
-
-const MAX_READ = 64 * 1024
-
-/**
- * Whether the relative path `rel` (from `path.relative`) leaves its base: it is absolute, `..`,
- * or starts with the segment `..` (`..notes` is a name inside the base).
- */
-const leaves = (path: Path.Path, rel: string): boolean => path.isAbsolute(rel) || rel === ".." || rel.startsWith(`..${path.sep}`)
 
 /**
  * `read_file {path}` confined to `root` (default: the process's working directory).
@@ -118,7 +111,7 @@ export const readFile = (
           }
           const size = Math.max(Number(info.size), bytes.length)
           const text = new TextDecoder().decode(bytes)
-          return { content: size > MAX_READ ? `${text}\n[truncated at 64 KiB of ${size} bytes]` : text }
+          return { content: withTruncation(text, size) }
         }).pipe(
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),

@@ -33,6 +33,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Effect } from "effect"
 import { messageOf } from "../../internal/cause.js"
+import { leaves, MAX_READ, withTruncation } from "../../internal/readFile.js"
 import { fileKind } from "../../internal/store/common.js"
 import * as OfflineTools from "../../OfflineTools.js"
 import * as Tool from "../../Tool.js"
@@ -94,11 +95,6 @@ export const clientReader = (
         : Effect.fail(new Error("the response has no content string"))
   )
 
-const MAX_READ = 64 * 1024
-
-/** Whether `rel` (from `path.relative`) leaves its base (the disk tool's rule). */
-const leaves = (path: Path.Path, rel: string): boolean => path.isAbsolute(rel) || rel === ".." || rel.startsWith(`..${path.sep}`)
-
 /** How a client error reads in a tool error: its message, and its JSON-RPC code when it has one. */
 const describeError = (e: unknown): string => {
   const code = (e as { readonly code?: unknown } | null)?.code
@@ -110,7 +106,7 @@ const describeError = (e: unknown): string => {
 const cut = (text: string): string => {
   const bytes = new TextEncoder().encode(text)
   if (bytes.length <= MAX_READ) return text
-  return `${new TextDecoder().decode(bytes.subarray(0, MAX_READ))}\n[truncated at 64 KiB of ${bytes.length} bytes]`
+  return withTruncation(new TextDecoder().decode(bytes.subarray(0, MAX_READ)), bytes.length)
 }
 
 /**
