@@ -570,13 +570,17 @@ export const compactionUpdates = (
  * every `push`, then `end()`. The live agent feeds it the durable events of `agent.events` with
  * `live: true` and sends what it returns (leaving out the chunks of the prompt the client sent
  * itself, by their `messageId`), and streams assistant text and reasoning from deltas with
- * `assistantChunk`.
+ * `assistantChunk`. `prime(event)` takes an event already shown some other way (a loaded log,
+ * which its replay shows) for what later events need of it, and builds no update: the `via` of a
+ * message spliced and not yet entered (the only state a loaded log leaves to later events:
+ * `Agent.resume` closes its calls and compactions, DESIGN.md §10).
  *
  * @since 0.1.0
  * @category projections
  */
 export interface Projector {
   readonly push: (event: SessionEvent) => ReadonlyArray<SessionUpdate>
+  readonly prime: (event: SessionEvent) => void
   readonly end: () => ReadonlyArray<SessionUpdate>
 }
 
@@ -615,6 +619,15 @@ export const projector = (options?: ReplayOptions): Projector => {
   const checkpoints = new Map<string, UserMessage>()
   /** Calls shown and not yet answered, in call order. */
   const open = new Set<string>()
+  /** Records how a splice's messages reached the inbox. */
+  const spliced = (data: SplicedData): void => {
+    const how: Via = data.target === "next-turn" ? "followup" : data.wake === true ? "steer" : "inject"
+    for (const m of data.inserted ?? []) via.set(m.id, how)
+  }
+  const prime = (event: SessionEvent): void => {
+    if (event.type === "agent/inbox/spliced") spliced(event.data as SplicedData)
+    else if (event.type === "user/message") via.delete((event.data as UserMessage).id)
+  }
   const push = (event: SessionEvent): ReadonlyArray<SessionUpdate> => {
     let out: Array<SessionUpdate> | undefined
     const add = (updates: ReadonlyArray<SessionUpdate>): void => {
@@ -633,12 +646,9 @@ export const projector = (options?: ReplayOptions): Projector => {
     // A DSH v0 event without a surfaceOp is log-only (History's rule).
     const visible = !dsh || (event as { readonly surfaceOp?: unknown }).surfaceOp !== undefined
     switch (event.type) {
-      case "agent/inbox/spliced": {
-        const data = event.data as SplicedData
-        const how: Via = data.target === "next-turn" ? "followup" : data.wake === true ? "steer" : "inject"
-        for (const m of data.inserted ?? []) via.set(m.id, how)
+      case "agent/inbox/spliced":
+        spliced(event.data as SplicedData)
         break
-      }
       case "user/message": {
         const message = event.data as UserMessage
         const how = via.get(message.id)
@@ -686,7 +696,7 @@ export const projector = (options?: ReplayOptions): Projector => {
     open.clear()
     return out
   }
-  return { push, end }
+  return { push, prime, end }
 }
 
 /**

@@ -48,13 +48,17 @@ export interface UpdateOptions {
 }
 
 /**
- * The projector: `push(event)` returns the updates of that event, in order.
+ * The projector: `push(event)` returns the updates of that event, in order; `prime(event)` takes
+ * a durable event shown otherwise (a loaded log, which `session/load` replays) for what later
+ * events need of it, building no update (the replay projection's `prime`: the `via` of what is
+ * still pending).
  *
  * @since 0.1.0
  * @category models
  */
 export interface UpdateProjector {
   readonly push: (event: AgentEvent) => ReadonlyArray<SessionUpdate>
+  readonly prime: (event: SessionEvent) => void
 }
 
 const NONE: ReadonlyArray<SessionUpdate> = Object.freeze([])
@@ -153,5 +157,5 @@ export const projector = (options: UpdateOptions): UpdateProjector => {
     }
     return updates
   }
-  return { push }
+  return { push, prime: durable.prime }
 }
