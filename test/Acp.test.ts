@@ -17,6 +17,7 @@ import type { AgentEvent } from "../src/AgentEvent.js"
 import { LINE_LIMIT, stopReasonOf } from "../src/cli/acp/agent.js"
 import { limitLines, type Oversize } from "../src/cli/acp/lineLimit.js"
 import { contentOf } from "../src/cli/acp/prompt.js"
+import { replayUpdates } from "../src/cli/acp/replay.js"
 import { projector } from "../src/cli/acp/updates.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
@@ -320,6 +321,43 @@ describe("agent-loop acp, through the SDK's client", () => {
     expect((await running).stopReason).toBe("end_turn")
     const updates = c.updates.map((u) => u.update).filter((u) => u.sessionUpdate === "tool_call_update")
     expect(updates.map((u) => (u as { status: string }).status)).toEqual(["in_progress", "in_progress", "completed"])
+    expect(await c.close()).toBe(0)
+  })
+
+  it("session/load of a running session, as its call goes live: the replay is whole, then the call's tool_call, in_progress once, completed", async () => {
+    const store = tmp()
+    const c = await startClient(store)
+    const sessionId = await newSession(c, store)
+    const running = prompt(c, sessionId, "wait 2 seconds")
+    // As soon as the call is shown (its in_progress may still be on its way).
+    await until("the tool call", () => c.updates.some((u) => u.update.sessionUpdate === "tool_call"))
+    const before = c.updates.length
+    expect(await c.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] })).toEqual({})
+    expect((await running).stopReason).toBe("end_turn")
+    const { events, header } = readLog(store, sessionId)
+    // The replay: the log as far as the call (its result came 2 s later), the call running.
+    const result = events.findIndex((e) => e.type === "tool/result")
+    const expected = replayUpdates(events.slice(0, result), { header, cwd: store, running: true })
+    expect(expected.map((u) => u.sessionUpdate)).toEqual([
+      "user_message_chunk",
+      "agent_message_chunk",
+      "tool_call",
+      "tool_call_update"
+    ])
+    // It begins at the prompt's chunk (the live stream never echoes the client's prompt), and
+    // nothing live comes between its first and last update.
+    const start = c.updates.findIndex((u, i) => i >= before && u.update.sessionUpdate === "user_message_chunk")
+    expect(start).toBeGreaterThanOrEqual(before)
+    expect(c.updates.slice(start, start + expected.length).map((u) => u.update)).toEqual(expected)
+    const call = c.updates.slice(start).map((u) => u.update).filter((u) =>
+      (u as { toolCallId?: string }).toolCallId === "call_1_1_1"
+    )
+    expect(call.map((u) => `${u.sessionUpdate} ${(u as { status?: string }).status}`)).toEqual([
+      "tool_call pending",
+      "tool_call_update in_progress",
+      "tool_call_update completed"
+    ])
+    checkLog(store, sessionId, [await running])
     expect(await c.close()).toBe(0)
   })
 

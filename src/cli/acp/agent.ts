@@ -27,6 +27,16 @@
  *   second writer; an unknown session is -32002. A session already open on this connection is
  *   replayed again, with the same agent: a call it is running (no result in the log yet) is
  *   shown `in_progress` (replay's `running`), and its result follows live.
+ * - One stream of updates a session: its updates are sent holding the session's `sending`
+ *   permit, which the forwarder of its live events takes for each event and `session/load` for
+ *   its whole replay, the log read inside it. So a replay is never interleaved with live
+ *   updates, and it shows the log as far as it is written then: the live updates sent before
+ *   it come before it (and are shown again in it), and of the events the forwarder has not yet
+ *   handled, those up to the last one the replay read are left out (their updates are the
+ *   replay's; the deltas before it are of a message the replay shows whole; only a
+ *   `usage_update`, which a replay has none of, is still sent), and the rest follow it live.
+ *   A call running at the load is thus `tool_call`, `in_progress` (once) in the replay, then its
+ *   `completed` live.
  * - `session/prompt`: the blocks become one `UserMessage` (`prompt.ts`; a block we do not take is
  *   -32602 and nothing is logged) delivered as a `followup` (§5.1: queued while a turn runs, then
  *   its own turn). Its response comes when its own turn ends (`stopReasonOf`), after every update
@@ -182,6 +192,15 @@ interface Session {
   /** Prompt message ids by the turn that claimed them. */
   readonly byTurn: Map<number, Array<string>>
   readonly updates: UpdateProjector
+  /**
+   * One permit: whoever sends this session's updates holds it (the forwarder for each event, a
+   * `session/load` for its whole replay), so that they never interleave (the module comment).
+   */
+  readonly sending: Effect.Semaphore
+  /** The seq of the last durable event the forwarder has handled (or primed); -1: none. */
+  handled: number
+  /** The seq of the last event the last replay showed; -1: none (see `handle`). */
+  replayed: number
 }
 
 /**
@@ -326,14 +345,23 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     }
 
     /**
-     * One live event: its updates are sent (in order), then the prompts it decides are answered.
-     * The forwarder then waits until their responses are queued for writing (their handlers
-     * returned, and a macrotask passed, in which the SDK writes them): so the next turn's updates
-     * never overtake the response of the prompt before it.
+     * One live event: its updates are sent (in order, holding `sending`), then the prompts it
+     * decides are answered. An event a replay showed (a durable one up to `replayed`, a live
+     * notification before it: the deltas of a message the replay showed whole) is projected, but
+     * only its `usage_update` is sent (a replay has none). The forwarder then waits until the
+     * responses are queued for writing (their handlers returned, and a macrotask passed, in which
+     * the SDK writes them): so the next turn's updates never overtake the response of the prompt
+     * before it.
      */
     const handle = (session: Session, event: AgentEvent): Effect.Effect<void> => {
-      const updates = session.updates.push(event)
-      const sent = updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
+      const sent = session.sending.withPermits(1)(Effect.suspend(() => {
+        const all = session.updates.push(event)
+        const durable = "seq" in event
+        const shown = durable ? event.seq <= session.replayed : session.handled < session.replayed
+        if (durable) session.handled = event.seq
+        const updates = shown ? all.filter((u) => u.sessionUpdate === "usage_update") : all
+        return updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
+      }))
       return Effect.zipRight(
         sent,
         Effect.suspend(() => {
@@ -398,24 +426,29 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         const agent = yield* make.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
         const queue = yield* Scope.extend(agent.subscribe, scope)
         const prompts = new Map<string, PromptWaiter>()
+        const sending = yield* Effect.makeSemaphore(1)
         const session: Session = {
           id: agent.id,
           agent,
           cwd,
           prompts,
           byTurn: new Map(),
-          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction })
+          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction }),
+          sending,
+          handled: -1,
+          replayed: -1
         }
-        // A loaded session's live projector first sees its log (its output discarded: the replay
-        // shows it), so that what the log left pending (a crashed process's queued input, §10)
-        // has its `via` from the splice that inserted it when it enters. A durable event the
-        // queue also holds (logged after the subscription) is not projected twice.
+        // A loaded session's live projector is first primed with its log (the replay shows it),
+        // so that what the log left pending (a crashed process's queued input, §10) has its
+        // `via` from the splice that inserted it when it enters. A durable event the queue also
+        // holds (logged after the subscription) is not handled twice.
         let primedThrough = -1
         if (loaded) {
           for (const e of agent.log.events()) {
-            session.updates.push(e)
+            session.updates.prime(e)
             primedThrough = e.seq
           }
+          session.handled = primedThrough
         }
         yield* Effect.forkIn(
           Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (events) =>
@@ -521,14 +554,15 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
             )
           }
           const loaded = session
-          // The conversation as it happened (replay.ts), before the response.
-          const replay = replayUpdates(loaded.agent.log.events(), {
-            header: loaded.agent.log.header,
-            cwd,
-            compaction,
-            running
-          })
-          yield* Effect.forEach(replay, (u) => send(id, u), { discard: true })
+          // The conversation as it happened (replay.ts), before the response; the log read and
+          // its replay sent holding `sending`: what the forwarder has not yet sent of it, it
+          // leaves out (`replayed`, see `handle`), and what follows it comes after the replay.
+          yield* loaded.sending.withPermits(1)(Effect.suspend(() => {
+            const events = loaded.agent.log.events()
+            const replay = replayUpdates(events, { header: loaded.agent.log.header, cwd, compaction, running })
+            if (events.length > 0) loaded.replayed = events[events.length - 1]!.seq
+            return Effect.forEach(replay, (u) => send(id, u), { discard: true })
+          }))
           sessions.set(id, loaded)
           return {}
         })))
