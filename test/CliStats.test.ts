@@ -100,6 +100,7 @@ describe("agent-loop stats", () => {
       turnEnds: { completed: 1 },
       steps: 5,
       modelRequests: 5,
+      unreportedRequests: 0,
       compactionRequests: 0,
       toolCalls: 4,
       toolCallsByName: { read: 2, bash: 1, write: 1 },
@@ -167,6 +168,16 @@ describe("agent-loop stats", () => {
     ])
   })
 
+  it("responses that reported no usage are counted and said: the totals are a lower bound", () => {
+    const { log } = ourLog({ ...SCENARIO, model: [{ latencyMs: 10, text: "no usage here" }], actions: [SCENARIO.actions[0]] })
+    const r = stats(log)
+    expect([r.code, r.err]).toEqual([0, ""])
+    expect(r.out.split("\n").filter((l) => l.startsWith("(1 model"))).toEqual([
+      "(1 model response reported no usage: counted 0, so these totals are a lower bound)"
+    ])
+    expect(JSON.parse(stats(log, "--json").out).unreportedRequests).toBe(1)
+  })
+
   it("a missing log, a log that is not one, a price table that is not one: one line on stderr, exit 2", () => {
     const dir = tmp()
     const missing = Path.join(dir, "missing.jsonl")
@@ -185,6 +196,9 @@ describe("agent-loop stats", () => {
       out: "",
       err: `--prices ${prices}: not a price table at $["my-model"].output: is missing\n`
     })
+    // A parser's message that quotes the file's lines stays on one line.
+    Fs.writeFileSync(prices, "nope\n")
+    expect(stats(DSH_LOG, "--prices", prices)).toMatchObject({ code: 2, out: "", err: expect.stringMatching(/^[^\n]*\n$/) })
     Fs.writeFileSync(prices, "{")
     expect(stats(DSH_LOG, "--prices", prices)).toMatchObject({
       code: 2,

@@ -509,7 +509,7 @@ const readPrices = (file: string) =>
     try {
       json = JSON.parse(text)
     } catch (e) {
-      return yield* exit(2, `--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`)
+      return yield* exit(2, escapeLine(`--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`))
     }
     const decoded = Usage.decodePrices(json)
     if (Either.isLeft(decoded)) {
@@ -612,7 +612,7 @@ const simulate = Command.make(
       )
       const decoded = Scenario.parse(text)
       if (Either.isLeft(decoded)) {
-        return yield* exit(2, `${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`)
+        return yield* exit(2, escapeLine(`${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`))
       }
       const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
         .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))

@@ -58,6 +58,8 @@ export interface Stats {
   readonly turnEnds: { readonly [kind: string]: number }
   readonly steps: number
   readonly modelRequests: number
+  /** Model responses that reported no usage (counted 0: their tokens are unknown). */
+  readonly unreportedRequests: number
   readonly compactionRequests: number
   readonly toolCalls: number
   readonly toolCallsByName: { readonly [name: string]: number }
@@ -152,6 +154,7 @@ export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined)
     turnEnds,
     steps: usage.steps.length,
     modelRequests: usage.requests.length,
+    unreportedRequests: usage.unreported,
     compactionRequests: usage.requests.filter((r) => r.kind === "compaction").length,
     toolCalls,
     toolCallsByName,
@@ -223,6 +226,13 @@ export const renderStats = (s: Stats, file: string): string => {
     ])
   )
   lines.push("(cache read and cache write are parts of input, reasoning a part of output; total = input + output)")
+  if (s.unreportedRequests > 0) {
+    lines.push(
+      `(${n(s.unreportedRequests)} model ${
+        s.unreportedRequests === 1 ? "response" : "responses"
+      } reported no usage: counted 0, so these totals are a lower bound)`
+    )
+  }
   lines.push("")
   if (s.cost === null) lines.push("cost            give --prices FILE (USD per 1e6 tokens by model)")
   else {
