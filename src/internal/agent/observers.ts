@@ -5,23 +5,24 @@
  * registration are one step that no decision can fall between (a `Deferred` per delivery costs
  * ~7 µs here: STYLE.md "Hot path").
  */
-import { Effect, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Effect, Option, type Queue, type Scope, Stream } from "effect"
 import { MessageNotFound } from "../../AgentError.js"
 import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
 import { type DeliveryOutcome, dropped, fateOf } from "../../Delivery.js"
 import type { SessionEvent } from "../../SessionEvent.js"
 import { type Resume, resumeAll } from "../waiters.js"
+import { Hub } from "./hub.js"
 import { type AgentState, undecided } from "./state.js"
 
 /** Publishes a live event when someone subscribed (0.2 µs otherwise saved per event). */
 export const publish = (a: AgentState, event: AgentEvent): void => {
-  if (a.hub !== undefined) a.hub.unsafeOffer(event)
+  if (a.hub !== undefined) a.hub.publish(event)
 }
 
 /** Publishes committed events, in order. */
 export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): void => {
   const hub = a.hub
-  if (hub !== undefined) { for (let i = 0; i < events.length; i++) hub.unsafeOffer(events[i]!) }
+  if (hub !== undefined) { for (let i = 0; i < events.length; i++) hub.publish(events[i]!) }
 }
 
 /** Decides the outcome of a delivered (or pre-step-entered) message: observers, then waiters. */
@@ -283,22 +284,25 @@ export const endStopped = (a: AgentState): void => {
 export const subscribe = (a: AgentState): Effect.Effect<Queue.Dequeue<AgentEvent>, never, Scope.Scope> =>
   Effect.suspend(() => {
     if (a.disposed && !a.running) {
-      return Effect.flatMap(PubSub.unbounded<AgentEvent>(), (ended) =>
-        Effect.flatMap(PubSub.subscribe(ended), (queue) => Effect.as(PubSub.publish(ended, DISPOSED), queue)))
+      const ended = new Hub<AgentEvent>()
+      const subscription = ended.subscribe()
+      ended.publish(DISPOSED)
+      return Effect.as(Effect.addFinalizer(() => subscription.shutdown), subscription)
     }
-    const hub = a.hub ?? (a.hub = Effect.runSync(PubSub.unbounded<AgentEvent>()))
+    const hub = a.hub ?? (a.hub = new Hub<AgentEvent>())
     a.subscribers++
-    return Effect.flatMap(
+    const subscription = hub.subscribe()
+    return Effect.as(
       Effect.addFinalizer(() =>
         Effect.sync(() => {
+          subscription.unsafeShutdown()
           a.subscribers--
           if (a.subscribers === 0 && a.hub === hub) {
             a.hub = undefined
           }
         })
       ),
-      () =>
-        PubSub.subscribe(hub)
+      subscription
     )
   })
 

@@ -7,7 +7,7 @@
  * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
  * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
  */
-import { type Fiber, type PubSub, Ref, type Schedule, SynchronizedRef } from "effect"
+import { type Fiber, Ref, type Schedule, SynchronizedRef } from "effect"
 import type { AgentEvent } from "../../AgentEvent.js"
 import type { CompactionPolicy, CompactionReport } from "../../Compaction.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
@@ -23,6 +23,7 @@ import type { SessionStoreService } from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
 import type { AgentTrace, TurnTrace } from "../tracing.js"
 import type { Resume } from "../waiters.js"
+import type { Hub } from "./hub.js"
 
 /** The phase of a tool call in its step (§8, §9): what an abort gives it. */
 type CallPhase = "pending" | "running" | "done" | "committed"
@@ -216,7 +217,7 @@ export abstract class AgentState {
   driver: Fiber.RuntimeFiber<void, never> | undefined = undefined
   /** The turn the driver is running. */
   current: TurnState | undefined = undefined
-  hub: PubSub.PubSub<AgentEvent> | undefined = undefined
+  hub: Hub<AgentEvent> | undefined = undefined
   subscribers = 0
   waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined = undefined
   observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined = undefined
