@@ -36,7 +36,7 @@ import { main } from "../src/cli/main.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import type { MessageId } from "../src/Message.js"
 import * as Model from "../src/Model.js"
-import type { ModelError, ModelRequest, ModelService } from "../src/Model.js"
+import type { ModelError, ModelPart, ModelRequest, ModelService } from "../src/Model.js"
 import * as Anthropic from "../src/providers/Anthropic.js"
 import { redactSecrets } from "../src/providers/internal/http.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
@@ -144,7 +144,10 @@ interface ManualServer {
   readonly aborted: () => number
 }
 
-const manualServer = (handle: (res: Http.ServerResponse, index: number) => void) =>
+const manualServer = (
+  handle: (res: Http.ServerResponse, index: number) => void,
+  onServer: (server: Http.Server) => void = () => {}
+) =>
   Effect.acquireRelease(
     Effect.async<{ readonly server: Http.Server; readonly manual: ManualServer }>((resume) => {
       const responses: Array<Http.ServerResponse> = []
@@ -159,6 +162,7 @@ const manualServer = (handle: (res: Http.ServerResponse, index: number) => void)
           handle(res, responses.length - 1)
         })
       })
+      onServer(server)
       server.listen(0, "127.0.0.1", () => {
         const port = (server.address() as AddressInfo).port
         resume(Effect.succeed({ server, manual: { root: `http://127.0.0.1:${port}`, responses, aborted: () => aborted } }))
@@ -239,6 +243,55 @@ describe.each(cases)("provider limits: $name", (c) => {
         const exit = yield* bounded(Fiber.await(fiber))
         expect(Exit.isFailure(exit)).toBe(true)
         expect([logs, server.requests.length]).toEqual([[line, line], 2])
+      }))
+  })
+
+  describe("the end of a stream (issue 18)", () => {
+    it.scoped("the body's end after the end marker is read: the next request reuses the connection (keep-alive)", () =>
+      Effect.gen(function*() {
+        let connections = 0
+        const server = yield* manualServer((res) => {
+          sse(res)
+          res.write(c.head + c.delta("a") + c.tail)
+          setTimeout(() => res.end(), 20) // the body's end in a later read than the marker
+        }, (s) => s.on("connection", () => connections++))
+        const model = yield* c.make(server.root)
+        for (const text of ["a", "a", "a"]) {
+          expect(summarize(yield* bounded(collect(model, request()))).text).toBe(text)
+          yield* live(20) // the connection back in the client's pool before the next request
+        }
+        expect([connections, server.responses.length, server.aborted()]).toEqual([1, 3, 0])
+      }))
+
+    it.scoped("a body kept open after the end marker: every part is pushed at once, the rest is read for 1 s (TestClock), then the connection is dropped", () =>
+      Effect.gen(function*() {
+        const server = yield* manualServer((res) => {
+          sse(res)
+          res.write(c.head + c.delta("b") + c.tail)
+        })
+        const model = yield* c.make(server.root)
+        const parts: Array<ModelPart> = []
+        const finished = yield* Deferred.make<void>()
+        const fiber = yield* Effect.fork(model.respond(request(), {
+          part: (p) =>
+            Effect.sync(() => {
+              parts.push(p)
+              if (p.type === "finish") Deferred.unsafeDone(finished, Exit.void)
+            })
+        }))
+        yield* bounded(Deferred.await(finished))
+        expect(summarize(parts)).toMatchObject({ text: "b", finish: "stop" })
+        yield* live(50)
+        server.responses[0]!.write(": more after the end\n\n")
+        yield* live(50)
+        yield* TestClock.adjust(999)
+        yield* live(20)
+        expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+        yield* TestClock.adjust(1)
+        yield* bounded(Fiber.join(fiber))
+        yield* until(() => server.aborted() === 1)
+        expect(server.aborted()).toBe(1)
+        expect(summarize(parts).shape).toBe(c.name === "openai-compat" ? "text-delta,finish" : "text-delta,usage,finish")
       }))
   })
 

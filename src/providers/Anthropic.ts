@@ -37,8 +37,9 @@
  *   (before the next assistant message or the end of the history) gets a synthetic error
  *   `tool_result`, so a request is never rejected for it. A `tool-result` that answers no call
  *   of the directly preceding assistant message is sent as a text block instead.
- * - **End of stream**: `message_stop` ends reading. A body that ends without it fails with
- *   `STREAM_INCOMPLETE` (retryable), as in `OpenAICompat`.
+ * - **End of stream**: `message_stop` completes the response (its last parts are pushed at
+ *   once); the body's end that follows is read, so the connection is reused, as in
+ *   `OpenAICompat`. A body that ends without it fails with `STREAM_INCOMPLETE` (retryable).
  * - **Usage** (issue 16): Anthropic's `input_tokens` excludes the cache, so `inputTokens` is the
  *   whole prompt, `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`, and
  *   means what it means for the Chat Completions providers (cached tokens counted once, inside

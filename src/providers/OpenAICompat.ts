@@ -34,7 +34,11 @@
  * - **Refusals** (`delta.refusal`, `message.refusal`) are pushed as `text-delta`s so people see
  *   them and the model sees its own answer next turn; the finish reason stays what the server
  *   said (OpenAI sends `stop`). `content-filter` is reserved for `finish_reason:"content_filter"`.
- * - **End of stream**: `data: [DONE]` ends reading (the connection is released at once). A stream
+ * - **End of stream**: `data: [DONE]` completes the response: its closing parts (tool calls,
+ *   usage, finish) are pushed at once; then what is left of the body is read and dropped (for at
+ *   most 1 s and 64 KiB, then the connection is released unread), because a connection whose
+ *   body was read to its end is reused for the next request (keep-alive), while one dropped
+ *   before it is closed (issue 18: a new connection, with TLS a new handshake, per request). A stream
  *   that ends without `[DONE]` is accepted when a `finish_reason` arrived; an unterminated last
  *   event (no blank line before EOF) is dispatched, not dropped, so a `data: [DONE]` or a usage
  *   chunk cut short of its blank line still counts.

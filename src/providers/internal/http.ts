@@ -189,12 +189,25 @@ export interface BodyLimits {
 /**
  * What `readBody`'s `onPiece` made of a piece: `"progress"` (the idle timeout starts again),
  * `"idle"` (nothing that counts arrived: SSE comments), `"stop"` (enough read: the connection is
- * released).
+ * released at once), `"done"` (the response is complete, e.g. `[DONE]` or `message_stop`: what is
+ * left of the body is read and dropped, see `readBody`).
  */
-export type PieceOutcome = "progress" | "idle" | "stop"
+export type PieceOutcome = "progress" | "idle" | "stop" | "done"
 
 /**
- * Pulls a response body piece by piece into `onPiece` until it ends or `onPiece` says `"stop"`.
+ * After `"done"`, how long (ms) the rest of a body may take to end, and how much of it (bytes) is
+ * read, before the connection is released unread. A server ends the body right after its end
+ * marker; reading that end is what lets the HTTP client reuse the connection (keep-alive). A
+ * body dropped before its end aborts the request and closes the connection, so that every model
+ * request opened a new one (issue 18: a TCP, with TLS a TLS, handshake per request, and an
+ * abort error with its stack trace per response).
+ */
+export const REST_OF_BODY = { ms: 1_000, bytes: 64 * 1024 } as const
+
+/**
+ * Pulls a response body piece by piece into `onPiece` until it ends or `onPiece` says `"stop"`;
+ * after `"done"`, up to `REST_OF_BODY` of what follows is read without `onPiece` (it ends quietly
+ * at the body's end, or at that limit, or at the first idle timeout, whichever comes first).
  * Fails with `TIMEOUT` (retryable) when no piece that is progress arrived within `idleTimeoutMs`
  * of the last one (Effect `Clock`), `RESPONSE_TOO_LARGE` (not retryable) before the piece that
  * would take the body past `maxBytes`, `NETWORK` when the connection breaks while `doing`.
@@ -214,6 +227,8 @@ export const readBody = (
       let idleBytes = 0 // bytes since the last progress (SSE comments)
       let since = clock.unsafeCurrentTimeMillis()
       let waiting = false // the reader is waiting for the next piece (not inside onPiece)
+      let rest = -1 // after "done": the bytes of the rest read so far (-1 before)
+      const restMs = Math.min(REST_OF_BODY.ms, idleTimeoutMs)
       const timeout = () =>
         timeoutError(
           limits.provider,
@@ -224,8 +239,11 @@ export const readBody = (
       const next = pull.pipe(
         Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing)))
       )
+      const drainRest = pull.pipe(
+        Effect.catchAll(() => Effect.succeed(undefined)) // the response is complete: a broken rest is no failure
+      )
       const reader = Effect.gen(function*() {
-        while (true) {
+        while (rest < 0) {
           // A piece that was no progress (or a slow onPiece) may have used up the time already.
           if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return yield* Effect.fail(timeout())
           waiting = true
@@ -233,15 +251,28 @@ export const readBody = (
           waiting = false
           if (chunk === undefined) return
           for (const bytes of chunk) {
+            if (rest >= 0) {
+              rest += bytes.length
+              continue
+            }
             total += bytes.length
             if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
             const outcome = yield* onPiece(bytes)
             if (outcome === "stop") return
-            if (outcome === "progress") {
+            if (outcome === "progress" || outcome === "done") {
               idleBytes = 0
               since = clock.unsafeCurrentTimeMillis()
+              if (outcome === "done") rest = 0
             } else idleBytes += bytes.length
           }
+        }
+        const restEnd = clock.unsafeCurrentTimeMillis() + restMs
+        while (rest <= REST_OF_BODY.bytes) {
+          const left = restEnd - clock.unsafeCurrentTimeMillis()
+          if (left <= 0) return
+          const chunk = yield* Effect.timeoutTo(drainRest, { duration: left, onTimeout: () => undefined, onSuccess: (c) => c })
+          if (chunk === undefined) return
+          for (const bytes of chunk) rest += bytes.length
         }
       })
       // One watchdog per body instead of a timeout (a fiber and a timer) per piece: it sleeps
@@ -249,11 +280,14 @@ export const readBody = (
       // it sleeps again for the rest; at it, while the reader waits for a piece, it fails the
       // read (the pull is interrupted, as a timeout did). While the reader is inside `onPiece`
       // the reader's own check above decides; the watchdog sleeps `idleTimeoutMs` from a time
-      // before any later progress, so it never wakes after the next deadline.
+      // before any later progress, so it never wakes after the next deadline. The rest after
+      // "done" has its own, shorter bound in the reader (one timer per response); the watchdog
+      // ends it quietly should it come first.
       const watchdog = Effect.gen(function*() {
         while (true) {
           const left = since + idleTimeoutMs - clock.unsafeCurrentTimeMillis()
           if (left > 0) yield* Effect.sleep(left)
+          else if (rest >= 0) return
           else if (waiting) return yield* Effect.fail(timeout())
           else yield* Effect.sleep(idleTimeoutMs)
         }

@@ -18,8 +18,8 @@ import { badResponse, type BodyLimits, readBody } from "./http.js"
  *
  * - `onEvent(name, data, out)`: one SSE event (`name` is `"message"` when the event has no
  *   `event:` line); appends parts to `out`, or sets `failure`.
- * - `done`: set when the stream's own end marker arrived; reading stops and the connection is
- *   released at once.
+ * - `done`: set when the stream's own end marker arrived: `finish` is called at once, and the
+ *   rest of the body is read without parsing (`readBody`'s `"done"`), so the connection is reused.
  * - `failure`: set by the state (or by the reader for an oversized event); pushing stops and
  *   the response fails with it, after the parts already in `out`.
  * - `finish(out)`: the body ended (or `done`): appends the closing parts, or sets `failure`.
@@ -85,6 +85,20 @@ export const streamEvents = (
       const push = pushAll(sink, parts)
       return state.failure === undefined ? push : Effect.zipRight(push, Effect.fail(state.failure))
     }
+    let closed = false
+    // The response is complete (its end marker, or the body's end): the closing parts (tool
+    // calls, usage, finish) are appended once, at the marker, so that none waits for the rest of
+    // the body (`readBody` reads it only so that the connection can be reused).
+    const close = () => {
+      if (closed) return
+      closed = true
+      if (state.failure === undefined && events === 0 && head.trim() !== "") {
+        // Not one SSE event in a non-empty body (an HTML login page, a JSON error sent as an
+        // event stream): a bad response, shown, not an incomplete stream to retry.
+        state.failure = badResponse(`the response is not an event stream: ${JSON.stringify(head.trim().slice(0, 160))}`)
+      }
+      if (state.failure === undefined) state.finish(pending)
+    }
     const read = readBody(
       response,
       limits,
@@ -94,21 +108,18 @@ export const streamEvents = (
         const text = decoder.decode(bytes, { stream: true })
         const moved = progress(text)
         feed(text)
-        return Effect.as(drain(), state.done ? "stop" : moved ? "progress" : "idle")
+        if (!state.done) return Effect.as(drain(), moved ? "progress" : "idle")
+        close()
+        return Effect.as(drain(), "done")
       }
     )
     const finish = Effect.suspend(() => {
-      if (!state.done && state.failure === undefined) {
+      if (!closed && !state.done && state.failure === undefined) {
         // EOF: dispatch an unterminated last event instead of dropping it.
         feed(decoder.decode() + (cr ? "\r" : "") + "\n\n")
         cr = false
       }
-      if (state.failure === undefined && events === 0 && head.trim() !== "") {
-        // Not one SSE event in a non-empty body (an HTML login page, a JSON error sent as an
-        // event stream): a bad response, shown, not an incomplete stream to retry.
-        state.failure = badResponse(`the response is not an event stream: ${JSON.stringify(head.trim().slice(0, 160))}`)
-      }
-      if (state.failure === undefined) state.finish(pending)
+      close()
       return drain()
     })
     return Effect.zipRight(read, finish)
