@@ -13,7 +13,7 @@ import * as NodeFs from "node:fs"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
 import { SessionStoreError } from "../../SessionLog.js"
-import { commitDrafts, encodeEvents, encodeHeader } from "../logCodec.js"
+import { commitDrafts, encodeCommitted, encodeHeader } from "../logCodec.js"
 import * as Store from "./common.js"
 import { acquireWriterLock } from "./writer.js"
 
@@ -160,7 +160,7 @@ const encodeDrafts = (
 ): { readonly committed: ReadonlyArray<SessionEvent>; readonly text: string } | SessionStoreError => {
   try {
     const committed = commitDrafts(drafts, seq, time)
-    return { committed, text: encodeEvents(committed) }
+    return { committed, text: encodeCommitted(committed) }
   } catch (cause) {
     return Store.invalidEvents(log.id, cause)
   }
