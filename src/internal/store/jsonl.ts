@@ -197,8 +197,8 @@ export const FILE_CHECK_MS = 0.1
  * save; a size change is still noticed (the sizes differ by what the other party cut or
  * wrote), one burst later. Measured on Node 20, 2 vCPU shared with other work, 64 open logs:
  * `fstatSync` 0.6 µs of CPU beside 0.64 µs for the `write(2)` of a 230-byte line (1.5 µs for
- * the pair: an `fstat` right after a write costs more); 1 µs of the 4 µs of CPU per append of
- * `sessions-append` (`fsync: "none"`) before the cadence.
+ * the pair: an `fstat` right after a write costs more); the cadence took 1.1–1.5 µs off the
+ * 4.4–5.1 µs of CPU per append of `sessions-append` (`fsync: "none"`, bench/README.md).
  */
 const fileChanged = (log: JsonlLog): SessionStoreError | undefined => {
   let stats: NodeFs.Stats
