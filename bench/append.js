@@ -188,7 +188,9 @@ export const runAppend = async ({ appenders, total, fsync, store = "jsonl", url,
  * appended again to `sessions` files of their own, one `write(2)` per line as ours does; with
  * `fsync: "batch"` each file's next line waits for the `fdatasync` of the previous one (async,
  * on libuv's pool, all files at once, as ours), with "none" the lines are written file after
- * file in rounds. Returns `{ ours, peer }` aggregate events/s.
+ * file in rounds. Returns `{ ours, peer }` aggregate events/s, and `oursCpuUs`, `peerCpuUs`: µs
+ * of process CPU (user + system) per event over the same spans (`bench/profile.js` prints them;
+ * with other work on the machine they vary less than the wall-clock rates).
  */
 export const runSessionsAppend = async ({ sessions, total, fsync }) => {
   const directory = mkdtempSync(join(tmpdir(), "bench-sessions-append-"))
@@ -206,15 +208,17 @@ export const runSessionsAppend = async ({ sessions, total, fsync }) => {
             yield* log.append([{ type: "bench/append", data: { session: s, i, text: TEXT } }])
           }
         })
+      const cpu = process.cpuUsage()
       const start = performance.now()
       yield* Effect.forEach(logs.map((_, s) => s), appender, { concurrency: "unbounded", discard: true })
       const elapsed = performance.now() - start
+      const cpuUs = cpuSince(cpu)
       for (const log of logs) {
         if (log.events().length !== per) {
           throw new Error(`sessions-append: ${log.events().length} events in a log, expected ${per}`)
         }
       }
-      return { perSecond: events / (elapsed / 1000), paths: logs.map((l) => l.path) }
+      return { perSecond: events / (elapsed / 1000), cpuUs, paths: logs.map((l) => l.path) }
     })
     const ours = await Effect.runPromise(
       Effect.scoped(program).pipe(
@@ -234,6 +238,7 @@ export const runSessionsAppend = async ({ sessions, total, fsync }) => {
       let off = 0
       while (off < b.length) off += writeSync(fd, b, off)
     }
+    const cpu = process.cpuUsage()
     const start = performance.now()
     if (fsync === "batch") {
       await Promise.all(files.map(async (lines, s) => {
@@ -246,11 +251,23 @@ export const runSessionsAppend = async ({ sessions, total, fsync }) => {
       for (let i = 0; i < per; i++) for (let s = 0; s < sessions; s++) write(fds[s], files[s][i])
     }
     const elapsed = performance.now() - start
+    const cpuUs = cpuSince(cpu)
     for (const fd of fds) closeSync(fd)
     const written = readdirSync(rawDir).reduce((n, f) => n + readFileSync(join(rawDir, f), "utf8").split("\n").length - 1, 0)
     if (written !== events) throw new Error(`sessions-append: ${written} raw lines, expected ${events}`)
-    return { ours: ours.perSecond, peer: events / (elapsed / 1000) }
+    return {
+      ours: ours.perSecond,
+      peer: events / (elapsed / 1000),
+      oursCpuUs: ours.cpuUs / events,
+      peerCpuUs: cpuUs / events
+    }
   } finally {
     rmSync(directory, { recursive: true, force: true })
   }
+}
+
+/** µs of process CPU (user + system) since `start` (a `process.cpuUsage()`). */
+const cpuSince = (start) => {
+  const c = process.cpuUsage(start)
+  return c.user + c.system
 }

@@ -11,7 +11,7 @@ import { Effect, type Scope } from "effect"
 import * as NodeFs from "node:fs"
 import * as Path from "node:path"
 import type { JsonlIo } from "../src/internal/store/jsonl.js"
-import { makeJsonlWith, nodeIo } from "../src/internal/store/jsonl.js"
+import { FILE_CHECK_MS, makeJsonlWith, nodeIo } from "../src/internal/store/jsonl.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import type { SessionFenced, SessionLog, SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -52,10 +52,18 @@ const fill = (log: SessionLog, pad: number, max: number) =>
 
 const errorShape = (e: SessionStoreError | SessionFenced) => ({ tag: e._tag, sessionId: e.sessionId, message: e.message })
 
+/** A `JsonlIo` whose clock (`now`, for the file check's cadence) is `clock.ms`, moved by the test. */
+const clockedIo = () => {
+  const clock = { ms: 0 }
+  return { clock, io: { ...nodeIo, now: () => clock.ms } satisfies JsonlIo }
+}
+
 describe.each(["none", "batch"] as const)("JSONL (fsync %s): the live log changed under an open session", (fsync) => {
   /**
    * Opens session "s" with three acknowledged events, applies `change` to its file, then checks
    * that the next two appends fail with `message` (the log is broken: nothing more is written).
+   * The change comes `FILE_CHECK_MS` after the last check (with fsync "none" a check stands for
+   * that long; "batch" checks every round).
    */
   const changed = (
     change: (path: string, dir: string) => void,
@@ -64,9 +72,11 @@ describe.each(["none", "batch"] as const)("JSONL (fsync %s): the live log change
     Effect.gen(function*() {
       const dir = scratch()
       const path = Path.join(dir, "s.jsonl")
-      const store = yield* jsonl(dir, fsync)
+      const { clock, io } = clockedIo()
+      const store = yield* jsonl(dir, fsync, io)
       const log = yield* Effect.orDie(store.create({ id: "s", createdAt: 1 }))
       for (let i = 0; i < 3; i++) yield* Effect.orDie(log.append([note(i)]))
+      clock.ms += FILE_CHECK_MS
       change(path, dir)
       const after = NodeFs.existsSync(path) ? NodeFs.readFileSync(path, "utf8") : undefined
       for (let attempt = 0; attempt < 2; attempt++) {
@@ -139,6 +149,101 @@ describe.each(["none", "batch"] as const)("JSONL (fsync %s): the live log change
       expect(after!.endsWith(line)).toBe(true)
     }))
 })
+
+describe("JSONL: the file check's cadence", () => {
+  /** Session "s" with one acknowledged event (its write checked at `clock.ms` 0), on `clockedIo`. */
+  const opened = (fsync: "none" | "batch") =>
+    Effect.gen(function*() {
+      const dir = scratch()
+      const path = Path.join(dir, "s.jsonl")
+      const { clock, io } = clockedIo()
+      const log = yield* Effect.orDie((yield* jsonl(dir, fsync, io)).create({ id: "s", createdAt: 1 }))
+      yield* Effect.orDie(log.append([note(0)]))
+      return { path, clock, log }
+    })
+  const deleted = (path: string) =>
+    `session "s" is broken: its file ${path} was deleted or replaced while the session was open; nothing more is appended to it`
+
+  it.scoped("fsync none: a change within FILE_CHECK_MS of the last check is noticed by the first append after it", () =>
+    Effect.gen(function*() {
+      const { clock, log, path } = yield* opened("none")
+      NodeFs.unlinkSync(path)
+      // Less than FILE_CHECK_MS after the check: not checked again, acknowledged (into the deleted file).
+      clock.ms += FILE_CHECK_MS / 2
+      expect((yield* Effect.orDie(log.append([note(1)]))).map((e) => e.seq)).toEqual([1])
+      // FILE_CHECK_MS after the check: checked, the log breaks.
+      clock.ms += FILE_CHECK_MS / 2
+      const failed = yield* Effect.flip(log.append([note(2)]))
+      expect(errorShape(failed)).toEqual({ tag: "SessionStoreError", sessionId: "s", message: deleted(path) })
+      expect(seqTypes(log.events())).toEqual([[0, "plugin/note"], [1, "plugin/note"]])
+    }))
+
+  it.scoped("fsync none: a cut within FILE_CHECK_MS is noticed one check later, the sizes still differ", () =>
+    Effect.gen(function*() {
+      const { clock, log, path } = yield* opened("none")
+      const before = NodeFs.statSync(path).size
+      NodeFs.truncateSync(path, before - 10)
+      const one = yield* Effect.orDie(log.append([note(1)]))
+      clock.ms += FILE_CHECK_MS
+      const failed = yield* Effect.flip(log.append([note(2)]))
+      const wrote = before + encodedLength(one[0]!)
+      expect(errorShape(failed)).toEqual({
+        tag: "SessionStoreError",
+        sessionId: "s",
+        message: `session "s" is broken: its file ${path} was cut to ${
+          wrote - 10
+        } bytes while the session was open (this store wrote ${wrote}); nothing more is appended to it`
+      })
+    }))
+
+  it.scoped("fsync batch: every round checks, whatever the clock", () =>
+    Effect.gen(function*() {
+      const { log, path } = yield* opened("batch")
+      NodeFs.unlinkSync(path)
+      const failed = yield* Effect.flip(log.append([note(1)]))
+      expect(errorShape(failed)).toEqual({ tag: "SessionStoreError", sessionId: "s", message: deleted(path) })
+    }))
+
+  it.scoped("a failed write after a cut within FILE_CHECK_MS breaks the log without extending the file", () =>
+    Effect.gen(function*() {
+      const dir = scratch()
+      const path = Path.join(dir, "s.jsonl")
+      const { io } = clockedIo()
+      let fail = false
+      const failing: JsonlIo = {
+        ...io,
+        writeText: (fd, text) => {
+          if (fail) throw new Error("EIO: i/o error, write")
+          return io.writeText(fd, text)
+        }
+      }
+      const log = yield* Effect.orDie((yield* jsonl(dir, "none", failing)).create({ id: "s", createdAt: 1 }))
+      yield* Effect.orDie(log.append([note(0)]))
+      const size = NodeFs.statSync(path).size
+      NodeFs.truncateSync(path, size - 10)
+      fail = true
+      const first = yield* Effect.flip(log.append([note(1)]))
+      expect(errorShape(first)).toEqual({
+        tag: "SessionStoreError",
+        sessionId: "s",
+        message: "cannot append to session \"s\": EIO: i/o error, write"
+      })
+      // Not cut back to the log's size (that would have added 10 zero bytes): broken instead.
+      expect(NodeFs.statSync(path).size).toBe(size - 10)
+      fail = false
+      const second = yield* Effect.flip(log.append([note(2)]))
+      expect(errorShape(second)).toEqual({
+        tag: "SessionStoreError",
+        sessionId: "s",
+        message: `session "s" is broken: its file ${path} was cut to ${
+          size - 10
+        } bytes while the session was open (this store wrote ${size}); nothing more is appended to it`
+      })
+    }))
+})
+
+/** The bytes of an event's line. */
+const encodedLength = (event: SessionEvent) => Buffer.byteLength(JSON.stringify(event) + "\n")
 
 /** The bytes of the log `changed` writes before its change: header (createdAt 1) and three notes at time 0. */
 const lengthOfFull = () =>

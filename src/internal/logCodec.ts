@@ -157,6 +157,39 @@ export const encodeEvents = (events: ReadonlyArray<SessionEvent>): string => {
   return text
 }
 
+/**
+ * `encodeEvents` for the events `commitDrafts` just made (the stores' appends): the same bytes,
+ * `JSON.stringify(event)` and a newline per event, with the envelope written around
+ * `JSON.stringify(data)` instead of walked by the serializer (0.60 µs instead of 0.79 µs of CPU
+ * for a 230-byte line here). Only for `commitDrafts`' events, which have exactly `type` (a
+ * string), `seq` (an integer), `time`, `data` and maybe `surfaceOp`, in that order (an event
+ * read from a log may have other fields and another order: `encodeEvents`). Falls back to
+ * `JSON.stringify(event)` where the bytes could differ: a `surfaceOp`, a `time` that is not
+ * finite, `data` with a `toJSON` (it would be called with the key `""` instead of `"data"`) or
+ * that serializes to nothing (`undefined`: the key is left out). Throws what `JSON.stringify`
+ * throws (a BigInt).
+ */
+export const encodeCommitted = (events: ReadonlyArray<SessionEvent>): string => {
+  let text = ""
+  for (let i = 0; i < events.length; i++) text += encodeCommittedEvent(events[i]!)
+  return text
+}
+
+const encodeCommittedEvent = (event: SessionEvent): string => {
+  const data = event.data as unknown
+  if (
+    event.surfaceOp === undefined && Number.isFinite(event.time) &&
+    (typeof data !== "object" || data === null || typeof (data as { toJSON?: unknown }).toJSON !== "function")
+  ) {
+    const json = JSON.stringify(data) as string | undefined
+    if (json !== undefined) {
+      return "{\"type\":" + JSON.stringify(event.type) + ",\"seq\":" + event.seq + ",\"time\":" + event.time + ",\"data\":" +
+        json + "}\n"
+    }
+  }
+  return JSON.stringify(event) + "\n"
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fast checks (each accepts only values its schema accepts)
 // ---------------------------------------------------------------------------------------------

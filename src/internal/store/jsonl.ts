@@ -13,7 +13,7 @@ import * as NodeFs from "node:fs"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "../../SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionLogError, SessionNotFound } from "../../SessionLog.js"
 import { SessionStoreError } from "../../SessionLog.js"
-import { commitDrafts, encodeEvents, encodeHeader } from "../logCodec.js"
+import { commitDrafts, encodeCommitted, encodeHeader } from "../logCodec.js"
 import * as Store from "./common.js"
 import { acquireWriterLock } from "./writer.js"
 
@@ -48,6 +48,12 @@ export interface JsonlIo {
    * `fs.readFile(fd)` without it.
    */
   readonly readAll?: ((fd: number, done: (error: Error | null, bytes: Uint8Array) => void) => void) | undefined
+  /**
+   * Milliseconds of a monotonic clock, for the cadence of the file check (`FILE_CHECK_MS`).
+   * Optional: `performance.now()` without it (not the `Clock` service: the check's cadence is
+   * real time, whatever clock the events' `time` comes from).
+   */
+  readonly now?: (() => number) | undefined
 }
 
 export const nodeIo: JsonlIo = {
@@ -87,6 +93,10 @@ interface JsonlLog {
   readonly events: Array<SessionEvent>
   /** Bytes of the file that hold committed lines. */
   size: number
+  /** `io.now` or `performance.now`. */
+  readonly now: () => number
+  /** When (`now()`) the file was last found unchanged (`fileChanged`); `-Infinity` before the first check. */
+  checkedAt: number
   /** The file ends with a complete line that lacks its newline (a DSH log, an edited file). */
   pendingNewline: boolean
   /** Set when the log can no longer be appended to (closed, or a failed fsync or repair). */
@@ -133,7 +143,7 @@ const writeDrafts = (
   if (log.broken !== undefined) return log.broken
   const encoded = encodeDrafts(log, drafts, log.events.length, time)
   if (encoded instanceof SessionStoreError) return encoded
-  const failed = writeText(log, encoded.text)
+  const failed = writeText(log, encoded.text, false)
   if (failed !== undefined) return failed
   const events = log.events
   const committed = encoded.committed
@@ -150,23 +160,45 @@ const encodeDrafts = (
 ): { readonly committed: ReadonlyArray<SessionEvent>; readonly text: string } | SessionStoreError => {
   try {
     const committed = commitDrafts(drafts, seq, time)
-    return { committed, text: encodeEvents(committed) }
+    return { committed, text: encodeCommitted(committed) }
   } catch (cause) {
     return Store.invalidEvents(log.id, cause)
   }
 }
 
 /**
- * Whether the open file stopped being the session's log as this store wrote it, checked before
- * each write (one `fstat(2)`): its last link is gone (deleted, or replaced by a rename over its
- * path), or its size is not the bytes written (cut by a truncation, or written by someone else).
- * Appending on would acknowledge events into a file nobody reads (unlinked) or that no longer
- * reads (a cut mid-line, a log without its header), so the error breaks the log. Not noticed: a
- * rename of the file itself to another path (its events stay readable there). Measured on
- * Node 20, 2 vCPU: `fstatSync` takes 0.8 µs beside a 1.2 µs `write(2)` of a 150-byte line on an
- * idle machine (3–5 µs beside 3–4 µs under a load average of 9); with `fsync: "batch"` one per
- * round. Kept: it is the one check that catches an unlinked or cut log before an append into it
- * is acknowledged.
+ * How long (ms of `JsonlLog.now`: 100 µs) a check of the file (`fileChanged`) stands for the
+ * appends after it with `fsync: "none"`: a write whose log was checked less than this ago is
+ * not checked again. An agent's appends are further apart than that (each is checked); a burst
+ * of appends (a tool batch's results, a replay into a new log, 64 sessions under the
+ * `sessions-append` bench) shares one `fstat` per 100 µs (one per ~40 appends there) instead of
+ * one per append, which cost about as much as the write itself (see `fileChanged`). With
+ * `fsync: "batch"` every round checks (one `fstat` beside an `fdatasync`).
+ */
+export const FILE_CHECK_MS = 0.1
+
+/**
+ * Whether the open file stopped being the session's log as this store wrote it (one
+ * `fstat(2)`): its last link is gone (deleted, or replaced by a rename over its path), or its
+ * size is not the bytes written (cut by a truncation, or written by someone else). Appending on
+ * would acknowledge events into a file nobody reads (unlinked) or that no longer reads (a cut
+ * mid-line, a log without its header), so the error breaks the log. Not noticed: a rename of
+ * the file itself to another path (its events stay readable there).
+ *
+ * When it runs: before a write whose log was last checked `FILE_CHECK_MS` (100 µs) or more ago
+ * (`fsync: "none"`), before every round's write (`"batch"`), and after a failed write (before
+ * the cut back, which must not extend a file cut meanwhile). So a change is noticed by the
+ * first append that starts 100 µs or more after the previous check; the appends in between
+ * (a burst's) may be acknowledged into the changed file. The check never excluded that: it is
+ * not atomic with the write (a change between the `fstat` and the `write(2)` goes unnoticed),
+ * so what it gives is "noticed at the next append", not "never written into"; the window grows
+ * from the µs between the two system calls to 100 µs. An event acknowledged in it into a
+ * deleted file is lost as one appended just before the delete would be, which no check can
+ * save; a size change is still noticed (the sizes differ by what the other party cut or
+ * wrote), one burst later. Measured on Node 20, 2 vCPU shared with other work, 64 open logs:
+ * `fstatSync` 0.6 µs of CPU beside 0.64 µs for the `write(2)` of a 230-byte line (1.5 µs for
+ * the pair: an `fstat` right after a write costs more); the cadence took 1.1–1.5 µs off the
+ * 4.4–5.1 µs of CPU per append of `sessions-append` (`fsync: "none"`, bench/README.md).
  */
 const fileChanged = (log: JsonlLog): SessionStoreError | undefined => {
   let stats: NodeFs.Stats
@@ -175,6 +207,11 @@ const fileChanged = (log: JsonlLog): SessionStoreError | undefined => {
   } catch (error) {
     return Store.storeError(`session "${log.id}" is broken: cannot check its file ${log.path}`, log.id, error)
   }
+  return changeOf(log, stats)
+}
+
+/** What `stats` (of the log's open file) says changed (`fileChanged`), or undefined. */
+const changeOf = (log: JsonlLog, stats: NodeFs.Stats): SessionStoreError | undefined => {
   if (stats.nlink === 0) {
     return Store.storeError(
       `session "${log.id}" is broken: its file ${log.path} was deleted or replaced while the session was open; nothing more is appended to it`,
@@ -193,30 +230,55 @@ const fileChanged = (log: JsonlLog): SessionStoreError | undefined => {
 }
 
 /**
- * Writes lines at the end of the file (one `write(2)` in the normal case). On failure the part
- * that reached the file is cut off (if that fails too, the log is broken) and the error is
- * returned; on success the file size is updated.
+ * Writes lines at the end of the file (one `write(2)` in the normal case), after the file
+ * check when it is due (`always`: every round of `fsync: "batch"`; else `FILE_CHECK_MS`). On
+ * failure the part that reached the file is cut off (if that fails too, the log is broken) and
+ * the error is returned; on success the file size is updated.
  */
-const writeText = (log: JsonlLog, text: string): SessionStoreError | undefined => {
-  const changed = fileChanged(log)
-  if (changed !== undefined) {
-    log.broken = changed
-    return changed
+const writeText = (log: JsonlLog, text: string, always: boolean): SessionStoreError | undefined => {
+  const now = log.now()
+  if (always || now - log.checkedAt >= FILE_CHECK_MS) {
+    const changed = fileChanged(log)
+    if (changed !== undefined) {
+      log.broken = changed
+      return changed
+    }
+    log.checkedAt = now
   }
   let written: number
   try {
     written = writeAllSync(log.io, log.fd, log.pendingNewline ? "\n" + text : text)
   } catch (error) {
-    try {
-      log.io.truncate(log.fd, log.size)
-    } catch (truncateError) {
-      log.broken = Store.storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
-    }
+    cutBack(log)
     return Store.storeError(`cannot append to session "${log.id}"`, log.id, error)
   }
   log.size += written
   log.pendingNewline = false
   return undefined
+}
+
+/**
+ * After a failed write: cuts off what reached the file, unless the file changed under the log
+ * since its last check (a cut to fewer bytes than the log's would extend the file with zeros);
+ * a changed file, or a failed cut, breaks the log. The check counts a partial write (bytes past
+ * `log.size`) as the log's own: only a smaller size or a lost link mean a change.
+ */
+const cutBack = (log: JsonlLog): void => {
+  let stats: NodeFs.Stats | undefined
+  try {
+    stats = NodeFs.fstatSync(log.fd)
+  } catch {
+    stats = undefined // the cut below decides
+  }
+  if (stats !== undefined && (stats.nlink === 0 || stats.size < log.size)) {
+    log.broken = changeOf(log, stats)
+    return
+  }
+  try {
+    log.io.truncate(log.fd, log.size)
+  } catch (truncateError) {
+    log.broken = Store.storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
+  }
 }
 
 /**
@@ -268,7 +330,7 @@ const startRound = (log: JsonlLog): void => {
   log.waiting = []
   let text = ""
   for (let i = 0; i < round.length; i++) text += round[i]!.text
-  const writeFailure = log.broken ?? writeText(log, text)
+  const writeFailure = log.broken ?? writeText(log, text, true)
   if (writeFailure !== undefined) {
     log.nextSeq = log.events.length
     for (let i = 0; i < round.length; i++) round[i]!.done(writeFailure)
@@ -356,6 +418,7 @@ const codeOf = (error: unknown): string | undefined =>
 export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
   Effect.gen(function*() {
     const readAll = io.readAll ?? nodeIo.readAll!
+    const now = io.now ?? (() => performance.now())
     const storeScope = yield* Effect.scope
     const batch = options.fsync === "batch"
     const directory = options.directory.length > 1 ? options.directory.replace(/\/+$/, "") : options.directory
@@ -378,6 +441,8 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         path,
         fd,
         io,
+        now,
+        checkedAt: -Infinity,
         events,
         size,
         pendingNewline,
