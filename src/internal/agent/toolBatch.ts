@@ -30,6 +30,7 @@ import { checkJson } from "../json.js"
 import { isContentShape, isUserMessageShape } from "../logCodec.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
+import { textBlock } from "../message.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, seen, type TurnState } from "./state.js"
@@ -408,11 +409,6 @@ const untracedExecution = (
   args: unknown
 ): Effect.Effect<void> => {
   const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids)
-  const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
-    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
-    return Effect.void
-  }
   // The call counts as started (an abort then gives ABORTED, not TOOL_ABORTED_BEFORE_DISPATCH)
   // when its execution begins, not when its `tool/call` is durable.
   const started = Effect.suspend(() => {
@@ -420,22 +416,27 @@ const untracedExecution = (
     return tool.execute(args, ctx)
   })
   // A defect anywhere in recording the result (ours or a plugin's) is this call's failure,
-  // never the batch's: the call gets a TOOL_FAILED result.
+  // never the batch's: the call gets a TOOL_FAILED result (without hooks, `record` catches it:
+  // one effect less per call than a `catchAllCause` around the match).
   if (a.config.hooks.length === 0) {
-    return Effect.catchAllCause(
-      Effect.matchCauseEffect(started, {
-        onSuccess: (output) => {
-          finish(a, call, { output, isError: false })
-          return Effect.void
-        },
-        onFailure: (cause) => {
-          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-          finish(a, call, { output: { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }, isError: true })
-          return Effect.void
+    return Effect.matchCauseEffect(started, {
+      onSuccess: (output) => record(a, call, output, false),
+      onFailure: (cause) => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        let text: string
+        try {
+          text = `Tool ${call.name} failed: ${causeMessage(cause)}`
+        } catch (e) {
+          text = `Tool ${call.name} failed: ${messageOf(e)}`
         }
-      }),
-      failed
-    )
+        return record(a, call, { content: text }, true)
+      }
+    })
+  }
+  const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
+    return Effect.void
   }
   const executed = Effect.flatMap(Effect.exit(started), (exit): Effect.Effect<Tool.HookResult> => {
     if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
@@ -460,20 +461,37 @@ const untracedExecution = (
  * well-formed plain-JSON `UserMessage`s with ids never used; otherwise a `TOOL_FAILED` result.
  */
 const finish = (a: AgentState, call: CallState, result: Tool.HookResult): void => {
+  let output: unknown
+  let isError: boolean
+  try {
+    const ok = typeof result === "object" && result !== null
+    output = ok ? result.output : undefined
+    isError = ok ? result.isError : false
+  } catch (e) {
+    fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: ${messageOf(e)}`)
+    return
+  }
+  finishOutput(a, call, output, isError)
+}
+
+/** `finish` of an output (`execute`'s, or the message of its failure with `isError`). */
+const finishOutput = (a: AgentState, call: CallState, output: unknown, isError: boolean): void => {
   let contexts: ReadonlyArray<UserMessage>
   let content: ReadonlyArray<ContentBlock>
   try {
-    const output: unknown = typeof result === "object" && result !== null ? result.output : undefined
     if (typeof output !== "object" || output === null) throw new Error("it is not a ToolOutput ({content, additionalContexts?})")
     const given = (output as Tool.ToolOutput).additionalContexts ?? []
     if (!Array.isArray(given)) throw new Error("its additionalContexts is not an array")
     contexts = given
     const raw = (output as Tool.ToolOutput).content
-    if (typeof raw !== "string" && !Array.isArray(raw)) {
-      throw new Error("its content is not a string or an array of content blocks")
+    if (typeof raw === "string") {
+      // One text block: JSON by construction, nothing to walk.
+      content = Object.freeze([textBlock(raw)])
+    } else {
+      if (!Array.isArray(raw)) throw new Error("its content is not a string or an array of content blocks")
+      content = checkJson(raw, "content")
+      if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
     }
-    content = checkJson(Tool.contentOf(raw), "content")
-    if (!isContentShape(content)) throw new Error("its content is not a string or an array of content blocks")
     const ids = contexts.length === 0 ? undefined : new Set<string>()
     for (const m of contexts) {
       checkJson(m, "additionalContexts")
@@ -485,7 +503,21 @@ const finish = (a: AgentState, call: CallState, result: Tool.HookResult): void =
     fail(call, "TOOL_FAILED", `Tool ${call.name} returned an invalid result: ${messageOf(e)}`)
     return
   }
-  succeed(call, content, contexts, result.isError)
+  succeed(call, content, contexts, isError)
+}
+
+/**
+ * `finishOutput` without hooks, for the execution's handlers: anything thrown meanwhile (a
+ * failure whose message cannot be read, say) is this call's `TOOL_FAILED` result, never the
+ * batch's.
+ */
+const record = (a: AgentState, call: CallState, output: unknown, isError: boolean): Effect.Effect<void> => {
+  try {
+    finishOutput(a, call, output, isError)
+  } catch (e) {
+    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${messageOf(e)}`)
+  }
+  return Effect.void
 }
 
 const runGuards = (guards: ReadonlyArray<Tool.ToolGuard>, call: Tool.ToolCall): Effect.Effect<Tool.GuardDecision, unknown> => {
