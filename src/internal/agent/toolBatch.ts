@@ -28,18 +28,24 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isContentShape, isUserMessageShape } from "../logCodec.js"
+import { textBlock } from "../message.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
-import { textBlock } from "../message.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, seen, type TurnState } from "./state.js"
 import { commitAbortedCalls, commitBeforeStepEnd, commitReady, fail, succeed } from "./toolResults.js"
 
-/** A validated tool call: its tool and decoded arguments, or the error result to record (§8). */
-type Validated =
-  | { readonly ok: true; readonly tool: Tool.Tool<any>; readonly args: unknown }
-  | { readonly ok: false; readonly code: ToolErrorCode; readonly text: string }
+/** A validated call ready to run: the call, its tool and decoded arguments (§8). */
+interface Run {
+  readonly ok: true
+  readonly call: CallState
+  readonly tool: Tool.Tool<any>
+  readonly args: unknown
+}
+
+/** A validated tool call: ready to run, or the error result to record (§8). */
+type Validated = Run | { readonly ok: false; readonly code: ToolErrorCode; readonly text: string }
 
 /** Raw tool arguments that decode as `{}`. */
 const BLANK = /^\s*$/
@@ -121,7 +127,7 @@ const groupEnd = (a: AgentState, calls: ReadonlyArray<CallState>, start: number,
 const runTools = (
   a: AgentState,
   t: TurnState,
-  first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+  first: { readonly end: number; readonly runs: ReadonlyArray<Run | undefined> } | undefined
 ): Effect.Effect<void, SessionWriteError> => {
   const calls = t.calls ?? []
   if (calls.length === 1) {
@@ -132,7 +138,7 @@ const runTools = (
       ? prepare(a, t, calls[0]!)
       : Effect.map(prepareGroup(a, t, calls), (runs) => runs[0])
     return prepared.pipe(
-      Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+      Effect.flatMap((run) => (run === undefined ? Effect.void : execution(a, t, run))),
       Effect.flatMap(() => commitBeforeStepEnd(a, t))
     )
   }
@@ -150,7 +156,7 @@ const runBatch = (
   a: AgentState,
   t: TurnState,
   calls: ReadonlyArray<CallState>,
-  first: { readonly end: number; readonly runs: ReadonlyArray<Effect.Effect<void> | undefined> } | undefined
+  first: { readonly end: number; readonly runs: ReadonlyArray<Run | undefined> } | undefined
 ): Effect.Effect<void, SessionWriteError> => {
   const bound = a.config.toolBound
   const runtime = currentRuntime()
@@ -188,10 +194,10 @@ const runBatch = (
   // Starts the executions of a group, in model order: a fiber runs them one after another
   // while each completes at once; a call that suspends keeps its fiber (one `running` slot) and
   // the next fiber starts the next call, before anything else runs.
-  const startGroup = (runs: ReadonlyArray<Effect.Effect<void> | undefined>) => {
+  const startGroup = (runs: ReadonlyArray<Run | undefined>) => {
     const group = { runs, next: 0 }
     while (nextRun(group) < runs.length) {
-      const fiber = Runtime.runFork(runtime)(runGroup(group))
+      const fiber = Runtime.runFork(runtime)(runGroup(a, t, group))
       if (fiber.unsafePoll() === null) {
         running++
         fibers.push(fiber)
@@ -209,7 +215,7 @@ const runBatch = (
       return waitUntil(idle).pipe(
         Effect.flatMap(() => commitReady(a, t)),
         Effect.flatMap(() => prepare(a, t, call)),
-        Effect.flatMap((run) => (run === undefined ? Effect.void : run)),
+        Effect.flatMap((run) => (run === undefined ? Effect.void : execution(a, t, run))),
         Effect.flatMap(() => commitReady(a, t)),
         Effect.flatMap(() => dispatch(i + 1))
       )
@@ -237,7 +243,7 @@ const runBatch = (
 
 /** The executions of a group (`undefined`: a call with its error result already) and the next to start. */
 interface Group {
-  readonly runs: ReadonlyArray<Effect.Effect<void> | undefined>
+  readonly runs: ReadonlyArray<Run | undefined>
   next: number
 }
 
@@ -251,22 +257,49 @@ const nextRun = (group: Group): number => {
  * The body of a fiber of `startGroup`: the group's executions from `next` on, one after another,
  * each claimed as it starts. It starts no more once it has run half the operations after which
  * the fiber yields (a yield between two calls would start the later ones first: the next fiber,
- * fresh, starts them); a fiber that suspended finds them all claimed when it resumes.
+ * fresh, starts them); a fiber that suspended finds them all claimed when it resumes. Untraced
+ * and without hooks, a call is `execute` and one match whose handlers (this fiber's, for the
+ * call it runs) record the result and start the next call: no effect of its own per call.
  */
-const runGroup = (group: Group): Effect.Effect<void> =>
+const runGroup = (a: AgentState, t: TurnState, group: Group): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
     const initial = fiber.getFiberRefs()
     const budget = fiber.getFiberRef(FiberRef.currentMaxOpsBeforeYield) / 2
-    const loop = (): Effect.Effect<void> => {
-      if (nextRun(group) === group.runs.length || fiber.currentOpCount > budget) return Effect.void
-      const run = group.runs[group.next++]! // What a fiber of its own would give the call: the FiberRefs this fiber started with
-       // (the fiber's own method: `Effect.setFiberRefs` sets them one by one, ~1 µs).
-      ;(fiber as unknown as { setFiberRefs(refs: FiberRefs.FiberRefs): void }).setFiberRefs(initial)
-      return Effect.flatMap(run, loop)
+    const plain = t.trace === undefined && a.config.hooks.length === 0
+    let current: CallState
+    const handlers = {
+      onSuccess: (output: unknown): Effect.Effect<void> => {
+        record(a, current, output, false)
+        return next()
+      },
+      onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        record(a, current, failedOutput(current, cause), true)
+        return next()
+      }
     }
-    const first = group.runs[group.next++]!
-    return Effect.flatMap(first, loop)
+    const start = (run: Run): Effect.Effect<void> => {
+      if (!plain) return Effect.flatMap(execution(a, t, run), next)
+      current = run.call
+      return Effect.matchCauseEffect(begin(a, t, run), handlers)
+    }
+    const next = (): Effect.Effect<void> => {
+      if (nextRun(group) === group.runs.length || fiber.currentOpCount > budget) return Effect.void
+      const run = group.runs[group.next++]!
+      // What a fiber of its own would give the call: the FiberRefs this fiber started with.
+      resetFiberRefs(fiber, initial)
+      return start(run)
+    }
+    return start(group.runs[group.next++]!)
   })
+
+/**
+ * Replaces the fiber's FiberRefs (the fiber's own method, which `Effect.setFiberRefs` does not
+ * use: that sets them one by one, ~1 µs).
+ */
+const resetFiberRefs = (fiber: Fiber.RuntimeFiber<unknown, unknown>, refs: FiberRefs.FiberRefs): void => {
+  ;(fiber as unknown as { setFiberRefs(refs: FiberRefs.FiberRefs): void }).setFiberRefs(refs)
+}
 
 /** The `tool/call` draft of a call (§8). */
 const callDraft = (t: TurnState, call: CallState): EventDraft => ({
@@ -300,7 +333,7 @@ const validate = (a: AgentState, call: CallState): Validated => {
       .join("; ")
     return { ok: false, code: "INVALID_ARGUMENTS", text: `Invalid arguments for ${call.name}: ${issues}` }
   }
-  return { ok: true, tool, args: decoded.right }
+  return { ok: true, call, tool, args: decoded.right }
 }
 
 /** The call as guards and hooks see it. */
@@ -323,7 +356,7 @@ const prepare = (
   a: AgentState,
   t: TurnState,
   call: CallState
-): Effect.Effect<Effect.Effect<void> | undefined, SessionWriteError> =>
+): Effect.Effect<Run | undefined, SessionWriteError> =>
   Effect.suspend(() => {
     const logCall = (after: () => void) =>
       commit(a, [callDraft(t, call)], () => {
@@ -334,14 +367,14 @@ const prepare = (
     const failWith = (code: ToolErrorCode, text: string) => Effect.as(logCall(() => fail(call, code, text)), undefined)
     const checked = validate(a, call)
     if (!checked.ok) return failWith(checked.code, checked.text)
-    if (a.config.guards.length === 0) return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
+    if (a.config.guards.length === 0) return Effect.as(logCall(() => {}), checked)
     return Effect.flatMap(Effect.exit(runGuards(a.config.guards, callInfo(t, call, checked.args))), (g) => {
       if (Exit.isFailure(g)) {
         if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
         return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
       }
       if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
-      return Effect.as(logCall(() => {}), execution(a, t, call, checked.tool, checked.args))
+      return Effect.as(logCall(() => {}), checked)
     })
   })
 
@@ -354,7 +387,7 @@ const prepareGroup = (
   a: AgentState,
   t: TurnState,
   calls: ReadonlyArray<CallState>
-): Effect.Effect<ReadonlyArray<Effect.Effect<void> | undefined>, SessionWriteError> =>
+): Effect.Effect<ReadonlyArray<Run | undefined>, SessionWriteError> =>
   Effect.suspend(() => {
     const group = groupSection(a, t, calls)
     return commit(a, group.drafts, group.apply)
@@ -365,7 +398,7 @@ const groupSection = (
   a: AgentState,
   t: TurnState,
   calls: ReadonlyArray<CallState>
-): { readonly drafts: Array<EventDraft>; readonly apply: () => ReadonlyArray<Effect.Effect<void> | undefined> } => {
+): { readonly drafts: Array<EventDraft>; readonly apply: () => ReadonlyArray<Run | undefined> } => {
   const drafts: Array<EventDraft> = []
   const checks: Array<Validated> = []
   for (const call of calls) {
@@ -375,12 +408,12 @@ const groupSection = (
   return {
     drafts,
     apply: () => {
-      const runs: Array<Effect.Effect<void> | undefined> = []
+      const runs: Array<Run | undefined> = []
       for (let k = 0; k < calls.length; k++) {
         const call = calls[k]!
         const checked = checks[k]!
         call.callLogged = true
-        if (checked.ok) runs.push(execution(a, t, call, checked.tool, checked.args))
+        if (checked.ok) runs.push(checked)
         else {
           fail(call, checked.code, checked.text)
           runs.push(undefined)
@@ -395,41 +428,52 @@ const groupSection = (
  * A validated, allowed call's execution: `execute`, then the hooks; its result is recorded
  * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
  */
-const execution = (a: AgentState, t: TurnState, call: CallState, tool: Tool.Tool<any>, args: unknown): Effect.Effect<void> => {
-  const run = untracedExecution(a, t, call, tool, args)
+const execution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> => {
+  const effect = untracedExecution(a, t, run)
   // Traced (issue 16): the execution in its `execute_tool` span, the tool's spans its children.
-  return t.trace === undefined ? run : Trace.tool(a, t.trace, t.turn, t.step, call, run)
+  return t.trace === undefined ? effect : Trace.tool(a, t.trace, t.turn, t.step, run.call, effect)
 }
 
-const untracedExecution = (
-  a: AgentState,
-  t: TurnState,
-  call: CallState,
-  tool: Tool.Tool<any>,
-  args: unknown
-): Effect.Effect<void> => {
-  const ctx: Tool.ToolContext = new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids)
-  // The call counts as started (an abort then gives ABORTED, not TOOL_ABORTED_BEFORE_DISPATCH)
-  // when its execution begins, not when its `tool/call` is durable.
-  const started = Effect.suspend(() => {
-    call.phase = "running"
-    return tool.execute(args, ctx)
-  })
+/**
+ * Starts a call: `execute`'s effect (a throw is a defect of it). The call counts as started (an
+ * abort then gives ABORTED, not TOOL_ABORTED_BEFORE_DISPATCH) when its execution begins, not
+ * when its `tool/call` is durable.
+ */
+const begin = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Tool.ToolOutput, unknown> => {
+  const call = run.call
+  call.phase = "running"
+  try {
+    return run.tool.execute(run.args, new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids))
+  } catch (e) {
+    return Effect.die(e)
+  }
+}
+
+/** The output recorded for a failed `execute` (an error result, `isError`). */
+const failedOutput = (call: CallState, cause: Cause.Cause<unknown>): Tool.ToolOutput => {
+  try {
+    return { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }
+  } catch (e) {
+    return { content: `Tool ${call.name} failed: ${messageOf(e)}` }
+  }
+}
+
+const untracedExecution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> => {
+  const call = run.call
+  const started = Effect.suspend(() => begin(a, t, run))
   // A defect anywhere in recording the result (ours or a plugin's) is this call's failure,
   // never the batch's: the call gets a TOOL_FAILED result (without hooks, `record` catches it:
   // one effect less per call than a `catchAllCause` around the match).
   if (a.config.hooks.length === 0) {
     return Effect.matchCauseEffect(started, {
-      onSuccess: (output) => record(a, call, output, false),
+      onSuccess: (output) => {
+        record(a, call, output, false)
+        return Effect.void
+      },
       onFailure: (cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-        let text: string
-        try {
-          text = `Tool ${call.name} failed: ${causeMessage(cause)}`
-        } catch (e) {
-          text = `Tool ${call.name} failed: ${messageOf(e)}`
-        }
-        return record(a, call, { content: text }, true)
+        record(a, call, failedOutput(call, cause), true)
+        return Effect.void
       }
     })
   }
@@ -444,7 +488,7 @@ const untracedExecution = (
     return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
   })
   return Effect.catchAllCause(
-    Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.config.hooks, callInfo(t, call, args), r)), {
+    Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.config.hooks, callInfo(t, call, run.args), r)), {
       onSuccess: (result) => {
         finish(a, call, result)
         return Effect.void
@@ -511,13 +555,12 @@ const finishOutput = (a: AgentState, call: CallState, output: unknown, isError: 
  * failure whose message cannot be read, say) is this call's `TOOL_FAILED` result, never the
  * batch's.
  */
-const record = (a: AgentState, call: CallState, output: unknown, isError: boolean): Effect.Effect<void> => {
+const record = (a: AgentState, call: CallState, output: unknown, isError: boolean): void => {
   try {
     finishOutput(a, call, output, isError)
   } catch (e) {
     fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${messageOf(e)}`)
   }
-  return Effect.void
 }
 
 const runGuards = (guards: ReadonlyArray<Tool.ToolGuard>, call: Tool.ToolCall): Effect.Effect<Tool.GuardDecision, unknown> => {
