@@ -128,11 +128,13 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
   const w = WORKLOADS[workload]
   const prompts = scale(w.prompts)
   const warmup = prompts
-  process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after ${WARMUP_RUNS} warm-up runs)\n`)
+  const warmupRuns = quick ? WARMUP_RUNS : (w.warmupRuns ?? WARMUP_RUNS)
+  process.stderr.write(`${workload} (${prompts} prompts, ${RUNS} runs after ${warmupRuns} warm-up runs)\n`)
   for (const store of ["memory", "jsonl"]) {
-    // Warm-up: WARMUP_RUNS whole runs (fresh agents), the same for both sides: our side's JIT
-    // settles only after a few thousand model steps (early runs cost 2–3× the steady state).
-    const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, warmupRuns: WARMUP_RUNS, runs: RUNS }
+    // Warm-up: WARMUP_RUNS whole runs (fresh agents; a workload's own `warmupRuns` if it has
+    // one), the same for both sides: our side's JIT settles only after a few thousand model
+    // steps (early runs cost 2–3× the steady state).
+    const spec = { kind: "prompts", workload, store, fsync: "none", prompts, warmup, warmupRuns, runs: RUNS }
     const ours = job(`ours ${store}`, { ...spec, side: "ours" })
     const before = baselineJob(`ours ${store}`, { ...spec, side: "ours" })
     addBeforeAfter(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(before))

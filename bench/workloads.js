@@ -6,6 +6,7 @@
  * Per workload: `prompts`, and per prompt the exact `modelCalls`, `toolRuns` and `messages` (the
  * transcript entries one prompt adds: the prompt, assistant messages, tool results, steers).
  * `units(prompts)` is how many units one run measures (what the per-unit figure divides by).
+ * `warmupRuns`, where given, replaces the bench's ten warm-up runs (bench/README.md, issue 18).
  */
 export const WORKLOADS = {
   // One text step per prompt.
@@ -23,6 +24,7 @@ export const WORKLOADS = {
   // One step with 8 tool calls, then a text step.
   "parallel-tools": {
     prompts: 200,
+    warmupRuns: 30,
     unit: "tool call",
     calls: 8,
     modelCalls: 2,
@@ -34,6 +36,7 @@ export const WORKLOADS = {
   // see the steer after all 4 results: prompt, assistant, 4 results, steer, assistant.
   "steer-during-tools": {
     prompts: 200,
+    warmupRuns: 30,
     unit: "turn",
     calls: 4,
     steerer: 1,

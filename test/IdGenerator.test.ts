@@ -32,3 +32,21 @@ describe("IdGenerator.seeded", () => {
       expect(flat.size).toBe(100)
     }))
 })
+
+describe("IdGenerator.random", () => {
+  it.effect("gives version-4 UUIDs, 100,000 distinct; `next` and `nextSync` draw from the same pool", () =>
+    Effect.gen(function*() {
+      const next = IdGenerator.random.nextSync!
+      const seen = new Set<string>()
+      // Past several refills of the pool (128 ids each), version and variant bits in every id.
+      for (let i = 0; i < 100_000; i++) {
+        const id = next()
+        if (!UUID_V4.test(id)) expect(id).toMatch(UUID_V4)
+        seen.add(id)
+      }
+      expect(seen.size).toBe(100_000)
+      const more = [yield* IdGenerator.random.next, next(), yield* IdGenerator.random.next]
+      for (const id of more) expect([id, seen.has(id)]).toEqual([expect.stringMatching(UUID_V4), false])
+      expect(new Set(more).size).toBe(3)
+    }))
+})

@@ -5,7 +5,7 @@
  * flush (every critical section takes the lock path, as with JSONL `fsync: "batch"`).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Layer, Queue, Schema } from "effect"
+import { Chunk, Effect, Exit, Fiber, FiberRef, Layer, Queue, Schema } from "effect"
 import * as Agent from "../../src/Agent.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
 import { UserMessage } from "../../src/Message.js"
@@ -545,6 +545,47 @@ export const agentSuite = (mode: StoreMode): void => {
         yield* checkLog(agent)
       }).pipe(Effect.provide(layer(model)))
     })
+    it.scoped("the calls of a batch start in model order, each with the FiberRefs of the batch's start", () => {
+      // Instant calls share fibers (one runs them while each completes at once, toolBatch.ts):
+      // a FiberRef one call sets is not seen by the next, and a fiber close to its yield leaves
+      // the rest to a fresh one rather than start a later call first (every budget of operations
+      // before a yield from 12 to 43 is tried: some yield between two calls).
+      const probe = FiberRef.unsafeMake(0)
+      let started: Array<number> = []
+      let seen: Array<number> = []
+      const tool = Tool.make({
+        name: "probe",
+        description: "records its start and the FiberRef it sees, then sets it",
+        parameters: Schema.Struct({ k: Schema.Number }),
+        execute: ({ k }) =>
+          Effect.gen(function*() {
+            started.push(k)
+            seen.push(yield* FiberRef.get(probe))
+            yield* FiberRef.set(probe, k + 1)
+            if (k % 7 === 3) yield* Effect.sleep(5)
+            return { content: `ok ${k}` }
+          })
+      })
+      const calls = Array.from({ length: 24 }, (_, k) => ({ id: `c${k}`, name: "probe", arguments: { k } }))
+      const model = Model.scripted([{ toolCalls: calls }, { text: "done" }], { loop: true })
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [tool], toolConcurrency: 24 })
+        for (const ops of [undefined, ...Array.from({ length: 32 }, (_, i) => 12 + i)]) {
+          started = []
+          seen = []
+          const go = agent.followup("go")
+          yield* ops === undefined ? go : go.pipe(Effect.withMaxOpsBeforeYield(ops))
+          yield* advance(100)
+          expect({ ops, started }).toEqual({ ops, started: calls.map((_, k) => k) })
+          expect({ ops, seen }).toEqual({ ops, seen: calls.map(() => 0) })
+        }
+        const results = agent.log.events().filter((e) => e.type === "tool/result")
+        expect(results.slice(-24).map((e) => (e.data as any).message.content[0].toolCallId)).toEqual(calls.map((c) => c.id))
+        expect(brief(agent.log.events()).at(-1)).toBe("turn/end 33 completed")
+        yield* checkLog(agent)
+      }).pipe(Effect.provide(layer(model)))
+    })
+
     it.scoped("a batch of instant calls where one steers: every result is committed, in call order, before the steer enters", () => {
       const calls = ["c0", "c1", "c2", "c3"].map((id, k) => ({ id, name: k === 1 ? "steerer" : "instant", arguments: {} }))
       const model = Model.scripted([{ toolCalls: calls }, { text: "done" }])
