@@ -108,20 +108,21 @@ const oursSide = async () => {
         })
     })
   ]
-  // One model service per base URL (its HttpClient from the runtime), as a layer.
+  // One model service per base URL (its HttpClient from the runtime), made once and provided to
+  // each session as a service, as a server would: not a layer built anew for every session.
   const models = new Map()
   const modelFor = async (baseUrl) => {
-    let layer = models.get(baseUrl)
-    if (layer === undefined) {
-      layer = Model.layer(await runtime.runPromise(OpenAICompat.make({ baseUrl, model: "gpt-4o-2024-08-06" })))
-      models.set(baseUrl, layer)
+    let model = models.get(baseUrl)
+    if (model === undefined) {
+      model = await runtime.runPromise(OpenAICompat.make({ baseUrl, model: "gpt-4o-2024-08-06" }))
+      models.set(baseUrl, model)
     }
-    return layer
+    return model
   }
   return {
     /** Makes the agent and subscribes (not measured); returns `run()`, the measured turn. */
     prepare: async (baseUrl, record, onText) => {
-      const ctx = await modelFor(baseUrl)
+      const model = await modelFor(baseUrl)
       let run
       const ready = new Promise((resolve) => (run = resolve))
       let go
@@ -154,7 +155,7 @@ const oursSide = async () => {
             else if (e.type === "turn/end") break
             else if (process.env.BENCH_DEBUG && e.type !== "assistant/delta") console.error(JSON.stringify(e).slice(0, 300))
           }
-        })).pipe(Effect.provide(ctx))
+        })).pipe(Effect.provideService(Model.Model, model))
       )
       await ready
       return () => {

@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Redacted, Schedule } from "effect"
+import { Deferred, Effect, Fiber, Option, Redacted, Schedule, Tracer } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Message, MessageId } from "../src/Message.js"
@@ -832,6 +832,27 @@ describe("OpenAICompat requests", () => {
       expect(bodies[0].max_completion_tokens).toBe(100)
       expect(bodies[0].thinking).toEqual({ type: "enabled" })
       expect(requests[0]!.headers["authorization"]).toBeUndefined()
+    }).pipe(provideHttp))
+
+  it.scopedLive("under a tracer of the program's own, respond runs in its OpenAICompat.respond span, the HTTP client's below it", () =>
+    Effect.gen(function*() {
+      const server = yield* replayServer({ file: "vllm-stream-text-usage-chunk.sse" })
+      const model = yield* adapter(server.baseUrl)
+      // Effect's own tracer, wrapped so that it is not the default one: spans recorded as made.
+      const native = yield* Effect.tracer
+      const spans: Array<{ readonly name: string; readonly id: string; readonly parent: string | undefined }> = []
+      const recording = Tracer.make({
+        span: (name, parent, context, links, startTime, kind, options) => {
+          const span = native.span(name, parent, context, links, startTime, kind, options)
+          spans.push({ name, id: span.spanId, parent: Option.getOrUndefined(Option.map(parent, (p) => p.spanId)) })
+          return span
+        },
+        context: native.context
+      })
+      yield* Effect.withTracer(respond(model), recording)
+      const own = spans.find((s) => s.name === "OpenAICompat.respond")
+      expect(own).toBeDefined()
+      expect(spans.filter((s) => s.parent === own!.id).map((s) => s.name)).toEqual(["http.client POST"])
     }).pipe(provideHttp))
 
   it.effect("layer provides Model with provider and model names", () =>

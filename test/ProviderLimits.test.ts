@@ -400,6 +400,50 @@ describe.each(cases)("provider limits: $name", (c) => {
         yield* TestClock.adjust("99 seconds")
         expect((yield* bounded(Fiber.join(other))).error.code).toBe("TIMEOUT")
       }))
+
+    it.scoped("the deadline holds while no headers come, within idleTimeoutMs: DEADLINE_EXCEEDED at requestTimeoutMs", () =>
+      Effect.gen(function*() {
+        const server = yield* manualServer(() => {}) // never answers
+        const model = yield* c.make(server.root, { idleTimeoutMs: 100_000, requestTimeoutMs: 30_000 })
+        const fiber = yield* Effect.fork(
+          Effect.flip(model.respond(request(), { part: () => Effect.void })).pipe(
+            Effect.flatMap((e) => Effect.map(Clock.currentTimeMillis, (t) => [e.code, t] as const))
+          )
+        )
+        yield* until(() => server.responses.length === 1)
+        yield* live(30)
+        yield* TestClock.adjust("29 seconds")
+        yield* live(30)
+        expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+        yield* TestClock.adjust("1 second")
+        expect(yield* bounded(Fiber.join(fiber))).toEqual(["DEADLINE_EXCEEDED", 30_000])
+      }))
+
+    it.scoped("the deadline holds while the body is progress: a delta every 4 s, idleTimeoutMs 10 s, requestTimeoutMs 10 s", () =>
+      Effect.gen(function*() {
+        const server = yield* manualServer((res) => {
+          sse(res)
+          res.write(c.head + c.delta("a"))
+        })
+        const model = yield* c.make(server.root, { idleTimeoutMs: 10_000, requestTimeoutMs: 10_000 })
+        const parts = yield* Queue.unbounded<void>()
+        const fiber = yield* Effect.fork(
+          Effect.flip(model.respond(request(), { part: () => Queue.offer(parts, undefined) })).pipe(
+            Effect.flatMap((e) => Effect.map(Clock.currentTimeMillis, (t) => [e.code, t] as const))
+          )
+        )
+        yield* bounded(Queue.take(parts))
+        for (let i = 0; i < 2; i++) {
+          yield* live(30)
+          yield* TestClock.adjust("4 seconds")
+          server.responses[0]!.write(c.delta("b"))
+          yield* bounded(Queue.take(parts))
+        }
+        yield* live(30)
+        expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+        yield* TestClock.adjust("2 seconds")
+        expect(yield* bounded(Fiber.join(fiber))).toEqual(["DEADLINE_EXCEEDED", 10_000])
+      }))
   })
 
   describe("response size", () => {

@@ -87,7 +87,7 @@ let native: Tracer.Tracer | undefined
 const nativeTracer = (): Tracer.Tracer => native ?? (native = Effect.runSync(Effect.tracer))
 
 /** Whether `fiber` has a tracer of its own (not Effect's default) and tracing enabled. */
-const traced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
+export const isTraced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
   fiber.currentTracer !== nativeTracer() && fiber.getFiberRef(FiberRef.currentTracerEnabled)
 
 /**
@@ -96,7 +96,7 @@ const traced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
  */
 export const runTracing = (fiber: Fiber.RuntimeFiber<unknown, unknown>): RunTracing | undefined => {
   const tracer = fiber.currentTracer
-  if (!traced(fiber)) return undefined
+  if (!isTraced(fiber)) return undefined
   return { tracer, clock: Context.get(fiber.currentDefaultServices, Clock.Clock), context: fiber.currentContext }
 }
 
@@ -114,7 +114,7 @@ export const startRun = (a: Traced, fiber: Fiber.RuntimeFiber<unknown, unknown>)
  */
 export const noteCaller = (a: Traced, messageId: string): void => {
   const fiber = Fiber.getCurrentFiber()
-  if (Option.isNone(fiber) || !traced(fiber.value)) return
+  if (Option.isNone(fiber) || !isTraced(fiber.value)) return
   const span = fiber.value.currentSpan
   if (span === undefined) return
   ;(a.trace ?? (a.trace = { run: undefined, callers: new Map() })).callers.set(messageId, span)

@@ -1347,6 +1347,31 @@ export const agentSuite = (mode: StoreMode): void => {
       }).pipe(Effect.provide(layer(model)))
     })
 
+    it.scoped("a block of many deltas is logged as their concatenation (its text is flattened every 64 deltas)", () => {
+      const reasoning = Array.from({ length: 130 }, (_, i) => `r${i} `)
+      const words = Array.from({ length: 300 }, (_, i) => `w${i} `)
+      const model: Model.ModelService = {
+        provider: "test",
+        model: "many-deltas",
+        respond: (_request, sink) =>
+          Effect.gen(function*() {
+            for (const text of reasoning) yield* sink.part({ type: "reasoning-delta", text })
+            for (const text of words) yield* sink.part({ type: "text-delta", text })
+            yield* sink.part({ type: "finish", reason: "stop" })
+          })
+      }
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make()
+        yield* agent.followup("go")
+        yield* agent.awaitIdle
+        const message = agent.log.events().find((e) => e.type === "assistant/message")
+        expect((message?.data as { message: { content: unknown } }).message.content).toEqual([
+          { type: "reasoning", text: reasoning.join("") },
+          { type: "text", text: words.join("") }
+        ])
+      }).pipe(Effect.provide(layer(model)))
+    })
+
     it.scoped("ids are unique per session, not only among pending items (§16.9)", () => {
       const model = Model.scripted([{ text: "ok" }])
       return Effect.gen(function*() {

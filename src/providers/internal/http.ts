@@ -77,15 +77,28 @@ export const retrySchedule = (
   )
 
 /**
+ * A model request's deadline (`requestTimeoutMs`) kept by the waits of one attempt instead of a
+ * timeout around it: `at` on the Effect `Clock` (ms), `error` what the attempt fails with then.
+ * A timeout around the attempt forks two fibers more per model request (a race of the attempt
+ * and a sleep), ~10 KB per streaming session (issue 18).
+ */
+export interface Deadline {
+  readonly at: number
+  readonly error: () => ModelError
+}
+
+/**
  * Executes `request` and hands the response to `handle`. The response headers must arrive
- * within `idleTimeoutMs` (else `TIMEOUT`). With a retry schedule, a `retryable` failure is
- * retried only while no part has reached `sink` (a retry after that would repeat deltas).
+ * within `idleTimeoutMs` (else `TIMEOUT`) and before `deadline` when one is given (else its
+ * error). With a retry schedule, a `retryable` failure is retried only while no part has
+ * reached `sink` (a retry after that would repeat deltas).
  */
 export const send = (
   endpoint: Endpoint,
   request: HttpClientRequest.HttpClientRequest,
   sink: ModelSink,
-  handle: (response: HttpClientResponse.HttpClientResponse, sink: ModelSink) => Effect.Effect<void, ModelError>
+  handle: (response: HttpClientResponse.HttpClientResponse, sink: ModelSink) => Effect.Effect<void, ModelError>,
+  deadline?: Deadline
 ): Effect.Effect<void, ModelError> => {
   const { client, idleTimeoutMs, provider, retry } = endpoint
   const url = displayUrl(endpoint.url)
@@ -96,15 +109,17 @@ export const send = (
       return sink.part(part)
     }
   }
-  const attempt = Effect.flatMap(
-    Effect.mapError(client.execute(request), (e) => transportError(e, provider, url)).pipe(
-      Effect.timeoutFail({
-        duration: idleTimeoutMs,
-        onTimeout: () => timeoutError(provider, url, idleTimeoutMs, "the response headers")
-      })
-    ),
-    (response) => handle(response, guarded)
-  )
+  const headers = Effect.mapError(client.execute(request), (e) => transportError(e, provider, url))
+  const idle = () => timeoutError(provider, url, idleTimeoutMs, "the response headers")
+  const timed = deadline === undefined
+    ? Effect.timeoutFail(headers, { duration: idleTimeoutMs, onTimeout: idle })
+    : Effect.flatMap(Effect.clock, (clock) => {
+      const left = deadline.at - clock.unsafeCurrentTimeMillis()
+      return left < idleTimeoutMs
+        ? Effect.timeoutFail(headers, { duration: Math.max(0, left), onTimeout: deadline.error })
+        : Effect.timeoutFail(headers, { duration: idleTimeoutMs, onTimeout: idle })
+    })
+  const attempt = Effect.flatMap(timed, (response) => handle(response, guarded))
   return retry === undefined ? attempt : Effect.retry(attempt, { schedule: retry, while: (e) => e.retryable && !emitted })
 }
 
@@ -184,6 +199,12 @@ export interface BodyLimits {
   readonly url: string
   readonly idleTimeoutMs: number
   readonly maxBytes: number
+  /**
+   * The model request's deadline, kept by the body's watchdog (`readBody`): at `at` the read
+   * fails with its error, whether it waits for a piece or is inside `onPiece`. None: no deadline
+   * here (the caller bounds the request).
+   */
+  readonly deadline?: Deadline | undefined
 }
 
 /**
@@ -210,8 +231,9 @@ export const REST_OF_BODY = { ms: 1_000, bytes: 64 * 1024 } as const
  * at the body's end, or at that limit, or at the first idle timeout, whichever comes first).
  * Fails with `TIMEOUT` (retryable) when no piece that is progress arrived within `idleTimeoutMs`
  * of the last one (Effect `Clock`), `RESPONSE_TOO_LARGE` (not retryable) before the piece that
- * would take the body past `maxBytes`, `NETWORK` when the connection breaks while `doing`.
- * Leaving (by the end, a stop or a failure) releases the connection.
+ * would take the body past `maxBytes`, `NETWORK` when the connection breaks while `doing`, and
+ * with the deadline's error at `limits.deadline`. Leaving (by the end, a stop or a failure)
+ * releases the connection.
  */
 export const readBody = (
   response: HttpClientResponse.HttpClientResponse,
@@ -222,7 +244,8 @@ export const readBody = (
 ): Effect.Effect<void, ModelError> =>
   Effect.scoped(Effect.flatMap(Stream.toPull(response.stream), (pull) =>
     Effect.flatMap(Effect.clock, (clock) => {
-      const { idleTimeoutMs, maxBytes } = limits
+      const { deadline, idleTimeoutMs, maxBytes } = limits
+      const end = deadline === undefined ? Infinity : deadline.at
       let total = 0
       let idleBytes = 0 // bytes since the last progress (SSE comments)
       let since = clock.unsafeCurrentTimeMillis()
@@ -282,14 +305,19 @@ export const readBody = (
       // the reader's own check above decides; the watchdog sleeps `idleTimeoutMs` from a time
       // before any later progress, so it never wakes after the next deadline. The rest after
       // "done" has its own, shorter bound in the reader (one timer per response); the watchdog
-      // ends it quietly should it come first.
+      // ends it quietly should it come first. The request's deadline (`limits.deadline`), when
+      // given, it keeps too until "done": it never sleeps past it, and at it fails the read
+      // whatever the reader is doing (as a timeout around the request did); after "done" the
+      // response is complete and the deadline no longer applies.
       const watchdog = Effect.gen(function*() {
         while (true) {
-          const left = since + idleTimeoutMs - clock.unsafeCurrentTimeMillis()
-          if (left > 0) yield* Effect.sleep(left)
+          const now = clock.unsafeCurrentTimeMillis()
+          if (rest < 0 && end - now <= 0) return yield* Effect.fail(deadline!.error())
+          const left = since + idleTimeoutMs - now
+          if (left > 0) yield* Effect.sleep(rest >= 0 ? left : Math.min(left, end - now))
           else if (rest >= 0) return
           else if (waiting) return yield* Effect.fail(timeout())
-          else yield* Effect.sleep(idleTimeoutMs)
+          else yield* Effect.sleep(Math.min(idleTimeoutMs, end - now))
         }
       })
       return Effect.raceFirst(reader, watchdog)

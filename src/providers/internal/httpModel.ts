@@ -16,7 +16,10 @@
  *   deadline starts at the first `respond` of a `ModelRequest` object and holds for each later
  *   `respond` of the same object after a retryable failure (the loop retries a step that way,
  *   and so does the `retry` option); `DEADLINE_EXCEEDED`, not retryable. A success, a final
- *   failure or an interruption ends it.
+ *   failure or an interruption ends it. Without `retry` the waits of the attempt keep it (the
+ *   response headers, then the body's watchdog, `http.ts` `Deadline`), not a timeout around the
+ *   attempt (two fibers more per request); the parts pushed into the sink after the body's end
+ *   are then not timed (the loop's sink takes them synchronously).
  * - `maxRetryAfterMs` (default 60,000): a retryable error whose `retry-after` asks for longer is
  *   made final (`retryable: false`, `retryAfterMs` kept, the message saying so) instead of being
  *   slept on; a wait within the cap is logged (`Effect.logWarning`) before any sleep.
@@ -31,6 +34,7 @@ import type * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Cause, Clock, Effect, Exit, Option, Redacted, type Schedule } from "effect"
+import { isTraced } from "../../internal/tracing.js"
 import { Model, type ModelError, type ModelRequest, type ModelService, type ModelSink } from "../../Model.js"
 import {
   badResponse,
@@ -139,7 +143,8 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
 
   const handleResponse = (
     response: HttpClientResponse.HttpClientResponse,
-    sink: ModelSink
+    sink: ModelSink,
+    limits: BodyLimits
   ): Effect.Effect<void, ModelError> => {
     if (response.status < 200 || response.status >= 300) {
       return Effect.flatMap(readErrorBody(response, limits), (text) =>
@@ -177,23 +182,42 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
       if (Option.isNone(failure) || !failure.value.retryable) deadlines.delete(request)
     })
 
-  const respond = Effect.fn(adapter.span)(function*(request: ModelRequest, sink: ModelSink) {
-    const now = yield* Clock.currentTimeMillis
-    const deadline = deadlines.get(request) ?? now + requestTimeoutMs
-    deadlines.set(request, deadline)
-    const left = deadline - now
-    const overdue = () => deadlineError(provider, shownUrl, requestTimeoutMs)
-    const attempt = left <= 0 ? Effect.fail(overdue()) : Effect.timeoutFail(
-      Effect.suspend(() =>
-        send(endpoint, HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json"), sink, handleResponse)
-      ),
-      { duration: left, onTimeout: overdue }
-    )
-    return yield* attempt.pipe(
-      Effect.mapError((error) => redactError(error, secrets)),
-      Effect.onExit(ended(request))
-    )
+  const overdue = () => deadlineError(provider, shownUrl, requestTimeoutMs)
+  const respondUntraced = (request: ModelRequest, sink: ModelSink) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const deadline = deadlines.get(request) ?? now + requestTimeoutMs
+      deadlines.set(request, deadline)
+      const left = deadline - now
+      const body = () => HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
+      // Without an early retry an attempt is its waits (the headers, the body's pieces): they
+      // keep the deadline themselves (`Deadline`), with no timeout around the attempt, which
+      // forks two fibers more per request (~10 KB per streaming session, issue 18). With one,
+      // the retries' sleeps are inside the attempt: the timeout bounds them too.
+      const attempt = left <= 0
+        ? Effect.fail(overdue())
+        : endpoint.retry === undefined
+        ? Effect.suspend(() => {
+          const due = { at: deadline, error: overdue }
+          const bounded = { ...limits, deadline: due }
+          return send(endpoint, body(), sink, (response, sink) => handleResponse(response, sink, bounded), due)
+        })
+        : Effect.timeoutFail(
+          Effect.suspend(() => send(endpoint, body(), sink, (response, sink) => handleResponse(response, sink, limits))),
+          { duration: left, onTimeout: overdue }
+        )
+      return attempt.pipe(
+        Effect.mapError((error) => redactError(error, secrets)),
+        Effect.onExit(ended(request))
+      )
+    })
+  // The adapter's span (issue 16: a child of the loop's `chat` span) only under a tracer of the
+  // program's own: with Effect's default tracer nobody sees it, and `Effect.fn`'s span (with its
+  // captured stack traces) held ~5 KB per streaming session while it lasted (issue 18).
+  const respondTraced = Effect.fn(adapter.span)(function*(request: ModelRequest, sink: ModelSink) {
+    return yield* respondUntraced(request, sink)
   })
+  const respond = (request: ModelRequest, sink: ModelSink): Effect.Effect<void, ModelError> =>
+    Effect.withFiberRuntime((fiber) => isTraced(fiber) ? respondTraced(request, sink) : respondUntraced(request, sink))
 
   return Model.of({ provider, model: options.model, respond })
 }

@@ -58,7 +58,9 @@ export const streamEvents = (
       state.onEvent(event.event, event.data, pending)
     })
     const feed = (text: string) => {
-      if (head.length < 200) head += text.slice(0, 200 - head.length)
+      // Only until the first event: `head` is a slice, which keeps the whole read it was cut
+      // from alive (~30 KB per session in concurrent-sessions, issue 18).
+      if (events === 0 && head.length < 200) head += text.slice(0, 200 - head.length)
       if (cr) text = "\r" + text
       cr = text.endsWith("\r")
       if (cr) text = text.slice(0, -1)
@@ -78,6 +80,7 @@ export const streamEvents = (
         }
         start = end
       }
+      if (events > 0) head = ""
     }
     const drain = (): Effect.Effect<void, ModelError> => {
       const parts = pending
