@@ -16,7 +16,7 @@
 // footprint of the packed package, bench/install.js; needs the npm registry or its cache) are
 // rows of the same table.
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -31,6 +31,43 @@ const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
 const wanted = (name) => only === undefined || only.includes(name)
 const baselineArg = args.find((a) => a.startsWith("--baseline="))?.slice(11)
 const baselineDist = baselineArg === undefined ? undefined : join(baselineArg, "dist")
+
+// Bad arguments stop the run before anything is measured or written (exit 2): an unknown flag, a
+// workload name --only does not know, a --baseline without a built dist/.
+const NAMES = [
+  "turns",
+  "tool-steps",
+  "parallel-tools",
+  "steer-during-tools",
+  "history-growth",
+  "history-growth-compaction",
+  "idle-agents",
+  "append",
+  "sqlite",
+  "pg",
+  "cluster",
+  "streaming",
+  "concurrent-sessions",
+  "sessions-append",
+  "replay",
+  "startup",
+  "install"
+]
+const usage = (why) => {
+  process.stderr.write(
+    `bench/run.js: ${why}\nusage: node --expose-gc bench/run.js [--quick] [--only=NAME,…] [--baseline=DIR]\n` +
+      `workloads: ${NAMES.join(", ")}\n`
+  )
+  process.exit(2)
+}
+for (const a of args) {
+  if (a !== "--quick" && !a.startsWith("--only=") && !a.startsWith("--baseline=")) usage(`unknown argument ${JSON.stringify(a)}`)
+}
+const unknown = (only ?? []).filter((n) => !NAMES.includes(n))
+if (unknown.length > 0) usage(`--only: unknown workload ${unknown.map((n) => JSON.stringify(n)).join(", ")}`)
+if (baselineDist !== undefined && !existsSync(join(baselineDist, "index.js"))) {
+  usage(`--baseline=${baselineArg}: no built ${join(baselineDist, "index.js")} (run npm run build there first)`)
+}
 
 const RUNS = quick ? 2 : 5
 const WARMUP_RUNS = quick ? 1 : 10

@@ -58,3 +58,19 @@ describe("bench --quick, issue 18", () => {
     ])
   }, 120_000)
 })
+
+describe("bench arguments", () => {
+  it("an unknown flag, an unknown workload or a baseline without dist/ stops the run with exit 2 before any job", () => {
+    const run = (...args: Array<string>) => {
+      const r = spawnSync(process.execPath, ["bench/run.js", ...args], { encoding: "utf8", timeout: 30_000 })
+      return [r.status, r.stdout, r.stderr.split("\n")[0]]
+    }
+    expect(run("--quick", "--onyl=turns")).toEqual([2, "", "bench/run.js: unknown argument \"--onyl=turns\""])
+    expect(run("--only=turns,stream")).toEqual([2, "", "bench/run.js: --only: unknown workload \"stream\""])
+    expect(run("--baseline=/nonexistent")).toEqual([
+      2,
+      "",
+      "bench/run.js: --baseline=/nonexistent: no built /nonexistent/dist/index.js (run npm run build there first)"
+    ])
+  })
+})
