@@ -56,9 +56,15 @@ export const main = (url: string, port: number) =>
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [url, port] = process.argv.slice(2)
-  if (url === undefined) {
-    console.error("usage: npm run example -- cluster-runner URL [PORT]")
+  const portNumber = Number(port ?? 34431)
+  if (
+    url === undefined || !/^postgres(ql)?:\/\//.test(url) || !Number.isInteger(portNumber) || portNumber < 1 || portNumber > 65535
+  ) {
+    console.error(
+      "usage: npm run example -- cluster-runner URL [PORT]\n" +
+        "  URL: a PostgreSQL database, postgres://user@host:port/db; PORT: the runner's TCP port, 1-65535 (default 34431)"
+    )
     process.exit(2)
   }
-  NodeRuntime.runMain(main(url, Number(port ?? 34431)))
+  NodeRuntime.runMain(main(url, portNumber))
 }
