@@ -394,6 +394,19 @@ describe("agent-loop run", () => {
       expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
     }))
 
+  it.effect("--store under a regular file: exit 2 with one line naming the path and ENOTDIR, no stack trace", () =>
+    Effect.gen(function*() {
+      const file = Path.join(tmpDir(), "afile")
+      Fs.writeFileSync(file, "")
+      const store = Path.join(file, "sub")
+      expect(yield* cli(["run", "--prompt", "hi", "--store", store])).toEqual({
+        code: 2,
+        out: "",
+        err: `agent-loop: BadResource: FileSystem.access (${store}): ENOTDIR: not a directory, access '${store}'`
+      })
+      expect(Fs.readFileSync(file, "utf8")).toBe("")
+    }))
+
   it.effect("control characters in prompts and model output are shown escaped, never sent to the terminal", () =>
     Effect.gen(function*() {
       const { code, out } = yield* cli(["run", "--prompt", "\u001b[31mRED\u001b[0m", "--store", tmpDir()])

@@ -47,6 +47,7 @@
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
+import { isPlatformError } from "@effect/platform/Error"
 import { Console, Context, Effect, Either, Layer, Option, Queue } from "effect"
 import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
@@ -697,7 +698,12 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, 
       if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(escapeText(e.message)), e.code)
       if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
       return Effect.as(Console.error(escapeText(`agent-loop: ${String(e)}`)), 2)
-    })
+    }),
+    // A file-system error that @effect/cli's own checks of a path option raise as a defect (a
+    // `--store` under a regular file: ENOTDIR from `access`) is bad input too: one line, exit 2.
+    Effect.catchSomeDefect((d) =>
+      isPlatformError(d) ? Option.some(Effect.as(Console.error(escapeText(`agent-loop: ${d.message}`)), 2)) : Option.none()
+    )
   )
 
 export { interruptExitCode }
