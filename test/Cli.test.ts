@@ -743,10 +743,19 @@ describe("agent-loop resume", () => {
       const first = yield* cli(["resume", file])
       expect(first).toEqual({
         code: 0,
-        out: `${file}: appended tool/result, step/end, turn/end, session/end-seed`,
+        out: `${file}: cut a torn last line (17 bytes), appended tool/result, step/end, turn/end, session/end-seed`,
         err: ""
       })
       expect((yield* cli(["check", file])).code).toBe(0)
+      expect((yield* cli(["resume", file])).out).toBe(`${file}: nothing to repair`)
+      const size = Fs.statSync(file).size
+      Fs.appendFileSync(file, "{\"type\":\"user") // torn again, nothing else to repair
+      expect(yield* cli(["resume", file])).toEqual({
+        code: 0,
+        out: `${file}: cut a torn last line (13 bytes), nothing to append`,
+        err: ""
+      })
+      expect(Fs.statSync(file).size).toBe(size)
       expect((yield* cli(["resume", file])).out).toBe(`${file}: nothing to repair`)
       const contents = yield* SessionStore.readFile(file)
       const result = contents.events.find((e) => e.type === "tool/result")!.data as any

@@ -300,6 +300,17 @@ const resumeCommand = Command.make(
       const directory = path.dirname(file)
       const id = path.basename(file, ".jsonl")
       const before = contents.events.length
+      // Opening the log for writing cuts a torn last line (§10.1): said before what was appended.
+      const size = contents.tornTail ? (yield* Effect.orDie((yield* FileSystem.FileSystem).stat(file))).size : 0
+      const cut = contents.tornTail ? `cut a torn last line (${Number(size) - (contents.validBytes ?? 0)} bytes)` : ""
+      const repairReport = (appended: ReadonlyArray<SessionEvent>) =>
+        escapeLine(
+          appended.length > 0
+            ? `${options.file}: ${cut === "" ? "" : `${cut}, `}appended ${appended.map((e) => e.type).join(", ")}`
+            : cut === ""
+            ? `${options.file}: nothing to repair`
+            : `${options.file}: ${cut}, nothing to append`
+        )
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
       const layers = Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)
       const failures = {
@@ -322,11 +333,7 @@ const resumeCommand = Command.make(
       if (!options.continuePending) {
         // Repair only: no agent, so nothing is disposed and pending work stays pending.
         const appended = yield* Agent.repair(id).pipe(Effect.provide(layers), Effect.catchTags(failures))
-        yield* Console.log(escapeLine(
-          appended.length === 0
-            ? `${options.file}: nothing to repair`
-            : `${options.file}: appended ${appended.map((e) => e.type).join(", ")}`
-        ))
+        yield* Console.log(repairReport(appended))
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
@@ -336,11 +343,7 @@ const resumeCommand = Command.make(
         const tail = agent.log.events().slice(before)
         const seed = tail.findIndex((e) => e.type === "session/end-seed")
         const repaired = seed < 0 ? [] : tail.slice(0, seed + 1)
-        yield* Console.log(escapeLine(
-          repaired.length === 0
-            ? `${options.file}: nothing to repair`
-            : `${options.file}: appended ${repaired.map((e) => e.type).join(", ")}`
-        ))
+        yield* Console.log(repairReport(repaired))
         const print = livePrinter(() => agent.log.events().slice(before + repaired.length))
         yield* Effect.addFinalizer(() => print)
         const queue = yield* agent.subscribe
