@@ -394,6 +394,22 @@ describe("agent-loop run", () => {
       expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
     }))
 
+  it.effect("--pg that is not a postgres:// URL: exit 2 before anything connects, the URL not repeated", () =>
+    Effect.gen(function*() {
+      const message = "--pg: not a PostgreSQL URL (postgres://user[:password]@host[:port]/database)"
+      for (
+        const argv of [
+          ["transcript", "--pg", "notaurl", "--session", "s1"],
+          ["check", "--pg", "http://u:hunter2@host/db", "--session", "s1"],
+          ["send", "--pg", "postgres://u:hunter2@[bad/db", "--session", "s1", "--followup", "hi"],
+          ["runner", "--pg", "u:hunter2@host/db"]
+        ]
+      ) {
+        const r = yield* cli(argv)
+        expect([argv[0], r.code, r.out, r.err.trim()]).toEqual([argv[0], 2, "", message])
+      }
+    }))
+
   it.effect("--store under a regular file: exit 2 with one line naming the path and ENOTDIR, no stack trace", () =>
     Effect.gen(function*() {
       const file = Path.join(tmpDir(), "afile")

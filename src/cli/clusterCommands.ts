@@ -36,7 +36,7 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
 import { isSessionId } from "../internal/store/common.js"
 import { escapeLine } from "../internal/terminalText.js"
@@ -49,7 +49,22 @@ import { compactionLayer, modelLayer, runOptions } from "./providerFlags.js"
  *
  * @since 0.1.0
  */
-export const pgOption = (description: string) => Options.text("pg").pipe(Options.optional, Options.withDescription(description))
+export const pgOption = (description: string) =>
+  Options.text("pg").pipe(
+    // Checked here, before anything connects: the driver's own error for a URL that is not one
+    // names a host it made up (`getaddrinfo ENOTFOUND base`). The message never repeats the URL,
+    // which may carry a password.
+    Options.mapTryCatch(
+      (url) => {
+        if (!/^postgres(ql)?:\/\//.test(url)) throw new Error("not a PostgreSQL URL")
+        new URL(url)
+        return url
+      },
+      () => HelpDoc.p("--pg: not a PostgreSQL URL (postgres://user[:password]@host[:port]/database)")
+    ),
+    Options.optional,
+    Options.withDescription(description)
+  )
 
 /** What an interrupted CLI exits with (`bin.ts`): 130, or 0 once `runner` runs (SIGTERM/SIGINT is its normal stop). */
 let interruptCode = 130
