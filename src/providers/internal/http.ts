@@ -8,7 +8,7 @@
  * removes a key a server echoes from the text of an error.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Effect, Option, Schedule, Stream } from "effect"
+import { Chunk, Effect, Option, Schedule, Stream } from "effect"
 import { ModelError, type ModelSink } from "../../Model.js"
 import { truncate } from "./wire.js"
 
@@ -265,30 +265,45 @@ export const readBody = (
       const drainRest = pull.pipe(
         Effect.catchAll(() => Effect.succeed(undefined)) // the response is complete: a broken rest is no failure
       )
-      const reader = Effect.gen(function*() {
-        while (rest < 0) {
-          // A piece that was no progress (or a slow onPiece) may have used up the time already.
-          if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return yield* Effect.fail(timeout())
-          waiting = true
-          const chunk = yield* next
+      // The reader is a chain of continuations, not a generator: a generator suspended at the
+      // next pull kept the previous piece (its `chunk` and `bytes` registers) alive, and so did
+      // a loop over the piece's chunk; here, while it waits, nothing holds a read it has handed
+      // to `onPiece` (~1.4 KB per session at the peak of concurrent-sessions, issue 18).
+      const reader: Effect.Effect<void, ModelError> = Effect.suspend(function nextPiece(): Effect.Effect<
+        void,
+        ModelError
+      > {
+        if (rest >= 0) return restOfBody
+        // A piece that was no progress (or a slow onPiece) may have used up the time already.
+        if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return Effect.fail(timeout())
+        waiting = true
+        return Effect.flatMap(next, (chunk) => {
           waiting = false
-          if (chunk === undefined) return
-          for (const bytes of chunk) {
-            if (rest >= 0) {
-              rest += bytes.length
-              continue
-            }
-            total += bytes.length
-            if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
-            const outcome = yield* onPiece(bytes)
-            if (outcome === "stop") return
+          return chunk === undefined ? Effect.void : pieces(chunk, 0)
+        })
+      })
+      const pieces = (chunk: Chunk.Chunk<Uint8Array>, from: number): Effect.Effect<void, ModelError> => {
+        for (let i = from; i < chunk.length; i++) {
+          const bytes = Chunk.unsafeGet(chunk, i)
+          if (rest >= 0) {
+            rest += bytes.length
+            continue
+          }
+          total += bytes.length
+          if (total > maxBytes) return Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
+          return Effect.flatMap(onPiece(bytes), (outcome) => {
+            if (outcome === "stop") return Effect.void
             if (outcome === "progress" || outcome === "done") {
               idleBytes = 0
               since = clock.unsafeCurrentTimeMillis()
               if (outcome === "done") rest = 0
             } else idleBytes += bytes.length
-          }
+            return pieces(chunk, i + 1)
+          })
         }
+        return reader
+      }
+      const restOfBody = Effect.gen(function*() {
         const restEnd = clock.unsafeCurrentTimeMillis() + restMs
         while (rest <= REST_OF_BODY.bytes) {
           const left = restEnd - clock.unsafeCurrentTimeMillis()
