@@ -358,9 +358,10 @@ const isNodeReadable = (u: unknown): u is NodeReadable =>
  * The Node.js `Readable` under a response of @effect/platform-node's clients (`source.body` of
  * `NodeHttpClient.layerUndici`'s, `source` itself of the `node:http` one's), and the abort
  * controller of the `HttpClient`'s wrapper around it (its `stream` aborts it when the body's
- * stream ends), or undefined for any other response.
+ * stream ends), or undefined for any other response. Exported for `test/HttpBody.test.ts`, which
+ * pins that both clients take this path with the pinned versions.
  */
-const nodeBodyOf = (
+export const nodeBodyOf = (
   response: HttpClientResponse.HttpClientResponse
 ): { readonly readable: NodeReadable; readonly controller: AbortController | undefined } | undefined => {
   let inner: unknown = response
