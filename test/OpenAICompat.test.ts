@@ -563,6 +563,35 @@ describe("OpenAICompat errors", () => {
       )
     }).pipe(provideHttp))
 
+  it.scopedLive("a connection broken mid-body → NETWORK, retryable, after the parts already pushed", () =>
+    Effect.gen(function*() {
+      const body = readFixture("vllm-stream-text-usage-chunk.sse").toString("utf8").split("\n\n").slice(0, 3).join("\n\n") +
+        "\n\n"
+      const server = yield* Effect.acquireRelease(
+        Effect.async<Http.Server>((resume) => {
+          const s = Http.createServer((_req, res) => {
+            res.writeHead(200, { "content-type": "text/event-stream" })
+            res.write(body, () => setTimeout(() => res.socket?.destroy(), 50))
+          })
+          s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
+        }),
+        (s) =>
+          Effect.sync(() => {
+            s.closeAllConnections()
+            s.close()
+          })
+      )
+      const port = (server.address() as AddressInfo).port
+      const model = yield* OpenAICompat.make({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "m" })
+      const failure = yield* Effect.flip(respond(model))
+      expect([failure.error.code, failure.error.retryable, failure.error.message]).toEqual([
+        "NETWORK",
+        true,
+        "connection failed while reading the event stream: other side closed"
+      ])
+      expect(summarize(failure.parts).text).toBe("1,")
+    }).pipe(provideHttp))
+
   it.scopedLive("a stream that stalls mid-body → TIMEOUT after the parts already pushed", () =>
     Effect.gen(function*() {
       const { error, parts } = yield* replayFailure(

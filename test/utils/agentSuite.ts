@@ -1347,7 +1347,7 @@ export const agentSuite = (mode: StoreMode): void => {
       }).pipe(Effect.provide(layer(model)))
     })
 
-    it.scoped("a block of many deltas is logged as their concatenation (its text is flattened every 64 deltas)", () => {
+    it.scoped("a block of many deltas is logged as their concatenation (its text is flattened every 16 deltas)", () => {
       const reasoning = Array.from({ length: 130 }, (_, i) => `r${i} `)
       const words = Array.from({ length: 300 }, (_, i) => `w${i} `)
       const model: Model.ModelService = {

@@ -117,9 +117,12 @@ const respond = (
  * Every how many deltas of an attempt its streaming text is flattened. `+` makes a rope node per
  * delta (32 bytes, and it keeps the delta's own string alive): a block of 2,000 deltas held ~100
  * KB instead of its characters. Reading a character flattens a rope in place (V8), in O(length):
- * once per 64 deltas is a copy of ~1/64 of the text per delta (issue 18).
+ * once per 16 deltas is a copy of ~1/16 of the text per delta (a 10,000-character block: ~600
+ * bytes copied per delta, well under a microsecond), and a streaming block holds at most 15 nodes
+ * and their deltas (once per 64: ~1.5 KB per session at the peak of concurrent-sessions, with
+ * 1,000 sessions streaming at once; issue 18).
  */
-const FLATTEN_EVERY = 64
+const FLATTEN_EVERY = 16
 
 /** The sink of one attempt: accumulates the response and publishes its deltas (§5.3). */
 const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.ChatTrace | undefined): ModelSink => {

@@ -7,8 +7,9 @@
  * nothing here puts a header into a message or into an error's `cause`, and `redactSecrets`
  * removes a key a server echoes from the text of an error.
  */
-import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Effect, Option, Schedule, Stream } from "effect"
+import type { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { HttpClientError } from "@effect/platform"
+import { Chunk, Effect, Exit, Option, Schedule, type Scope, Stream } from "effect"
 import { ModelError, type ModelSink } from "../../Model.js"
 import { truncate } from "./wire.js"
 
@@ -242,7 +243,7 @@ export const readBody = (
   waitingFor: string,
   onPiece: (bytes: Uint8Array) => Effect.Effect<PieceOutcome, ModelError>
 ): Effect.Effect<void, ModelError> =>
-  Effect.scoped(Effect.flatMap(Stream.toPull(response.stream), (pull) =>
+  Effect.scoped(Effect.flatMap(pullBody(response), (pull) =>
     Effect.flatMap(Effect.clock, (clock) => {
       const { deadline, idleTimeoutMs, maxBytes } = limits
       const end = deadline === undefined ? Infinity : deadline.at
@@ -265,30 +266,45 @@ export const readBody = (
       const drainRest = pull.pipe(
         Effect.catchAll(() => Effect.succeed(undefined)) // the response is complete: a broken rest is no failure
       )
-      const reader = Effect.gen(function*() {
-        while (rest < 0) {
-          // A piece that was no progress (or a slow onPiece) may have used up the time already.
-          if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return yield* Effect.fail(timeout())
-          waiting = true
-          const chunk = yield* next
+      // The reader is a chain of continuations, not a generator: a generator suspended at the
+      // next pull kept the previous piece (its `chunk` and `bytes` registers) alive, and so did
+      // a loop over the piece's chunk; here, while it waits, nothing holds a read it has handed
+      // to `onPiece` (~1.4 KB per session at the peak of concurrent-sessions, issue 18).
+      const reader: Effect.Effect<void, ModelError> = Effect.suspend(function nextPiece(): Effect.Effect<
+        void,
+        ModelError
+      > {
+        if (rest >= 0) return restOfBody
+        // A piece that was no progress (or a slow onPiece) may have used up the time already.
+        if (since + idleTimeoutMs - clock.unsafeCurrentTimeMillis() <= 0) return Effect.fail(timeout())
+        waiting = true
+        return Effect.flatMap(next, (chunk) => {
           waiting = false
-          if (chunk === undefined) return
-          for (const bytes of chunk) {
-            if (rest >= 0) {
-              rest += bytes.length
-              continue
-            }
-            total += bytes.length
-            if (total > maxBytes) return yield* Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
-            const outcome = yield* onPiece(bytes)
-            if (outcome === "stop") return
+          return chunk === undefined ? Effect.void : pieces(chunk, 0)
+        })
+      })
+      const pieces = (chunk: Chunk.Chunk<Uint8Array>, from: number): Effect.Effect<void, ModelError> => {
+        for (let i = from; i < chunk.length; i++) {
+          const bytes = Chunk.unsafeGet(chunk, i)
+          if (rest >= 0) {
+            rest += bytes.length
+            continue
+          }
+          total += bytes.length
+          if (total > maxBytes) return Effect.fail(tooLargeError(limits.provider, limits.url, maxBytes))
+          return Effect.flatMap(onPiece(bytes), (outcome) => {
+            if (outcome === "stop") return Effect.void
             if (outcome === "progress" || outcome === "done") {
               idleBytes = 0
               since = clock.unsafeCurrentTimeMillis()
               if (outcome === "done") rest = 0
             } else idleBytes += bytes.length
-          }
+            return pieces(chunk, i + 1)
+          })
         }
+        return reader
+      }
+      const restOfBody = Effect.gen(function*() {
         const restEnd = clock.unsafeCurrentTimeMillis() + restMs
         while (rest <= REST_OF_BODY.bytes) {
           const left = restEnd - clock.unsafeCurrentTimeMillis()
@@ -322,6 +338,124 @@ export const readBody = (
       })
       return Effect.raceFirst(reader, watchdog)
     })))
+
+/** The part of a Node.js `Readable` that `pullBody` reads. */
+interface NodeReadable {
+  readonly readable: boolean
+  readonly closed?: boolean
+  read(): Uint8Array | null
+  on(event: string, listener: (...args: Array<any>) => void): unknown
+  off(event: string, listener: (...args: Array<any>) => void): unknown
+  destroy(): unknown
+}
+
+const isNodeReadable = (u: unknown): u is NodeReadable =>
+  typeof u === "object" && u !== null && typeof (u as NodeReadable).read === "function" &&
+  typeof (u as NodeReadable).on === "function" && typeof (u as NodeReadable).off === "function" &&
+  typeof (u as NodeReadable).destroy === "function" && typeof (u as NodeReadable).readable === "boolean"
+
+/**
+ * The Node.js `Readable` under a response of @effect/platform-node's clients (`source.body` of
+ * `NodeHttpClient.layerUndici`'s, `source` itself of the `node:http` one's), and the abort
+ * controller of the `HttpClient`'s wrapper around it (its `stream` aborts it when the body's
+ * stream ends), or undefined for any other response. Exported for `test/HttpBody.test.ts`, which
+ * pins that both clients take this path with the pinned versions.
+ */
+export const nodeBodyOf = (
+  response: HttpClientResponse.HttpClientResponse
+): { readonly readable: NodeReadable; readonly controller: AbortController | undefined } | undefined => {
+  let inner: unknown = response
+  let controller: AbortController | undefined
+  const wrapper = response as { readonly original?: unknown; readonly controller?: unknown }
+  if (typeof wrapper.original === "object" && wrapper.original !== null) {
+    if (!(wrapper.controller instanceof AbortController)) return undefined
+    inner = wrapper.original
+    controller = wrapper.controller
+  }
+  const source: unknown = (inner as { readonly source?: unknown }).source
+  if (isNodeReadable(source)) return { readable: source, controller }
+  if (typeof source === "object" && source !== null) {
+    const body: unknown = (source as { readonly body?: unknown }).body
+    if (isNodeReadable(body)) return { readable: body, controller }
+  }
+  return undefined
+}
+
+/**
+ * A pull of the response body, as `Stream.toPull(response.stream)` (a piece, `None` at the end,
+ * `Some(error)`; closing the scope releases the body). Under a Node.js `Readable` it reads that
+ * stream itself, as @effect/platform-node's `stream` does (`read()` after each `"readable"`,
+ * the same `ResponseError` of reason `"Decode"`, `destroy()` when left before its end): the
+ * stream's channel keeps the last piece it emitted until it emits the next, so that every
+ * waiting response held its last read (up to ~30 KB; ~7–19 KB per session at the peak of
+ * concurrent-sessions, issue 18) after it was decoded. Other bodies are read by their stream.
+ */
+const pullBody = (
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<
+  Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.HttpClientError>>,
+  never,
+  Scope.Scope
+> => {
+  const node = nodeBodyOf(response)
+  if (node === undefined) return Stream.toPull(response.stream)
+  const { controller, readable } = node
+  const abort = Effect.sync(() => {
+    if (controller !== undefined) controller.abort()
+  })
+  // A body that is no longer readable is at its end (and left as it is), as in the stream.
+  if (!readable.readable) return Effect.as(Effect.addFinalizer(() => abort), Effect.fail(Option.none()))
+  const release = Effect.sync(() => {
+    if (readable.closed === false) readable.destroy()
+    if (controller !== undefined) controller.abort()
+  })
+  let exit: Exit.Exit<never, Option.Option<HttpClientError.HttpClientError>> | undefined
+  let waiter: (() => void) | undefined
+  const wake = () => {
+    if (waiter !== undefined) waiter()
+  }
+  const onErr = (cause: unknown) => {
+    exit = Exit.fail(
+      Option.some(new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause }))
+    )
+    wake()
+  }
+  const onEnd = () => {
+    exit = Exit.fail(Option.none())
+    wake()
+  }
+  const pull = Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.HttpClientError>>((resume) => {
+    const attempt = (): boolean => {
+      const item = readable.read()
+      if (item !== null) resume(Effect.succeed(Chunk.of(item)))
+      else if (exit !== undefined) resume(exit)
+      else return false
+      waiter = undefined
+      return true
+    }
+    if (attempt()) return
+    waiter = attempt
+    return Effect.sync(() => {
+      waiter = undefined
+    })
+  })
+  return Effect.as(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        readable.on("readable", wake)
+        readable.on("error", onErr)
+        readable.on("end", onEnd)
+      }),
+      () =>
+        Effect.sync(() => {
+          readable.off("readable", wake)
+          readable.off("error", onErr)
+          readable.off("end", onEnd)
+        }).pipe(Effect.zipRight(release))
+    ),
+    pull
+  )
+}
 
 /** A whole body as text, within `limits` (see `readBody`). */
 export const readText = (
