@@ -183,6 +183,20 @@ const provideHttp = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provide(se
 // Response side: every OpenAI-format recording
 // ---------------------------------------------------------------------------------------------
 
+/** A loopback HTTP server with `handler`, closed (its connections too) with the scope. */
+const loopbackServer = (handler: Http.RequestListener) =>
+  Effect.acquireRelease(
+    Effect.async<Http.Server>((resume) => {
+      const s = Http.createServer(handler)
+      s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
+    }),
+    (s) =>
+      Effect.sync(() => {
+        s.closeAllConnections()
+        s.close()
+      })
+  )
+
 describe("OpenAICompat responses (recorded wire files)", () => {
   for (const [file, expected] of Object.entries(EXPECTED)) {
     it.scopedLive(`${file}: replayed whole`, () =>
@@ -543,17 +557,7 @@ describe("OpenAICompat errors", () => {
 
   it.scopedLive("a server that never answers → TIMEOUT (retryable) after idleTimeoutMs", () =>
     Effect.gen(function*() {
-      const server = yield* Effect.acquireRelease(
-        Effect.async<Http.Server>((resume) => {
-          const s = Http.createServer(() => {}) // accepts, never answers
-          s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
-        }),
-        (s) =>
-          Effect.sync(() => {
-            s.closeAllConnections()
-            s.close()
-          })
-      )
+      const server = yield* loopbackServer(() => {}) // accepts, never answers
       const port = (server.address() as AddressInfo).port
       const model = yield* OpenAICompat.make({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "m", idleTimeoutMs: 200 })
       const { error } = yield* Effect.flip(respond(model))
@@ -567,20 +571,10 @@ describe("OpenAICompat errors", () => {
     Effect.gen(function*() {
       const body = readFixture("vllm-stream-text-usage-chunk.sse").toString("utf8").split("\n\n").slice(0, 3).join("\n\n") +
         "\n\n"
-      const server = yield* Effect.acquireRelease(
-        Effect.async<Http.Server>((resume) => {
-          const s = Http.createServer((_req, res) => {
-            res.writeHead(200, { "content-type": "text/event-stream" })
-            res.write(body, () => setTimeout(() => res.socket?.destroy(), 50))
-          })
-          s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
-        }),
-        (s) =>
-          Effect.sync(() => {
-            s.closeAllConnections()
-            s.close()
-          })
-      )
+      const server = yield* loopbackServer((_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.write(body, () => setTimeout(() => res.socket?.destroy(), 50))
+      })
       const port = (server.address() as AddressInfo).port
       const model = yield* OpenAICompat.make({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "m" })
       const failure = yield* Effect.flip(respond(model))
