@@ -66,7 +66,8 @@ const respond = (
       rawUsage: undefined,
       response: undefined,
       finish: undefined,
-      streamed: false
+      streamed: false,
+      joined: 0
     }
     t.acc = acc
     if (chat === undefined) return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc, undefined)), acc)
@@ -124,24 +125,15 @@ const respond = (
  */
 const FLATTEN_EVERY = 16
 
-/** The sink of one attempt: accumulates the response and publishes its deltas (§5.3). */
-const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.ChatTrace | undefined): ModelSink => {
-  let appended = 0
-  const append = (text: string, piece: string): string => {
-    const joined = text + piece
-    if (++appended % FLATTEN_EVERY === 0) joined.charCodeAt(0)
-    return joined
-  }
-  return sinkOf(a, t, acc, chat, append)
+/** `text + piece`, flattened every `FLATTEN_EVERY`th join of the attempt. */
+const join = (acc: Accumulator, text: string, piece: string): string => {
+  const joined = text + piece
+  if (++acc.joined % FLATTEN_EVERY === 0) joined.charCodeAt(0)
+  return joined
 }
 
-const sinkOf = (
-  a: AgentState,
-  t: TurnState,
-  acc: Accumulator,
-  chat: Trace.ChatTrace | undefined,
-  append: (text: string, piece: string) => string
-): ModelSink => ({
+/** The sink of one attempt: accumulates the response and publishes its deltas (§5.3). */
+const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.ChatTrace | undefined): ModelSink => ({
   part: (part: ModelPart) =>
     Effect.sync(() => {
       // The time to first chunk (issue 16): one clock read per attempt, no span per part.
@@ -152,7 +144,7 @@ const sinkOf = (
           if (part.text.length === 0) return
           const last = content[content.length - 1]
           if (last !== undefined && last.type === "text") {
-            content[content.length - 1] = { type: "text", text: append(last.text, part.text) }
+            content[content.length - 1] = { type: "text", text: join(acc, last.text, part.text) }
           } else content.push({ type: "text", text: part.text })
           acc.streamed = true
           if (a.hub) {
@@ -165,8 +157,8 @@ const sinkOf = (
           if (last !== undefined && last.type === "reasoning") {
             const providerState = part.providerState ?? last.providerState
             content[content.length - 1] = providerState === undefined
-              ? { type: "reasoning", text: append(last.text, part.text) }
-              : { type: "reasoning", text: append(last.text, part.text), providerState }
+              ? { type: "reasoning", text: join(acc, last.text, part.text) }
+              : { type: "reasoning", text: join(acc, last.text, part.text), providerState }
           } else {
             content.push(
               part.providerState === undefined

@@ -65,6 +65,8 @@ export interface Accumulator {
   response: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   finish: FinishReason | undefined
   streamed: boolean
+  /** Text and reasoning deltas joined so far (`modelStep.ts` flattens the text every 16th). */
+  joined: number
 }
 
 /** The turn the driver runs (§6.1). */
