@@ -57,7 +57,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Effect, Either, Exit, Layer, Redacted, type Scope } from "effect"
+import { Data, Duration, Effect, Either, Exit, Layer, Redacted, Schedule, type Scope } from "effect"
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
 import { pgWhere } from "./internal/pgUrl.js"
 import * as Store from "./internal/store/common.js"
@@ -97,6 +97,13 @@ const ROWS_PER_STATEMENT = 5000
 
 /** Rows of one fenced PostgreSQL statement (its arrays are two parameters whatever their length). */
 const PG_ROWS_PER_STATEMENT = 50_000
+
+/**
+ * How a failed PostgreSQL append is settled when the database cannot be asked at once (a pool
+ * that hands back the dying connection, a statement timeout under a lock): three more tries,
+ * 100, 200 and 400 ms apart, on fresh connections.
+ */
+const SETTLE_RETRY = Schedule.intersect(Schedule.exponential(Duration.millis(100)), Schedule.recurs(3))
 
 /** A take of a session that has no row (`open` of an unknown id): rolls the take back. */
 class NoSession extends Data.TaggedError("NoSession") {}
@@ -196,8 +203,11 @@ export const make = (
     const writersTable = sql(tables.writers)
 
     const openLogs = new Map<string, SessionLog>()
-    /** Logs of this store that a takeover fenced: `open` takes their session again. */
-    const fencedLogs = new WeakSet<SessionLog>()
+    /**
+     * Logs of this store that a takeover fenced, or that broke (an append whose outcome could not
+     * be found out): `open` takes their session again and reads it afresh, `read` reads the rows.
+     */
+    const staleLogs = new WeakSet<SessionLog>()
     /** The writer epoch of each log this store handed out. */
     const epochs = new WeakMap<SessionLog, number>()
     let closed = false
@@ -376,6 +386,50 @@ export const make = (
       }))
     }
 
+    /**
+     * What a failed PostgreSQL append turned out to be (`settle`): not committed (the session
+     * re-taken at `epoch`), committed after all (at `epoch`), fenced by another writer, or
+     * unknown (the database could not be asked).
+     */
+    type Settled =
+      | { readonly _tag: "NotCommitted"; readonly epoch: number }
+      | { readonly _tag: "Committed"; readonly epoch: number }
+      | { readonly _tag: "Fenced" }
+      | { readonly _tag: "Unknown"; readonly cause: unknown }
+
+    /**
+     * Finds out what a failed append did (DESIGN.md §3.3). A statement that failed with a
+     * connection error (a reset, `pg_terminate_backend`, a reply lost on the way) may have been
+     * committed: the store asks the database on a connection of its own, in one transaction that
+     * first re-takes the session for this writer (`writer_epoch` + 1, only while it is still this
+     * log's epoch: it waits for the failed statement if that still runs, and fences it if it
+     * arrives late), then reads the rows from the append's first seq. Exactly the append's rows:
+     * committed; none: not committed; anything else, or a database that cannot be asked after
+     * four tries over about 1.5 s: unknown. Every failure of an insert is settled so (a timeout
+     * or a refused statement is simply not committed), so an append never leaves the log behind
+     * the database.
+     */
+    const settle = (id: string, epoch: number, rows: ReadonlyArray<Row>): Effect.Effect<Settled> =>
+      transaction(Effect.gen(function*() {
+        const bumped = yield* sql<
+          { writer_epoch: number }
+        >`UPDATE ${sessionsTable} SET writer_epoch = writer_epoch + 1 WHERE id = ${id} AND writer_epoch = ${epoch} RETURNING writer_epoch`
+        if (bumped.length === 0) return { _tag: "Fenced" } as const
+        const next = Number(bumped[0]!.writer_epoch)
+        const found = yield* sql<
+          { seq: number; event: string }
+        >`SELECT seq, event FROM ${eventsTable} WHERE session_id = ${id} AND seq >= ${rows[0]!.seq} ORDER BY seq`
+        if (found.length === 0) return { _tag: "NotCommitted", epoch: next } as const
+        const same = found.length === rows.length &&
+          found.every((row, i) => Number(row.seq) === rows[i]!.seq && row.event === rows[i]!.event)
+        return same
+          ? { _tag: "Committed", epoch: next } as const
+          : { _tag: "Unknown", cause: new Error(`the rows from seq ${rows[0]!.seq} are not this append's`) } as const
+      })).pipe(
+        Effect.retry(SETTLE_RETRY),
+        Effect.catchAll((cause) => Effect.succeed({ _tag: "Unknown", cause } as const))
+      )
+
     /** An append waiting to be committed, alone or grouped with others of its log. */
     interface Pending {
       readonly drafts: ReadonlyArray<EventDraft>
@@ -387,10 +441,14 @@ export const make = (
       wake: ((effect: Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError>) => void) | undefined
     }
 
-    const attach = (header: SessionHeader, events: Array<SessionEvent>, epoch: number): SessionLog => {
+    const attach = (header: SessionHeader, events: Array<SessionEvent>, takenEpoch: number): SessionLog => {
       const id = header.id
       let logClosed = false
+      /** This log's writer epoch: the take's, then the re-take of each settled failure (`settle`). */
+      let epoch = takenEpoch
       let fenced: SessionFenced | undefined
+      /** Set when a failed append could not be settled: the log refuses appends; `open` takes the session again. */
+      let broken: SessionStoreError | undefined
       /** Appends queued for the next commit, in call order. */
       const queue: Array<Pending> = []
       /** Whether a commit is running or led: appends arriving now wait for the next one. */
@@ -398,7 +456,7 @@ export const make = (
       /** `close` calls waiting for the running commit to end. */
       const idle: Array<() => void> = []
       const refusal = (): SessionWriteError | undefined =>
-        fenced ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
+        fenced ?? broken ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
       /**
        * Commits `batch` in one statement (group commit, DESIGN.md §3.3): each append's events
        * are adjacent and in call order; an append whose events cannot be encoded fails alone; a
@@ -426,33 +484,48 @@ export const make = (
           }
         }
         if (parts.length === 0) return Effect.void
+        const succeed = () => {
+          for (const { committed, pending } of parts) {
+            for (const event of committed) events.push(event)
+            pending.result = Exit.succeed(committed)
+          }
+        }
+        const fail = (failure: SessionWriteError) => {
+          for (const { pending } of parts) pending.result = Exit.fail(failure)
+        }
         return fencedInsert(id, epoch, rows).pipe(
           Effect.matchEffect({
             onFailure: (error) => {
               const failure = failed(`cannot append to session "${id}"`, id)(error)
-              for (const { pending } of parts) pending.result = Exit.fail(failure)
-              return Effect.void
-            },
-            onSuccess: (inserted) => {
-              if (inserted) {
-                for (const { committed, pending } of parts) {
-                  for (const event of committed) events.push(event)
-                  pending.result = Exit.succeed(committed)
+              // SQLite runs in this process: a failed statement was rolled back, its outcome known.
+              if (!isPg) return Effect.sync(() => fail(failure))
+              return Effect.flatMap(settle(id, epoch, rows), (settled): Effect.Effect<void> => {
+                switch (settled._tag) {
+                  case "Committed":
+                    epoch = settled.epoch
+                    epochs.set(log, epoch)
+                    return Effect.sync(succeed)
+                  case "NotCommitted":
+                    epoch = settled.epoch
+                    epochs.set(log, epoch)
+                    return Effect.sync(() => fail(failure))
+                  case "Fenced":
+                    return fence()
+                  case "Unknown":
+                    return Effect.sync(() => {
+                      broken = Store.brokenError(
+                        `session "${id}" is broken: an append failed and whether it was committed could not be ` +
+                          `found out (open the session again)`,
+                        id,
+                        error
+                      )
+                      staleLogs.add(log)
+                      fail(broken)
+                    })
                 }
-                return Effect.void
-              }
-              return Effect.map(epochOf(id), (current) => {
-                fenced = new SessionFenced({
-                  message: `session "${id}" was taken over by another writer (this writer's epoch is ${epoch}` +
-                    `${current === undefined ? "" : `, the session's ${current}`}): nothing was appended`,
-                  sessionId: id,
-                  epoch,
-                  current
-                })
-                fencedLogs.add(log)
-                for (const { pending } of parts) pending.result = Exit.fail(fenced)
               })
-            }
+            },
+            onSuccess: (inserted) => inserted ? Effect.sync(succeed) : fence()
           }),
           // A defect (a bug below) still decides every append of the batch.
           Effect.catchAllCause((cause) =>
@@ -461,6 +534,20 @@ export const make = (
             })
           )
         )
+        /** Another writer took the session: this log is fenced for good (nothing of the batch was appended). */
+        function fence(): Effect.Effect<void> {
+          return Effect.map(epochOf(id), (current) => {
+            fenced = new SessionFenced({
+              message: `session "${id}" was taken over by another writer (this writer's epoch is ${epoch}` +
+                `${current === undefined ? "" : `, the session's ${current}`}): nothing was appended`,
+              sessionId: id,
+              epoch,
+              current
+            })
+            staleLogs.add(log)
+            fail(fenced)
+          })
+        }
       }
       /**
        * The commit `leader` leads: it yields once (so that appends made meanwhile join it),
@@ -601,7 +688,7 @@ export const make = (
       // every open takes the session again and reads it afresh (another runner may have
       // written it meanwhile); a log handed out before is fenced by the new epoch.
       const already = openLogs.get(id)
-      if (already !== undefined && !takeover && !fencedLogs.has(already)) return already
+      if (already !== undefined && !takeover && !staleLogs.has(already)) return already
       if (!Store.isSessionId(id)) return yield* Effect.fail(Store.notFound(id))
       if (closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
       const epoch = yield* take(id, undefined)
@@ -615,7 +702,7 @@ export const make = (
         // one that a takeover fenced (or has taken without its knowing yet: a paused process)
         // is stale, so its session is read from the database like any other.
         const already = openLogs.get(id)
-        if (already === undefined || fencedLogs.has(already)) {
+        if (already === undefined || staleLogs.has(already)) {
           return Store.isSessionId(id) ? readRows(id) : Effect.fail(Store.notFound(id))
         }
         return Effect.flatMap(epochOf(id), (current) =>

@@ -96,10 +96,19 @@ export const decodeBytes = (bytes: Uint8Array, path: string | undefined): Effect
 }
 
 /** The error of an append whose events the reader would refuse or that are not JSON. */
-export const invalidEvents = (id: string, cause: unknown): SessionStoreError =>
-  cause instanceof InvalidDraft
+export const invalidEvents = (id: string, cause: unknown): SessionStoreError => {
+  const error = cause instanceof InvalidDraft
     ? new SessionStoreError({ message: `cannot append to session "${id}": ${cause.message}`, sessionId: id, cause })
     : storeError(`cannot append to session "${id}": an event is not JSON`, id, cause)
+  refused.add(error)
+  return error
+}
+
+/** Errors of appends whose events the reader would refuse (`invalidEvents`). */
+const refused = new WeakSet<SessionStoreError>()
+
+/** Whether `error` refused the events themselves (`invalidEvents`): the same append always fails so. */
+export const refusesEvents = (error: unknown): boolean => error instanceof SessionStoreError && refused.has(error)
 
 /**
  * A store reads session `id` from its own place: a log whose header names another session (a
@@ -119,3 +128,27 @@ export const ownHeader = (
         message: `the header names session ${JSON.stringify(contents.header.id)}, not ${JSON.stringify(id)}`
       })
     )
+
+/** Errors of logs that broke: no retry can append to them (`isTransient`). */
+const brokenErrors = new WeakSet<SessionStoreError>()
+
+/**
+ * A `SessionStoreError` of a log that broke (a failed write that could not be cut back, a failed
+ * fsync, a file changed under the session, an SQL append whose outcome could not be found out):
+ * the log refuses every later append until the session is opened again.
+ */
+export const brokenError = (message: string, sessionId: string, cause?: unknown): SessionStoreError => {
+  const error = storeError(message, sessionId, cause)
+  brokenErrors.add(error)
+  return error
+}
+
+/**
+ * Whether a store error may go away by itself, so that the same append tried again later may
+ * succeed (DESIGN.md §3.3): a `SessionStoreError` caused by an I/O failure (an SQL error: a
+ * connection reset, a statement timeout, a full disk; a system error: `ENOSPC`, `EIO`). Not a
+ * fenced log (`SessionFenced`), a broken one (`brokenError`), a closed or released one, an event
+ * the reader would refuse, an invalid id (none of these has an I/O cause).
+ */
+export const isTransient = (error: unknown): boolean =>
+  error instanceof SessionStoreError && error.cause !== undefined && !refused.has(error) && !brokenErrors.has(error)

@@ -205,7 +205,7 @@ const fileChanged = (log: JsonlLog): SessionStoreError | undefined => {
   try {
     stats = NodeFs.fstatSync(log.fd)
   } catch (error) {
-    return Store.storeError(`session "${log.id}" is broken: cannot check its file ${log.path}`, log.id, error)
+    return Store.brokenError(`session "${log.id}" is broken: cannot check its file ${log.path}`, log.id, error)
   }
   return changeOf(log, stats)
 }
@@ -277,7 +277,7 @@ const cutBack = (log: JsonlLog): void => {
   try {
     log.io.truncate(log.fd, log.size)
   } catch (truncateError) {
-    log.broken = Store.storeError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
+    log.broken = Store.brokenError(`session "${log.id}" is broken: a failed write could not be cut back`, log.id, truncateError)
   }
 }
 
@@ -347,7 +347,7 @@ const startRound = (log: JsonlLog): void => {
     let failure: SessionStoreError | undefined = undefined
     if (error !== null) {
       failure = Store.storeError(`cannot fsync session "${log.id}"`, log.id, error)
-      if (log.broken === undefined) log.broken = Store.storeError(`session "${log.id}" is broken: an fsync failed`, log.id)
+      if (log.broken === undefined) log.broken = Store.brokenError(`session "${log.id}" is broken: an fsync failed`, log.id)
     }
     for (let i = 0; i < round.length; i++) round[i]!.done(failure)
     if (log.waiting!.length > 0) {
