@@ -107,8 +107,23 @@ export interface Agent {
   readonly compact: (
     options?: { readonly instructions?: string | undefined } | undefined
   ) => Effect.Effect<CompactionReport, AgentDisposed | SessionWriteError>
-  /** Current status. */
+  /** Current status: `idle`, `running`, or `stopped` (see `stopCause`). */
   readonly status: Effect.Effect<AgentStatus>
+  /**
+   * Why the agent stopped (status `stopped`), or none while it can go on (DESIGN.md §3.3, §10).
+   * An agent stops when its session log refuses to close a turn: the store failed every try of
+   * the turn's closers (an I/O error is tried five more times over about 3 s first), the log
+   * broke (an append whose outcome could not be found out, a failed fsync, the file changed
+   * under it), or another writer took the session over (`SessionFenced`). From then on it writes
+   * nothing: deliveries and every writing operation fail with this error, the live events end
+   * with `agent/disposed`, the messages its open turn had claimed are `Dropped interrupted`.
+   * What a caller does: release the stopped agent (`release`, which frees its writer) and, once
+   * the store works again, `Agent.resume` the session: the repair closes the open turn (§10) and
+   * the inbox goes on as the log holds it (`continuePending: true` runs the pending work). A
+   * fenced session belongs to its new writer: do not resume it here. The cluster's entities do
+   * this by themselves.
+   */
+  readonly stopCause: Effect.Effect<Option.Option<SessionWriteError>>
   /** The status now, then every change. */
   readonly statusChanges: Stream.Stream<AgentStatus>
   /** Waits until the agent is idle. */
@@ -152,10 +167,11 @@ export interface Agent {
 
 /**
  * What the log holds for an inserted message (`agent.deliveryOf`): the message as its splice
- * inserted it (DESIGN.md §4) and the delivery that splice reads as: `"followup"` for
- * `next-turn`, `"steer"` for `next-step` with `wake: true`, `"inject"` for other `next-step`
- * insertions. So a steer made during a cancel (logged to `next-turn`, §9) reads as a followup,
- * and tool contexts (source `{kind:"tool"}`) and replacements read by their queue.
+ * inserted it (DESIGN.md §4) and the delivery that splice reads as: `"steer"` for a splice
+ * with `wake: true` (in `next-step`, or in `next-turn` for a steer made during a cancel, §9:
+ * there `wake` changes nothing and marks the steer), `"followup"` for other `next-turn`
+ * insertions, `"inject"` for other `next-step` insertions. Tool contexts (source
+ * `{kind:"tool"}`) and replacements read by their queue.
  *
  * @since 0.1.0
  * @category models
@@ -292,6 +308,9 @@ class AgentRecord extends AgentState implements Agent {
   }
   get status(): Effect.Effect<AgentStatus> {
     return Effect.sync(() => observers.status(this))
+  }
+  get stopCause(): Effect.Effect<Option.Option<SessionWriteError>> {
+    return Effect.sync(() => this.stopped !== undefined && !this.released ? Option.some(this.stopped) : Option.none())
   }
   get awaitIdle(): Effect.Effect<void> {
     return observers.awaitIdle(this)

@@ -9,12 +9,16 @@ import type { Message } from "./Message.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**
- * `"idle" | "running"` (DESIGN.md §5.2). Status stays `running` across the turns of one run.
+ * `"idle" | "running" | "stopped"` (DESIGN.md §5.2). Status stays `running` across the turns of
+ * one run. `stopped` is final for this agent: its session log refused to close a turn (the store
+ * failed every try of its closers, the log broke, or another writer fenced it; `agent.stopped`
+ * gives the error). The agent writes nothing more; the session goes on in a new agent
+ * (`Agent.resume`, which repairs the open turn, §10). A released agent is `idle`.
  *
  * @since 0.1.0
  * @category models
  */
-export type AgentStatus = "idle" | "running"
+export type AgentStatus = "idle" | "running" | "stopped"
 
 /**
  * A live notification that is not a durable event (DESIGN.md §4, §5.3): `agent/inbox/inserted`,

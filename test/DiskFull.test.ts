@@ -1,12 +1,14 @@
 /**
  * A full disk during a turn, then space again (issue 13; DESIGN.md §10, §12), on the JSONL
  * store in both fsync modes, its `write(2)` failing with `ENOSPC` through the failpoint seam:
- * a turn whose closing events can still be written ends `{kind:"error", code:"RUN_FAILED"}`;
- * one that cannot be closed stops the agent (nothing more is written: a later `turn/start` would
- * leave the log invalid for good), and resuming the session repairs the turn and goes on.
+ * a turn whose closing events can still be written ends `{kind:"error", code:"RUN_FAILED"}` (its
+ * closers are tried six times over about 3 s: 100, 200, 400, 800 and 1,600 ms apart); one that
+ * cannot be closed stops the agent (status `stopped`; nothing more is written: a later
+ * `turn/start` would leave the log invalid for good), and resuming the session repairs the turn
+ * and goes on.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Logger, LogLevel, Schema, Scope } from "effect"
+import { Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, Scope } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
@@ -65,8 +67,8 @@ describe("a stopped agent's queued deliveries", () => {
     Effect.gen(function*() {
       const directory = scratch()
       // Append 1 the followup, 2 its claim, 3 the queued followup; the response (4) and the
-      // closing of the turn (5) fail: the agent stops with "queued" pending.
-      const store = yield* fullDisk(directory, "none", 4, 2)
+      // six tries of closing the turn (5-10) fail: the agent stops with "queued" pending.
+      const store = yield* fullDisk(directory, "none", 4, 7)
       const withStore = Effect.provideService(SessionStore.SessionStore, store)
       const agent = yield* withStore(Agent.make({ sessionId: "s" }))
       yield* agent.followup("hello")
@@ -74,7 +76,15 @@ describe("a stopped agent's queued deliveries", () => {
       const queued = yield* agent.followup("queued")
       const outcome = yield* Effect.fork(queued.outcome)
       yield* advance(10)
-      expect(yield* Effect.flip(agent.followup("more"))).toBeInstanceOf(SessionStoreError)
+      // Closing the turn is tried again 100, 200, 400, 800 and 1,600 ms later.
+      expect(yield* agent.status).toBe("running")
+      yield* advance(3099)
+      expect(yield* agent.status).toBe("running")
+      yield* advance(1)
+      expect(yield* agent.status).toBe("stopped")
+      const stopped = yield* agent.stopCause
+      expect(stopped._tag).toBe("Some")
+      expect(yield* Effect.flip(agent.followup("more"))).toEqual(Option.getOrThrow(stopped))
       expect(outcome.unsafePoll()).toBeNull()
       // Space again; the same store resumes the session: repair, then the queued followup runs.
       const resumed = yield* withStore(Agent.resume("s", { continuePending: true }))
@@ -113,9 +123,12 @@ describe("dispose on a full disk", () => {
         "tool/call c1 hang",
         "splice next-turn 0 +[queued]"
       ])
-      const error = yield* Effect.flip(agent.dispose)
+      const disposing = yield* Effect.fork(Effect.flip(agent.dispose))
+      // The interrupted turn's closers are tried six times over 3.1 s, then the agent stops.
+      yield* advance(3100)
+      const error = yield* Fiber.join(disposing)
       expect(error).toBeInstanceOf(SessionStoreError)
-      expect(yield* agent.status).toBe("idle")
+      expect(yield* agent.status).toBe("stopped")
       const events = agent.log.events()
       expect(Invariant.check(events)).toEqual([])
       expect(brief(events).at(-1)).toBe("splice next-turn 0 +[queued]")
@@ -154,9 +167,9 @@ describe("a full disk during a turn", () => {
       Effect.gen(function*() {
         const directory = scratch()
         const scope = yield* Scope.make()
-        // The response (append 3) and the closing of the failed turn (4) fail; then the disk
-        // has space again.
-        const store = yield* Scope.extend(fullDisk(directory, fsync, 3, 2), scope)
+        // The response (append 3) and the six tries of closing the failed turn (4-9) fail;
+        // then the disk has space again.
+        const store = yield* Scope.extend(fullDisk(directory, fsync, 3, 7), scope)
         const agent = yield* Scope.extend(
           Agent.make({ sessionId: "s" }).pipe(Effect.provideService(SessionStore.SessionStore, store)),
           scope
@@ -164,7 +177,9 @@ describe("a full disk during a turn", () => {
         const first = yield* agent.followup("hello")
         // It entered step 1 (append 2) before the disk filled.
         expect(yield* first.outcome).toEqual(Delivery.entered(1, 1))
+        yield* advance(3100)
         yield* agent.awaitIdle
+        expect(yield* agent.status).toBe("stopped")
         // Space again: the stopped agent writes nothing; every delivery fails naming the cause.
         const refused = yield* Effect.flip(agent.followup("again"))
         expect(refused).toBeInstanceOf(SessionStoreError)
@@ -188,6 +203,6 @@ describe("a full disk during a turn", () => {
           "turn/end 1 interrupted",
           "turn/end 2 completed"
         ])
-      }).pipe(Effect.provide(services)))
+      }).pipe(Effect.provide(Layer.merge(services, layerTracked))))
   }
 })

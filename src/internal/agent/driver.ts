@@ -10,7 +10,7 @@
  * path"). The driver fiber is started with `Runtime.runFork` from inside the section that decides
  * the run (no `Effect.fork` per run, measured 8–9 µs).
  */
-import { Cause, Deferred, Effect, Either, Exit, Runtime } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Runtime, Schedule } from "effect"
 import type { CompactionReport } from "../../Compaction.js"
 import { dropped, dropReasonOfTurnEnd, entered as enteredOutcome } from "../../Delivery.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
@@ -23,6 +23,7 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
+import { isTransient } from "../store/common.js"
 import * as Trace from "../tracing.js"
 import { abortRequest, compact, needsCompaction, noteUsage, requestCompaction } from "./compaction.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
@@ -103,7 +104,7 @@ const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionWriteErr
   if (a.released) return Effect.sync(() => leaveOpen(a, a.current ?? t))
   if (Cause.isInterruptedOnly(cause)) {
     // `current` is the turn the interruption hit (possibly the next one, already opened).
-    return Effect.catchAllCause(closeAborted(a, a.current ?? t), (closed) => stopAgent(a, a.current ?? t, closed))
+    return Effect.catchAllCause(closeRetrying(a, a.current ?? t), (closed) => stopAgent(a, a.current ?? t, closed))
   }
   // Another writer took the session over (SessionFenced): nothing more can be written, the
   // turn is the new owner's to repair (§10). The agent stops at once, with that error.
@@ -112,9 +113,29 @@ const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionWriteErr
   // `{kind:"error", code:"RUN_FAILED"}` like an aborted one, so the log stays valid.
   return Effect.zipRight(
     Effect.logError(`agent ${a.id}: the run failed`, cause),
-    Effect.catchAllCause(closeAborted(a, a.current ?? t, causeMessage(cause)), (closed) => stopAgent(a, a.current ?? t, closed))
+    Effect.catchAllCause(closeRetrying(a, a.current ?? t, causeMessage(cause)), (closed) => stopAgent(a, a.current ?? t, closed))
   )
 }
+
+/**
+ * How the closers of an interrupted or failed turn are retried when the store refuses them with
+ * an I/O error (a connection reset, a statement timeout under a lock, a full disk): five more
+ * tries, 100, 200, 400, 800 and 1,600 ms apart (about 3 s in all, on the `Clock`). The SQL store
+ * takes a fresh connection for each (the pool drops a connection that failed), and settles a
+ * failed append before it returns, so a retry never appends twice (DESIGN.md §3.3).
+ */
+const CLOSE_RETRY = Schedule.intersect(Schedule.exponential(Duration.millis(100)), Schedule.recurs(5))
+
+/**
+ * `closeAborted`, retried (`CLOSE_RETRY`) while the store's error is transient (an I/O error,
+ * not a closed, fenced or released log) and the agent is not released. Each try goes on from
+ * where the last one stopped: what a try closed durably is recorded in the turn's state.
+ */
+const closeRetrying = (a: AgentState, t: TurnState, failure?: string): Effect.Effect<void, SessionWriteError> =>
+  Effect.retry(closeAborted(a, t, failure), {
+    schedule: CLOSE_RETRY,
+    while: (error) => !a.released && isTransient(error)
+  })
 
 /** The `SessionFenced` failure of `cause`, if any. */
 const fencedBy = (cause: Cause.Cause<unknown>): SessionFenced | undefined => {

@@ -239,7 +239,7 @@ export const setIdle = (a: AgentState): void => {
   a.cancelCause = undefined
   a.latch = false
   a.current = undefined
-  publish(a, { type: "agent/status", status: "idle" })
+  publish(a, { type: "agent/status", status: status(a) })
   const waiters = a.idleWaiters
   if (waiters !== undefined) {
     a.idleWaiters = undefined
@@ -259,7 +259,13 @@ export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
     })
   })
 
-export const status = (a: AgentState): AgentStatus => (a.running ? "running" : "idle")
+/**
+ * The status (§5.2): `running` while a run is on; `stopped` once the agent stopped because its
+ * log refused the closers of its turn, broke, or was fenced (`driver.ts` `stopAgent`; a released
+ * agent is `idle`); else `idle`.
+ */
+export const status = (a: AgentState): AgentStatus =>
+  a.running ? "running" : a.stopped !== undefined && !a.released ? "stopped" : "idle"
 
 const DISPOSED: AgentEvent = Object.freeze({ type: "agent/disposed" as const })
 
