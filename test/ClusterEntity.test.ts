@@ -115,16 +115,21 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
   )
 
   it.live(
-    "a retried delivery of an id already in the log answers with that delivery; the log holds one copy; the id reused for other content is refused",
+    "a retried delivery of an id already in the log answers with that delivery; the log holds one copy; the id reused for another kind or other content is refused",
     () =>
       Effect.gen(function*() {
         const { context } = yield* cluster({})
         const client = Context.get(context, AgentClient)
         expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        // The same rpc again (the cluster's own answer), and another rpc with that id and message
-        // (the entity's: its primary key differs, so only the log tells).
+        // The same rpc again (the cluster's own answer).
         expect(yield* bounded(client.followup("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        expect(yield* bounded(client.steer("s2", "first", { messageId: "m1" }))).toEqual({ messageId: "m1" })
+        // The id and message again as another kind (another rpc: only the log tells): refused,
+        // nothing logged.
+        expect(yield* bounded(Effect.flip(client.steer("s2", "first", { messageId: "m1" })))).toMatchObject({
+          _tag: "DuplicateMessageId",
+          messageId: "m1",
+          message: "message id m1 is already in the log as a followup"
+        })
         // The id reused for another message: refused, nothing logged.
         const reused = yield* bounded(Effect.flip(client.followup("s2", "first again", { messageId: "m1" })))
         expect(reused).toMatchObject({

@@ -12,10 +12,21 @@
  *   (§5.1). They are persisted messages, which the cluster delivers at least once; each carries
  *   its message id (the caller's, or one `AgentClient` draws), which with a hash of the message is
  *   the rpc's primary key (a retry while the cluster still holds the first answer gets that
- *   answer) and is the message's id
- *   in the log (a delivery of an id the log already holds, with the same content and source,
- *   answers with that delivery and logs nothing; the id with another message is refused with
- *   `DuplicateMessageId`; an empty id is `InvalidMessage`).
+ *   answer) and is the message's id in the log (a delivery of an id the log already holds, as
+ *   the same kind with the same content and source, answers with that delivery and logs nothing;
+ *   the id with another kind or another message is refused with `DuplicateMessageId`; an empty
+ *   id is `InvalidMessage`). A caller never interrupts a delivery (`Uninterruptible` `"client"`):
+ *   once sent it runs, whatever the caller does meanwhile.
+ * - A transient store fault is never an rpc's answer (DESIGN.md §3.3): a store error (a
+ *   connection reset, a statement timeout, a full disk, a broken log) is tried again, 200 ms
+ *   apart doubling up to 5 s, until the store answers, so that the cluster never stores it as a
+ *   delivery's reply (it would answer every retry of the id with it); the caller waits meanwhile.
+ *   Errors that no retry cures (an unreadable log, events the store refuses, the caller's
+ *   mistakes) are answers.
+ * - A stopped agent (its log refused to close a turn, §10) is released and the session reopened
+ *   by the next rpc, or `healDelay` (500 ms) after the stop without one: `Agent.resume` repairs
+ *   the open turn, then the pending work runs. The runner logs one line naming the session, the
+ *   cause and what it does. A fenced agent is handled so after `fencedGrace`.
  * - The rpcs of one session run concurrently (`status`, `outcome`, `steer`, `inject`, `cancel`
  *   reach a session whose turn runs); the agent serializes its own inbox (§4).
  * - While a run is on, the entity is kept alive (`Entity.keepAlive`): a running turn is never
@@ -45,9 +56,10 @@ import {
 } from "../AgentError.js"
 import type { AgentEvent } from "../AgentEvent.js"
 import * as IdGenerator from "../IdGenerator.js"
+import { isTransient, refusesEvents } from "../internal/store/common.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
-import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError } from "../SessionLog.js"
+import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError, type SessionWriteError } from "../SessionLog.js"
 import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
 
@@ -198,12 +210,19 @@ const deliveryKey = (payload: { readonly messageId: string; readonly message: De
 const persisted = <R extends Rpc.Any>(rpc: R): R => (rpc as any).annotate(ClusterSchema.Persisted, true)
 
 /**
+ * A delivery: persisted, and never interrupted by its caller (`Uninterruptible` `"client"`): once
+ * sent it is in the cluster's storage and runs, whatever the caller does meanwhile (a timeout,
+ * Ctrl-C); a caller that stopped waiting learns its fate by retrying the same id or `outcome`.
+ */
+const delivery = <R extends Rpc.Any>(rpc: R): R => (persisted(rpc) as any).annotate(ClusterSchema.Uninterruptible, "client")
+
+/**
  * `followup {messageId, message}` → `{messageId}`: queue a direct prompt in `next-turn` (waking, §5.1). Persisted.
  *
  * @since 0.1.0
  * @category rpcs
  */
-export const Followup = persisted(
+export const Followup = delivery(
   Rpc.make("followup", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
@@ -212,7 +231,7 @@ export const Followup = persisted(
  * @since 0.1.0
  * @category rpcs
  */
-export const Steer = persisted(
+export const Steer = delivery(
   Rpc.make("steer", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
@@ -221,7 +240,7 @@ export const Steer = persisted(
  * @since 0.1.0
  * @category rpcs
  */
-export const Inject = persisted(
+export const Inject = delivery(
   Rpc.make("inject", { payload: DeliveryPayload, success: Delivered, error: DeliveryError, primaryKey: deliveryKey })
 )
 /**
@@ -300,6 +319,13 @@ export interface EntityOptions extends Omit<Agent.ResumeOptions, "continuePendin
    * delivers the persisted message again to the new owner: the caller never gets the fence.
    */
   readonly fencedGrace?: Duration.DurationInput | undefined
+  /**
+   * How long after its agent stopped (its log refused to close a turn: a store that failed every
+   * try of the closers, a broken log) the session is reopened by itself, if no rpc reopens it
+   * first (default 500 ms). Reopening (`Agent.resume`) repairs the open turn, then the pending
+   * work runs; it is tried again, 200 ms apart doubling up to 5 s, until the store lets it.
+   */
+  readonly healDelay?: Duration.DurationInput | undefined
 }
 
 type Kind = "followup" | "steer" | "inject"
@@ -334,6 +360,40 @@ const messageOfPayload = (kind: Kind, payload: { readonly messageId: string; rea
   })
 }
 
+/** An rpc's failure that a later try cures (`persevere`); `wait`: back off before it. */
+class Retry {
+  constructor(readonly error: { readonly message: string }, readonly wait: boolean) {}
+}
+
+/** A message on one line (a log line of the runner). */
+const oneLine = (text: string): string => text.replace(/\s*\n\s*/g, " ")
+
+/**
+ * What the log says of a delivery of `message` as `kind`: undefined when its id was never
+ * inserted; else the answer `{messageId}` (the same kind, content and source: a retry), or
+ * `DuplicateMessageId` (the id used for another kind, other content or another source).
+ */
+const fromLog = (
+  agent: Agent.Agent,
+  kind: Kind,
+  message: UserMessage
+): Effect.Effect<Delivered, DuplicateMessageId> | undefined => {
+  const logged = agent.deliveryOf(message.id)
+  if (Option.isNone(logged)) return undefined
+  const first = logged.value
+  const differs = first.delivery !== kind
+    ? `as a ${first.delivery}`
+    : JSON.stringify(first.message.content) !== JSON.stringify(message.content) ||
+        JSON.stringify(first.message.source) !== JSON.stringify(message.source)
+    ? "with other content or source"
+    : undefined
+  return differs === undefined
+    ? Effect.succeed({ messageId: message.id })
+    : Effect.fail(
+      new DuplicateMessageId({ message: `message id ${message.id} is already in the log ${differs}`, messageId: message.id })
+    )
+}
+
 /**
  * The entity's handlers as a layer (registers `AgentEntity` with the `Sharding` in context):
  * each activation opens its session from the `SessionStore` with the `Model` in context
@@ -353,25 +413,26 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       const sessionId = address.entityId
       const { maxIdleTime: _, ...agentOptions } = options
 
-      // Keep-alive follows the agent's status. Each sync reads the status inside the lock, so
-      // that the last sync (the watcher sees every change) leaves it as the agent is now.
+      // Keep-alive follows the agent's status, and is on while a stopped agent is being
+      // reopened. Each sync reads the status inside the lock, so that the last sync (the
+      // watcher sees every change) leaves it as the agent is now.
       let keptAlive = false
       const keepAliveLock = yield* Effect.makeSemaphore(1)
+      const setKeepAlive = (on: boolean) =>
+        Effect.suspend(() => {
+          if (keptAlive === on) return Effect.void
+          keptAlive = on
+          return Entity.keepAlive(on)
+        }).pipe(Effect.provide(context))
       const syncKeepAlive = (agent: Agent.Agent) =>
-        keepAliveLock.withPermits(1)(
-          Effect.flatMap(agent.status, (status) => {
-            const on = status === "running"
-            if (keptAlive === on) return Effect.void
-            keptAlive = on
-            return Entity.keepAlive(on)
-          })
-        ).pipe(Effect.provide(context))
+        keepAliveLock.withPermits(1)(Effect.flatMap(agent.status, (status) => setKeepAlive(status === "running")))
 
-      // Each agent of the entity in its own scope: a fenced agent is released with it before
-      // the session is reopened.
-      const open = Effect.gen(function*() {
+      // Each agent of the entity in its own scope: a fenced or stopped agent is released with it
+      // before the session is reopened.
+      type Opened = { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope }
+      const open: Effect.Effect<Opened, OpenError> = Effect.gen(function*() {
         const agentScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-        const agent = yield* Effect.gen(function*() {
+        const agent: Agent.Agent = yield* Effect.gen(function*() {
           const agent = yield* Agent.resume(sessionId, { ...agentOptions, continuePending: true }).pipe(
             Effect.catchTag("SessionNotFound", () => Agent.make({ ...agentOptions, sessionId }))
           )
@@ -380,6 +441,14 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           yield* Effect.addFinalizer(() => Effect.ignoreLogged(agent.release))
           yield* agent.statusChanges.pipe(
             Stream.runForEach(() => syncKeepAlive(agent)),
+            // The live events ended: the agent was released, or it stopped (its log refused to
+            // close a turn), and then the session is reopened shortly, rpc or not.
+            Effect.zipRight(
+              Effect.flatMap(
+                agent.stopCause,
+                (cause) => Option.isSome(cause) ? Effect.asVoid(Effect.forkIn(heal(agent, cause.value), scope)) : Effect.void
+              )
+            ),
             Effect.forkScoped
           )
           return agent
@@ -391,10 +460,10 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       }).pipe(Effect.provide(context))
 
       // Opened at activation (a session that was running resumes now); a failed open is retried
-      // by the next rpc, which gets its error.
-      let opened: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
+      // by the next rpc, and after a stop by `heal`.
+      let opened: Opened | undefined
       const lock = yield* Effect.makeSemaphore(1)
-      const agentOf = lock.withPermits(1)(
+      const agentOf: Effect.Effect<Agent.Agent, OpenError> = lock.withPermits(1)(
         Effect.suspend(() =>
           opened !== undefined ? Effect.succeed(opened.agent) : Effect.map(open, (o) => {
             opened = o
@@ -402,88 +471,166 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           })
         )
       )
-      /** Forgets a fenced agent (releasing it) so that the next `agentOf` reopens the session. */
+      /**
+       * Forgets `agent` (releasing it: it frees its writer) so that the next `agentOf` reopens
+       * the session; true when it was the entity's agent (not forgotten before).
+       */
       const forget = (agent: Agent.Agent) =>
         lock.withPermits(1)(Effect.suspend(() => {
-          if (opened === undefined || opened.agent !== agent) return Effect.void
+          if (opened === undefined || opened.agent !== agent) return Effect.succeed(false)
           const { scope: agentScope } = opened
           opened = undefined
-          return Scope.close(agentScope, Exit.void)
+          return Effect.as(Scope.close(agentScope, Exit.void), true)
         }))
       const fencedGrace = options.fencedGrace ?? Duration.seconds(10)
+      const healDelay = options.healDelay ?? Duration.millis(500)
+
       /**
-       * Runs `f` on the session's agent. When the agent was fenced (another writer took the
-       * session), the rpc does not answer with the fence: it waits `fencedGrace` (a runner that
-       * lost the shard is interrupted meanwhile, and the cluster re-delivers the persisted
-       * message to the new owner), then, still the owner, reopens the session and runs `f` on it.
+       * A stopped agent (DESIGN.md §10): its log refused to close a turn (the store failed every
+       * try of the closers, or the log broke), or another writer fenced it. After `healDelay`
+       * (`fencedGrace` for a fence: a runner that lost the shard is interrupted meanwhile) the
+       * agent is released and the session reopened through `Agent.resume`, whose repair closes
+       * the open turn; then the pending work runs. Reopening is tried until it works (`persevere`).
+       * One log line says so (a second one if the store still refuses).
        */
-      const withAgent = <A, E, R>(f: (agent: Agent.Agent) => Effect.Effect<A, E, R>) =>
-        Effect.flatMap(agentOf, (agent) =>
-          Effect.catchIf(
-            f(agent),
-            (e): e is E & SessionFenced => e instanceof SessionFenced,
-            (e) =>
-              Effect.zipRight(
-                Effect.logWarning(
-                  `session ${sessionId}: fenced (${e.message}); reopening in ${
+      const heal = (agent: Agent.Agent, cause: SessionWriteError): Effect.Effect<void> => {
+        const fenced = cause instanceof SessionFenced
+        const delay = fenced ? fencedGrace : healDelay
+        return Effect.logWarning(
+          `session ${sessionId}: its agent stopped (${oneLine(cause.message)}); reopening the session in ${
+            Duration.format(delay)
+          }${fenced ? " unless the shard moves" : ""} (the repair closes the open turn, then the pending work runs)`
+        ).pipe(
+          Effect.zipRight(setKeepAlive(true)),
+          Effect.zipRight(Effect.sleep(delay)),
+          Effect.zipRight(forget(agent)),
+          Effect.zipRight(persevere("reopening", () => Effect.void)),
+          Effect.zipRight(Effect.flatMap(agentOf, syncKeepAlive)),
+          Effect.catchAll((error) =>
+            Effect.logWarning(`session ${sessionId}: could not be reopened (${oneLine(error.message)}); the next rpc tries again`)
+          )
+        )
+      }
+
+      /**
+       * Runs `f` on the session's agent until the store lets it (DESIGN.md §3.3): a failure that
+       * a later try can cure is never the rpc's answer, so that a persisted delivery is never
+       * stored with a transient store error as its reply (the cluster would answer every retry
+       * of its id with it). Cured by trying again: a store error (an I/O failure, a closed or
+       * broken log, a stopped or released agent: the agent is then released and the session
+       * reopened, which repairs an open turn) and a fence (the rpc waits `fencedGrace`, in
+       * which a runner that lost the shard is interrupted and the cluster delivers the persisted
+       * message again to the new owner; still the owner, it reopens the session). Tries are 200 ms
+       * apart, doubling up to 5 s; the first failure and the success after it are logged. Other
+       * errors (an unreadable log, events the store refuses, the caller's mistakes) are answers.
+       */
+      const persevere = <A, E, R>(
+        what: string,
+        f: (agent: Agent.Agent) => Effect.Effect<A, E, R>
+      ): Effect.Effect<A, E | OpenError, R> => {
+        const attempt = Effect.flatMap(
+          agentOf,
+          (agent): Effect.Effect<A, E | OpenError | Retry, R> =>
+            Effect.catchAll(f(agent), (error): Effect.Effect<never, E | Retry> => {
+              if (error instanceof SessionFenced) {
+                return Effect.logWarning(
+                  `session ${sessionId}: fenced (${error.message}); reopening in ${
                     Duration.format(fencedGrace)
                   } unless the shard moves`
-                ),
-                Effect.sleep(fencedGrace).pipe(Effect.zipRight(forget(agent)), Effect.zipRight(Effect.flatMap(agentOf, f)))
+                ).pipe(
+                  Effect.zipRight(Effect.sleep(fencedGrace)),
+                  Effect.zipRight(forget(agent)),
+                  Effect.zipRight(Effect.fail(new Retry(error, false)))
+                )
+              }
+              if (!(error instanceof SessionStoreError || error instanceof AgentDisposed) || refusesEvents(error)) {
+                return Effect.fail(error)
+              }
+              return Effect.flatMap(agent.status, (status) => {
+                // A transient failure of a working agent: the same agent tries again. Otherwise
+                // (stopped, broken or closed log, released or replaced agent) a new one does.
+                if (status !== "stopped" && isTransient(error)) return Effect.fail(new Retry(error, true))
+                return Effect.zipRight(forget(agent), Effect.fail(new Retry(error, true)))
+              })
+            })
+        ).pipe(
+          Effect.catchIf(
+            (e): e is SessionStoreError & OpenError => e instanceof SessionStoreError && !refusesEvents(e),
+            (e) => Effect.fail(new Retry(e, true))
+          )
+        )
+        const loop = (tries: number): Effect.Effect<A, E | OpenError, R> =>
+          Effect.matchEffect(attempt, {
+            onFailure: (error) => {
+              if (!(error instanceof Retry)) return Effect.fail(error)
+              if (!error.wait) return loop(tries + 1)
+              return Effect.zipRight(
+                tries === 0
+                  ? Effect.logWarning(
+                    `session ${sessionId}: ${what} failed (${oneLine(error.error.message)}); trying again until the store answers`
+                  )
+                  : Effect.void,
+                Effect.zipRight(Effect.sleep(Duration.millis(Math.min(200 * 2 ** Math.min(tries, 5), 5000))), loop(tries + 1))
               )
-          ))
+            },
+            onSuccess: (value) =>
+              tries === 0
+                ? Effect.succeed(value)
+                : Effect.as(Effect.logInfo(`session ${sessionId}: ${what} succeeded at try ${tries + 1}`), value)
+          })
+        return loop(0)
+      }
       const first = yield* Effect.exit(agentOf)
       if (Exit.isFailure(first)) yield* Effect.logWarning(`session ${sessionId}: could not be opened`, first.cause)
 
       const deliver = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
-        withAgent((agent) =>
-          Effect.gen(function*() {
-            const answered = { messageId: payload.messageId }
-            const message = yield* messageOf(kind, payload)
-            // A retry of a delivery the log already holds: that delivery, nothing logged. The same
-            // id for other content or another source is a caller's mistake, refused.
-            const logged = agent.deliveryOf(payload.messageId)
-            if (Option.isSome(logged)) {
-              const first = logged.value.message
-              if (
-                JSON.stringify(first.content) === JSON.stringify(message.content) &&
-                JSON.stringify(first.source) === JSON.stringify(message.source)
-              ) return answered
-              return yield* new DuplicateMessageId({
-                message: `message id ${payload.messageId} is already in the log with other content or source`,
-                messageId: payload.messageId
-              })
-            }
-            const delivered = yield* agent[kind](message).pipe(
-              Effect.as(true),
-              Effect.catchIf(
-                isDuplicateMessageId,
-                (e) => Option.isSome(agent.deliveryOf(payload.messageId)) ? Effect.succeed(false) : Effect.fail(e)
-              )
-            )
-            // A run is on before the reply: the session is kept alive from now on.
-            if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
-            return answered
-          })
+        Effect.flatMap(
+          messageOf(kind, payload),
+          (message) =>
+            persevere(`the ${kind} of ${payload.messageId}`, (agent) =>
+              Effect.gen(function*() {
+                const answered = { messageId: payload.messageId }
+                // A retry of a delivery the log already holds: that delivery, nothing logged. The
+                // same id for another kind, other content or another source is a caller's
+                // mistake, refused.
+                const logged = fromLog(agent, kind, message)
+                if (logged !== undefined) return yield* logged
+                const delivered = yield* agent[kind](message).pipe(
+                  Effect.as(true),
+                  // Delivered meanwhile by a concurrent retry of the same id.
+                  Effect.catchIf(isDuplicateMessageId, (e) => {
+                    const answer = fromLog(agent, kind, message)
+                    return answer === undefined ? Effect.fail(e) : Effect.as(answer, false)
+                  })
+                )
+                // A run is on before the reply: the session is kept alive from now on.
+                if (delivered && kind !== "inject") yield* syncKeepAlive(agent)
+                return answered
+              }))
         )
 
       return AgentEntity.of({
         followup: ({ payload }) => deliver("followup", payload),
         steer: ({ payload }) => deliver("steer", payload),
         inject: ({ payload }) => deliver("inject", payload),
-        cancel: ({ payload }) => withAgent((agent) => agent.cancel(payload.cause, { keepInbox: payload.keepInbox })),
+        cancel: ({ payload }) => persevere("a cancel", (agent) => agent.cancel(payload.cause, { keepInbox: payload.keepInbox })),
+        // A stopped agent is not answered for: the session is reopened first (`persevere`).
         status: () =>
-          Effect.flatMap(agentOf, (agent) =>
-            Effect.zipWith(agent.status, agent.inbox, (status, inbox) => ({
-              status,
-              nextTurn: inbox.nextTurn.length,
-              nextStep: inbox.nextStep.length
-            }))),
+          persevere("a status", (agent) =>
+            Effect.flatMap(agent.status, (status) =>
+              status === "stopped"
+                ? Effect.flatMap(agent.stopCause, (cause) =>
+                  Effect.fail(Option.getOrElse(cause, () => new SessionStoreError({ message: "the agent stopped" }))))
+                : Effect.map(agent.inbox, (inbox) => ({
+                  status,
+                  nextTurn: inbox.nextTurn.length,
+                  nextStep: inbox.nextStep.length
+                })))),
         // An id this agent never saw may have been delivered by a writer that took the session
         // since (this agent does not know yet that it lost it): when the stored log holds it,
         // the session is reopened after `fencedGrace` (as for a fence) and asked again.
         outcome: ({ payload }) =>
-          Effect.flatMap(agentOf, (agent) =>
+          persevere("an outcome", (agent) =>
             agent.outcome(payload.messageId).pipe(
               Effect.catchTag("MessageNotFound", (e) =>
                 Effect.flatMap(

@@ -1222,8 +1222,8 @@ export const agentSuite = (mode: StoreMode): void => {
         yield* advance(200)
         yield* Fiber.join(canceling)
         const log = brief(agent.log.events())
-        expect(log.slice(log.indexOf("splice next-turn 0 +[during unwinding]"))).toEqual([
-          "splice next-turn 0 +[during unwinding]",
+        expect(log.slice(log.indexOf("splice next-turn 0 +[during unwinding] wake"))).toEqual([
+          "splice next-turn 0 +[during unwinding] wake",
           "tool/result t ABORTED",
           "step/end 1.1",
           "turn/end 1 aborted:user",

@@ -75,8 +75,12 @@ export const deliver = (
         if (seen(a).has(message.id)) return Effect.fail(duplicate(a, message.id))
         const unwinding = a.cancelCause !== undefined
         const target = mode === "followup" || (mode === "steer" && unwinding) ? "next-turn" : "next-step"
+        // A steer made during a cancel goes to `next-turn` (§9); `wake: true` (which changes
+        // nothing there) keeps it a steer for `deliveryOf`.
         const data: SplicedData = target === "next-turn"
-          ? { target, start: inbox.nextTurn.length, inserted: [message] }
+          ? mode === "steer"
+            ? { target, start: inbox.nextTurn.length, inserted: [message], wake: true }
+            : { target, start: inbox.nextTurn.length, inserted: [message] }
           : mode === "steer"
           ? { target, start: inbox.nextStep.length, inserted: [message], wake: true }
           : { target, start: inbox.nextStep.length, inserted: [message] }
@@ -102,8 +106,9 @@ export const deliver = (
 
 /**
  * What the log holds for an inserted message id (`agent.deliveryOf`): the message as its splice
- * inserted it and the delivery that splice reads as: `next-turn` → `"followup"`, `next-step`
- * with `wake` → `"steer"`, other `next-step` → `"inject"`. None for an id the session never
+ * inserted it and the delivery that splice reads as: `wake: true` → `"steer"` (in `next-step`, or
+ * in `next-turn` for a steer made during a cancel), other `next-turn` → `"followup"`, other
+ * `next-step` → `"inject"`. None for an id the session never
  * used (O(1)), else one scan of the log from its end (ids are unique per session, §2); also
  * none for an id used but never inserted (assistant messages, tool results, pre-step additions)
  * and for the seed's messages (§3.1).
@@ -124,7 +129,7 @@ export const deliveryOf = (
       if (message.id === id) {
         return Option.some({
           message,
-          delivery: data.target === "next-turn" ? "followup" : data.wake === true ? "steer" : "inject"
+          delivery: data.wake === true ? "steer" : data.target === "next-turn" ? "followup" : "inject"
         })
       }
     }
