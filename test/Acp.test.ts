@@ -9,7 +9,7 @@
  */
 import * as acp from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "@effect/vitest"
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Readable, Writable } from "node:stream"
@@ -613,6 +613,48 @@ describe("agent-loop acp, through the SDK's client", () => {
         }
       ])
     expect(await second.close()).toBe(0)
+  })
+
+  it("session/load of a log that is a fifo, or whose lock file is one: an error naming it at once; the agent serves on and exits when stdin ends", async () => {
+    const store = tmp()
+    const first = await startClient(store)
+    const locked = await newSession(first, store)
+    expect((await prompt(first, locked, "hello")).stopReason).toBe("end_turn")
+    expect(await first.close()).toBe(0)
+    // Opening a fifo for reading blocks until a writer comes; reading one opened read-write, for ever.
+    execFileSync("mkfifo", [Path.join(store, "fifo-log.jsonl"), Path.join(store, `${locked}.jsonl.lock`)])
+    const c = await startClient(store)
+    /** The error a request answered within 5 s, or what else happened. */
+    const errorOf = (request: Promise<unknown>) =>
+      Promise.race([
+        request.then(() => "answered with a result", (e: acp.RequestError) => ({ code: e.code, message: e.message })),
+        new Promise<string>((resolve) => setTimeout(() => resolve("no answer within 5 s"), 5_000))
+      ])
+    const load = (sessionId: string) =>
+      errorOf(c.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] }))
+    const fifoLog = await load("fifo-log")
+    const fifoLock = await load(locked)
+    // The store serves on: a new session and a prompt in it.
+    const fresh = await Promise.race([
+      newSession(c, store).then((id) => prompt(c, id, "hello")).then((r) => r.stopReason as string),
+      new Promise<string>((resolve) => setTimeout(() => resolve("no answer within 5 s"), 5_000))
+    ])
+    const t0 = Date.now()
+    const code = await c.close().catch((e: Error) => e.message)
+    expect({ fifoLog, fifoLock, fresh, code }).toEqual({
+      fifoLog: {
+        code: -32603,
+        message: `cannot load session fifo-log: cannot read ${store}/fifo-log.jsonl: not a regular file (a fifo)`
+      },
+      fifoLock: {
+        code: -32603,
+        message:
+          `cannot load session ${locked}: cannot lock session "${locked}": ${store}/${locked}.jsonl.lock is not a regular file, not a lock file; remove it`
+      },
+      fresh: "end_turn",
+      code: 0
+    })
+    expect(Date.now() - t0).toBeLessThan(3_000)
   })
 
   it("stdin closed while a prompt runs: the agent is disposed, the log closed valid, exit 0", async () => {

@@ -24,9 +24,11 @@
  *   `user_message_chunk` with their `via`: the session's live projector is primed with the
  *   loaded log, its output discarded), with no prompt of this connection to answer. A session
  *   another process writes (its lock held) is an error response (-32603 naming it), never a
- *   second writer; an unknown session is -32002. A session already open on this connection is
- *   replayed again, with the same agent: a call it is running (no result in the log yet) is
- *   shown `in_progress` (replay's `running`), and its result follows live.
+ *   second writer; an unknown session is -32002. A log or lock file in the store that is not a
+ *   regular file (a fifo) is -32603 naming it, at once: the store never reads one (a blocked
+ *   read would keep the process alive after stdin ends). A session already open on this
+ *   connection is replayed again, with the same agent: a call it is running (no result in the
+ *   log yet) is shown `in_progress` (replay's `running`), and its result follows live.
  * - One stream of updates a session: its updates are sent holding the session's `sending`
  *   permit, which the forwarder of its live events takes for each event and `session/load` for
  *   its whole replay, the log read inside it. So a replay is never interleaved with live
