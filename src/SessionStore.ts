@@ -210,7 +210,11 @@ export interface JsonlOptions {
  * Builds a JSONL store in `options.directory` (DESIGN.md §3). Open logs keep their file
  * descriptor (opened with flag `"a"`) and their writer lock (`<id>.jsonl.lock`) until the scope
  * closes. Requires no `FileSystem`: it reads and writes through `node:fs` (the appends are
- * synchronous `write(2)` calls on a descriptor, which no `FileSystem` service can give).
+ * synchronous `write(2)` calls on a descriptor, which no `FileSystem` service can give). A log
+ * path that is not a regular file (a fifo, a link to a device) is refused at once by `open` and
+ * `read` (`SessionStoreError` `cannot open PATH: not a regular file (a fifo)`), never read: its
+ * open does not block and its kind is checked on the descriptor; so is a lock file
+ * (`cannot lock session …`).
  *
  * @since 0.1.0
  * @category constructors

@@ -9,13 +9,13 @@
  */
 import * as acp from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "@effect/vitest"
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import { LINE_LIMIT, stopReasonOf } from "../src/cli/acp/agent.js"
-import { limitLines, type Oversize } from "../src/cli/acp/lineLimit.js"
+import { answerId, limitLines, type Oversize } from "../src/cli/acp/lineLimit.js"
 import { contentOf } from "../src/cli/acp/prompt.js"
 import { replayUpdates } from "../src/cli/acp/replay.js"
 import { projector } from "../src/cli/acp/updates.js"
@@ -615,6 +615,48 @@ describe("agent-loop acp, through the SDK's client", () => {
     expect(await second.close()).toBe(0)
   })
 
+  it("session/load of a log that is a fifo, or whose lock file is one: an error naming it at once; the agent serves on and exits when stdin ends", async () => {
+    const store = tmp()
+    const first = await startClient(store)
+    const locked = await newSession(first, store)
+    expect((await prompt(first, locked, "hello")).stopReason).toBe("end_turn")
+    expect(await first.close()).toBe(0)
+    // Opening a fifo for reading blocks until a writer comes; reading one opened read-write, for ever.
+    execFileSync("mkfifo", [Path.join(store, "fifo-log.jsonl"), Path.join(store, `${locked}.jsonl.lock`)])
+    const c = await startClient(store)
+    /** The error a request answered within 5 s, or what else happened. */
+    const errorOf = (request: Promise<unknown>) =>
+      Promise.race([
+        request.then(() => "answered with a result", (e: acp.RequestError) => ({ code: e.code, message: e.message })),
+        new Promise<string>((resolve) => setTimeout(() => resolve("no answer within 5 s"), 5_000))
+      ])
+    const load = (sessionId: string) =>
+      errorOf(c.agent.request(acp.methods.agent.session.load, { sessionId, cwd: store, mcpServers: [] }))
+    const fifoLog = await load("fifo-log")
+    const fifoLock = await load(locked)
+    // The store serves on: a new session and a prompt in it.
+    const fresh = await Promise.race([
+      newSession(c, store).then((id) => prompt(c, id, "hello")).then((r) => r.stopReason as string),
+      new Promise<string>((resolve) => setTimeout(() => resolve("no answer within 5 s"), 5_000))
+    ])
+    const t0 = Date.now()
+    const code = await c.close().catch((e: Error) => e.message)
+    expect({ fifoLog, fifoLock, fresh, code }).toEqual({
+      fifoLog: {
+        code: -32603,
+        message: `cannot load session fifo-log: cannot read ${store}/fifo-log.jsonl: not a regular file (a fifo)`
+      },
+      fifoLock: {
+        code: -32603,
+        message:
+          `cannot load session ${locked}: cannot lock session "${locked}": ${store}/${locked}.jsonl.lock is not a regular file, not a lock file; remove it`
+      },
+      fresh: "end_turn",
+      code: 0
+    })
+    expect(Date.now() - t0).toBeLessThan(3_000)
+  })
+
   it("stdin closed while a prompt runs: the agent is disposed, the log closed valid, exit 0", async () => {
     const store = tmp()
     const c = await startClient(store)
@@ -748,6 +790,87 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect(await proc.close()).toBe(0)
     const { events, header } = readLog(store, sessionId)
     expect(Invariant.check(events, { header })).toEqual([])
+  })
+})
+
+describe("agent-loop acp, invalid JSON-RPC envelopes (raw lines on stdin)", () => {
+  it("an object that is no request, notification or response is -32600 with its id, null only when it has none of a valid type; a response is never answered", async () => {
+    const store = tmp()
+    const { proc } = startProcess(store, "lines")
+    let pings = 0
+    /** What the agent wrote for `line`: every line before the answer to a request sent right behind it. */
+    const answersTo = async (line: string): Promise<Array<unknown>> => {
+      const before = proc.lines.length
+      const ping = `ping-${++pings}`
+      proc.child.stdin.write(line + "\n" + JSON.stringify({ jsonrpc: "2.0", id: ping, method: "_ping" }) + "\n")
+      let at = -1
+      await until(`the answer to ${ping}`, () => {
+        at = proc.lines.slice(before).findIndex((l) => JSON.parse(l).id === ping)
+        return at >= 0
+      })
+      return proc.lines.slice(before, before + at).map((l) => JSON.parse(l))
+    }
+    const invalid = (id: string | number | null, why: string) => [{
+      jsonrpc: "2.0",
+      id,
+      error: { code: -32600, message: `Invalid request: ${why}` }
+    }]
+    const NO_METHOD = `a message with an "id" needs a "method" (a request), or a "result" or an "error" (a response)`
+    // Before initialize too.
+    const early = await answersTo(JSON.stringify({ jsonrpc: "2.0", id: "early" }))
+    proc.child.stdin.write(
+      JSON.stringify({ jsonrpc: "2.0", id: "init", method: "initialize", params: { protocolVersion: 1 } }) + "\n"
+    )
+    await until("the answer to initialize", () => proc.lines.some((l) => JSON.parse(l).id === "init"))
+    const cases: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]> = [
+      // An id and no method, result or error: answered with that id (the SDK took it for a response).
+      [`{"jsonrpc":"2.0","id":5}`, invalid(5, NO_METHOD)],
+      [`{"jsonrpc":"2.0","id":"a"}`, invalid("a", NO_METHOD)],
+      [`{"jsonrpc":"2.0","id":null}`, invalid(null, NO_METHOD)],
+      [`{"id":6}`, invalid(6, `"jsonrpc" must be "2.0"`)],
+      // A malformed request whose id can be read: answered with it (the SDK used null).
+      [`{"jsonrpc":"2.0","id":"b","method":5}`, invalid("b", `"method" must be a string`)],
+      [`{"id":7,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`, invalid(7, `"jsonrpc" must be "2.0"`)],
+      [`{"jsonrpc":"1.0","id":8.5,"method":"initialize"}`, invalid(8.5, `"jsonrpc" must be "2.0"`)],
+      // An id that cannot be determined: null.
+      [`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}`, invalid(null, `"id" must be a string, a number or null`)],
+      [`{"jsonrpc":"2.0","id":true}`, invalid(null, `"id" must be a string, a number or null`)],
+      [`{"jsonrpc":"2.0","method":1,"params":"bar"}`, invalid(null, `"method" must be a string`)],
+      [
+        `{"jsonrpc":"2.0"}`,
+        invalid(
+          null,
+          `a message needs a "method" (a request or a notification), or an "id" and a "result" or an "error" (a response)`
+        )
+      ],
+      [`{"foo":"boo"}`, invalid(null, `"jsonrpc" must be "2.0"`)],
+      // Not an object, not JSON: the SDK's answers, null.
+      [`42`, [{ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid request", data: 42 } }]],
+      [`[{"jsonrpc":"2.0","id":9,"method":"initialize"}]`, [{
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "Invalid request: JSON-RPC batches are not supported" }
+      }]],
+      [`{"jsonrpc":"2.0","id":10`, [{ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } }]],
+      // Responses, even malformed or to no request of ours: never answered.
+      [`{"jsonrpc":"2.0","id":11,"result":{}}`, []],
+      [`{"id":12,"error":"no"}`, []],
+      // A valid request with a null id is the SDK's: answered with null.
+      [`{"jsonrpc":"2.0","id":null,"method":"_frobnicate"}`, [{
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32601, message: "\"Method not found\": _frobnicate", data: { method: "_frobnicate" } }
+      }]]
+    ]
+    const answered: Array<readonly [string, ReadonlyArray<unknown>]> = []
+    for (const [line] of cases) answered.push([line, await answersTo(line)])
+    expect({ early, answered }).toEqual({ early: invalid("early", NO_METHOD), answered: cases })
+    // It serves on, and ends with stdin.
+    proc.child.stdin.write(
+      JSON.stringify({ jsonrpc: "2.0", id: "s", method: "session/new", params: { cwd: store, mcpServers: [] } }) + "\n"
+    )
+    await until("the new session", () => proc.lines.some((l) => JSON.parse(l).id === "s"))
+    expect(await proc.close()).toBe(0)
   })
 })
 
@@ -957,5 +1080,22 @@ describe("the line limit (lineLimit.ts)", () => {
     const { out, seen } = await through(8, ["{\"id\":[1],", "\"method\":\"x\"}"])
     expect(out).toBe("")
     expect(seen).toEqual([{ bytes: 23, kind: "request", id: undefined }])
+  })
+
+  it("the id of the error answering a line over the limit: the line's when it was read, unless it is a response's; else null", async () => {
+    const { seen } = await through(8, [
+      "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"m\"}\n",
+      "{\"jsonrpc\":\"2.0\",\"id\":7,\"params\":{}}\n",
+      "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"m\"}\n",
+      "{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n",
+      "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n"
+    ])
+    expect(seen.map((o) => [o.kind, answerId(o)])).toEqual([
+      ["request", "r"],
+      ["unknown", 7],
+      ["request", null],
+      ["notification", null],
+      ["response", null]
+    ])
   })
 })

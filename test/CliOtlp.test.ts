@@ -37,13 +37,21 @@ interface Received {
 
 /**
  * A loopback OTLP/HTTP receiver on 127.0.0.1 (a free port): records every request and answers
- * `status` with an empty JSON object (a full success of the OTLP/HTTP protocol when 200). Closed
- * with the test's scope.
+ * `status` with an empty JSON object (a full success of the OTLP/HTTP protocol when 200).
+ * `"trickle"`: answers 200 at once, then one byte of its body a second, never ending it (a slow
+ * collector); `trickled` counts the bytes sent so. Closed, with its connections, with the
+ * test's scope.
  */
-const receiver = (status = 200) =>
+const receiver = (status: number | "trickle" = 200) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly requests: Array<Received>; readonly server: Http.Server }>((resume) => {
+    Effect.async<{
+      readonly port: number
+      readonly requests: Array<Received>
+      readonly server: Http.Server
+      readonly trickled: { bytes: number }
+    }>((resume) => {
       const requests: Array<Received> = []
+      const trickled = { bytes: 0 }
       const server = Http.createServer((req, res) => {
         const chunks: Array<Buffer> = []
         req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -54,15 +62,26 @@ const receiver = (status = 200) =>
             contentType: req.headers["content-type"],
             body: Buffer.concat(chunks).toString("utf8")
           })
-          res.writeHead(status, { "content-type": "application/json" })
-          res.end("{}")
+          if (status !== "trickle") {
+            res.writeHead(status, { "content-type": "application/json" })
+            res.end("{}")
+            return
+          }
+          res.writeHead(200, { "content-type": "application/json" })
+          res.flushHeaders()
+          const timer = setInterval(() => {
+            trickled.bytes++
+            res.write(" ")
+          }, 1000)
+          res.on("close", () => clearInterval(timer))
         })
       })
       server.listen(0, "127.0.0.1", () =>
-        resume(Effect.succeed({ port: (server.address() as AddressInfo).port, requests, server })))
+        resume(Effect.succeed({ port: (server.address() as AddressInfo).port, requests, server, trickled })))
     }),
     ({ server }) =>
       Effect.async<void>((resume) => {
+        server.closeAllConnections()
         server.close(() =>
           resume(Effect.void)
         )
@@ -352,6 +371,66 @@ describe("agent-loop run --otlp-endpoint (a loopback OTLP/HTTP receiver)", () =>
           )
         )
         expect(Date.now() - started).toBeLessThan(10_000)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a collector that answers 200 then trickles its body: the run exits within the export timeout after its work, the spans reported lost",
+    () =>
+      Effect.gen(function*() {
+        const otlp = yield* receiver("trickle")
+        const url = `http://127.0.0.1:${otlp.port}/v1/traces`
+        // Spawned by hand to time the exit from the last line of the run's work (its log path).
+        const r = yield* Effect.async<{ code: number | string; stdout: string; stderr: string; afterWork: number }>(
+          (resume) => {
+            const child = spawnChild(process.execPath, [
+              bin,
+              "run",
+              "--prompt",
+              "what time is it",
+              "--store",
+              tmpDir(),
+              "--otlp-endpoint",
+              url
+            ], { cwd: tmpDir(), env: childEnv({}), stdio: ["ignore", "pipe", "pipe"] })
+            const out = { stdout: "", stderr: "", workDone: 0 }
+            child.stdout.on("data", (d) => {
+              out.stdout += d
+              if (out.workDone === 0 && out.stdout.includes("session log: ")) out.workDone = Date.now()
+            })
+            child.stderr.on("data", (d) => (out.stderr += d))
+            // The bound of a hung process: killed, and the test fails on its exit code.
+            const kill = setTimeout(() => child.kill("SIGKILL"), 45_000)
+            child.on("close", (code, signal) => {
+              clearTimeout(kill)
+              resume(Effect.succeed({
+                code: code ?? signal!,
+                stdout: out.stdout,
+                stderr: out.stderr,
+                afterWork: out.workDone === 0 ? -1 : Date.now() - out.workDone
+              }))
+            })
+            return Effect.sync(() => child.kill("SIGKILL"))
+          }
+        )
+        expect(r.code).toBe(0)
+        expect(r.stdout).toContain("turn 1 ended: completed")
+        // The collector got the spans and had started its answer: the export timeout (3 s) is a
+        // deadline for the whole answer, not a wait between its bytes.
+        expect(otlp.requests.length).toBeGreaterThanOrEqual(1)
+        expect(otlp.trickled.bytes).toBeGreaterThanOrEqual(1)
+        expect(r.afterWork).toBeGreaterThanOrEqual(0)
+        expect(r.afterWork).toBeLessThan(15_000)
+        // One line per export given up, whose counts add up to the spans the collector received.
+        const lines = r.stderr.split("\n").slice(0, -1)
+        const pattern = new RegExp(
+          `^agent-loop: could not export (\\d+) spans? to ${url.replaceAll(".", "\\.")}: no complete answer within 3000 ms$`
+        )
+        expect(lines.length).toBeGreaterThanOrEqual(1)
+        expect(lines.map((line) => pattern.test(line))).toEqual(lines.map(() => true))
+        const lost = lines.reduce((sum, line) => sum + Number(pattern.exec(line)![1]), 0)
+        expect(lost).toBe(decode(otlp.requests).spans.length)
       }),
     60_000
   )

@@ -153,6 +153,31 @@ describe("SessionStore.layerJsonl", () => {
       }
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.scoped("a log path that is a fifo or a link to /dev/zero: open and read refuse it at once, naming it, and leave no lock", () =>
+    Effect.gen(function*() {
+      const directory = yield* tmpDir
+      const log = `${directory}/s.jsonl`
+      const cases: ReadonlyArray<readonly [() => unknown, string]> = [
+        [() => spawnSync("mkfifo", [log]), "a fifo"],
+        [() => NodeFs.symlinkSync("/dev/zero", log), "a character device"]
+      ]
+      for (const [make, kind] of cases) {
+        make()
+        // Before: reading the fifo waited for a writer for ever; /dev/zero was read until memory ran out.
+        const [read, open] = yield* Effect.scoped(Effect.flatMap(SessionStore.makeJsonl({ directory }), (store) =>
+          Effect.all([
+            Effect.flip(store.read("s")),
+            Effect.flip(store.open("s"))
+          ]))).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => `${kind}: no answer within 5 s` }))
+        expect([read, open]).toMatchObject([
+          { _tag: "SessionStoreError", message: `cannot read ${log}: not a regular file (${kind})` },
+          { _tag: "SessionStoreError", message: `cannot open ${log}: not a regular file (${kind})` }
+        ])
+        expect(NodeFs.readdirSync(directory)).toEqual(["s.jsonl"])
+        NodeFs.rmSync(log)
+      }
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.live("needs no FileSystem service: it writes through node:fs (the layer's type has no requirement)", () => {
     // Built and run with nothing in context but the layer itself (no NodeFileSystem.layer).
     const dir = NodeFs.mkdtempSync(Os.tmpdir() + "/effect-agent-loop-nofs-")

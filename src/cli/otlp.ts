@@ -22,7 +22,9 @@
  *   error exit, Ctrl-C, `runner`'s SIGTERM), flushes the queued spans and shuts the exporter
  *   down, so the spans are sent before the process exits.
  * - Each export gives up after 3 s (the exporter's retries included), not the exporter's default
- *   10 s: a collector that is down delays the command's exit by at most that much.
+ *   10 s: a collector that is down delays the command's exit by at most that much. It is a
+ *   deadline (`otlpExport.ts`): a collector that answers slowly (200, then a byte a second) is
+ *   given up on after it all the same, and the flush at the end is bounded by it as a whole.
  *   `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds, a
  *   positive integer; else exit 2) changes it.
  * - An export that fails (the collector answers 500, refuses the connection, times out) never

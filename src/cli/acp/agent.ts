@@ -24,9 +24,11 @@
  *   `user_message_chunk` with their `via`: the session's live projector is primed with the
  *   loaded log, its output discarded), with no prompt of this connection to answer. A session
  *   another process writes (its lock held) is an error response (-32603 naming it), never a
- *   second writer; an unknown session is -32002. A session already open on this connection is
- *   replayed again, with the same agent: a call it is running (no result in the log yet) is
- *   shown `in_progress` (replay's `running`), and its result follows live.
+ *   second writer; an unknown session is -32002. A log or lock file in the store that is not a
+ *   regular file (a fifo) is -32603 naming it, at once: the store never reads one (a blocked
+ *   read would keep the process alive after stdin ends). A session already open on this
+ *   connection is replayed again, with the same agent: a call it is running (no result in the
+ *   log yet) is shown `in_progress` (replay's `running`), and its result follows live.
  * - One stream of updates a session: its updates are sent holding the session's `sending`
  *   permit, which the forwarder of its live events takes for each event and `session/load` for
  *   its whole replay, the log read inside it. So a replay is never interleaved with live
@@ -51,11 +53,14 @@
  *   `user`, else -32602 naming the problem): each answers `{messageId}` once its splice is
  *   durable (`EXTENSIONS`).
  * - Updates while turns run: `updates.ts`. Malformed lines (-32700), unknown methods (-32601),
- *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored.
+ *   invalid params (-32602) are answered by the SDK; unknown notifications are ignored. An
+ *   object that is no request, notification or response (a bad `jsonrpc`, `id` or `method`; an
+ *   `id` without a `method`, `result` or `error`) is -32600 with its id, `null` only when it has
+ *   none of a valid type (`envelope.ts`).
  * - A stdin line over `LINE_LIMIT` (the SDK's 32 MiB, which would end the connection) is dropped
  *   as it streams (`lineLimit.ts`) and answered `-32600 "message too large: N bytes, the limit
- *   is 32 MiB"` with the request's id (`null` when the line is no request or its id cannot be
- *   read), with a notice on stderr; nothing else changes. A client's response over the limit
+ *   is 32 MiB"` with the line's id (`null` when it is a response or its id cannot be read:
+ *   `LineLimit.answerId`), with a notice on stderr; nothing else changes. A client's response over the limit
  *   fails the agent's request it answers (its `fs/read_text_file`: a tool error).
  * - stdin closed: the connection closes, every agent is disposed (§9: a running turn ends
  *   aborted `{kind:"disposed"}`), the logs are closed, the command returns (exit 0). A
@@ -97,6 +102,7 @@ import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as ClientFs from "./clientFs.js"
+import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
@@ -615,15 +621,19 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     const writer = lines.writable.getWriter()
     const tooLarge = (o: LineLimit.Oversize) => {
       const message = LineLimit.tooLargeMessage(o.bytes, LINE_LIMIT)
-      const id = o.kind === "request" && o.id !== undefined ? o.id : null
+      const id = LineLimit.answerId(o)
       writer.write({ jsonrpc: "2.0", id, error: { code: -32600, message, data: { bytes: o.bytes, limit: LINE_LIMIT } } })
         .catch(() => {})
       Runtime.runFork(runtime)(notice(
         `dropped a line of ${o.bytes} bytes (${o.kind}${o.id !== undefined ? ` ${JSON.stringify(o.id)}` : ""}): ${message}`
       ))
     }
+    // An object that is no request, notification or response is answered here, with its id
+    // when it has one of a valid type (envelope.ts); the SDK would use null, or not answer.
+    const answerInvalid = (invalid: Envelope.InvalidEnvelope) =>
+      writer.write({ jsonrpc: "2.0", id: invalid.id, error: { code: -32600, message: invalid.message } }).catch(() => {})
     const connection: acp.AgentConnection = app.connect({
-      readable: lines.readable,
+      readable: lines.readable.pipeThrough(Envelope.checkEnvelopes<acp.AnyMessage>(answerInvalid)),
       writable: new WritableStream<acp.AnyMessage>({ write: (message) => writer.write(message) })
     })
     yield* Effect.promise(() => connection.closed)

@@ -145,6 +145,17 @@ class TopLevel {
 }
 
 /**
+ * The id of the error response that answers a line over the limit: the line's id when it could
+ * be read (a request's, or an id without a method: an invalid request, answered with its id as
+ * `envelope.ts` answers one within the limit), else `null`; a response's never (it is not
+ * answered with its own id: `responseError` fails our request it answers).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const answerId = (oversize: Oversize): string | number | null => oversize.kind === "response" ? null : oversize.id ?? null
+
+/**
  * The line that stands, in the SDK's input, for a response over the limit: a JSON-RPC error
  * response to the same id, code -32600, `tooLargeMessage`, `data {bytes, limit}`.
  *

@@ -6,7 +6,9 @@
  * `fdatasync(2)` per round, rounds started on the event loop's next turn, never by a timer).
  * Everything goes through `node:fs` (opening, reading, cutting a torn tail, the writer lock), so
  * the store requires no `FileSystem` service: a `FileSystem` could not give the synchronous
- * descriptor writes the appends are made of.
+ * descriptor writes the appends are made of. A log is opened without blocking and checked to be
+ * a regular file on its descriptor: a fifo at its path would otherwise hold a thread of the
+ * pool for ever (its open, or its read), which not even `process.exit` gets past.
  */
 import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
 import * as NodeFs from "node:fs"
@@ -390,8 +392,38 @@ const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
   } satisfies SessionLog
 }
 
-/** Flags of `open` on an existing log: read (to load it) and append, never create. */
-const OPEN_EXISTING = NodeFs.constants.O_RDWR | NodeFs.constants.O_APPEND
+/**
+ * Flags of `open` on an existing log: read (to load it) and append, never create; and never
+ * block: a fifo at the log's path (opened for reading, it waits for a writer) is opened at once
+ * and refused from its `fstat` (`notRegular`). On a regular file `O_NONBLOCK` changes nothing.
+ */
+const OPEN_EXISTING = NodeFs.constants.O_RDWR | NodeFs.constants.O_APPEND | NodeFs.constants.O_NONBLOCK
+
+/** Flags of `read`'s open: read only, never blocking (as `OPEN_EXISTING`). */
+const OPEN_READ = NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK
+
+/** A kind of file that is not a regular one, in words ("a fifo", …), as `Store.fileKind` gives it. */
+const kindOf = (stats: NodeFs.Stats): string =>
+  Store.fileKind(
+    stats.isFIFO()
+      ? "FIFO"
+      : stats.isDirectory()
+      ? "Directory"
+      : stats.isCharacterDevice()
+      ? "CharacterDevice"
+      : stats.isBlockDevice()
+      ? "BlockDevice"
+      : stats.isSocket()
+      ? "Socket"
+      : "Unknown"
+  )
+
+/**
+ * The error of a log path that is not a regular file (a fifo, a device: reading it could block
+ * for ever or never end), or undefined for a regular file.
+ */
+const notRegular = (id: string, path: string, verb: string, stats: NodeFs.Stats): SessionStoreError | undefined =>
+  stats.isFile() ? undefined : Store.storeError(`cannot ${verb} ${path}: not a regular file (${kindOf(stats)})`, id)
 
 /** Whether something is at `path` (a failure other than "no entry" counts as there: opening it reports it). */
 const exists = (path: string): boolean => {
@@ -505,13 +537,29 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
           codeOf(error) === "EEXIST" ? Store.alreadyExists(id) : Store.storeError(`cannot open ${path}`, id, error)
       })
 
-    /** Opens an existing file (`open`) for reading and appending, without creating it. */
+    /**
+     * Opens an existing file (`open`) for reading and appending, without creating it; one that
+     * is not a regular file is refused (`OPEN_EXISTING`).
+     */
     const openExistingFd = (id: string, path: string) =>
-      Effect.try({
-        try: () => NodeFs.openSync(path, OPEN_EXISTING),
-        catch: (error): SessionStoreError | SessionNotFound =>
-          codeOf(error) === "ENOENT" ? Store.notFound(id) : Store.storeError(`cannot open ${path}`, id, error)
-      })
+      Effect.flatMap(
+        Effect.try({
+          try: () => NodeFs.openSync(path, OPEN_EXISTING),
+          catch: (error): SessionStoreError | SessionNotFound =>
+            codeOf(error) === "ENOENT" ? Store.notFound(id) : Store.storeError(`cannot open ${path}`, id, error)
+        }),
+        (fd) => {
+          let refused: SessionStoreError | undefined
+          try {
+            refused = notRegular(id, path, "open", NodeFs.fstatSync(fd))
+          } catch (error) {
+            refused = Store.storeError(`cannot open ${path}`, id, error)
+          }
+          if (refused === undefined) return Effect.succeed(fd)
+          NodeFs.closeSync(fd)
+          return Effect.fail(refused)
+        }
+      )
 
     const create = Effect.fnUntraced(function*(createOptions?: CreateOptions | undefined) {
       const header = yield* Store.newHeader(createOptions)
@@ -538,11 +586,19 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       return yield* attach(scope, fd, header, path, [], size, false)
     })
 
+    /** Reads the whole file (`read`); one that is not a regular file is refused, never read (`OPEN_READ`). */
     const readBytes = (id: SessionId, path: string): Effect.Effect<Uint8Array, SessionStoreError | SessionNotFound> =>
       Effect.tryPromise({
-        try: () => NodeFs.promises.readFile(path),
+        try: async (): Promise<Uint8Array | SessionStoreError> => {
+          const file = await NodeFs.promises.open(path, OPEN_READ)
+          try {
+            return notRegular(id, path, "read", await file.stat()) ?? await file.readFile()
+          } finally {
+            await file.close()
+          }
+        },
         catch: (error) => codeOf(error) === "ENOENT" ? Store.notFound(id) : Store.storeError(`cannot read ${path}`, id, error)
-      })
+      }).pipe(Effect.flatMap((bytes) => bytes instanceof SessionStoreError ? Effect.fail(bytes) : Effect.succeed(bytes)))
 
     /** Reads the whole file through the descriptor `open` holds (under the writer lock). */
     const readFd = (id: SessionId, path: string, fd: number): Effect.Effect<Uint8Array, SessionStoreError> =>
