@@ -459,7 +459,9 @@ const withLoggedRequest = (
  * in a new `request/header` before the next request (§6.2). Nothing runs unless
  * `continuePending`. The agent is disposed when the `Scope` closes.
  *
- * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line),
+ * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line; or
+ * one that, with its closers, still breaks an invariant of §12, which repair cannot fix by
+ * appending: a log edited by hand, say; it names the first violation's rule, seq and line),
  * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to; and for a
  * session that a live agent of this process writes, or that another store or process has open:
  * one writer per session, DESIGN.md §3.3).
