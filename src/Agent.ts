@@ -34,6 +34,7 @@ import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
 import { type AgentConfig, AgentState, countOption, history, liveLogs } from "./internal/agent/state.js"
+import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import type { InvalidMessage, Message, UserMessage } from "./Message.js"
 import { Model, type ModelError, type ModelService, type ToolDefinition } from "./Model.js"
 import { defaultService as defaultPreStep, PreStep, type PreStepService } from "./PreStep.js"
@@ -205,6 +206,18 @@ export interface AgentOptions {
    * then starts the next turn as usual (§6.5). Guards against a model that calls tools forever.
    */
   readonly maxSteps?: number | undefined
+  /**
+   * The largest message a delivery takes, in bytes: the UTF-8 length of the message's JSON text
+   * (`JSON.stringify(message)`: id, content and source, as its splice logs it; an image counts
+   * as its base64 `data`). Default 8 MiB (8,388,608). `followup`, `steer`, `inject`, `replace`
+   * and `SessionReference.deliver` fail with `InvalidMessage` (path `"message"`, the message
+   * gives the size and the limit) for a larger one, and log nothing (§5.1); a tool's
+   * `additionalContexts` over it make the call's result `TOOL_FAILED` (§8). A message of exactly
+   * the limit is taken. A limit guards the session: a message too large to be sent would make
+   * every later request of the session fail. A whole number ≥ 1 (NaN: the default; Infinity:
+   * no limit).
+   */
+  readonly maxMessageBytes?: number | undefined
   /** Retry schedule for retryable model errors (default: 3 attempts, exponential from 500 ms, §11). */
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
   /** Session id (default: from the `IdGenerator`). */
@@ -359,6 +372,7 @@ const configOf = (
     fastPreStep: services.preStep === defaultPreStep,
     toolBound: countOption(options.toolConcurrency, 8),
     maxSteps: countOption(options.maxSteps, 100),
+    maxMessageBytes: countOption(options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES),
     name: options.name ?? "agent-loop",
     recordContent: options.tracing?.recordContent === true
   }
@@ -464,7 +478,9 @@ const withLoggedRequest = (
  * in a new `request/header` before the next request (§6.2). Nothing runs unless
  * `continuePending`. The agent is disposed when the `Scope` closes.
  *
- * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line),
+ * Fails with `SessionNotFound`, `SessionLogError` (a log that cannot be read, naming the line; or
+ * one that, with its closers, still breaks an invariant of §12, which repair cannot fix by
+ * appending: a log edited by hand, say; it names the first violation's rule, seq and line),
  * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to; and for a
  * session that a live agent of this process writes, or that another store or process has open:
  * one writer per session, DESIGN.md §3.3).

@@ -57,7 +57,9 @@ export type SessionWriteError = SessionStoreError | SessionFenced
  * A log that cannot be read: corruption before the tail (a line that is not JSON, a bad
  * envelope, a `seq` out of order, core `data` that fails its schema), a header that is not a
  * session header, a legacy shape the reader cannot import. `line` is 1-based (line 1 is the
- * header); `message` names the line and the file or the SQL row (DESIGN.md §3.1).
+ * header); `message` names the line and the file or the SQL row (DESIGN.md §3.1). `Agent.resume`
+ * and `Agent.repair` also fail with it for a log repair cannot make valid (DESIGN.md §10, §12):
+ * `line` is then the line of the first violation.
  *
  * @since 0.1.0
  * @category errors

@@ -37,7 +37,7 @@ import * as IdGenerator from "./IdGenerator.js"
 import type { IdGeneratorService } from "./IdGenerator.js"
 import { isAgentState, seen, usedIds } from "./internal/agent/state.js"
 import { isUserMessageShape } from "./internal/logCodec.js"
-import { checkUserMessage, invalidMessage } from "./internal/message.js"
+import { checkUserMessage, invalidMessage, tooLarge } from "./internal/message.js"
 import { isSessionId } from "./internal/store/common.js"
 import { type InvalidMessage, textOf, UserMessage } from "./Message.js"
 import * as PreStep from "./PreStep.js"
@@ -331,7 +331,7 @@ const insertAfter = (
  * The checks `followup`/`steer` make before they log anything (DESIGN.md §2, §5.1), made before
  * the snapshots of a running delivery are injected, so that a message the agent would refuse
  * leaves nothing behind: a well-formed, plain-JSON `UserMessage` (deep-frozen in place, as the
- * agent does) whose id the target log has never used.
+ * agent does) within the agent's `maxMessageBytes`, whose id the target log has never used.
  */
 const preflight = (agent: Agent, message: UserMessage): Effect.Effect<void, InvalidMessage | DuplicateMessageId> =>
   Effect.suspend((): Effect.Effect<void, InvalidMessage | DuplicateMessageId> => {
@@ -339,6 +339,10 @@ const preflight = (agent: Agent, message: UserMessage): Effect.Effect<void, Inva
       checkUserMessage(message, "message")
     } catch (e) {
       return Effect.fail(invalidMessage(e))
+    }
+    if (isAgentState(agent)) {
+      const large = tooLarge(message, agent.config.maxMessageBytes)
+      if (large !== undefined) return Effect.fail(large)
     }
     // The agent's own record of the ids its session used (§2); for another `Agent`, its log.
     const used = isAgentState(agent) ? seen(agent).has(message.id) : usedIds(agent.log.events()).has(message.id)

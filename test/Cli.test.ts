@@ -852,6 +852,40 @@ describe("agent-loop resume", () => {
     30_000
   )
 
+  it.effect("resume FILE of a log whose turn number was edited: exit 2, one line naming the violation; nothing is written", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const file = yield* crashedLog(dir, ["and the date?"])
+      /** Turn 1 renumbered 2 on its turn/start (seq 1, line 3). */
+      const tamper = () => {
+        const lines = Fs.readFileSync(file, "utf8").split("\n")
+        expect(lines[2]).toContain("\"type\":\"turn/start\"")
+        lines[2] = lines[2]!.replace("{\"turn\":1}", "{\"turn\":2}")
+        Fs.writeFileSync(file, lines.join("\n"))
+      }
+      const refusal = {
+        code: 2,
+        out: "",
+        err: "session \"crashed\": seq 1 (line 3) breaks invariant 1 (DESIGN.md §12): turn/start of turn 2 where turn 1 " +
+          "was expected; repair cannot fix that by appending, so the session is not resumed (agent-loop check lists every violation)"
+      }
+      // An open turn to close (the repair path), and with a torn last line: not even that is cut.
+      tamper()
+      Fs.appendFileSync(file, "{\"type\":\"tool/res")
+      const crashed = Fs.readFileSync(file, "utf8")
+      for (const args of [["resume", file], ["resume", file, "--continue-pending"]]) expect(yield* cli(args)).toEqual(refusal)
+      expect(Fs.readFileSync(file, "utf8")).toBe(crashed)
+      expect((yield* cli(["check", file])).code).toBe(1)
+      // A repaired log, edited afterwards (nothing to repair: answered without opening it).
+      const clean = yield* crashedLog(tmpDir(), ["and the date?"])
+      expect((yield* cli(["resume", clean])).code).toBe(0)
+      Fs.copyFileSync(clean, file)
+      tamper()
+      const repaired = Fs.readFileSync(file, "utf8")
+      for (const args of [["resume", file], ["resume", file, "--continue-pending"]]) expect(yield* cli(args)).toEqual(refusal)
+      expect(Fs.readFileSync(file, "utf8")).toBe(repaired)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("resume FILE whose header id is not its name is refused (exit 2): nothing is written or created", () =>
     Effect.gen(function*() {
       // The store keys sessions by <id>.jsonl; here other.jsonl holds session "crashed" and the

@@ -16,6 +16,7 @@ import { repairDrafts } from "../src/internal/repair.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
+import { SessionLogError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layerTracked } from "./utils/agent.js"
@@ -384,6 +385,86 @@ describe("Agent.resume (§10)", () => {
       expect(Invariant.check(events)).toEqual([])
     }).pipe(Effect.provide(Layer.mergeAll(layers, Model.layer(model))))
   })
+})
+
+describe("a log repair cannot make valid (§10, §12)", () => {
+  /** A JSONL session "s" of `turns` completed turns (scripted answers), its agent released. */
+  const sessionOf = (dir: string, turns: number) =>
+    Effect.scoped(Effect.gen(function*() {
+      const agent = yield* Agent.make({ sessionId: "s" })
+      for (let i = 1; i <= turns; i++) {
+        yield* agent.followup(`prompt ${i}`)
+        yield* advance(10)
+      }
+      const path = agent.log.path!
+      yield* agent.release
+      return path
+    })).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          SessionStore.layerJsonl({ directory: dir }),
+          IdGenerator.layerSeeded(21),
+          Model.layer(Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }]))
+        )
+      )
+    )
+
+  /** The log with `from` replaced by `to` on the line of event `seq` (line seq + 2). */
+  const edit = (path: string, seq: number, from: string, to: string) => {
+    const lines = NodeFs.readFileSync(path, "utf8").split("\n")
+    expect(lines[seq + 1]).toContain(from)
+    lines[seq + 1] = lines[seq + 1]!.replace(from, to)
+    NodeFs.writeFileSync(path, lines.join("\n"))
+  }
+
+  it.scoped("JSONL: a turn/start whose turn was edited is refused by resume and repair, naming rule, seq and line; nothing is appended", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const path = yield* sessionOf(dir, 3)
+      const events = (yield* SessionStore.readFile(path)).events
+      const third = events.findIndex((e) => e.type === "turn/start" && (e.data as any).turn === 3)
+      expect(third).toBe(18)
+      edit(path, third, "{\"turn\":3}", "{\"turn\":7}")
+      const tampered = NodeFs.readFileSync(path)
+      const read = yield* SessionStore.readFile(path)
+      expect(Invariant.check(read.events, { header: read.header })[0]).toEqual({
+        seq: 18,
+        rule: 1,
+        message: "turn/start of turn 7 where turn 3 was expected"
+      })
+      const message = "session \"s\": seq 18 (line 20) breaks invariant 1 (DESIGN.md §12): turn/start of turn 7 " +
+        "where turn 3 was expected; repair cannot fix that by appending, so the session is not resumed " +
+        "(agent-loop check lists every violation)"
+      const layer = Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), Model.layer(Model.scripted([{ text: "four" }])))
+      const resumed = yield* Effect.flip(Effect.scoped(Agent.resume("s", { continuePending: true })).pipe(Effect.provide(layer)))
+      expect(resumed).toBeInstanceOf(SessionLogError)
+      expect({ ...resumed, message: resumed.message }).toEqual({ _tag: "SessionLogError", message, path, line: 20 })
+      const repaired = yield* Effect.flip(Agent.repair("s").pipe(Effect.provide(layer), Effect.scoped))
+      expect([repaired._tag, repaired.message]).toEqual(["SessionLogError", message])
+      expect(NodeFs.readFileSync(path)).toEqual(tampered)
+    }).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, layerTracked))))
+
+  it.scoped("a crashed turn whose step number was edited: the closers would close it, the edit is still refused", () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "edited" })
+      yield* log.append([
+        followup(msg("m1", "go"), 0),
+        turnStart(1),
+        claim("next-turn", 1),
+        stepStart(1, 2),
+        entered(msg("m1", "go"))
+      ])
+      expect(repairDrafts(log.events(), () => "r").map((d) => d.type)).toEqual(["step/end", "turn/end", "session/end-seed"])
+      const error = yield* Effect.flip(Effect.scoped(Agent.resume("edited")))
+      expect([error._tag, error.message, (error as SessionLogError).line]).toEqual([
+        "SessionLogError",
+        "session \"edited\": seq 3 (line 5) breaks invariant 1 (DESIGN.md §12): step/start of step 2 where step 1 " +
+        "was expected; repair cannot fix that by appending, so the session is not resumed (agent-loop check lists every violation)",
+        5
+      ])
+      expect(log.events()).toHaveLength(5)
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
 })
 
 describe("crash repair of a compaction bracket (issue 15)", () => {

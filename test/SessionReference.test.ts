@@ -370,6 +370,32 @@ describe("SessionReference.deliver", () => {
     }).pipe(Effect.provide(refLayer(model)))
   })
 
+  it.scoped("running: a message over the agent's maxMessageBytes is refused before its snapshot is injected", () => {
+    const model = Model.scripted([
+      { latencyMs: 10, toolCalls: [{ id: "c1", name: "wait", arguments: { ms: 100 } }] },
+      { latencyMs: 10, text: "done" }
+    ])
+    return Effect.gen(function*() {
+      yield* seed("notes", NOTES)
+      const agent = yield* Agent.make({ sessionId: "main", tools: [wait], maxMessageBytes: 200 })
+      yield* agent.followup("start")
+      yield* advance(50)
+      const before = agent.log.events().length
+      const m = yield* direct(`check @session:notes ${"x".repeat(200)}`)
+      const e = yield* Effect.flip(SessionReference.deliver(agent, m))
+      expect([e._tag, e.message]).toEqual([
+        "InvalidMessage",
+        "message is at least 300 bytes of JSON, over the limit of 200 bytes (maxMessageBytes)"
+      ])
+      expect(agent.log.events()).toHaveLength(before)
+      yield* advance(200)
+      expect(brief(agent.log.events()).filter((l) => l.startsWith("splice"))).toEqual([
+        "splice next-turn 0 +[start]",
+        "splice next-turn 0 -1"
+      ])
+    }).pipe(Effect.provide(refLayer(model)))
+  })
+
   const rejectForbidden: PreStep.Listener = (p, next) =>
     p.messages.some((x) => text(x).includes("forbidden")) ? Effect.succeed(PreStep.Decision.reject("forbidden")) : next()
   const failBroken: PreStep.Listener = (p, next) =>

@@ -53,7 +53,7 @@ import * as Agent from "../Agent.js"
 import * as IdGenerator from "../IdGenerator.js"
 import * as Inbox from "../Inbox.js"
 import { pgWhere } from "../internal/pgUrl.js"
-import { repairDrafts } from "../internal/repair.js"
+import { repairDrafts, unrepairable, unrepairableMessage } from "../internal/repair.js"
 import { fileKind, ownHeader } from "../internal/store/common.js"
 import { escapeJson, escapeLine, escapeText, terminalConsole } from "../internal/terminalText.js"
 import * as Invariant from "../Invariant.js"
@@ -272,7 +272,8 @@ const chat = Command.make(
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
  * Without it nothing runs (exit 0). DSH v0 logs are refused (exit 2): we read them, we do not
- * append to them. A log that needs no repair, with nothing pending to continue, is only read
+ * append to them; so is a log that breaks an invariant of §12 its closers cannot fix (one line
+ * naming the first violation: its rule, seq and line; `check` lists them all). A log that needs no repair, with nothing pending to continue, is only read
  * (no writer lock), so that resume succeeds on a read-only file system.
  */
 const resumeCommand = Command.make(
@@ -318,11 +319,16 @@ const resumeCommand = Command.make(
         SessionLogError: (e: SessionLog.SessionLogError) => exit(2, e.message),
         SessionNotFound: (e: SessionLog.SessionNotFound) => exit(2, `${options.file}: ${e.message}`)
       }
+      // A log that its closers cannot make valid (§12; edited by hand, say) is refused before it
+      // is opened, so not even a torn tail is cut: `Agent.resume` and `Agent.repair` refuse it too.
+      const drafts = repairDrafts(contents.events, () => "")
+      const violation = unrepairable(contents.events, drafts, { header: contents.header })
+      if (violation !== undefined) return yield* exit(2, unrepairableMessage(id, violation, contents.events.length))
       // A log that needs no repair (no torn tail, nothing to close, already ends with its
       // session/end-seed) and has nothing pending to continue is answered from the read above,
       // without opening it for writing: no lock is taken, so this works on a read-only file system.
       if (
-        !contents.tornTail && repairDrafts(contents.events, () => "").length === 0 &&
+        !contents.tornTail && drafts.length === 0 &&
         !(options.continuePending && Inbox.hasWakingWork(Inbox.replay(contents.events)))
       ) {
         yield* ownHeader(id, file, contents).pipe(Effect.catchTag("SessionLogError", failures.SessionLogError))

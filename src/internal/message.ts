@@ -64,6 +64,86 @@ export const checkUserMessage = (message: unknown, path: string): UserMessage =>
   return message as UserMessage
 }
 
+/**
+ * The default of `maxMessageBytes` (DESIGN.md §5.1): 8 MiB of JSON, room for an image of about
+ * 6 MiB (base64 makes 4 bytes of 3) with its text, well within what a provider takes in one
+ * request, and small enough that a session holds many before its history and requests get hard
+ * to build.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+/**
+ * A lower and an upper bound of the UTF-8 bytes of a JSON value's text, from one walk that
+ * reads string lengths only (no text is made): each UTF-16 code unit of a string or key is at
+ * least 1 byte of JSON and at most 6 (`\u001f`, a lone surrogate); punctuation and literals are
+ * bounded by their longest form (a number by 24 characters, `-1.7976931348623157e+308`).
+ */
+const bounds = { units: 0, extra: 0 }
+
+const measure = (value: unknown): void => {
+  switch (typeof value) {
+    case "string":
+      bounds.units += value.length
+      bounds.extra += 2
+      return
+    case "number":
+      bounds.extra += 24
+      return
+    case "object": {
+      if (value === null) {
+        bounds.extra += 4
+        return
+      }
+      if (Array.isArray(value)) {
+        bounds.extra += 2 + value.length
+        for (let i = 0; i < value.length; i++) measure(value[i])
+        return
+      }
+      bounds.extra += 2
+      for (const key in value) {
+        const item: unknown = (value as Record<string, unknown>)[key]
+        if (item === undefined) continue
+        bounds.units += key.length
+        bounds.extra += 4
+        measure(item)
+      }
+      return
+    }
+    default:
+      bounds.extra += 5
+  }
+}
+
+/**
+ * Why a checked message is over `limit` (DESIGN.md §5.1: `maxMessageBytes`), or undefined when it
+ * is not. Its size is the UTF-8 bytes of its JSON text (`JSON.stringify(message)`: what its
+ * splice holds in the log; image data counts as its base64 text). The exact size is computed
+ * only when the bounds of one walk leave it open (a message between `limit / 6` and `limit`), so
+ * a small message costs one walk and a huge one is refused without its text being made.
+ */
+export const oversize = (message: UserMessage, limit: number): string | undefined => {
+  if (limit === Infinity) return undefined
+  bounds.units = 0
+  bounds.extra = 0
+  measure(message)
+  const { extra, units } = bounds
+  if (6 * units + extra <= limit) return undefined
+  if (units > limit) {
+    return `is at least ${units} bytes of JSON, over the limit of ${limit} bytes (maxMessageBytes)`
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(message), "utf8")
+  return bytes > limit ? `is ${bytes} bytes of JSON, over the limit of ${limit} bytes (maxMessageBytes)` : undefined
+}
+
+/**
+ * The `InvalidMessage` of a message over `limit` (`oversize`), or undefined; nothing is logged
+ * (DESIGN.md §5.1).
+ */
+export const tooLarge = (message: UserMessage, limit: number): InvalidMessage | undefined => {
+  const why = oversize(message, limit)
+  return why === undefined ? undefined : new InvalidMessage({ message: `message ${why}`, path: "message" })
+}
+
 /** The `InvalidMessage` of a failed check (`checkUserMessage`'s `InvalidJson`, or anything thrown). */
 export const invalidMessage = (e: unknown): InvalidMessage =>
   e instanceof InvalidJson

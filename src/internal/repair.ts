@@ -2,7 +2,9 @@
  * Crash repair (DESIGN.md §10): the synthetic closers a log needs when its last turn is open,
  * computed from the events alone, so that resuming a repaired log appends nothing.
  */
+import * as Invariant from "../Invariant.js"
 import type { EventDraft, SessionEvent, ToolErrorCode } from "../SessionEvent.js"
+import type { LogOptions } from "../SessionLog.js"
 import { textBlock, toolResultMessage } from "./message.js"
 import { toolError } from "./toolError.js"
 
@@ -109,3 +111,36 @@ const openCompaction = (
   }
   return undefined
 }
+
+/**
+ * The first violation of the §12 invariants (`Invariant.check`, one linear pass) left in a log
+ * once `drafts`, its repair closers, are appended (`repairDrafts`), or undefined. Repair fixes
+ * what a crash leaves (an open turn or step, calls without results, an open compaction at the
+ * end: `check` does not count an open turn as a violation, and the closers close it); anything
+ * else (turns or steps not numbered 1, 2, …, an event outside its step, a splice out of range,
+ * a reused id: a log edited by hand, or broken otherwise) can only be fixed by rewriting the log,
+ * so resume refuses it (§10) rather than append to it.
+ */
+export const unrepairable = (
+  events: ReadonlyArray<SessionEvent>,
+  drafts: ReadonlyArray<EventDraft>,
+  options: LogOptions
+): Invariant.Violation | undefined => {
+  const time = events.length > 0 ? events[events.length - 1]!.time : 0
+  const repaired = drafts.length === 0
+    ? events
+    : events.concat(
+      drafts.map((d, i): SessionEvent => ({ type: d.type, seq: events.length + i, time, data: d.data } as SessionEvent))
+    )
+  return Invariant.check(repaired, options)[0]
+}
+
+/**
+ * The one-line refusal of a log with a violation repair cannot fix (`unrepairable`): the rule,
+ * the seq and its line (our JSONL logs: the header is line 1, seq n is line n + 2), the message.
+ */
+export const unrepairableMessage = (sessionId: string, v: Invariant.Violation, length: number): string =>
+  `session "${sessionId}": ${
+    v.seq < length ? `seq ${v.seq} (line ${v.seq + 2})` : `the closers repair would append (seq ${v.seq})`
+  } breaks invariant ${v.rule} (DESIGN.md §12): ${v.message}; repair cannot fix that by appending, ` +
+  `so the session is not resumed (agent-loop check lists every violation)`

@@ -16,7 +16,7 @@ import { messageOf } from "../cause.js"
 import { flatten } from "../flat.js"
 import { checkJson } from "../json.js"
 import { seedLengthOf } from "../logOptions.js"
-import { checkUserMessage, invalidMessage, textMessage } from "../message.js"
+import { checkUserMessage, invalidMessage, textMessage, tooLarge } from "../message.js"
 import { noteCaller } from "../tracing.js"
 import { startRun } from "./driver.js"
 import { markUndecided, outcomeOf, publish } from "./observers.js"
@@ -40,15 +40,32 @@ export const refusal = (a: AgentState): AgentDisposed | SessionWriteError =>
 const duplicate = (a: AgentState, id: string): DuplicateMessageId =>
   new DuplicateMessageId({ message: `message id ${id} is pending or was already logged in session ${a.id}`, messageId: id })
 
-/** A caller's message after the checks of `checkUserMessage` (§2), or `InvalidMessage`; nothing is logged. */
-const checkMessage = (message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> =>
-  Effect.try({ try: () => checkUserMessage(message, "message"), catch: invalidMessage })
+/**
+ * A caller's message after the checks of `checkUserMessage` (§2) and within `maxMessageBytes`
+ * (§5.1), or `InvalidMessage`; nothing is logged.
+ */
+const checkMessage = (a: AgentState, message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> =>
+  Effect.suspend(() => {
+    let checked: UserMessage
+    try {
+      checked = checkUserMessage(message, "message")
+    } catch (e) {
+      return Effect.fail(invalidMessage(e))
+    }
+    return withinLimit(a, checked)
+  })
+
+/** The message, or `InvalidMessage` when it is over the agent's `maxMessageBytes` (§5.1). */
+const withinLimit = (a: AgentState, message: UserMessage): Effect.Effect<UserMessage, InvalidMessage> => {
+  const error = tooLarge(message, a.config.maxMessageBytes)
+  return error === undefined ? Effect.succeed(message) : Effect.fail(error)
+}
 
 /** The delivery input as a message: a string is one text block, source `{kind:"user"}`. */
 const toMessage = (a: AgentState, input: DeliveryInput): Effect.Effect<UserMessage, InvalidMessage> =>
   typeof input === "string"
-    ? Effect.map(a.config.ids.next, (id) => textMessage(flatten(id), input, USER_SOURCE))
-    : checkMessage(input)
+    ? Effect.flatMap(a.config.ids.next, (id) => withinLimit(a, textMessage(flatten(id), input, USER_SOURCE)))
+    : checkMessage(a, input)
 
 /**
  * `followup` (→ `next-turn`, waking), `steer` (→ `next-step`, waking) and `inject` (→ `next-step`,
@@ -148,7 +165,7 @@ export const replace = (
 ): Effect.Effect<void, MessageNotPending | InvalidMessage | DuplicateMessageId | AgentDisposed | SessionWriteError> => {
   if (a.disposed) return Effect.fail(refusal(a))
   return Effect.flatMap(
-    checkMessage(message),
+    checkMessage(a, message),
     (msg) =>
       critical(a, (inbox): Section<void> | Effect.Effect<never, MessageNotPending | DuplicateMessageId> => {
         const at = Inbox.find(inbox, id)

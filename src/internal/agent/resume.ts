@@ -18,7 +18,7 @@ import {
 } from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
 import { flatten } from "../flat.js"
-import { repairDrafts } from "../repair.js"
+import { repairDrafts, unrepairable, unrepairableMessage } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
 import { startRun } from "./driver.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
@@ -130,7 +130,8 @@ const BRACKET_BREAKERS: ReadonlySet<string> = new Set([
  * (§3.1); their ids skip the ids the log already holds. A log in which a turn starts while
  * another is open (an older version wrote that after a failed append) is a `SessionLogError`
  * naming the line: closers appended at its end could not make it valid; so is one with a
- * compaction bracket left open before its end (issue 15).
+ * compaction bracket left open before its end (issue 15), and any log that, with its closers,
+ * still breaks an invariant of §12 (`unrepairable`: the first violation, its rule, seq and line).
  */
 export const repairLog = (
   sessionId: string,
@@ -189,6 +190,18 @@ export const repairLog = (
       for (let i = 0; i < needed; i++) fresh.push(flatten(yield* next))
     }
     const drafts = repairDrafts(before, () => fresh.shift()!)
+    // Whatever the closers leave broken (a log edited by hand, say) is refused before anything
+    // is appended (§10, §12).
+    const violation = unrepairable(before, drafts, { header: log.header })
+    if (violation !== undefined) {
+      return yield* Effect.fail(
+        new SessionLogError({
+          message: unrepairableMessage(sessionId, violation, before.length),
+          path: log.path,
+          line: Math.min(violation.seq, before.length) + 2
+        })
+      )
+    }
     if (drafts.length === 0) return { log, appended: [] as ReadonlyArray<SessionEvent>, used }
     // Repair events take the time of the event before them (§3.1).
     const clock = new VirtualClock()

@@ -165,6 +165,8 @@ export interface AgentConfig {
   /** `toolConcurrency` and `maxSteps`, whole numbers ≥ 1 (`countOption`). */
   readonly toolBound: number
   readonly maxSteps: number
+  /** `maxMessageBytes` (§5.1): the most UTF-8 bytes of JSON a delivered message may have. */
+  readonly maxMessageBytes: number
   /** `gen_ai.agent.name` of the agent's spans (issue 16; default "agent-loop"). */
   readonly name: string
   /** Tool arguments and results on `execute_tool` spans (issue 16; default false). */

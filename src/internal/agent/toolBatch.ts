@@ -28,7 +28,7 @@ import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isContentShape, isUserMessageShape } from "../logCodec.js"
-import { textBlock } from "../message.js"
+import { oversize, textBlock } from "../message.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
@@ -502,7 +502,8 @@ const untracedExecution = (a: AgentState, t: TurnState, run: Run): Effect.Effect
 /**
  * Records a tool's (or the hooks') result on its call after checking it (§2, §8): a `ToolOutput`
  * whose content is plain-JSON content blocks (or a string) and whose `additionalContexts` are
- * well-formed plain-JSON `UserMessage`s with ids never used; otherwise a `TOOL_FAILED` result.
+ * well-formed plain-JSON `UserMessage`s within `maxMessageBytes` (§5.1) with ids never used;
+ * otherwise a `TOOL_FAILED` result.
  */
 const finish = (a: AgentState, call: CallState, result: Tool.HookResult): void => {
   let output: unknown
@@ -540,6 +541,8 @@ const finishOutput = (a: AgentState, call: CallState, output: unknown, isError: 
     for (const m of contexts) {
       checkJson(m, "additionalContexts")
       if (!isUserMessageShape(m)) throw new Error("an additional context is not a UserMessage")
+      const over = oversize(m, a.config.maxMessageBytes)
+      if (over !== undefined) throw new Error(`additional context ${m.id} ${over}`)
       if (ids!.has(m.id) || seen(a).has(m.id)) throw new Error(`additional context id ${m.id} is already used`)
       ids!.add(m.id)
     }
