@@ -163,6 +163,32 @@ describe("a full disk during a turn", () => {
         ])
       }).pipe(Effect.provide(services)))
 
+    it.scoped(`fsync ${fsync}: space again while the closers are tried again: the turn ends RUN_FAILED 300 ms later`, () =>
+      Effect.gen(function*() {
+        const directory = scratch()
+        // The response (append 3) and the first two tries of the closers (4, 5) fail; the third
+        // try, 100 + 200 ms later, gets through.
+        const store = yield* fullDisk(directory, fsync, 3, 3)
+        const agent = yield* Agent.make({ sessionId: "s" }).pipe(Effect.provideService(SessionStore.SessionStore, store))
+        const first = yield* agent.followup("hello")
+        expect(yield* first.outcome).toEqual(Delivery.entered(1, 1))
+        yield* advance(299)
+        expect(yield* agent.status).toBe("running")
+        expect(brief(agent.log.events()).filter((e) => e.startsWith("turn/"))).toEqual(["turn/start 1"])
+        yield* advance(1)
+        expect(yield* agent.status).toBe("idle")
+        expect(Option.isNone(yield* agent.stopCause)).toBe(true)
+        const second = yield* agent.followup("again")
+        yield* advance(10)
+        expect(yield* second.outcome).toEqual(Delivery.entered(2, 1))
+        const events = agent.log.events()
+        expect(Invariant.check(events)).toEqual([])
+        expect(brief(events).filter((e) => e.startsWith("turn/end"))).toEqual([
+          "turn/end 1 error:RUN_FAILED",
+          "turn/end 2 completed"
+        ])
+      }).pipe(Effect.provide(Layer.merge(services, layerTracked))))
+
     it.scoped(`fsync ${fsync}: a turn that cannot be closed stops the agent; resume repairs it and goes on`, () =>
       Effect.gen(function*() {
         const directory = scratch()

@@ -13,7 +13,7 @@
  * applied after the resume at their time (at once when it has passed), except `cancel`: the
  * turn it was aimed at died with the process.
  */
-import { Effect, Exit, Layer, Logger, LogLevel, Schema, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Logger, LogLevel, Schema, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Agent from "../../src/Agent.js"
 import * as Compaction from "../../src/Compaction.js"
@@ -383,6 +383,23 @@ export const runCell = (
       }
     })
 
+  /**
+   * Runs `effect` while the clock runs: disposing or releasing an agent waits for its turn to be
+   * closed, whose closers wait between their tries (a full disk) on this clock, which nothing else
+   * drives then.
+   */
+  const driving = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.gen(function*() {
+      const closing = yield* Effect.fork(effect)
+      while (closing.unsafePoll() === null) {
+        yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
+        if (closing.unsafePoll() !== null) break
+        if (clock.nextSleep() !== undefined) clock.wakeNext()
+        else yield* yieldToEventLoop
+      }
+      yield* Fiber.join(closing)
+    })
+
   /** Tool calls logged without a result in `events` (at the crash). */
   const unansweredIn = (events: ReadonlyArray<SessionEvent>) => {
     const open = new Set<string>()
@@ -454,7 +471,11 @@ export const runCell = (
         unanswered = unansweredIn(yield* durableEvents(place, sessionId))
       }
       current = undefined
-      yield* Scope.close(agentScope, Exit.void)
+      // A restart, as its operator makes one: the agent that still lives (a delivery refused
+      // twice, or work waiting for the next delivery) is released, not disposed, so that its
+      // inbox stays for the resumed agent (disposal would drop it).
+      if (agent1 !== undefined && !fp.crashed && !stopped) yield* driving(Effect.ignore(agent1.release))
+      yield* driving(Scope.close(agentScope, Exit.void))
       yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
       yield* Scope.close(storeScope1, Exit.void)
       const storeScope2 = yield* Scope.make()
@@ -470,12 +491,12 @@ export const runCell = (
       yield* drive(agent2, () => false)
       log1 = agent2.log.events().slice()
       current = undefined
-      yield* Scope.close(agentScope2, Exit.void)
+      yield* driving(Scope.close(agentScope2, Exit.void))
       yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
       yield* Scope.close(storeScope2, Exit.void)
     } else {
       current = undefined
-      yield* Scope.close(agentScope, Exit.void)
+      yield* driving(Scope.close(agentScope, Exit.void))
       yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
       yield* Scope.close(storeScope1, Exit.void)
     }

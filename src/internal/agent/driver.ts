@@ -658,10 +658,6 @@ const endStep = (
  */
 const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Effect<void, SessionWriteError> =>
   Effect.gen(function*() {
-    const cause = a.cancelCause ?? USER_CAUSE
-    const reason: TurnEndReason = failure === undefined
-      ? { kind: "aborted", reason: cause }
-      : { kind: "error", error: { message: failure, code: "RUN_FAILED" } }
     const bracket = t.compaction
     if (bracket !== undefined) {
       // A compaction cut short keeps nothing (issue 15): its bracket ends aborted (or failed).
@@ -702,6 +698,13 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
       if (t.calls !== undefined) yield* commitAbortedCalls(a, t, t.calls, true, failure === undefined ? "was canceled" : "failed")
     }
     yield* critical(a, (inbox): Section<void> => {
+      // A cancel that landed while a failed turn was being closed (its closers waiting for the
+      // store) wins: the turn ends aborted by it, so that the work it keeps (`keepInbox`) is not
+      // owed the next turn (§6.5, §9), and the run stops as a cancel stops it.
+      const failed = failure !== undefined && a.cancelCause === undefined
+      const reason: TurnEndReason = failed
+        ? { kind: "error", error: { message: failure, code: "RUN_FAILED" } }
+        : { kind: "aborted", reason: a.cancelCause ?? USER_CAUSE }
       const drafts: Array<EventDraft> = []
       if (t.stepOpen) drafts.push({ type: "step/end", data: { turn: t.turn, step: t.step } })
       drafts.push({ type: "turn/end", data: { turn: t.turn, reason } })
@@ -714,17 +717,17 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
           // waits for the next delivery, so that a claim that always fails (an event the store
           // refuses) cannot start turn after turn without end.
           const progressed = t.step > 0 || (t.claimed !== undefined && t.claimed.length > 0)
-          if (failure === undefined || progressed) a.claimFailures = 0
+          if (!failed || progressed) a.claimFailures = 0
           else a.claimFailures++
           endTrace(t, reason)
           t.stepOpen = false
           t.turnOpen = false
           resolveClaimed(a, t, dropped(dropReasonOfTurnEnd(reason)))
           abortRequest(a)
-          const goOn = failure !== undefined
+          const goOn = failed
             // As after any turn (§6.5): pending waking work runs next, in a new driver fiber
             // (after a second failed claim in a row, it waits for the next delivery).
-            ? a.claimFailures <= 1 && !a.disposed && a.cancelCause === undefined && Inbox.hasWakingWork(inbox)
+            ? a.claimFailures <= 1 && !a.disposed && Inbox.hasWakingWork(inbox)
             // This fiber is interrupted: the run goes on in a new driver fiber (§9 latch).
             : a.latch && !a.disposed
           if (!goOn) return setIdle(a)
