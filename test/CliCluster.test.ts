@@ -10,7 +10,7 @@ import { Effect, Schedule } from "effect"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+import { createDatabase, createRole, describePg, dropDatabase, dropRole, withUser } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
@@ -157,6 +157,72 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
         expect([code, runner.stdout()]).toEqual([0, `runner ready 127.0.0.1:${port}\n`])
       })),
     90_000
+  )
+})
+
+/** A role made by `createRole(...settings)`, dropped when the scope closes (after the databases made after it). */
+const role = (...settings: ReadonlyArray<string>) =>
+  Effect.acquireRelease(Effect.sync(() => createRole(...settings)), (name) => Effect.sync(() => dropRole(name)))
+
+/** How the CLI names the database of `url`: `host:port/db`. */
+const where = (url: string) => {
+  const u = new URL(url)
+  return `${u.hostname}:${u.port}${u.pathname}`
+}
+
+describePg("agent-loop runner and send on a database they may not use", () => {
+  it.live(
+    "a role without CREATE on schema public (PostgreSQL 15's default): one line with the server's message, exit 2",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const user = yield* role()
+        const url = withUser(yield* database, user)
+        const port = yield* freePort
+        const line = `cannot use the PostgreSQL database ${
+          where(url)
+        }: Failed to execute statement: permission denied for schema public\n`
+        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `runner: ${line}`
+        })
+        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: ${line}`
+        })
+      })),
+    60_000
+  )
+
+  it.live(
+    "every statement times out (the role's statement_timeout is 1 ms): one line, exit 2",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const user = yield* role("statement_timeout = '1ms'")
+        const url = withUser(
+          yield* Effect.acquireRelease(
+            Effect.sync(() => createDatabase({ owner: user })),
+            (url) => Effect.sync(() => dropDatabase(url))
+          ),
+          user
+        )
+        const port = yield* freePort
+        const line = `cannot use the PostgreSQL database ${
+          where(url)
+        }: Failed to execute statement: canceling statement due to statement timeout\n`
+        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `runner: ${line}`
+        })
+        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: ${line}`
+        })
+      })),
+    60_000
   )
 })
 

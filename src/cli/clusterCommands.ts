@@ -15,8 +15,9 @@
  *   registered, listening and serving) it prints exactly one line on stdout, `runner ready
  *   <host>:<port>`; everything else (log lines: one line each, `storeFailures.ts`) goes to stderr.
  *   SIGTERM and SIGINT stop it gracefully (its shards released, its agents released with their
- *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a port in
- *   use or a session store that cannot be built: one line on stderr, exit 2.
+ *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a database
+ *   the role may not use (no CREATE on the schema, statements timing out: the server's message),
+ *   a port in use or a session store that cannot be built: one line on stderr, exit 2.
  * - `send --pg URL --session ID (--followup TEXT | --steer TEXT | --inject TEXT) [--message-id ID]
  *   [--source-plugin NAME] [--wait] [--table-prefix P]` is a client-only process
  *   (`AgentRunner.layerClient`, no shards): one delivery through `AgentClient`, its message id

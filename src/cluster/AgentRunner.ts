@@ -43,8 +43,8 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Clock, Duration, Effect, Layer, Option, Predicate, Redacted, Schedule } from "effect"
 import type { Model } from "../Model.js"
 import type { SessionStoreError } from "../SessionLog.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
@@ -131,8 +131,9 @@ export interface RunnerOptions extends StorageOptions, AgentEntity.EntityOptions
 }
 
 /**
- * What starting a runner can fail with: PostgreSQL (connecting, migrations), the listening
- * socket, the session store.
+ * What starting a runner can fail with: PostgreSQL (connecting, migrations: a role without
+ * CREATE on the schema, a statement timeout, as the `SqlError` with the server's message, also
+ * where the cluster's storage would die with it), the listening socket, the session store.
  *
  * @since 0.1.0
  * @category errors
@@ -190,12 +191,37 @@ const oneAtATime = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | Sq
 
 const MIGRATION_LOCK = "effect-agent-loop/migrations"
 
+/**
+ * The `SqlError` a defect is (or, a failed migration's `MigrationError`, wraps): the cluster's
+ * storage dies with it while it is built (its migrations and its shard lock connection are
+ * `Effect.orDie`), where a role without CREATE on the schema or a statement timeout would
+ * otherwise end a process with a bare stack trace.
+ */
+const sqlErrorOf = (defect: unknown): Option.Option<SqlError> =>
+  defect instanceof SqlError
+    ? Option.some(defect)
+    : Predicate.isTagged(defect, "MigrationError") && Predicate.hasProperty(defect, "cause") &&
+        defect.cause instanceof SqlError
+    ? Option.some(defect.cause)
+    : Option.none()
+
+/** `layer`, with an `SqlError` defect raised while it is built made the failure it is (see `sqlErrorOf`). */
+const sqlDefectsAsFailures = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | SqlError, R> =>
+  Layer.catchAllCause(
+    layer,
+    (cause): Layer.Layer<A, E | SqlError> =>
+      Option.match(Cause.find(cause, (c) => Cause.isDieType(c) ? sqlErrorOf(c.defect) : Option.none()), {
+        onNone: () => Layer.failCause(cause),
+        onSome: (error) => Layer.fail(error)
+      })
+  )
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
-  oneAtATime(Layer.mergeAll(
+  sqlDefectsAsFailures(oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
     SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
-  ))
+  )))
 
 const pgLayer = (options: StorageOptions) =>
   PgClient.layer({ url: typeof options.pg === "string" ? Redacted.make(options.pg) : options.pg })
