@@ -277,7 +277,7 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         stdout: "",
         stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
       })
-      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, an empty message id.
+      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, a blank message id or plugin name.
       expect(yield* run(["send", "--pg", url, "--session", "a/../b", "--followup", "a"])).toEqual({
         code: 2,
         stdout: "",
@@ -287,11 +287,20 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         code: 2,
         stdout: ""
       })
-      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", ""])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "send: --message-id: the id is empty\n"
-      })
+      for (const id of ["", " ", "\t \n"]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", id])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "send: --message-id: the id is empty\n"
+        })
+      }
+      for (const name of ["", "  "]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--inject", "a", "--source-plugin", name])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "send: --source-plugin: the plugin name is empty\n"
+        })
+      }
       // The URL's password is never printed.
       expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
         code: 2,

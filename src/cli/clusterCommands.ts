@@ -31,7 +31,8 @@
  *   the message the source `{kind:"plugin", plugin: NAME}` (default: the user; `inject` text
  *   `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with `runner` (a client reads
  *   no session table). Exit 0 on success; 2 for bad arguments (not exactly one of the three, an
- *   empty text, a message the agent refuses) or an unreachable PostgreSQL; 1 when the cluster or
+ *   empty text, message id or plugin name (empty or only whitespace), a message the agent
+ *   refuses) or an unreachable PostgreSQL; 1 when the cluster or
  *   the session fails the call (a store failure, an unreadable log, a full mailbox, a message
  *   storage error: one line naming the error). With no runner alive it waits (Ctrl-C: 130).
  *
@@ -227,8 +228,12 @@ export const sendCommand = Command.make(
           } ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)`
         )
       }
-      if (Option.isSome(options.messageId) && options.messageId.value === "") {
+      // Blank (empty or only whitespace), as the texts: an id or a plugin name nobody could read back.
+      if (Option.isSome(options.messageId) && options.messageId.value.trim() === "") {
         return yield* exit(2, "send: --message-id: the id is empty")
+      }
+      if (Option.isSome(options.sourcePlugin) && options.sourcePlugin.value.trim() === "") {
+        return yield* exit(2, "send: --source-plugin: the plugin name is empty")
       }
       const given = (["followup", "steer", "inject"] as const).flatMap((kind) => {
         const text = options[kind]
