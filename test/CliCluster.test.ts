@@ -8,6 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import { createDatabase, createRole, describePg, dropDatabase, dropRole, withUser } from "./utils/pg.js"
@@ -256,6 +257,21 @@ describePg("agent-loop runner --context-window on PostgreSQL", () => {
     90_000
   )
 })
+
+describe("agent-loop runner: the default port", () => {
+  it.live("is 7431, outside the host's ephemeral port range (where outgoing connections take their local ports)", () =>
+    Effect.gen(function*() {
+      const help = yield* run(["runner", "--help"])
+      const port = Number(/the runner's TCP port \(default \$AGENT_LOOP_RUNNER_PORT, else (\d+)\)/.exec(help.stdout)?.[1])
+      expect([help.code, port]).toEqual([0, 7431])
+      // Linux's range (32768-60999 unless configured otherwise).
+      const range = NodeFs.existsSync(EPHEMERAL) ? NodeFs.readFileSync(EPHEMERAL, "utf8").trim().split(/\s+/).map(Number) : []
+      const [low, high] = range.length === 2 ? range : [32768, 60999]
+      expect(port < low! || port > high!, `${port} in ${low}-${high}`).toBe(true)
+    }))
+})
+
+const EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
 
 describe("agent-loop runner / send / transcript --pg: bad arguments and an unreachable server", () => {
   it.live("exit 2 with one line on stderr and nothing on stdout", () =>

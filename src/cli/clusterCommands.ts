@@ -10,7 +10,7 @@
  *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
  *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
  *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
- *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 34431) its port;
+ *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 7431: `defaultPort`) its port;
  *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
  *   registered, listening and serving) it prints exactly one line on stdout, `runner ready
  *   <host>:<port>`; everything else (log lines: one line each, `storeFailures.ts`) goes to stderr.
@@ -90,10 +90,21 @@ const positiveMs = (name: string, value: Option.Option<number>): Effect.Effect<n
     ? Effect.succeed(value.value)
     : exit(2, `--${name}: must be a positive number of milliseconds`)
 
-/** The port of `--port` or `AGENT_LOOP_RUNNER_PORT`, else 34431. */
+/**
+ * The runner's port when neither `--port` nor `AGENT_LOOP_RUNNER_PORT` gives one: 7431. Below
+ * Linux's ephemeral port range (`net.ipv4.ip_local_port_range`, 32768–60999 by default), where the
+ * outgoing connections of any process on the host (a runner's own PostgreSQL connections) take
+ * their local ports, so a listener there may find its port taken (EADDRINUSE); and no service we
+ * know of registers it.
+ *
+ * @since 0.1.0
+ */
+export const defaultPort = 7431
+
+/** The port of `--port` or `AGENT_LOOP_RUNNER_PORT`, else `defaultPort`. */
 const runnerPort = (flag: Option.Option<number>): Effect.Effect<number, CliExit> => {
   const env = process.env["AGENT_LOOP_RUNNER_PORT"]
-  const port = Option.isSome(flag) ? flag.value : env === undefined || env === "" ? 34431 : Number(env)
+  const port = Option.isSome(flag) ? flag.value : env === undefined || env === "" ? defaultPort : Number(env)
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     return exit(
       2,
@@ -122,7 +133,7 @@ export const runnerCommand = Command.make(
     ),
     port: Options.integer("port").pipe(
       Options.optional,
-      Options.withDescription("the runner's TCP port (default $AGENT_LOOP_RUNNER_PORT, else 34431)")
+      Options.withDescription(`the runner's TCP port (default $AGENT_LOOP_RUNNER_PORT, else ${defaultPort})`)
     ),
     listenHost: Options.text("listen-host").pipe(
       Options.optional,

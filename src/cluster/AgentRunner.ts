@@ -261,7 +261,7 @@ const pruner = (options: RunnerOptions) =>
  * import { Model } from "effect-agent-loop"
  * import { AgentRunner } from "effect-agent-loop/cluster"
  *
- * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 34431, instructions: "Be brief." })
+ * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 7431, instructions: "Be brief." })
  * Layer.launch(runner.pipe(Layer.provide(Model.layer(Model.offline())))).pipe(NodeRuntime.runMain)
  * ```
  *
