@@ -5,8 +5,10 @@
  * killed in a finalizer. The bad-argument checks need no server (a closed port stands for an
  * unreachable one).
  */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Context, Effect, Layer, Redacted, Schedule } from "effect"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Net from "node:net"
@@ -156,6 +158,41 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
         runner.child.kill("SIGTERM")
         const code = yield* Effect.promise(() => runner.exited).pipe(Effect.timeout("20 seconds"))
         expect([code, runner.stdout()]).toEqual([0, `runner ready 127.0.0.1:${port}\n`])
+      })),
+    90_000
+  )
+})
+
+describePg("agent-loop runner: shards moving to a second runner", () => {
+  it.live(
+    "no DeprecationWarning (of pg, for queries queued on one client) on either runner's stderr",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const sql = Context.get(
+          yield* Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        const first = yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        const second = yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        // The first runner held every shard: it releases half of them (one release per shard, at once).
+        const locks = sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid ORDER BY pid`
+        yield* Effect.orDie(locks).pipe(
+          Effect.repeat({
+            until: (rows) => rows.map((r) => r.n).join(",") === "150,150",
+            schedule: Schedule.spaced("200 millis")
+          }),
+          Effect.timeoutFail({
+            duration: "40 seconds",
+            onTimeout: () => new Error(`the shards did not settle: ${first.stderr()} / ${second.stderr()}`)
+          })
+        )
+        const port = (r: Runner) => /ready 127\.0\.0\.1:(\d+)/.exec(r.stdout())![1]
+        expect([first.stderr(), second.stderr()]).toEqual([
+          `agent-loop: Listening on: 127.0.0.1:${port(first)}\n`,
+          `agent-loop: Listening on: 127.0.0.1:${port(second)}\n`
+        ])
       })),
     90_000
   )

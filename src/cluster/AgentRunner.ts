@@ -29,6 +29,7 @@ import * as MachineId from "@effect/cluster/MachineId"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
 import * as Runners from "@effect/cluster/Runners"
+import { RunnerStorage } from "@effect/cluster/RunnerStorage"
 import { Sharding } from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as Snowflake from "@effect/cluster/Snowflake"
@@ -216,11 +217,37 @@ const sqlDefectsAsFailures = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer
       })
   )
 
+/**
+ * The cluster's runner storage with its shard lock operations (`acquire`, `refresh`, `release`,
+ * `releaseAll`) one at a time. `SqlRunnerStorage` runs them all on one reserved PostgreSQL
+ * connection, and the sharding calls them concurrently (a release per shard, each in its own fiber,
+ * when a runner joins and shards move; refreshes meanwhile): `pg` queued them on its client and
+ * printed "DeprecationWarning: Calling client.query() when the client is already executing a query
+ * is deprecated" (pg 8; pg 9 drops that queue). Worse, `@effect/sql-pg` cancels an interrupted query
+ * with `pg_cancel_backend` of the connection, which cancels whatever that connection runs, another
+ * fiber's query when the interrupted one was still queued. A semaphore keeps the order and the
+ * latency of pg's queue (its timeouts, the sharding's, count the wait as they counted the queue).
+ */
+const lockOperationsOneAtATime = Layer.effect(
+  RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage
+    const one = (yield* Effect.makeSemaphore(1)).withPermits(1)
+    return RunnerStorage.of({
+      ...storage,
+      acquire: (address, shardIds) => one(storage.acquire(address, shardIds)),
+      refresh: (address, shardIds) => one(storage.refresh(address, shardIds)),
+      release: (address, shardId) => one(storage.release(address, shardId)),
+      releaseAll: (address) => one(storage.releaseAll(address))
+    })
+  })
+)
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
   sqlDefectsAsFailures(oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
-    SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
+    lockOperationsOneAtATime.pipe(Layer.provide(SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })))
   )))
 
 const pgLayer = (options: StorageOptions) =>
