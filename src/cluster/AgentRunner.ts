@@ -20,6 +20,11 @@
  * cluster singleton deletes processed messages and their replies older than `retention` (default
  * 1 hour). A retry older than that is still answered once, by the entity (its id is in the log).
  *
+ * PostgreSQL logs each failed statement as an ERROR. A start logs none, except on a fresh database
+ * the migrator's probe of its own table (`relation "cluster_migrations" does not exist`, and the
+ * session store's `agent_loop_migrations`), once per database; the cluster's probe for the tables
+ * of its old releases, which failed on every start, runs only when they exist (`oldTablesProbeGuarded`).
+ *
  * No environment variable is read (the cluster's `ShardingConfig.layerFromEnv` reads `HOST` and
  * `PORT`; it is not used): a CLI maps its own flags (`AGENT_LOOP_RUNNER_*`) to these options.
  *
@@ -243,11 +248,51 @@ const lockOperationsOneAtATime = Layer.effect(
   })
 )
 
+/**
+ * The SQL client of `SqlRunnerStorage`, with its probe for the tables of older releases guarded.
+ * Each start ran `SELECT shard_id FROM "cluster_shards" LIMIT 1` (to drop `cluster_shards` and
+ * `cluster_runners` where an old release left them; "remove in next major version"), which fails
+ * on every database this runtime made, and PostgreSQL logs every failed statement: an ERROR
+ * `relation "cluster_shards" does not exist` in the server's log for each runner and each `send`.
+ * Here the probe runs only when `to_regclass` finds the table; otherwise it fails at once, which
+ * means to the storage what the server's error meant (no old tables). Every other statement is
+ * the client's own. (On a fresh database the migrations' `select '<prefix>_migrations'::regclass`
+ * fails once per set of migrations, `cluster_` and the session store's: the migrator's way to
+ * find that its table is missing; that ERROR is logged once, not per start.)
+ */
+const oldTablesProbeGuarded = Layer.effect(
+  SqlClient.SqlClient,
+  Effect.map(SqlClient.SqlClient, (client) => {
+    const sql = client.withoutTransforms()
+    const isProbe = (strings: unknown, args: ReadonlyArray<unknown>): args is readonly [{ readonly value: string }] =>
+      Array.isArray(strings) && "raw" in strings && strings.length === 2 && strings[0] === "SELECT shard_id FROM " &&
+      strings[1] === " LIMIT 1" && Predicate.isTagged(args[0], "Identifier") && Predicate.hasProperty(args[0], "value") &&
+      typeof args[0].value === "string"
+    const guarded = function(strings: unknown, ...args: Array<unknown>): unknown {
+      if (!isProbe(strings, args)) return (sql as (strings: unknown, ...args: Array<unknown>) => unknown)(strings, ...args)
+      const quoted = `"${args[0].value.replaceAll("\"", "\"\"")}"`
+      return Effect.flatMap(
+        sql<{ present: boolean }>`SELECT to_regclass(${quoted}) IS NOT NULL AS present`,
+        (rows) =>
+          rows[0]?.present === true
+            ? sql(strings as TemplateStringsArray, ...args)
+            : Effect.fail(new SqlError({ message: `relation ${quoted} does not exist` }))
+      )
+    }
+    const copy = Object.assign(guarded, sql, { withoutTransforms: () => copy, safe: undefined as unknown })
+    copy.safe = copy
+    return copy as unknown as SqlClient.SqlClient
+  })
+)
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
   sqlDefectsAsFailures(oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
-    lockOperationsOneAtATime.pipe(Layer.provide(SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })))
+    lockOperationsOneAtATime.pipe(
+      Layer.provide(SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })),
+      Layer.provide(oldTablesProbeGuarded)
+    )
   )))
 
 const pgLayer = (options: StorageOptions) =>
