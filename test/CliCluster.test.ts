@@ -163,6 +163,60 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
   )
 })
 
+describePg("agent-loop send --timeout on PostgreSQL", () => {
+  it.live(
+    "no runner: a progress line, then exit 3 (nothing sent); a delivery held up: exit 3, the message delivered later once, the retry answered with it; --wait: exit 3 after the id",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const send = ["send", "--pg", url, "--session", "s1"]
+        expect(yield* run([...send, "--followup", "hello", "--timeout", "7s"])).toEqual({
+          code: 3,
+          stdout: "",
+          stderr: "send: waiting for a runner of session s1 (5 s) …\n" +
+            "send: timed out after 7 s waiting for a runner of session s1; nothing was sent\n"
+        })
+
+        yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        const first = yield* run([...send, "--followup", "first", "--message-id", "m1", "--wait"])
+        expect(first).toEqual({ code: 0, stdout: "m1\n{\"_tag\":\"Entered\",\"turn\":1,\"step\":1}\n", stderr: "" })
+        // The session's log cannot be appended to while this transaction holds its table: the
+        // runner takes the message (the cluster stored it) and cannot answer.
+        const sql = Context.get(
+          yield* Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        const held = yield* sql.withTransaction(Effect.zipRight(
+          sql`LOCK TABLE agent_loop_events IN ACCESS EXCLUSIVE MODE`,
+          run([...send, "--followup", "second", "--message-id", "m2", "--timeout", "3s"])
+        )).pipe(Effect.orDie)
+        expect(held).toEqual({
+          code: 3,
+          stdout: "",
+          stderr:
+            "send: timed out after 3 s waiting for session s1 to acknowledge message m2; it may still be delivered (a runner takes it from the cluster's storage): the same send with --message-id m2 learns its fate (it is delivered once)\n"
+        })
+        // The table free again, the runner delivers it: the retry gets that delivery, and its fate.
+        expect(yield* run([...send, "--followup", "second", "--message-id", "m2", "--wait"])).toEqual({
+          code: 0,
+          stdout: "m2\n{\"_tag\":\"Entered\",\"turn\":2,\"step\":1}\n",
+          stderr: ""
+        })
+        const shown = yield* transcriptWith(["--pg", url, "--session", "s1"], "turn 2 ended")
+        expect(shown.stdout.split("\n").filter((line) => line.startsWith(">"))).toEqual(["> first", "> second"])
+
+        // An injection into an idle session has no fate until a later step takes it.
+        expect(yield* run([...send, "--inject", "fyi", "--message-id", "i1", "--wait", "--timeout", "3000"])).toEqual({
+          code: 3,
+          stdout: "i1\n",
+          stderr:
+            "send: timed out after 3 s waiting for the fate of message i1; the message was delivered (to wait again: the same send with --message-id i1 --wait)\n"
+        })
+      })),
+    120_000
+  )
+})
+
 describePg("agent-loop runner: shards moving to a second runner", () => {
   it.live(
     "no DeprecationWarning (of pg, for queries queued on one client) on either runner's stderr",
@@ -345,6 +399,15 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
           code: 2,
           stdout: "",
           stderr: "send: --message-id: the id is empty\n"
+        })
+      }
+      for (const timeout of ["5x", "-1", "1.5s", ""]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--timeout", timeout])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: --timeout: not a duration (milliseconds, or a number with ms, s or m: 90s, 2m; 0 for no limit): ${
+            JSON.stringify(timeout)
+          }\n`
         })
       }
       for (const name of ["", "  "]) {
