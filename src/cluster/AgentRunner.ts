@@ -16,6 +16,15 @@
  * runner drop all its shards). Assignments are re-read every 2 s and message storage is polled
  * every 1 s (a cold client's first message).
  *
+ * A runner that is paused (SIGSTOP, a frozen VM, a partition) rather than dead fails no ping at
+ * the socket level: the kernel accepts connections and data for it. Once its PostgreSQL
+ * connections end (and with them its advisory shard locks), its runner row expiring bounds the
+ * failover as above: measured 9.1–9.5 s from the SIGSTOP to a `status` or a new `send` answered by
+ * another runner (3 runners, 2 cores). A call that went to the paused runner waited for the rpc
+ * client's own ping timeout (a ping every 10 s, failing at the second unanswered one): 19–21 s.
+ * So every socket to a runner is pinged every second and dropped after 4 s without any data
+ * (`answering`); its calls then go to the shard's new owner, or wait for their reply in storage.
+ *
  * Message storage (`cluster_messages`, `cluster_replies`) grows with every persisted message: a
  * cluster singleton deletes processed messages and their replies older than `retention` (default
  * 1 hour). A retry older than that is still answered once, by the entity (its id is in the log).
@@ -43,14 +52,15 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Socket } from "@effect/platform/Socket"
+import * as Socket from "@effect/platform/Socket"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcMessage from "@effect/rpc/RpcMessage"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Duration, Effect, Layer, Option, Predicate, Redacted, Schedule } from "effect"
+import { Cause, Clock, Duration, Effect, Layer, Option, Predicate, Redacted, Schedule, type Scope } from "effect"
 import type { Model } from "../Model.js"
 import type { SessionStoreError } from "../SessionLog.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
@@ -158,18 +168,91 @@ const configOf = (
     runnerListenAddress: listen === undefined ? Option.none() : Option.some(RunnerAddress.make(listen))
   })
 
-/** TCP sockets to other runners (msgpack), as `@effect/platform-node`'s NodeClusterSocket makes them. */
+/**
+ * How often this process pings each runner it has a socket to, and how long such a socket may
+ * stay silent (no answer, not even to the pings) before it is dropped: see `answering`.
+ */
+const PING_EVERY = Duration.seconds(1)
+const SILENT_AT_MOST = Duration.seconds(4)
+
+/**
+ * `socket` (to another runner), dropped with a read error once nothing has arrived on it for
+ * `SILENT_AT_MOST` while it is pinged every `PING_EVERY` (an rpc `Ping`, which a live runner answers
+ * at once with a `Pong`). A runner that is paused (SIGSTOP, a frozen VM) or cut off keeps its
+ * sockets open: the kernel accepts connections and data for it. The rpc client's own pinger
+ * (every 10 s, failing at the second unanswered ping) took 10–20 s to notice, and until then every
+ * call to that runner waited, a `status` or a delivery of a session whose shard had already moved:
+ * a `send` after the SIGSTOP of a session's owner answered after 21 s where the shard lock expiry
+ * gives about 10. (A socket `timeout` option does not help: Node only emits an event, which
+ * nothing handles.) Dropped, the socket fails the calls in flight (`RunnerUnavailable`: a
+ * persisted call then waits for its reply in storage, another is sent again to the shard's owner);
+ * a runner whose event loop is blocked for 4 s is treated the same, and reconnected to after.
+ * The ping is encoded once: a msgpack message carries its own record definitions, so it can be
+ * written between the rpc client's.
+ */
+const answering = (socket: Socket.Socket, ping: Uint8Array | string): Effect.Effect<Socket.Socket, never, Scope.Scope> =>
+  Effect.map(socket.writer, (write) => {
+    const silentAtMost = Duration.toMillis(SILENT_AT_MOST)
+    const guarded =
+      <H>(run: (handler: H, options?: { readonly onOpen?: Effect.Effect<void> | undefined }) => Effect.Effect<void, any, any>) =>
+      (handler: H, options?: { readonly onOpen?: Effect.Effect<void> | undefined }) =>
+        Effect.suspend(() => {
+          let heard = Date.now()
+          const open = Effect.unsafeMakeLatch(false)
+          const watch = Effect.zipRight(
+            open.await,
+            Effect.suspend(() =>
+              Date.now() - heard >= silentAtMost
+                ? Effect.fail(
+                  new Socket.SocketGenericError({
+                    reason: "Read",
+                    cause: new Error(`no answer for ${Duration.format(SILENT_AT_MOST)}`)
+                  })
+                )
+                : write(ping)
+            ).pipe(Effect.delay(PING_EVERY), Effect.forever)
+          )
+          const onData = (data: unknown) => {
+            heard = Date.now()
+            return (handler as (data: unknown) => unknown)(data)
+          }
+          return Effect.raceFirst(
+            run(onData as H, {
+              onOpen: Effect.zipRight(
+                Effect.sync(() => {
+                  heard = Date.now()
+                  open.unsafeOpen()
+                }),
+                options?.onOpen ?? Effect.void
+              )
+            }),
+            watch
+          )
+        })
+    return Socket.Socket.of({
+      [Socket.TypeId]: Socket.TypeId,
+      run: guarded(socket.run) as Socket.Socket["run"],
+      runRaw: guarded(socket.runRaw) as Socket.Socket["runRaw"],
+      writer: socket.writer
+    })
+  })
+
+/** TCP sockets to other runners (msgpack), as `@effect/platform-node`'s NodeClusterSocket makes them, watched by `answering`. */
 const clientProtocol = Layer.effect(
   Runners.RpcClientProtocol,
-  Effect.map(RpcSerialization.RpcSerialization, (serialization) => (address) =>
-    Effect.flatMap(
-      Effect.orDie(NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port })),
-      (socket) =>
-        RpcClient.makeProtocolSocket().pipe(
-          Effect.provideService(Socket, socket),
-          Effect.provideService(RpcSerialization.RpcSerialization, serialization)
-        )
-    ))
+  Effect.map(RpcSerialization.RpcSerialization, (serialization) => {
+    const ping = serialization.unsafeMake().encode(RpcMessage.constPing)
+    return (address) =>
+      Effect.flatMap(
+        Effect.orDie(NodeSocket.makeNet({ openTimeout: 1000, host: address.host, port: address.port })),
+        (socket) =>
+          Effect.flatMap(ping === undefined ? Effect.succeed(socket) : answering(socket, ping), (watched) =>
+            RpcClient.makeProtocolSocket().pipe(
+              Effect.provideService(Socket.Socket, watched),
+              Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+            ))
+      )
+  })
 )
 
 /**
