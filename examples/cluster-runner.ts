@@ -8,7 +8,7 @@
  * database through `SqlSessionStore.layerPg`: valid by the invariants of §12, and its transcript.
  *
  * Run: npm run example -- cluster-runner URL [PORT]
- *   (URL: a PostgreSQL database, e.g. the one `scripts/pg-server.sh` prints; PORT default 34431)
+ *   (URL: a PostgreSQL database, e.g. the one `scripts/pg-server.sh` prints; PORT default 7431)
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
@@ -56,13 +56,13 @@ export const main = (url: string, port: number) =>
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [url, port] = process.argv.slice(2)
-  const portNumber = Number(port ?? 34431)
+  const portNumber = Number(port ?? 7431)
   if (
     url === undefined || !/^postgres(ql)?:\/\//.test(url) || !Number.isInteger(portNumber) || portNumber < 1 || portNumber > 65535
   ) {
     console.error(
       "usage: npm run example -- cluster-runner URL [PORT]\n" +
-        "  URL: a PostgreSQL database, postgres://user@host:port/db; PORT: the runner's TCP port, 1-65535 (default 34431)"
+        "  URL: a PostgreSQL database, postgres://user@host:port/db; PORT: the runner's TCP port, 1-65535 (default 7431)"
     )
     process.exit(2)
   }

@@ -5,12 +5,15 @@
  * killed in a finalizer. The bad-argument checks need no server (a closed port stands for an
  * unreachable one).
  */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Context, Effect, Layer, Redacted, Schedule } from "effect"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+import { createDatabase, createRole, describePg, dropDatabase, dropRole, withUser } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
@@ -160,6 +163,161 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
   )
 })
 
+describePg("agent-loop send --timeout on PostgreSQL", () => {
+  it.live(
+    "no runner: a progress line, then exit 3 (nothing sent); a delivery held up: exit 3, the message delivered later once, the retry answered with it; --wait: exit 3 after the id",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const send = ["send", "--pg", url, "--session", "s1"]
+        expect(yield* run([...send, "--followup", "hello", "--timeout", "7s"])).toEqual({
+          code: 3,
+          stdout: "",
+          stderr: "send: waiting for a runner of session s1 (5 s) …\n" +
+            "send: timed out after 7 s waiting for a runner of session s1; nothing was sent\n"
+        })
+
+        yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        const first = yield* run([...send, "--followup", "first", "--message-id", "m1", "--wait"])
+        expect(first).toEqual({ code: 0, stdout: "m1\n{\"_tag\":\"Entered\",\"turn\":1,\"step\":1}\n", stderr: "" })
+        // The session's log cannot be appended to while this transaction holds its table: the
+        // runner takes the message (the cluster stored it) and cannot answer.
+        const sql = Context.get(
+          yield* Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        const held = yield* sql.withTransaction(Effect.zipRight(
+          sql`LOCK TABLE agent_loop_events IN ACCESS EXCLUSIVE MODE`,
+          run([...send, "--followup", "second", "--message-id", "m2", "--timeout", "3s"])
+        )).pipe(Effect.orDie)
+        expect(held).toEqual({
+          code: 3,
+          stdout: "",
+          stderr:
+            "send: timed out after 3 s waiting for session s1 to acknowledge message m2; it may still be delivered (a runner takes it from the cluster's storage): the same send with --message-id m2 learns its fate (it is delivered once)\n"
+        })
+        // The table free again, the runner delivers it: the retry gets that delivery, and its fate.
+        expect(yield* run([...send, "--followup", "second", "--message-id", "m2", "--wait"])).toEqual({
+          code: 0,
+          stdout: "m2\n{\"_tag\":\"Entered\",\"turn\":2,\"step\":1}\n",
+          stderr: ""
+        })
+        const shown = yield* transcriptWith(["--pg", url, "--session", "s1"], "turn 2 ended")
+        expect(shown.stdout.split("\n").filter((line) => line.startsWith(">"))).toEqual(["> first", "> second"])
+
+        // An injection into an idle session has no fate until a later step takes it.
+        expect(yield* run([...send, "--inject", "fyi", "--message-id", "i1", "--wait", "--timeout", "3000"])).toEqual({
+          code: 3,
+          stdout: "i1\n",
+          stderr:
+            "send: timed out after 3 s waiting for the fate of message i1; the message was delivered (to wait again: the same send with --message-id i1 --wait)\n"
+        })
+      })),
+    120_000
+  )
+})
+
+describePg("agent-loop runner: shards moving to a second runner", () => {
+  it.live(
+    "no DeprecationWarning (of pg, for queries queued on one client) on either runner's stderr",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const sql = Context.get(
+          yield* Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+          SqlClient.SqlClient
+        )
+        const first = yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        const second = yield* startRunner(["--pg", url, "--port", String(yield* freePort)])
+        // The first runner held every shard: it releases half of them (one release per shard, at once).
+        const locks = sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid ORDER BY pid`
+        yield* Effect.orDie(locks).pipe(
+          Effect.repeat({
+            until: (rows) => rows.map((r) => r.n).join(",") === "150,150",
+            schedule: Schedule.spaced("200 millis")
+          }),
+          Effect.timeoutFail({
+            duration: "40 seconds",
+            onTimeout: () => new Error(`the shards did not settle: ${first.stderr()} / ${second.stderr()}`)
+          })
+        )
+        const port = (r: Runner) => /ready 127\.0\.0\.1:(\d+)/.exec(r.stdout())![1]
+        expect([first.stderr(), second.stderr()]).toEqual([
+          `agent-loop: Listening on: 127.0.0.1:${port(first)}\n`,
+          `agent-loop: Listening on: 127.0.0.1:${port(second)}\n`
+        ])
+      })),
+    90_000
+  )
+})
+
+/** A role made by `createRole(...settings)`, dropped when the scope closes (after the databases made after it). */
+const role = (...settings: ReadonlyArray<string>) =>
+  Effect.acquireRelease(Effect.sync(() => createRole(...settings)), (name) => Effect.sync(() => dropRole(name)))
+
+/** How the CLI names the database of `url`: `host:port/db`. */
+const where = (url: string) => {
+  const u = new URL(url)
+  return `${u.hostname}:${u.port}${u.pathname}`
+}
+
+describePg("agent-loop runner and send on a database they may not use", () => {
+  it.live(
+    "a role without CREATE on schema public (PostgreSQL 15's default): one line with the server's message, exit 2",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const user = yield* role()
+        const url = withUser(yield* database, user)
+        const port = yield* freePort
+        const line = `cannot use the PostgreSQL database ${
+          where(url)
+        }: Failed to execute statement: permission denied for schema public\n`
+        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `runner: ${line}`
+        })
+        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: ${line}`
+        })
+      })),
+    60_000
+  )
+
+  it.live(
+    "every statement times out (the role's statement_timeout is 1 ms): one line, exit 2",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const user = yield* role("statement_timeout = '1ms'")
+        const url = withUser(
+          yield* Effect.acquireRelease(
+            Effect.sync(() => createDatabase({ owner: user })),
+            (url) => Effect.sync(() => dropDatabase(url))
+          ),
+          user
+        )
+        const port = yield* freePort
+        const line = `cannot use the PostgreSQL database ${
+          where(url)
+        }: Failed to execute statement: canceling statement due to statement timeout\n`
+        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `runner: ${line}`
+        })
+        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: ${line}`
+        })
+      })),
+    60_000
+  )
+})
+
 describePg("agent-loop runner --context-window on PostgreSQL", () => {
   it.live(
     "the runner's agents get the compaction policy: the third followup compacts by pressure; transcript --pg shows the marker",
@@ -191,6 +349,21 @@ describePg("agent-loop runner --context-window on PostgreSQL", () => {
   )
 })
 
+describe("agent-loop runner: the default port", () => {
+  it.live("is 7431, outside the host's ephemeral port range (where outgoing connections take their local ports)", () =>
+    Effect.gen(function*() {
+      const help = yield* run(["runner", "--help"])
+      const port = Number(/the runner's TCP port \(default \$AGENT_LOOP_RUNNER_PORT, else (\d+)\)/.exec(help.stdout)?.[1])
+      expect([help.code, port]).toEqual([0, 7431])
+      // Linux's range (32768-60999 unless configured otherwise).
+      const range = NodeFs.existsSync(EPHEMERAL) ? NodeFs.readFileSync(EPHEMERAL, "utf8").trim().split(/\s+/).map(Number) : []
+      const [low, high] = range.length === 2 ? range : [32768, 60999]
+      expect(port < low! || port > high!, `${port} in ${low}-${high}`).toBe(true)
+    }))
+})
+
+const EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
+
 describe("agent-loop runner / send / transcript --pg: bad arguments and an unreachable server", () => {
   it.live("exit 2 with one line on stderr and nothing on stdout", () =>
     Effect.gen(function*() {
@@ -211,7 +384,7 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         stdout: "",
         stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
       })
-      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, an empty message id.
+      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, a blank message id or plugin name.
       expect(yield* run(["send", "--pg", url, "--session", "a/../b", "--followup", "a"])).toEqual({
         code: 2,
         stdout: "",
@@ -221,11 +394,29 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         code: 2,
         stdout: ""
       })
-      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", ""])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "send: --message-id: the id is empty\n"
-      })
+      for (const id of ["", " ", "\t \n"]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", id])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "send: --message-id: the id is empty\n"
+        })
+      }
+      for (const timeout of ["5x", "-1", "1.5s", ""]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--timeout", timeout])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: `send: --timeout: not a duration (milliseconds, or a number with ms, s or m: 90s, 2m; 0 for no limit): ${
+            JSON.stringify(timeout)
+          }\n`
+        })
+      }
+      for (const name of ["", "  "]) {
+        expect(yield* run(["send", "--pg", url, "--session", "s", "--inject", "a", "--source-plugin", name])).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "send: --source-plugin: the plugin name is empty\n"
+        })
+      }
       // The URL's password is never printed.
       expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
         code: 2,

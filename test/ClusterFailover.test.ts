@@ -8,7 +8,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Fiber, Layer, Redacted } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Redacted, Schedule } from "effect"
 import * as Path from "node:path"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
@@ -24,6 +24,7 @@ import {
   describeChildren,
   exitOf,
   localPortsOf,
+  runnerCommand,
   type Settings,
   spawnChild,
   startRunners,
@@ -33,6 +34,21 @@ import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 
 /** Short settings (ms): a dead runner is noticed within about a second or two, a lock expires in 5 s. */
 const SETTINGS: Settings = { healthCheck: 1000, lockRefresh: 1500, lockExpiry: 5000, messagePoll: 500 }
+/** `AgentRunner.defaults` (ms): what a deployment gets. */
+const DEFAULTS: Settings = {
+  healthCheck: Duration.toMillis(AgentRunner.defaults.runnerHealthCheckInterval),
+  lockRefresh: Duration.toMillis(AgentRunner.defaults.shardLockRefreshInterval),
+  lockExpiry: Duration.toMillis(AgentRunner.defaults.shardLockExpiration),
+  messagePoll: Duration.toMillis(AgentRunner.defaults.entityMessagePollInterval)
+}
+/**
+ * How soon (ms) a session whose runner was paused (SIGSTOP, its connections ended) answers again
+ * with the default settings: its runner row expires after `shardLockExpiration` (8 s), the
+ * others see it at their next read of the runners (every 2 s) and take its shards; measured here
+ * 8-10 s. A margin for a loaded machine; below the 19-21 s measured while a call to the paused
+ * runner waited for the rpc client's pinger.
+ */
+const PAUSED_FAILOVER_BOUND = 17_000
 /**
  * What a loaded 2-core machine may add to the configured expiry before a session answers again
  * (measured here: 3.2–3.3 s from the SIGKILL in most runs, 14.9–15.2 s in some, the client's
@@ -79,6 +95,24 @@ const connect = (url: string) =>
         (rows) => rows.length
       ))
     }
+    /** Ends every PostgreSQL connection of process `pid` to this database (as a network partition would, in time); how many. */
+    const dropConnectionsOf = (pid: number): Effect.Effect<number> => {
+      const ports = [...localPortsOf(pid, Number(new URL(url).port || 5432))]
+      if (ports.length === 0) return Effect.succeed(0)
+      return Effect.gen(function*() {
+        const ended = yield* sql<{ pid: number }>`SELECT a.pid, pg_terminate_backend(a.pid) AS ended FROM pg_stat_activity a
+          WHERE a.datname = current_database() AND ${sql.in("a.client_port", ports)}`
+        const pids = ended.map((r) => r.pid)
+        // Gone (their locks released) before this returns.
+        if (pids.length > 0) {
+          yield* sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE ${sql.in("pid", pids)}`.pipe(
+            Effect.repeat({ until: ([row]) => Number(row!.n) === 0, schedule: Schedule.spaced("20 millis") }),
+            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the connections did not end") })
+          )
+        }
+        return pids.length
+      }).pipe(Effect.orDie)
+    }
     /** How many shard locks each PostgreSQL backend of this database holds, as `pid:count` sorted. */
     const shardLocks = Effect.orDie(Effect.map(
       sql<{ pid: number; n: string }>`SELECT pid, count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
@@ -107,7 +141,15 @@ const connect = (url: string) =>
         500
       )
     }
-    return { client: Context.get(context, AgentClient), logOf, owners, dropLockConnectionsOf, settled }
+    return {
+      client: Context.get(context, AgentClient),
+      logOf,
+      owners,
+      dropLockConnectionsOf,
+      dropConnectionsOf,
+      settled,
+      sql
+    }
   })
 
 /** The ids inserted into the inbox, in log order (one entry per insertion). */
@@ -320,6 +362,132 @@ describe.sequential("cluster failover", () => {
           )
         }).pipe(Effect.scoped),
       180_000
+    )
+
+    it.live(
+      "the default settings, 3 runners, 12 sessions: SIGSTOP of a runner in a tool call (its connections ended) → a send to its session, and a status, answered from another runner within the shard lock expiry plus a margin; every acknowledged delivery with one fate, queued followups run once",
+      () =>
+        Effect.gen(function*() {
+          const WAIT = 10
+          const url = yield* database
+          const runners = yield* startRunners(url, 3, DEFAULTS)
+          const sends: Array<Child> = []
+          const children = (): ReadonlyArray<Child> => [...runners, ...sends]
+          const { client, dropConnectionsOf, logOf, owners, settled } = yield* connect(url)
+          yield* settled(3, children)
+          const sessions = range(12).map((i) => `q${String(i).padStart(2, "0")}`)
+          const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
+          yield* bounded(
+            "the first followups",
+            Effect.forEach(
+              sessions,
+              (s) => client.followup(s, `wait ${WAIT} seconds and tell me the time`, { messageId: `${s}-f1` }),
+              { concurrency: "unbounded" }
+            ),
+            60
+          )
+          yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
+          const queued = new Set<string>()
+          yield* bounded(
+            "the queued followups",
+            Effect.forEach(sessions, (s) =>
+              Effect.gen(function*() {
+                if (!running(yield* logOf(s))) return
+                yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
+                queued.add(s)
+              }), { concurrency: "unbounded" }),
+            60
+          )
+          let target: string | undefined
+          yield* until(
+            "a session in its wait tool call",
+            Effect.map(logs, (all) => {
+              target = sessions.find((_, i) => waitingIn(all[i]!) !== undefined)
+              return target !== undefined
+            }),
+            20_000,
+            children,
+            200
+          )
+          const session = target!
+          expect(queued.has(session)).toBe(true)
+          const ownerPids = yield* owners
+          const paused = runners.find((r) => r.pid === ownerPids.get(session))
+          expect(paused, `the owner of ${session} is one of the runners`).toBeDefined()
+          const victims = sessions.filter((s) => ownerPids.get(s) === paused!.pid)
+          paused!.signal("SIGSTOP")
+          const pausedAt = Date.now()
+          // A paused process keeps its connections, and so its advisory shard locks: the server
+          // ends them, as it would in time for a host cut off.
+          expect(yield* dropConnectionsOf(paused!.pid)).toBeGreaterThan(0)
+          const survivors = runners.filter((r) => r !== paused).map((r) => r.pid)
+          // What a user sees: a send started now (a new client, which still finds the paused runner
+          // registered), and a status from this process's client (whose socket to it is open).
+          const send = yield* spawnChild(`send to ${session}`, [
+            ...runnerCommand.slice(0, 1),
+            "send",
+            "--pg",
+            url,
+            "--session",
+            session,
+            "--followup",
+            "are you there?",
+            "--message-id",
+            `${session}-f3`
+          ])
+          sends.push(send)
+          const status = yield* Effect.fork(Effect.zipRight(client.status(session), Effect.sync(() => Date.now() - pausedAt)))
+          expect(yield* exitOf(send, 60_000)).toBe(0)
+          const sent = Date.now() - pausedAt
+          expect(send.stdout()).toBe(`${session}-f3\n`)
+          const answered = yield* bounded("the status", Fiber.join(status), 60)
+          expect(survivors).toContain((yield* owners).get(session))
+          yield* Effect.logInfo(
+            `SIGSTOP of the owner of ${session} (${victims.length} sessions): send answered ${sent} ms, status ${answered} ms after the pause`
+          )
+          // Without the sockets' own pings a call to the paused runner waited for the rpc client's
+          // pinger (10-20 s): 21 s for the send, 19 s for the status.
+          expect(sent, "the send").toBeLessThan(PAUSED_FAILOVER_BOUND)
+          expect(answered, "the status").toBeLessThan(PAUSED_FAILOVER_BOUND)
+
+          // The paused runner goes on (its appends fenced); every acknowledged delivery has one fate.
+          paused!.signal("SIGCONT")
+          const expected = (s: string) =>
+            s === session ? [`${s}-f1`, `${s}-f2`, `${s}-f3`] : queued.has(s) ? [`${s}-f1`, `${s}-f2`] : [`${s}-f1`]
+          const fates = yield* bounded(
+            "the outcomes",
+            Effect.forEach(sessions, (s) => Effect.forEach(expected(s), (id) => client.outcome(s, id)), {
+              concurrency: "unbounded"
+            }),
+            90
+          )
+          yield* until(
+            "every session's last turn to end",
+            Effect.map(logs, (all) => all.every((events, i) => turnsEnded(events).length === expected(sessions[i]!).length)),
+            60_000,
+            children,
+            200
+          )
+          const final = yield* logs
+          for (const [i, s] of sessions.entries()) {
+            const events = final[i]!
+            const ids = expected(s)
+            expect(Invariant.check(events), s).toEqual([])
+            expect(insertedIds(events), s).toEqual(ids)
+            expect(userMessageIds(events), s).toEqual(ids)
+            expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
+            // The paused runner's sessions are interrupted (closed by their new owner); so may be
+            // another's whose shard moved in the rebalance.
+            const interrupted = turnsEnded(events)[0] === "1 interrupted"
+            if (victims.includes(s)) expect(interrupted, s).toBe(true)
+            expect(turnsEnded(events), s).toEqual(
+              ids.map((_, n) => `${n + 1} ${n === 0 && interrupted ? "interrupted" : "completed"}`)
+            )
+            expect(fates[i], s).toEqual(ids.map((_, n) => ({ _tag: "Entered", turn: n + 1, step: 1 })))
+            for (const [n, id] of ids.entries()) expect(Delivery.fateOf(events, id), id).toEqual(fates[i]![n])
+          }
+        }).pipe(Effect.scoped),
+      240_000
     )
 
     it.live(

@@ -9,7 +9,8 @@
  */
 import * as ShardId from "@effect/cluster/ShardId"
 import { Sharding } from "@effect/cluster/Sharding"
-import { Console, Context, Effect, Layer, Schedule, Schema } from "effect"
+import { Console, Context, Duration, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Scope } from "effect"
+import { randomUUID } from "node:crypto"
 import { AgentClient } from "../cluster/AgentClient.js"
 import { DeliveryOutcome } from "../cluster/AgentEntity.js"
 import * as AgentRunner from "../cluster/AgentRunner.js"
@@ -104,29 +105,115 @@ export interface SendArgs {
   readonly sourcePlugin: string | undefined
   readonly wait: boolean
   readonly tablePrefix: string | undefined
+  /** Milliseconds `send` waits in all before it gives up (exit 3); undefined: no limit. */
+  readonly timeoutMs: number | undefined
 }
 
+/** What `send` waits for: its progress lines and its timeout line name it. */
+type Waiting = "database" | "runner" | "delivery" | "fate"
+
+/** The first progress line comes after this long, the next ones as often. */
+const PROGRESS_AFTER = Duration.seconds(5)
+const PROGRESS_EVERY = Duration.seconds(10)
+/** The most a stopping `send` waits for its client to close (a database that stopped answering would hold it). */
+const CLOSE_WITHIN = Duration.seconds(2)
+
+/** `1500` → `1.5 s`. */
+const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`
+
 /**
- * `send`: one delivery through `AgentClient` from a client-only process; prints the message id,
- * then, with `wait`, the fate (`DeliveryOutcome`'s JSON encoding) as a second line.
+ * The delivery itself, on the client built in `scope`: the session's owner first (`status`, not
+ * persisted), then the persisted call (the message id printed once it is durable), then with
+ * `wait` the fate. `at` tells what it waits for.
  */
-export const send = (args: SendArgs) =>
-  Effect.scoped(Effect.gen(function*() {
-    const context = yield* Layer.build(AgentRunner.layerClient({ pg: args.pg, tablePrefix: args.tablePrefix })).pipe(
+const deliver = (args: SendArgs, messageId: string, scope: Scope.Scope, at: (waiting: Waiting) => void) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.buildWithScope(
+      AgentRunner.layerClient({ pg: args.pg, tablePrefix: args.tablePrefix }),
+      scope
+    ).pipe(
       Effect.catchTag("SqlError", (e) => exit(2, `send: cannot use the PostgreSQL database ${pgWhere(args.pg)}: ${reasonOf(e)}`))
     )
     const client = Context.get(context, AgentClient)
+    // Until a runner answers for the session nothing is sent: `status` is not persisted (it is
+    // what `AgentClient` asks before its first persisted call; its failure is the delivery's to report).
+    at("runner")
+    yield* Effect.ignore(client.status(args.session))
+    at("delivery")
     const message = args.sourcePlugin === undefined
       ? args.text
       : { content: [{ type: "text" as const, text: args.text }], source: { kind: "plugin", plugin: args.sourcePlugin } }
     const failed = (e: { readonly _tag: string; readonly message: string }) =>
       e._tag === "InvalidMessage" ? exit(2, `send: ${e.message}`) : exit(1, `send: ${e._tag}: ${reasonOf(e)}`)
-    const delivered = yield* client[args.kind](args.session, message, { messageId: args.messageId }).pipe(
-      Effect.catchAll(failed)
-    )
+    const delivered = yield* client[args.kind](args.session, message, { messageId }).pipe(Effect.catchAll(failed))
     yield* Console.log(escapeLine(delivered.messageId))
     if (!args.wait) return
+    at("fate")
     const outcome = yield* client.outcome(args.session, delivered.messageId).pipe(Effect.catchAll(failed))
     const encoded = yield* Schema.encode(DeliveryOutcome)(outcome).pipe(Effect.orDie)
     yield* Console.log(escapeLine(JSON.stringify(encoded)))
-  })).pipe(Effect.provide(oneLineLogger))
+  })
+
+/**
+ * `send`: one delivery through `AgentClient` from a client-only process; prints the message id,
+ * then, with `wait`, the fate (`DeliveryOutcome`'s JSON encoding) as a second line.
+ *
+ * While it waits, a line on stderr after 5 s and then every 10 s says for what (`send: waiting
+ * for a runner of session s1 (5 s) …`). After `timeoutMs` in all it stops with one line and
+ * exit 3, saying what it waited for and whether the message may still be delivered: nothing was
+ * sent while no runner had answered for the session; once the persisted call was made the message
+ * may be in the cluster's storage, where a runner takes it later (a retry with the same message id
+ * is answered once); with `wait`, the message was delivered and only its fate is unknown.
+ *
+ * How it stops matters: the call runs in a fiber of its own that is never interrupted. The client
+ * is closed instead (its scope, bounded by `CLOSE_WITHIN`), so that the sharding shuts down
+ * first: `@effect/cluster` ignores the interruption of a persisted call that a shutdown causes,
+ * where interrupting the call's fiber would send the entity an interrupt, and the cluster would
+ * store an interrupted reply for the delivery (the answer a retry would then get). A persisted
+ * message so stays unprocessed in storage until a runner takes it. Ctrl-C stops the same way.
+ */
+export const send = (args: SendArgs) =>
+  Effect.gen(function*() {
+    // Chosen here rather than by the client, so that the timeout line can name it.
+    const messageId = args.messageId ?? randomUUID()
+    let waiting: Waiting = "database"
+    const waitingFor = () =>
+      waiting === "database"
+        ? `the PostgreSQL database ${pgWhere(args.pg)}`
+        : waiting === "runner"
+        ? `a runner of session ${args.session}`
+        : waiting === "delivery"
+        ? `session ${args.session} to acknowledge message ${messageId}`
+        : `the fate of message ${messageId}`
+    const scope = yield* Scope.make()
+    const call = yield* Effect.forkDaemon(deliver(args, messageId, scope, (w) => (waiting = w)))
+    // Each line says how long it has waited so far: 5 s, 15 s, … (the schedule's figures).
+    const progress = yield* Effect.fork(Effect.zipRight(
+      Effect.sleep(PROGRESS_AFTER),
+      Effect.iterate(Duration.toMillis(PROGRESS_AFTER), {
+        while: () => true,
+        body: (ms) =>
+          Console.error(escapeLine(`send: waiting for ${waitingFor()} (${seconds(ms)}) …`)).pipe(
+            Effect.zipRight(Effect.sleep(PROGRESS_EVERY)),
+            Effect.as(ms + Duration.toMillis(PROGRESS_EVERY))
+          )
+      })
+    ))
+    const close = Scope.close(scope, Exit.void).pipe(Effect.disconnect, Effect.interruptible, Effect.timeoutOption(CLOSE_WITHIN))
+    const done = yield* Fiber.join(call).pipe(
+      args.timeoutMs === undefined ? Effect.asSome : Effect.timeoutOption(Duration.millis(args.timeoutMs)),
+      Effect.ensuring(Effect.zipRight(Fiber.interrupt(progress), close))
+    )
+    if (Option.isSome(done)) return
+    const after = `send: timed out after ${seconds(args.timeoutMs!)} waiting for ${waitingFor()}`
+    return yield* exit(
+      3,
+      escapeLine(
+        waiting === "database" || waiting === "runner"
+          ? `${after}; nothing was sent`
+          : waiting === "delivery"
+          ? `${after}; it may still be delivered (a runner takes it from the cluster's storage): the same send with --message-id ${messageId} learns its fate (it is delivered once)`
+          : `${after}; the message was delivered (to wait again: the same send with --message-id ${messageId} --wait)`
+      )
+    )
+  }).pipe(Effect.provide(oneLineLogger))

@@ -10,15 +10,16 @@
  *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
  *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
  *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
- *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 34431) its port;
+ *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 7431: `defaultPort`) its port;
  *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
  *   registered, listening and serving) it prints exactly one line on stdout, `runner ready
  *   <host>:<port>`; everything else (log lines: one line each, `storeFailures.ts`) goes to stderr.
  *   SIGTERM and SIGINT stop it gracefully (its shards released, its agents released with their
- *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a port in
- *   use or a session store that cannot be built: one line on stderr, exit 2.
+ *   inboxes kept, the runner unregistered) and it exits 0. An unreachable PostgreSQL, a database
+ *   the role may not use (no CREATE on the schema, statements timing out: the server's message),
+ *   a port in use or a session store that cannot be built: one line on stderr, exit 2.
  * - `send --pg URL --session ID (--followup TEXT | --steer TEXT | --inject TEXT) [--message-id ID]
- *   [--source-plugin NAME] [--wait] [--table-prefix P]` is a client-only process
+ *   [--source-plugin NAME] [--wait] [--timeout T] [--table-prefix P]` is a client-only process
  *   (`AgentRunner.layerClient`, no shards): one delivery through `AgentClient`, its message id
  *   printed as one line once durable; with `--wait` then the fate (`AgentClient.outcome`), one
  *   JSON line in `DeliveryOutcome`'s encoding (`{"_tag":"Entered","turn":1,"step":1}`; a dropped
@@ -26,13 +27,20 @@
  *   `--inject --wait` on an idle session waits for the next followup). `--message-id` makes a
  *   retry idempotent (the session answers a retried id with the delivery it has, and logs
  *   nothing); the same id with other text or source is refused (`DuplicateMessageId`, exit 1). The
- *   session id follows the stores' rule and the cluster's 255-character limit (else exit 2). `--source-plugin NAME` gives
- *   the message the source `{kind:"plugin", plugin: NAME}` (default: the user; `inject` text
- *   `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with `runner` (a client reads
- *   no session table). Exit 0 on success; 2 for bad arguments (not exactly one of the three, an
- *   empty text, a message the agent refuses) or an unreachable PostgreSQL; 1 when the cluster or
- *   the session fails the call (a store failure, an unreadable log, a full mailbox, a message
- *   storage error: one line naming the error). With no runner alive it waits (Ctrl-C: 130).
+ *   session id follows the stores' rule and the cluster's 255-character limit (else exit 2).
+ *   `--source-plugin NAME` gives the message the source `{kind:"plugin", plugin: NAME}` (default:
+ *   the user; `inject` text `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with
+ *   `runner` (a client reads no session table). While it waits (no runner alive, a wrong
+ *   database, a session busy with a long turn under `--wait`) it says so on stderr after 5 s and
+ *   every 10 s (`send: waiting for a runner of session s1 (5 s) …`); `--timeout T` (milliseconds,
+ *   or `500ms`, `90s`, `2m`; default 60 s, `0` for no limit) bounds the whole command, after
+ *   which it stops with one line saying what it waited for and whether the message may still be
+ *   delivered (`cluster.ts`'s `send`), exit 3. Exit 0 on success; 2 for bad arguments (not
+ *   exactly one of the three, an empty text, message id or plugin name (empty or only
+ *   whitespace), a `--timeout` that is not a duration, a message the agent refuses) or a
+ *   PostgreSQL it cannot use; 1 when the cluster or the session fails the call (a store failure,
+ *   an unreadable log, a full mailbox, a message storage error: one line naming the error); 3 on
+ *   the timeout; 130 on Ctrl-C (which stops as the timeout does).
  *
  * @since 0.1.0
  */
@@ -88,10 +96,21 @@ const positiveMs = (name: string, value: Option.Option<number>): Effect.Effect<n
     ? Effect.succeed(value.value)
     : exit(2, `--${name}: must be a positive number of milliseconds`)
 
-/** The port of `--port` or `AGENT_LOOP_RUNNER_PORT`, else 34431. */
+/**
+ * The runner's port when neither `--port` nor `AGENT_LOOP_RUNNER_PORT` gives one: 7431. Below
+ * Linux's ephemeral port range (`net.ipv4.ip_local_port_range`, 32768–60999 by default), where the
+ * outgoing connections of any process on the host (a runner's own PostgreSQL connections) take
+ * their local ports, so a listener there may find its port taken (EADDRINUSE); and no service we
+ * know of registers it.
+ *
+ * @since 0.1.0
+ */
+export const defaultPort = 7431
+
+/** The port of `--port` or `AGENT_LOOP_RUNNER_PORT`, else `defaultPort`. */
 const runnerPort = (flag: Option.Option<number>): Effect.Effect<number, CliExit> => {
   const env = process.env["AGENT_LOOP_RUNNER_PORT"]
-  const port = Option.isSome(flag) ? flag.value : env === undefined || env === "" ? 34431 : Number(env)
+  const port = Option.isSome(flag) ? flag.value : env === undefined || env === "" ? defaultPort : Number(env)
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     return exit(
       2,
@@ -120,7 +139,7 @@ export const runnerCommand = Command.make(
     ),
     port: Options.integer("port").pipe(
       Options.optional,
-      Options.withDescription("the runner's TCP port (default $AGENT_LOOP_RUNNER_PORT, else 34431)")
+      Options.withDescription(`the runner's TCP port (default $AGENT_LOOP_RUNNER_PORT, else ${defaultPort})`)
     ),
     listenHost: Options.text("listen-host").pipe(
       Options.optional,
@@ -183,6 +202,22 @@ export const runnerCommand = Command.make(
 )
 
 /**
+ * How long `send` waits in all by default before it gives up (exit 3): 60 s, well above a
+ * failover (`AgentRunner`'s module comment) and a cold client's first delivery.
+ *
+ * @since 0.1.0
+ */
+export const defaultSendTimeoutMs = 60_000
+
+/** `--timeout`'s value in milliseconds: `1500`, `500ms`, `90s`, `2m` (0: no limit); undefined when it is none of these. */
+const durationMs = (text: string): number | undefined => {
+  const m = /^(\d+)(ms|s|m)?$/.exec(text.trim())
+  if (m === null) return undefined
+  const value = Number(m[1]) * (m[2] === "s" ? 1000 : m[2] === "m" ? 60_000 : 1)
+  return Number.isSafeInteger(value) ? value : undefined
+}
+
+/**
  * `send --pg URL --session ID (--followup|--steer|--inject TEXT) …` (issue 14 §3): one delivery
  * from a client-only process (`AgentRunner.layerClient`); prints the message id, and with
  * `--wait` the fate. See the module's comment for the exit codes.
@@ -206,6 +241,12 @@ export const sendCommand = Command.make(
       )
     ),
     wait: Options.boolean("wait").pipe(Options.withDescription("then wait for the message's fate and print it (JSON)")),
+    timeout: Options.text("timeout").pipe(
+      Options.optional,
+      Options.withDescription(
+        "give up after this long in all, exit 3: milliseconds, or with a unit (500ms, 90s, 2m); 0 for no limit (default 60s)"
+      )
+    ),
     tablePrefix: Options.text("table-prefix").pipe(
       Options.optional,
       Options.withDescription("accepted as the runner's (a client reads no session table)")
@@ -226,8 +267,12 @@ export const sendCommand = Command.make(
           } ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)`
         )
       }
-      if (Option.isSome(options.messageId) && options.messageId.value === "") {
+      // Blank (empty or only whitespace), as the texts: an id or a plugin name nobody could read back.
+      if (Option.isSome(options.messageId) && options.messageId.value.trim() === "") {
         return yield* exit(2, "send: --message-id: the id is empty")
+      }
+      if (Option.isSome(options.sourcePlugin) && options.sourcePlugin.value.trim() === "") {
+        return yield* exit(2, "send: --source-plugin: the plugin name is empty")
       }
       const given = (["followup", "steer", "inject"] as const).flatMap((kind) => {
         const text = options[kind]
@@ -238,6 +283,15 @@ export const sendCommand = Command.make(
       }
       const { kind, text } = given[0]!
       if (text.trim() === "") return yield* exit(2, `send: --${kind}: the text is empty`)
+      const timeoutMs = Option.isNone(options.timeout) ? defaultSendTimeoutMs : durationMs(options.timeout.value)
+      if (timeoutMs === undefined) {
+        return yield* exit(
+          2,
+          `send: --timeout: not a duration (milliseconds, or a number with ms, s or m: 90s, 2m; 0 for no limit): ${
+            JSON.stringify(options.timeout.pipe(Option.getOrElse(() => "")))
+          }`
+        )
+      }
       const { send } = yield* Effect.promise(() => import("./cluster.js"))
       yield* send({
         pg: options.pg.value,
@@ -247,7 +301,8 @@ export const sendCommand = Command.make(
         messageId: Option.getOrUndefined(options.messageId),
         sourcePlugin: Option.getOrUndefined(options.sourcePlugin),
         wait: options.wait,
-        tablePrefix: Option.getOrUndefined(options.tablePrefix)
+        tablePrefix: Option.getOrUndefined(options.tablePrefix),
+        timeoutMs: timeoutMs === 0 ? undefined : timeoutMs
       })
     })
 ).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (issue 14)."))

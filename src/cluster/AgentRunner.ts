@@ -16,9 +16,23 @@
  * runner drop all its shards). Assignments are re-read every 2 s and message storage is polled
  * every 1 s (a cold client's first message).
  *
+ * A runner that is paused (SIGSTOP, a frozen VM, a partition) rather than dead fails no ping at
+ * the socket level: the kernel accepts connections and data for it. Once its PostgreSQL
+ * connections end (and with them its advisory shard locks), its runner row expiring bounds the
+ * failover as above: measured 9.1–9.5 s from the SIGSTOP to a `status` or a new `send` answered by
+ * another runner (3 runners, 2 cores). A call that went to the paused runner waited for the rpc
+ * client's own ping timeout (a ping every 10 s, failing at the second unanswered one): 19–21 s.
+ * So every socket to a runner is pinged every second and dropped after 4 s without any data
+ * (`answering`); its calls then go to the shard's new owner, or wait for their reply in storage.
+ *
  * Message storage (`cluster_messages`, `cluster_replies`) grows with every persisted message: a
  * cluster singleton deletes processed messages and their replies older than `retention` (default
  * 1 hour). A retry older than that is still answered once, by the entity (its id is in the log).
+ *
+ * PostgreSQL logs each failed statement as an ERROR. A start logs none, except on a fresh database
+ * the migrator's probe of its own table (`relation "cluster_migrations" does not exist`, and the
+ * session store's `agent_loop_migrations`), once per database; the cluster's probe for the tables
+ * of its old releases, which failed on every start, runs only when they exist (`oldTablesProbeGuarded`).
  *
  * No environment variable is read (the cluster's `ShardingConfig.layerFromEnv` reads `HOST` and
  * `PORT`; it is not used): a CLI maps its own flags (`AGENT_LOOP_RUNNER_*`) to these options.
@@ -29,6 +43,7 @@ import * as MachineId from "@effect/cluster/MachineId"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
 import * as Runners from "@effect/cluster/Runners"
+import { RunnerStorage } from "@effect/cluster/RunnerStorage"
 import { Sharding } from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as Snowflake from "@effect/cluster/Snowflake"
@@ -37,14 +52,15 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
-import { Socket } from "@effect/platform/Socket"
+import * as Socket from "@effect/platform/Socket"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcMessage from "@effect/rpc/RpcMessage"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Clock, Duration, Effect, Layer, Option, Predicate, Redacted, Schedule, type Scope } from "effect"
 import type { Model } from "../Model.js"
 import type { SessionStoreError } from "../SessionLog.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
@@ -131,8 +147,9 @@ export interface RunnerOptions extends StorageOptions, AgentEntity.EntityOptions
 }
 
 /**
- * What starting a runner can fail with: PostgreSQL (connecting, migrations), the listening
- * socket, the session store.
+ * What starting a runner can fail with: PostgreSQL (connecting, migrations: a role without
+ * CREATE on the schema, a statement timeout, as the `SqlError` with the server's message, also
+ * where the cluster's storage would die with it), the listening socket, the session store.
  *
  * @since 0.1.0
  * @category errors
@@ -151,18 +168,91 @@ const configOf = (
     runnerListenAddress: listen === undefined ? Option.none() : Option.some(RunnerAddress.make(listen))
   })
 
-/** TCP sockets to other runners (msgpack), as `@effect/platform-node`'s NodeClusterSocket makes them. */
+/**
+ * How often this process pings each runner it has a socket to, and how long such a socket may
+ * stay silent (no answer, not even to the pings) before it is dropped: see `answering`.
+ */
+const PING_EVERY = Duration.seconds(1)
+const SILENT_AT_MOST = Duration.seconds(4)
+
+/**
+ * `socket` (to another runner), dropped with a read error once nothing has arrived on it for
+ * `SILENT_AT_MOST` while it is pinged every `PING_EVERY` (an rpc `Ping`, which a live runner answers
+ * at once with a `Pong`). A runner that is paused (SIGSTOP, a frozen VM) or cut off keeps its
+ * sockets open: the kernel accepts connections and data for it. The rpc client's own pinger
+ * (every 10 s, failing at the second unanswered ping) took 10–20 s to notice, and until then every
+ * call to that runner waited, a `status` or a delivery of a session whose shard had already moved:
+ * a `send` after the SIGSTOP of a session's owner answered after 21 s where the shard lock expiry
+ * gives about 10. (A socket `timeout` option does not help: Node only emits an event, which
+ * nothing handles.) Dropped, the socket fails the calls in flight (`RunnerUnavailable`: a
+ * persisted call then waits for its reply in storage, another is sent again to the shard's owner);
+ * a runner whose event loop is blocked for 4 s is treated the same, and reconnected to after.
+ * The ping is encoded once: a msgpack message carries its own record definitions, so it can be
+ * written between the rpc client's.
+ */
+const answering = (socket: Socket.Socket, ping: Uint8Array | string): Effect.Effect<Socket.Socket, never, Scope.Scope> =>
+  Effect.map(socket.writer, (write) => {
+    const silentAtMost = Duration.toMillis(SILENT_AT_MOST)
+    const guarded =
+      <H>(run: (handler: H, options?: { readonly onOpen?: Effect.Effect<void> | undefined }) => Effect.Effect<void, any, any>) =>
+      (handler: H, options?: { readonly onOpen?: Effect.Effect<void> | undefined }) =>
+        Effect.suspend(() => {
+          let heard = Date.now()
+          const open = Effect.unsafeMakeLatch(false)
+          const watch = Effect.zipRight(
+            open.await,
+            Effect.suspend(() =>
+              Date.now() - heard >= silentAtMost
+                ? Effect.fail(
+                  new Socket.SocketGenericError({
+                    reason: "Read",
+                    cause: new Error(`no answer for ${Duration.format(SILENT_AT_MOST)}`)
+                  })
+                )
+                : write(ping)
+            ).pipe(Effect.delay(PING_EVERY), Effect.forever)
+          )
+          const onData = (data: unknown) => {
+            heard = Date.now()
+            return (handler as (data: unknown) => unknown)(data)
+          }
+          return Effect.raceFirst(
+            run(onData as H, {
+              onOpen: Effect.zipRight(
+                Effect.sync(() => {
+                  heard = Date.now()
+                  open.unsafeOpen()
+                }),
+                options?.onOpen ?? Effect.void
+              )
+            }),
+            watch
+          )
+        })
+    return Socket.Socket.of({
+      [Socket.TypeId]: Socket.TypeId,
+      run: guarded(socket.run) as Socket.Socket["run"],
+      runRaw: guarded(socket.runRaw) as Socket.Socket["runRaw"],
+      writer: socket.writer
+    })
+  })
+
+/** TCP sockets to other runners (msgpack), as `@effect/platform-node`'s NodeClusterSocket makes them, watched by `answering`. */
 const clientProtocol = Layer.effect(
   Runners.RpcClientProtocol,
-  Effect.map(RpcSerialization.RpcSerialization, (serialization) => (address) =>
-    Effect.flatMap(
-      Effect.orDie(NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port })),
-      (socket) =>
-        RpcClient.makeProtocolSocket().pipe(
-          Effect.provideService(Socket, socket),
-          Effect.provideService(RpcSerialization.RpcSerialization, serialization)
-        )
-    ))
+  Effect.map(RpcSerialization.RpcSerialization, (serialization) => {
+    const ping = serialization.unsafeMake().encode(RpcMessage.constPing)
+    return (address) =>
+      Effect.flatMap(
+        Effect.orDie(NodeSocket.makeNet({ openTimeout: 1000, host: address.host, port: address.port })),
+        (socket) =>
+          Effect.flatMap(ping === undefined ? Effect.succeed(socket) : answering(socket, ping), (watched) =>
+            RpcClient.makeProtocolSocket().pipe(
+              Effect.provideService(Socket.Socket, watched),
+              Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+            ))
+      )
+  })
 )
 
 /**
@@ -190,12 +280,103 @@ const oneAtATime = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | Sq
 
 const MIGRATION_LOCK = "effect-agent-loop/migrations"
 
+/**
+ * The `SqlError` a defect is (or, a failed migration's `MigrationError`, wraps): the cluster's
+ * storage dies with it while it is built (its migrations and its shard lock connection are
+ * `Effect.orDie`), where a role without CREATE on the schema or a statement timeout would
+ * otherwise end a process with a bare stack trace.
+ */
+const sqlErrorOf = (defect: unknown): Option.Option<SqlError> =>
+  defect instanceof SqlError
+    ? Option.some(defect)
+    : Predicate.isTagged(defect, "MigrationError") && Predicate.hasProperty(defect, "cause") &&
+        defect.cause instanceof SqlError
+    ? Option.some(defect.cause)
+    : Option.none()
+
+/** `layer`, with an `SqlError` defect raised while it is built made the failure it is (see `sqlErrorOf`). */
+const sqlDefectsAsFailures = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E | SqlError, R> =>
+  Layer.catchAllCause(
+    layer,
+    (cause): Layer.Layer<A, E | SqlError> =>
+      Option.match(Cause.find(cause, (c) => Cause.isDieType(c) ? sqlErrorOf(c.defect) : Option.none()), {
+        onNone: () => Layer.failCause(cause),
+        onSome: (error) => Layer.fail(error)
+      })
+  )
+
+/**
+ * The cluster's runner storage with its shard lock operations (`acquire`, `refresh`, `release`,
+ * `releaseAll`) one at a time. `SqlRunnerStorage` runs them all on one reserved PostgreSQL
+ * connection, and the sharding calls them concurrently (a release per shard, each in its own fiber,
+ * when a runner joins and shards move; refreshes meanwhile): `pg` queued them on its client and
+ * printed "DeprecationWarning: Calling client.query() when the client is already executing a query
+ * is deprecated" (pg 8; pg 9 drops that queue). Worse, `@effect/sql-pg` cancels an interrupted query
+ * with `pg_cancel_backend` of the connection, which cancels whatever that connection runs, another
+ * fiber's query when the interrupted one was still queued. A semaphore keeps the order and the
+ * latency of pg's queue (its timeouts, the sharding's, count the wait as they counted the queue).
+ */
+const lockOperationsOneAtATime = Layer.effect(
+  RunnerStorage,
+  Effect.gen(function*() {
+    const storage = yield* RunnerStorage
+    const one = (yield* Effect.makeSemaphore(1)).withPermits(1)
+    return RunnerStorage.of({
+      ...storage,
+      acquire: (address, shardIds) => one(storage.acquire(address, shardIds)),
+      refresh: (address, shardIds) => one(storage.refresh(address, shardIds)),
+      release: (address, shardId) => one(storage.release(address, shardId)),
+      releaseAll: (address) => one(storage.releaseAll(address))
+    })
+  })
+)
+
+/**
+ * The SQL client of `SqlRunnerStorage`, with its probe for the tables of older releases guarded.
+ * Each start ran `SELECT shard_id FROM "cluster_shards" LIMIT 1` (to drop `cluster_shards` and
+ * `cluster_runners` where an old release left them; "remove in next major version"), which fails
+ * on every database this runtime made, and PostgreSQL logs every failed statement: an ERROR
+ * `relation "cluster_shards" does not exist` in the server's log for each runner and each `send`.
+ * Here the probe runs only when `to_regclass` finds the table; otherwise it fails at once, which
+ * means to the storage what the server's error meant (no old tables). Every other statement is
+ * the client's own. (On a fresh database the migrations' `select '<prefix>_migrations'::regclass`
+ * fails once per set of migrations, `cluster_` and the session store's: the migrator's way to
+ * find that its table is missing; that ERROR is logged once, not per start.)
+ */
+const oldTablesProbeGuarded = Layer.effect(
+  SqlClient.SqlClient,
+  Effect.map(SqlClient.SqlClient, (client) => {
+    const sql = client.withoutTransforms()
+    const isProbe = (strings: unknown, args: ReadonlyArray<unknown>): args is readonly [{ readonly value: string }] =>
+      Array.isArray(strings) && "raw" in strings && strings.length === 2 && strings[0] === "SELECT shard_id FROM " &&
+      strings[1] === " LIMIT 1" && Predicate.isTagged(args[0], "Identifier") && Predicate.hasProperty(args[0], "value") &&
+      typeof args[0].value === "string"
+    const guarded = function(strings: unknown, ...args: Array<unknown>): unknown {
+      if (!isProbe(strings, args)) return (sql as (strings: unknown, ...args: Array<unknown>) => unknown)(strings, ...args)
+      const quoted = `"${args[0].value.replaceAll("\"", "\"\"")}"`
+      return Effect.flatMap(
+        sql<{ present: boolean }>`SELECT to_regclass(${quoted}) IS NOT NULL AS present`,
+        (rows) =>
+          rows[0]?.present === true
+            ? sql(strings as TemplateStringsArray, ...args)
+            : Effect.fail(new SqlError({ message: `relation ${quoted} does not exist` }))
+      )
+    }
+    const copy = Object.assign(guarded, sql, { withoutTransforms: () => copy, safe: undefined as unknown })
+    copy.safe = copy
+    return copy as unknown as SqlClient.SqlClient
+  })
+)
+
 /** PostgreSQL client, message and runner storage (after the config). */
 const storage = (options: StorageOptions) =>
-  oneAtATime(Layer.mergeAll(
+  sqlDefectsAsFailures(oneAtATime(Layer.mergeAll(
     SqlMessageStorage.layerWith({ prefix: options.clusterPrefix }),
-    SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })
-  ))
+    lockOperationsOneAtATime.pipe(
+      Layer.provide(SqlRunnerStorage.layerWith({ prefix: options.clusterPrefix })),
+      Layer.provide(oldTablesProbeGuarded)
+    )
+  )))
 
 const pgLayer = (options: StorageOptions) =>
   PgClient.layer({ url: typeof options.pg === "string" ? Redacted.make(options.pg) : options.pg })
@@ -235,7 +416,7 @@ const pruner = (options: RunnerOptions) =>
  * import { Model } from "effect-agent-loop"
  * import { AgentRunner } from "effect-agent-loop/cluster"
  *
- * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 34431, instructions: "Be brief." })
+ * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 7431, instructions: "Be brief." })
  * Layer.launch(runner.pipe(Layer.provide(Model.layer(Model.offline())))).pipe(NodeRuntime.runMain)
  * ```
  *

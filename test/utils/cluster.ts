@@ -188,9 +188,10 @@ export const startRunners = (
 /**
  * The local TCP ports of the sockets process `pid` has open (Linux: its `/proc/<pid>/fd` links
  * `socket:[inode]`, looked up in `/proc/net/tcp` and `/proc/net/tcp6`): which PostgreSQL backends
- * are its connections (`pg_stat_activity.client_port`).
+ * are its connections (`pg_stat_activity.client_port`). With `remotePort`, only those of its
+ * connections to that port (a local port may also serve a connection elsewhere).
  */
-export const localPortsOf = (pid: number): ReadonlySet<number> => {
+export const localPortsOf = (pid: number, remotePort?: number): ReadonlySet<number> => {
   const inodes = new Set<string>()
   for (const fd of NodeFs.readdirSync(`/proc/${pid}/fd`)) {
     try {
@@ -211,7 +212,10 @@ export const localPortsOf = (pid: number): ReadonlySet<number> => {
     }
     for (const line of text.split("\n").slice(1)) {
       const cols = line.trim().split(/\s+/)
-      if (cols.length > 9 && inodes.has(cols[9]!)) ports.add(parseInt(cols[1]!.split(":")[1]!, 16))
+      if (
+        cols.length > 9 && inodes.has(cols[9]!) &&
+        (remotePort === undefined || parseInt(cols[2]!.split(":")[1]!, 16) === remotePort)
+      ) ports.add(parseInt(cols[1]!.split(":")[1]!, 16))
     }
   }
   return ports

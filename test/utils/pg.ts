@@ -46,10 +46,36 @@ export const withDatabase = (url: string, database: string): string => {
  * `psql`-free SQL through a short-lived `node` child (`pg`), so that tests need no client of
  * their own open on the admin database.
  */
-export const createDatabase = (): string => {
+export const createDatabase = (options?: { readonly owner?: string }): string => {
   const name = `t_${randomUUID().replaceAll("-", "").slice(0, 16)}`
-  adminQuery(`CREATE DATABASE ${name}`)
+  adminQuery(`CREATE DATABASE ${name}${options?.owner === undefined ? "" : ` OWNER ${options.owner}`}`)
   return withDatabase(pgUrl!, name)
+}
+
+/**
+ * A new login role on the test server (its name, `r_…`): no superuser, no password, owning
+ * nothing; `settings` are `ALTER ROLE … SET` clauses (`statement_timeout = '1ms'`). Dropped by
+ * `dropRole` (after the databases it owns).
+ */
+export const createRole = (...settings: ReadonlyArray<string>): string => {
+  const name = `r_${randomUUID().replaceAll("-", "").slice(0, 16)}`
+  adminQuery(`CREATE ROLE ${name} LOGIN`)
+  for (const setting of settings) adminQuery(`ALTER ROLE ${name} SET ${setting}`)
+  return name
+}
+
+/** Drops a role made by `createRole`. */
+export const dropRole = (name: string): void => {
+  if (!/^r_[0-9a-f]{16}$/.test(name)) throw new Error(`not a test role: ${name}`)
+  adminQuery(`DROP ROLE IF EXISTS ${name}`)
+}
+
+/** `url` with another user (and no password). */
+export const withUser = (url: string, user: string): string => {
+  const u = new URL(url)
+  u.username = user
+  u.password = ""
+  return u.toString()
 }
 
 /** Drops a database made by `createDatabase` (its connections are ended first). */
