@@ -175,7 +175,8 @@ export interface SessionLog extends SessionLogView {
    * are serialized and each call's events are adjacent. Fails with `SessionStoreError` when the
    * write (or, with `fsync: "batch"`, the fsync) fails, or when an event is one the reader would
    * refuse; after a failed write the file is cut back to its last committed event and nothing
-   * changed. A failed fsync breaks the log (later appends fail): its events were written and
+   * changed (SQL: a failed statement is settled first, so a statement committed despite its
+   * failed connection succeeds; one whose outcome cannot be found out breaks the log). A failed fsync breaks the log (later appends fail): its events were written and
    * stay in `events()`, but their durability is unknown. Fails with `SessionFenced` (nothing
    * written, for good) when another writer took the session over (SQL stores).
    */

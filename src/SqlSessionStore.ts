@@ -27,6 +27,14 @@
  *   serialized by the log; those that arrive while one is being committed are committed together
  *   in the next statement (group commit: each call's events adjacent, in call order; a call whose
  *   events cannot be encoded fails alone).
+ * - An append that fails is settled before it returns (PostgreSQL; `settle`): the statement may
+ *   have been committed although its connection failed (a reset, a terminated backend, a reply
+ *   lost on the way), so the store re-takes the session for this writer (`writer_epoch` + 1, only
+ *   while it is still this log's: a statement still on its way is fenced) and reads the append's
+ *   rows on another connection. Found: the append succeeded; absent: it failed and nothing of it
+ *   is anywhere; undecidable (the database cannot be asked, four tries over 1.5 s): the log breaks
+ *   (every later append fails; `open` takes the session again). SQLite needs none of this: its
+ *   statements run in this process and a failed one was rolled back.
  * - Fenced writers (DESIGN.md §3.3): every take of a session (`open`, `create`) increments its
  *   `writer_epoch` in the transaction that takes the writers row; every append inserts its events
  *   only while the epoch is still its log's (PostgreSQL: the session row is locked `FOR SHARE` in

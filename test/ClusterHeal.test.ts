@@ -16,27 +16,12 @@ import * as Net from "node:net"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
 import * as Invariant from "../src/Invariant.js"
-import { textOf, type UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
-import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { freePort } from "./utils/cluster.js"
+import { bounded, gatedModel, insertedIds, logOf } from "./utils/entity.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
-
-/** The offline model, except that a request whose last message says "hold" waits for `gate`. */
-const gatedModel = (gate: Deferred.Deferred<void>): Model.ModelService => {
-  const offline = Model.offline()
-  return {
-    ...offline,
-    respond: (request, sink) => {
-      const last = request.messages[request.messages.length - 1]
-      return last !== undefined && textOf(last.content).includes("hold")
-        ? Effect.zipRight(Deferred.await(gate), offline.respond(request, sink))
-        : offline.respond(request, sink)
-    }
-  }
-}
 
 /**
  * One connection to `url` for the test's own statements (a lock held in a transaction, an ALTER),
@@ -142,23 +127,8 @@ const cluster = (
 
 const freshDatabase = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
 
-const logOf = (id: string) =>
-  Effect.map(
-    Effect.flatMap(SessionStore, (store) => store.read(id)),
-    (contents) => contents.events as ReadonlyArray<SessionEvent>
-  )
-
-/** The ids inserted into the inbox, in log order (one entry per insertion). */
-const insertedIds = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<string> =>
-  events.flatMap((e) =>
-    e.type === "agent/inbox/spliced" ? (e.data as { inserted: ReadonlyArray<UserMessage> }).inserted.map((m) => m.id) : []
-  )
-
 const turnEnds = (events: ReadonlyArray<SessionEvent>) =>
   events.filter((e) => e.type === "turn/end").map((e) => e.data as { turn: number; reason: { kind: string } })
-
-const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 30) =>
-  Effect.timeoutFail(effect, { duration: Duration.seconds(seconds), onTimeout: () => new Error(`no answer within ${seconds} s`) })
 
 /** Polls `check` every 50 ms until it holds (bounded). */
 const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, seconds = 30) =>

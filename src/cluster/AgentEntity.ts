@@ -45,7 +45,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Duration, Effect, ExecutionStrategy, Exit, Hash, type Layer, Option, Schema, Scope, Stream } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Exit, Hash, type Layer, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../Agent.js"
 import {
   AgentDisposed,
@@ -581,7 +581,15 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         return loop(0)
       }
       const first = yield* Effect.exit(agentOf)
-      if (Exit.isFailure(first)) yield* Effect.logWarning(`session ${sessionId}: could not be opened`, first.cause)
+      if (Exit.isFailure(first)) {
+        // The cause in the line itself: a runner's logger prints no store error as a cause.
+        const error = Cause.squash(first.cause)
+        yield* Effect.logWarning(
+          `session ${sessionId}: could not be opened (${
+            oneLine(error instanceof Error ? error.message : String(error))
+          }); the next rpc tries again`
+        )
+      }
 
       const deliver = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
         Effect.flatMap(
