@@ -173,8 +173,8 @@ describePg("agent-loop send --timeout on PostgreSQL", () => {
         expect(yield* run([...send, "--followup", "hello", "--timeout", "7s"])).toEqual({
           code: 3,
           stdout: "",
-          stderr: "send: waiting for a runner of session s1 (5 s) …\n" +
-            "send: timed out after 7 s waiting for a runner of session s1; nothing was sent\n"
+          stderr: "send: waiting for a runner of session s1 to answer (none alive, or its database failing) (5 s) …\n" +
+            "send: timed out after 7 s waiting for a runner of session s1 to answer (none alive, or its database failing); nothing was sent\n"
         })
 
         yield* startRunner(["--pg", url, "--port", String(yield* freePort)])

@@ -139,7 +139,7 @@ const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, seconds 
 
 describePg("a session heals after a transient PostgreSQL fault", () => {
   it.live(
-    "every statement times out under a row lock mid-turn: the stopped agent is reopened, the delivery made meanwhile lands once, no failure is stored as its reply",
+    "every statement times out under a row lock mid-turn: the stopped agent is reopened, deliveries made meanwhile land once, no failure is stored as their reply, one log line per session",
     () =>
       Effect.gen(function*() {
         const url = yield* freshDatabase
@@ -156,12 +156,18 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         const client = Context.get(context, AgentClient)
         const read = (id: string) => Effect.provide(logOf(id), context)
 
+        // Two sessions in a turn; s2 gets a delivery as soon as the fault begins, s1 none until
+        // its agent stopped.
         expect(yield* bounded(client.followup("s1", "hold the line", { messageId: "m1" }))).toEqual({ messageId: "m1" })
-        yield* until("step 1 started", Effect.map(read("s1"), (events) => events.some((e) => e.type === "step/start")))
-        // Another transaction locks the session row: every append waits for it and times out.
+        expect(yield* bounded(client.followup("s2", "hold the line", { messageId: "n1" }))).toEqual({ messageId: "n1" })
+        for (const id of ["s1", "s2"]) {
+          yield* until("step 1 started", Effect.map(read(id), (events) => events.some((e) => e.type === "step/start")))
+        }
+        // Another transaction locks the session rows: every append waits for it and times out.
         yield* query(admin, "BEGIN")
-        yield* query(admin, "SELECT id FROM agent_loop_sessions WHERE id = 's1' FOR UPDATE")
+        yield* query(admin, "SELECT id FROM agent_loop_sessions WHERE id IN ('s1', 's2') FOR UPDATE")
         yield* Deferred.succeed(gate, undefined)
+        const n2 = yield* Effect.fork(bounded(client.followup("s2", "and then", { messageId: "n2" }), 60))
         yield* until(
           "the agent stopped",
           Effect.sync(() => logs.lines.some((l) => l.startsWith("session s1: its agent stopped")))
@@ -185,11 +191,23 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
           { turn: 2, reason: { kind: "completed" } }
         ])
         expect(Invariant.check(events)).toEqual([])
-        // One line named the session, the cause and what the runner did.
-        const said = logs.lines.filter((l) => l.startsWith("session s1: its agent stopped"))
-        expect(said).toHaveLength(1)
-        expect(said[0]).toMatch(
+        // s2: its delivery made during the fault landed once, after the repaired turn.
+        expect(yield* Fiber.join(n2)).toEqual({ messageId: "n2" })
+        expect(yield* bounded(client.outcome("s2", "n2"))).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+        const events2 = yield* read("s2")
+        expect(insertedIds(events2)).toEqual(["n1", "n2"])
+        expect(turnEnds(events2).map((e) => e.reason.kind)).toEqual(["interrupted", "completed"])
+        expect(Invariant.check(events2)).toEqual([])
+        // One line per session named it, the cause and what the runner did: for s1 the stop (no
+        // rpc came before the heal), for s2 the stop or the failed log its delivery met first.
+        const said = (id: string) => logs.lines.filter((l) => l.startsWith(`session ${id}: its `))
+        expect(said("s1")).toHaveLength(1)
+        expect(said("s1")[0]).toMatch(
           /^session s1: its agent stopped \(session "s1" stopped: turn 1 could not be closed \(.*\); resume the session to repair it\); reopening the session in 500ms \(the repair closes the open turn, then the pending work runs\)$/
+        )
+        expect(said("s2")).toHaveLength(1)
+        expect(said("s2")[0]).toMatch(
+          /^session s2: (its agent stopped|its session log failed) \(.*\); reopening the session (in 500ms|now) \(the repair closes the open turn, then the pending work runs\)$/
         )
       }).pipe(Effect.scoped),
     120_000

@@ -159,7 +159,7 @@ const deliver = (args: SendArgs, messageId: string, scope: Scope.Scope, at: (wai
  * then, with `wait`, the fate (`DeliveryOutcome`'s JSON encoding) as a second line.
  *
  * While it waits, a line on stderr after 5 s and then every 10 s says for what (`send: waiting
- * for a runner of session s1 (5 s) …`). After `timeoutMs` in all it stops with one line and
+ * for a runner of session s1 to answer (none alive, or its database failing) (5 s) …`). After `timeoutMs` in all it stops with one line and
  * exit 3, saying what it waited for and whether the message may still be delivered: nothing was
  * sent while no runner had answered for the session; once the persisted call was made the message
  * may be in the cluster's storage, where a runner takes it later (a retry with the same message id
@@ -181,7 +181,7 @@ export const send = (args: SendArgs) =>
       waiting === "database"
         ? `the PostgreSQL database ${pgWhere(args.pg)}`
         : waiting === "runner"
-        ? `a runner of session ${args.session}`
+        ? `a runner of session ${args.session} to answer (none alive, or its database failing)`
         : waiting === "delivery"
         ? `session ${args.session} to acknowledge message ${messageId}`
         : `the fate of message ${messageId}`

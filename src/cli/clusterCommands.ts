@@ -32,7 +32,7 @@
  *   the user; `inject` text `plugin:"cluster"`). `--table-prefix` is accepted for symmetry with
  *   `runner` (a client reads no session table). While it waits (no runner alive, a wrong
  *   database, a session busy with a long turn under `--wait`) it says so on stderr after 5 s and
- *   every 10 s (`send: waiting for a runner of session s1 (5 s) …`); `--timeout T` (milliseconds,
+ *   every 10 s (`send: waiting for a runner of session s1 to answer (none alive, or its database failing) (5 s) …`); `--timeout T` (milliseconds,
  *   or `500ms`, `90s`, `2m`; default 60 s, `0` for no limit) bounds the whole command, after
  *   which it stops with one line saying what it waited for and whether the message may still be
  *   delivered (`cluster.ts`'s `send`), exit 3. Exit 0 on success; 2 for bad arguments (not

@@ -475,15 +475,31 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
        * Forgets `agent` (releasing it: it frees its writer) so that the next `agentOf` reopens
        * the session; true when it was the entity's agent (not forgotten before).
        */
-      const forget = (agent: Agent.Agent) =>
+      const forget = (agent: Agent.Agent, say: Effect.Effect<void> = Effect.void) =>
         lock.withPermits(1)(Effect.suspend(() => {
           if (opened === undefined || opened.agent !== agent) return Effect.succeed(false)
           const { scope: agentScope } = opened
           opened = undefined
-          return Effect.as(Scope.close(agentScope, Exit.void), true)
+          return Effect.as(Effect.zipRight(say, Scope.close(agentScope, Exit.void)), true)
         }))
       const fencedGrace = options.fencedGrace ?? Duration.seconds(10)
       const healDelay = options.healDelay ?? Duration.millis(500)
+
+      /** Agents whose stop was logged: one line per stop, whoever reopens the session. */
+      const announced = new WeakSet<Agent.Agent>()
+      /**
+       * The runner's one line about an agent it replaces: the session, what happened (`what`: its
+       * agent stopped, its log failed), the cause, and when the session is reopened (`when`).
+       */
+      const announceStop = (agent: Agent.Agent, what: string, cause: { readonly message: string }, when: string) =>
+        Effect.suspend(() => {
+          if (announced.has(agent)) return Effect.void
+          announced.add(agent)
+          return Effect.logWarning(
+            `session ${sessionId}: ${what} (${oneLine(cause.message)}); reopening the session ${when} ` +
+              `(the repair closes the open turn, then the pending work runs)`
+          )
+        })
 
       /**
        * A stopped agent (DESIGN.md §10): its log refused to close a turn (the store failed every
@@ -496,10 +512,11 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       const heal = (agent: Agent.Agent, cause: SessionWriteError): Effect.Effect<void> => {
         const fenced = cause instanceof SessionFenced
         const delay = fenced ? fencedGrace : healDelay
-        return Effect.logWarning(
-          `session ${sessionId}: its agent stopped (${oneLine(cause.message)}); reopening the session in ${
-            Duration.format(delay)
-          }${fenced ? " unless the shard moves" : ""} (the repair closes the open turn, then the pending work runs)`
+        return announceStop(
+          agent,
+          "its agent stopped",
+          cause,
+          `in ${Duration.format(delay)}${fenced ? " unless the shard moves" : ""}`
         ).pipe(
           Effect.zipRight(setKeepAlive(true)),
           Effect.zipRight(Effect.sleep(delay)),
@@ -550,7 +567,15 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
                 // A transient failure of a working agent: the same agent tries again. Otherwise
                 // (stopped, broken or closed log, released or replaced agent) a new one does.
                 if (status !== "stopped" && isTransient(error)) return Effect.fail(new Retry(error, true))
-                return Effect.zipRight(forget(agent), Effect.fail(new Retry(error, true)))
+                const said = status === "stopped"
+                  ? Effect.flatMap(
+                    agent.stopCause,
+                    (cause) => announceStop(agent, "its agent stopped", Option.getOrElse(cause, () => error), "now")
+                  )
+                  : error instanceof SessionStoreError
+                  ? announceStop(agent, "its session log failed", error, "now")
+                  : Effect.void
+                return Effect.zipRight(forget(agent, said), Effect.fail(new Retry(error, true)))
               })
             })
         ).pipe(
