@@ -130,8 +130,9 @@ const BRACKET_BREAKERS: ReadonlySet<string> = new Set([
  * (§3.1); their ids skip the ids the log already holds. A log in which a turn starts while
  * another is open (an older version wrote that after a failed append) is a `SessionLogError`
  * naming the line: closers appended at its end could not make it valid; so is one with a
- * compaction bracket left open before its end (issue 15), and any log that, with its closers,
- * still breaks an invariant of §12 (`unrepairable`: the first violation, its rule, seq and line).
+ * compaction bracket left open before its end, and any log that, with its closers,
+ * still breaks an invariant of §12 other than rule 5 (`unrepairable`: the first violation, its
+ * rule, seq and line).
  */
 export const repairLog = (
   sessionId: string,
