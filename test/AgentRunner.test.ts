@@ -10,20 +10,11 @@ import { expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import * as NodeFs from "node:fs"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
 import * as Model from "../src/Model.js"
+import { freePort } from "./utils/cluster.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
-
-/** A free TCP port on loopback. */
-const freePort = Effect.async<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as Net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 /** The path of the server's log file, as the server says (its collector's file, else `server.log` beside its data). */
 const serverLogPath = (sql: SqlClient.SqlClient) =>

@@ -199,6 +199,45 @@ const bounded = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, seconds:
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 
+/**
+ * Starts a tool-using turn in each session (the offline model calls `wait` for `wait` seconds,
+ * then `clock`: message `<s>-f1`), waits until every turn runs, then queues a second followup
+ * (`<s>-f2`) in each session whose turn still runs; returns those sessions.
+ */
+const turnsWithQueuedFollowups = (
+  client: Context.Tag.Service<typeof AgentClient>,
+  logOf: (id: string) => Effect.Effect<ReadonlyArray<SessionEvent>>,
+  sessions: ReadonlyArray<string>,
+  wait: number,
+  children: () => ReadonlyArray<Child>
+) =>
+  Effect.gen(function*() {
+    yield* bounded(
+      "the first followups",
+      Effect.forEach(
+        sessions,
+        (s) => client.followup(s, `wait ${wait} seconds and tell me the time`, { messageId: `${s}-f1` }),
+        { concurrency: "unbounded" }
+      ),
+      60
+    )
+    const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
+    yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
+    // A second followup to each session whose turn is running: it waits in the inbox.
+    const queued = new Set<string>()
+    yield* bounded(
+      "the queued followups",
+      Effect.forEach(sessions, (s) =>
+        Effect.gen(function*() {
+          if (!running(yield* logOf(s))) return
+          yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
+          queued.add(s)
+        }), { concurrency: "unbounded" }),
+      60
+    )
+    return queued
+  })
+
 describe.sequential("cluster failover", () => {
   describePg("runner processes on PostgreSQL", () => {
     it.live(
@@ -214,29 +253,7 @@ describe.sequential("cluster failover", () => {
           const sessions = range(20).map((i) => `s${String(i).padStart(2, "0")}`)
           const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
 
-          // Tool-using turns: the offline model calls `wait` (WAIT s), then `clock`.
-          yield* bounded(
-            "the first followups",
-            Effect.forEach(
-              sessions,
-              (s) => client.followup(s, `wait ${WAIT} seconds and tell me the time`, { messageId: `${s}-f1` }),
-              { concurrency: "unbounded" }
-            ),
-            60
-          )
-          yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
-          // A second followup to each session whose turn is running: it waits in the inbox.
-          const queued = new Set<string>()
-          yield* bounded(
-            "the queued followups",
-            Effect.forEach(sessions, (s) =>
-              Effect.gen(function*() {
-                if (!running(yield* logOf(s))) return
-                yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
-                queued.add(s)
-              }), { concurrency: "unbounded" }),
-            60
-          )
+          const queued = yield* turnsWithQueuedFollowups(client, logOf, sessions, WAIT, children)
           // The session whose `wait` started last (still far from its end): its owner is killed.
           const seen = new Map<string, number>()
           let target: string | undefined
@@ -377,27 +394,7 @@ describe.sequential("cluster failover", () => {
           yield* settled(3, children)
           const sessions = range(12).map((i) => `q${String(i).padStart(2, "0")}`)
           const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
-          yield* bounded(
-            "the first followups",
-            Effect.forEach(
-              sessions,
-              (s) => client.followup(s, `wait ${WAIT} seconds and tell me the time`, { messageId: `${s}-f1` }),
-              { concurrency: "unbounded" }
-            ),
-            60
-          )
-          yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
-          const queued = new Set<string>()
-          yield* bounded(
-            "the queued followups",
-            Effect.forEach(sessions, (s) =>
-              Effect.gen(function*() {
-                if (!running(yield* logOf(s))) return
-                yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
-                queued.add(s)
-              }), { concurrency: "unbounded" }),
-            60
-          )
+          const queued = yield* turnsWithQueuedFollowups(client, logOf, sessions, WAIT, children)
           let target: string | undefined
           yield* until(
             "a session in its wait tool call",

@@ -125,6 +125,22 @@ const cluster = (
     return yield* Layer.build(Layer.merge(runner, reader))
   })
 
+/**
+ * A runner on `url` (the gated model, its log lines collected), its client and a reader of its
+ * logs; `admin`'s transaction (the lock a test holds) is rolled back before the runner stops, as
+ * a lock it held would keep the runner's appends waiting.
+ */
+const lockableCluster = (url: string, admin: Admin) =>
+  Effect.gen(function*() {
+    const gate = yield* Deferred.make<void>()
+    const logs = collectLogs()
+    const context = yield* cluster(url, url, gate, logs)
+    yield* Effect.addFinalizer(() => Effect.ignore(admin.execute("ROLLBACK", [], undefined)))
+    const client = Context.get(context, AgentClient)
+    const read = (id: string) => Effect.provide(logOf(id), context)
+    return { client, gate, logs, read }
+  })
+
 const freshDatabase = Effect.acquireRelease(Effect.sync(createDatabase), (url) => Effect.sync(() => dropDatabase(url)))
 
 const turnEnds = (events: ReadonlyArray<SessionEvent>) =>
@@ -148,13 +164,7 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         yield* query(admin, "SELECT set_config('statement_timeout', '0', false)")
         const database = new URL(url).pathname.slice(1)
         yield* query(admin, `ALTER DATABASE ${database} SET statement_timeout = '200ms'`)
-        const gate = yield* Deferred.make<void>()
-        const logs = collectLogs()
-        const context = yield* cluster(url, url, gate, logs)
-        // Rolled back before the runner stops (a lock it holds would keep the runner's appends waiting).
-        yield* Effect.addFinalizer(() => Effect.ignore(admin.execute("ROLLBACK", [], undefined)))
-        const client = Context.get(context, AgentClient)
-        const read = (id: string) => Effect.provide(logOf(id), context)
+        const { client, gate, logs, read } = yield* lockableCluster(url, admin)
 
         // Two sessions in a turn; s2 gets a delivery as soon as the fault begins, s1 none until
         // its agent stopped.
@@ -219,13 +229,7 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
       Effect.gen(function*() {
         const url = yield* freshDatabase
         const admin = yield* adminConnection(url)
-        const gate = yield* Deferred.make<void>()
-        const logs = collectLogs()
-        const context = yield* cluster(url, url, gate, logs)
-        // Rolled back before the runner stops (a lock it holds would keep the runner's appends waiting).
-        yield* Effect.addFinalizer(() => Effect.ignore(admin.execute("ROLLBACK", [], undefined)))
-        const client = Context.get(context, AgentClient)
-        const read = (id: string) => Effect.provide(logOf(id), context)
+        const { client, gate, read } = yield* lockableCluster(url, admin)
 
         expect(yield* bounded(client.followup("s1", "hold the line", { messageId: "m1" }))).toEqual({ messageId: "m1" })
         yield* until("step 1 started", Effect.map(read("s1"), (events) => events.some((e) => e.type === "step/start")))
