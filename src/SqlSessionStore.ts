@@ -61,7 +61,6 @@
  *
  * @since 0.1.0
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -69,10 +68,11 @@ import { Data, Duration, Effect, Either, Exit, Layer, Redacted, Schedule, type S
 import { commitDrafts, decodeLog, encodeHeader } from "./internal/logCodec.js"
 import { pgWhere } from "./internal/pgUrl.js"
 import * as Store from "./internal/store/common.js"
+import { loadDriver, migrate, tablesOf } from "./internal/store/sql.js"
 import { inUseError, isLiveWriter, openStore, readWriter, thisWriter, type Writer } from "./internal/store/writer.js"
 import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
 import type { CreateOptions, LogContents, SessionLog, SessionNotFound } from "./SessionLog.js"
-import { SessionFenced, SessionLogError, SessionStoreError, type SessionWriteError } from "./SessionLog.js"
+import { SessionFenced, SessionLogError, type SessionStoreError, type SessionWriteError } from "./SessionLog.js"
 import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 
 /**
@@ -121,66 +121,6 @@ type Taken = { readonly held: Writer } | { readonly epoch: number }
 const taken = (t: Taken): Taken => t
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-/** The store's tables for a prefix. */
-const tablesOf = (prefix: string) => ({
-  sessions: `${prefix}sessions`,
-  events: `${prefix}events`,
-  writers: `${prefix}writers`,
-  migrations: `${prefix}migrations`
-})
-
-/**
- * The migrations of the store's schema (`Migrator.fromRecord`): 1 creates the three tables, or
- * adopts tables of these names made before the store had migrations, checking their columns.
- */
-const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
-  Migrator.fromRecord({
-    "1_create_session_tables": Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.sessions)} (id TEXT PRIMARY KEY NOT NULL, header TEXT NOT NULL)`
-      yield* sql`CREATE TABLE IF NOT EXISTS ${
-        sql(tables.events)
-      } (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (session_id, seq))`
-      yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.writers)} (session_id TEXT PRIMARY KEY NOT NULL, writer TEXT NOT NULL)`
-      // Tables of these names that something else made: refused now, not at the first append.
-      for (
-        const [table, columns] of [
-          [tables.sessions, ["id", "header"]],
-          [tables.events, ["session_id", "seq", "event"]],
-          [tables.writers, ["session_id", "writer"]]
-        ] as const
-      ) {
-        yield* Effect.mapError(
-          sql`SELECT ${sql.literal(columns.join(", "))} FROM ${sql(table)} WHERE 1 = 0`,
-          (error) =>
-            Store.storeError(
-              `the table ${table} exists without the columns (${columns.join(", ")}) this store needs`,
-              undefined,
-              error
-            )
-        )
-      }
-    }),
-    // The writer epoch, the fencing token of a session (DESIGN.md §3.3): every take of the
-    // session increments it; every append checks it in its own statement or transaction.
-    "2_add_writer_epoch": Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`ALTER TABLE ${sql(tables.sessions)} ADD COLUMN writer_epoch INTEGER NOT NULL DEFAULT 0`
-    })
-  })
-
-/** Runs the migrations; a failure is a `SessionStoreError` (the Migrator reports a failed migration as a defect). */
-const migrate = (sql: SqlClient.SqlClient, tables: ReturnType<typeof tablesOf>): Effect.Effect<void, SessionStoreError> =>
-  Migrator.make({})({ loader: migrations(tables), table: tables.migrations }).pipe(
-    Effect.provideService(SqlClient.SqlClient, sql),
-    Effect.catchAllDefect((defect) => Effect.fail(defect)),
-    Effect.mapError((error) => {
-      const inner = (error as { readonly cause?: unknown }).cause
-      return inner instanceof SessionStoreError ? inner : Store.storeError("cannot create the session tables", undefined, error)
-    }),
-    Effect.asVoid
-  )
 
 /**
  * Builds the SQL store on the `@effect/sql` `SqlClient` in context (DESIGN.md §3.3): runs its
@@ -767,31 +707,6 @@ export interface SqliteOptions extends SqlOptions {
   readonly filename: string
   readonly synchronous?: "full" | "normal" | undefined
 }
-
-/**
- * Loads a driver (an optional peer dependency) on first use, so that the other stores never load
- * it; a driver that is not installed fails with the package and version to install.
- */
-const loadDriver = <A>(
-  load: () => Promise<A>,
-  layerName: string,
-  pkg: string,
-  cannotOpen: (cause: unknown) => SessionStoreError
-): Effect.Effect<A, SessionStoreError> =>
-  Effect.tryPromise({
-    try: load,
-    catch: (cause) =>
-      (cause as { readonly code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
-        ? Store.storeError(
-          `SqlSessionStore.${layerName} needs ${
-            pkg.slice(0, pkg.lastIndexOf("@"))
-          } (an optional peer dependency of effect-agent-loop), ` +
-            `which is not installed: npm install ${pkg}`,
-          undefined,
-          cause
-        )
-        : cannotOpen(cause)
-  })
 
 /**
  * The SQL store on SQLite (`@effect/sql-sqlite-node`, i.e. better-sqlite3, in WAL mode): every
