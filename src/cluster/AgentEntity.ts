@@ -518,7 +518,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           cause,
           `in ${Duration.format(delay)}${fenced ? " unless the shard moves" : ""}`
         ).pipe(
-          Effect.zipRight(setKeepAlive(true)),
+          Effect.zipRight(keepAliveLock.withPermits(1)(setKeepAlive(true))),
           Effect.zipRight(Effect.sleep(delay)),
           Effect.zipRight(forget(agent)),
           Effect.zipRight(persevere("reopening", () => Effect.void)),
