@@ -262,6 +262,23 @@ const where = (url: string) => {
   return `${u.hostname}:${u.port}${u.pathname}`
 }
 
+/** `runner` and `send` on `url` each exit 2 with one line: the database and the server's `message`. */
+const refusedByBoth = (url: string, message: string) =>
+  Effect.gen(function*() {
+    const port = yield* freePort
+    const line = `cannot use the PostgreSQL database ${where(url)}: Failed to execute statement: ${message}\n`
+    expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `runner: ${line}`
+    })
+    expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `send: ${line}`
+    })
+  })
+
 describePg("agent-loop runner and send on a database they may not use", () => {
   it.live(
     "a role without CREATE on schema public (PostgreSQL 15's default): one line with the server's message, exit 2",
@@ -269,20 +286,7 @@ describePg("agent-loop runner and send on a database they may not use", () => {
       Effect.scoped(Effect.gen(function*() {
         const user = yield* role()
         const url = withUser(yield* database, user)
-        const port = yield* freePort
-        const line = `cannot use the PostgreSQL database ${
-          where(url)
-        }: Failed to execute statement: permission denied for schema public\n`
-        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: `runner: ${line}`
-        })
-        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: `send: ${line}`
-        })
+        yield* refusedByBoth(url, "permission denied for schema public")
       })),
     60_000
   )
@@ -299,20 +303,7 @@ describePg("agent-loop runner and send on a database they may not use", () => {
           ),
           user
         )
-        const port = yield* freePort
-        const line = `cannot use the PostgreSQL database ${
-          where(url)
-        }: Failed to execute statement: canceling statement due to statement timeout\n`
-        expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: `runner: ${line}`
-        })
-        expect(yield* run(["send", "--pg", url, "--session", "s1", "--followup", "hi"])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: `send: ${line}`
-        })
+        yield* refusedByBoth(url, "canceling statement due to statement timeout")
       })),
     60_000
   )

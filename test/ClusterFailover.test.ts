@@ -200,6 +200,24 @@ const bounded = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, seconds:
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 
 /**
+ * One session's log after a failover: valid; each of `ids` inserted once, entered once, one turn
+ * each; its first turn interrupted when its owner was the runner that failed (`victim`; a
+ * survivor's may be too, when the rebalance after the failure moved its shard: released mid-turn,
+ * resumed on its new owner), every other turn completed.
+ */
+const expectRecovered = (s: string, events: ReadonlyArray<SessionEvent>, ids: ReadonlyArray<string>, victim: boolean) => {
+  expect(Invariant.check(events), s).toEqual([])
+  expect(insertedIds(events), s).toEqual(ids)
+  expect(userMessageIds(events), s).toEqual(ids)
+  expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
+  const interrupted = turnsEnded(events)[0] === "1 interrupted"
+  if (victim) expect(interrupted, s).toBe(true)
+  expect(turnsEnded(events), s).toEqual(
+    ids.map((_, n) => `${n + 1} ${n === 0 && interrupted ? "interrupted" : "completed"}`)
+  )
+}
+
+/**
  * Starts a tool-using turn in each session (the offline model calls `wait` for `wait` seconds,
  * then `clock`: message `<s>-f1`), waits until every turn runs, then queues a second followup
  * (`<s>-f2`) in each session whose turn still runs; returns those sessions.
@@ -340,18 +358,7 @@ describe.sequential("cluster failover", () => {
           for (const [i, s] of sessions.entries()) {
             const events = final[i]!
             const ids = queued.has(s) ? [`${s}-f1`, `${s}-f2`] : [`${s}-f1`]
-            expect(Invariant.check(events), s).toEqual([])
-            // Nothing duplicated: each delivery inserted once and entered once, one turn each.
-            expect(insertedIds(events), s).toEqual(ids)
-            expect(userMessageIds(events), s).toEqual(ids)
-            expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
-            // The killed runner's sessions are interrupted; so may be a survivor's whose shard the
-            // rebalance after the kill moved (released mid-turn, resumed on its new owner).
-            const interrupted = turnsEnded(events)[0] === "1 interrupted"
-            if (victims.includes(s)) expect(interrupted, s).toBe(true)
-            expect(turnsEnded(events), s).toEqual(
-              [`1 ${interrupted ? "interrupted" : "completed"}`, ...(queued.has(s) ? ["2 completed"] : [])]
-            )
+            expectRecovered(s, events, ids, victims.includes(s))
             expect(fates[i], s).toEqual([
               { _tag: "Entered", turn: 1, step: 1 },
               queued.has(s) ? { _tag: "Entered", turn: 2, step: 1 } : undefined
@@ -469,17 +476,7 @@ describe.sequential("cluster failover", () => {
           for (const [i, s] of sessions.entries()) {
             const events = final[i]!
             const ids = expected(s)
-            expect(Invariant.check(events), s).toEqual([])
-            expect(insertedIds(events), s).toEqual(ids)
-            expect(userMessageIds(events), s).toEqual(ids)
-            expect(turnsStarted(events), s).toEqual(ids.map((_, n) => n + 1))
-            // The paused runner's sessions are interrupted (closed by their new owner); so may be
-            // another's whose shard moved in the rebalance.
-            const interrupted = turnsEnded(events)[0] === "1 interrupted"
-            if (victims.includes(s)) expect(interrupted, s).toBe(true)
-            expect(turnsEnded(events), s).toEqual(
-              ids.map((_, n) => `${n + 1} ${n === 0 && interrupted ? "interrupted" : "completed"}`)
-            )
+            expectRecovered(s, events, ids, victims.includes(s))
             expect(fates[i], s).toEqual(ids.map((_, n) => ({ _tag: "Entered", turn: n + 1, step: 1 })))
             for (const [n, id] of ids.entries()) expect(Delivery.fateOf(events, id), id).toEqual(fates[i]![n])
           }
