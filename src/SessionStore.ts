@@ -71,9 +71,9 @@ export class SessionStore extends Context.Tag("effect-agent-loop/SessionStore")<
  * Reads and decodes a log file at any path: ours (version 1) or DSH v0 (DESIGN.md §3.1), for
  * CLI commands such as `transcript FILE` and `check FILE` (DESIGN.md §14). A torn last line is
  * ignored with a warning (the file is not changed). Fails with `SessionStoreError` when the
- * file cannot be read (a missing file too) or is not a regular file (a fifo, which would block
- * the open, or a device such as `/dev/zero`, which never ends: refused from a `stat`, never
- * opened), `SessionLogError` (naming the line) when its content cannot.
+ * file cannot be read (a missing file too) or is not a regular file (a directory; a fifo, which
+ * would block the open, or a device such as `/dev/zero`, which never ends: refused from a `stat`,
+ * never opened), `SessionLogError` (naming the line) when its content cannot.
  *
  * @example
  * ```ts
@@ -101,7 +101,7 @@ export const readFile = (
     return fs.stat(path).pipe(
       Effect.mapError(cannotRead),
       Effect.flatMap((info): Effect.Effect<Uint8Array, SessionStoreError> =>
-        info.type === "File" || info.type === "Directory" // a directory fails the read (EISDIR)
+        info.type === "File"
           ? Effect.mapError(fs.readFile(path), cannotRead)
           : Effect.fail(Store.storeError(`cannot read ${path}: not a regular file (${Store.fileKind(info.type)})`, undefined))
       ),

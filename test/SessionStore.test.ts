@@ -153,6 +153,22 @@ describe("SessionStore.layerJsonl", () => {
       }
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+  it.scoped("readFile of a directory, a fifo or /dev/zero: one line naming what it is, nothing read", () =>
+    Effect.gen(function*() {
+      const directory = yield* tmpDir
+      const fifo = `${directory}/p`
+      spawnSync("mkfifo", [fifo])
+      const messages: Array<string> = []
+      for (const path of [directory, fifo, "/dev/zero"]) {
+        messages.push((yield* Effect.flip(SessionStore.readFile(path))).message)
+      }
+      expect(messages).toEqual([
+        `cannot read ${directory}: not a regular file (a directory)`,
+        `cannot read ${fifo}: not a regular file (a fifo)`,
+        "cannot read /dev/zero: not a regular file (a character device)"
+      ])
+    }).pipe(Effect.provide(NodeFileSystem.layer)))
+
   it.scoped("a log path that is a fifo or a link to /dev/zero: open and read refuse it at once, naming it, and leave no lock", () =>
     Effect.gen(function*() {
       const directory = yield* tmpDir
