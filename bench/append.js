@@ -182,7 +182,7 @@ export const runAppend = async ({ appenders, total, fsync, store = "jsonl", url,
 }
 
 /**
- * `sessions-append` (issue 18): `sessions` sessions of one JSONL store, each with its own log and
+ * `sessions-append` (§24): `sessions` sessions of one JSONL store, each with its own log and
  * one appender fiber appending `total / sessions` single-event drafts, all concurrently. Raw
  * baseline in the same run: the very lines ours wrote (read back from its files, headers aside)
  * appended again to `sessions` files of their own, one `write(2)` per line as ours does; with

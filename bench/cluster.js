@@ -1,4 +1,4 @@
-// The `cluster` bench section (issue 14 §3, "Figures for the closing note"), run by bench/run.js
+// The `cluster` bench section (§21, "Figures for the closing note"), run by bench/run.js
 // in a process of its own: `node bench/cluster.js '{"serverUrl": URL, "quick": false}'`. This
 // process is the client-only process of the cluster (`AgentRunner.layerClient`); the runners are
 // CLI runners (`dist/cli/bin.js runner --pg URL`, shipped defaults: no sharding flag), except for

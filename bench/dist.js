@@ -19,7 +19,7 @@ const sql = await optional("SqlSessionStore.js")
 const oldFate = lib.Inbox.replay === undefined ? await optional("internal/fate.js") : undefined
 
 export const { Agent, Delivery, History, IdGenerator, Invariant, Model, OpenAICompat, SessionStore, Tool } = lib
-/** `Compaction` (issue 15; undefined in builds before it). */
+/** `Compaction` (§17; undefined in builds before it). */
 export const Compaction = lib.Compaction
 /** `SqlSessionStore.layerSqlite` (before the store split: `SessionStore.layerSqlite`). */
 export const layerSqlite = sql?.layerSqlite ?? lib.SessionStore.layerSqlite

@@ -1,4 +1,4 @@
-// Install footprint (issue 12 §5): `npm pack`s this package and installs the tarball into a fresh
+// Install footprint (§25): `npm pack`s this package and installs the tarball into a fresh
 // temporary project, beside a second project with only the peers every user has (`effect`,
 // `@effect/platform`, `@effect/platform-node`, at the exact versions of our devDependencies).
 // Reports the size of each node_modules (disk usage, as `du`), its package count, what the

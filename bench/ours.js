@@ -1,4 +1,4 @@
-// Our side of the side-by-side benchmark (issue 4): the real `Agent` over the real model port,
+// Our side of the side-by-side benchmark (§24): the real `Agent` over the real model port,
 // driven by `Model.scripted` with function entries, so the fake model sees every request's
 // context (it checks what it was given and decides text or tool calls from it) and answers at
 // once through the same sink a provider adapter uses. Each run builds a fresh agent on a fresh
@@ -165,7 +165,7 @@ const makeTools = (workload, state) => {
 }
 
 /**
- * A tracer whose spans do nothing (issue 16, `tracer: "drop"`): the loop makes every span it
+ * A tracer whose spans do nothing (§19, `tracer: "drop"`): the loop makes every span it
  * would make for an exporter (a span object per turn, model request and tool call, attributes,
  * events, links), and nothing is kept or exported, so the figure is the loop's own tracing cost.
  */

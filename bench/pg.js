@@ -1,4 +1,4 @@
-// The PostgreSQL server of the `pg` bench section (issue 14): AGENT_LOOP_BENCH_PG (a server URL
+// The PostgreSQL server of the `pg` bench section (§20): AGENT_LOOP_BENCH_PG (a server URL
 // where the bench may create databases) if set, else a throwaway server started by
 // scripts/pg-server.sh (fsync=off, synchronous_commit=off) in /tmp/agent-loop-bench-pg on port
 // 55434, stopped again at the end when this run started it. Each job gets a database of its own,

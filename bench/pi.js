@@ -1,4 +1,4 @@
-// The peer side of the benchmark (issue 4): pi-agent-core's `Agent` driven through its real
+// The peer side of the benchmark (§24): pi-agent-core's `Agent` driven through its real
 // loop (`prompt()` → runAgentLoop → streamSimple → the api registry). The model is an api
 // provider registered with pi-ai's `registerApiProvider` that answers at once with the event
 // sequence a real adapter pushes (modelled on pi-ai's openai-completions adapter: one mutable

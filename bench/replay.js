@@ -12,7 +12,7 @@
 // renumbered `seq`, `time`, `turn` and fresh ids (every UUID of the template gets a new last
 // group per copy) until the log holds ≥ 1,000,000 events. Running the agent for 1M events would
 // take minutes and measure the loop, not the replay. The generated log is checked once with
-// `Invariant.check` (rules 1–6 of DESIGN.md §12) before it is used.
+// `Invariant.check` (rules 1–6 of §12) before it is used.
 import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { randomUUID } from "node:crypto"

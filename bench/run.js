@@ -1,4 +1,4 @@
-// Benchmarks side by side with pi-agent-core (issue 4). `npm run bench` builds dist/ and runs
+// Benchmarks side by side with pi-agent-core (§24). `npm run bench` builds dist/ and runs
 // this file: every workload for both runtimes, each job in its own process (bench/worker.js),
 // a warm-up then several runs; prints one table (median [min–max] per side, ratio ours/peer)
 // and writes bench/results/latest.json: `[{workload, store, unit, ours, peer, ratio, …}]`.
@@ -121,7 +121,7 @@ const addRow = (workload, store, unit, ours, peer, extra = {}) => {
   })
 }
 const perUnit = (r) => r?.samples.map((s) => s.perUnit)
-/** A row's figures with the dropping tracer (issue 16), and their ratio to the row's own (no tracer). */
+/** A row's figures with the dropping tracer (§19), and their ratio to the row's own (no tracer). */
 const dropTracerExtra = (traced, untraced) => {
   const d = stat(traced)
   const o = stat(untraced)
@@ -175,7 +175,7 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
     const ours = job(`ours ${store}`, { ...spec, side: "ours" })
     const before = baselineJob(`ours ${store}`, { ...spec, side: "ours" })
     addBeforeAfter(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(before))
-    // Issue 16: the same with a tracer installed whose spans do nothing (every span is made).
+    // §19: the same with a tracer installed whose spans do nothing (every span is made).
     const traced = store === "memory" ? job(`ours ${store} tracer=drop`, { ...spec, side: "ours", tracer: "drop" }) : undefined
     const pi = job(`pi   ${store}`, { ...spec, side: "pi" })
     let extra = traced === undefined ? {} : dropTracerExtra(perUnit(traced), perUnit(ours))
@@ -248,7 +248,7 @@ if (wanted("history-growth")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// history-growth-compaction (ours only; issue 15): the same turns with Compaction.layer, a window
+// history-growth-compaction (ours only; §17): the same turns with Compaction.layer, a window
 // that forces one compaction about every 200 turns; µs per turn over the first and the last 10%
 // (all turns, then only the turns that did not compact: the boundary check's cost), ms per turn
 // that compacted, and the compactions each run made (compaction/end outcome compacted).
@@ -394,7 +394,7 @@ if (wanted("sqlite")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// pg (ours only; issue 14): the prompt workloads on layerPg and its append rate (group commit)
+// pg (ours only; §20): the prompt workloads on layerPg and its append rate (group commit)
 // against raw INSERTs of the same rows through the same client; bench/pg.js is the server
 // (AGENT_LOOP_BENCH_PG, else a throwaway one with fsync and synchronous_commit off), each job on
 // a database of its own.
@@ -480,7 +480,7 @@ if (wanted("pg")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cluster (ours only; issue 14 §3): agents as cluster entities on PostgreSQL, bench/cluster.js in
+// cluster (ours only; §21): agents as cluster entities on PostgreSQL, bench/cluster.js in
 // a process of its own (the client-only process; the runners are CLI runners it spawns) on the
 // server of bench/pg.js, a fresh database per part: delivery round trips, injects/s at 1/16/64
 // concurrent client fibers, failover after a SIGKILL, idle memory per entity, runner start times.
@@ -528,7 +528,7 @@ if (wanted("cluster")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// streaming and concurrent-sessions (issue 18; bench/stream.js): real SSE streams from the
+// streaming and concurrent-sessions (§24; bench/stream.js): real SSE streams from the
 // loopback server of bench/sse-server.js (another process) through each side's own provider and
 // agent loop, a subscriber reading every live event. Peers: pi-agent-core with pi-ai's
 // openai-completions provider, and the Vercel AI SDK's streamText on @ai-sdk/openai-compatible.
@@ -589,7 +589,7 @@ if (wanted("concurrent-sessions")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// sessions-append (issue 18): 64 sessions of one JSONL store, each its own log and appender,
+// sessions-append (§24): 64 sessions of one JSONL store, each its own log and appender,
 // concurrently; against raw writes of the same bytes to 64 files in the same run.
 // ---------------------------------------------------------------------------------------------
 
@@ -660,7 +660,7 @@ if (wanted("replay")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// startup (issue 12 §5): the CLI's cold start (dist/cli/bin.js: `--help`, and `transcript` and
+// startup (§25): the CLI's cold start (dist/cli/bin.js: `--help`, and `transcript` and
 // `check` of a small log) against a bare `node -e 0`, each command run right after its own bare
 // start, the pairs alternated (bare first, then ours first), medians of the runs. Target: ≤ 8×.
 // ---------------------------------------------------------------------------------------------
@@ -723,7 +723,7 @@ if (wanted("startup")) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// install (issue 12 §5; bench/install.js): the packed package installed beside the peers only.
+// install (§25; bench/install.js): the packed package installed beside the peers only.
 // Targets: the library adds ≤ 10 MB and ≤ 5 packages, no native build.
 // ---------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // The loopback OpenAI-compatible server of the `streaming` and `concurrent-sessions` workloads
-// (issue 18), run in a process of its own (`fork`ed by bench/stream.js: its CPU is not the
+// (§24), run in a process of its own (`fork`ed by bench/stream.js: its CPU is not the
 // client's). `POST /s/<scenario>/<deltas>[/hold]/v1/chat/completions` answers with a
 // Chat Completions SSE stream built from the shapes of the recorded streams in
 // ../shared/fixtures/wire/ (see SOURCES.md there):

@@ -1,4 +1,4 @@
-// `streaming` and `concurrent-sessions` (issue 18): real streamed responses from the loopback
+// `streaming` and `concurrent-sessions` (§24): real streamed responses from the loopback
 // OpenAI-compatible server of bench/sse-server.js (a process of its own, `fork`ed here), consumed
 // end to end by each side's own agent loop and a subscriber of its live events:
 //

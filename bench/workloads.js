@@ -1,4 +1,4 @@
-// The workloads of issue 4, shared by both runtimes (bench/ours.js, bench/pi.js): sizes, units
+// The workloads of §24, shared by both runtimes (bench/ours.js, bench/pi.js): sizes, units
 // and the counts every run must reproduce exactly (model calls, tool runs, transcript messages).
 // Each agent is prompted `prompts` times, one prompt awaited after another; the transcript grows.
 
@@ -6,7 +6,7 @@
  * Per workload: `prompts`, and per prompt the exact `modelCalls`, `toolRuns` and `messages` (the
  * transcript entries one prompt adds: the prompt, assistant messages, tool results, steers).
  * `units(prompts)` is how many units one run measures (what the per-unit figure divides by).
- * `warmupRuns`, where given, replaces the bench's ten warm-up runs (bench/README.md, issue 18).
+ * `warmupRuns`, where given, replaces the bench's ten warm-up runs (bench/README.md, §24).
  */
 export const WORKLOADS = {
   // One text step per prompt.
@@ -47,7 +47,7 @@ export const WORKLOADS = {
   },
   // 10,000 text turns; per-turn cost over the first and the last 10%.
   "history-growth": { prompts: 10000, unit: "turn", modelCalls: 1, toolRuns: 0, messages: 2, units: (p) => p },
-  // The same turns with `Compaction.layer(compaction)` (issue 15, ours only). A turn adds ~13
+  // The same turns with `Compaction.layer(compaction)` (§17, ours only). A turn adds ~13
   // tokens by the loop's estimate (a prompt "prompt 1234" 7, an answer "ok:123" 6; the fake model
   // reports that estimate as `inputTokens`): compaction starts above 4,096 − 1,200 tokens and
   // keeps the last ~260 verbatim, so it runs about every `turnsPerCompaction` turns.

@@ -1,5 +1,5 @@
 /**
- * Agents as `@effect/cluster` entities on PostgreSQL (`effect-agent-loop/cluster`, issue 14): one
+ * Agents as `@effect/cluster` entities on PostgreSQL (`effect-agent-loop/cluster`, §21): one
  * runner process (sharding over PostgreSQL storage, the runner-to-runner transport on a TCP port)
  * serves the sessions; `AgentClient` delivers to a session by id from any process of the cluster.
  * A followup is answered with its message id once durable, a retry with the same id gets the same

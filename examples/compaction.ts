@@ -1,5 +1,5 @@
 /**
- * Compaction (issue 15): a session whose history outgrows a (deliberately tiny) context window.
+ * Compaction (§17): a session whose history outgrows a (deliberately tiny) context window.
  * The agent is made under `Compaction.layer({contextWindow, reserve, keepRecentTokens})`; before
  * the request that would pass `contextWindow − reserve` the loop summarizes the older turns with
  * the agent's own model (here the offline model, whose summary quotes the earlier prompts) and

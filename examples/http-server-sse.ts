@@ -1,6 +1,6 @@
 /**
  * An agent per session behind an `@effect/platform` HTTP server, its live events streamed as
- * server-sent events (DESIGN.md §5.1, §5.3):
+ * server-sent events (§5.1, §5.3):
  *
  *   POST /sessions                      201 {"id"}         a new session (JSONL store, offline model)
  *   POST /sessions/:id/followup {text}  202 {"messageId"}  one send, one turn

@@ -1,5 +1,5 @@
 /**
- * Pre-step listeners as layers (DESIGN.md §7). At every step boundary the claimed batch goes
+ * Pre-step listeners as layers (§7). At every step boundary the claimed batch goes
  * through the waterfall, outermost first: here `redaction` (a listener with a service of its
  * own, `Secrets`, which knows what to hide) rewrites the batch and hands it to `policy`, which
  * rejects a batch asking for a destructive command before the default enters what is left.

@@ -1,5 +1,5 @@
 /**
- * Resume after a real crash (DESIGN.md §3.3, §10). The program runs itself as a child process
+ * Resume after a real crash (§3.3, §10). The program runs itself as a child process
  * that starts a session on the JSONL store, queues a second followup, and dies by SIGKILL in
  * the middle of a tool call: its `tool/call` is durable, its result never comes. The parent
  * then resumes the session with `Agent.resume(id, { continuePending: true })`: repair closes

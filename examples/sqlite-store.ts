@@ -1,5 +1,5 @@
 /**
- * The SQLite session store (`effect-agent-loop/sql`, DESIGN.md §3.3): every session in one
+ * The SQLite session store (`effect-agent-loop/sql`, §3.3): every session in one
  * database file (WAL mode), one INSERT per append. A session is written by an agent, the store
  * closed, and the session read back through a new store, as after a restart: the same events,
  * valid by the invariants of §12, and its transcript.

@@ -1,5 +1,5 @@
 /**
- * A tool that steers (DESIGN.md §5.1, §6.3, §8). While `deploy` runs it finds something the
+ * A tool that steers (§5.1, §6.3, §8). While `deploy` runs it finds something the
  * model must act on and calls `ctx.agent.steer`: the steer is durable at once (its splice is in
  * the log before the tool's result), but it joins the turn at the next step boundary, the step
  * after the batch's results. So the next request reads the tool results in call order, then the

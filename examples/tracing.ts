@@ -1,5 +1,5 @@
 /**
- * Traces over OpenTelemetry (issue 16 §1). The runtime opens its spans with Effect's `Tracer`
+ * Traces over OpenTelemetry (§19). The runtime opens its spans with Effect's `Tracer`
  * only: a turn is `invoke_agent agent-loop`, each model request a `chat {model}` child, each tool
  * call an `execute_tool {tool}` child. Which tracer records them is the application's choice:
  * here `NodeSdk.layer` of `@effect/opentelemetry` (an optional peer, with the OpenTelemetry JS

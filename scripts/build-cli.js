@@ -1,4 +1,4 @@
-// Bundles the `agent-loop` CLI (src/cli/bin.ts) into dist/cli/ with esbuild (issue 12 §5):
+// Bundles the `agent-loop` CLI (src/cli/bin.ts) into dist/cli/ with esbuild (§25):
 // dist/cli/bin.js and the chunks it loads on first use (dist/cli/chunks/: the HTTP providers
 // with undici, the OpenAI bridge with @effect/ai and @effect/ai-openai, the chat, the cluster
 // commands with @effect/cluster, @effect/rpc, @effect/sql, @effect/sql-pg and pg, the ACP agent

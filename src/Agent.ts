@@ -1,5 +1,5 @@
 /**
- * The agent (DESIGN.md §5, §6, §9): delivery (`followup`, `steer`, `inject`), status, live
+ * The agent (§5, §6, §9): delivery (`followup`, `steer`, `inject`), status, live
  * events, outcomes by message id, cancel, dispose and release (passivation), and the driver that
  * runs turns while there is waking work.
  *
@@ -44,7 +44,7 @@ import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 import type * as Tool from "./Tool.js"
 
 /**
- * An agent (DESIGN.md §5). Made by `make` (a new session) or `resume` (an existing one); it is
+ * An agent (§5). Made by `make` (a new session) or `resume` (an existing one); it is
  * disposed when the `Scope` it was made in closes, unless it was released before (`release`).
  *
  * @since 0.1.0
@@ -95,7 +95,7 @@ export interface Agent {
    */
   readonly release: Effect.Effect<void, SessionStoreError>
   /**
-   * Compacts the history now (issue 15, README "Semantics"): on an idle agent a bracket of its
+   * Compacts the history now (§17): on an idle agent a bracket of its
    * own between turns (`compaction/start {turn: null}` … `compaction/end`; no turn is opened, the
    * status is `running` meanwhile, a delivery made during it waits and then starts its turn as
    * usual); on a running agent at the running turn's next pre-step boundary (or between turns
@@ -111,7 +111,7 @@ export interface Agent {
   /** Current status: `idle`, `running`, or `stopped` (see `stopCause`). */
   readonly status: Effect.Effect<AgentStatus>
   /**
-   * Why the agent stopped (status `stopped`), or none while it can go on (DESIGN.md §3.3, §10).
+   * Why the agent stopped (status `stopped`), or none while it can go on (§3.3, §10).
    * An agent stops when its session log refuses to close a turn: the store failed every try of
    * the turn's closers (an I/O error is tried five more times over about 3 s first), the log
    * broke (an append whose outcome could not be found out, a failed fsync, the file changed
@@ -168,7 +168,7 @@ export interface Agent {
 
 /**
  * What the log holds for an inserted message (`agent.deliveryOf`): the message as its splice
- * inserted it (DESIGN.md §4) and the delivery that splice reads as: `"steer"` for a splice
+ * inserted it (§4) and the delivery that splice reads as: `"steer"` for a splice
  * with `wake: true` (in `next-step`, or in `next-turn` for a steer made during a cancel, §9:
  * there `wake` changes nothing and marks the steer), `"followup"` for other `next-turn`
  * insertions, `"inject"` for other `next-step` insertions. Tool contexts (source
@@ -226,11 +226,11 @@ export interface AgentOptions {
   readonly cwd?: string | undefined
   /**
    * The agent's name in its traces: `gen_ai.agent.name`, and the turn span's name
-   * `invoke_agent {name}` (default `"agent-loop"`; README "Traces").
+   * `invoke_agent {name}` (default `"agent-loop"`; §19).
    */
   readonly name?: string | undefined
   /**
-   * Traces (issue 16; README "Traces"). `recordContent: true` records tool call arguments and
+   * Traces (§19). `recordContent: true` records tool call arguments and
    * results on the `execute_tool` spans (`gen_ai.tool.call.arguments`/`.result`, JSON text);
    * they are user data, so the default is false. Spans are made only when the program provides
    * a tracer (e.g. `@effect/opentelemetry`'s `NodeSdk.layer`).
@@ -397,7 +397,7 @@ const own = (agent: AgentRecord): Effect.Effect<void, never, Scope.Scope> =>
   })
 
 /**
- * Creates an agent on a new session of the `SessionStore` in context (DESIGN.md §5). The agent
+ * Creates an agent on a new session of the `SessionStore` in context (§5). The agent
  * is disposed when the `Scope` closes (§9). Requires `Model`; uses `PreStep` and `IdGenerator`
  * when provided (defaults: enter the claimed batch; random UUIDs). Fails with
  * `SessionStoreError` when the session cannot be created (an id in use, an I/O failure).
@@ -443,7 +443,7 @@ export const make = (
 export interface ResumeOptions extends Omit<AgentOptions, "sessionId" | "cwd"> {
   /**
    * Start a run at once when the log leaves waking work pending (a queued followup, an
-   * unclaimed steer). Without it resume starts nothing (DESIGN.md §10).
+   * unclaimed steer). Without it resume starts nothing (§10).
    */
   readonly continuePending?: boolean | undefined
 }
@@ -465,7 +465,7 @@ const withLoggedRequest = (
 }
 
 /**
- * Resumes a session of the `SessionStore` in context (DESIGN.md §10). The store cuts a torn
+ * Resumes a session of the `SessionStore` in context (§10). The store cuts a torn
  * tail; when the last turn is open, the synthetic closers are appended durably before anything
  * else, in call order: an error `tool/result` `TOOL_OUTCOME_UNKNOWN` for a call with a
  * `tool/call` but no result; a `tool/call` and an error `tool/result` `TOOL_NOT_STARTED` for a
@@ -483,7 +483,7 @@ const withLoggedRequest = (
  * appending: a log edited by hand, say; it names the first violation's rule, seq and line),
  * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to; and for a
  * session that a live agent of this process writes, or that another store or process has open:
- * one writer per session, DESIGN.md §3.3).
+ * one writer per session, §3.3).
  *
  * @example
  * ```ts
@@ -520,7 +520,7 @@ export const resume = (
   })
 
 /**
- * Crash repair alone (DESIGN.md §10), without an agent: opens the session (a torn tail is cut)
+ * Crash repair alone (§10), without an agent: opens the session (a torn tail is cut)
  * and appends the closers `resume` would; returns the events appended (none for a repaired or
  * cleanly ended log that ends with `session/end-seed`). Nothing else is appended: no agent is
  * made, so none is disposed. Uses the `IdGenerator` in context when there is one. Fails as

@@ -1,5 +1,5 @@
 /**
- * The agent's errors (DESIGN.md §5.1, §9): what `followup`/`steer`/`inject`, the plugin inbox
+ * The agent's errors (§5.1, §9): what `followup`/`steer`/`inject`, the plugin inbox
  * operations, `cancel` and `appendEvent` fail with. Nothing is logged when one is returned.
  * Each is a `Schema.TaggedError` with a readable `message`; `is*` guards and the `DeliveryError`
  * union are here too (as `@effect/ai`'s `AiError` module does).
@@ -11,7 +11,7 @@ import type { InvalidMessage } from "./Message.js"
 import type { SessionWriteError } from "./SessionLog.js"
 
 /**
- * The agent was disposed: deliveries fail from the moment `dispose` is called (DESIGN.md §9), or
+ * The agent was disposed: deliveries fail from the moment `dispose` is called (§9), or
  * released (`agent.release`, passivation): then the message says so, and the session takes
  * deliveries again once it is resumed (`Agent.resume`).
  *
@@ -24,7 +24,7 @@ export class AgentDisposed extends Schema.TaggedError<AgentDisposed>()("AgentDis
 }) {}
 
 /**
- * A message id that is pending or was ever logged in this session (DESIGN.md §2, §4).
+ * A message id that is pending or was ever logged in this session (§2, §4).
  *
  * @since 0.1.0
  * @category errors
@@ -35,7 +35,7 @@ export class DuplicateMessageId extends Schema.TaggedError<DuplicateMessageId>()
 }) {}
 
 /**
- * A plugin operation (`replace`, `remove`) named a message that is not pending (DESIGN.md §4).
+ * A plugin operation (`replace`, `remove`) named a message that is not pending (§4).
  *
  * @since 0.1.0
  * @category errors
@@ -47,7 +47,7 @@ export class MessageNotPending extends Schema.TaggedError<MessageNotPending>()("
 
 /**
  * `agent.outcome(messageId)` named an id this session never delivered: no `followup`, `steer`,
- * `inject`, `replace` or tool context ever inserted it into the inbox (DESIGN.md §5.1, §12; an
+ * `inject`, `replace` or tool context ever inserted it into the inbox (§5.1, §12; an
  * assistant message, a tool result or a message a pre-step added has an id but no fate).
  *
  * @since 0.1.0
@@ -60,7 +60,7 @@ export class MessageNotFound extends Schema.TaggedError<MessageNotFound>()("Mess
 
 /**
  * A standalone plugin event with a core type, a type without a `/`, or non-JSON data
- * (`appendEvent`, DESIGN.md §3.2); a cancel cause that is not plain JSON with a string `kind`.
+ * (`appendEvent`, §3.2); a cancel cause that is not plain JSON with a string `kind`.
  *
  * @since 0.1.0
  * @category errors
@@ -70,7 +70,7 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEve
 }) {}
 
 /**
- * Errors of the delivery methods (DESIGN.md §5.1): a message that is not plain JSON or not a
+ * Errors of the delivery methods (§5.1): a message that is not plain JSON or not a
  * `UserMessage` (`InvalidMessage`), an id already used, a disposed agent, a store failure.
  *
  * @since 0.1.0

@@ -1,5 +1,5 @@
 /**
- * What an agent shows while it runs (DESIGN.md §5.2, §5.3): its status, and `agent.events`,
+ * What an agent shows while it runs (§5.2, §5.3): its status, and `agent.events`,
  * every durable event as it commits plus the live notifications that are not durable (inbox
  * insertions, claims and discards, status changes, model stream deltas, retries).
  *
@@ -9,7 +9,7 @@ import type { Message } from "./Message.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**
- * `"idle" | "running" | "stopped"` (DESIGN.md §5.2). Status stays `running` across the turns of
+ * `"idle" | "running" | "stopped"` (§5.2). Status stays `running` across the turns of
  * one run. `stopped` is final for this agent: its session log refused to close a turn (the store
  * failed every try of its closers, the log broke, or another writer fenced it; `agent.stopped`
  * gives the error). The agent writes nothing more; the session goes on in a new agent
@@ -21,7 +21,7 @@ import type { SessionEvent } from "./SessionEvent.js"
 export type AgentStatus = "idle" | "running" | "stopped"
 
 /**
- * A live notification that is not a durable event (DESIGN.md §4, §5.3): `agent/inbox/inserted`,
+ * A live notification that is not a durable event (§4, §5.3): `agent/inbox/inserted`,
  * `agent/inbox/claimed` (with the turn), `agent/inbox/discarded` (ordinary removal, cancel,
  * dispose; never on a claim), `agent/status`, `assistant/delta` (one of `text`, `reasoning`,
  * `toolCall`), `assistant/retry` (a failed attempt's deltas are withdrawn; `attempt` ≥ 2),
@@ -48,7 +48,7 @@ export type AgentNotification =
 
 /**
  * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live
- * notifications (DESIGN.md §5.3), in the order they happen.
+ * notifications (§5.3), in the order they happen.
  *
  * @since 0.1.0
  * @category models

@@ -1,12 +1,12 @@
 /**
- * Context compaction (issue 15): when a session's history outgrows the model's context window,
+ * Context compaction (§17): when a session's history outgrows the model's context window,
  * the older part of it is replaced by a summary (or pruned), durably, at a pre-step boundary,
  * without touching the inbox. This module is the policy port: the `Compaction` service (a Layer,
  * like `PreStep`), the default summarizing policy, a pruning policy, and the token estimate the
  * loop keeps. The loop side (where and how a compaction runs, what it logs) is described in the
- * README "Semantics" section; in short:
+ * §17 section; in short:
  *
- * - **When.** At every pre-step boundary, after the claim and the pre-step waterfall (DESIGN.md
+ * - **When.** At every pre-step boundary, after the claim and the pre-step waterfall (docs/design.md
  *   §4, §7), the loop compares its running estimate of the request's tokens (instructions, tool
  *   definitions, history and the entering batch) with `contextWindow − reserve`; above it, it
  *   compacts before the step enters. The estimate is incremental (each message is estimated once,
@@ -61,7 +61,7 @@ export type CompactionReason = "pressure" | "overflow" | "manual"
  * How a compaction ended (`compaction/end` `outcome`): `compacted` (its replacements apply),
  * `skipped` (the policy had nothing to replace), `aborted` (a cancel interrupted it: nothing
  * kept), `failed` (the policy or its summarization request failed: nothing kept),
- * `interrupted` (written only by crash repair, DESIGN.md §10: nothing kept).
+ * `interrupted` (written only by crash repair, §10: nothing kept).
  *
  * @since 0.1.0
  * @category models
@@ -175,7 +175,7 @@ export interface CompactionInput {
   readonly reason: CompactionReason
   /** Extra instructions of a manual compaction (`agent.compact({instructions})`, `/compact …`). */
   readonly instructions?: string | undefined
-  /** The model-visible history now, oldest first (never the inbox: DESIGN.md §4). */
+  /** The model-visible history now, oldest first (never the inbox: §4). */
   readonly entries: ReadonlyArray<CompactionEntry>
   /**
    * Entries from this index on are what the request it makes room for continues from: the open
@@ -188,8 +188,7 @@ export interface CompactionInput {
   readonly tokens: number
   /**
    * The agent's own model port: a summarizing policy sends its request here. In a traced run
-   * each `respond` is a `chat {model}` span under the `compaction` span (README "Tracing and
-   * usage"); a policy that uses another model gets no such span.
+   * each `respond` is a `chat {model}` span under the `compaction` span (§19); a policy that uses another model gets no such span.
    */
   readonly model: ModelService
 }
@@ -316,7 +315,7 @@ const isCheckpoint = (m: Message): boolean =>
   m.source.kind === "plugin" && (m.source as { readonly plugin?: unknown }).plugin === CHECKPOINT_PLUGIN
 
 /**
- * The indexes where a history may be cut (issue 15: "only at a user-message boundary so that no
+ * The indexes where a history may be cut (§17: "only at a user-message boundary so that no
  * tool call loses its result"): every index whose entry is a user message that is not a tool
  * result (a prompt, a steer, injected context, an earlier checkpoint), ascending.
  *

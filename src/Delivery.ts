@@ -1,5 +1,5 @@
 /**
- * Deliveries and their fates (DESIGN.md §5.1, §12). `followup`/`steer`/`inject` return a
+ * Deliveries and their fates (§5.1, §12). `followup`/`steer`/`inject` return a
  * `Delivery { messageId, outcome }` once the splice is durable; `outcome` resolves when the
  * message's fate is decided and always equals `fateOf(log, messageId)`. The fate rules of §12
  * are here, once: the live agent and the projections (`fateOf`, `fatesOf`) use the same
@@ -29,7 +29,7 @@ import type { LogOptions } from "./SessionLog.js"
 export type DeliveryInput = UserMessage | string
 
 /**
- * What a delivery method returns once its splice is durable (DESIGN.md §5.1).
+ * What a delivery method returns once its splice is durable (§5.1).
  *
  * @since 0.1.0
  * @category models
@@ -41,7 +41,7 @@ export interface Delivery {
 }
 
 /**
- * Why a delivered message never entered (DESIGN.md §5.1, §12): `rejected` (claimed by a turn that
+ * Why a delivered message never entered (§5.1, §12): `rejected` (claimed by a turn that
  * ended blocked), `failed` (… ended error), `canceled` (cleared or aborted by a cancel),
  * `disposed` (… by dispose), `interrupted` (… by a crash, found at repair), `discarded` (removed
  * by a plugin, or claimed and left out of the entered batch).
@@ -52,7 +52,7 @@ export interface Delivery {
 export type DropReason = "rejected" | "failed" | "canceled" | "disposed" | "interrupted" | "discarded"
 
 /**
- * The outcome of a delivery (DESIGN.md §5.1): `{_tag:"Entered", turn, step}` — the message was a
+ * The outcome of a delivery (§5.1): `{_tag:"Entered", turn, step}` — the message was a
  * `user/message` of that step — or `{_tag:"Dropped", reason}`. Plain frozen objects.
  *
  * @since 0.1.0
@@ -63,7 +63,7 @@ export type DeliveryOutcome =
   | { readonly _tag: "Dropped"; readonly reason: DropReason }
 
 /**
- * What the log says about an inserted message (DESIGN.md §12): `{_tag:"Pending"}` while it has no
+ * What the log says about an inserted message (§12): `{_tag:"Pending"}` while it has no
  * outcome yet (still in the inbox, or claimed by a pre-step that has not decided), else its
  * `DeliveryOutcome`.
  *
@@ -107,7 +107,7 @@ export const dropped = (reason: DropReason): DeliveryOutcome => droppedOutcomes[
 
 /**
  * The drop reason of messages claimed by a turn that ended with `reason` before their pre-step
- * entered (DESIGN.md §12): blocked → rejected, error → failed, aborted → canceled (disposed when
+ * entered (§12): blocked → rejected, error → failed, aborted → canceled (disposed when
  * the abort cause is `{kind:"disposed"}`), interrupted → interrupted. A turn that ends completed
  * (or max-tokens, or an unknown kind) right after a claim did so because its pre-step entered an
  * empty batch (§6.1): discarded.
@@ -133,7 +133,7 @@ export const dropReasonOfTurnEnd = (reason: TurnEndReason | undefined): DropReas
 }
 
 /**
- * The drop reason of messages removed by a canceled splice (DESIGN.md §12): `cause.kind ===
+ * The drop reason of messages removed by a canceled splice (§12): `cause.kind ===
  * "disposed"` → disposed; another cause → canceled; no cause → discarded.
  *
  * @since 0.1.0
@@ -166,7 +166,7 @@ const endsBatch: ReadonlySet<string> = new Set([
 
 /**
  * One pass over a log computing fates. With `only`, tracks that id alone (O(1) memory beyond the
- * inbox). Rules (DESIGN.md §12), per message id, latest insertion wins (ids are reusable in DSH
+ * inbox). Rules (§12), per message id, latest insertion wins (ids are reusable in DSH
  * logs once no longer pending):
  * - inserted → Pending;
  * - removed by a canceled splice → Dropped by `dropReasonOfCanceledSplice`;
@@ -269,7 +269,7 @@ const computeFates = (
 
 /**
  * The fate of every message ever inserted into the inbox (after the seed), keyed by id, in one
- * pass (DESIGN.md §12). A message that was never inserted (a tool result, a pre-step addition)
+ * pass (§12). A message that was never inserted (a tool result, a pre-step addition)
  * has no entry. In a DSH log an id may be reused once it is no longer pending; the entry is the
  * fate of its latest insertion.
  *
@@ -280,7 +280,7 @@ export const fatesOf = (events: ReadonlyArray<SessionEvent>, options?: LogOption
   computeFates(events, options, undefined)
 
 /**
- * The fate of one message (DESIGN.md §12): `Pending`, `Entered {turn, step}` or
+ * The fate of one message (§12): `Pending`, `Entered {turn, step}` or
  * `Dropped {reason}`; `undefined` when the message was never inserted into the inbox.
  *
  * @since 0.1.0

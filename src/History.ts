@@ -1,10 +1,10 @@
 /**
  * The model-visible history: the messages a model request carries, derived from the session log
- * alone (DESIGN.md §6.2, §12). It is the `data` of every `user/message`, the `data.message` of
+ * alone (§6.2, §12). It is the `data` of every `user/message`, the `data.message` of
  * every `assistant/message` (an interrupted prefix included) and the `data.message` of every
  * `tool/result`, in log order, with DSH `surfaceOp` replacements honoured.
  *
- * DSH surface operations (envelope field `surfaceOp`, DESIGN.md §3.1). DSH keeps a "surface":
+ * DSH surface operations (envelope field `surfaceOp`, §3.1). DSH keeps a "surface":
  * the ordered list of the seqs of the events the model sees. The values found in the DSH v0
  * fixtures, and what each does here:
  * - `"append"`: the event's message goes at the end of the surface (every ordinary message).
@@ -19,7 +19,7 @@
  * An event of another type that carries a `surfaceOp` (e.g. a DSH `system/message`) occupies a
  * surface position (so replace spans stay right) but yields no `Message`.
  *
- * Compaction (issue 15, README "Semantics"): in our logs a checkpoint (a `user/message` whose
+ * Compaction (§17): in our logs a checkpoint (a `user/message` whose
  * envelope carries a `replace`) logged inside a compaction bracket (`compaction/start` …
  * `compaction/end`) is applied when its bracket ends with `outcome: "compacted"`, and not at all
  * when it ends otherwise or never ends (a crash: repair closes it `interrupted`), so that a
@@ -169,7 +169,7 @@ class Builder {
 }
 
 /**
- * The model-visible messages of a log (DESIGN.md §12): `user/message` data,
+ * The model-visible messages of a log (§12): `user/message` data,
  * `assistant/message` `data.message`, `tool/result` `data.message`, in log order, with DSH
  * `surfaceOp` replacements honoured (see the module comment). One pass.
  *
@@ -195,7 +195,7 @@ export interface SurfaceEntry {
 }
 
 /**
- * The surface of a log (issue 15): what `derive` returns, each message with the seq of its
+ * The surface of a log (§17): what `derive` returns, each message with the seq of its
  * event, in order. A compaction policy cuts the history with these seqs. One pass.
  *
  * @since 0.1.0

@@ -1,6 +1,6 @@
 /**
- * The source of message and session ids (DESIGN.md §2): random UUIDs by default, seeded and
- * reproducible under the simulator (DESIGN.md §15).
+ * The source of message and session ids (§2): random UUIDs by default, seeded and
+ * reproducible under the simulator (§15).
  *
  * @since 0.1.0
  */
@@ -60,7 +60,7 @@ const refill = (): void => {
 }
 
 /**
- * A random UUID read out of the pool as one flat string (issue 18): ~0.12 µs and 56 bytes,
+ * A random UUID read out of the pool as one flat string (§24): ~0.12 µs and 56 bytes,
  * against ~0.22 µs and ~480 bytes of concatenations (then a flat copy) for
  * `flatten(crypto.randomUUID())`, measured here; an agent takes one per message.
  */
@@ -80,7 +80,7 @@ export const random: IdGeneratorService = { next: Effect.sync(() => flatUUID()),
 
 /**
  * Deterministic UUID-shaped ids (version-4 layout, 122 bits from the generator) from a 32-bit
- * seed, for simulations and tests (DESIGN.md §15). The generator is xoshiro128** (Blackman and
+ * seed, for simulations and tests (§15). The generator is xoshiro128** (Blackman and
  * Vigna): 128 bits of state, period 2^128 − 1, four 32-bit outputs per id; its state is filled
  * from the seed by splitmix32, so distinct seeds start from distinct states. (It replaced a
  * 32-bit xorshift whose period was 4,095 outputs for every seed, so a run repeated its ids after

@@ -1,5 +1,5 @@
 /**
- * The inbox (DESIGN.md §4): the pending input of one agent, two FIFO lists of frozen
+ * The inbox (§4): the pending input of one agent, two FIFO lists of frozen
  * `UserMessage`s — `nextTurn` (direct prompts queued by `followup`, always waking) and
  * `nextStep` (steering, injected context, tool contexts; each records whether it is waking).
  * Every mutation is an `Array.prototype.splice`, normalized and logged as an
@@ -31,7 +31,7 @@ export interface Pending {
 }
 
 /**
- * Inbox state (DESIGN.md §4): an immutable value, frozen throughout (the state, its lists, their
+ * Inbox state (§4): an immutable value, frozen throughout (the state, its lists, their
  * items; the messages are frozen `UserMessage`s); every change builds a new one (`apply`).
  *
  * @since 0.1.0
@@ -75,7 +75,7 @@ interface Spliced extends SpliceApplied {
 }
 
 /**
- * The splice rule (DESIGN.md §4), applied in place to the target's array: coordinates clamped
+ * The splice rule (§4), applied in place to the target's array: coordinates clamped
  * as `Array.prototype.splice` does on non-negative arguments; `next-turn` items are waking; a
  * `next-step` insertion is waking when the splice has `wake: true`, or when it replaces removed
  * items (a replace keeps the replaced item's flag: inserted item i takes removed item
@@ -126,7 +126,7 @@ const spliceInto = (
 }
 
 /**
- * The state after one splice (DESIGN.md §4), and what the splice removed and inserted. `state`
+ * The state after one splice (§4), and what the splice removed and inserted. `state`
  * is not changed: the result shares the list the splice did not touch. `dsh`: the splice rule
  * of DSH v0 logs (`next-step` items never waking).
  *
@@ -162,7 +162,7 @@ export const applyAll = (state: InboxState, splices: ReadonlyArray<SplicedData>,
 }
 
 /**
- * `next-step` holds waking input (a steer) (DESIGN.md §6.3). O(next-step).
+ * `next-step` holds waking input (a steer) (§6.3). O(next-step).
  *
  * @since 0.1.0
  * @category predicates
@@ -174,7 +174,7 @@ export const hasWakingStep = (state: InboxState): boolean => {
 }
 
 /**
- * A queued followup or an unclaimed steer is pending (DESIGN.md §6.5).
+ * A queued followup or an unclaimed steer is pending (§6.5).
  *
  * @since 0.1.0
  * @category predicates
@@ -182,7 +182,7 @@ export const hasWakingStep = (state: InboxState): boolean => {
 export const hasWakingWork = (state: InboxState): boolean => state.nextTurn.length > 0 || hasWakingStep(state)
 
 /**
- * The inbox as a mutable pair of queues that applies splices one at a time, in place (DESIGN.md
+ * The inbox as a mutable pair of queues that applies splices one at a time, in place (docs/design.md
  * §4), for replaying a log in one pass (`replay`, fates, invariants): the same rule as `apply`,
  * without building a new value per splice. It is an `InboxState` view.
  *
@@ -207,12 +207,12 @@ export class MutableInbox implements InboxState {
     return inbox
   }
 
-  /** `next-step` holds waking input (a steer) (DESIGN.md §6.3). O(1). */
+  /** `next-step` holds waking input (a steer) (§6.3). O(1). */
   get hasWakingStep(): boolean {
     return this.wakingSteps > 0
   }
 
-  /** A queued followup or an unclaimed steer is pending (DESIGN.md §6.5). O(1). */
+  /** A queued followup or an unclaimed steer is pending (§6.5). O(1). */
   get hasWakingWork(): boolean {
     return this.nextTurn.length > 0 || this.wakingSteps > 0
   }
@@ -231,7 +231,7 @@ export class MutableInbox implements InboxState {
 }
 
 /**
- * Rebuilds the inbox from the `agent/inbox/spliced` events of a log (DESIGN.md §4, §10),
+ * Rebuilds the inbox from the `agent/inbox/spliced` events of a log (§4, §10),
  * skipping the inherited prefix of a DSH child session (`seedLength`). Returns the final state
  * with the waking flag of each `next-step` item. One pass, O(events + splice sizes).
  *
@@ -248,7 +248,7 @@ export const replay = (events: ReadonlyArray<SessionEvent>, options?: LogOptions
 }
 
 /**
- * The claim at a pre-step boundary (DESIGN.md §4): all of `next-step` and, at a turn boundary,
+ * The claim at a pre-step boundary (§4): all of `next-step` and, at a turn boundary,
  * the first `next-turn` item. Returns the batch in order `[...nextStep, nextTurn[0]]` and the
  * pure-deletion splices to log (`next-step` first); apply them once they are durable.
  *
@@ -274,7 +274,7 @@ export const claim = (state: InboxState, turnBoundary: boolean): {
 }
 
 /**
- * The splices that clear both queues for a cancel or dispose (DESIGN.md §9): `next-step` first,
+ * The splices that clear both queues for a cancel or dispose (§9): `next-step` first,
  * then `next-turn`, each `outcome: "canceled"` with `cause` (without one: a plugin's `clear`).
  *
  * @since 0.1.0

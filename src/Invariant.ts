@@ -1,5 +1,5 @@
 /**
- * Log invariants (DESIGN.md §12): `check(events)` returns every violation of rules 1–6 as
+ * Log invariants (§12): `check(events)` returns every violation of rules 1–6 as
  * `{seq, rule, message}`, sorted by seq, in one pass (O(events + splice sizes)). For a DSH v0 log
  * (`header.version === 0`, or `dsh: true`) it applies DSH's own subset instead: rule 1; rule 2
  * without the `user/message` placement rule; rule 3 except that a `TOOL_NOT_STARTED` result (crash
@@ -34,7 +34,7 @@
  * 6. Every `user/message` was claimed in its turn (and not entered before), or is new: its id
  *    never appeared before in the log (returned by the pre-step).
  *
- * Compaction brackets (issue 15; our logs only: in a DSH v0 log `compaction/*` events are
+ * Compaction brackets (§17; our logs only: in a DSH v0 log `compaction/*` events are
  * foreign and unchecked), under rules 1, 2 and 4:
  * - rule 1: `compaction/start` only when no compaction is open; `compaction/summary` and
  *   `compaction/end` name the open compaction (`compactionId`, and `turn` for the end);
@@ -62,7 +62,7 @@ import { coreEventTypes } from "./SessionEvent.js"
 import type { LogOptions } from "./SessionLog.js"
 
 /**
- * A rule of DESIGN.md §12 (1–6).
+ * A rule of §12 (1–6).
  *
  * @since 0.1.0
  * @category models

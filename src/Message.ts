@@ -1,6 +1,6 @@
 /**
  * Messages: the one identified, deep-frozen, plain-JSON shape for everything model-facing
- * (DESIGN.md §2). A `UserMessage` carries direct prompts, steering, injected context, pre-step
+ * (§2). A `UserMessage` carries direct prompts, steering, injected context, pre-step
  * additions and tool contexts alike; its `source` names the producer. There is no context
  * envelope and no prompt prefix.
  *
@@ -12,7 +12,7 @@ import { flatten as flattenString } from "./internal/flat.js"
 import { checkJson, InvalidJson } from "./internal/json.js"
 
 /**
- * A message id, unique per session (DESIGN.md §2).
+ * A message id, unique per session (§2).
  *
  * @since 0.1.0
  * @category models
@@ -32,7 +32,7 @@ export type MessageId = typeof MessageId.Type
  */
 export const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 /**
- * `image {mediaType, data}` content block; `data` is base64 (DESIGN.md §2, §16.8).
+ * `image {mediaType, data}` content block; `data` is base64 (§2, §16.8).
  *
  * @since 0.1.0
  * @category models
@@ -91,7 +91,7 @@ export interface ToolResultBlock {
 }
 
 /**
- * Schema of one content block (DESIGN.md §2).
+ * Schema of one content block (§2).
  *
  * @since 0.1.0
  * @category models
@@ -111,7 +111,7 @@ export const ContentBlock: Schema.Schema<ContentBlock> = Schema.Union(
 
 /**
  * The producer of a message: an open union keyed by `kind`. Unknown kinds and fields are
- * preserved (DESIGN.md §2): `{kind:"user"}`, `{kind:"plugin", plugin, form?}`,
+ * preserved (§2): `{kind:"user"}`, `{kind:"plugin", plugin, form?}`,
  * `{kind:"tool", callId}`, `{kind:"hook", hook}`,
  * `{kind:"session-reference", sessionId, throughSeq}`, `{kind:"model", provider, model}`.
  *
@@ -128,12 +128,12 @@ export const MessageSource = Schema.Struct(
  */
 export type MessageSource = typeof MessageSource.Type
 
-/** `{ id, role, content, source }`: the one shape of both roles (DESIGN.md §2). */
+/** `{ id, role, content, source }`: the one shape of both roles (§2). */
 const messageSchema = <const Role extends "user" | "assistant">(role: Role) =>
   Schema.Struct({ id: MessageId, role: Schema.Literal(role), content: Schema.Array(ContentBlock), source: MessageSource })
 
 /**
- * `{ id, role: "user", content, source }` (DESIGN.md §2).
+ * `{ id, role: "user", content, source }` (§2).
  *
  * @since 0.1.0
  * @category models
@@ -146,7 +146,7 @@ export const UserMessageSchema = messageSchema("user")
 export type UserMessage = typeof UserMessageSchema.Type
 
 /**
- * `{ id, role: "assistant", content, source: {kind:"model", …} }` (DESIGN.md §2).
+ * `{ id, role: "assistant", content, source: {kind:"model", …} }` (§2).
  *
  * @since 0.1.0
  * @category models
@@ -160,7 +160,7 @@ export type AssistantMessage = typeof AssistantMessageSchema.Type
 
 /**
  * A model-visible message of the history: a user-role message (direct, context or tool result)
- * or an assistant message (DESIGN.md §12).
+ * or an assistant message (§12).
  *
  * @since 0.1.0
  * @category models
@@ -169,7 +169,7 @@ export type Message = UserMessage | AssistantMessage
 
 /**
  * A message's content or source is not plain JSON (a function, a cycle, a non-finite number,
- * `undefined` in an array, a class instance): nothing is logged (DESIGN.md §5.1).
+ * `undefined` in an array, a class instance): nothing is logged (§5.1).
  *
  * @since 0.1.0
  * @category errors
@@ -235,7 +235,7 @@ const freezeUserMessage = (id: string, input: UserMessageInput): UserMessage => 
 
 /**
  * Returns the same string, flattened in place: a kept id retains no tree of concatenations
- * (a `crypto.randomUUID()` is ~480 bytes before, ~58 after) (DESIGN.md §2).
+ * (a `crypto.randomUUID()` is ~480 bytes before, ~58 after) (§2).
  *
  * @since 0.1.0
  */

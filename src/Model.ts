@@ -1,9 +1,9 @@
 /**
- * The model port (DESIGN.md §11): the project's own push-based `Model` service. A provider
+ * The model port (§11): the project's own push-based `Model` service. A provider
  * adapter answers `respond(request, sink)` by pushing parts into the sink, in order:
  * `text-delta`, `reasoning-delta {text, providerState?}`, `tool-call {id, name, rawArguments}`,
  * `usage`, and one final `finish {reason}`. The port carries no Effect `Stream` on the per-step
- * path and does no decoding of tool arguments: the loop validates them (DESIGN.md §8).
+ * path and does no decoding of tool arguments: the loop validates them (§8).
  *
  * @since 0.1.0
  */
@@ -24,9 +24,9 @@ export interface ToolDefinition {
 }
 
 /**
- * One model request (DESIGN.md §6.2): the session's `instructions`, the tool definitions, and
+ * One model request (§6.2): the session's `instructions`, the tool definitions, and
  * exactly the model-visible history derived from the log. `messages` is the agent's live
- * history, append-only between compactions (a compaction gives the agent a new array, issue 15):
+ * history, append-only between compactions (a compaction gives the agent a new array, §17):
  * it is valid for the duration of `respond` (copy it to keep it). Adapters
  * that convert messages should cache the conversion per message object (e.g. a `WeakMap`) so
  * that nothing per step is O(history) beyond serialization.
@@ -39,7 +39,7 @@ export interface ModelRequest {
   readonly turn: number
   readonly step: number
   /**
-   * `"compaction"` for a compaction's summarization request (issue 15; `step` is 0 there and
+   * `"compaction"` for a compaction's summarization request (§17; `step` is 0 there and
    * `turn` 0 between turns); absent for a step's request.
    */
   readonly purpose?: "compaction" | undefined
@@ -51,7 +51,7 @@ export interface ModelRequest {
 }
 
 /**
- * A part of a streamed model response (DESIGN.md §11).
+ * A part of a streamed model response (§11).
  *
  * @since 0.1.0
  * @category models
@@ -75,13 +75,13 @@ export interface ModelSink {
 }
 
 /**
- * A model failure (DESIGN.md §11): `code` (e.g. `HTTP_429`, `PROVIDER_ERROR`,
+ * A model failure (§11): `code` (e.g. `HTTP_429`, `PROVIDER_ERROR`,
  * `SCRIPT_EXHAUSTED`), `status` for HTTP errors, `retryable`, `retryAfterMs` when the provider
  * asked for a delay. A retryable error is retried inside the same step; a final failure ends the
  * turn `{kind:"error"}` with this code.
  *
  * Codes:
- * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the provider refused the request as longer than
+ * - `CONTEXT_OVERFLOW` (not retryable; §17): the provider refused the request as longer than
  *   the model's context window (`OpenAICompat`, `Anthropic`, `AiBridge`); the turn compacts once
  *   and retries the request once.
  *
@@ -118,7 +118,7 @@ export class Model extends Context.Tag("effect-agent-loop/Model")<Model, ModelSe
 
 /**
  * The same parts as an Effect `Stream`, for users who want one (not used by the loop: any
- * `Stream` run costs far more than a whole model step, DESIGN.md §11).
+ * `Stream` run costs far more than a whole model step, §11).
  *
  * @since 0.1.0
  * @category combinators
@@ -145,7 +145,7 @@ export const toStream = (model: ModelService, request: ModelRequest): Stream.Str
 // ---------------------------------------------------------------------------------------------
 
 /**
- * One scripted response (DESIGN.md §15): `text` (split on whitespace into n deltas emitted at
+ * One scripted response (§15): `text` (split on whitespace into n deltas emitted at
  * ⌊i·latencyMs/n⌋ ms, whole milliseconds so virtual times stay integers), `reasoning` (one delta before the text), `toolCalls` (arguments: an object,
  * serialized with `JSON.stringify`, or a raw string sent as is), `finish` (default `"stop"`,
  * or `"tool-calls"` when there are tool calls), `usage`, `error` (the request fails with a
@@ -212,7 +212,7 @@ const splitWords = (text: string): ReadonlyArray<string> => {
 
 /**
  * A model that answers each request with the next scripted response, through the same port a
- * provider uses (DESIGN.md §11, §15). A request past the end of the script fails with code
+ * provider uses (§11, §15). A request past the end of the script fails with code
  * `SCRIPT_EXHAUSTED` (it is still recorded); `loop: true` starts over instead. A request
  * consumes its response when it starts (a cancelled request has used it). Timing uses the
  * Effect `Clock` (TestClock in tests); `latencyMs` 0 or absent emits everything at once.
@@ -334,7 +334,7 @@ const play = (response: ScriptedResponse, sink: ModelSink): Effect.Effect<void, 
 export const layer = (model: ModelService): Layer.Layer<Model> => Layer.succeed(Model, model)
 
 // ---------------------------------------------------------------------------------------------
-// Offline model (the default provider, DESIGN.md §14)
+// Offline model (the default provider, §14)
 // ---------------------------------------------------------------------------------------------
 
 const describeSource = (source: { readonly kind: string; readonly [k: string]: unknown }): string => {
@@ -439,7 +439,7 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
 }
 
 /**
- * The offline model's summary for a compaction (issue 15): an earlier summary it folds in, then
+ * The offline model's summary for a compaction (§17): an earlier summary it folds in, then
  * the direct prompts of the rendered conversation, quoted in order, and how many tool results and
  * context messages it held.
  */
@@ -464,7 +464,7 @@ const offlineSummary = (request: ModelRequest): string => {
 }
 
 /**
- * The offline model (DESIGN.md §14): deterministic, rule-based, no network. Asked to "wait N
+ * The offline model (§14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
  * PATH" it calls `read_file`; several requests in one message run one step after another, in
  * the order of the text. Its text reports each tool result it received (quoted, cut to 80

@@ -1,5 +1,5 @@
 /**
- * The built-in tools of the offline model (DESIGN.md §14): `wait {seconds}` sleeps on the Effect
+ * The built-in tools of the offline model (§14): `wait {seconds}` sleeps on the Effect
  * `Clock`, `clock {}` tells the time, `read_file {path}` reads a text file confined to the
  * working directory (no absolute paths outside it, no `..` escape, no symlink escape; only
  * regular files, never opened otherwise; at most the first 64 KiB are read and returned).

@@ -1,5 +1,5 @@
 /**
- * The pre-step waterfall (DESIGN.md §7). At every pre-step boundary the claimed batch goes
+ * The pre-step waterfall (§7). At every pre-step boundary the claimed batch goes
  * through the listeners, outermost first; each listener is middleware around the next one and
  * the innermost default enters with the claimed batch. A listener answers `Enter { messages }`
  * (the complete batch for the step: it may add, rewrite keeping the id, drop or reorder) or
@@ -19,7 +19,7 @@ import type { UserMessage } from "./Message.js"
 import type { ByModel, Totals } from "./Usage.js"
 
 /**
- * The tokens used before a step's request (issue 16), in the normalized counts of `Usage.Totals`:
+ * The tokens used before a step's request (§18), in the normalized counts of `Usage.Totals`:
  * `session` (every model request the session's log records, across turns and resumes: a resumed
  * agent rebuilds it from the log), `turn` (this turn's so far; all 0 at step 1 unless a
  * compaction ran in the turn), and both by model. A compaction's summarization request counts
@@ -38,8 +38,8 @@ export interface PreStepUsage {
 }
 
 /**
- * What a listener sees: the claimed batch of the proposed step (DESIGN.md §7) and the usage so
- * far (`usage`, issue 16).
+ * What a listener sees: the claimed batch of the proposed step (§7) and the usage so
+ * far (`usage`, §18).
  *
  * @since 0.1.0
  * @category models
@@ -75,7 +75,7 @@ export const Decision = {
 
 /**
  * A listener's typed failure, as the waterfall reports it. The turn ends
- * `{kind:"error", error:{code:"PRE_STEP_FAILED", message}}` (DESIGN.md §6.4, §7).
+ * `{kind:"error", error:{code:"PRE_STEP_FAILED", message}}` (§6.4, §7).
  *
  * @since 0.1.0
  * @category errors
@@ -95,7 +95,7 @@ export class PreStepFailed extends Schema.TaggedError<PreStepFailed>()("PreStepF
 export type Next = (payload?: PreStepPayload) => Effect.Effect<PreStepDecision, PreStepFailed>
 
 /**
- * A pre-step listener: `(payload, next) => Effect<Decision, E, R>` (DESIGN.md §7).
+ * A pre-step listener: `(payload, next) => Effect<Decision, E, R>` (§7).
  *
  * @since 0.1.0
  * @category models
@@ -211,7 +211,7 @@ const wrapped = new WeakSet<object>()
 /**
  * One listener as a layer that wraps the `PreStep` it is provided with. Building a graph in
  * which two listeners wrap the same `PreStep` (what `Layer.merge`/`Layer.mergeAll` of listener
- * layers does) dies with a defect that names the mistake (DESIGN.md §7).
+ * layers does) dies with a defect that names the mistake (§7).
  *
  * @example
  * ```ts

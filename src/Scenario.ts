@@ -1,5 +1,5 @@
 /**
- * Deterministic scenarios (DESIGN.md §15): a JSON file with a model script, tools, pre-step
+ * Deterministic scenarios (§15): a JSON file with a model script, tools, pre-step
  * listeners and timed actions, run on a virtual clock so that the same file gives a
  * byte-identical session log on every run, times included, whatever the machine's load.
  *
@@ -18,7 +18,7 @@
  * each after the runtime has settled. The model script goes through the real model port:
  * `Model.scripted` streams each response as parts into the loop.
  *
- * Compaction (issue 15): a `compaction` block gives the scenario's agent a `Compaction` policy
+ * Compaction (§17): a `compaction` block gives the scenario's agent a `Compaction` policy
  * (`Compaction.summarize`, or `Compaction.prune` with `policy: "prune"`); a model entry's
  * `usage` is reported after its response (the loop resets its token estimate to `inputTokens`);
  * an `error` may carry the HTTP `status` (e.g. `CONTEXT_OVERFLOW` with 400); a `compact` action
@@ -194,19 +194,19 @@ const Action = Schema.Union(
 )
 
 /**
- * The scenario format (DESIGN.md §15). Unknown fields are errors. Besides §15 (issue 15):
+ * The scenario format (§15). Unknown fields are errors. Besides §15 (§17):
  * - `compaction {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}`: the
  *   `Compaction` layer of the agent (`policy` `"summarize"`, the default, or `"prune"`; token
  *   counts are integers, `contextWindow` positive and above `reserve`; `instructions`, the
  *   summarization system prompt, only with `summarize`). Absent: no compaction on pressure or
  *   overflow; a `compact` action then uses `Compaction.summarize({})`.
  * - a model entry's `usage {inputTokens?, outputTokens?, cacheReadTokens?, cacheWriteTokens?,
- *   reasoningTokens?}` (token counts, integers ≥ 0, in the normalized `Usage` shape of issue 16:
+ *   reasoningTokens?}` (token counts, integers ≥ 0, in the normalized `Usage` shape of §18:
  *   the cache counts are parts of `inputTokens`, reasoning a part of `outputTokens`) and its
  *   `error.status` (100–599).
  * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
- * Besides §15 (issue 16): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
+ * Besides §15 (§18): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
  * `Usage.budget(...)` as its outermost pre-step listener (at least one limit, each positive;
  * `maxCost` needs `prices`, USD per 1e6 tokens keyed by model name; the scripted model's name is
  * the scenario's `name`, or `"script"`, and a price key may be a prefix of it).
@@ -236,7 +236,7 @@ const ScenarioTop = Schema.Struct({
 
 /**
  * The most actions a scenario may hold (`decode` refuses more, at `$.actions`). The agent's inbox
- * is an immutable value whose queue each splice copies (DESIGN.md §4), so a scenario that queues
+ * is an immutable value whose queue each splice copies (§4), so a scenario that queues
  * n messages costs O(n²): 10,000 queued injects take about 5 s here, 10^6 would take days.
  *
  * @since 0.1.0
@@ -321,7 +321,7 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
       new InvalidScenario({
         message: `a scenario holds at most ${MAX_ACTIONS.toLocaleString("en-US")} actions (this one has ${
           top.right.actions.length.toLocaleString("en-US")
-        }): the simulator's limit, DESIGN.md §15`,
+        }): the simulator's limit, §15`,
         path: "$.actions"
       })
     )
@@ -389,7 +389,7 @@ export const parse = (text: string): Either.Either<Scenario, InvalidScenario> =>
 }
 
 /**
- * FNV-1a hash of a text (32 bits): the id seed of a scenario file (DESIGN.md §15).
+ * FNV-1a hash of a text (32 bits): the id seed of a scenario file (§15).
  *
  * @since 0.1.0
  */
@@ -408,7 +408,7 @@ export const seedOf = (text: string): number => {
 
 const batchText = (messages: ReadonlyArray<UserMessage>): string => messages.map((m) => textOf(m.content)).join("\n")
 
-/** The pre-step listeners of a scenario, outermost first (DESIGN.md §15). */
+/** The pre-step listeners of a scenario, outermost first (§15). */
 const listeners = (
   specs: Scenario["preStep"]
 ): ReadonlyArray<PreStep.Listener<PreStep.PreStepFailed, IdGenerator.IdGenerator>> =>
@@ -439,7 +439,7 @@ const listeners = (
           ))
   })
 
-/** The tools of a scenario (DESIGN.md §15): arguments are any JSON object. */
+/** The tools of a scenario (§15): arguments are any JSON object. */
 const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
   Object.entries(specs ?? {}).map(([name, spec]) =>
     Tool.make({
@@ -462,9 +462,9 @@ const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
   )
 
 /**
- * A request as `--requests` writes it (DESIGN.md §15): each message
+ * A request as `--requests` writes it (§15): each message
  * `{role: "user"|"assistant"|"tool", content, reasoning?, toolCalls?, toolCallId?}`; a
- * compaction's summarization request has `purpose: "compaction"` (issue 15).
+ * compaction's summarization request has `purpose: "compaction"` (§17).
  *
  * @since 0.1.0
  * @category models
@@ -472,7 +472,7 @@ const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
 export interface RequestLine {
   readonly turn: number
   readonly step: number
-  /** `"compaction"` on a summarization request (issue 15: `step` 0, `turn` 0 between turns). */
+  /** `"compaction"` on a summarization request (§17: `step` 0, `turn` 0 between turns). */
   readonly purpose?: "compaction"
   readonly messages: ReadonlyArray<{
     readonly role: "user" | "assistant" | "tool"
@@ -484,7 +484,7 @@ export interface RequestLine {
 }
 
 /**
- * A model-visible message in the `--requests` line shape (DESIGN.md §15).
+ * A model-visible message in the `--requests` line shape (§15).
  *
  * @since 0.1.0
  */
@@ -548,7 +548,7 @@ export interface DeliveryRecord {
 }
 
 /**
- * What became of one `compact` action of a run (issue 15).
+ * What became of one `compact` action of a run (§17).
  *
  * @since 0.1.0
  * @category models
@@ -560,7 +560,7 @@ export interface CompactRecord {
   readonly error?: string | undefined
 }
 
-/** The `Compaction` layer of a scenario's `compaction` block (issue 15); none without one. */
+/** The `Compaction` layer of a scenario's `compaction` block (§17); none without one. */
 const compactionLayer = (spec: Scenario["compaction"]): Layer.Layer<Compaction.Compaction> | undefined => {
   if (spec === undefined) return undefined
   const { contextWindow, keepRecentTokens, reserve } = spec

@@ -1,5 +1,5 @@
 /**
- * The durable events of a session log (DESIGN.md §3): the envelope `{type, seq, time, data}`,
+ * The durable events of a session log (§3): the envelope `{type, seq, time, data}`,
  * the header line, and the `data` shapes of every core event of §3.2. Events are plain,
  * deep-frozen JSON objects. Unknown (plugin or foreign DSH) event types are kept as opaque
  * events and written back unchanged.
@@ -20,7 +20,7 @@ export type SessionId = string
 /**
  * Header line of a JSONL log: `{"type":"session","format":"effect-agent-loop","version":1,
  * "id","createdAt","cwd"?}`; DSH v0 logs have `version: 0`, no `format`, and may carry
- * `seedLength` (the inherited prefix, DESIGN.md §3.1) and other fields (kept).
+ * `seedLength` (the inherited prefix, §3.1) and other fields (kept).
  *
  * @since 0.1.0
  * @category models
@@ -56,7 +56,7 @@ export const SessionHeaderSchema = Schema.Struct(
 )
 
 /**
- * Inbox queue targeted by a splice (DESIGN.md §4).
+ * Inbox queue targeted by a splice (§4).
  *
  * @since 0.1.0
  * @category models
@@ -65,7 +65,7 @@ export type InboxTarget = "next-turn" | "next-step"
 
 /**
  * Why a cancel or dispose cleared the inbox or aborted a turn: `{kind:"user"|"parent"|
- * "disposed"|…, …}` (DESIGN.md §6.4, §9). Open: extra fields are kept.
+ * "disposed"|…, …}` (§6.4, §9). Open: extra fields are kept.
  *
  * @since 0.1.0
  * @category models
@@ -76,7 +76,7 @@ export interface AbortCause {
 }
 
 /**
- * `agent/inbox/spliced` data (DESIGN.md §3.2, §4).
+ * `agent/inbox/spliced` data (§3.2, §4).
  *
  * @since 0.1.0
  * @category models
@@ -92,7 +92,7 @@ export interface SplicedData {
 }
 
 /**
- * A turn's end reason (DESIGN.md §6.4).
+ * A turn's end reason (§6.4).
  *
  * @since 0.1.0
  * @category models
@@ -109,11 +109,11 @@ export type TurnEndReason =
   | { readonly kind: "interrupted" }
 
 /**
- * Token usage of one model response, normalized from what the provider reported (integers; issue 16).
+ * Token usage of one model response, normalized from what the provider reported (integers; §18).
  * Cached tokens are counted once: `inputTokens` is the whole prompt, and `cacheReadTokens` and
  * `cacheWriteTokens` are parts of it; `reasoningTokens` is a part of `outputTokens`. The adapters
  * give all five whenever the provider reported usage (0 for a kind it does not report); a log written
- * before issue 16 or by a scripted model may lack some, which the `Usage` projections read as 0.
+ * before §18 or by a scripted model may lack some, which the `Usage` projections read as 0.
  *
  * @since 0.1.0
  * @category models
@@ -134,7 +134,7 @@ export interface Usage {
 }
 
 /**
- * Finish reason of a model response (DESIGN.md §11).
+ * Finish reason of a model response (§11).
  *
  * @since 0.1.0
  * @category models
@@ -142,7 +142,7 @@ export interface Usage {
 export type FinishReason = "stop" | "tool-calls" | "length" | "content-filter"
 
 /**
- * `assistant/message` data (DESIGN.md §3.2).
+ * `assistant/message` data (§3.2).
  *
  * @since 0.1.0
  * @category models
@@ -152,16 +152,16 @@ export interface AssistantMessageData {
   readonly step: number
   readonly message: AssistantMessage
   readonly usage?: Usage | undefined
-  /** The provider's usage object as it was sent (JSON), beside the normalized `usage` (issue 16). */
+  /** The provider's usage object as it was sent (JSON), beside the normalized `usage` (§18). */
   readonly rawUsage?: unknown
-  /** The provider's id of the response and the model that answered, when it says (issue 16). */
+  /** The provider's id of the response and the model that answered, when it says (§18). */
   readonly response?: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   readonly finish?: FinishReason | undefined
   readonly interrupted?: true | undefined
 }
 
 /**
- * `tool/call` data; `arguments` is the provider's raw JSON string (DESIGN.md §3.2).
+ * `tool/call` data; `arguments` is the provider's raw JSON string (§3.2).
  *
  * @since 0.1.0
  * @category models
@@ -175,7 +175,7 @@ export interface ToolCallData {
 }
 
 /**
- * Codes of error tool results (DESIGN.md §6.4, §8, §9, §10).
+ * Codes of error tool results (§6.4, §8, §9, §10).
  *
  * @since 0.1.0
  * @category models
@@ -192,7 +192,7 @@ export type ToolErrorCode =
   | "TOOL_NOT_STARTED"
 
 /**
- * `tool/result` data (DESIGN.md §3.2).
+ * `tool/result` data (§3.2).
  *
  * @since 0.1.0
  * @category models
@@ -221,7 +221,7 @@ export interface RequestHeaderData {
 }
 
 /**
- * The `data` of each core event type (DESIGN.md §3.2).
+ * The `data` of each core event type (§3.2).
  *
  * @since 0.1.0
  * @category models
@@ -247,7 +247,7 @@ export interface CoreEventData {
 export type CoreEventType = keyof CoreEventData
 
 /**
- * The core event types, in the order of DESIGN.md §3.2.
+ * The core event types, in the order of §3.2.
  *
  * @since 0.1.0
  * @category models
@@ -287,7 +287,7 @@ export type CoreEvent = {
 
 /**
  * An event of a type the core does not own (a plugin's `<plugin>/<name>` event, a DSH
- * `assistant/chunk`, …): kept opaque and written back unchanged (DESIGN.md §3.2).
+ * `assistant/chunk`, …): kept opaque and written back unchanged (§3.2).
  *
  * @since 0.1.0
  * @category models
@@ -309,7 +309,7 @@ export interface ForeignEvent {
 export type SessionEvent = CoreEvent | ForeignEvent
 
 /**
- * An event before the store accepted it: the store assigns `seq` and `time` (DESIGN.md §3.1).
+ * An event before the store accepted it: the store assigns `seq` and `time` (§3.1).
  *
  * @since 0.1.0
  * @category models
@@ -325,8 +325,8 @@ export type EventDraft =
   | { readonly type: string; readonly data: unknown; readonly surfaceOp?: SurfaceOp | undefined }
 
 /**
- * The envelope's surface operation (DESIGN.md §3.1): our logs write it only on compaction
- * checkpoints (issue 15), `{op:"replace", start, end}` with the seqs of the first and last
+ * The envelope's surface operation (§3.1): our logs write it only on compaction
+ * checkpoints (§17), `{op:"replace", start, end}` with the seqs of the first and last
  * surface events replaced; `History` honours it (and the DSH v0 forms).
  *
  * @since 0.1.0
@@ -357,7 +357,7 @@ const Int = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
 const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 /**
- * Schemas of the `data` of every core event type (DESIGN.md §3.2), for decoding logs.
+ * Schemas of the `data` of every core event type (§3.2), for decoding logs.
  *
  * @since 0.1.0
  * @category models

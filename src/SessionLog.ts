@@ -1,5 +1,5 @@
 /**
- * The session log (DESIGN.md §1, §3): the append-only, totally ordered list of durable events
+ * The session log (§1, §3): the append-only, totally ordered list of durable events
  * of one session, as a store hands it out. This module is the leaf the stores, the codec and the
  * agent share: the log's interfaces (`SessionLog` for its one writer, `SessionLogView` for
  * readers), what reading a log gives (`LogContents`), and the store errors.
@@ -14,7 +14,7 @@ import type { EventDraft, SessionEvent, SessionHeader, SessionId } from "./Sessi
  * An I/O failure of the store (create, open, write, fsync, read, list), an id that cannot name
  * a session, an event the reader would refuse, or an append to a closed or broken log. `cause`
  * is the lower error when there is one (a platform or SQL error). A failed append changes
- * nothing in memory (DESIGN.md §3.3).
+ * nothing in memory (§3.3).
  *
  * @since 0.1.0
  * @category errors
@@ -26,7 +26,7 @@ export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("
 }) {}
 
 /**
- * An append refused because another writer took the session over (DESIGN.md §3.3): ownership of
+ * An append refused because another writer took the session over (§3.3): ownership of
  * a session is a fencing token, its writer epoch, which every take of the session increments;
  * each append checks, inside its own transaction, that its log's epoch is still the current one,
  * and otherwise writes nothing and fails with this error. `epoch` is this log's, `current` the
@@ -57,8 +57,8 @@ export type SessionWriteError = SessionStoreError | SessionFenced
  * A log that cannot be read: corruption before the tail (a line that is not JSON, a bad
  * envelope, a `seq` out of order, core `data` that fails its schema), a header that is not a
  * session header, a legacy shape the reader cannot import. `line` is 1-based (line 1 is the
- * header); `message` names the line and the file or the SQL row (DESIGN.md §3.1). `Agent.resume`
- * and `Agent.repair` also fail with it for a log repair cannot make valid (DESIGN.md §10, §12):
+ * header); `message` names the line and the file or the SQL row (§3.1). `Agent.resume`
+ * and `Agent.repair` also fail with it for a log repair cannot make valid (§10, §12):
  * `line` is then the line of the first violation.
  *
  * @since 0.1.0
@@ -94,7 +94,7 @@ export type SessionLogFailure = SessionStoreError | SessionFenced | SessionLogEr
  * What reading a log gives: the header, every event, deep-frozen (DSH v0 logs normalized:
  * `seq`/`time` assigned, packed chunk rows expanded into `assistant/chunk` events), and warnings
  * (a torn last line ignored, blank lines skipped). `validBytes` and `tornTail` are set for
- * logs read from bytes (DESIGN.md §3.1).
+ * logs read from bytes (§3.1).
  *
  * @since 0.1.0
  * @category models
@@ -128,7 +128,7 @@ export interface CreateOptions {
  * `Invariant.check`): pass the `header` (what the store read), or say it directly. `dsh`
  * defaults to `header.version === 0` (a DSH v0 log: `next-step` items are non-waking, DSH's own
  * rules apply); `seedLength` defaults to `header.seedLength` (events with `seq < seedLength` are
- * the prefix inherited from a parent session, DESIGN.md §3.1).
+ * the prefix inherited from a parent session, §3.1).
  *
  * @since 0.1.0
  * @category models
@@ -142,7 +142,7 @@ export interface LogOptions {
 /**
  * A session log as its readers see it: its id, header, file (JSONL) and committed events. What
  * `agent.log` is: it cannot append (only the agent writes its session, past every invariant of
- * DESIGN.md §12).
+ * §12).
  *
  * @since 0.1.0
  * @category models
@@ -160,7 +160,7 @@ export interface SessionLogView {
 }
 
 /**
- * An open session log, the only writer of its session (DESIGN.md §3.3). A store hands out one
+ * An open session log, the only writer of its session (§3.3). A store hands out one
  * `SessionLog` per session: `open` of a session that is already open returns the same log.
  *
  * @since 0.1.0
@@ -183,7 +183,7 @@ export interface SessionLog extends SessionLogView {
   readonly append: (drafts: ReadonlyArray<EventDraft>) => Effect.Effect<ReadonlyArray<SessionEvent>, SessionWriteError>
   /**
    * Offered by a store whose appends are durable when a synchronous call returns (memory; JSONL
-   * with `fsync: "none"`, where durable means `write(2)` returned, DESIGN.md §3.3): the same as
+   * with `fsync: "none"`, where durable means `write(2)` returned, §3.3): the same as
    * `append`, with `time` (epoch ms) given by the caller, as one synchronous step that returns
    * the committed events or the `SessionStoreError` (never throws). The agent then runs each
    * critical section (validate → append → state) as one `Ref.modify`, with no lock: nothing can

@@ -1,13 +1,13 @@
 /**
- * The session store (DESIGN.md §3): where session logs live. `layerMemory` keeps them in
+ * The session store (§3): where session logs live. `layerMemory` keeps them in
  * memory; `layerJsonl` writes one `<id>.jsonl` file per session (header line, one event a line)
  * through Node file descriptors. The store assigns `seq` (contiguous from 0) and `time` (epoch ms
  * from the Effect `Clock`) when it accepts an append, and serializes appends per session. An
  * append is durable when it returns: in memory for `layerMemory`, `write(2)` returned for
  * `layerJsonl`, and also fsynced (group commit through a queue) for
- * `layerJsonl({ fsync: "batch" })` (DESIGN.md §3.3). SQL stores (SQLite, PostgreSQL, …) are in
+ * `layerJsonl({ fsync: "batch" })` (§3.3). SQL stores (SQLite, PostgreSQL, …) are in
  * `SqlSessionStore` (`effect-agent-loop/sql`), so that nothing here loads `@effect/sql`.
- * Reading accepts our format (version 1) and DSH format v0 logs (DESIGN.md §3.1; the rules are
+ * Reading accepts our format (version 1) and DSH format v0 logs (§3.1; the rules are
  * in `internal/logCodec.ts`). The log itself and the store errors are in `SessionLog`.
  *
  * @since 0.1.0
@@ -28,7 +28,7 @@ import {
 } from "./SessionLog.js"
 
 /**
- * The operations of a session store (DESIGN.md §3).
+ * The operations of a session store (§3).
  *
  * @since 0.1.0
  * @category services
@@ -43,7 +43,7 @@ export interface SessionStoreService {
   readonly create: (options?: CreateOptions | undefined) => Effect.Effect<SessionLog, SessionStoreError>
   /**
    * Opens an existing session for appending. A torn last line is cut back to the end of the
-   * last complete line before anything can be appended (DESIGN.md §3.1, §10). Returns the
+   * last complete line before anything can be appended (§3.1, §10). Returns the
    * already open log when the session is open. A stored log whose header names another
    * session is a `SessionLogError` (line 1). One writer per session: a session that another
    * store or process has open for writing (a live writer's lock: JSONL `<id>.jsonl.lock`, SQL
@@ -68,8 +68,8 @@ export interface SessionStoreService {
 export class SessionStore extends Context.Tag("effect-agent-loop/SessionStore")<SessionStore, SessionStoreService>() {}
 
 /**
- * Reads and decodes a log file at any path: ours (version 1) or DSH v0 (DESIGN.md §3.1), for
- * CLI commands such as `transcript FILE` and `check FILE` (DESIGN.md §14). A torn last line is
+ * Reads and decodes a log file at any path: ours (version 1) or DSH v0 (§3.1), for
+ * CLI commands such as `transcript FILE` and `check FILE` (§14). A torn last line is
  * ignored with a warning (the file is not changed). Fails with `SessionStoreError` when the
  * file cannot be read (a missing file too) or is not a regular file (a directory; a fifo, which
  * would block the open, or a device such as `/dev/zero`, which never ends: refused from a `stat`,
@@ -141,7 +141,7 @@ const makeMemoryLog = (header: SessionHeader): SessionLog => {
 
 /**
  * Builds an in-memory store: sessions live as long as the store. Appends are durable when
- * they return (DESIGN.md §3.3) and offer `appendSync`.
+ * they return (§3.3) and offer `appendSync`.
  *
  * @since 0.1.0
  * @category constructors
@@ -168,7 +168,7 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
 })
 
 /**
- * The in-memory store (no requirements). The simulator uses it (DESIGN.md §15).
+ * The in-memory store (no requirements). The simulator uses it (§15).
  *
  * @example
  * ```ts
@@ -196,7 +196,7 @@ export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore,
 /**
  * Options of `layerJsonl`: `directory` holds one `<id>.jsonl` per session (created on the first
  * `create`); `fsync` is `"none"` (default: durable when `write(2)` returned) or `"batch"` (also
- * fsynced, group-committed) (DESIGN.md §3.3).
+ * fsynced, group-committed) (§3.3).
  *
  * @since 0.1.0
  * @category models
@@ -207,7 +207,7 @@ export interface JsonlOptions {
 }
 
 /**
- * Builds a JSONL store in `options.directory` (DESIGN.md §3). Open logs keep their file
+ * Builds a JSONL store in `options.directory` (§3). Open logs keep their file
  * descriptor (opened with flag `"a"`) and their writer lock (`<id>.jsonl.lock`) until the scope
  * closes. Requires no `FileSystem`: it reads and writes through `node:fs` (the appends are
  * synchronous `write(2)` calls on a descriptor, which no `FileSystem` service can give). A log
@@ -223,7 +223,7 @@ export const makeJsonl = (options: JsonlOptions): Effect.Effect<SessionStoreServ
   Effect.map(makeJsonlWith(options, nodeIo), SessionStore.of)
 
 /**
- * The JSONL store (DESIGN.md §3.1, §3.3): one `<id>.jsonl` per session in `options.directory`.
+ * The JSONL store (§3.1, §3.3): one `<id>.jsonl` per session in `options.directory`.
  * It needs nothing from the context: files are opened, read and written through `node:fs` on
  * Node file descriptors (not through a `FileSystem` service), so it runs on Node only. Scoped:
  * open files and writer locks are released with the layer (a running fsync round ends first).

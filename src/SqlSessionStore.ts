@@ -1,5 +1,5 @@
 /**
- * Session logs in SQL (DESIGN.md §3.3: an append is durable when committed), imported as
+ * Session logs in SQL (§3.3: an append is durable when committed), imported as
  * `effect-agent-loop/sql`: `layer` runs the store on the `@effect/sql` `SqlClient` you provide
  * (SQLite, PostgreSQL), `layerSqlite` on SQLite through `@effect/sql-sqlite-node`
  * (better-sqlite3, loaded on first use), `layerPg` on PostgreSQL through `@effect/sql-pg`
@@ -35,7 +35,7 @@
  *   is anywhere; undecidable (the database cannot be asked, four tries over 1.5 s): the log breaks
  *   (every later append fails; `open` takes the session again). SQLite needs none of this: its
  *   statements run in this process and a failed one was rolled back.
- * - Fenced writers (DESIGN.md §3.3): every take of a session (`open`, `create`) increments its
+ * - Fenced writers (§3.3): every take of a session (`open`, `create`) increments its
  *   `writer_epoch` in the transaction that takes the writers row; every append inserts its events
  *   only while the epoch is still its log's (PostgreSQL: the session row is locked `FOR SHARE` in
  *   the same statement, so a take waits for an append that is running; SQLite: one statement,
@@ -86,7 +86,7 @@ import { SessionStore, type SessionStoreService } from "./SessionStore.js"
 export interface SqlOptions {
   readonly tablePrefix?: string | undefined
   /**
-   * How `open`/`create` treat a session another writer holds (DESIGN.md §3.3):
+   * How `open`/`create` treat a session another writer holds (§3.3):
    * - `"exclusive"` (default): a live writer's row makes them fail with a `SessionStoreError`
    *   naming it; a dead writer's row (a process of this host that is gone) is taken over.
    * - `"takeover"`: they always take the session, fencing the writer that held it (its next
@@ -123,7 +123,7 @@ const taken = (t: Taken): Taken => t
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
- * Builds the SQL store on the `@effect/sql` `SqlClient` in context (DESIGN.md §3.3): runs its
+ * Builds the SQL store on the `@effect/sql` `SqlClient` in context (§3.3): runs its
  * migrations, then serves `create`/`open`/`read`/`list` (rules in the module comment). Fails
  * with `SessionStoreError` when the schema cannot be created or a table of its names has other
  * columns, or `tablePrefix` is not a plain identifier. Scoped: on close, the store's writer rows
@@ -191,7 +191,7 @@ export const make = (
         rows.length === 0 ? undefined : { text: rows[0]!.writer, writer: readWriter(rows[0]!.writer) })
 
     /**
-     * Takes the session (DESIGN.md §3.3) in one transaction and returns its new writer epoch:
+     * Takes the session (§3.3) in one transaction and returns its new writer epoch:
      * the writers row becomes ours (`exclusive`: unless a live writer holds it; a stale row is
      * deleted only if it is still the one that was read, compare and delete, and the insert
      * fails on the key if another writer's row is there by then; `takeover`: whoever holds it),
@@ -289,7 +289,7 @@ export const make = (
       } (session_id, seq, event) SELECT fence.id, v.seq, v.event FROM fence, unnest($3::integer[], $4::text[]) AS v(seq, event) ` +
       `RETURNING seq`
     /**
-     * Inserts `rows` if `epoch` is still the session's (DESIGN.md §3.3): all of them or none.
+     * Inserts `rows` if `epoch` is still the session's (§3.3): all of them or none.
      * Returns false, having written nothing, when the session was taken over.
      */
     const fencedInsert = (id: string, epoch: number, rows: ReadonlyArray<Row>): Effect.Effect<boolean, SqlError> => {
@@ -346,7 +346,7 @@ export const make = (
       | { readonly _tag: "Unknown"; readonly cause: unknown }
 
     /**
-     * Finds out what a failed append did (DESIGN.md §3.3). A statement that failed with a
+     * Finds out what a failed append did (§3.3). A statement that failed with a
      * connection error (a reset, `pg_terminate_backend`, a reply lost on the way) may have been
      * committed: the store asks the database on a connection of its own, in one transaction that
      * first re-takes the session for this writer (`writer_epoch` + 1, only while it is still this
@@ -406,7 +406,7 @@ export const make = (
       const refusal = (): SessionWriteError | undefined =>
         fenced ?? broken ?? (closed || logClosed ? Store.storeError(`session "${id}" is closed`, id) : undefined)
       /**
-       * Commits `batch` in one statement (group commit, DESIGN.md §3.3): each append's events
+       * Commits `batch` in one statement (group commit, §3.3): each append's events
        * are adjacent and in call order; an append whose events cannot be encoded fails alone; a
        * failed insert fails them all and changes nothing in memory.
        */
@@ -674,7 +674,7 @@ export const make = (
 
 /**
  * The SQL store as a layer on the `@effect/sql` `SqlClient` you provide (SQLite, PostgreSQL, …;
- * DESIGN.md §3.3). Scoped: writer rows are released with the layer.
+ * §3.3). Scoped: writer rows are released with the layer.
  *
  * @example
  * ```ts
@@ -710,7 +710,7 @@ export interface SqliteOptions extends SqlOptions {
 
 /**
  * The SQL store on SQLite (`@effect/sql-sqlite-node`, i.e. better-sqlite3, in WAL mode): every
- * session in one database file (DESIGN.md §3.3). The driver is an optional peer dependency,
+ * session in one database file (§3.3). The driver is an optional peer dependency,
  * loaded when the layer is built: install `@effect/sql-sqlite-node` (and `@effect/sql`,
  * `@effect/experimental`). Fails with `SessionStoreError` when the driver cannot be loaded or
  * the file is not a usable database. Scoped: the database closes with the layer.
@@ -777,7 +777,7 @@ export interface PgOptions extends SqlOptions {
 
 /**
  * The SQL store on PostgreSQL (`@effect/sql-pg`, i.e. `pg`): every session in the database's
- * tables (DESIGN.md §3.3). An append is one statement (a transaction above 50,000 events) that
+ * tables (§3.3). An append is one statement (a transaction above 50,000 events) that
  * checks the writer epoch under a `FOR SHARE` lock of the session row and inserts the events
  * (all or none): a writer fenced by a takeover writes nothing and fails with `SessionFenced`.
  * Concurrent appends to one session are committed together (group commit). The driver is an

@@ -1,5 +1,5 @@
 /**
- * Tools (DESIGN.md §8): a name, a description, parameters as an Effect `Schema` (exported as
+ * Tools (§8): a name, a description, parameters as an Effect `Schema` (exported as
  * JSON Schema for providers) and `execute(args, ctx)`. The loop, not the model port, validates
  * names and arguments. A pre-execute guard waterfall may deny a call; a post-processing hook
  * waterfall may replace content and add `additionalContexts`. Every failure becomes an error
@@ -15,7 +15,7 @@ import type { ToolDefinition } from "./Model.js"
 
 /**
  * The delivery methods a running tool may use: the agent's own `followup`, `steer` and `inject`
- * (DESIGN.md §5.1, §8), with their exact results and errors. A delivery from a tool lands in the
+ * (§5.1, §8), with their exact results and errors. A delivery from a tool lands in the
  * inbox like any other: a steer joins the turn at the step after this batch's results.
  *
  * @since 0.1.0
@@ -28,7 +28,7 @@ export interface ToolAgent {
 }
 
 /**
- * `ctx` of `execute`: `{ callId, turn, step, agent }` (DESIGN.md §8).
+ * `ctx` of `execute`: `{ callId, turn, step, agent }` (§8).
  *
  * @since 0.1.0
  * @category models
@@ -47,7 +47,7 @@ export interface ToolContext {
 
 /**
  * What a tool returns: `content` (a string is one text block) and optional
- * `additionalContexts`, inserted into `next-step` after the batch's results (DESIGN.md §8).
+ * `additionalContexts`, inserted into `next-step` after the batch's results (§8).
  *
  * @since 0.1.0
  * @category models
@@ -69,7 +69,7 @@ export class ToolError extends Schema.TaggedError<ToolError>()("ToolError", {
 }) {}
 
 /**
- * A tool (DESIGN.md §8). `A` is the decoded argument type.
+ * A tool (§8). `A` is the decoded argument type.
  *
  * @since 0.1.0
  * @category models
@@ -90,7 +90,7 @@ export interface Tool<A = any> {
  *
  * `execute` gets the decoded arguments and `ctx` (`callId`, `turn`, `step`, `agent` for
  * deliveries, `makeMessage` for `additionalContexts`); a failure or a defect becomes an error
- * `tool/result` (`TOOL_FAILED`). Throws when `parameters` is not an object schema (DESIGN.md §8).
+ * `tool/result` (`TOOL_FAILED`). Throws when `parameters` is not an object schema (§8).
  *
  * @example
  * ```ts
@@ -201,7 +201,7 @@ export const Guard = {
 /**
  * A pre-execute guard, as waterfall middleware: call `next()` to ask inner guards (the
  * innermost default allows). A denied call gets `tool/call` + an error `tool/result` with code
- * `DENIED`; a guard failure is `TOOL_FAILED` (DESIGN.md §8).
+ * `DENIED`; a guard failure is `TOOL_FAILED` (§8).
  *
  * @since 0.1.0
  * @category models
@@ -225,7 +225,7 @@ export interface HookResult {
 /**
  * A post-processing hook, as waterfall middleware: `next()` gives the result processed by inner
  * hooks (the innermost is the tool's own result); the hook may replace content and add
- * `additionalContexts`. A hook failure turns the result into `TOOL_FAILED` (DESIGN.md §8).
+ * `additionalContexts`. A hook failure turns the result into `TOOL_FAILED` (§8).
  *
  * @since 0.1.0
  * @category models

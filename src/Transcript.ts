@@ -1,5 +1,5 @@
 /**
- * The transcript: a session log as people read it (DESIGN.md §12, §14). `fromEvents` turns the
+ * The transcript: a session log as people read it (§12, §14). `fromEvents` turns the
  * log into entries that are exactly the `agent-loop transcript --json` line shapes of §14, in log
  * order:
  * - `{kind:"user"|"context", turn, step, id, text, source}` for each entered user-role message
@@ -11,7 +11,7 @@
  * - `{kind:"turn-end", turn, reason}`;
  * - `{kind:"compaction", turn, step, compactionId, reason?, outcome?, tokensBefore?, tokensAfter?,
  *   shadowedRange?, shadowedTokenCount?, summary?, pruned?, replaced?, error?}` for each compaction
- *   bracket (issue 15: `compaction/start` … `compaction/end`), one entry at its end; the
+ *   bracket (§17: `compaction/start` … `compaction/end`), one entry at its end; the
  *   checkpoint `user/message`s inside the bracket are part of it, not messages of their own;
  * - `{kind:"checkpoint", turn, step, id, compactionId?, replaces, text, source}` for a compaction
  *   checkpoint outside any bracket (a DSH log's `user/message` of plugin `compact` with
@@ -32,7 +32,7 @@ import type { AssistantMessageData, SessionEvent, ToolCallData, ToolResultData, 
 
 /**
  * A user-role message that entered a step: `user` when `source.kind === "user"`, else `context`
- * (DESIGN.md §14). `turn`/`step` are those of the open step (0 outside any).
+ * (§14). `turn`/`step` are those of the open step (0 outside any).
  *
  * @since 0.1.0
  * @category models
@@ -47,7 +47,7 @@ export interface MessageEntry {
 }
 
 /**
- * An assistant response's text (DESIGN.md §14); `interrupted: true` for a prefix kept at cancel.
+ * An assistant response's text (§14); `interrupted: true` for a prefix kept at cancel.
  *
  * @since 0.1.0
  * @category models
@@ -61,7 +61,7 @@ export interface AssistantEntry {
 }
 
 /**
- * A tool call; `arguments` is the raw JSON string as logged (DESIGN.md §14).
+ * A tool call; `arguments` is the raw JSON string as logged (§14).
  *
  * @since 0.1.0
  * @category models
@@ -76,7 +76,7 @@ export interface ToolCallEntry {
 }
 
 /**
- * A tool result: the text of its content and whether it is an error (DESIGN.md §14).
+ * A tool result: the text of its content and whether it is an error (§14).
  *
  * @since 0.1.0
  * @category models
@@ -91,7 +91,7 @@ export interface ToolResultEntry {
 }
 
 /**
- * The end of a turn with its reason as logged (DESIGN.md §6.4, §14).
+ * The end of a turn with its reason as logged (§6.4, §14).
  *
  * @since 0.1.0
  * @category models
@@ -103,7 +103,7 @@ export interface TurnEndEntry {
 }
 
 /**
- * A compaction bracket (issue 15), one entry at its `compaction/end`: `turn` is the turn it ran
+ * A compaction bracket (§17), one entry at its `compaction/end`: `turn` is the turn it ran
  * in (0 for a manual compaction between turns, `turn: null` in the log), `step` the step open or
  * last ended then; `reason` (`pressure`, `overflow`, `manual`) and `tokensBefore` (the estimate
  * when it started) from `compaction/start`; `outcome`, `tokensAfter` (the estimate after a
@@ -154,7 +154,7 @@ export interface CheckpointEntry {
 }
 
 /**
- * One transcript entry: exactly one `transcript --json` line (DESIGN.md §14).
+ * One transcript entry: exactly one `transcript --json` line (§14).
  *
  * @since 0.1.0
  * @category models
@@ -447,7 +447,7 @@ export const projector = (): Projector => {
 }
 
 /**
- * The transcript entries of a log, in log order (DESIGN.md §12, §14): a compaction bracket the
+ * The transcript entries of a log, in log order (§12, §14): a compaction bracket the
  * log leaves open is shown at the end (its marker without `outcome`). One pass.
  *
  * @since 0.1.0
@@ -465,7 +465,7 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> =>
 }
 
 /**
- * The entries as JSON lines, one object a line, each ending with "\n" (DESIGN.md §14
+ * The entries as JSON lines, one object a line, each ending with "\n" (§14
  * `transcript --json`). Safe to print: the control, format and separator characters that
  * `JSON.stringify` leaves raw (C1, bidi, zero-width, U+2028) are written as `\uNNNN` escapes, so
  * each line still parses to its entry exactly.
@@ -480,7 +480,7 @@ export const toJsonLines = (entries: ReadonlyArray<Entry>): string => {
 }
 
 /**
- * A short label naming the producer of a context message (DESIGN.md §2, §14):
+ * A short label naming the producer of a context message (§2, §14):
  * `plugin:<plugin>`, `tool:<callId>`, `hook:<hook>`, `session-reference:<sessionId>@<throughSeq>`,
  * or the bare kind for other producers; a string `form` is added in parentheses.
  *
@@ -530,7 +530,7 @@ export const reasonLabel = (reason: TurnEndReason): string => {
 const plural = (n: number, one: string, many: string): string => `${n} ${n === 1 ? one : many}`
 
 /**
- * The first line of a compaction marker (issue 15): where and why, then what happened, e.g.
+ * The first line of a compaction marker (§17): where and why, then what happened, e.g.
  * `[compaction: pressure, turn 3] compacted 118 → 80 tokens: seq 4..6 (59 tokens) summarized`,
  * `[compaction: manual, between turns] compacted 108 → 71 tokens: 1 tool result pruned`,
  * `[compaction: manual, between turns] skipped at 0 tokens: nothing to compact`,
@@ -592,7 +592,7 @@ const block = (text: string, first: string, rest: string): string =>
   first + (text.includes("\n") ? text.split("\n").join("\n" + rest) : text)
 
 /**
- * Human-readable text of the entries (DESIGN.md §14): a `── turn N ──` header whenever the turn
+ * Human-readable text of the entries (§14): a `── turn N ──` header whenever the turn
  * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
  * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
  * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
@@ -652,7 +652,7 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
  * and zero-width characters (`\u202e`, `\u200b`, `\ufeff`), and the line and paragraph
  * separators (`\u2028`). Log content is untrusted (model output, provider errors, other
  * people's logs) and must not drive the terminal. The rule of `render`, `agent-loop run`,
- * `check` and the chat (issue 13).
+ * `check` and the chat (§23).
  *
  * @since 0.1.0
  * @category utils

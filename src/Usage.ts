@@ -1,5 +1,5 @@
 /**
- * Token usage, cost and budgets from the session log (issue 16; DESIGN.md §12 projections).
+ * Token usage, cost and budgets from the session log (§18; §12 projections).
  * Pure projections over a log's events, ours or DSH v0: every model request the log records
  * (`assistant/message`, and a compaction's `compaction/summary`), summed per step, per turn, per
  * session and per model. Counts are whole tokens in the normalized shape of
@@ -11,13 +11,13 @@
  * Decisions:
  * - The model of a request is the model that answered (`response.model`) when the provider said,
  *   else the model the request was sent to (the message's `source.model`); a summary's `model`.
- * - Events before the header's `seedLength` (a child session's inherited prefix, DESIGN.md §3.1)
+ * - Events before the header's `seedLength` (a child session's inherited prefix, §3.1)
  *   are the parent's spending and are not counted.
  * - A compaction's summarization request counts in the session, in its model and in the turn it
  *   ran in (none between turns), not in a step. Only a compaction that ended `compacted` logs its
  *   summary's usage; the request of one that failed or was aborted is not in the log.
  * - A response that reported no usage counts 0 (a scripted model, a provider that sends none, a
- *   log from before issue 16) and is counted in `unreported`; a missing or malformed count is 0.
+ *   log from before §18) and is counted in `unreported`; a missing or malformed count is 0.
  * - `costs`: a model that answered a request and has no price makes the total unknown, whatever
  *   tokens it reported (0 included).
  * - Prices (`Prices`): USD per million tokens, per model; looked up by exact model name, else the
@@ -28,7 +28,7 @@
  *   request and before a compaction the step runs first: one step may go past the limit by its
  *   own request and a compaction's), or once the usage is unknown (a response in the budget's
  *   scope reported none); the turn ends `blocked` and its claimed input is dropped `rejected`
- *   (DESIGN.md §7).
+ *   (§7).
  *
  * @since 0.1.0
  */
@@ -54,7 +54,7 @@ export type Usage = LoggedUsage
 /**
  * Complete token counts (whole tokens, each ≥ 0): what every projection of this module sums.
  * `inputTokens` includes `cacheReadTokens` and `cacheWriteTokens`; `outputTokens` includes
- * `reasoningTokens` (issue 16, README "Token usage").
+ * `reasoningTokens` (§18).
  *
  * @since 0.1.0
  * @category models
@@ -727,7 +727,7 @@ export const budgetListener = (options: BudgetOptions): Either.Either<PreStep.Li
 }
 
 /**
- * A token or cost budget as a pre-step listener layer (DESIGN.md §7, issue 16): before each
+ * A token or cost budget as a pre-step listener layer (§7, §18): before each
  * step's request it reads `payload.usage` (the session's or, `scope: "turn"`, the turn's usage so
  * far) and rejects the step once the total tokens reach `maxTokens` or the cost under `prices`
  * reaches `maxCost` (at `used ≥ limit`), with a reason that names the budget:

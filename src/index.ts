@@ -1,5 +1,5 @@
 /**
- * effect-agent-loop: an Effect-TS runtime for LLM agent loops (DESIGN.md).
+ * effect-agent-loop: an Effect-TS runtime for LLM agent loops (docs/design.md).
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * `agent-loop acp` (issue 17), run as an editor runs it: `dist/cli/bin.js acp --store DIR` (the
+ * `agent-loop acp` (§22), run as an editor runs it: `dist/cli/bin.js acp --store DIR` (the
  * offline model) in a child process, driven through the ACP SDK's own client side, which checks
  * every message it receives against the v1 schema (an update that fails it is not recorded: each
  * test compares the updates recorded with the `session/update` lines on stdout). Every test

@@ -1,5 +1,5 @@
 /**
- * `read_file` through the ACP client (issue 17, `src/cli/acp/clientFs.ts`), with a fake reader in
+ * `read_file` through the ACP client (§22, `src/cli/acp/clientFs.ts`), with a fake reader in
  * place of the SDK connection (the agent's end-to-end test drives the real SDK client): the same
  * refusals as the disk tool, before any request; what the client returns, cut as the disk tool
  * cuts; a client error as a tool error naming it, in an agent's log too; interruption; and

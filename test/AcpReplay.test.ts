@@ -1,5 +1,5 @@
 /**
- * The `session/load` replay of issue 17 (`src/cli/acp/replay.ts`): a session log as ACP v1
+ * The `session/load` replay of §22 (`src/cli/acp/replay.ts`): a session log as ACP v1
  * `session/update`s. A log written by the runtime itself (a scenario: reasoning, text, a batch of
  * two tool calls, a steer and an inject during the batch, a manual compaction, a second turn),
  * hand-made logs for the edges, and real DSH v0 logs; every update is checked against the SDK's

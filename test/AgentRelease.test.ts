@@ -1,5 +1,5 @@
 /**
- * Release (passivation), outcomes by message id and deliveries by message id (issue 14 §3): a
+ * Release (passivation), outcomes by message id and deliveries by message id (§21): a
  * released agent writes nothing, keeps its inbox for the next `Agent.resume` and hands its
  * undecided outcome waiters to it; `agent.outcome(id)` gives the fate of any message the session
  * delivered, also before a resume; `agent.deliveryOf(id)` gives what the log holds for an id.

@@ -1,5 +1,5 @@
 /**
- * The agent's public shape (issue 12 §1, §2, §4): the inbox is an immutable value in a `Ref`
+ * The agent's public shape (§25, §2, §4): the inbox is an immutable value in a `Ref`
  * (`agent.inbox`), replaced with each durable splice; `agent.log` is a read-only view; a tool's
  * `ctx.agent` has the delivery methods' exact types; the errors have guards. Both store modes:
  * a synchronous store (one `Ref.modify` per section) and an asynchronous one (a
@@ -212,7 +212,7 @@ describe("Delivery input checked at run time (§2, §5.1)", () => {
     ))
 })
 
-describe("Values nested too deep (issue 13)", () => {
+describe("Values nested too deep (§23)", () => {
   it.scoped("a message or event data nested deeper than 240 levels is refused with a typed error naming where; nothing is logged", () =>
     Effect.gen(function*() {
       const nested = (n: number): unknown => {
@@ -249,7 +249,7 @@ describe("Values nested too deep (issue 13)", () => {
     ))
 })
 
-describe("appendEvent and the compaction bracket (issue 15)", () => {
+describe("appendEvent and the compaction bracket (§17)", () => {
   it.scoped("compaction/start, compaction/summary and compaction/end are the runtime's: InvalidEvent, nothing logged", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make()

@@ -529,7 +529,7 @@ describe("AiBridge: errors → ModelError", () => {
       expect(JSON.stringify(unauthorized.raw)).not.toContain("sk-never-printed")
     }))
 
-  it.effect("context overflow (issue 15): a 400 or 413 body or an error part saying so → CONTEXT_OVERFLOW; a 503 keeps HTTP_503", () =>
+  it.effect("context overflow (§17): a 400 or 413 body or an error part saying so → CONTEXT_OVERFLOW; a 503 keeps HTTP_503", () =>
     Effect.gen(function*() {
       // No recording of these errors exists: the bodies are the providers' documented shapes.
       const openai = {

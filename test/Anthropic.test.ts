@@ -489,7 +489,7 @@ describe("Anthropic errors", () => {
       expect(parts).toEqual(TOOL_USE_PARTS.slice(0, 2))
     }).pipe(provideHttp))
 
-  // Context overflow (issue 15): no recording of this error exists (SOURCES.md); the bodies are
+  // Context overflow (§17): no recording of this error exists (SOURCES.md); the bodies are
   // Anthropic's envelope with the messages its documentation and SDK issues show.
   const TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
   const overflow = (message: string, status: number | undefined) => ({

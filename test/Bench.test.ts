@@ -1,5 +1,5 @@
 /**
- * The bench's smoke mode (bench/README.md) for the history-growth rows and (issue 18) the
+ * The bench's smoke mode (bench/README.md) for the history-growth rows and (§24) the
  * streaming, concurrent-sessions and sessions-append rows: `bench/run.js --quick`
  * runs them on `dist/` (built by the global setup) and fails a job whose counts are off (model
  * calls, messages, turns; with compaction: every bracket compacted, one summarization request
@@ -30,7 +30,7 @@ describe("bench --quick", () => {
   }, 120_000)
 })
 
-describe("bench --quick, issue 18", () => {
+describe("bench --quick, §24", () => {
   it("streaming, concurrent-sessions and sessions-append: every side's counts hold, one row per peer", () => {
     // Each job throws when its counts are off (the streamed text and reasoning, one tool call
     // with the sent arguments, its run, the second step's text, the server's request count, the

@@ -1,5 +1,5 @@
 /**
- * `agent-loop chat` (DESIGN.md §14) driven for real: the built binary runs in a tmux pane of a
+ * `agent-loop chat` (§14) driven for real: the built binary runs in a tmux pane of a
  * fixed size on the offline model, keys are typed with `send-keys`, and each scenario asserts
  * on the captured screen and then on the session log it left (`SessionStore.readFile`,
  * `Invariant.check` clean, and the exact sequence of events). Real waits are unavoidable (a real
@@ -312,7 +312,7 @@ const frameOf = (model: ChatModel) =>
     return frame.replace(/\u001b\[[0-9;]*m/g, "")
   })
 
-describe("ChatModel: compactions (issue 15)", () => {
+describe("ChatModel: compactions (§17)", () => {
   it.scoped("while a compaction runs the status line says so; after it a marker with the summary's first line; no checkpoint message", () => {
     const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
     return Effect.gen(function*() {
@@ -392,7 +392,7 @@ describe("ChatModel: input a turn claimed and never entered", () => {
   })
 })
 
-describe("ChatModel: the session's tokens and cost in the status line (issue 16)", () => {
+describe("ChatModel: the session's tokens and cost in the status line (§18)", () => {
   it.scoped("tokens from the history and live responses; with prices the cost, unknown for a model without one", () =>
     Effect.gen(function*() {
       const answered = (turn: number, text: string, usage: object, model?: string): EventDraft => {
@@ -600,7 +600,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
           "spliced next-turn @0 -1 +[]",
           "step/start 1.1",
           "user/message [user] what did @session:earlier say?",
-          // Returned by the pre-step right after its message (DESIGN.md §13), never queued.
+          // Returned by the pre-step right after its message (§13), never queued.
           expect.stringMatching(
             /^user\/message \[session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. [^]*\n> the secret word is kiwi\n/
           ),
@@ -1014,7 +1014,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
           "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
           "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
           "spliced next-turn @0 -0 +[\"later, please\"]",
-          // Esc = cancel (DESIGN.md §9): the queue is cleared durably first, then the turn aborts.
+          // Esc = cancel (§9): the queue is cleared durably first, then the turn aborts.
           "spliced next-turn @0 -1 +[] canceled (user)",
           "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
           "step/end 1.1",
@@ -1064,7 +1064,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
             f.startsWith("assistant/message") ? `assistant/message 1.1: ${hostile}` : f
           ),
           "session/end-seed",
-          // Another provider than the log's last header: a new header (DESIGN.md §3.2).
+          // Another provider than the log's last header: a new header (§3.2).
           ...plainTurn(2, "and now?").flatMap((f) => f === "user/message [user] and now?" ? [f, "request/header"] : [f])
         ])
       }),

@@ -866,7 +866,7 @@ describe("agent-loop resume", () => {
       const refusal = {
         code: 2,
         out: "",
-        err: "session \"crashed\": seq 1 (line 3) breaks invariant 1 (DESIGN.md §12): turn/start of turn 2 where turn 1 " +
+        err: "session \"crashed\": seq 1 (line 3) breaks invariant 1 (§12): turn/start of turn 2 where turn 1 " +
           "was expected; repair cannot fix that by appending, so the session is not resumed (agent-loop check lists every violation)"
       }
       // An open turn to close (the repair path), and with a torn last line: not even that is cut.
@@ -1054,7 +1054,7 @@ describe("agent-loop simulate", () => {
         code: 2,
         out: "",
         err:
-          `${file}: invalid scenario at $.actions: a scenario holds at most 10,000 actions (this one has 100,000): the simulator's limit, DESIGN.md §15`
+          `${file}: invalid scenario at $.actions: a scenario holds at most 10,000 actions (this one has 100,000): the simulator's limit, §15`
       })
     }))
 
@@ -1088,7 +1088,7 @@ describe("agent-loop simulate", () => {
     60_000
   )
 
-  it.effect("a compaction scenario (issue 15): the log Scenario.run gives, a summarization request line with its purpose", () =>
+  it.effect("a compaction scenario (§17): the log Scenario.run gives, a summarization request line with its purpose", () =>
     Effect.gen(function*() {
       const file = Path.resolve("test/scenarios/compaction/pressure.json")
       const dir = tmpDir()
@@ -1114,7 +1114,7 @@ describe("agent-loop simulate", () => {
 })
 
 describe("the agent-loop binary", () => {
-  // The bundle of scripts/build-cli.js (issue 12 §5): dist/cli/bin.js and its chunks.
+  // The bundle of scripts/build-cli.js (§25): dist/cli/bin.js and its chunks.
   const bin = Path.resolve("dist/cli/bin.js")
   const hooks = Path.resolve("test/utils/moduleHooks.mjs")
   const spawn = (

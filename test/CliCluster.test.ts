@@ -1,5 +1,5 @@
 /**
- * The cluster commands of the `agent-loop` binary (issue 14 §3): `runner`, `send`, and
+ * The cluster commands of the `agent-loop` binary (§21): `runner`, `send`, and
  * `transcript`/`check --pg`, as real processes of `dist/cli/bin.js` (`npm run build` first). The
  * PostgreSQL suite gets a fresh database per test; every wait is bounded and every runner is
  * killed in a finalizer. The bad-argument checks need no server (a closed port stands for an

@@ -1,5 +1,5 @@
 /**
- * `--otlp-endpoint URL` and the OpenTelemetry environment (issue 16 §1, src/cli/otlp.ts): the
+ * `--otlp-endpoint URL` and the OpenTelemetry environment (§19, src/cli/otlp.ts): the
  * built CLI (dist/cli/bin.js) exports the traces of a run over OTLP/HTTP JSON to a loopback
  * receiver in this test, which checks the request and decodes the body. Bounded waits only: each
  * child process has a timeout, and the export is done before the process exits.
@@ -178,7 +178,7 @@ const sessionIdOf = (stdout: string) => Path.basename(/session log: (\S+)/.exec(
 
 /**
  * The offline model calls `clock` for "what time is it": one turn, two model requests (the call,
- * then the answer) and one tool call. The span tree of the `tracing` work (issue 16 §1):
+ * then the answer) and one tool call. The span tree of the `tracing` work (§19):
  * `invoke_agent agent-loop` the root, its children `chat offline-rules-1` (twice) and
  * `execute_tool clock`, all in one trace, the session id as `gen_ai.conversation.id`.
  */

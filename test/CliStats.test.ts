@@ -1,5 +1,5 @@
 /**
- * `agent-loop stats FILE [--json] [--prices FILE]` (issue 16), run as a user runs it:
+ * `agent-loop stats FILE [--json] [--prices FILE]` (§18), run as a user runs it:
  * `dist/cli/bin.js` in a child process (built by the global setup). Exact output on a recorded
  * DSH v0 log (tool calls, cache reads; no event times) and on a log of ours written by
  * `simulate` (virtual times, so the times are exact), priced by `examples/prices.example.json`;

@@ -1,5 +1,5 @@
 /**
- * `AgentEntity` on a real PostgreSQL (issue 14 §3), in one process: a runner (sharding over
+ * `AgentEntity` on a real PostgreSQL (§21), in one process: a runner (sharding over
  * PostgreSQL storage, sockets on loopback) and its `AgentClient`. A fresh database per test.
  * Real time: the cluster polls storage and passivates on its own clock (sleeps are bounded).
  */

@@ -1,5 +1,5 @@
 /**
- * Multi-process cluster tests (issue 14 §4): runner processes on loopback over one PostgreSQL
+ * Multi-process cluster tests (§21): runner processes on loopback over one PostgreSQL
  * database (a fresh one per test), the test process as a client-only process (and a client child
  * for the last test). Short sharding settings keep them fast; assertions are against the
  * configured values plus a margin for a loaded machine. Every wait is bounded; the runners are

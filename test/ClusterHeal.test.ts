@@ -1,5 +1,5 @@
 /**
- * Sessions that heal after a transient PostgreSQL fault (DESIGN.md §3.3, §10), on a real server:
+ * Sessions that heal after a transient PostgreSQL fault (§3.3, §10), on a real server:
  * a runner and its `AgentClient` in one process, a fresh database per test, the fault made from
  * outside as an operator meets it: a row lock held by another transaction while every statement
  * times out, the backend of an append terminated while it waits, a reply lost on the way (a TCP

@@ -1,5 +1,5 @@
 /**
- * Compaction (issue 15): pressure before a step, overflow and its one retry, manual brackets,
+ * Compaction (§17): pressure before a step, overflow and its one retry, manual brackets,
  * cancel, deliveries during a compaction, pruning, resume. Token figures follow the estimate of
  * `Compaction.estimateTokens`: a 200-character message is 54 tokens, "okN" 5.
  */
@@ -435,7 +435,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
   })
 }
 
-describe("Compaction: what the loop refuses or keeps (issue 15, found by a review)", () => {
+describe("Compaction: what the loop refuses or keeps (§17, found by a review)", () => {
   const overflow = { error: { code: "CONTEXT_OVERFLOW", message: "prompt is too long", status: 400 } }
 
   it.scoped("an overflow compaction never summarizes the step's own prompt: the retry carries it verbatim", () => {

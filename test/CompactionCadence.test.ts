@@ -1,5 +1,5 @@
 /**
- * Compaction cadence (issue 15, "When": compact when the estimate passes `contextWindow −
+ * Compaction cadence (§17, "When": compact when the estimate passes `contextWindow −
  * reserve`): with a small window, the guard the loop keeps after a compaction (no new pressure
  * compaction until the estimate passes what the last one left plus max(1,024, reserve / 2)
  * tokens) must not let a request pass the window itself. Fixed: the guard is only kept after a

@@ -1,5 +1,5 @@
 /**
- * Reading logs that hold a compaction (issue 15, "Reading"). No shared DSH fixture has a
+ * Reading logs that hold a compaction (§17, "Reading"). No shared DSH fixture has a
  * compaction bracket (the one checkpoint of `acp__agent-instructions` replaces one message and
  * stands alone, History.test.ts and DshImport.test.ts cover it), so the DSH v0 log here is built
  * by hand from DSH's shapes: two tool turns, then DSH's `compaction/start`, `compaction/summary`,

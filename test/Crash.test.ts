@@ -1,5 +1,5 @@
 /**
- * Real crashes (issue 5, DESIGN.md §3.1, §10): a session runs in a child process
+ * Real crashes (§10, §3.1, §10): a session runs in a child process
  * (`test/utils/crashChild.mjs`: a three-call tool batch, a queued followup, an injection) and
  * kills itself with SIGKILL right after each append in turn, on JSONL with `fsync: "none"` and
  * `"batch"` and on SQLite; torn writes are made by cutting the complete log at every byte offset

@@ -1,5 +1,5 @@
 /**
- * The crash-point matrix (issue 13; DESIGN.md §3.3, §10, §12): every scenario of
+ * The crash-point matrix (§23; §3.3, §10, §12): every scenario of
  * `utils/crashMatrix.ts`, on every store, with a fault at each append it makes: the process
  * crashes before the append, after it (durable, not acknowledged), in the middle of its write
  * (JSONL: a torn line), or the append fails with `ENOSPC` after a short write (and, with

@@ -1,5 +1,5 @@
 /**
- * A full disk during a turn, then space again (issue 13; DESIGN.md §10, §12), on the JSONL
+ * A full disk during a turn, then space again (§23; §10, §12), on the JSONL
  * store in both fsync modes, its `write(2)` failing with `ENOSPC` through the failpoint seam:
  * a turn whose closing events can still be written ends `{kind:"error", code:"RUN_FAILED"}` (its
  * closers are tried six times over about 3 s: 100, 200, 400, 800 and 1,600 ms apart); one that

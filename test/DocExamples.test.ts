@@ -1,5 +1,5 @@
 /**
- * The `@example` blocks of `src/` compile (issue 12): every fenced ```ts block under an `@example`
+ * The `@example` blocks of `src/` compile (§25): every fenced ```ts block under an `@example`
  * tag is written to its own module inside the repository and all are type-checked in one `tsc`
  * run, importing the library by its package name (`dist/`, built by the global setup). A block
  * that does not compile fails the test with its file, line and the symbol it documents.

@@ -1,5 +1,5 @@
 /**
- * DSH v0 import, full fidelity (issue 5 item 1, DESIGN.md §3.1, §4, §12), checked against
+ * DSH v0 import, full fidelity (§10, §3.1, §4, §12), checked against
  * oracles that do not use our reader or projections: every fixture's raw lines are parsed here
  * with `JSON.parse` (line 1 the header, then envelopes; a packed `text-chunks` /
  * `reasoning-chunks` / `tool-call-chunks` row stands for one seq per element of `texts`/`args`;
@@ -51,7 +51,7 @@ interface RawLog {
 
 const PACKED = ["text-chunks", "reasoning-chunks", "tool-call-chunks"]
 
-/** The core loop events of DSH v0 (SOURCES.md, DESIGN.md §3.1); every other type is foreign. */
+/** The core loop events of DSH v0 (SOURCES.md, §3.1); every other type is foreign. */
 const CORE = new Set([
   "agent/inbox/spliced",
   "turn/start",
@@ -149,7 +149,7 @@ const dshInbox = (log: RawLog, each: (seq: number, queues: Queues) => void = () 
 type OracleFate = string
 
 /**
- * The fate rules of DESIGN.md §12, per id (latest insertion wins), as strings:
+ * The fate rules of §12, per id (latest insertion wins), as strings:
  * `Pending`, `Entered t.s`, `Dropped:<reason>`.
  */
 const dshFates = (log: RawLog): Map<string, OracleFate> => {

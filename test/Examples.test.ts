@@ -1,5 +1,5 @@
 /**
- * The programs of `examples/` (issue 12) run as a user runs them: each imports the library by
+ * The programs of `examples/` (§25) run as a user runs them: each imports the library by
  * its package name (`effect-agent-loop`, `effect-agent-loop/sql`: `dist/`, built by the global
  * setup), and each test runs the example's exported program and checks exactly what it
  * produces: the log's events in order, the fates, the HTTP responses and the server-sent events

@@ -1,5 +1,5 @@
 /**
- * Fenced writers on PostgreSQL (issue 14 §2, DESIGN.md §3.3): a session's writer epoch is a
+ * Fenced writers on PostgreSQL (§20, §3.3): a session's writer epoch is a
  * fencing token. A store that takes a session over (`writers: "takeover"`) increments it; the
  * former writer's next append fails `SessionFenced` and writes nothing; its agent stops, leaving
  * its turn for the new owner, who repairs it (§10). In one process (two stores on one database)

@@ -1,5 +1,5 @@
 /**
- * Which responses `readBody` reads from their Node.js stream directly (`nodeBodyOf`, issue 18):
+ * Which responses `readBody` reads from their Node.js stream directly (`nodeBodyOf`, §24):
  * the undici and `node:http` clients of @effect/platform-node, whose internals it reads (pinned
  * versions); any other client (fetch) falls back to the response's Effect stream. Both paths give
  * the same bytes. Should an upgrade move those internals, the first test fails instead of the
@@ -40,7 +40,7 @@ const read = (layer: Layer.Layer<HttpClient.HttpClient>) =>
     }).pipe(Effect.scoped, Effect.provide(layer))
   )
 
-describe("readBody's direct path (issue 18)", () => {
+describe("readBody's direct path (§24)", () => {
   it.live("undici and node:http responses are read from their Node.js stream; fetch's by its Effect stream; the same bytes", () =>
     Effect.gen(function*() {
       expect(yield* read(NodeHttpClient.layerUndici)).toEqual({ direct: true, length: body.length, same: true })

@@ -384,7 +384,7 @@ describe("Invariant.check on DSH v0 fixtures", () => {
   it("our stricter rules do flag DSH's own behaviour: a checkpoint with no compaction bracket, a staged context re-entered after its removal", async () => {
     const { events: log } = await readDsh("acp__agent-instructions__session.jsonl")
     expect(Invariant.check(log as Array<SessionEvent>, { dsh: false })).toEqual([
-      // DSH logs its compaction checkpoint bare; ours sits in a compaction/start … end bracket (issue 15).
+      // DSH logs its compaction checkpoint bare; ours sits in a compaction/start … end bracket (§17).
       { seq: 17, rule: 2, message: "checkpoint user/message 162c764f-f01d-484d-ad81-1481dc29792a outside a compaction" },
       {
         seq: 23,

@@ -1,5 +1,5 @@
 /**
- * The compaction bracket in `Invariant.check` (rules 1, 2, 4), issue 15: hand-built logs, exact
+ * The compaction bracket in `Invariant.check` (rules 1, 2, 4), §17: hand-built logs, exact
  * violations (crash repair of open brackets: test/Resume.test.ts).
  */
 import { describe, expect, it } from "@effect/vitest"

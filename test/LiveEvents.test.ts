@@ -1,5 +1,5 @@
 /**
- * The live events hub (DESIGN.md §5.3, `src/internal/agent/hub.ts`): each subscription is a
+ * The live events hub (§5.3, `src/internal/agent/hub.ts`): each subscription is a
  * `Queue.Dequeue` with `PubSub.subscribe`'s semantics (every event published after it was made,
  * in order, unbounded; the `Queue` functions work on it; shut down with its scope, its waiting
  * takers interrupted), here through `agent.subscribe` / `agent.events` and on the hub itself.

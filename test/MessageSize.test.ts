@@ -1,5 +1,5 @@
 /**
- * The size limit of delivered messages (`maxMessageBytes`, DESIGN.md §5.1): the UTF-8 bytes of
+ * The size limit of delivered messages (`maxMessageBytes`, §5.1): the UTF-8 bytes of
  * the message's JSON. Over it, every path that inserts a message into the inbox (followup,
  * steer, inject, replace, a tool's additional contexts) refuses it and logs nothing; a message
  * of exactly the limit is taken and runs end to end.

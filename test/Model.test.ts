@@ -179,7 +179,7 @@ describe("Model.offline (§14)", () => {
   })
 })
 
-describe("read_file limits (issue 13)", () => {
+describe("read_file limits (§23)", () => {
   const scratch = scratchDirs("agent-loop-read-")
   const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused") }
 

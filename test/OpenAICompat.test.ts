@@ -419,7 +419,7 @@ describe("OpenAICompat errors", () => {
       })
     }).pipe(provideHttp))
 
-  // Context overflow (issue 15). No recording of these errors exists (SOURCES.md): the bodies are
+  // Context overflow (§17). No recording of these errors exists (SOURCES.md): the bodies are
   // written here in the shapes the providers document.
   const OPENAI_OVERFLOW_MESSAGE = "This model's maximum context length is 128000 tokens. However, your messages " +
     "resulted in 130000 tokens. Please reduce the length of the messages."

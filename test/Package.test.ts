@@ -1,5 +1,5 @@
 /**
- * The package as a user installs it (issue 12 §5): the entry points of package.json exist after
+ * The package as a user installs it (§25): the entry points of package.json exist after
  * the build, each entry loads only what it needs (recorded in a child process by the resolve
  * hook of test/utils/moduleHooks.mjs), and the optional peers agree with the repository's own
  * devDependencies (which `npm ci` installs, so a fresh clone runs everything).

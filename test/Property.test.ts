@@ -1,12 +1,12 @@
 /**
- * The property test of issue 3: random sequences of followup/steer/inject/cancel (and a rare
+ * The property test of §15: random sequences of followup/steer/inject/cancel (and a rare
  * dispose) at random virtual times against random scripted models (text, tool calls, errors,
  * truncation) and random pre-step listeners. For every run: the invariants hold; every delivery
  * has exactly one fate and it matches its live `Delivery.outcome`; no waking delivery is lost;
  * no two followups share a turn; each model request equals the history derived from the log at
  * that point; and a second run gives the same bytes.
  *
- * Its compaction variant (issue 15): the same with a small context window (or none: overflow
+ * Its compaction variant (§17): the same with a small context window (or none: overflow
  * only), a summarizing or pruning policy, `compact` actions, reported usage, and scripts whose
  * responses serve as summaries (or fail them) and include `CONTEXT_OVERFLOW` errors; besides
  * the above, no message visible before a compaction leaves the model's view unless its summary
@@ -91,7 +91,7 @@ const scenarioArb = fc.record({
   actions
 }))
 
-// The compaction variant (issue 15). The five tools' definitions are estimated at 292 tokens
+// The compaction variant (§17). The five tools' definitions are estimated at 292 tokens
 // (`Compaction.estimateFixed`); the window leaves 10–60 tokens of history above them and the
 // reserve (a turn is ~15–30), or is absent (overflow and manual compactions only).
 const TOOL_TOKENS = 292
@@ -168,7 +168,7 @@ const check = (scenario: unknown, counts?: Tally) =>
     const decoded = Either.getOrThrow(Scenario.decode(scenario))
     const r = yield* Scenario.run(decoded, { seed: 7 })
     const events = r.events
-    // 1. Invariants (DESIGN.md §12).
+    // 1. Invariants (§12).
     expect(Invariant.check(events)).toEqual([])
     // 2. Exactly one fate per delivery, equal to its live outcome.
     const fates = Delivery.fatesOf(events)
@@ -202,7 +202,7 @@ const check = (scenario: unknown, counts?: Tally) =>
     // 5. Each request equals the history derived from the log at that point (a retry after an
     // overflow compaction: the compacted one).
     const requests = checkRequests(r, decoded.model)
-    // 6. Compactions (issue 15): nothing leaves the model's view without a summary or a prune
+    // 6. Compactions (§17): nothing leaves the model's view without a summary or a prune
     // checkpoint covering it; a bracket that does not compact changes nothing.
     const seen = checkCompactions(events)
     if (counts !== undefined) {
@@ -238,7 +238,7 @@ describe("property: random deliveries against random scripted models", () => {
   )
 })
 
-describe("property: the same with compaction on a small window (issue 15)", () => {
+describe("property: the same with compaction on a small window (§17)", () => {
   const counts: Tally = {
     compacted: 0,
     skipped: 0,

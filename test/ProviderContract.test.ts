@@ -1,5 +1,5 @@
 /**
- * The provider contract (DESIGN.md §11, issue 6): every adapter — OpenAI-compatible Chat
+ * The provider contract (§11): every adapter — OpenAI-compatible Chat
  * Completions, Anthropic Messages, and the `@effect/ai` bridge running `@effect/ai-openai`'s
  * Responses API — runs the same suite against a loopback server that captures the request
  * body. Each captured body is read back into one provider-neutral list of items (system, user
@@ -9,7 +9,7 @@
  * result for an orphan call, reasoning sent back with what the provider needs. The response
  * side: recorded streams (`../shared/fixtures/wire/`) end in one finish after their parts, and
  * HTTP errors become typed `ModelError`s with status, retryability and retry-after. Token usage
- * (issue 16): every recorded file that carries usage gives its exact normalized usage, its raw
+ * (§18): every recorded file that carries usage gives its exact normalized usage, its raw
  * usage object and its response id/model (test/utils/wireUsage.ts), as parts and in the logged
  * `assistant/message`; cached tokens are counted once, inside `inputTokens`. Exact decoded parts
  * of every recorded file are pinned in each adapter's own test file.

@@ -1,5 +1,5 @@
 /**
- * Limits of the HTTP provider adapters (issue 13), for `OpenAICompat` and `Anthropic` alike,
+ * Limits of the HTTP provider adapters (§23), for `OpenAICompat` and `Anthropic` alike,
  * against loopback servers: a `retry-after` longer than `maxRetryAfterMs` is not waited for and a
  * wait the server asks for is logged before it starts; SSE comments (`: ping`) are no progress for
  * `idleTimeoutMs`; `requestTimeoutMs` bounds a model request with its retries; `maxResponseBytes`
@@ -246,7 +246,7 @@ describe.each(cases)("provider limits: $name", (c) => {
       }))
   })
 
-  describe("the end of a stream (issue 18)", () => {
+  describe("the end of a stream (§24)", () => {
     it.scoped("the body's end after the end marker is read: the next request reuses the connection (keep-alive)", () =>
       Effect.gen(function*() {
         let connections = 0

@@ -1,5 +1,5 @@
 /**
- * Agent.resume and crash repair (DESIGN.md §10): the synthetic closers of an open turn, in call
+ * Agent.resume and crash repair (§10): the synthetic closers of an open turn, in call
  * order, written before anything else; state rebuilt from the log; idempotence; turn numbering;
  * continuePending; a torn JSONL tail.
  */
@@ -432,7 +432,7 @@ describe("a log repair cannot make valid (§10, §12)", () => {
         rule: 1,
         message: "turn/start of turn 7 where turn 3 was expected"
       })
-      const message = "session \"s\": seq 18 (line 20) breaks invariant 1 (DESIGN.md §12): turn/start of turn 7 " +
+      const message = "session \"s\": seq 18 (line 20) breaks invariant 1 (§12): turn/start of turn 7 " +
         "where turn 3 was expected; repair cannot fix that by appending, so the session is not resumed " +
         "(agent-loop check lists every violation)"
       const layer = Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), Model.layer(Model.scripted([{ text: "four" }])))
@@ -459,7 +459,7 @@ describe("a log repair cannot make valid (§10, §12)", () => {
       const error = yield* Effect.flip(Effect.scoped(Agent.resume("edited")))
       expect([error._tag, error.message, (error as SessionLogError).line]).toEqual([
         "SessionLogError",
-        "session \"edited\": seq 3 (line 5) breaks invariant 1 (DESIGN.md §12): step/start of step 2 where step 1 " +
+        "session \"edited\": seq 3 (line 5) breaks invariant 1 (§12): step/start of step 2 where step 1 " +
         "was expected; repair cannot fix that by appending, so the session is not resumed (agent-loop check lists every violation)",
         5
       ])
@@ -467,7 +467,7 @@ describe("a log repair cannot make valid (§10, §12)", () => {
     }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
 })
 
-describe("crash repair of a compaction bracket (issue 15)", () => {
+describe("crash repair of a compaction bracket (§17)", () => {
   const turn1 = [
     followup(msg("u1", "one")),
     turnStart(1),

@@ -256,7 +256,7 @@ describe("scenario validation (§15)", () => {
     }
   })
 
-  it("compaction (issue 15): the block, usage, an error's status and the compact action are checked like the rest", () => {
+  it("compaction (§17): the block, usage, an error's status and the compact action are checked like the rest", () => {
     const UNEXPECTED_COMPACTION =
       "is unexpected, expected: \"contextWindow\" | \"reserve\" | \"keepRecentTokens\" | \"instructions\" | \"policy\""
     const cases: ReadonlyArray<readonly [unknown, string, string]> = [
@@ -356,7 +356,7 @@ describe("scenario validation (§15)", () => {
       model: [
         { text: "ok", usage: { inputTokens: 10, outputTokens: 2 } },
         { error: { code: "CONTEXT_OVERFLOW", message: "too long", status: 400 } },
-        // The normalized shape of issue 16: the cache counts inside inputTokens, reasoning inside outputTokens.
+        // The normalized shape of §18: the cache counts inside inputTokens, reasoning inside outputTokens.
         {
           text: "cached",
           usage: { inputTokens: 120, outputTokens: 9, cacheReadTokens: 80, cacheWriteTokens: 30, reasoningTokens: 4 }
@@ -384,7 +384,7 @@ describe("scenario validation (§15)", () => {
     expect(Either.isRight(Scenario.decode({ model: [], actions: actions(Scenario.MAX_ACTIONS) }))).toBe(true)
     expect(invalid({ model: [], actions: actions(Scenario.MAX_ACTIONS + 1) })).toMatchObject({
       path: "$.actions",
-      message: "a scenario holds at most 10,000 actions (this one has 10,001): the simulator's limit, DESIGN.md §15"
+      message: "a scenario holds at most 10,000 actions (this one has 10,001): the simulator's limit, §15"
     })
   })
 })

@@ -1,5 +1,5 @@
 /**
- * Budgets (issue 16): the files of `test/scenarios/budget/`, each run by the simulator (DESIGN.md
+ * Budgets (§18): the files of `test/scenarios/budget/`, each run by the simulator (docs/design.md
  * §15) and checked against its exact brief log, end reasons, fates and invariants; then the
  * budget's other paths: `PreStepPayload.usage` as the driver keeps it (equal to `Usage.fromEvents`
  * of the log at each step), rebuilt on resume so that a session budget stays reached, and invalid
@@ -40,7 +40,7 @@ const entered = (turn: number, step: number) => ({ _tag: "Entered", turn, step }
 const rejected = { _tag: "Dropped", reason: "rejected" }
 const blocked = (reason: string): TurnEndReason => ({ kind: "blocked", reason })
 
-describe("budget scenarios (test/scenarios/budget, issue 16)", () => {
+describe("budget scenarios (test/scenarios/budget, §18)", () => {
   it.effect("session tokens: turn 1 uses 300 ≥ 250, so turns 2 and 3 are blocked before any step; their followups rejected", () =>
     Effect.gen(function*() {
       const { log, result } = yield* runFile("session-tokens.json")
@@ -177,7 +177,7 @@ const u = (inputTokens: number, outputTokens: number, cacheReadTokens = 0, cache
   reasoningTokens
 })
 
-describe("PreStepPayload.usage (issue 16)", () => {
+describe("PreStepPayload.usage (§18)", () => {
   it.effect("the driver's sums before each step equal Usage.fromEvents of the log up to that step, by model too", () =>
     Effect.gen(function*() {
       const { listener, seen } = recorder()

@@ -1,6 +1,6 @@
 /**
- * Compaction scenarios (issue 15, "Tests"): the files of `test/scenarios/compaction/`, each run
- * by the simulator (DESIGN.md §15) and checked against its exact log (brief form), the
+ * Compaction scenarios (§17, "Tests"): the files of `test/scenarios/compaction/`, each run
+ * by the simulator (§15) and checked against its exact log (brief form), the
  * invariants, the fates of its deliveries, the requests against the log's history at each point,
  * and what each compaction did to the model's view. Token figures follow
  * `Compaction.estimateTokens` (⌈characters / 4⌉ + 4 a message): P1 38, R1 39, P2 18, R2 9, P3 13;
@@ -89,7 +89,7 @@ const COMPACTED_3_1 = [
   { role: "user", content: "Finally write the changelog entry." }
 ]
 
-describe("compaction scenarios (test/scenarios/compaction, issue 15)", () => {
+describe("compaction scenarios (test/scenarios/compaction, §17)", () => {
   it.effect("pressure: turn 3's request would pass 150 − 40, so it compacts after its claim, before step/start", () =>
     Effect.gen(function*() {
       const { counts, log, result } = yield* runFile("pressure.json")
@@ -453,7 +453,7 @@ const resumeCut = (cut: ReadonlyArray<SessionEvent>, policy: Scenario.Scenario["
     ))
   )
 
-describe("a crash mid-compaction (issue 15, DESIGN.md §10)", () => {
+describe("a crash mid-compaction (§17, §10)", () => {
   // PENDING on main: repair's closer for an open bracket (`compaction/end {outcome:"interrupted"}`,
   // first) and the invariants of a bracket come with the `invariant` branch; until it is merged
   // the closer assertions below fail.

@@ -360,7 +360,7 @@ describe("SessionStore.layerJsonl", () => {
     () =>
       withJsonl((dir) =>
         Effect.gen(function*() {
-          // Issue 13: a second `resume` read the log, the first process completed its turn and
+          // §23: a second `resume` read the log, the first process completed its turn and
           // exited, then the second took the lock and "repaired" that turn at seqs already used.
           // Here the second process (the built CLI) runs while this store reads the log: it must
           // find the lock taken, and this store's events are what the file held.

@@ -1,5 +1,5 @@
 /**
- * The SQL store's own rules (`SqlSessionStore`, issue 12 §3): its schema is created by
+ * The SQL store's own rules (`SqlSessionStore`, §25): its schema is created by
  * `@effect/sql`'s `Migrator` (recorded in `<prefix>migrations`, run once), table names take a
  * prefix, `layer` runs on a `SqlClient` the user provides, tables of an earlier version are
  * adopted. The behaviour every store shares is in StoreContract.test.ts.

@@ -1,5 +1,5 @@
 /**
- * The session store contract (DESIGN.md §3, issue 5): the memory, JSONL (`fsync` none and batch)
+ * The session store contract (§3, §10): the memory, JSONL (`fsync` none and batch)
  * and SQLite stores run one suite: create/open/read/list and their errors, append order with
  * `seq`/`time`, durability when an append returns (an independent store on the same files sees
  * it), concurrent appenders, read-back equality of a real agent session (with a reopen that
@@ -247,7 +247,7 @@ for (const kind of kinds) {
           yield* agent.followup("again")
           yield* advance(10)
           yield* agent.awaitIdle
-          // A compaction (issue 15): its checkpoint's envelope `surfaceOp` must read back too.
+          // A compaction (§17): its checkpoint's envelope `surfaceOp` must read back too.
           expect((yield* agent.compact()).outcome).toBe("compacted")
           history = yield* agent.history
           return agent.log.events().slice()

@@ -1,5 +1,5 @@
 /**
- * The stores against real file-system faults (issue 13 §2): the live log deleted, cut or
+ * The stores against real file-system faults (§23): the live log deleted, cut or
  * replaced under an open session; a full disk (a 64 KiB tmpfs); a read-only store (a tmpfs
  * remounted read-only). Each failure is a typed `SessionStoreError` naming the session and what
  * happened; nothing acknowledged before it is lost, and nothing is acknowledged into a file that

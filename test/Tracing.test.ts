@@ -1,5 +1,5 @@
 /**
- * Traces (issue 16 §1): a scripted session (a text step, a tool step with 2 parallel calls, a
+ * Traces (§19): a scripted session (a text step, a tool step with 2 parallel calls, a
  * steer, a retry, a cancel) through the OpenTelemetry SDK (`@effect/opentelemetry`'s `NodeSdk`
  * with an in-memory exporter), the exact span tree: names, kinds, attributes, events, links,
  * status, virtual times. Also: `recordContent`, the same log without a tracer, no trace id in

@@ -247,7 +247,7 @@ describe("Transcript on DSH v0 fixtures", () => {
   })
 })
 
-describe("Transcript of compactions (issue 15)", () => {
+describe("Transcript of compactions (§17)", () => {
   const a200 = "a".repeat(200)
   const b200 = "b".repeat(200)
   const c200 = "c".repeat(200)
@@ -457,7 +457,7 @@ describe("Transcript of compactions (issue 15)", () => {
  * valid inside its bracket, a manual compaction's extra instructions are in `compaction/start`,
  * an aborted one's report names its bracket.
  */
-describe("compaction: the loop side the views rely on (issue 15)", () => {
+describe("compaction: the loop side the views rely on (§17)", () => {
   const a200 = "a".repeat(200)
 
   it.scoped("Invariant.check accepts a compaction's checkpoint user/message (it is logged outside any step)", () => {

@@ -1,5 +1,5 @@
 /**
- * `Usage` (issue 16): the projections over a scripted log and over a real DSH v0 log (exact
+ * `Usage` (§18): the projections over a scripted log and over a real DSH v0 log (exact
  * sums per request, step, turn, session and model; the inherited prefix of a child session not
  * counted), cached tokens counted once, the price lookup (exact, longest prefix, unknown) and the
  * cost formula, the price table's decoding.

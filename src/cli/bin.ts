@@ -16,7 +16,7 @@ NodeRuntime.runMain(main(process.argv.slice(2)).pipe(Effect.provide(NodeContext.
     if (Exit.isSuccess(exit)) onExit(exit.value as number)
     else if (Cause.isInterruptedOnly(exit.cause)) onExit(interruptExitCode())
     else {
-      // A defect's text may quote a provider or a log: escaped (issue 13).
+      // A defect's text may quote a provider or a log: escaped (§23).
       process.stderr.write(escapeText(Cause.pretty(exit.cause)) + "\n")
       onExit(1)
     }

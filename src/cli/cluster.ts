@@ -1,5 +1,5 @@
 /**
- * The cluster commands of the CLI (issue 14 §3): `runner` (a runner process, `AgentRunner.layer`)
+ * The cluster commands of the CLI (§21): `runner` (a runner process, `AgentRunner.layer`)
  * and `send` (a client-only process, `AgentRunner.layerClient`). `main.ts` checks the arguments
  * and imports this module only when one of them runs, so that no other command loads
  * `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg` (the build bundles

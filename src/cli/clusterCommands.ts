@@ -1,5 +1,5 @@
 /**
- * The cluster commands of the `agent-loop` CLI (issue 14 §3; `main.ts` puts them in the command
+ * The cluster commands of the `agent-loop` CLI (§21; `main.ts` puts them in the command
  * tree): `runner` and `send`. Their packages are loaded only when they run (`cluster.ts` is a
  * dynamic import, a chunk of the bundle).
  *
@@ -123,7 +123,7 @@ const runnerPort = (flag: Option.Option<number>): Effect.Effect<number, CliExit>
 }
 
 /**
- * `runner --pg URL …` (issue 14 §3): a runner process of the cluster whose state is in `URL`
+ * `runner --pg URL …` (§21): a runner process of the cluster whose state is in `URL`
  * (`AgentRunner.layer`), serving sessions with the model of the provider flags and the offline
  * tools of `run`. See the module's comment for the ready line, the signals and the exit codes.
  */
@@ -198,7 +198,7 @@ export const runnerCommand = Command.make(
       })
     }).pipe(withOtlp("runner", options.otlpEndpoint))
 ).pipe(
-  Command.withDescription("Run a runner of an agent cluster on PostgreSQL (issue 14): serves sessions until SIGTERM/SIGINT.")
+  Command.withDescription("Run a runner of an agent cluster on PostgreSQL (§21): serves sessions until SIGTERM/SIGINT.")
 )
 
 /**
@@ -218,7 +218,7 @@ const durationMs = (text: string): number | undefined => {
 }
 
 /**
- * `send --pg URL --session ID (--followup|--steer|--inject TEXT) …` (issue 14 §3): one delivery
+ * `send --pg URL --session ID (--followup|--steer|--inject TEXT) …` (§21): one delivery
  * from a client-only process (`AgentRunner.layerClient`); prints the message id, and with
  * `--wait` the fate. See the module's comment for the exit codes.
  */
@@ -305,4 +305,4 @@ export const sendCommand = Command.make(
         timeoutMs: timeoutMs === 0 ? undefined : timeoutMs
       })
     })
-).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (issue 14)."))
+).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (§21)."))

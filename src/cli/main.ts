@@ -1,10 +1,10 @@
 /**
- * The `agent-loop` command line (DESIGN.md §14), built with @effect/cli:
+ * The `agent-loop` command line (§14), built with @effect/cli:
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
  * `stats FILE [--json] [--prices FILE]`,
  * `resume FILE [--continue-pending]`, `simulate SCENARIO`, `demo` and `acp` (an ACP agent for
- * editors, issue 17: `acp/agent.ts`); and, for an agent cluster on
- * PostgreSQL (issue 14 §3), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
+ * editors, §22: `acp/agent.ts`); and, for an agent cluster on
+ * PostgreSQL (§21), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
  * `check --pg URL --session ID`.
  *
  * Cluster commands (decisions): `runner` and `send` in `clusterCommands.ts`.
@@ -16,11 +16,11 @@
  *   file forms never parse `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg`.
  *   A PostgreSQL URL is named in messages as `host:port/db` (never its password).
  *
- * Trace export (issue 16): `run`, `chat`, `resume`, `simulate` and `runner` take
+ * Trace export (§19): `run`, `chat`, `resume`, `simulate` and `runner` take
  * `--otlp-endpoint URL` (and read `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`/`OTEL_EXPORTER_OTLP_ENDPOINT`):
  * the whole command runs under an OTLP/HTTP tracer (`otlp.ts`), loaded only then.
  *
- * Compaction flags (issue 15) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
+ * Compaction flags (§17) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
  * `--context-window N` gives the agents `Compaction.layer({contextWindow: N, reserve,
  * keepRecentTokens})` from `--compaction-reserve N` and `--keep-recent-tokens N` (defaults of
  * `Compaction.summarize`); without it no policy is provided (no automatic compaction; the chat's
@@ -34,7 +34,7 @@
  * also when an append fails mid-turn: a full disk, a read-only store, a log deleted or cut under
  * the session; one line on stderr, `storeFailures.ts`).
  *
- * Terminal safety (issue 13): every line printed here that carries text from a log, a model, a
+ * Terminal safety (§23): every line printed here that carries text from a log, a model, a
  * provider or a file name goes through `src/internal/terminalText.ts` at the print site:
  * transcripts through `Transcript.render` (which escapes), one-line messages (error lines,
  * `check`'s violations, warnings, paths) through `escapeLine`, exit messages through
@@ -92,7 +92,7 @@ const storeOption = Options.directory("store").pipe(
   Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
 )
 
-/** Exit code of a turn end reason (DESIGN.md §14). */
+/** Exit code of a turn end reason (§14). */
 export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
   switch (reason?.kind) {
     case "blocked":
@@ -199,10 +199,10 @@ const run = Command.make(
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)
     }).pipe(withOtlp("run", options.otlpEndpoint))
-).pipe(Command.withDescription("Send one prompt and print the transcript (DESIGN.md §14)."))
+).pipe(Command.withDescription("Send one prompt and print the transcript (§14)."))
 
 /**
- * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (DESIGN.md §14;
+ * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (§14;
  * `src/cli/chat/`), on a new session of the JSONL store or, with `--session ID`, on that session
  * resumed (its history shown from the log). Its status line shows the session's tokens, and with
  * `--prices` its cost (a price table that is not one: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
@@ -264,10 +264,10 @@ const chat = Command.make(
       )
       if (code !== 0) return yield* exit(code)
     }).pipe(withOtlp("chat", options.otlpEndpoint, { deferReports: true }))
-).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (DESIGN.md §14)."))
+).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (§14)."))
 
 /**
- * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (DESIGN.md
+ * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (docs/design.md
  * §10): a torn tail is cut, an open last turn gets its synthetic closers (printed), and state is
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
@@ -369,7 +369,7 @@ const resumeCommand = Command.make(
       if (code !== 0) return yield* exit(code)
     }).pipe(withOtlp("resume", options.otlpEndpoint))
 ).pipe(
-  Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (DESIGN.md §10).")
+  Command.withDescription("Resume a session log after a crash: repair, then optionally run what was pending (§10).")
 )
 
 /** Reads a log or exits 2 with the reader's message (naming the line). */
@@ -458,7 +458,7 @@ const transcript = Command.make(
         if (text.length > 0) yield* Console.log(text.trimEnd())
       }
     })
-).pipe(Command.withDescription("Print the transcript of a session log, a FILE or a session in PostgreSQL (DESIGN.md §14)."))
+).pipe(Command.withDescription("Print the transcript of a session log, a FILE or a session in PostgreSQL (§14)."))
 
 const check = Command.make(
   "check",
@@ -476,11 +476,11 @@ const check = Command.make(
       return yield* exit(1)
     })
 ).pipe(
-  Command.withDescription("Check a session log (a FILE or a session in PostgreSQL) against the invariants of DESIGN.md §12.")
+  Command.withDescription("Check a session log (a FILE or a session in PostgreSQL) against the invariants of §12.")
 )
 
 /**
- * `stats FILE [--json] [--prices FILE]` (issue 16, `stats.ts`): turns, steps, model requests,
+ * `stats FILE [--json] [--prices FILE]` (§18, `stats.ts`): turns, steps, model requests,
  * tool calls by name, tokens by kind and model, cost with a price table, time per turn and per
  * model request. A log that cannot be read, a missing file, or a price table that is not one:
  * one line on stderr, exit 2.
@@ -504,7 +504,7 @@ const stats = Command.make(
       if (options.json) yield* Console.log(escapeJson(JSON.stringify(result)))
       else yield* Console.log(escapeText(renderStats(result, options.file)))
     })
-).pipe(Command.withDescription("Print what a session log did and used: turns, steps, tools, tokens, cost, times (issue 16)."))
+).pipe(Command.withDescription("Print what a session log did and used: turns, steps, tools, tokens, cost, times (§18)."))
 
 /** Reads and decodes a price table (`--prices`), or exits 2 naming the file and the problem. */
 const readPrices = (file: string) =>
@@ -529,8 +529,8 @@ const readPrices = (file: string) =>
   })
 
 /**
- * `acp [--store DIR] [provider flags, compaction flags and --max-steps, as run]` (issue 17;
- * `acp/agent.ts`, README "Editors (ACP)"): an Agent Client Protocol v1 agent on stdin/stdout for
+ * `acp [--store DIR] [provider flags, compaction flags and --max-steps, as run]` (§22;
+ * `acp/agent.ts`, §22): an Agent Client Protocol v1 agent on stdin/stdout for
  * editors, until stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr.
  * The ACP SDK and zod are bundled into the chunk this command loads (no other command loads it).
  */
@@ -554,7 +554,7 @@ const acpCommand = Command.make(
         version: VERSION
       })
     })
-).pipe(Command.withDescription("Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors such as Zed (issue 17)."))
+).pipe(Command.withDescription("Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors such as Zed (§22)."))
 
 /**
  * `demo`: a session on the offline model in which a context is injected while idle, a prompt
@@ -593,7 +593,7 @@ const demo = Command.make(
 ).pipe(Command.withDescription("Run a short offline demo session and print its transcript."))
 
 /**
- * `simulate SCENARIO [--out FILE] [--requests FILE]` (DESIGN.md §15): runs a scenario on the
+ * `simulate SCENARIO [--out FILE] [--requests FILE]` (§15): runs a scenario on the
  * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
  * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
  * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
@@ -603,7 +603,7 @@ const demo = Command.make(
 const simulate = Command.make(
   "simulate",
   {
-    scenario: Args.text({ name: "SCENARIO" }).pipe(Args.withDescription("a scenario JSON file (DESIGN.md §15)")),
+    scenario: Args.text({ name: "SCENARIO" }).pipe(Args.withDescription("a scenario JSON file (§15)")),
     out: Options.text("out").pipe(Options.optional, Options.withDescription("where to write the session log (default: stdout)")),
     requests: Options.text("requests").pipe(
       Options.optional,
@@ -645,7 +645,7 @@ const simulate = Command.make(
         return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
       }
     }).pipe(withOtlp("simulate", otlpEndpoint))
-).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (DESIGN.md §15)."))
+).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (§15)."))
 
 /**
  * Writes `items` as JSON lines to `file` a chunk at a time (the requests of a long scenario can
@@ -703,7 +703,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, 
   cli(["node", "agent-loop", ...argv]).pipe(
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
-      // Exit messages carry file names, log lines and provider texts: escaped (issue 13).
+      // Exit messages carry file names, log lines and provider texts: escaped (§23).
       if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(escapeText(e.message)), e.code)
       if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
       return Effect.as(Console.error(escapeText(`agent-loop: ${String(e)}`)), 2)

@@ -1,6 +1,6 @@
 /**
  * Trace export of the commands that run the loop (`run`, `chat`, `resume`, `simulate`,
- * `runner`; issue 16 §1): `--otlp-endpoint URL`, else the standard environment of OpenTelemetry,
+ * `runner`; §19): `--otlp-endpoint URL`, else the standard environment of OpenTelemetry,
  * sends the spans of the run (`invoke_agent`, `chat`, `execute_tool`, … from Effect's `Tracer`)
  * over OTLP/HTTP as JSON.
  *

@@ -1,5 +1,5 @@
 /**
- * The OTLP/HTTP trace export of the CLI (issue 16 §1, `otlp.ts`): the tracer part of
+ * The OTLP/HTTP trace export of the CLI (§19, `otlp.ts`): the tracer part of
  * `@effect/opentelemetry`'s `NodeSdk.layer`, a `BatchSpanProcessor` over an `OTLPTraceExporter`
  * (JSON over HTTP) on a `NodeTracerProvider` (as `NodeSdk.layerTracerProvider` builds it, with
  * `Tracer.layer`), with a resource of `service.name` `agent-loop` (or `OTEL_SERVICE_NAME`) and

@@ -1,6 +1,6 @@
 /**
  * The provider flags of the commands that call a model (`run`, `chat`, `resume
- * --continue-pending`, `runner`; DESIGN.md §14): `--provider`, `--base-url`, `--model`,
+ * --continue-pending`, `runner`; §14): `--provider`, `--base-url`, `--model`,
  * `--api-key-env`, `--max-steps` (`runOptions`), and the model layer they name (`modelLayer`),
  * the HTTP providers loaded on first use; and the compaction flags of the same commands (issue
  * 15): `--context-window`, `--compaction-reserve`, `--keep-recent-tokens` (`compactionOptions`),
@@ -37,7 +37,7 @@ const apiKeyEnvOption = Options.text("api-key-env").pipe(
   )
 )
 
-/** The providers of `--provider` (DESIGN.md §14). */
+/** The providers of `--provider` (§14). */
 type Provider = "offline" | "openai-compat" | "anthropic" | "openai"
 
 /** Defaults of the providers with a home API: base URL, and the variables of URL and key. */
@@ -81,7 +81,7 @@ const openAiLayer = (baseUrl: string, model: string, apiKey: Redacted.Redacted<s
  * A provider over HTTP (`openai-compat`, `anthropic`) on Node's HTTP client (undici), loaded on
  * first use (a chunk of the CLI bundle): the commands that call no model (`transcript`, `check`,
  * `--help`, the offline model) never parse the providers or undici, which alone is about 750 KB
- * of bundled code, a third of what such a command would load otherwise (issue 12 §5).
+ * of bundled code, a third of what such a command would load otherwise (§25).
  */
 const httpLayer = (
   make: (providers: { readonly OpenAICompat: typeof OpenAICompat; readonly Anthropic: typeof Anthropic }) => Layer.Layer<
@@ -184,7 +184,7 @@ export const modelLayer = (options: {
   })
 
 /**
- * The compaction flags (issue 15), as text so that a bad value is named with its flag: a
+ * The compaction flags (§17), as text so that a bad value is named with its flag: a
  * positive integer of tokens each. `--context-window` turns compaction by pressure (and on the
  * provider's `CONTEXT_OVERFLOW`) on, with the default summarizing policy; the other two need it.
  */

@@ -1,5 +1,5 @@
 /**
- * `agent-loop stats FILE [--json] [--prices FILE]` (issue 16): what a session did and used, from
+ * `agent-loop stats FILE [--json] [--prices FILE]` (§18): what a session did and used, from
  * its log (ours or DSH v0) through `Usage.fromEvents`. Counts: turns (by end reason), steps,
  * model requests (a compaction's summarization among them), tool calls by name; tokens by kind
  * and by model; the cost by model when a price table is given ("unknown" for a model without a

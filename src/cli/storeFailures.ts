@@ -1,6 +1,6 @@
 /**
  * How the commands that run turns (`run`, `resume --continue-pending`) notice that their session
- * log could not be written (issue 13): the store they run on records the first append that
+ * log could not be written (§23): the store they run on records the first append that
  * failed (a full disk, a read-only file system, a log deleted or cut under the session), so that
  * the command exits 2 with that one line, whatever the agent did after the failure; and the
  * agent's own error logs, which would print a stack trace into the transcript, become one line

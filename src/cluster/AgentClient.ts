@@ -1,5 +1,5 @@
 /**
- * `AgentClient` (issue 14 §3): the `AgentEntity` client, usable from any process of the cluster
+ * `AgentClient` (§21): the `AgentEntity` client, usable from any process of the cluster
  * (a runner, or a client-only process: `AgentRunner.layerClient`). Each method names the session
  * by id; deliveries reply `{messageId}` once durable, and are safe to retry with the same
  * `messageId` (the log holds one copy, the retry gets the same answer).

@@ -1,9 +1,9 @@
 /**
- * Agents as `@effect/cluster` entities (issue 14 §3): `AgentEntity`, keyed by session id, whose
+ * Agents as `@effect/cluster` entities (§21): `AgentEntity`, keyed by session id, whose
  * rpcs are the agent's API (`followup`, `steer`, `inject`, `cancel`, `status`, `outcome`, and a
  * streaming `events`), and `layer`, the handlers a runner registers.
  *
- * Rules (the README's "Scaling out"):
+ * Rules (§21):
  * - Activation opens the session with `Agent.resume(id, {continuePending: true})`: crash repair
  *   first (§10), then the waking work the log leaves pending, so a session whose runner died
  *   mid-turn goes on on its new runner without anyone running `resume`. A session that does not
@@ -17,7 +17,7 @@
  *   the id with another kind or another message is refused with `DuplicateMessageId`; an empty
  *   id is `InvalidMessage`). A caller never interrupts a delivery (`Uninterruptible` `"client"`):
  *   once sent it runs, whatever the caller does meanwhile.
- * - A transient store fault is never an rpc's answer (DESIGN.md §3.3): a store error (a
+ * - A transient store fault is never an rpc's answer (§3.3): a store error (a
  *   connection reset, a statement timeout, a full disk, a broken log) is tried again, 200 ms
  *   apart doubling up to 5 s, until the store answers, so that the cluster never stores it as a
  *   delivery's reply (it would answer every retry of the id with it); the caller waits meanwhile.
@@ -64,7 +64,7 @@ import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
 
 /**
- * No message with this id was ever inserted into the session's inbox (`outcome`, DESIGN.md §12):
+ * No message with this id was ever inserted into the session's inbox (`outcome`, §12):
  * the agent's own error (`AgentError.MessageNotFound`).
  *
  * @since 0.1.0
@@ -114,7 +114,7 @@ export const DeliveryPayload = {
 }
 
 /**
- * The reply of a delivery rpc, once its splice is durable (DESIGN.md §5.1).
+ * The reply of a delivery rpc, once its splice is durable (§5.1).
  *
  * @since 0.1.0
  * @category models
@@ -162,7 +162,7 @@ export const OpenError = Schema.Union(SessionStoreError, SessionFenced, SessionL
 export type OpenError = typeof OpenError.Type
 
 /**
- * A delivery outcome (DESIGN.md §5.1): `{_tag:"Entered", turn, step}` | `{_tag:"Dropped", reason}`.
+ * A delivery outcome (§5.1): `{_tag:"Entered", turn, step}` | `{_tag:"Dropped", reason}`.
  *
  * @since 0.1.0
  * @category models
@@ -502,7 +502,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         })
 
       /**
-       * A stopped agent (DESIGN.md §10): its log refused to close a turn (the store failed every
+       * A stopped agent (§10): its log refused to close a turn (the store failed every
        * try of the closers, or the log broke), or another writer fenced it. After `healDelay`
        * (`fencedGrace` for a fence: a runner that lost the shard is interrupted meanwhile) the
        * agent is released and the session reopened through `Agent.resume`, whose repair closes
@@ -530,7 +530,7 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       }
 
       /**
-       * Runs `f` on the session's agent until the store lets it (DESIGN.md §3.3): a failure that
+       * Runs `f` on the session's agent until the store lets it (§3.3): a failure that
        * a later try can cure is never the rpc's answer, so that a persisted delivery is never
        * stored with a transient store error as its reply (the cluster would answer every retry
        * of its id with it). Cured by trying again: a store error (an I/O failure, a closed or

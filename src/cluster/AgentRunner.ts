@@ -1,5 +1,5 @@
 /**
- * Runner processes and client-only processes of an agent cluster (issue 14 §3): `layer` starts a
+ * Runner processes and client-only processes of an agent cluster (§21): `layer` starts a
  * runner (sharding over PostgreSQL storage, runner-to-runner transport over TCP sockets from
  * `@effect/platform-node`, the `AgentEntity` registered), `layerClient` a process that only sends
  * (no shards). Both provide `AgentClient`. The model is the caller's (`Model` stays in the
@@ -442,7 +442,7 @@ export const layer = (options: RunnerOptions): Layer.Layer<AgentClient | Shardin
   )
   // The session logs on the cluster's own PostgreSQL client. A runner that the shard lock made an
   // entity's owner takes its session over (`writers: "takeover"`): the former owner, if it is
-  // only paused, is fenced by the new writer epoch (DESIGN.md §3.3).
+  // only paused, is fenced by the new writer epoch (§3.3).
   const sessions = oneAtATime(SqlSessionStore.layer({ tablePrefix: options.tablePrefix, writers: "takeover" }))
   // An rpc that meets a fenced agent waits two shard lock refreshes (as the cluster computes
   // the refresh: at most a third of the expiration) before it reopens the session: a runner that

@@ -1,5 +1,5 @@
 /**
- * `effect-agent-loop/cluster` (issue 14 §3): agents as `@effect/cluster` entities on PostgreSQL.
+ * `effect-agent-loop/cluster` (§21): agents as `@effect/cluster` entities on PostgreSQL.
  * `AgentEntity` (the entity and its rpcs), `AgentClient` (send to any session from any process of
  * the cluster), `AgentRunner` (runner and client-only process layers). Needs the optional peers
  * `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg`, `@effect/workflow` (a peer of

@@ -1,5 +1,5 @@
 /**
- * Flat strings (DESIGN.md §2: ids are stored flattened). `crypto.randomUUID()` and template
+ * Flat strings (§2: ids are stored flattened). `crypto.randomUUID()` and template
  * literals build a tree of concatenations that a kept id would otherwise carry (~480 bytes per
  * UUID measured here, ~58 flat). Reading a character makes V8 flatten the string in place (a
  * numeric conversion does not).

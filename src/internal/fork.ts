@@ -1,6 +1,6 @@
 /**
  * Forking from plain code: the agent starts its driver inside a synchronous critical section
- * and its tool fibers without an `Effect.fork` per call (STYLE.md "Hot path": fork + join costs
+ * and its tool fibers without an `Effect.fork` per call (§24: fork + join costs
  * 8–9 µs). A fiber forked from `currentRuntime()` inherits the calling fiber's context and
  * FiberRefs (supervisor, clock, logger…) like `Effect.forkDaemon`, and runs with the default
  * runtime flags (interruptible).

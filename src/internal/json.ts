@@ -1,5 +1,5 @@
 /**
- * Plain-JSON checking and deep freezing for values that enter the session log (DESIGN.md §2).
+ * Plain-JSON checking and deep freezing for values that enter the session log (§2).
  * Two functions, two contracts: `checkJson` is for values from outside (a caller's message, a
  * plugin's data, a tool's result): it checks that the value is plain JSON and freezes it;
  * `deepFreeze` is for values the runtime built itself or the log reader parsed (JSON by
@@ -13,7 +13,7 @@
  * what walks a value afterwards is: freezing, validating, `JSON.stringify`, the projections. Measured
  * here (Node 20): freezing overflowed the stack between 5,000 and 8,000 levels, the schema check
  * of nested tool results between 1,000 and 2,000, `JSON.stringify` in `transcript` at 4,000; 256
- * leaves a margin of four and more, and no real log comes close (DESIGN.md §3.1).
+ * leaves a margin of four and more, and no real log comes close (§3.1).
  */
 export const MAX_LINE_DEPTH = 256
 

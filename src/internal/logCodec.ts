@@ -1,5 +1,5 @@
 /**
- * The JSONL codec of session logs (DESIGN.md §3.1): pure functions that turn a log file's text
+ * The JSONL codec of session logs (§3.1): pure functions that turn a log file's text
  * into its header and events (our format v1 and DSH format v0), and events into lines.
  *
  * Reading validates every line at this I/O edge: the envelope (`type`, `seq` = index, `time`)
@@ -126,7 +126,7 @@ export const commitDrafts = (
  * Thrown by `commitDrafts` for a draft the reader would refuse (so that no store accepts an event
  * that makes its log unreadable): a `type` that is not a non-empty string, or core event data
  * that fails the reader's own check, or data nested so deep that its line would nest deeper than
- * `MAX_LINE_DEPTH` (DESIGN.md §3.2).
+ * `MAX_LINE_DEPTH` (§3.2).
  */
 export class InvalidDraft extends Error {}
 
@@ -262,7 +262,7 @@ const isMessage = (u: unknown, role: string, block: Check): boolean =>
  */
 export const isUserMessageShape = (u: unknown): boolean => isMessage(u, "user", isBlock)
 
-/** The content blocks our reader accepts (a tool result's content, DESIGN.md §2). */
+/** The content blocks our reader accepts (a tool result's content, §2). */
 export const isContentShape = (u: unknown): boolean => isBlocks(u, isBlock)
 
 const isTurnStep = (u: Record<string, unknown>): boolean => isInt(u.turn) && isInt(u.step)

@@ -1,5 +1,5 @@
 /**
- * Reading `LogOptions` (DESIGN.md §3.1): which flavour a log is and where its inherited prefix
+ * Reading `LogOptions` (§3.1): which flavour a log is and where its inherited prefix
  * ends.
  */
 import type { LogOptions } from "../SessionLog.js"

@@ -1,5 +1,5 @@
 /**
- * Messages the runtime builds and checks (DESIGN.md §2): the one constructor of frozen
+ * Messages the runtime builds and checks (§2): the one constructor of frozen
  * `UserMessage` literals from parts that are JSON by construction (a string prompt, a tool
  * result, a repair closer, a simulator's text), and the one check of a `UserMessage` from
  * outside (a caller, a listener, a tool's context) before anything is logged.
@@ -35,7 +35,7 @@ export const textMessage = (id: string, text: string, source: MessageSource): Us
   userMessage(id, [textBlock(text)], source)
 
 /**
- * The tool result message of a call (DESIGN.md §2): one `tool-result` block, source
+ * The tool result message of a call (§2): one `tool-result` block, source
  * `{kind:"tool", callId}`. `content` must be checked or built JSON.
  */
 export const toolResultMessage = (
@@ -51,7 +51,7 @@ export const toolResultMessage = (
   )
 
 /**
- * Checks a `UserMessage` from outside before anything is logged (DESIGN.md §2, §5.1): plain JSON
+ * Checks a `UserMessage` from outside before anything is logged (§2, §5.1): plain JSON
  * (deep-frozen in place; frozen or not, every part is checked) and the shape the log reader
  * accepts (string id, role `"user"`, known content blocks, a source with a string `kind`), so
  * that every logged message reads back. Throws `InvalidJson` naming the part under `path`.
@@ -65,7 +65,7 @@ export const checkUserMessage = (message: unknown, path: string): UserMessage =>
 }
 
 /**
- * The default of `maxMessageBytes` (DESIGN.md §5.1): 8 MiB of JSON, room for an image of about
+ * The default of `maxMessageBytes` (§5.1): 8 MiB of JSON, room for an image of about
  * 6 MiB (base64 makes 4 bytes of 3) with its text, well within what a provider takes in one
  * request, and small enough that a session holds many before its history and requests get hard
  * to build.
@@ -115,7 +115,7 @@ const measure = (value: unknown): void => {
 }
 
 /**
- * Why a checked message is over `limit` (DESIGN.md §5.1: `maxMessageBytes`), or undefined when it
+ * Why a checked message is over `limit` (§5.1: `maxMessageBytes`), or undefined when it
  * is not. Its size is the UTF-8 bytes of its JSON text (`JSON.stringify(message)`: what its
  * splice holds in the log; image data counts as its base64 text). The exact size is computed
  * only when the bounds of one walk leave it open (a message between `limit / 6` and `limit`), so
@@ -137,7 +137,7 @@ export const oversize = (message: UserMessage, limit: number): string | undefine
 
 /**
  * The `InvalidMessage` of a message over `limit` (`oversize`), or undefined; nothing is logged
- * (DESIGN.md §5.1).
+ * (§5.1).
  */
 export const tooLarge = (message: UserMessage, limit: number): InvalidMessage | undefined => {
   const why = oversize(message, limit)

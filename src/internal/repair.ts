@@ -1,5 +1,5 @@
 /**
- * Crash repair (DESIGN.md §10): the synthetic closers a log needs when its last turn is open,
+ * Crash repair (§10): the synthetic closers a log needs when its last turn is open,
  * computed from the events alone, so that resuming a repaired log appends nothing.
  */
 import * as Invariant from "../Invariant.js"
@@ -19,7 +19,7 @@ const resultText: Partial<Record<ToolErrorCode, string>> = {
  * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
  * a `tool/call` but no result, or a `tool/call` then an error `tool/result` `TOOL_NOT_STARTED`
  * when it has none; then `step/end` (when a step is open), `turn/end {kind:"interrupted"}` and
- * `session/end-seed`; before all of them, when the log ends inside a compaction bracket (issue 15),
+ * `session/end-seed`; before all of them, when the log ends inside a compaction bracket (§17),
  * `compaction/end {compactionId, turn, outcome:"interrupted"}`. With no open turn, only `session/end-seed` marks the resume boundary
  * (§3.2), unless the log is empty or already ends with one: a repaired log needs nothing.
  * `nextId` gives the result messages' ids.
@@ -27,7 +27,7 @@ const resultText: Partial<Record<ToolErrorCode, string>> = {
 export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => string): Array<EventDraft> => {
   const bracket = openCompaction(events)
   if (bracket !== undefined) {
-    // The compaction a crash cut short ends first, `interrupted`: nothing of it applies (issue 15).
+    // The compaction a crash cut short ends first, `interrupted`: nothing of it applies (§17).
     const closer: EventDraft = {
       type: "compaction/end",
       data: { compactionId: bracket.compactionId, turn: bracket.turn, outcome: "interrupted" }
@@ -146,5 +146,5 @@ export const unrepairable = (
 export const unrepairableMessage = (sessionId: string, v: Invariant.Violation, length: number): string =>
   `session "${sessionId}": ${
     v.seq < length ? `seq ${v.seq} (line ${v.seq + 2})` : `the closers repair would append (seq ${v.seq})`
-  } breaks invariant ${v.rule} (DESIGN.md §12): ${v.message}; repair cannot fix that by appending, ` +
+  } breaks invariant ${v.rule} (§12): ${v.message}; repair cannot fix that by appending, ` +
   `so the session is not resumed (agent-loop check lists every violation)`

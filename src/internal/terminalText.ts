@@ -1,6 +1,6 @@
 /**
  * Text made safe for a terminal: the one rule every print site of the CLI and the chat follows
- * for text that comes from a log, a model, a provider or a file name (issue 13). Such text is
+ * for text that comes from a log, a model, a provider or a file name (§23). Such text is
  * untrusted and must neither drive the terminal (ESC and the other C0/C1 control characters
  * start escape sequences: clear the screen, set the title, move the cursor) nor hide or reorder
  * what is shown (bidi overrides and isolates, zero-width characters, line and paragraph

@@ -1,5 +1,5 @@
 /**
- * `tool/result.error.name` (DESIGN.md §3.2, §8, §10): the short name logged with each error code.
+ * `tool/result.error.name` (§3.2, §8, §10): the short name logged with each error code.
  */
 import type { ToolErrorCode } from "../SessionEvent.js"
 

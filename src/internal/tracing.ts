@@ -1,5 +1,5 @@
 /**
- * Traces of the loop (issue 16 §1): spans named and attributed after the OpenTelemetry GenAI
+ * Traces of the loop (§19): spans named and attributed after the OpenTelemetry GenAI
  * semantic conventions, made through Effect's `Tracer` only (the runtime imports no
  * `@opentelemetry` package; an OTel tracer is the user's layer, e.g. `@effect/opentelemetry`'s
  * `NodeSdk.layer`). One tree per turn:
@@ -218,7 +218,7 @@ export const entered = (
   if (links.length > 0) t.span.addLinks(links)
 }
 
-/** The `gen_ai.usage.*` attribute of each normalized usage count (README "Token usage"). */
+/** The `gen_ai.usage.*` attribute of each normalized usage count (§18). */
 const USAGE_ATTRIBUTES = [
   ["inputTokens", "gen_ai.usage.input_tokens"],
   ["outputTokens", "gen_ai.usage.output_tokens"],

@@ -1,5 +1,5 @@
 /**
- * A virtual `Clock` for the simulator (DESIGN.md §15): time moves only when the simulator
+ * A virtual `Clock` for the simulator (§15): time moves only when the simulator
  * advances it, and each advance wakes exactly one sleep (the earliest; ties in the order the
  * sleeps began), so the runtime can settle between wake-ups. Unlike `TestClock.adjust`, an
  * advance does not poll with real timers, which keeps a run in the low milliseconds.

@@ -1,15 +1,15 @@
 /**
- * A bridge from any `@effect/ai` provider to the `Model` port (DESIGN.md §11):
+ * A bridge from any `@effect/ai` provider to the `Model` port (§11):
  * `fromLanguageModel(options)` reads the `LanguageModel` in context (e.g. `@effect/ai-openai`'s
  * `OpenAiLanguageModel`, the OpenAI Responses API) and returns a `ModelService`. Each `respond`
  * maps the request to an `@effect/ai` `Prompt`, runs `LanguageModel.streamText` with tool call
  * resolution disabled, and pushes every stream part into the sink as it arrives: `text-delta`,
  * `reasoning-delta` (with a `providerState`, below), `tool-call`, `response`, `usage` and one
  * `finish`. Every failure is a typed `ModelError`. Tools are validated and run by the loop
- * (DESIGN.md §8), never by `@effect/ai`. Imported as `effect-agent-loop/ai-bridge`, not from the
+ * (§8), never by `@effect/ai`. Imported as `effect-agent-loop/ai-bridge`, not from the
  * main entry: `@effect/ai` is an optional peer dependency that only this module loads.
  *
- * Mapping of the request (DESIGN.md §11 rules):
+ * Mapping of the request (§11 rules):
  * - `instructions` → one `system` message, first; nothing else becomes a system message.
  * - Each user-role message (direct prompt, context, steer) → its own `user` message, in log
  *   order: `text` blocks → text parts, `image` blocks → file parts (`Uint8Array` data).
@@ -46,7 +46,7 @@
  *   `content-filter` kept; `tool-calls`, `pause`, `other`, `unknown` → `tool-calls` when the
  *   response had tool calls, else `stop`; `error` fails with `PROVIDER_ERROR`. Reading stops at
  *   the first `finish`.
- * - Usage (issue 16): `@effect/ai`'s `Usage` of the `finish` part → `inputTokens`,
+ * - Usage (§18): `@effect/ai`'s `Usage` of the `finish` part → `inputTokens`,
  *   `outputTokens`, `reasoningTokens` as given, `cachedInputTokens` → `cacheReadTokens`,
  *   `cacheWriteTokens` 0 (`@effect/ai` has no such count), 0 for any count not given;
  *   `totalTokens` as given alongside an input or output count. `@effect/ai-openai` (Responses
@@ -60,14 +60,14 @@
  *   cachedInputTokens: 0}`.
  * - A request longer than the model's context window (an HTTP 400/413 or an `error` part that
  *   says so, read as in `OpenAICompat`) fails with `CONTEXT_OVERFLOW`, so that the loop compacts
- *   and retries (issue 15).
+ *   and retries (§17).
  *
  * Limitations (found in `@effect/ai` 0.37.0 and `@effect/ai-openai` 0.41.0):
  * - **Cost**: every call runs an Effect `Stream`, and `@effect/ai` builds a new decoding schema
  *   for the response parts (a union over the request's tools) and decodes each chunk with it.
  *   Measured here (2 vCPU, a five-part scripted response): 2.3 ms per call without tools,
  *   3.6 ms with two, of which a bare `LanguageModel.streamText` takes 1–2 ms; `Model.scripted`
- *   answers the same request in 15–25 µs (DESIGN.md §11). Network time dwarfs it; a step
+ *   answers the same request in 15–25 µs (§11). Network time dwarfs it; a step
  *   through the bridge is not on the loop's µs budget.
  * - **Tool calls are decoded by `@effect/ai`** even with resolution disabled: a call naming a
  *   tool that is not in the request, or whose arguments are not a JSON object, fails the whole
@@ -173,13 +173,13 @@ export interface ReasoningState {
 }
 
 /**
- * Builds the `ModelService` from the `LanguageModel` in context (DESIGN.md §11).
+ * Builds the `ModelService` from the `LanguageModel` in context (§11).
  *
  * `respond` fails with `ModelError`, `code`:
  * - `HTTP_<status>` for a non-2xx answer: `message` is the body's `error.message`, prefixed with
  *   its `error.type` (else the body text, else `HTTP <status>`); `status` set; retryable for 408,
  *   409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`;
- * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the request is longer than the model's context
+ * - `CONTEXT_OVERFLOW` (not retryable; §17): the request is longer than the model's context
  *   window: a 400 or 413 answer, or an `error` part of the stream, whose error has `code`
  *   `context_length_exceeded` (OpenAI) or `type` `exceed_context_size_error` (llama.cpp), or
  *   whose message says `maximum context length is N tokens` (OpenAI, DeepSeek, vLLM) or
@@ -279,7 +279,7 @@ const make = (languageModel: LanguageModel.Service, options: Options): ModelServ
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request: Prompt mapping (DESIGN.md §11), cached per message object
+// Request: Prompt mapping (§11), cached per message object
 // ---------------------------------------------------------------------------------------------
 
 interface ResultEntry {
@@ -424,7 +424,7 @@ const strayResult = (block: ToolResultBlock): Prompt.UserMessage =>
 // Request: tools
 // ---------------------------------------------------------------------------------------------
 
-/** A never-called handler: the bridge always disables tool call resolution (DESIGN.md §8). */
+/** A never-called handler: the bridge always disables tool call resolution (§8). */
 const noHandler = (name: PropertyKey): Effect.Effect<never> =>
   Effect.dieMessage(`AiBridge: tool ${String(name)} cannot run inside @effect/ai (tool call resolution is disabled)`)
 

@@ -1,5 +1,5 @@
 /**
- * An Anthropic Messages adapter for the `Model` port (DESIGN.md §11): one streaming
+ * An Anthropic Messages adapter for the `Model` port (§11): one streaming
  * `POST {baseUrl}/v1/messages` per model request over @effect/platform's `HttpClient`, with
  * `x-api-key` (a `Redacted` key) and `anthropic-version: 2023-06-01`. The session's
  * instructions go to the top-level `system` field, never into the history. The history is mapped
@@ -26,7 +26,7 @@
  * - **Tool calls** are pushed at their `content_block_stop`, so they keep their place among the
  *   text and thinking blocks. A `tool_use` block with no `input_json_delta` has arguments `"{}"`.
  * - **Truncation** (`stop_reason: "max_tokens"`): the stream is not failed. A `tool_use` block
- *   that the limit cut (no `content_block_stop`) is dropped, as DESIGN.md §6.4 says an
+ *   that the limit cut (no `content_block_stop`) is dropped, as §6.4 says an
  *   incomplete call is; complete calls are pushed, and the loop gives each a `TRUNCATED`
  *   result. The finish reason is `length`. (A `tool_use` left open in a response that was not
  *   truncated is pushed at `message_stop` with the arguments that arrived.)
@@ -40,7 +40,7 @@
  * - **End of stream**: `message_stop` completes the response (its last parts are pushed at
  *   once); the body's end that follows is read, so the connection is reused, as in
  *   `OpenAICompat`. A body that ends without it fails with `STREAM_INCOMPLETE` (retryable).
- * - **Usage** (issue 16): Anthropic's `input_tokens` excludes the cache, so `inputTokens` is the
+ * - **Usage** (§18): Anthropic's `input_tokens` excludes the cache, so `inputTokens` is the
  *   whole prompt, `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`, and
  *   means what it means for the Chat Completions providers (cached tokens counted once, inside
  *   it); `cacheWriteTokens` = `cache_creation_input_tokens`, `cacheReadTokens` =
@@ -56,7 +56,7 @@
  * - **Context overflow**: Anthropic has no error type of its own for it (it is an
  *   `invalid_request_error`), so the message is read: `prompt is too long: N tokens > M maximum`
  *   or `input length and \`max_tokens\` exceed context limit: …`, in a 400 or 413 answer or an
- *   `error` event, fails with `CONTEXT_OVERFLOW` (issue 15: the loop compacts and retries)
+ *   `error` event, fails with `CONTEXT_OVERFLOW` (§17: the loop compacts and retries)
  *   instead of `invalid_request_error`. Any other `invalid_request_error` keeps its code.
  *
  * @since 0.1.0
@@ -105,7 +105,7 @@ import * as WireFormat from "./internal/wire.js"
  *   may override the settings and `stream`, never `model`, `system`, `messages` or `tools`.
  * - `retry`: a schedule for failures that happen **before the first part reached the sink**
  *   (connection refused, HTTP 429/5xx/529) and are `retryable`; each delay is at least the
- *   error's `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
+ *   error's `retryAfterMs`. Default: none, the loop's step retry handles them (§11).
  * - `idleTimeoutMs`: how long (ms) to wait for the response headers, and then for each next
  *   piece of the body that is progress, before failing with `TIMEOUT` (retryable). Default
  *   120,000. Anthropic's `ping` events are events, so progress; SSE comment lines are not.
@@ -144,7 +144,7 @@ export type ThinkingBlock =
 
 /**
  * The `providerState` this adapter puts on `reasoning-delta`s (and so on the assistant
- * message's `reasoning` blocks, DESIGN.md §2): `{kind:"anthropic", signature}` when the
+ * message's `reasoning` blocks, §2): `{kind:"anthropic", signature}` when the
  * reasoning block is exactly one `thinking` block (its text is the block's `thinking`), else
  * `{kind:"anthropic", blocks}`, the wire blocks the reasoning block stands for, sent back as
  * they are.
@@ -166,7 +166,7 @@ export type ThinkingState =
  *   envelope): `message` is `error.message` with the `request_id`; `status` set; retryable for
  *   408, 409, 429 and 5xx (529 included) unless an `x-should-retry` header says otherwise;
  *   `retryAfterMs` from `retry-after` (seconds or an HTTP date) or `retry-after-ms`;
- * - `CONTEXT_OVERFLOW` (not retryable, whatever `x-should-retry` says; issue 15): the request is
+ * - `CONTEXT_OVERFLOW` (not retryable, whatever `x-should-retry` says; §17): the request is
  *   longer than the model's context window: a 400 or 413 answer, or an `error` event inside a
  *   200 stream, whose `error.message` says `prompt is too long: N tokens > M maximum` or
  *   `input length and \`max_tokens\` exceed context limit: …` (or carries OpenAI's
@@ -194,7 +194,7 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
   Effect.map(HttpClient.HttpClient, (client) => makeWithClient(client, options))
 
 /**
- * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
+ * The adapter as the `Model` service (§11), leaving `HttpClient.HttpClient` as a
  * requirement: `Anthropic.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
  *
  * @example
@@ -251,7 +251,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
   })
 
 // ---------------------------------------------------------------------------------------------
-// Request: history → alternating turns (DESIGN.md §11), blocks cached per message object
+// Request: history → alternating turns (§11), blocks cached per message object
 // ---------------------------------------------------------------------------------------------
 
 /** One piece of the history: blocks of an assistant turn, or blocks of a user turn. */

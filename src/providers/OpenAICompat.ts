@@ -1,8 +1,8 @@
 /**
- * An OpenAI-compatible Chat Completions adapter for the `Model` port (DESIGN.md §11): one
+ * An OpenAI-compatible Chat Completions adapter for the `Model` port (§11): one
  * streaming `POST {baseUrl}/chat/completions` per model request over @effect/platform's
  * `HttpClient`, for DeepSeek, vLLM, llama.cpp, Ollama, OpenAI and gateways that speak the same
- * wire format. The history is mapped by the rules of DESIGN.md §11 (consecutive user-role messages
+ * wire format. The history is mapped by the rules of §11 (consecutive user-role messages
  * stay separate; tool results directly follow their assistant tool-call message, moved up past
  * any context message logged in between; no mid-history system message; `reasoning_content` is
  * sent back unless `reasoningContent: "omit"`). Each message's converted JSON is cached per message object, so a step only
@@ -12,7 +12,7 @@
  * `tool-call` (raw argument strings, never parsed), `usage` and one `finish`. Every failure is a
  * typed `ModelError`.
  *
- * Usage (issue 16): the stream's last `usage` object (a usage-only chunk with `choices: []`, or,
+ * Usage (§18): the stream's last `usage` object (a usage-only chunk with `choices: []`, or,
  * as DeepSeek sends it, the finish chunk's) is mapped once, at the end, into the five normalized
  * counts and pushed with `raw`, the object as sent:
  *
@@ -38,13 +38,13 @@
  *   usage, finish) are pushed at once; then what is left of the body is read and dropped (for at
  *   most 1 s and 64 KiB, then the connection is released unread), because a connection whose
  *   body was read to its end is reused for the next request (keep-alive), while one dropped
- *   before it is closed (issue 18: a new connection, with TLS a new handshake, per request). A stream
+ *   before it is closed (§24: a new connection, with TLS a new handshake, per request). A stream
  *   that ends without `[DONE]` is accepted when a `finish_reason` arrived; an unterminated last
  *   event (no blank line before EOF) is dispatched, not dropped, so a `data: [DONE]` or a usage
  *   chunk cut short of its blank line still counts.
  * - **Incomplete streams**: no `finish_reason` by the end of the body (with or without `[DONE]`)
  *   fails with `STREAM_INCOMPLETE` (retryable): the deltas already pushed are withdrawn by the
- *   loop's retry (DESIGN.md §11).
+ *   loop's retry (§11).
  * - **Orphan calls**: an assistant tool call with no result before the next assistant message
  *   or the end of the history (a log cut by a crash and not repaired) gets a synthetic `tool`
  *   message `error: No result was recorded for this tool call…`, in call order, before the
@@ -53,10 +53,10 @@
  *   hand-edited or foreign log) is sent as user text `Result of tool call ID: …`, as the other
  *   adapters do: a `tool` message must follow the assistant message that called it.
  * - **Tool-call order**: a tool-result message that the log holds after a context user message
- *   (which DESIGN.md §8 never produces, but a hand-edited or foreign log may) is moved up to
+ *   (which §8 never produces, but a hand-edited or foreign log may) is moved up to
  *   directly after its assistant tool-call message; the context messages follow the last result.
  * - **Context overflow**: a request longer than the model's context window fails with
- *   `CONTEXT_OVERFLOW` (issue 15: the loop compacts and retries) only when the server says so in
+ *   `CONTEXT_OVERFLOW` (§17: the loop compacts and retries) only when the server says so in
  *   a documented form (`context_length_exceeded`, llama.cpp's `exceed_context_size_error`, or
  *   `maximum context length is N tokens`), in a 400 or 413 answer or an error inside the stream;
  *   any other 400 keeps `HTTP_400`, so that an unrelated refusal does not start a compaction.
@@ -106,7 +106,7 @@ import * as WireFormat from "./internal/wire.js"
  *   or `tools`.
  * - `retry`: a schedule for failures that happen **before the first part reached the sink**
  *   (connection refused, HTTP 429/5xx) and are `retryable`; each delay is at least the error's
- *   `retryAfterMs`. Default: none, the loop's step retry handles them (DESIGN.md §11).
+ *   `retryAfterMs`. Default: none, the loop's step retry handles them (§11).
  * - `idleTimeoutMs`, `requestTimeoutMs`, `maxRetryAfterMs`, `maxResponseBytes`: the limits of a
  *   request, below (the same for every HTTP adapter). All use the Effect `Clock`.
  *
@@ -154,7 +154,7 @@ export interface Options extends HttpOptions {
  *   with its `error.type` (the body is parsed as JSON whatever its content-type); `status` set;
  *   retryable for 408, 409, 429 and 5xx; `retryAfterMs` from `retry-after-ms` or `retry-after`
  *   (seconds or an HTTP date);
- * - `CONTEXT_OVERFLOW` (not retryable; issue 15): the request is longer than the model's context
+ * - `CONTEXT_OVERFLOW` (not retryable; §17): the request is longer than the model's context
  *   window. A 400 or 413 answer, or an `error` object inside a 200 response, whose error has
  *   `code` `context_length_exceeded` (OpenAI) or `type` `exceed_context_size_error` (llama.cpp),
  *   or whose message says `maximum context length is N tokens` (OpenAI, DeepSeek, vLLM); `message`
@@ -182,7 +182,7 @@ export const make = (options: Options): Effect.Effect<ModelService, never, HttpC
   Effect.map(HttpClient.HttpClient, (client) => makeWithClient(client, options))
 
 /**
- * The adapter as the `Model` service (DESIGN.md §11), leaving `HttpClient.HttpClient` as a
+ * The adapter as the `Model` service (§11), leaving `HttpClient.HttpClient` as a
  * requirement: `OpenAICompat.layer({...}).pipe(Layer.provide(NodeHttpClient.layerUndici))`.
  *
  * @example
@@ -237,7 +237,7 @@ const makeWithClient = (client: HttpClient.HttpClient, options: Options): ModelS
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request: message mapping (DESIGN.md §11), cached per message object
+// Request: message mapping (§11), cached per message object
 // ---------------------------------------------------------------------------------------------
 
 /** An assistant message as JSON, and the same without `reasoning_content`. */

@@ -1,5 +1,5 @@
 /**
- * Multi-process cluster harness (issue 14 §4): runner processes (`agent-loop runner`, the built
+ * Multi-process cluster harness (§21): runner processes (`agent-loop runner`, the built
  * CLI `dist/cli/bin.js`: the offline model and tools) on loopback, started concurrently, each ready when it prints
  * `runner ready <host>:<port>`; signals; every wait bounded, and a timeout names what it waited
  * for with the runners' stderr tails. Runners still alive when the test's scope closes are killed.

@@ -1,5 +1,5 @@
 /**
- * The crash-point matrix's harness (issue 13, DESIGN.md §3.3, §10, §12): a scenario runs on a
+ * The crash-point matrix's harness (§23, §3.3, §10, §12): a scenario runs on a
  * virtual clock against a store whose appends go through a failpoint plan
  * (`src/internal/store/failpoints.ts`). When the plan crashes the store, the agent is dropped
  * (its scope closed: its appends are refused, as nothing of a killed process reaches the disk),
@@ -57,7 +57,7 @@ export interface Scenario {
    * before the matrix's appends are counted; the scenario resumes it.
    */
   readonly repairedStart?: boolean | undefined
-  /** The agent is made under `Compaction.layer(...)` with these options (issue 15). */
+  /** The agent is made under `Compaction.layer(...)` with these options (§17). */
   readonly compaction?: Compaction.SummarizeOptions | undefined
 }
 
@@ -67,7 +67,7 @@ export interface Scenario {
  * the message id); anything else gets a text answer.
  */
 const respond = (request: Model.ModelRequest): Model.ScriptedResponse => {
-  // A compaction's summarization request (issue 15): its summary names how much it read.
+  // A compaction's summarization request (§17): its summary names how much it read.
   if (request.purpose === "compaction") return { text: `summary of ${textOf(request.messages[0]!.content).length} characters` }
   const last = request.messages[request.messages.length - 1]
   if (last !== undefined && last.role === "user" && last.content[0]?.type === "text") {

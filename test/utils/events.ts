@@ -158,7 +158,7 @@ export const readDsh = (name: string): Promise<LogContents> =>
   Effect.runPromise(readFile(join(dshDir, name)).pipe(Effect.provide(NodeFileSystem.layer)))
 
 // ---------------------------------------------------------------------------------------------
-// Compaction brackets (issue 15)
+// Compaction brackets (§17)
 // ---------------------------------------------------------------------------------------------
 
 /** `compaction/start` of `id` (`turn: null` for a manual bracket between turns). */

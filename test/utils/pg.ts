@@ -1,5 +1,5 @@
 /**
- * A real PostgreSQL server for the tests (issue 14). `AGENT_LOOP_TEST_PG` is the URL of a server
+ * A real PostgreSQL server for the tests (§20). `AGENT_LOOP_TEST_PG` is the URL of a server
  * where the tests may create databases (`scripts/pg-server.sh` starts a throwaway one and prints
  * its URL; `.ci/run` does so and sets it). Without it the PostgreSQL suites are skipped with one
  * line saying how to enable them; with `AGENT_LOOP_REQUIRE_PG=1` (set by `.ci/run`) a missing URL

@@ -1,5 +1,5 @@
 /**
- * Checks of a scenario run (DESIGN.md §12, §15, issue 15) shared by the scenario and property
+ * Checks of a scenario run (§12, §15, §17) shared by the scenario and property
  * tests: the brief log with the compaction bracket spelled out, the fates, the requests against
  * the log's history at each point, and what each compaction did to the model's view.
  */
@@ -79,7 +79,7 @@ export const requestPrefix = (events: ReadonlyArray<SessionEvent>, turn: number,
 }
 
 /**
- * The log a step's request saw after an overflow compaction inside the step (issue 15): up to
+ * The log a step's request saw after an overflow compaction inside the step (§17): up to
  * the step's `assistant/message`, or its `step/end` when it has none.
  */
 export const retryPrefix = (events: ReadonlyArray<SessionEvent>, turn: number, step: number): ReadonlyArray<SessionEvent> => {
@@ -91,7 +91,7 @@ export const retryPrefix = (events: ReadonlyArray<SessionEvent>, turn: number, s
 }
 
 /**
- * Every recorded step request equals `History.derive` of the log at that point (DESIGN.md §12):
+ * Every recorded step request equals `History.derive` of the log at that point (§12):
  * a step's requests up to the one answered `CONTEXT_OVERFLOW` saw the log up to the step's
  * entered messages; those after it (the retry after the overflow compaction) the log up to the
  * step's assistant message. Request i consumed script entry i (summarization requests too, which
@@ -125,7 +125,7 @@ export type CompactionCounts = Record<Compaction.CompactionOutcome | "open", num
 
 /**
  * No message entered before a compaction is lost from the model's view without a summary
- * covering it (issue 15): for every bracket that ends `compacted`, each message visible at its
+ * covering it (§17): for every bracket that ends `compacted`, each message visible at its
  * `compaction/start` and not after its `compaction/end` has its seq in the bracket's
  * `compaction/summary.shadowedSeqs`, or was replaced by a prune checkpoint naming it
  * (`surfaceOp` `start === end === seq`); every shadowed seq was visible (nothing pending is

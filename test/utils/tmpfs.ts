@@ -1,5 +1,5 @@
 /**
- * Small real file systems for the I/O fault tests (issue 13 §2): a tmpfs of a few KiB to fill
+ * Small real file systems for the I/O fault tests (§23): a tmpfs of a few KiB to fill
  * (ENOSPC), remounted read-only (EROFS) or larger (space again). Mounting needs root with the
  * right to mount (these machines and CI run as root); where it is refused, `mountRefused` says
  * why and the tests that need it are skipped, their seam-based counterparts run instead.

@@ -1,6 +1,6 @@
 /**
  * The token usage and response id/model of every recorded wire fixture that carries usage
- * (`../shared/fixtures/wire/`, issue 16), read by hand from the fixture bytes and written here
+ * (`../shared/fixtures/wire/`, §18), read by hand from the fixture bytes and written here
  * as literals: `raw` is the provider's usage object as the adapter must keep it (for Anthropic,
  * `message_start`'s usage with `message_delta`'s fields merged over it), `usage` the normalized
  * counts (all five; `totalTokens` only where the wire sends a total), `response` the wire's

@@ -1,5 +1,5 @@
 /**
- * `agent-loop acp` (issue 17; README "Editors (ACP)"): an Agent Client Protocol v1 agent over
+ * `agent-loop acp` (§22): an Agent Client Protocol v1 agent over
  * stdio, built on the official SDK (`@agentclientprotocol/sdk`, bundled with `zod` into the CLI
  * chunk that only this command loads). One JSON-RPC message a line on stdin and stdout; stdout
  * carries nothing else (notices go to stderr). Every ACP session is an agent of the JSONL store
@@ -16,7 +16,7 @@
  *   existing directory, else -32602; the same for `session/load`);
  *   MCP servers are not supported: ignored, with one notice on stderr.
  * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
- *   DESIGN.md §10; nothing pending is run), the conversation replayed as `session/update`
+ *   §10; nothing pending is run), the conversation replayed as `session/update`
  *   notifications before the response (`replay.ts`), then prompts go on in it. Input a crashed
  *   process left pending (its queued prompts, steering, injections: durable, kept by §10) is
  *   not in the replay (it has not entered a step); it runs at the next prompt, in its own turn
@@ -147,7 +147,7 @@ export const EXTENSIONS = { steer: "_session/steer", inject: "_session/inject" }
 export const TURN_ERROR = -32603
 
 /**
- * A prompt's answer from the end reason of its turn (issue 17): `completed` → `end_turn`,
+ * A prompt's answer from the end reason of its turn (§22): `completed` → `end_turn`,
  * `max-tokens` → `max_tokens`, error `MAX_STEPS` → `max_turn_requests`, `blocked` → `refusal`,
  * `aborted`/`interrupted` → `cancelled`; another error → a JSON-RPC error (`TURN_ERROR`).
  *
@@ -228,7 +228,7 @@ const internal = (message: string) => new acp.RequestError(-32603, message)
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
- * The kinds of source an injection takes (DESIGN.md §2), with the field each requires: `plugin`
+ * The kinds of source an injection takes (§2), with the field each requires: `plugin`
  * (`plugin`), `hook` (`hook`), `user`. The others are the runtime's own (`tool` results and
  * contexts, `session-reference`, `model`); `MessageSource` is an open union, so a kind outside
  * this list would be logged as it came.

@@ -1,5 +1,5 @@
 /**
- * `read_file` through the ACP client (issue 17): when the client's `initialize` capabilities
+ * `read_file` through the ACP client (§22): when the client's `initialize` capabilities
  * offer `fs.readTextFile`, the agent's `read_file` reads through the client's
  * `fs/read_text_file {sessionId, path, line?, limit?}` request, so that the model sees the
  * editor's buffer, unsaved edits included; otherwise it reads from disk as
@@ -22,7 +22,7 @@
  * - **A client error is a tool error**, never a crash: `cannot read notes.txt: the client's
  *   fs/read_text_file failed: Resource not found (-32002)` (the JSON-RPC code when the error
  *   has one), a `Tool.ToolError` that the loop logs as an error `tool/result` (`TOOL_FAILED`,
- *   DESIGN.md §8) with the error as its `cause`. A reader that throws or dies is the same.
+ *   §8) with the error as its `cause`. A reader that throws or dies is the same.
  *   Interrupting the call (a cancel, §9) interrupts the reader; `clientReader` then cancels the
  *   request (`$/cancel_request`).
  *

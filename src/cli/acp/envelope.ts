@@ -1,5 +1,5 @@
 /**
- * The JSON-RPC 2.0 envelope of what `agent-loop acp` reads (README "Editors (ACP)"), checked
+ * The JSON-RPC 2.0 envelope of what `agent-loop acp` reads (§22), checked
  * between the SDK's line parser and its connection. The SDK answers a line that is not JSON
  * (-32700), a batch and a value that is not an object (-32600, `id: null`); of the objects, it
  * answered every malformed request with `id: null` even when its id was there to read, and

@@ -1,5 +1,5 @@
 /**
- * The line limit of `agent-loop acp`'s stdin (issue 17; README "Editors (ACP)"). The SDK's
+ * The line limit of `agent-loop acp`'s stdin (§22). The SDK's
  * `ndJsonStream` refuses a line over its `maxMessageBytes` (default `DEFAULT_MAX_MESSAGE_BYTES`,
  * 32 MiB) by erroring its stream, which closes the connection: the agent would stop reading and
  * exit 0 with its running prompts never answered. `limitLines` sits between stdin and the SDK so

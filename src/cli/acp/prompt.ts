@@ -1,6 +1,6 @@
 /**
  * The content of an ACP prompt (`session/prompt`, `_session/steer`, `_session/inject`) as the
- * content of one `UserMessage` (issue 17; README "Editors (ACP)"). ACP v1's baseline is `text`
+ * content of one `UserMessage` (§22). ACP v1's baseline is `text`
  * and `resource_link`; we also take `image` (base64 data; `promptCapabilities.image`) and embedded
  * text resources (`promptCapabilities.embeddedContext`):
  *

@@ -1,12 +1,12 @@
 /**
- * A session log as ACP v1 `session/update` notifications (issue 17): what `session/load` sends
+ * A session log as ACP v1 `session/update` notifications (§22): what `session/load` sends
  * before its response, and the per-item mappings the live agent uses so that a replayed session
  * and a live one look the same to the editor. Pure: it imports only types from the SDK
  * (`@agentclientprotocol/sdk`), and the updates are plain objects of the SDK's JSON schema
  * (`schema/v1/schema.json`, `SessionUpdate`).
  *
  * **What a replay shows.** The whole conversation as it happened, in log order, as the model saw
- * each message enter (DESIGN.md §12): every `user/message` (what the user typed, and every piece
+ * each message enter (§12): every `user/message` (what the user typed, and every piece
  * of context: injections, steering, tool and hook contexts, pre-step additions), every
  * `assistant/message` (its reasoning and text, block by block), every `tool/call` with its
  * `tool/result`. Messages that never entered a step (queued and canceled, §4) are not shown.
@@ -47,7 +47,7 @@
  *   repairs first, §10) is closed `failed` at the end of the replay, with that said as content;
  *   in a replay of a session whose agent is live (`running`), it is running: shown
  *   `tool_call_update {status: "in_progress"}` instead, and its result follows live.
- * - A compaction (issue 15) that took effect (its bracket ended `compacted`; in a DSH log, a
+ * - A compaction (§17) that took effect (its bracket ended `compacted`; in a DSH log, a
  *   checkpoint `user/message` of plugin `compact` where it stands) → when the client advertised
  *   the `session.compaction` capability (`compaction: true`), one `compaction_update
  *   {compactionId, status: "completed", summary}`; otherwise one `user_message_chunk` whose text
@@ -97,7 +97,7 @@ export type { SessionUpdate }
 export const META_KEY = "agent-loop"
 
 /**
- * How a user-role message reached the inbox (DESIGN.md §4, §5.1): `followup` (next-turn),
+ * How a user-role message reached the inbox (§4, §5.1): `followup` (next-turn),
  * `steer` (next-step, waking), `inject` (next-step, not waking).
  *
  * @since 0.1.0
@@ -260,7 +260,7 @@ export const toolTitle = (name: string, input: unknown): string => {
 }
 
 /**
- * A tool call's `rawInput`: its arguments (the provider's JSON string, DESIGN.md §3.2) parsed,
+ * A tool call's `rawInput`: its arguments (the provider's JSON string, §3.2) parsed,
  * or the string itself when it is not JSON (a model's malformed arguments stay visible).
  *
  * @since 0.1.0
@@ -292,7 +292,7 @@ const imageBlock = (b: Extract<ContentBlock, { readonly type: "image" }>): AcpCo
 }
 
 /**
- * Our content blocks as ACP content blocks (DESIGN.md §2): `text` → `{type:"text", text}`,
+ * Our content blocks as ACP content blocks (§2): `text` → `{type:"text", text}`,
  * `image {mediaType, data}` → `{type:"image", mimeType, data}` (a DSH image that only names a
  * stored attachment: a text placeholder, see `imageBlock`); the text and images of a nested
  * `tool-result` block are taken in place; `reasoning` and `tool-call` blocks are left out (they
@@ -375,7 +375,7 @@ export const assistantChunks = (message: AssistantMessage): Array<SessionUpdate>
 }
 
 /**
- * The `tool_call` of a `tool/call` (DESIGN.md §3.2, §8): `{sessionUpdate: "tool_call",
+ * The `tool_call` of a `tool/call` (§3.2, §8): `{sessionUpdate: "tool_call",
  * toolCallId: callId, title, name, kind, status: "pending", rawInput, locations?}`; `locations`
  * holds the absolute path of a file tool's `path`-like argument when `cwd` is given.
  *
@@ -436,7 +436,7 @@ const resultOf = (message: UserMessage): {
 }
 
 /**
- * The `tool_call_update` of a `tool/result` (DESIGN.md §3.2, §8): `{sessionUpdate:
+ * The `tool_call_update` of a `tool/result` (§3.2, §8): `{sessionUpdate:
  * "tool_call_update", toolCallId, status: "completed" | "failed", content, rawOutput}`; `failed`
  * when the result is an error (its block's `isError`, or a code in `data.error`); `content` its
  * text and image blocks, each `{type:"content", content}`; `rawOutput: {isError, text,
@@ -573,7 +573,7 @@ export const compactionUpdates = (
  * `assistantChunk`. `prime(event)` takes an event already shown some other way (a loaded log,
  * which its replay shows) for what later events need of it, and builds no update: the `via` of a
  * message spliced and not yet entered (the only state a loaded log leaves to later events:
- * `Agent.resume` closes its calls and compactions, DESIGN.md §10).
+ * `Agent.resume` closes its calls and compactions, §10).
  *
  * @since 0.1.0
  * @category projections
@@ -700,7 +700,7 @@ export const projector = (options?: ReplayOptions): Projector => {
 }
 
 /**
- * The `session/update`s that replay a session log (issue 17, `session/load`): the whole
+ * The `session/update`s that replay a session log (§22, `session/load`): the whole
  * conversation as it happened, in log order (see the module comment for what is shown and the
  * shape of each update). Send each as `{sessionId, update}` before the `session/load` response:
  * `for (const update of replayUpdates(log.events, {header: log.header, cwd})) notify({sessionId,

@@ -1,6 +1,6 @@
 /**
- * The live events of an agent (DESIGN.md §5.3) as ACP v1 `session/update` payloads (issue 17;
- * README "Editors (ACP)"): a projector, pushed each event in the order `agent.subscribe` gives
+ * The live events of an agent (§5.3) as ACP v1 `session/update` payloads (§22;
+ * §22): a projector, pushed each event in the order `agent.subscribe` gives
  * them, returning the updates to send for it (most events give none). The durable events go
  * through the replay's projection with `live: true` (`replay.ts`), so that a live session and a
  * replayed one (`session/load`) look the same to the editor: user-role messages, tool calls and

@@ -1,5 +1,5 @@
 /**
- * The Ink view of `agent-loop chat` (DESIGN.md §14). It only reads a `ChatModel` snapshot and
+ * The Ink view of `agent-loop chat` (§14). It only reads a `ChatModel` snapshot and
  * calls the plain callbacks of a `ChatController`; it never runs an effect.
  *
  * Layout, top to bottom: the transcript (Ink `<Static>`: printed once, then it scrolls into

@@ -1,12 +1,12 @@
 /**
- * The state of the `chat` screen (DESIGN.md §14), kept outside React: a plain object that the
+ * The state of the `chat` screen (§14), kept outside React: a plain object that the
  * Effect side feeds with the agent's live events (§5.3) and React reads with
  * `useSyncExternalStore` (`subscribe` / `getSnapshot`). Nothing here runs an effect.
  *
  * - `items` is the append-only transcript (rendered once by Ink's `<Static>`): turn headers,
  *   what the user typed, injected context labelled with its producer (`Transcript.sourceLabel`),
  *   assistant text, each tool call together with its result, turn ends with their reason, and
- *   a marker for each compaction (issue 15: what it did to the token estimate and the first line of
+ *   a marker for each compaction (§17: what it did to the token estimate and the first line of
  *   its summary), and notices of the UI itself. History read from the log at start and live
  *   events go through one projection (`Transcript.projector`), so a resumed session looks as it
  *   did live.
@@ -103,7 +103,7 @@ export interface Snapshot {
   readonly pending: ReadonlyArray<PendingItem>
   /** The compaction that runs now, if any. */
   readonly compacting: RunningCompaction | undefined
-  /** The session's tokens so far (`Usage.total` of every model request in the log, issue 16). */
+  /** The session's tokens so far (`Usage.total` of every model request in the log, §18). */
   readonly tokens: number
   /** With a price table: the session's cost (`$0.0016`), or `cost unknown` (a model without a price). */
   readonly cost: string | undefined
@@ -119,7 +119,7 @@ export const visible = (text: string): string => Transcript.escapeControl(text.r
 /**
  * The most of one message's text the chat shows: its first `SHOWN_LINES` lines and at most
  * `SHOWN_BYTES` bytes (UTF-8). Drawing a message of megabytes took Ink minutes with the event
- * loop blocked (no key, no signal handled: issue 13); the whole text stays in the log, which
+ * loop blocked (no key, no signal handled: §23); the whole text stays in the log, which
  * `agent-loop transcript` prints.
  */
 export const SHOWN_BYTES = 8192
@@ -249,7 +249,7 @@ export class ChatModel {
   private readonly endWaiters = new Map<string, Array<() => void>>()
   /** The transcript projection of the log: its history, then each live event. */
   private readonly projection = Transcript.projector()
-  /** The usage projection of the log (issue 16): the status line's tokens and cost. */
+  /** The usage projection of the log (§18): the status line's tokens and cost. */
   private readonly usage = Usage.projector()
   private snapshot: Snapshot
   /** Durable events with a smaller `seq` were applied from the log already. */

@@ -1,5 +1,5 @@
 /**
- * `agent-loop chat` (DESIGN.md §14): the Effect program that owns the agent and mounts the Ink
+ * `agent-loop chat` (§14): the Effect program that owns the agent and mounts the Ink
  * view. This module is the whole Effect/React boundary, and it is thin on purpose:
  *
  * - Effect → React: one fiber (forked in the chat's scope) takes the agent's live events from
@@ -12,23 +12,23 @@
  *   shown as a notice, never thrown into React.
  * - Lifetime: everything lives in one `Scope`. Closing it (on `/quit`, Ctrl-C as a key, or the
  *   interruption SIGINT/SIGTERM cause under `NodeRuntime.runMain`) unmounts Ink first (the
- *   terminal leaves raw mode), stops both fibers, then disposes the agent (DESIGN.md §9: a
+ *   terminal leaves raw mode), stops both fibers, then disposes the agent (§9: a
  *   running turn ends aborted `{kind:"disposed"}`, whatever is queued is canceled). The log's
  *   path is printed after that, whatever the exit.
- * - No lock without a terminal (issue 13): SIGHUP, the end of stdin or an error writing stdout
+ * - No lock without a terminal (§23): SIGHUP, the end of stdin or an error writing stdout
  *   (EIO, EPIPE) means the terminal is gone: the chat closes its scope as above (the agent
  *   disposed, the writer's lock released) and exits 129. Signals are listened to from before the
  *   session is opened, so that a chat still loading a big log leaves too.
  *
  * A plain line is sent by the agent's status when the action runs: `followup` when idle,
  * `steer` while running, through `SessionReference.deliver`, which also prepares the snapshot
- * of each `@session:ID` it mentions (DESIGN.md §13: idle, the snapshot enters right after the
+ * of each `@session:ID` it mentions (§13: idle, the snapshot enters right after the
  * message; running, it is injected, then the message steered). Alt+Enter queues a `followup`;
  * a queued message may not mention sessions (its snapshot would have to wait for its pre-step,
  * which `SessionReference.deliver` offers only to an idle agent): it is refused with a notice
  * that gives its text back. Commands: `/inject TEXT` (context with source
  * `{kind:"plugin", plugin:"chat"}`), `/followup TEXT` (queue a followup: the same as Alt+Enter,
- * for terminals that cannot send it), `/compact [INSTRUCTIONS]` (`agent.compact`, issue 15: on
+ * for terminals that cannot send it), `/compact [INSTRUCTIONS]` (`agent.compact`, §17: on
  * an idle agent its own bracket between turns, on a running one at the turn's next step
  * boundary; it runs in its own fiber, so that keys and other commands go on meanwhile, and its
  * report is a notice; the marker comes with the log's events), `/sessions`, `/help`, `/quit`.
@@ -68,11 +68,11 @@ export interface ChatOptions {
   readonly model: Layer.Layer<Model.Model>
   /** The compaction policy, from `--context-window` and its flags; none: `/compact` only (`summarize({})`). */
   readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
-  /** `--prices FILE` (issue 16): the status line shows the session's cost beside its tokens. */
+  /** `--prices FILE` (§18): the status line shows the session's cost beside its tokens. */
   readonly prices?: Usage.Prices | undefined
 }
 
-/** The source of what `/inject` delivers (DESIGN.md §2: context names its producer). */
+/** The source of what `/inject` delivers (§2: context names its producer). */
 export const INJECT_SOURCE = { kind: "plugin", plugin: "chat" } as const
 
 const HELP = [
@@ -320,7 +320,7 @@ const TERMINAL_GONE = 129
  * Listens, for the whole chat, to what ends it from outside: SIGINT and SIGTERM (kill, Ctrl-C
  * before the view puts the terminal in raw mode) quit 130; SIGHUP, the end of stdin or an error
  * writing stdout or stderr (EIO, EPIPE: the terminal is gone) quit 129. Installed before the
- * session is opened, so that a signal while a big log loads is not lost (issue 13). The signal
+ * session is opened, so that a signal while a big log loads is not lost (§23). The signal
  * listeners also keep Ink's exit hook (signal-exit) from re-sending the signal, which would kill
  * the process before the agent is disposed and its lock released. The error listeners on
  * stdout/stderr stay to the end of the process: the clean-up still writes (Ink's last frame, the
@@ -376,7 +376,7 @@ const chatUntilQuit = (
  * Runs the chat until `/quit` (exit code 0), Ctrl-C or SIGTERM (130), or until the terminal is
  * gone (129: SIGHUP, stdin ended, stdout broken); a new session on the JSONL store
  * of `options.directory`, or the resumed `options.sessionId` (repaired first if its process
- * died, DESIGN.md §10; queued work is shown, not run). The agent is disposed before this
+ * died, §10; queued work is shown, not run). The agent is disposed before this
  * returns, and the log's path is printed last (also when interrupted). Fails with the store's
  * errors when the session cannot be made or resumed (nothing is shown then).
  */
@@ -394,7 +394,7 @@ export const runChat = (
   }, () => {
     gone = true
   })).pipe(
-    // The agent is made with the references' pre-step in context (DESIGN.md §13).
+    // The agent is made with the references' pre-step in context (§13).
     Effect.provide(
       Layer.mergeAll(
         options.model,

@@ -1,7 +1,7 @@
 /**
  * The chat's keyboard input, cleaned before Ink parses it. Ink 6.8 throws (and the chat would
  * die without disposing its agent) on escape sequences it cannot name: a modified function key
- * (`ESC [1;5P`, Ctrl+F1) or a colour code in pasted text (`ESC [31m`) (Ink issue #901). The view
+ * (`ESC [1;5P`, Ctrl+F1) or a colour code in pasted text (`ESC [31m`) (Ink bug #901). The view
  * uses none of them, so they are dropped here: of the CSI sequences (`ESC [` parameters, final
  * byte), only the unmodified ones the editor reads are kept (arrows `A`–`D`, Home/End `H`/`F`,
  * Shift+Tab `Z`, and `~` keys such as Delete `ESC [3~`). Everything else (text, Enter, a lone

@@ -1,5 +1,5 @@
 /**
- * Cancel and dispose (DESIGN.md §9). `cancel` durably clears both queues (unless `keepInbox`)
+ * Cancel and dispose (§9). `cancel` durably clears both queues (unless `keepInbox`)
  * and interrupts the driver fiber; it does nothing else to the turn: the interrupted driver
  * closes its own turn (`driver.ts`), and `cancel` returns when that is done. `dispose` refuses
  * deliveries from the moment it is called, cancels with `{kind:"disposed"}` and waits for

@@ -1,5 +1,5 @@
 /**
- * The loop side of compaction (issue 15, `Compaction.ts`): the running estimate of the request's
+ * The loop side of compaction (§17, `Compaction.ts`): the running estimate of the request's
  * tokens, the pressure test at a pre-step boundary, and the bracket a compaction logs:
  * `compaction/start` (its own append, before the policy runs), then in one append
  * `compaction/summary`, the checkpoint `user/message`s (envelope `surfaceOp` replace) and
@@ -8,7 +8,7 @@
  * (`driver.ts` `closeAborted`) and nothing of it is kept.
  *
  * Nothing here touches the inbox: what the step claimed is entered after the bracket, what
- * arrives during it waits for the next boundary (DESIGN.md §4).
+ * arrives during it waits for the next boundary (§4).
  *
  * Cost on the per-step path: with no policy and no pending `compact`, one field read; with a
  * policy, the estimate of the messages that joined the history since the last boundary.
@@ -100,9 +100,9 @@ export const needsCompaction = (
 }
 
 /**
- * After a response (issue 15): the provider's reported input tokens replace the estimate of the
+ * After a response (§17): the provider's reported input tokens replace the estimate of the
  * request it answered (`history` as it was sent); only with a policy. A count of 0 is no report
- * (the adapters give 0 for a kind the provider did not send, issue 16): the estimate stays.
+ * (the adapters give 0 for a kind the provider did not send, §18): the estimate stays.
  */
 export const noteUsage = (a: AgentState, usage: Usage | undefined): void => {
   const reported = usage?.inputTokens
@@ -209,7 +209,7 @@ export const compact = (
             })
           }
         ))
-    // Traced (issue 16): the bracket in its `compaction` span.
+    // Traced (§19): the bracket in its `compaction` span.
     const traced = Trace.compaction(a, t.trace, turn, why, bracket)
     if (request === undefined) return traced
     return Effect.onExit(traced, (exit) =>
@@ -258,7 +258,7 @@ const errorOf = (e: unknown): { readonly code: string; readonly message: string 
 }
 
 /**
- * Where the open step's own input begins in the history (issue 15: what a step entered is never
+ * Where the open step's own input begins in the history (§17: what a step entered is never
  * summarized away before its own request): the messages entered at this step's start, in an
  * overflow compaction; `length` at a boundary (the claimed batch is not in the history yet).
  */

@@ -1,5 +1,5 @@
 /**
- * Delivery (DESIGN.md §4, §5.1): `followup`, `steer` and `inject`; the plugin inbox operations
+ * Delivery (§4, §5.1): `followup`, `steer` and `inject`; the plugin inbox operations
  * `replace`, `remove` and `clear`; standalone plugin events (`appendEvent`, §3.2); what the log
  * holds for a delivered id (`deliveryOf`). Each inbox change is one critical section: validate →
  * durable splice → the inbox `Ref` → notifications.
@@ -107,7 +107,7 @@ export const deliver = (
           apply: () => {
             seen(a).add(message.id)
             markUndecided(a, data.inserted)
-            // The caller's span, for a link from the turn the message enters (issue 16).
+            // The caller's span, for a link from the turn the message enters (§19).
             noteCaller(a, message.id)
             publish(a, { type: "agent/inbox/inserted", message })
             if (mode !== "inject") {
@@ -208,7 +208,7 @@ export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefin
 /**
  * Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. Core
  * types and the compaction bracket's types (`compaction/start`, `compaction/summary`,
- * `compaction/end`: the runtime's, issue 15) are refused with `InvalidEvent`.
+ * `compaction/end`: the runtime's, §17) are refused with `InvalidEvent`.
  */
 export const appendEvent = (
   a: AgentState,

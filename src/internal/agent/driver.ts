@@ -1,5 +1,5 @@
 /**
- * The driver (DESIGN.md §6, §9): while running, one fiber runs turns while waking work is
+ * The driver (§6, §9): while running, one fiber runs turns while waking work is
  * pending. A turn opens with its claim (§4), each step runs the pre-step waterfall (§7), the
  * model call (`modelStep.ts`) and the tool batch (`toolBatch.ts`), and the decisions that read
  * the inbox (the claim, the continuation rule of §6.3, the next-turn rule of §6.5) are critical
@@ -35,7 +35,7 @@ import { commitAbortedCalls, pendingResults } from "./toolResults.js"
 import { usageBefore } from "./usage.js"
 
 /**
- * `agent.compact` (issue 15): requests a compaction, inside a critical section so that it cannot
+ * `agent.compact` (§17): requests a compaction, inside a critical section so that it cannot
  * fall between a run's decision to go idle and its end. An idle agent starts a run that is the
  * manual bracket alone (no turn); a running one serves it at its next pre-step boundary, or
  * between turns when its turn ends first. Waits for the compaction's report.
@@ -88,7 +88,7 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
       onFailure: (cause) => stopRun(a, t, cause)
     })
   return Effect.withFiberRuntime((fiber) => {
-    // The run's tracer (issue 16), read once: none with Effect's default tracer.
+    // The run's tracer (§19), read once: none with Effect's default tracer.
     Trace.startRun(a, fiber)
     const first = newTurnState()
     a.current = first
@@ -122,7 +122,7 @@ const stopRun = (a: AgentState, t: TurnState, cause: Cause.Cause<SessionWriteErr
  * an I/O error (a connection reset, a statement timeout under a lock, a full disk): five more
  * tries, 100, 200, 400, 800 and 1,600 ms apart (about 3 s in all, on the `Clock`). The SQL store
  * takes a fresh connection for each (the pool drops a connection that failed), and settles a
- * failed append before it returns, so a retry never appends twice (DESIGN.md §3.3).
+ * failed append before it returns, so a retry never appends twice (§3.3).
  */
 const CLOSE_RETRY = Schedule.intersect(Schedule.exponential(Duration.millis(100)), Schedule.recurs(5))
 
@@ -222,7 +222,7 @@ const runTurn = (a: AgentState, t: TurnState): Effect.Effect<TurnState | undefin
 }
 
 /**
- * After a manual compaction between turns (§6.5, issue 15): opens the next turn, with its
+ * After a manual compaction between turns (§6.5, §17): opens the next turn, with its
  * claim, iff waking work is pending (a delivery made during the compaction), else goes idle;
  * a `compact` requested meanwhile runs next.
  */
@@ -306,7 +306,7 @@ const runStep = (
         return endTurn(a, t, { kind: "completed" }, true)
       }
       const enter = Effect.flatMap(enterStep(a, t, batch, entered), () => runModelStep(a, t))
-      // Compaction runs here, after the claim and the waterfall, before the step enters (issue 15).
+      // Compaction runs here, after the claim and the waterfall, before the step enters (§17).
       return needsCompaction(a, entered) ? Effect.zipRight(compact(a, t, "pressure"), enter) : enter
     }
   )
@@ -317,7 +317,7 @@ const runModelStep = (a: AgentState, t: TurnState): Effect.Effect<TurnState | un
   Effect.flatMap(callModel(a, t), (response): Effect.Effect<TurnState | undefined, SessionWriteError> => {
     if (Either.isLeft(response)) {
       const e = response.left
-      // The request is longer than the model's window (issue 15): compact once, retry once.
+      // The request is longer than the model's window (§17): compact once, retry once.
       if (e.code === "CONTEXT_OVERFLOW" && a.config.compaction !== undefined) {
         if (!t.overflowRetried) {
           t.overflowRetried = true
@@ -660,7 +660,7 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
   Effect.gen(function*() {
     const bracket = t.compaction
     if (bracket !== undefined) {
-      // A compaction cut short keeps nothing (issue 15): its bracket ends aborted (or failed).
+      // A compaction cut short keeps nothing (§17): its bracket ends aborted (or failed).
       yield* commit(a, [{
         type: "compaction/end",
         data: {

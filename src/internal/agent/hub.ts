@@ -1,11 +1,11 @@
 /**
- * The live events hub of an agent (DESIGN.md §5.3): every event published after a subscription
+ * The live events hub of an agent (§5.3): every event published after a subscription
  * was made reaches that subscription, in order, unbounded (a slow subscriber holds what it has
  * not taken; the loop never waits for it). Each subscription is a `Queue.Dequeue` (`take`,
  * `takeAll`, `takeUpTo`, `takeBetween`, `poll`, `size`, `shutdown`…), as `PubSub.subscribe` gives;
  * after `shutdown` (its scope closed) every take is interrupted, which ends `Stream.fromQueue`.
  *
- * A measured exception to STYLE.md's `PubSub` for fan-out (issue 18): a taker that waits on an
+ * A measured exception to STYLE.md's `PubSub` for fan-out (§24): a taker that waits on an
  * empty `PubSub` subscription makes a `Deferred` (an object spread of Effect's prototype) and
  * completes it through the strategy, ~9 µs per wake-up on this machine against ~2.3 µs for the
  * callback a waiting take registers here (`Effect.async`, as the outcome waiters do). A streamed

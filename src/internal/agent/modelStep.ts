@@ -1,6 +1,6 @@
 /**
- * The model call of a step (DESIGN.md §6.2, §11): the request from the incrementally kept
- * history, the push-based `Model` port (a sink per attempt, no `Stream`: STYLE.md "Hot path"),
+ * The model call of a step (§6.2, §11): the request from the incrementally kept
+ * history, the push-based `Model` port (a sink per attempt, no `Stream`: §24),
  * retries of retryable errors on an Effect `Schedule` (the failed attempt's deltas withdrawn with
  * `assistant/retry`), and the `assistant/message` the response becomes.
  */
@@ -33,7 +33,7 @@ const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponentia
 export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
   const trace = t.trace
   if (trace === undefined) return respond(a, t, undefined)
-  // Traced (issue 16): the request in its `chat` span, the adapter's spans its children.
+  // Traced (§19): the request in its `chat` span, the adapter's spans its children.
   return Effect.suspend(() => {
     const chat = Trace.startChat(a, trace, t.turn, t.step)
     return Effect.onExit(respond(a, t, chat), (exit) => Effect.sync(() => Trace.endChat(chat, trace, exit)))
@@ -121,7 +121,7 @@ const respond = (
  * once per 16 deltas is a copy of ~1/16 of the text per delta (a 10,000-character block: ~600
  * bytes copied per delta, well under a microsecond), and a streaming block holds at most 15 nodes
  * and their deltas (once per 64: ~1.5 KB per session at the peak of concurrent-sessions, with
- * 1,000 sessions streaming at once; issue 18).
+ * 1,000 sessions streaming at once; §24).
  */
 const FLATTEN_EVERY = 16
 
@@ -136,7 +136,7 @@ const join = (acc: Accumulator, text: string, piece: string): string => {
 const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.ChatTrace | undefined): ModelSink => ({
   part: (part: ModelPart) =>
     Effect.sync(() => {
-      // The time to first chunk (issue 16): one clock read per attempt, no span per part.
+      // The time to first chunk (§19): one clock read per attempt, no span per part.
       if (chat !== undefined && chat.firstPart === undefined) chat.firstPart = chat.clock.unsafeCurrentTimeMillis()
       const content = acc.content
       switch (part.type) {

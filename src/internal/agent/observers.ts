@@ -1,9 +1,9 @@
 /**
- * Who watches an agent (DESIGN.md §5.1–§5.3): the live events hub (allocated on the first
+ * Who watches an agent (§5.1–§5.3): the live events hub (allocated on the first
  * subscription, released with the last), outcome waiters and observers, idle waiters. Waiters
  * are callbacks registered inside `Effect.async`, so that the check ("is it decided?") and the
  * registration are one step that no decision can fall between (a `Deferred` per delivery costs
- * ~7 µs here: STYLE.md "Hot path").
+ * ~7 µs here: §24).
  */
 import { Effect, Option, type Queue, type Scope, Stream } from "effect"
 import { MessageNotFound } from "../../AgentError.js"

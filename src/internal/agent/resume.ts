@@ -1,5 +1,5 @@
 /**
- * Resume and crash repair (DESIGN.md §10): the repaired log's closers (`internal/repair.ts`),
+ * Resume and crash repair (§10): the repaired log's closers (`internal/repair.ts`),
  * appended durably before anything else, then the agent's state rebuilt from the log (inbox,
  * history, used ids, turn counter, the last request configuration logged), and, when asked,
  * the run the log left pending.
@@ -99,7 +99,7 @@ const turnStartedWhileOpen = (
 }
 
 /**
- * A compaction bracket left open before the log's end (issue 15): a `compaction/start` followed,
+ * A compaction bracket left open before the log's end (§17): a `compaction/start` followed,
  * before its `compaction/end`, by a turn or step event or another `compaction/start`. Its
  * closer could only be appended at the end, after events it should have preceded.
  */

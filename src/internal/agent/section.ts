@@ -1,5 +1,5 @@
 /**
- * Critical sections (DESIGN.md §4): every inbox mutation (validate → durable append → state →
+ * Critical sections (§4): every inbox mutation (validate → durable append → state →
  * notifications) and every driver decision that reads the inbox (the claim, the continuation
  * rule of §6.3, the next-turn rule of §6.5) is one section, built by a function of the inbox
  * value: it returns the drafts to append, the inbox after its splices, and the update to apply

@@ -1,8 +1,8 @@
 /**
- * The agent's state (DESIGN.md §5.4, §6): one mutable record per agent (`AgentState`, which the
+ * The agent's state (§5.4, §6): one mutable record per agent (`AgentState`, which the
  * facade's class implements) and the per-turn and per-call records of the driver. Every module
  * of `internal/agent/` is plain functions over these records, so that the hot path allocates no
- * service, fiber or generator per step (STYLE.md "Hot path").
+ * service, fiber or generator per step (§24).
  *
  * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
  * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
@@ -59,9 +59,9 @@ export interface Accumulator {
   content: Array<ContentBlock>
   toolCalls: Array<{ readonly id: string; readonly name: string; readonly rawArguments: string }>
   usage: Usage | undefined
-  /** The provider's usage object as sent (issue 16). */
+  /** The provider's usage object as sent (§18). */
   rawUsage: unknown
-  /** The provider's response id and model (issue 16). */
+  /** The provider's response id and model (§18). */
   response: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
   finish: FinishReason | undefined
   streamed: boolean
@@ -87,13 +87,13 @@ export interface TurnState {
   entered: boolean
   /** The compaction bracket open in this turn (or the manual one of this run), until its end is durable. */
   compaction: { readonly id: string; readonly turn: number | null } | undefined
-  /** The open step's request overflowed once and was compacted (issue 15: one retry). */
+  /** The open step's request overflowed once and was compacted (§17: one retry). */
   overflowRetried: boolean
   /** The history's length when the open step's input was entered (-1: none yet). */
   enteredFrom: number
   /** State update of a prefix draft appended with the step's end. */
   onCommit: (() => void) | undefined
-  /** The turn's span (issue 16), while it is open in a traced run. */
+  /** The turn's span (§19), while it is open in a traced run. */
   trace: TurnTrace | undefined
 }
 
@@ -118,7 +118,7 @@ export const newTurnState = (): TurnState => ({
 })
 
 /**
- * The compaction state of an agent with a compaction policy or a pending `compact` (issue 15),
+ * The compaction state of an agent with a compaction policy or a pending `compact` (§17),
  * allocated on first use: the running estimate of the request (`tokens` covers the fixed part
  * and `history[0, counted)`), the level below which pressure does not compact again, and the
  * pending manual request with its waiters.
@@ -149,7 +149,7 @@ export interface AgentConfig {
   readonly store: SessionStoreService
   readonly model: ModelService
   readonly preStep: PreStepService
-  /** The compaction policy (issue 15), if one was provided. */
+  /** The compaction policy (§17), if one was provided. */
   readonly compaction: CompactionPolicy | undefined
   readonly ids: IdGeneratorService
   readonly instructions: string | undefined
@@ -167,14 +167,14 @@ export interface AgentConfig {
   readonly maxSteps: number
   /** `maxMessageBytes` (§5.1): the most UTF-8 bytes of JSON a delivered message may have. */
   readonly maxMessageBytes: number
-  /** `gen_ai.agent.name` of the agent's spans (issue 16; default "agent-loop"). */
+  /** `gen_ai.agent.name` of the agent's spans (§19; default "agent-loop"). */
   readonly name: string
-  /** Tool arguments and results on `execute_tool` spans (issue 16; default false). */
+  /** Tool arguments and results on `execute_tool` spans (§19; default false). */
   readonly recordContent: boolean
 }
 
 /**
- * The agent's record (DESIGN.md §5.4): its log, its configuration, and the mutable state every
+ * The agent's record (§5.4): its log, its configuration, and the mutable state every
  * module of `internal/agent/` works on. The facade (`Agent.ts`) extends it with the public
  * members, bound on first use.
  */
@@ -192,7 +192,7 @@ export abstract class AgentState {
   undecidedCell: Set<string> | undefined = undefined
   /** The model-visible history (§6.2), maintained incrementally. */
   historyCell: Array<Message> | undefined = undefined
-  /** Compaction state (issue 15), allocated on first use. */
+  /** Compaction state (§17), allocated on first use. */
   compactionCell: CompactionState | undefined = undefined
   /** The key of the last `request/header` logged. */
   headerKey: string | undefined = undefined
@@ -226,7 +226,7 @@ export abstract class AgentState {
   waiters: Map<string, Array<Resume<DeliveryOutcome>>> | undefined = undefined
   observers: Map<string, (outcome: DeliveryOutcome) => void> | undefined = undefined
   idleWaiters: Array<Resume<void>> | undefined = undefined
-  /** Tracing (issue 16): the run's tracer and the caller spans of deliveries; allocated on first use. */
+  /** Tracing (§19): the run's tracer and the caller spans of deliveries; allocated on first use. */
   trace: AgentTrace | undefined = undefined
   private requestKeyCell: string | undefined = undefined
   private inboxCell: Ref.Ref<InboxState> | undefined = undefined
@@ -308,7 +308,7 @@ export const requestKeyOf = (config: {
 }): string => JSON.stringify([config.provider, config.model, config.instructions ?? null, config.tools, config.settings ?? {}])
 
 /**
- * The ids a log has used (inserted, entered, assistant and tool result messages; DESIGN.md §2:
+ * The ids a log has used (inserted, entered, assistant and tool result messages; §2:
  * ids are unique per session): a resumed agent starts from them, its id generator skips them,
  * and `SessionReference` checks against them.
  */
@@ -334,7 +334,7 @@ export const usedIds = (events: ReadonlyArray<SessionEvent>): Set<string> => {
 
 /**
  * The logs that a live (not yet disposed) agent of this process writes: one writer per session
- * (DESIGN.md §3.3). `resume` and `repair` refuse them (a store hands out one `SessionLog` per
+ * (§3.3). `resume` and `repair` refuse them (a store hands out one `SessionLog` per
  * session, so a second agent would share it); the stores refuse a session that another store or
  * process has open for writing.
  */

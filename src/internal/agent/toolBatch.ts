@@ -1,5 +1,5 @@
 /**
- * The tool batch of a step (DESIGN.md §8): calls are validated (a known tool, arguments that are
+ * The tool batch of a step (§8): calls are validated (a known tool, arguments that are
  * JSON and decode with its `Schema`), guarded and logged (`tool/call`) in model order before they
  * start; they run concurrently up to `toolConcurrency`, an `exclusive` call alone; hooks process
  * each result; every failure is an error result with a §8 code and the loop goes on. Results are
@@ -7,11 +7,11 @@
  *
  * The calls of a group start at once, in model order, each running until it completes or
  * suspends, on fibers started with `Runtime.runFork` on the spot (a synchronous tool costs no
- * scheduling; an `Effect.fork` per call was measured too slow: STYLE.md "Hot path"). One fiber
+ * scheduling; an `Effect.fork` per call was measured too slow: §24). One fiber
  * runs the group's calls one after another while each completes at once; when a call suspends,
  * its fiber keeps it and a new fiber starts the next call (`startGroup`). A fiber per call cost
  * ~1 µs each (its FiberRefs copied, its scope, its exit), 8 of every 8 calls of an instant
- * batch (issue 18). What a call sees is what a fiber of its own would give it: the FiberRefs of
+ * batch (§24). What a call sees is what a fiber of its own would give it: the FiberRefs of
  * the batch's start (reset before each call that follows another on the same fiber); the one
  * difference is that the fibers a call forks (`Effect.fork`) are interrupted when its fiber
  * ends, which for a call that completed at once may be after the calls that followed it on
@@ -430,7 +430,7 @@ const groupSection = (
  */
 const execution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> => {
   const effect = untracedExecution(a, t, run)
-  // Traced (issue 16): the execution in its `execute_tool` span, the tool's spans its children.
+  // Traced (§19): the execution in its `execute_tool` span, the tool's spans its children.
   return t.trace === undefined ? effect : Trace.tool(a, t.trace, t.turn, t.step, run.call, effect)
 }
 

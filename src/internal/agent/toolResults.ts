@@ -1,5 +1,5 @@
 /**
- * Committing tool results (DESIGN.md §8, §9): `tool/result` events in model call order, whatever
+ * Committing tool results (§8, §9): `tool/result` events in model call order, whatever
  * order the calls finish; a batch's additional contexts spliced into `next-step` at the batch's
  * index (ahead of what arrived meanwhile), never between a call and its result; the results an
  * abort or a truncation owes every call.

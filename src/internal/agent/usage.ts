@@ -1,5 +1,5 @@
 /**
- * The running usage sums of `PreStepPayload.usage` (issue 16): the session's and the current
+ * The running usage sums of `PreStepPayload.usage` (§18): the session's and the current
  * turn's, by model too, updated when a response (or a compaction's summary) is durable and
  * rebuilt from the log on resume, so that they equal `Usage.fromEvents` of the log.
  *

@@ -1,5 +1,5 @@
 /**
- * What every session store shares (DESIGN.md §3): the session id rule, the header of a new
+ * What every session store shares (§3): the session id rule, the header of a new
  * session, and the store errors built the same way by the memory, JSONL and SQL stores.
  */
 import { Effect, Either } from "effect"
@@ -89,7 +89,7 @@ export const logError = (path: string | undefined, failure: { readonly line: num
     line: failure.line
   })
 
-/** Decodes a log's bytes (DESIGN.md §3.1); a failure names `path` and the line. */
+/** Decodes a log's bytes (§3.1); a failure names `path` and the line. */
 export const decodeBytes = (bytes: Uint8Array, path: string | undefined): Effect.Effect<LogContents, SessionLogError> => {
   const result = decodeLog(bytes)
   return Either.isRight(result) ? Effect.succeed(result.right) : Effect.fail(logError(path, result.left))
@@ -145,7 +145,7 @@ export const brokenError = (message: string, sessionId: string, cause?: unknown)
 
 /**
  * Whether a store error may go away by itself, so that the same append tried again later may
- * succeed (DESIGN.md §3.3): a `SessionStoreError` caused by an I/O failure (an SQL error: a
+ * succeed (§3.3): a `SessionStoreError` caused by an I/O failure (an SQL error: a
  * connection reset, a statement timeout, a full disk; a system error: `ENOSPC`, `EIO`). Not a
  * fenced log (`SessionFenced`), a broken one (`brokenError`), a closed or released one, an event
  * the reader would refuse, an invalid id (none of these has an I/O cause).

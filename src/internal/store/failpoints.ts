@@ -1,5 +1,5 @@
 /**
- * Failpoints of the session stores (DESIGN.md §3.3, §10): the seam through which tests make
+ * Failpoints of the session stores (§3.3, §10): the seam through which tests make
  * the N-th append of a store fail or crash, the same way on every store. Internal: not part of
  * the public API, and nothing in the library installs it.
  *

@@ -1,5 +1,5 @@
 /**
- * The JSONL store's internals (DESIGN.md §3.1, §3.3): one `<id>.jsonl` per session, written
+ * The JSONL store's internals (§3.1, §3.3): one `<id>.jsonl` per session, written
  * through the open file's Node descriptor. With `fsync: "none"` an append is one synchronous
  * `write(2)` (durable once it returns; nothing can interleave with it, so the log needs no
  * lock); with `fsync: "batch"` appends are group-committed (one `write(2)` and one
@@ -27,7 +27,7 @@ export interface JsonlStoreOptions {
 
 /**
  * How the JSONL store writes appended lines: a synchronous `write(2)` on the open file's
- * descriptor (durable as DESIGN.md §3.3 defines it once it returns; one system call, no thread
+ * descriptor (durable as §3.3 defines it once it returns; one system call, no thread
  * pool round trip), a synchronous truncate that undoes a failed write, and `fdatasync(2)` for
  * `fsync: "batch"` (in the thread pool; one per group-commit round). The seam through which
  * tests inject faults (`makeJsonlWith`).
@@ -284,7 +284,7 @@ const cutBack = (log: JsonlLog): void => {
 }
 
 /**
- * `fsync: "batch"` (group commit, DESIGN.md §3.3): the append's events get their `seq` now and
+ * `fsync: "batch"` (group commit, §3.3): the append's events get their `seq` now and
  * wait for the next round, which writes the lines of every waiting append in one `write(2)`,
  * then runs one `fdatasync`; the append returns when that is done. A round starts on the event
  * loop's next turn (`setImmediate`, not a timer), so that every append made in this turn
@@ -441,7 +441,7 @@ const codeOf = (error: unknown): string | undefined =>
     : undefined
 
 /**
- * Builds a JSONL store in `options.directory` that writes through `io` (DESIGN.md §3). Open logs
+ * Builds a JSONL store in `options.directory` that writes through `io` (§3). Open logs
  * keep their descriptor (opened with flag `"a"`) until the store's scope closes; with
  * `fsync: "batch"` appends are group-committed: one `fdatasync` per round for every append
  * whose write returned before the round began (no fiber: rounds chain from the fdatasync
@@ -614,7 +614,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
         Store.ownHeader(id, path, c))
       const size = contents.validBytes ?? bytes.length
       if (contents.tornTail === true) {
-        // DESIGN.md §3.1: cut the torn tail before anything can be appended.
+        // §3.1: cut the torn tail before anything can be appended.
         const cut = Effect.try({
           try: () =>
             io.truncate(fd, size),

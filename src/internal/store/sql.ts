@@ -1,5 +1,5 @@
 /**
- * What the SQL store (`SqlSessionStore`, DESIGN.md §3.3) stands on: its tables for a prefix, the
+ * What the SQL store (`SqlSessionStore`, §3.3) stands on: its tables for a prefix, the
  * `@effect/sql` `Migrator` migrations that create them (or adopt tables of these names made
  * before the store had migrations, checking their columns), and the loading of a driver, an
  * optional peer dependency, on first use.
@@ -50,7 +50,7 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
         )
       }
     }),
-    // The writer epoch, the fencing token of a session (DESIGN.md §3.3): every take of the
+    // The writer epoch, the fencing token of a session (§3.3): every take of the
     // session increments it; every append checks it in its own statement or transaction.
     "2_add_writer_epoch": Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

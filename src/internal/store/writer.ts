@@ -1,5 +1,5 @@
 /**
- * One writer per session (DESIGN.md §3.3): who writes a session, whether that writer is still
+ * One writer per session (§3.3): who writes a session, whether that writer is still
  * alive, and the JSONL store's lock file `<id>.jsonl.lock`. The SQL store records the same
  * writer identity in its writers table.
  */

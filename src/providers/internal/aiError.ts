@@ -1,10 +1,10 @@
 /**
  * What `@effect/ai` reports as a failure, as the `ModelError` that `AiBridge` fails with
- * (DESIGN.md §11): an `error` part of the response stream (OpenAI-style error objects, read by
+ * (§11): an `error` part of the response stream (OpenAI-style error objects, read by
  * `errors.ts`) and each `AiError` (HTTP statuses with `retry-after`, transport failures, requests
  * that cannot be built, responses `@effect/ai` could not decode, with the tool call it rejected
  * when there is one), with `CONTEXT_OVERFLOW` for a request longer than the model's context
- * window (`errors.ts`, issue 15). An `HttpRequestError`/`HttpResponseError` is never kept as
+ * window (`errors.ts`, §17). An `HttpRequestError`/`HttpResponseError` is never kept as
  * `cause`: it holds the request headers, API key included, in the clear. Used by `AiBridge` only
  * (it is the only module that may load `@effect/ai`; this one needs its types alone).
  */

@@ -3,9 +3,9 @@
  * Chat Completions servers, Ollama, vLLM and the Responses API send them) into what a
  * `ModelError` shows: the message, `type: message (param …)`, and whether the error is worth
  * retrying (a retryable HTTP status as its numeric code, or a type naming an overload, a rate
- * limit, a timeout or a server error; DESIGN.md §11). Shared by `OpenAICompat` and `AiBridge`.
+ * limit, a timeout or a server error; §11). Shared by `OpenAICompat` and `AiBridge`.
  * Also the recognition of a request longer than the model's context window, `CONTEXT_OVERFLOW`
- * (issue 15), shared by all three adapters.
+ * (§17), shared by all three adapters.
  */
 import { isRetryableStatus } from "./http.js"
 import { isRecord, nonEmpty, num } from "./wire.js"
@@ -48,7 +48,7 @@ export const bodyMessage = (body: unknown): string | undefined => {
 
 /**
  * The `ModelError` code of a request the provider refused because it is longer than the model's
- * context window (issue 15): not retryable, the loop compacts and retries once.
+ * context window (§17): not retryable, the loop compacts and retries once.
  */
 export const CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
 

@@ -1,5 +1,5 @@
 /**
- * The order in which every provider adapter sends a request's history (DESIGN.md §11): the
+ * The order in which every provider adapter sends a request's history (§11): the
  * messages in log order, except that an assistant message's tool results follow it directly,
  * one per call, ahead of the user-role messages logged after it (those follow the last result);
  * a call without a result (before the next assistant message or the end of the history) gets a
@@ -14,7 +14,7 @@ import { perObject } from "./wire.js"
 
 /**
  * Text of the synthetic error result every adapter sends for an assistant tool call whose
- * result the history lacks, so that no request holds an orphan call (DESIGN.md §11; a log
+ * result the history lacks, so that no request holds an orphan call (§11; a log
  * repaired after a crash normally holds a `TOOL_OUTCOME_UNKNOWN` result already, §10).
  */
 export const MISSING_RESULT = "No result was recorded for this tool call: its outcome is unknown. " +

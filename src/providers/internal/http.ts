@@ -3,7 +3,7 @@
  * what `@effect/ai` reports of HTTP): the endpoint URL, one request with a timeout on the
  * response headers and an optional early retry, reading a body piece by piece with an idle
  * timeout and a byte limit, and the mapping of transport failures, timeouts, non-2xx statuses and
- * `retry-after` headers to `ModelError` (DESIGN.md §11). API keys live only in request headers:
+ * `retry-after` headers to `ModelError` (§11). API keys live only in request headers:
  * nothing here puts a header into a message or into an error's `cause`, and `redactSecrets`
  * removes a key a server echoes from the text of an error.
  */
@@ -67,7 +67,7 @@ export interface Endpoint {
 
 /**
  * The user's retry schedule, each delay at least the failure's `retryAfterMs`; `undefined`
- * stays `undefined` (no early retry: the loop's step retry handles it, DESIGN.md §11).
+ * stays `undefined` (no early retry: the loop's step retry handles it, §11).
  */
 export const retrySchedule = (
   retry: Schedule.Schedule<unknown, ModelError> | undefined
@@ -81,7 +81,7 @@ export const retrySchedule = (
  * A model request's deadline (`requestTimeoutMs`) kept by the waits of one attempt instead of a
  * timeout around it: `at` on the Effect `Clock` (ms), `error` what the attempt fails with then.
  * A timeout around the attempt forks two fibers more per model request (a race of the attempt
- * and a sleep), ~10 KB per streaming session (issue 18).
+ * and a sleep), ~10 KB per streaming session (§24).
  */
 export interface Deadline {
   readonly at: number
@@ -166,7 +166,7 @@ export const statusError = (
 
 /**
  * A `retryable` error whose `retryAfterMs` is more than `maxMs`, made final (`retryable: false`,
- * `retryAfterMs` kept, the message saying so): no caller sleeps past the cap (issue 13: a
+ * `retryAfterMs` kept, the message saying so): no caller sleeps past the cap (§23: a
  * `retry-after: 999999` slept 11.6 days). Any other error is returned as it is.
  */
 export const capRetryAfter = (error: ModelError, maxMs: number): ModelError =>
@@ -221,7 +221,7 @@ export type PieceOutcome = "progress" | "idle" | "stop" | "done"
  * read, before the connection is released unread. A server ends the body right after its end
  * marker; reading that end is what lets the HTTP client reuse the connection (keep-alive). A
  * body dropped before its end aborts the request and closes the connection, so that every model
- * request opened a new one (issue 18: a TCP, with TLS a TLS, handshake per request, and an
+ * request opened a new one (§24: a TCP, with TLS a TLS, handshake per request, and an
  * abort error with its stack trace per response).
  */
 export const REST_OF_BODY = { ms: 1_000, bytes: 64 * 1024 } as const
@@ -269,7 +269,7 @@ export const readBody = (
       // The reader is a chain of continuations, not a generator: a generator suspended at the
       // next pull kept the previous piece (its `chunk` and `bytes` registers) alive, and so did
       // a loop over the piece's chunk; here, while it waits, nothing holds a read it has handed
-      // to `onPiece` (~1.4 KB per session at the peak of concurrent-sessions, issue 18).
+      // to `onPiece` (~1.4 KB per session at the peak of concurrent-sessions, §24).
       const reader: Effect.Effect<void, ModelError> = Effect.suspend(function nextPiece(): Effect.Effect<
         void,
         ModelError
@@ -388,7 +388,7 @@ export const nodeBodyOf = (
  * the same `ResponseError` of reason `"Decode"`, `destroy()` when left before its end): the
  * stream's channel keeps the last piece it emitted until it emits the next, so that every
  * waiting response held its last read (up to ~30 KB; ~7–19 KB per session at the peak of
- * concurrent-sessions, issue 18) after it was decoded. Other bodies are read by their stream.
+ * concurrent-sessions, §24) after it was decoded. Other bodies are read by their stream.
  */
 const pullBody = (
   response: HttpClientResponse.HttpClientResponse
@@ -595,7 +595,7 @@ const KEY_SHAPED = /\b(?:sk|gsk|xai)[-_](?=[A-Za-z0-9_\-*]*\d)[A-Za-z0-9_\-*]{6,
  * key; values shorter than 8 characters are not searched for, they would match ordinary text),
  * then `Bearer …` tokens and key-shaped tokens (`sk-…`, `gsk_…`, `xai-…`). Applied to every
  * provider error text before it becomes a `ModelError` message, so that a key a server echoes
- * (`Incorrect API key provided: Bearer sk-…`) is never printed nor logged (issue 13).
+ * (`Incorrect API key provided: Bearer sk-…`) is never printed nor logged (§23).
  */
 export const redactSecrets = (text: string, secrets: ReadonlyArray<string>): string => {
   let out = text

@@ -1,6 +1,6 @@
 /**
  * What the HTTP provider adapters (`OpenAICompat`, `Anthropic`) have in common, as one
- * constructor of their `ModelService` (DESIGN.md §11): the shared options and their defaults;
+ * constructor of their `ModelService` (§11): the shared options and their defaults;
  * the fixed part of every request (`POST` to the adapter's URL, the user's headers, then the
  * adapter's own, the user's extra body fields minus the adapter's reserved ones); the settings
  * in the body (`maxTokens` and `temperature` from the request settings, else the options;
@@ -9,7 +9,7 @@
  * the adapter, anything else is read as an event stream into the adapter's assembly state. An
  * adapter says only what differs (`Adapter`).
  *
- * The limits of every request (issue 13), the same for every adapter:
+ * The limits of every request (§23), the same for every adapter:
  * - `idleTimeoutMs` (default 120,000): for the response headers, then between two pieces of the
  *   body that are progress (SSE comments such as `: ping` are not); `TIMEOUT`, retryable.
  * - `requestTimeoutMs` (default 600,000): the whole model request, its retries included: the
@@ -191,7 +191,7 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
       const body = () => HttpClientRequest.bodyText(baseRequest, buildBody(request), "application/json")
       // Without an early retry an attempt is its waits (the headers, the body's pieces): they
       // keep the deadline themselves (`Deadline`), with no timeout around the attempt, which
-      // forks two fibers more per request (~10 KB per streaming session, issue 18). With one,
+      // forks two fibers more per request (~10 KB per streaming session, §24). With one,
       // the retries' sleeps are inside the attempt: the timeout bounds them too.
       const attempt = left <= 0
         ? Effect.fail(overdue())
@@ -210,9 +210,9 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
         Effect.onExit(ended(request))
       )
     })
-  // The adapter's span (issue 16: a child of the loop's `chat` span) only under a tracer of the
+  // The adapter's span (§19: a child of the loop's `chat` span) only under a tracer of the
   // program's own: with Effect's default tracer nobody sees it, and `Effect.fn`'s span (with its
-  // captured stack traces) held ~5 KB per streaming session while it lasted (issue 18).
+  // captured stack traces) held ~5 KB per streaming session while it lasted (§24).
   const respondTraced = Effect.fn(adapter.span)(function*(request: ModelRequest, sink: ModelSink) {
     return yield* respondUntraced(request, sink)
   })

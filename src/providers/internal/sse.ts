@@ -5,7 +5,7 @@
  * the adapter's assembly state, which appends the parts to push. Parts are pushed into the sink
  * after each read, so deltas reach the loop as they arrive. Comment lines (`: ping`) and blank
  * lines are no progress for the idle timeout: a server that only keeps the connection alive
- * times out (issue 13). Shared by `OpenAICompat` and `Anthropic`.
+ * times out (§23). Shared by `OpenAICompat` and `Anthropic`.
  */
 import * as Sse from "@effect/experimental/Sse"
 import type { HttpClientResponse } from "@effect/platform"
@@ -59,7 +59,7 @@ export const streamEvents = (
     })
     const feed = (text: string) => {
       // Only until the first event: `head` is a slice, which keeps the whole read it was cut
-      // from alive (~30 KB per session in concurrent-sessions, issue 18).
+      // from alive (~30 KB per session in concurrent-sessions, §24).
       if (events === 0 && head.length < 200) head += text.slice(0, 200 - head.length)
       if (cr) text = "\r" + text
       cr = text.endsWith("\r")
@@ -68,7 +68,7 @@ export const streamEvents = (
       // One line at a time (cut after each "\n"; a "\r\n" stays whole): the parser rescans
       // what it was fed from its start for every line in it, so a piece of many lines costs
       // quadratic time (a 60,000-character read of 300-character events cost ~400 µs per event,
-      // issue 18; in 1,000-character pieces its scan was still 15% of the CPU of 1,000 streams
+      // §24; in 1,000-character pieces its scan was still 15% of the CPU of 1,000 streams
       // at once), and reads that large are what many streams at once deliver.
       let start = 0
       while (start < text.length) {

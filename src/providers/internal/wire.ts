@@ -65,7 +65,7 @@ export const numberSetting = (
 export const stopOrToolCalls = (hasToolCalls: boolean): FinishReason => hasToolCalls ? "tool-calls" : "stop"
 
 /**
- * A response's usage in the normalized shape (issue 16, `Usage` in SessionEvent.ts): the five
+ * A response's usage in the normalized shape (§18, `Usage` in SessionEvent.ts): the five
  * counts, each 0 when the provider did not report that kind, and `totalTokens` only when the
  * provider sent a total; `undefined` when none of the five is known (the provider reported no
  * usage). Each adapter reads its wire counts into `counts` (cached and cache-written tokens
@@ -88,7 +88,7 @@ export const normalizedUsage = (counts: Usage): Usage | undefined => {
 }
 
 /**
- * The `response` part (the provider's response id and the model that answered, issue 16) of a
+ * The `response` part (the provider's response id and the model that answered, §18) of a
  * wire response whose `id` / `model` fields are these values; `undefined` when neither is a
  * non-empty string.
  */
