@@ -10,7 +10,7 @@
  * tool batch → tool results → critical sections → observers → state. The card the runtime is
  * built to ("the inbox is a Ref-guarded queue, the pre-step waterfall is a composable Layer of
  * services, cancellation, disposal and failed-claim semantics fall out of structured concurrency
- * and typed errors") is mapped to that code in the README.
+ * and typed errors") opens docs/design.md.
  *
  * @since 0.1.0
  */

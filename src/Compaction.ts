@@ -3,8 +3,8 @@
  * the older part of it is replaced by a summary (or pruned), durably, at a pre-step boundary,
  * without touching the inbox. This module is the policy port: the `Compaction` service (a Layer,
  * like `PreStep`), the default summarizing policy, a pruning policy, and the token estimate the
- * loop keeps. The loop side (where and how a compaction runs, what it logs) is described in the
- * §17 section; in short:
+ * loop keeps. The loop side (where and how a compaction runs, what it logs) is §17 of docs/design.md;
+ * in short:
  *
  * - **When.** At every pre-step boundary, after the claim and the pre-step waterfall (docs/design.md
  *   §4, §7), the loop compares its running estimate of the request's tokens (instructions, tool

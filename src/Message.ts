@@ -32,7 +32,7 @@ export type MessageId = typeof MessageId.Type
  */
 export const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 /**
- * `image {mediaType, data}` content block; `data` is base64 (§2, §16.8).
+ * `image {mediaType, data}` content block; `data` is base64 (§2; §16, point 8).
  *
  * @since 0.1.0
  * @category models

@@ -194,7 +194,7 @@ const Action = Schema.Union(
 )
 
 /**
- * The scenario format (§15). Unknown fields are errors. Besides §15 (§17):
+ * The scenario format (§15). Unknown fields are errors. Besides §15, for compaction (§17):
  * - `compaction {contextWindow?, reserve?, keepRecentTokens?, instructions?, policy?}`: the
  *   `Compaction` layer of the agent (`policy` `"summarize"`, the default, or `"prune"`; token
  *   counts are integers, `contextWindow` positive and above `reserve`; `instructions`, the
@@ -206,7 +206,7 @@ const Action = Schema.Union(
  *   `error.status` (100–599).
  * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
- * Besides §15 (§18): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
+ * Besides §15, for budgets (§18): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
  * `Usage.budget(...)` as its outermost pre-step listener (at least one limit, each positive;
  * `maxCost` needs `prices`, USD per 1e6 tokens keyed by model name; the scripted model's name is
  * the scenario's `name`, or `"script"`, and a price key may be a prefix of it).

@@ -112,8 +112,9 @@ export type TurnEndReason =
  * Token usage of one model response, normalized from what the provider reported (integers; §18).
  * Cached tokens are counted once: `inputTokens` is the whole prompt, and `cacheReadTokens` and
  * `cacheWriteTokens` are parts of it; `reasoningTokens` is a part of `outputTokens`. The adapters
- * give all five whenever the provider reported usage (0 for a kind it does not report); a log written
- * before §18 or by a scripted model may lack some, which the `Usage` projections read as 0.
+ * give all five whenever the provider reported usage (0 for a kind it does not report); a log
+ * written before the adapters reported usage, or by a scripted model, may lack some, which the
+ * `Usage` projections read as 0.
  *
  * @since 0.1.0
  * @category models

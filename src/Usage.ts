@@ -17,7 +17,8 @@
  *   ran in (none between turns), not in a step. Only a compaction that ended `compacted` logs its
  *   summary's usage; the request of one that failed or was aborted is not in the log.
  * - A response that reported no usage counts 0 (a scripted model, a provider that sends none, a
- *   log from before §18) and is counted in `unreported`; a missing or malformed count is 0.
+ *   log written before the adapters reported usage) and is counted in `unreported`; a missing
+ *   or malformed count is 0.
  * - `costs`: a model that answered a request and has no price makes the total unknown, whatever
  *   tokens it reported (0 included).
  * - Prices (`Prices`): USD per million tokens, per model; looked up by exact model name, else the

@@ -284,7 +284,7 @@ describe("Invariant.check", () => {
 
   describe("rule 5: no lost wake-up", () => {
     it("a non-aborted turn/end with a queued followup must be followed by turn/start", () => {
-      // DSH's behaviour (§16.2): the blocked turn leaves u2 queued until some later send
+      // DSH's behaviour (§16, point 2): the blocked turn leaves u2 queued until some later send
       const log = events(
         followup(m("u1")),
         followup(m("u2"), 1),

@@ -1,5 +1,5 @@
 /**
- * The property test of §15: random sequences of followup/steer/inject/cancel (and a rare
+ * The property test (§15): random sequences of followup/steer/inject/cancel (and a rare
  * dispose) at random virtual times against random scripted models (text, tool calls, errors,
  * truncation) and random pre-step listeners. For every run: the invariants hold; every delivery
  * has exactly one fate and it matches its live `Delivery.outcome`; no waking delivery is lost;

@@ -301,7 +301,7 @@ const resumeCommand = Command.make(
       const directory = path.dirname(file)
       const id = path.basename(file, ".jsonl")
       const before = contents.events.length
-      // Opening the log for writing cuts a torn last line (§10.1): said before what was appended.
+      // Opening the log for writing cuts a torn last line (§3.1): said before what was appended.
       const size = contents.tornTail ? (yield* Effect.orDie((yield* FileSystem.FileSystem).stat(file))).size : 0
       const cut = contents.tornTail ? `cut a torn last line (${Number(size) - (contents.validBytes ?? 0)} bytes)` : ""
       const repairReport = (appended: ReadonlyArray<SessionEvent>) =>

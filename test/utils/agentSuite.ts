@@ -1325,7 +1325,7 @@ export const agentSuite = (mode: StoreMode): void => {
   })
 
   describe("Agent: where it differs from DSH (§16)", () => {
-    it.scoped("streaming deltas are live notifications, never durable events (§16.6)", () => {
+    it.scoped("streaming deltas are live notifications, never durable events (§16, point 6)", () => {
       const model = Model.scripted([{ latencyMs: 30, text: "one two three" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
@@ -1372,7 +1372,7 @@ export const agentSuite = (mode: StoreMode): void => {
       }).pipe(Effect.provide(layer(model)))
     })
 
-    it.scoped("ids are unique per session, not only among pending items (§16.9)", () => {
+    it.scoped("ids are unique per session, not only among pending items (§16, point 9)", () => {
       const model = Model.scripted([{ text: "ok" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
