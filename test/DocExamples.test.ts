@@ -1,11 +1,27 @@
 /**
- * The `@example` blocks of `src/` compile (§25): every fenced ```ts block under an `@example`
- * tag is written to its own module inside the repository and all are type-checked in one `tsc`
- * run, importing the library by its package name (`dist/`, built by the global setup). A block
- * that does not compile fails the test with its file, line and the symbol it documents.
+ * The code of the documentation compiles (§25): every fenced ```ts block under an `@example` tag of
+ * `src/` and every fenced ```ts block of `README.md` and `docs/**\/*.md` is written to its own
+ * module inside the repository and all are type-checked in one `tsc` run, importing the library
+ * by its package name (`dist/`, built by the global setup). A block that does not compile fails
+ * the test with its file, line and the symbol or heading it is under. A block marked
+ * `example=NAME` is a verbatim part of `examples/NAME.ts`, which `test/Examples.test.ts` runs
+ * (and checks against the block marked `output=NAME`). Relative links between the docs lead
+ * to files and headings that exist.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { collect, type DocBlock, extract, format, typecheck } from "./utils/docExamples.js"
+import * as Fs from "node:fs"
+import {
+  anchorsOf,
+  brokenLinks,
+  collect,
+  collectMarkdown,
+  type DocBlock,
+  extract,
+  extractMarkdown,
+  format,
+  isTypeScript,
+  typecheck
+} from "./utils/docExamples.js"
 
 /** A block that must not compile: proves that a broken block is reported, named. */
 const canary: DocBlock = {
@@ -44,8 +60,46 @@ describe("@example blocks", () => {
     }])
   })
 
-  it("every block in src/ type-checks (one tsc run; a broken block is named)", () => {
-    const blocks = collect("src")
+  it("finds the fenced blocks of a Markdown file: language, attributes, heading, indented fences", () => {
+    const text = [
+      "# Title", //                                             1
+      "```ts example=quick-start", //                           2
+      "const a = 1", //                                         3
+      "```", //                                                 4
+      "## Under a list", //                                     5
+      "- item:", //                                             6
+      "  ```ts", //                                             7
+      "  if (x) {", //                                          8
+      "    y()", //                                             9
+      "  }", //                                                 10
+      "  ```", //                                               11
+      "````text output=quick-start", //                         12
+      "```", //                                                 13
+      "````" //                                                 14
+    ].join("\n")
+    expect(extractMarkdown("docs/x.md", text)).toEqual([
+      {
+        file: "docs/x.md",
+        line: 3,
+        symbol: "Title",
+        code: "const a = 1",
+        lang: "ts",
+        attributes: { example: "quick-start" }
+      },
+      { file: "docs/x.md", line: 8, symbol: "Under a list", code: "if (x) {\n  y()\n}", lang: "ts", attributes: {} },
+      { file: "docs/x.md", line: 13, symbol: "Under a list", code: "```", lang: "text", attributes: { output: "quick-start" } }
+    ])
+  })
+
+  it("every block of src/ and of the Markdown docs type-checks (one tsc run; a broken block is named)", () => {
+    const markdown = collectMarkdown().filter(isTypeScript)
+    expect(markdown.map((b) => `${b.file} ${b.symbol}`)).toEqual(expect.arrayContaining([
+      "README.md Quick start",
+      "docs/getting-started.md A session on disk",
+      "docs/tools-and-pre-step.md Pre-step listeners",
+      "docs/observability.md Traces"
+    ]))
+    const blocks = [...collect("src"), ...markdown]
     expect(blocks.map((b) => `${b.file} ${b.symbol}`)).toEqual(expect.arrayContaining([
       "src/Agent.ts make",
       "src/Agent.ts resume",
@@ -63,10 +117,33 @@ describe("@example blocks", () => {
       "src/providers/AiBridge.ts layer"
     ]))
     const failures = typecheck([...blocks, canary]).map(format)
-    // Only the canary fails: anything else in this list is a block of src/ that does not compile.
+    // Only the canary fails: anything else in this list is a block of src/ or of the docs that does not compile.
     expect(failures).toEqual([
       "(canary):1 (@example of canary, block at line 1): error TS2322: " +
       "Type 'string' is not assignable to type 'number'."
     ])
+  })
+
+  it("a block marked example=NAME is a verbatim part of examples/NAME.ts; each output=NAME has its program", () => {
+    const blocks = collectMarkdown()
+    const examples = blocks.filter((b) => b.attributes?.example !== undefined)
+    expect(examples.map((b) => `${b.file}:${b.line} ${b.attributes!.example}`)).toEqual(["README.md:16 quick-start"])
+    for (const block of examples) {
+      const file = `examples/${block.attributes!.example}.ts`
+      expect({ file, contains: Fs.readFileSync(file, "utf8").includes(`${block.code}\n`) }).toEqual({ file, contains: true })
+    }
+    // The printed output next to it is checked by test/Examples.test.ts, which runs the program.
+    expect(blocks.filter((b) => b.attributes?.output !== undefined).map((b) => `${b.file} ${b.attributes!.output}`))
+      .toEqual(["README.md quick-start"])
+  })
+
+  it("anchors are made from headings as GitHub makes them", () => {
+    const text =
+      "# Exporting traces (OTLP)\n## `request/header`\n```sh\n# not a heading\n```\n### Tools\n### Tools\n<a id=\"x-1\"></a>"
+    expect([...anchorsOf(text)]).toEqual(["exporting-traces-otlp", "requestheader", "tools", "tools-1", "x-1"])
+  })
+
+  it("the relative links of README.md and docs/ lead to files and headings that exist", () => {
+    expect(brokenLinks()).toEqual([])
   })
 })

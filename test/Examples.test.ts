@@ -17,10 +17,12 @@ import * as ClusterRunner from "../examples/cluster-runner.js"
 import * as CompactionExample from "../examples/compaction.js"
 import * as HttpServerSse from "../examples/http-server-sse.js"
 import * as PreStepListener from "../examples/pre-step-listener.js"
+import * as QuickStart from "../examples/quick-start.js"
 import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
 import * as SqliteStore from "../examples/sqlite-store.js"
 import * as SteeringTool from "../examples/steering-tool.js"
 import * as TracingExample from "../examples/tracing.js"
+import { collectMarkdown } from "./utils/docExamples.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -39,6 +41,21 @@ afterEach(() => {
 })
 
 const types = (events: ReadonlyArray<{ readonly type: string }>) => events.map((e) => e.type)
+
+describe("examples/quick-start", () => {
+  it.effect("prints the tool call, the reply and the fate, exactly as the README's output block shows", () =>
+    Effect.gen(function*() {
+      yield* QuickStart.main
+      const shown = collectMarkdown().filter((b) => b.attributes?.output === "quick-start")
+      expect(shown.map((b) => b.file)).toEqual(["README.md"])
+      expect(printed).toEqual([
+        "tool call: weather {\"city\":\"Edinburgh\"}",
+        "reply: Tool result (call_1): \"Edinburgh: 18°C, cloudy\"",
+        "fate: {\"_tag\":\"Entered\",\"turn\":1,\"step\":1}"
+      ])
+      expect(printed).toEqual(shown[0]!.code.split("\n"))
+    }))
+})
 
 describe("examples/compaction", () => {
   it.effect("a pressure compaction before turn 4, a manual one after it; the resumed history is the compacted one", () =>

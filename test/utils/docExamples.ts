@@ -1,9 +1,13 @@
 /**
- * The `@example` blocks of the library's doc comments as programs: `extract` finds every fenced
- * ```ts block under an `@example` tag of a `/** … *\/` comment, `typecheck` writes each block to
- * its own module in a temporary folder inside the repository (so that `effect-agent-loop` and
- * `effect-agent-loop/sql` resolve by package self-reference, to `dist/`, as for a user) and
- * type-checks them all in one run of the project's `tsc`, with the project's compiler options.
+ * The code blocks of the documentation as programs: `extract` finds every fenced ```ts block
+ * under an `@example` tag of a `/** … *\/` comment, `extractMarkdown` every fenced block of a
+ * Markdown file (`README.md`, `docs/**\/*.md`) with its info string's attributes
+ * (```` ```ts example=quick-start ````: the block is a verbatim part of `examples/quick-start.ts`;
+ * ```` ```text output=quick-start ````: what that program prints). `typecheck` writes each ts
+ * block to its own module in a temporary folder inside the repository (so that
+ * `effect-agent-loop` and `effect-agent-loop/sql` resolve by package self-reference, to `dist/`,
+ * as for a user) and type-checks them all in one run of the project's `tsc`, with the project's
+ * compiler options.
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -13,9 +17,12 @@ import * as Path from "node:path"
 export interface DocBlock {
   readonly file: string
   readonly line: number
-  /** The name the doc comment documents (`make`, `layerJsonl`, …), or `?`. */
+  /** The name the doc comment documents (`make`, `layerJsonl`, …), or `?`; in Markdown the heading above the block. */
   readonly symbol: string
   readonly code: string
+  /** Markdown only: the block's language and the `key=value` attributes of its info string. */
+  readonly lang?: string | undefined
+  readonly attributes?: Readonly<Record<string, string>> | undefined
 }
 
 /** A compiler error in a block, at a line of the source file. */
@@ -70,9 +77,124 @@ export const collect = (root: string): Array<DocBlock> =>
       return extract(file, Fs.readFileSync(file, "utf8"))
     })
 
-/** `src/Agent.ts:262 (@example of make): error TS2339: …` */
+const MD_FENCE = /^( *)(`{3,}|~{3,})\s*(.*)$/
+
+/**
+ * The fenced code blocks of one Markdown file, in file order, whatever their language (an
+ * indented fence, as in a list item, has its indentation taken off every line).
+ */
+export const extractMarkdown = (file: string, text: string): Array<DocBlock> => {
+  const lines = text.split("\n")
+  const blocks: Array<DocBlock> = []
+  let heading = "(top)"
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!
+    const h = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)
+    if (h !== null) {
+      heading = h[1]!
+      continue
+    }
+    const open = MD_FENCE.exec(line)
+    if (open === null) continue
+    const [, indent, fence, info] = open as unknown as [string, string, string, string]
+    const [lang = "", ...words] = info.trim().split(/\s+/)
+    const attributes: Record<string, string> = {}
+    for (const word of words) {
+      const kv = /^([\w-]+)=(.*)$/.exec(word)
+      if (kv !== null) attributes[kv[1]!] = kv[2]!
+    }
+    const code: Array<string> = []
+    const start = i + 1
+    i++
+    const close = new RegExp(`^ {0,${indent!.length + 3}}${fence![0]}{${fence!.length},}\\s*$`)
+    while (i < lines.length && !close.test(lines[i]!)) {
+      code.push(lines[i]!.startsWith(indent!) ? lines[i]!.slice(indent!.length) : lines[i]!.trimStart())
+      i++
+    }
+    if (i >= lines.length) throw new Error(`${file}:${start}: a fenced block has no closing fence`)
+    blocks.push({ file, line: start + 1, symbol: heading, code: code.join("\n"), lang, attributes })
+  }
+  return blocks
+}
+
+/** The Markdown files of the documentation: `README.md` and every `.md` under `docs/`, sorted. */
+export const markdownFiles = (): Array<string> => [
+  "README.md",
+  ...(Fs.existsSync("docs") ? (Fs.readdirSync("docs", { recursive: true }) as Array<string>) : [])
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => Path.join("docs", f).split(Path.sep).join("/"))
+    .sort()
+]
+
+/** Every fenced block of the documentation's Markdown files. */
+export const collectMarkdown = (): Array<DocBlock> =>
+  markdownFiles().flatMap((file) => extractMarkdown(file, Fs.readFileSync(file, "utf8")))
+
+/** Whether a Markdown block is TypeScript (and so type-checked). */
+export const isTypeScript = (block: DocBlock): boolean => block.lang === "ts" || block.lang === "typescript"
+
+/**
+ * `src/Agent.ts:262 (@example of make, block at line 260): error TS2339: …`, or for Markdown
+ * `README.md:40 (block under "Quick start", at line 30): error TS2339: …`
+ */
 export const format = (failure: DocFailure): string =>
-  `${failure.block.file}:${failure.line} (@example of ${failure.block.symbol}, block at line ${failure.block.line}): ${failure.message}`
+  failure.block.lang === undefined
+    ? `${failure.block.file}:${failure.line} (@example of ${failure.block.symbol}, block at line ${failure.block.line}): ${failure.message}`
+    : `${failure.block.file}:${failure.line} (block under "${failure.block.symbol}", at line ${failure.block.line}): ${failure.message}`
+
+/**
+ * The anchors a Markdown file offers, as GitHub makes them from its headings (lower case,
+ * punctuation but `-` and `_` dropped, spaces as `-`, a repeated one suffixed `-1`, `-2`, …),
+ * plus explicit `<a id="…">` anchors.
+ */
+export const anchorsOf = (text: string): Set<string> => {
+  const anchors = new Set<string>()
+  const seen = new Map<string, number>()
+  let inFence = false
+  for (const line of text.split("\n")) {
+    if (/^ *(`{3,}|~{3,})/.test(line)) inFence = !inFence
+    if (inFence) continue
+    for (const m of line.matchAll(/<a (?:id|name)="([^"]+)"/g)) anchors.add(m[1]!)
+    const h = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)
+    if (h === null) continue
+    const base = h[1]!.replace(/<[^>]+>/g, "").toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/ /g, "-")
+    const n = seen.get(base) ?? 0
+    seen.set(base, n + 1)
+    anchors.add(n === 0 ? base : `${base}-${n}`)
+  }
+  return anchors
+}
+
+/**
+ * The relative links of the documentation that lead nowhere: a file that does not exist, or an
+ * anchor that a Markdown file does not have (`file:line: target`). Links inside code are not links.
+ */
+export const brokenLinks = (): Array<string> => {
+  const broken: Array<string> = []
+  for (const file of markdownFiles()) {
+    const text = Fs.readFileSync(file, "utf8")
+    let inFence = false
+    text.split("\n").forEach((line, i) => {
+      if (/^ *(`{3,}|~{3,})/.test(line)) inFence = !inFence
+      if (inFence) return
+      const prose = line.replace(/`[^`]*`/g, "")
+      for (const m of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!
+        if (/^[a-z][\w+.-]*:/i.test(target)) continue // https:, mailto:
+        const [path = "", anchor] = target.split("#")
+        const resolved = path === "" ? file : Path.join(Path.dirname(file), path)
+        if (!Fs.existsSync(resolved)) {
+          broken.push(`${file}:${i + 1}: ${target}`)
+        } else if (
+          anchor !== undefined && resolved.endsWith(".md") && !anchorsOf(Fs.readFileSync(resolved, "utf8")).has(anchor)
+        ) {
+          broken.push(`${file}:${i + 1}: ${target}`)
+        }
+      }
+    })
+  }
+  return broken
+}
 
 const tsc = Path.resolve("node_modules/typescript/bin/tsc")
 const ERROR = /^(.+?)\((\d+),(\d+)\): (error TS\d+: .*)$/
