@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { type AssistantMessage, AssistantMessageSchema, type UserMessage, UserMessageSchema } from "./Message.js"
+import { AssistantMessageSchema, UserMessageSchema } from "./Message.js"
 
 /**
  * A session id (file name stem of a JSONL log).
@@ -17,27 +17,13 @@ import { type AssistantMessage, AssistantMessageSchema, type UserMessage, UserMe
  */
 export type SessionId = string
 
+const Int = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
+const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
 /**
  * Header line of a JSONL log: `{"type":"session","format":"effect-agent-loop","version":1,
  * "id","createdAt","cwd"?}`; DSH v0 logs have `version: 0`, no `format`, and may carry
  * `seedLength` (the inherited prefix, §3.1) and other fields (kept).
- *
- * @since 0.1.0
- * @category models
- */
-export interface SessionHeader {
-  readonly type: "session"
-  readonly format?: "effect-agent-loop" | undefined
-  readonly version: number
-  readonly id: string
-  readonly createdAt: number
-  readonly cwd?: string | undefined
-  readonly seedLength?: number | undefined
-  readonly [key: string]: unknown
-}
-
-/**
- * Schema of a header line (extra fields preserved).
  *
  * @since 0.1.0
  * @category models
@@ -52,8 +38,13 @@ export const SessionHeaderSchema = Schema.Struct(
     cwd: Schema.optional(Schema.String),
     seedLength: Schema.optional(Schema.Number)
   },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  Open
 )
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SessionHeader = typeof SessionHeaderSchema.Type
 
 /**
  * Inbox queue targeted by a splice (§4).
@@ -61,7 +52,12 @@ export const SessionHeaderSchema = Schema.Struct(
  * @since 0.1.0
  * @category models
  */
-export type InboxTarget = "next-turn" | "next-step"
+export const InboxTarget = Schema.Literal("next-turn", "next-step")
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type InboxTarget = typeof InboxTarget.Type
 
 /**
  * Why a cancel or dispose cleared the inbox or aborted a turn: `{kind:"user"|"parent"|
@@ -70,69 +66,98 @@ export type InboxTarget = "next-turn" | "next-step"
  * @since 0.1.0
  * @category models
  */
-export interface AbortCause {
-  readonly kind: string
-  readonly [key: string]: unknown
-}
+export const AbortCause = Schema.Struct({ kind: Schema.String }, Open)
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AbortCause = typeof AbortCause.Type
 
 /**
- * `agent/inbox/spliced` data (§3.2, §4).
+ * `agent/inbox/spliced` data (§3.2, §4): the splice of `target` at `start` that
+ * removed `removedCount` (default 0) pending messages and inserted `inserted`; `outcome:
+ * "canceled"` with its `cause` when a cancel cleared the queue; `wake: true` when the splice
+ * starts a turn of an idle agent.
  *
  * @since 0.1.0
  * @category models
  */
-export interface SplicedData {
-  readonly target: InboxTarget
-  readonly start: number
-  readonly removedCount?: number | undefined
-  readonly inserted: ReadonlyArray<UserMessage>
-  readonly outcome?: "canceled" | undefined
-  readonly cause?: AbortCause | undefined
-  readonly wake?: true | undefined
-}
+export const SplicedData = Schema.Struct({
+  target: InboxTarget,
+  start: Int,
+  removedCount: Schema.optional(Int),
+  inserted: Schema.Array(UserMessageSchema),
+  outcome: Schema.optional(Schema.Literal("canceled")),
+  cause: Schema.optional(AbortCause),
+  wake: Schema.optional(Schema.Literal(true))
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SplicedData = typeof SplicedData.Type
 
 /**
- * A turn's end reason (§6.4).
+ * A turn's end reason (§6.4): `completed`, `max-tokens`, `blocked` (by a pre-step
+ * listener, with its `reason`), `error` (the model's or the loop's: `code` is a `ModelError`
+ * code or one of the loop's, `PRE_STEP_FAILED`, `MAX_STEPS`, `RUN_FAILED`, kept as a string in
+ * the log so that a log stays readable when codes are added), `aborted` (by a cancel or
+ * dispose, with its cause) or `interrupted`.
  *
  * @since 0.1.0
  * @category models
  */
-export type TurnEndReason =
-  | { readonly kind: "completed" }
-  | { readonly kind: "max-tokens" }
-  | { readonly kind: "blocked"; readonly reason?: string | undefined }
-  | {
-    readonly kind: "error"
-    readonly error: { readonly message: string; readonly code: string; readonly status?: number | undefined }
-  }
-  | { readonly kind: "aborted"; readonly reason: AbortCause }
-  | { readonly kind: "interrupted" }
+export const TurnEndReason = Schema.Union(
+  Schema.Struct({ kind: Schema.Literal("completed") }),
+  Schema.Struct({ kind: Schema.Literal("max-tokens") }),
+  Schema.Struct({ kind: Schema.Literal("blocked"), reason: Schema.optional(Schema.String) }),
+  Schema.Struct({
+    kind: Schema.Literal("error"),
+    error: Schema.Struct({ message: Schema.String, code: Schema.String, status: Schema.optional(Schema.Number) })
+  }),
+  Schema.Struct({ kind: Schema.Literal("aborted"), reason: AbortCause }),
+  Schema.Struct({ kind: Schema.Literal("interrupted") })
+)
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TurnEndReason = typeof TurnEndReason.Type
+
+const TokenCount = Schema.optional(Schema.Finite)
 
 /**
- * Token usage of one model response, normalized from what the provider reported (integers; §18).
+ * Token usage of one model response, normalized from what the provider reported (§18).
  * Cached tokens are counted once: `inputTokens` is the whole prompt, and `cacheReadTokens` and
  * `cacheWriteTokens` are parts of it; `reasoningTokens` is a part of `outputTokens`. The adapters
  * give all five whenever the provider reported usage (0 for a kind it does not report); a log
  * written before the adapters reported usage, or by a scripted model, may lack some, which the
  * `Usage` projections read as 0.
+ * Counts are finite numbers (integers from every provider seen; the adapters pass on what the
+ * provider sent).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Usage {
+export const Usage = Schema.Struct({
   /** The whole prompt, cached and cache-written tokens included. */
-  readonly inputTokens?: number | undefined
+  inputTokens: TokenCount,
   /** The whole output, reasoning tokens included. */
-  readonly outputTokens?: number | undefined
+  outputTokens: TokenCount,
   /** Prompt tokens read from the provider's prompt cache (part of `inputTokens`). */
-  readonly cacheReadTokens?: number | undefined
+  cacheReadTokens: TokenCount,
   /** Prompt tokens written to the provider's prompt cache (part of `inputTokens`). */
-  readonly cacheWriteTokens?: number | undefined
+  cacheWriteTokens: TokenCount,
   /** Output tokens spent on reasoning (part of `outputTokens`). */
-  readonly reasoningTokens?: number | undefined
+  reasoningTokens: TokenCount,
   /** The provider's own total, when it sends one. */
-  readonly totalTokens?: number | undefined
-}
+  totalTokens: TokenCount
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Usage = typeof Usage.Type
 
 /**
  * Finish reason of a model response (§11).
@@ -140,40 +165,58 @@ export interface Usage {
  * @since 0.1.0
  * @category models
  */
-export type FinishReason = "stop" | "tool-calls" | "length" | "content-filter"
+export const FinishReason = Schema.Literal("stop", "tool-calls", "length", "content-filter")
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type FinishReason = typeof FinishReason.Type
 
 /**
- * `assistant/message` data (§3.2).
+ * `assistant/message` data (§3.2): the response of step `step` of turn `turn`, its
+ * usage, and how it ended (`finish`), or `interrupted: true` (and no `finish`) for the prefix
+ * of a response cut off by a cancel or dispose.
  *
  * @since 0.1.0
  * @category models
  */
-export interface AssistantMessageData {
-  readonly turn: number
-  readonly step: number
-  readonly message: AssistantMessage
-  readonly usage?: Usage | undefined
+export const AssistantMessageData = Schema.Struct({
+  turn: Int,
+  step: Int,
+  message: AssistantMessageSchema,
+  usage: Schema.optional(Usage),
   /** The provider's usage object as it was sent (JSON), beside the normalized `usage` (§18). */
-  readonly rawUsage?: unknown
+  rawUsage: Schema.optional(Schema.Unknown),
   /** The provider's id of the response and the model that answered, when it says (§18). */
-  readonly response?: { readonly id?: string | undefined; readonly model?: string | undefined } | undefined
-  readonly finish?: FinishReason | undefined
-  readonly interrupted?: true | undefined
-}
+  response: Schema.optional(Schema.Struct({ id: Schema.optional(Schema.String), model: Schema.optional(Schema.String) })),
+  finish: Schema.optional(FinishReason),
+  interrupted: Schema.optional(Schema.Literal(true))
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AssistantMessageData = typeof AssistantMessageData.Type
 
 /**
- * `tool/call` data; `arguments` is the provider's raw JSON string (§3.2).
+ * `tool/call` data (§3.2): `arguments` is the provider's raw JSON string, logged as
+ * it came, valid JSON or not (DSH logs it the same way: a string).
  *
  * @since 0.1.0
  * @category models
  */
-export interface ToolCallData {
-  readonly turn: number
-  readonly step: number
-  readonly callId: string
-  readonly name: string
-  readonly arguments: string
-}
+export const ToolCallData = Schema.Struct({
+  turn: Int,
+  step: Int,
+  callId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolCallData = typeof ToolCallData.Type
 
 /**
  * Codes of error tool results (§6.4, §8, §9, §10).
@@ -181,64 +224,103 @@ export interface ToolCallData {
  * @since 0.1.0
  * @category models
  */
-export type ToolErrorCode =
-  | "UNKNOWN_TOOL"
-  | "INVALID_ARGUMENTS"
-  | "DENIED"
-  | "TOOL_FAILED"
-  | "TRUNCATED"
-  | "ABORTED"
-  | "TOOL_ABORTED_BEFORE_DISPATCH"
-  | "TOOL_OUTCOME_UNKNOWN"
-  | "TOOL_NOT_STARTED"
+export const ToolErrorCode = Schema.Literal(
+  "UNKNOWN_TOOL",
+  "INVALID_ARGUMENTS",
+  "DENIED",
+  "TOOL_FAILED",
+  "TRUNCATED",
+  "ABORTED",
+  "TOOL_ABORTED_BEFORE_DISPATCH",
+  "TOOL_OUTCOME_UNKNOWN",
+  "TOOL_NOT_STARTED"
+)
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolErrorCode = typeof ToolErrorCode.Type
 
 /**
- * `tool/result` data (§3.2).
+ * `tool/result` data (§3.2): the result message of a call, and for an error result
+ * its `error {name, code}` (`code` a `ToolErrorCode` when the loop wrote it; the log keeps any
+ * string, so that a log stays readable when codes are added).
  *
  * @since 0.1.0
  * @category models
  */
-export interface ToolResultData {
-  readonly turn: number
-  readonly step: number
-  readonly message: UserMessage
-  readonly error?: { readonly name: string; readonly code: ToolErrorCode | string } | undefined
-}
+export const ToolResultData = Schema.Struct({
+  turn: Int,
+  step: Int,
+  message: UserMessageSchema,
+  error: Schema.optional(Schema.Struct({ name: Schema.String, code: Schema.String }))
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolResultData = typeof ToolResultData.Type
 
 /**
- * `request/header` data: written when the request configuration first appears or changes.
+ * `request/header` data: written when the request configuration first appears or changes
+ * (§3.2, §6.2): the model port's `provider` and `model`, the `instructions`, the tool
+ * definitions and the provider settings of the requests that follow.
  *
  * @since 0.1.0
  * @category models
  */
-export interface RequestHeaderData {
-  readonly turn: number
-  readonly step: number
-  readonly provider: string
-  readonly model: string
-  readonly instructions?: string | undefined
-  readonly tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>
-  readonly settings: { readonly [key: string]: unknown }
-}
+export const RequestHeaderData = Schema.Struct({
+  turn: Int,
+  step: Int,
+  provider: Schema.String,
+  model: Schema.String,
+  instructions: Schema.optional(Schema.String),
+  tools: Schema.Array(
+    Schema.Struct({ name: Schema.String, description: Schema.String, parameters: Schema.Unknown })
+  ),
+  settings: Open
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RequestHeaderData = typeof RequestHeaderData.Type
+
+const TurnData = Schema.Struct({ turn: Int })
+const TurnEndData = Schema.Struct({ turn: Int, reason: TurnEndReason })
+const StepData = Schema.Struct({ turn: Int, step: Int })
 
 /**
- * The `data` of each core event type (§3.2).
+ * Schemas of the `data` of every core event type (§3.2): the one definition of their
+ * shapes (`CoreEventData` is their types), which the log reader decodes with. Fields a struct
+ * does not name are accepted and kept as read (the reader keeps values exactly as parsed);
+ * `session/end-seed` data is any object.
  *
  * @since 0.1.0
  * @category models
  */
-export interface CoreEventData {
-  readonly "agent/inbox/spliced": SplicedData
-  readonly "turn/start": { readonly turn: number }
-  readonly "turn/end": { readonly turn: number; readonly reason: TurnEndReason }
-  readonly "step/start": { readonly turn: number; readonly step: number }
-  readonly "step/end": { readonly turn: number; readonly step: number }
-  readonly "user/message": UserMessage
-  readonly "assistant/message": AssistantMessageData
-  readonly "tool/call": ToolCallData
-  readonly "tool/result": ToolResultData
-  readonly "request/header": RequestHeaderData
-  readonly "session/end-seed": { readonly [key: string]: never }
+export const coreDataSchemas = {
+  "agent/inbox/spliced": SplicedData,
+  "turn/start": TurnData,
+  "turn/end": TurnEndData,
+  "step/start": StepData,
+  "step/end": StepData,
+  "user/message": UserMessageSchema,
+  "assistant/message": AssistantMessageData,
+  "tool/call": ToolCallData,
+  "tool/result": ToolResultData,
+  "request/header": RequestHeaderData,
+  "session/end-seed": Open
+} as const
+
+/**
+ * The `data` of each core event type (§3.2): the types of `coreDataSchemas`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CoreEventData = {
+  readonly [K in keyof typeof coreDataSchemas]: Schema.Schema.Type<(typeof coreDataSchemas)[K]>
 }
 
 /**
@@ -348,63 +430,3 @@ export const is = <K extends CoreEventType>(
   event: SessionEvent,
   type: K
 ): event is Extract<CoreEvent, { readonly type: K }> => event.type === type
-
-// ---------------------------------------------------------------------------------------------
-// Schemas for decoding core `data` at the I/O edge (a log file). The runtime never re-validates
-// events it built itself (STYLE.md "Data").
-// ---------------------------------------------------------------------------------------------
-
-const Int = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
-const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
-
-/**
- * Schemas of the `data` of every core event type (§3.2), for decoding logs.
- *
- * @since 0.1.0
- * @category models
- */
-export const coreDataSchemas = {
-  "agent/inbox/spliced": Schema.Struct(
-    {
-      target: Schema.Literal("next-turn", "next-step"),
-      start: Int,
-      removedCount: Schema.optional(Int),
-      inserted: Schema.Array(UserMessageSchema),
-      outcome: Schema.optional(Schema.Literal("canceled")),
-      cause: Schema.optional(Schema.Struct({ kind: Schema.String }, Open)),
-      wake: Schema.optional(Schema.Literal(true))
-    },
-    Open
-  ),
-  "turn/start": Schema.Struct({ turn: Int }, Open),
-  "turn/end": Schema.Struct({ turn: Int, reason: Schema.Struct({ kind: Schema.String }, Open) }, Open),
-  "step/start": Schema.Struct({ turn: Int, step: Int }, Open),
-  "step/end": Schema.Struct({ turn: Int, step: Int }, Open),
-  "user/message": UserMessageSchema,
-  "assistant/message": Schema.Struct(
-    {
-      turn: Int,
-      step: Int,
-      message: AssistantMessageSchema,
-      usage: Schema.optional(Schema.Unknown),
-      finish: Schema.optional(Schema.Unknown),
-      interrupted: Schema.optional(Schema.Boolean)
-    },
-    Open
-  ),
-  "tool/call": Schema.Struct(
-    { turn: Int, step: Int, callId: Schema.String, name: Schema.String, arguments: Schema.Unknown },
-    Open
-  ),
-  "tool/result": Schema.Struct(
-    {
-      turn: Int,
-      step: Int,
-      message: UserMessageSchema,
-      error: Schema.optional(Schema.Struct({ name: Schema.optional(Schema.String), code: Schema.String }, Open))
-    },
-    Open
-  ),
-  "request/header": Open,
-  "session/end-seed": Open
-} as const satisfies { readonly [K in CoreEventType]: Schema.Schema<any, any, never> }

@@ -5,9 +5,10 @@
  * Reading validates every line at this I/O edge: the envelope (`type`, `seq` = index, `time`)
  * and the `data` of every core event against `coreDataSchemas` (DSH v0: a lenient variant that
  * checks only what the projections need). Validation has two layers with the same meaning: a
- * hand-written fast check per core type that only accepts values the schema accepts, and, when
- * it says no, the schema's compiled `decodeUnknownEither`, which decides and supplies the error
- * message. Values are kept exactly as parsed (key order and unknown fields) and deep-frozen.
+ * hand-written fast check per core type that accepts exactly the values the schema accepts
+ * (`test/SessionEvent.test.ts` pins each to its schema with arbitrary values and mutations), and,
+ * when it says no, the schema's compiled `decodeUnknownEither`, which supplies the error message.
+ * Values are kept exactly as parsed (key order and unknown fields) and deep-frozen.
  *
  * Rules of the reader:
  * - Line numbers are 1-based physical lines; line 1 is the header: `type: "session"`, `version`
@@ -191,7 +192,7 @@ const encodeCommittedEvent = (event: SessionEvent): string => {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fast checks (each accepts only values its schema accepts)
+// Fast checks (each accepts exactly the values its schema accepts)
 // ---------------------------------------------------------------------------------------------
 
 type Check = (u: unknown) => boolean
@@ -273,31 +274,95 @@ const isMessages = (u: unknown, block: Check): boolean => {
   return true
 }
 
-const makeFastChecks = (legacy: boolean): { readonly [type: string]: Check } => {
-  const block = legacy ? isLegacyBlock : isBlock
-  return {
-    "agent/inbox/spliced": (u) =>
-      isObject(u) && (u.target === "next-turn" || u.target === "next-step") && isInt(u.start) &&
-      isOptInt(u.removedCount) && isMessages(u.inserted, block) &&
-      (legacy
-        ? (u.outcome === undefined || isString(u.outcome)) && (u.cause === undefined || hasKind(u.cause))
-        : (u.outcome === undefined || u.outcome === "canceled") && (u.cause === undefined || hasKind(u.cause)) &&
-          (u.wake === undefined || u.wake === true)),
-    "turn/start": (u) => isObject(u) && isInt(u.turn),
-    "turn/end": (u) => isObject(u) && isInt(u.turn) && hasKind(u.reason),
-    "step/start": (u) => isObject(u) && isTurnStep(u),
-    "step/end": (u) => isObject(u) && isTurnStep(u),
-    "user/message": (u) => isMessage(u, "user", block),
-    "assistant/message": (u) =>
-      isObject(u) && isTurnStep(u) && isMessage(u.message, "assistant", block) && isOptBoolean(u.interrupted),
-    "tool/call": (u) => isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name) && "arguments" in u,
-    "tool/result": (u) =>
-      isObject(u) && isTurnStep(u) && isMessage(u.message, "user", block) &&
-      (u.error === undefined ||
-        (isObject(u.error) && isString(u.error.code) && (u.error.name === undefined || isString(u.error.name)))),
-    "request/header": isObject,
-    "session/end-seed": isObject
+const isOptString = (u: unknown): boolean => u === undefined || typeof u === "string"
+const isNumber = (u: unknown): boolean => typeof u === "number"
+const isOptFinite = (u: unknown): boolean => u === undefined || (typeof u === "number" && Number.isFinite(u))
+
+/** `TurnEndReason` (§6.4). */
+const isTurnEndReason = (u: unknown): boolean => {
+  if (!isObject(u)) return false
+  switch (u.kind) {
+    case "completed":
+    case "max-tokens":
+    case "interrupted":
+      return true
+    case "blocked":
+      return isOptString(u.reason)
+    case "error": {
+      const e = u.error
+      return isObject(e) && isString(e.message) && isString(e.code) && (e.status === undefined || isNumber(e.status))
+    }
+    case "aborted":
+      return hasKind(u.reason)
+    default:
+      return false
   }
+}
+
+/** `Usage`: every count absent or a finite number. */
+const isUsage = (u: unknown): boolean =>
+  isObject(u) && isOptFinite(u.inputTokens) && isOptFinite(u.outputTokens) && isOptFinite(u.cacheReadTokens) &&
+  isOptFinite(u.cacheWriteTokens) && isOptFinite(u.reasoningTokens) && isOptFinite(u.totalTokens)
+
+const isFinish = (u: unknown): boolean => u === "stop" || u === "tool-calls" || u === "length" || u === "content-filter"
+
+/** `{name, description, parameters}` tool definitions of a `request/header`. */
+const isToolDefinitions = (u: unknown): boolean => {
+  if (!Array.isArray(u)) return false
+  for (let i = 0; i < u.length; i++) {
+    const t: unknown = u[i]
+    if (!isObject(t) || !isString(t.name) || !isString(t.description)) return false
+  }
+  return true
+}
+
+/** Our format's checks: exactly what `coreDataSchemas` accepts (pinned by `test/SessionEvent.test.ts`). */
+export const currentChecks: { readonly [type: string]: Check } = {
+  "agent/inbox/spliced": (u) =>
+    isObject(u) && (u.target === "next-turn" || u.target === "next-step") && isInt(u.start) &&
+    isOptInt(u.removedCount) && isMessages(u.inserted, isBlock) &&
+    (u.outcome === undefined || u.outcome === "canceled") && (u.cause === undefined || hasKind(u.cause)) &&
+    (u.wake === undefined || u.wake === true),
+  "turn/start": (u) => isObject(u) && isInt(u.turn),
+  "turn/end": (u) => isObject(u) && isInt(u.turn) && isTurnEndReason(u.reason),
+  "step/start": (u) => isObject(u) && isTurnStep(u),
+  "step/end": (u) => isObject(u) && isTurnStep(u),
+  "user/message": (u) => isMessage(u, "user", isBlock),
+  "assistant/message": (u) =>
+    isObject(u) && isTurnStep(u) && isMessage(u.message, "assistant", isBlock) &&
+    (u.usage === undefined || isUsage(u.usage)) &&
+    (u.response === undefined || (isObject(u.response) && isOptString(u.response.id) && isOptString(u.response.model))) &&
+    (u.finish === undefined || isFinish(u.finish)) && (u.interrupted === undefined || u.interrupted === true),
+  "tool/call": (u) => isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name) && isString(u.arguments),
+  "tool/result": (u) =>
+    isObject(u) && isTurnStep(u) && isMessage(u.message, "user", isBlock) &&
+    (u.error === undefined || (isObject(u.error) && isString(u.error.name) && isString(u.error.code))),
+  "request/header": (u) =>
+    isObject(u) && isTurnStep(u) && isString(u.provider) && isString(u.model) && isOptString(u.instructions) &&
+    isToolDefinitions(u.tools) && isObject(u.settings),
+  "session/end-seed": isObject
+}
+
+/** DSH v0's checks: exactly what `legacyDataSchemas` accepts (pinned by `test/SessionEvent.test.ts`). */
+export const legacyChecks: { readonly [type: string]: Check } = {
+  "agent/inbox/spliced": (u) =>
+    isObject(u) && (u.target === "next-turn" || u.target === "next-step") && isInt(u.start) &&
+    isOptInt(u.removedCount) && isMessages(u.inserted, isLegacyBlock) &&
+    isOptString(u.outcome) && (u.cause === undefined || hasKind(u.cause)),
+  "turn/start": (u) => isObject(u) && isInt(u.turn),
+  "turn/end": (u) => isObject(u) && isInt(u.turn) && hasKind(u.reason),
+  "step/start": (u) => isObject(u) && isTurnStep(u),
+  "step/end": (u) => isObject(u) && isTurnStep(u),
+  "user/message": (u) => isMessage(u, "user", isLegacyBlock),
+  "assistant/message": (u) =>
+    isObject(u) && isTurnStep(u) && isMessage(u.message, "assistant", isLegacyBlock) && isOptBoolean(u.interrupted),
+  "tool/call": (u) => isObject(u) && isTurnStep(u) && isString(u.callId) && isString(u.name),
+  "tool/result": (u) =>
+    isObject(u) && isTurnStep(u) && isMessage(u.message, "user", isLegacyBlock) &&
+    (u.error === undefined ||
+      (isObject(u.error) && isString(u.error.code) && isOptString(u.error.name))),
+  "request/header": isObject,
+  "session/end-seed": isObject
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,7 +380,11 @@ const legacyMessage = (role: "user" | "assistant") =>
 const LegacyUser = legacyMessage("user")
 const TurnStep = { turn: Int, step: Int }
 
-const legacyDataSchemas: { readonly [type: string]: Schema.Schema<any, any, never> } = {
+/**
+ * Schemas of DSH v0 core data (the structure the projections need, nothing more), the reader's
+ * counterpart of `coreDataSchemas` for `"version":0` logs.
+ */
+export const legacyDataSchemas: { readonly [type: string]: Schema.Schema<any, any, never> } = {
   "agent/inbox/spliced": Schema.Struct(
     {
       target: Schema.Literal("next-turn", "next-step"),
@@ -359,9 +428,8 @@ interface Validator {
 
 const makeValidators = (
   schemas: { readonly [type: string]: Schema.Schema<any, any, never> },
-  legacy: boolean
+  fast: { readonly [type: string]: Check }
 ): ReadonlyMap<string, Validator> => {
-  const fast = makeFastChecks(legacy)
   const out = new Map<string, Validator>()
   for (const type of coreEventTypes) {
     out.set(type, { fast: fast[type]!, decode: Schema.decodeUnknownEither(schemas[type]!) })
@@ -369,8 +437,8 @@ const makeValidators = (
   return out
 }
 
-const currentValidators = makeValidators(coreDataSchemas, false)
-const legacyValidators = makeValidators(legacyDataSchemas, true)
+const currentValidators = makeValidators(coreDataSchemas, currentChecks)
+const legacyValidators = makeValidators(legacyDataSchemas, legacyChecks)
 const decodeHeader = Schema.decodeUnknownEither(SessionHeaderSchema)
 
 /** Returns undefined when `data` is valid for `type`, else the message of the first issue. */
