@@ -75,21 +75,83 @@ export interface ModelSink {
 }
 
 /**
- * A model failure (§11): `code` (e.g. `HTTP_429`, `PROVIDER_ERROR`,
- * `SCRIPT_EXHAUSTED`), `status` for HTTP errors, `retryable`, `retryAfterMs` when the provider
- * asked for a delay. A retryable error is retried inside the same step; a final failure ends the
- * turn `{kind:"error"}` with this code.
+ * The codes of a `ModelError` (§11), each in one place with its meaning and whether the
+ * error is retryable (`retryable` on the error says so for each failure; the loop retries a
+ * retryable error inside the same step, and a final one ends the turn `{kind:"error"}` with its
+ * code):
  *
- * Codes:
- * - `CONTEXT_OVERFLOW` (not retryable; §17): the provider refused the request as longer than
- *   the model's context window (`OpenAICompat`, `Anthropic`, `AiBridge`); the turn compacts once
- *   and retries the request once.
+ * | code | retryable | meaning |
+ * |---|---|---|
+ * | `HTTP_<status>` | 408, 409, 429, 5xx | a non-2xx answer whose body names no code the adapter keeps (`OpenAICompat`, `AiBridge`; `Anthropic` when the body is not its error envelope) |
+ * | `CONTEXT_OVERFLOW` | no | the provider refused the request as longer than the model's context window (all three adapters): the turn compacts once and retries the request once (§17) |
+ * | `PROVIDER_ERROR` | when the provider's error type names a transient failure (overload, rate limit, timeout, server error) | an error the provider reported inside a 200 response, or one with nothing more to read than its message |
+ * | `NETWORK` | yes | the server could not be reached, or the connection broke while reading the response |
+ * | `TIMEOUT` | yes | no response headers, or no next piece of the body, within `idleTimeoutMs` |
+ * | `STREAM_INCOMPLETE` | yes | the stream ended before the provider's end of response |
+ * | `DEADLINE_EXCEEDED` | no | the request, its retries included, outlasted `requestTimeoutMs` |
+ * | `RESPONSE_TOO_LARGE` | no | the body is larger than `maxResponseBytes` |
+ * | `BAD_RESPONSE` | no | a body or event that is not JSON or not the provider's shape, or an empty body |
+ * | `INVALID_URL` | no | `baseUrl` is not a URL |
+ * | `INVALID_REQUEST` | no | the request could not be encoded (`AiBridge`) |
+ * | `MALFORMED_INPUT` | no | `@effect/ai` could not build the request (`AiBridge`) |
+ * | `MALFORMED_OUTPUT` | no | `@effect/ai` rejected the response: a tool call of an unknown tool, or arguments that are not a JSON object (`AiBridge`) |
+ * | `MODEL_FAILED` | no | the model port died with a defect instead of failing (the loop's code) |
+ * | `SCRIPT_EXHAUSTED` | no | a scripted model was asked past the end of its script |
+ * | `invalid_request_error`, `authentication_error`, `billing_error`, `permission_error`, `not_found_error`, `request_too_large`, `rate_limit_error`, `api_error`, `timeout_error`, `overloaded_error` | rate limit, API, timeout and overload errors; for an HTTP answer, its status decides unless `x-should-retry` says otherwise | Anthropic's error types, kept as Anthropic names them (`Anthropic`; an error type not in this list is `HTTP_<status>`, or `PROVIDER_ERROR` inside a stream) |
+ *
+ * A scripted model fails with the code its script gives, retryable as the script says.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ModelErrorCode = Schema.Union(
+  Schema.TemplateLiteral(Schema.Literal("HTTP_"), Schema.Number),
+  Schema.Literal(
+    "CONTEXT_OVERFLOW",
+    "PROVIDER_ERROR",
+    "NETWORK",
+    "TIMEOUT",
+    "STREAM_INCOMPLETE",
+    "DEADLINE_EXCEEDED",
+    "RESPONSE_TOO_LARGE",
+    "BAD_RESPONSE",
+    "INVALID_URL",
+    "INVALID_REQUEST",
+    "MALFORMED_INPUT",
+    "MALFORMED_OUTPUT",
+    "MODEL_FAILED",
+    "SCRIPT_EXHAUSTED"
+  ),
+  Schema.Literal(
+    "invalid_request_error",
+    "authentication_error",
+    "billing_error",
+    "permission_error",
+    "not_found_error",
+    "request_too_large",
+    "rate_limit_error",
+    "api_error",
+    "timeout_error",
+    "overloaded_error"
+  )
+)
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type ModelErrorCode = typeof ModelErrorCode.Type
+
+/**
+ * A model failure (§11): `code` (a `ModelErrorCode`: its table gives each code's
+ * meaning and whether it is retryable), `message`, `status` for HTTP errors, `retryable`,
+ * `retryAfterMs` when the provider asked for a delay. A retryable error is retried inside the
+ * same step; a final failure ends the turn `{kind:"error"}` with this code.
  *
  * @since 0.1.0
  * @category errors
  */
 export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
-  code: Schema.String,
+  code: ModelErrorCode,
   message: Schema.String,
   status: Schema.optional(Schema.Number),
   retryable: Schema.Boolean,
@@ -161,7 +223,7 @@ export interface ScriptedResponse {
   readonly finish?: FinishReason | undefined
   readonly usage?: Usage | undefined
   readonly error?: {
-    readonly code: string
+    readonly code: ModelErrorCode
     readonly message: string
     readonly retryable?: boolean | undefined
     readonly status?: number | undefined

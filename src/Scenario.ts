@@ -21,7 +21,8 @@
  * Compaction (§17): a `compaction` block gives the scenario's agent a `Compaction` policy
  * (`Compaction.summarize`, or `Compaction.prune` with `policy: "prune"`); a model entry's
  * `usage` is reported after its response (the loop resets its token estimate to `inputTokens`);
- * an `error` may carry the HTTP `status` (e.g. `CONTEXT_OVERFLOW` with 400); a `compact` action
+ * an `error`'s `code` is a `Model.ModelErrorCode` (another is refused at its path), and it may
+ * carry the HTTP `status` (e.g. `CONTEXT_OVERFLOW` with 400); a `compact` action
  * calls `agent.compact` in its own fiber (it waits for a boundary on a running agent, and the
  * simulator settles it like the rest). A summarization request consumes the next model entry
  * like any request: the script holds the summaries where the requests for them come.
@@ -78,7 +79,7 @@ const ModelEntry = Schema.Struct({
   finish: Schema.optional(Schema.Literal("stop", "length")),
   error: Schema.optional(
     Schema.Struct({
-      code: Schema.String,
+      code: Model.ModelErrorCode,
       message: Schema.String,
       retryable: Schema.optional(Schema.Boolean),
       status: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(100, 599)))

@@ -474,6 +474,33 @@ describe("Anthropic errors", () => {
       })
     }).pipe(provideHttp))
 
+  it.scoped("an error type Anthropic does not document → HTTP_<status> (PROVIDER_ERROR in a stream), the type heading the message", () =>
+    Effect.gen(function*() {
+      const http = yield* replayFailure({
+        body: envelope("quota_exhausted_error", "Out of credits"),
+        status: 402,
+        contentType: "application/json"
+      })
+      expect(http.error).toEqual({
+        _tag: "ModelError",
+        code: "HTTP_402",
+        message: "quota_exhausted_error: Out of credits",
+        status: 402,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+      const event = `event: error\ndata: ${envelope("brownout_error", "Try later")}\n\n`
+      const streamed = yield* replayFailure({ body: eventsPrefix("anthropic-stream-tool-use.sse", 4) + event, splitEvery: 7 })
+      expect(streamed.error).toEqual({
+        _tag: "ModelError",
+        code: "PROVIDER_ERROR",
+        message: "brownout_error: Try later",
+        status: undefined,
+        retryable: false,
+        retryAfterMs: undefined
+      })
+    }).pipe(provideHttp))
+
   it.scoped("`error` event mid-stream (docs example spliced after the tool-use recording's first events) → overloaded_error, retryable", () =>
     Effect.gen(function*() {
       const body = eventsPrefix("anthropic-stream-tool-use.sse", 4) + fixtureText("anthropic-stream-error-overloaded.sse")

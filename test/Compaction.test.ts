@@ -207,7 +207,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
       }).pipe(Effect.provide(layer(model)), Effect.provide(policy))
     })
 
-    const overflow = { error: { code: "CONTEXT_OVERFLOW", message: "prompt is too long", status: 400 } }
+    const overflow = { error: { code: "CONTEXT_OVERFLOW" as const, message: "prompt is too long", status: 400 } }
 
     it.scoped("overflow: the step compacts once and retries its request once", () => {
       const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, overflow, { text: "SUMMARY" }, { text: "ok3" }])
@@ -436,7 +436,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
 }
 
 describe("Compaction: what the loop refuses or keeps (§17, found by a review)", () => {
-  const overflow = { error: { code: "CONTEXT_OVERFLOW", message: "prompt is too long", status: 400 } }
+  const overflow = { error: { code: "CONTEXT_OVERFLOW" as const, message: "prompt is too long", status: 400 } }
 
   it.scoped("an overflow compaction never summarizes the step's own prompt: the retry carries it verbatim", () => {
     const model = Model.scripted([{ text: "ok1" }, overflow, { text: "SUMMARY" }, { text: "ok2" }])

@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream, TestClock } from "effect"
+import { Chunk, Effect, Either, Fiber, Layer, Schema, Stream, TestClock } from "effect"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -11,6 +11,7 @@ import type { Message, MessageId } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import type { ModelRequest } from "../src/Model.js"
 import * as OfflineTools from "../src/OfflineTools.js"
+import * as Scenario from "../src/Scenario.js"
 import { advance, brief, layer, text } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -54,6 +55,41 @@ describe("Model.scripted", () => {
       const e2 = yield* Effect.flip(model.respond(request([]), sink))
       expect([e2.code, e2.retryable]).toEqual(["SCRIPT_EXHAUSTED", false])
     }))
+})
+
+describe("ModelErrorCode", () => {
+  const decode = (u: unknown) => Either.isRight(Schema.decodeUnknownEither(Model.ModelErrorCode)(u))
+
+  it("holds the codes the adapters and the loop fail with, HTTP_<status>, Anthropic's error types; nothing else", () => {
+    const codes = [
+      "HTTP_429",
+      "HTTP_503",
+      "CONTEXT_OVERFLOW",
+      "PROVIDER_ERROR",
+      "NETWORK",
+      "TIMEOUT",
+      "STREAM_INCOMPLETE",
+      "DEADLINE_EXCEEDED",
+      "RESPONSE_TOO_LARGE",
+      "BAD_RESPONSE",
+      "INVALID_URL",
+      "INVALID_REQUEST",
+      "MALFORMED_INPUT",
+      "MALFORMED_OUTPUT",
+      "MODEL_FAILED",
+      "SCRIPT_EXHAUSTED",
+      "overloaded_error",
+      "rate_limit_error",
+      "invalid_request_error"
+    ]
+    expect(codes.filter((c) => !decode(c))).toEqual([])
+    expect(["RATE_LIMITED", "HTTP_", "HTTP_x", "http_429", "overloaded", "", 429].filter(decode)).toEqual([])
+  })
+
+  it("a scenario's scripted error with a code that is not a ModelErrorCode is refused", () => {
+    const decoded = Scenario.decode({ model: [{ error: { code: "RATE_LIMITED", message: "m" } }], actions: [] })
+    expect(Either.isLeft(decoded) && decoded.left.path).toBe("$.model[0].error.code")
+  })
 })
 
 describe("Model.offline (§14)", () => {

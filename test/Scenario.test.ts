@@ -708,7 +708,7 @@ describe("simulator timing rules", () => {
     Effect.gen(function*() {
       const r = yield* runScenario({
         model: [
-          { latencyMs: 10, text: "attempt one words", error: { code: "RATE", message: "r", retryable: true } },
+          { latencyMs: 10, text: "attempt one words", error: { code: "HTTP_429", message: "r", retryable: true } },
           { text: "never" }
         ],
         actions: [{ at: 0, followup: "Q1" }, { at: 200, cancel: {} }]

@@ -127,7 +127,7 @@ const sessionModel = (): ModelService => {
       usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 20, cacheWriteTokens: 4 }
     },
     // turn 2, step 2 (the results and the steer): a retryable error, then the answer
-    { error: { code: "RATE_LIMITED", message: "slow down", retryable: true, status: 429 } },
+    { error: { code: "HTTP_429", message: "slow down", retryable: true, status: 429 } },
     { text: "a, b and c", latencyMs: 30, usage: { inputTokens: 60, outputTokens: 12, reasoningTokens: 5 } },
     // turn 3: canceled mid-stream
     { text: "one two three four five", latencyMs: 1000 }
@@ -352,7 +352,7 @@ const expectedTree = (ids: readonly [string, string, string, string], tools: Rea
         events: [{
           name: "agent_loop.retry",
           at: 810,
-          attributes: { "agent_loop.retry.attempt": 2, [ATTR_ERROR_TYPE]: "RATE_LIMITED", "http.response.status_code": 429 }
+          attributes: { "agent_loop.retry.attempt": 2, [ATTR_ERROR_TYPE]: "HTTP_429", "http.response.status_code": 429 }
         }]
       }
     ]
@@ -425,7 +425,7 @@ describe("Tracing", () => {
   it.scoped("an error end: error.type and status error on the request and the turn; a manual compaction is a root span", () => {
     const exporter = new InMemorySpanExporter()
     const model = Model.scripted([
-      { error: { code: "BAD_REQUEST", message: "no such model", status: 400 } },
+      { error: { code: "HTTP_400", message: "no such model", status: 400 } },
       { text: "ok" },
       { text: "a summary", latencyMs: 4, usage: { inputTokens: 40, outputTokens: 9 } }
     ])
@@ -439,12 +439,12 @@ describe("Tracing", () => {
       yield* advance(10)
       const report = yield* compacting
       expect(brief(agent.log.events()).filter((e) => e.startsWith("turn/end"))).toEqual([
-        "turn/end 1 error:BAD_REQUEST",
+        "turn/end 1 error:HTTP_400",
         "turn/end 2 completed"
       ])
       const roots = trees(exporter.getFinishedSpans()).filter((n) => n.name !== "SessionStore.create")
       expect(roots.map((n) => [n.name, n.status, n.attributes["agent_loop.turn.end"], n.attributes[ATTR_ERROR_TYPE]])).toEqual([
-        ["invoke_agent agent-loop", "ERROR: no such model", "error", "BAD_REQUEST"],
+        ["invoke_agent agent-loop", "ERROR: no such model", "error", "HTTP_400"],
         ["invoke_agent agent-loop", "OK", "completed", undefined],
         ["compaction", "OK", undefined, undefined]
       ])
@@ -463,9 +463,9 @@ describe("Tracing", () => {
           [ATTR_GEN_AI_REQUEST_STREAM]: true,
           "agent_loop.turn": 1,
           "agent_loop.step": 1,
-          [ATTR_ERROR_TYPE]: "BAD_REQUEST"
+          [ATTR_ERROR_TYPE]: "HTTP_400"
         },
-        events: [{ name: "exception", at: 0, attributes: { "exception.type": "BAD_REQUEST" } }]
+        events: [{ name: "exception", at: 0, attributes: { "exception.type": "HTTP_400" } }]
       }])
       // Between turns: a root span (no turn), its summarization request a chat child with the usage.
       expect(roots[2]).toEqual({

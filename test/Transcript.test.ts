@@ -319,7 +319,7 @@ describe("Transcript of compactions (§17)", () => {
     const model = Model.scripted([
       { text: "ok1" },
       { text: "SUMMARY", latencyMs: 100 },
-      { error: { code: "AUTH", message: "HTTP 401: bad key", status: 401 } }
+      { error: { code: "HTTP_401", message: "HTTP 401: bad key", status: 401 } }
     ])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
@@ -339,14 +339,14 @@ describe("Transcript of compactions (§17)", () => {
         "turn 1 ended: completed",
         "[compaction: manual, between turns] aborted at 59 tokens: nothing kept",
         "[compaction: manual, between turns] failed at 59 tokens: nothing kept" +
-        " (error: AUTH: the summarization request failed: HTTP 401: bad key)",
+        " (error: HTTP_401: the summarization request failed: HTTP 401: bad key)",
         ""
       ])
       const markers = Transcript.fromEvents(agent.log.events()).filter((e) => e.kind === "compaction")
       expect(markers.map((m) => [m.turn, m.step, m.outcome, m.tokensBefore, m.error])).toEqual([
         [0, 0, "skipped", 0, undefined],
         [0, 0, "aborted", 59, undefined],
-        [0, 0, "failed", 59, { code: "AUTH", message: "the summarization request failed: HTTP 401: bad key" }]
+        [0, 0, "failed", 59, { code: "HTTP_401", message: "the summarization request failed: HTTP 401: bad key" }]
       ])
     }).pipe(Effect.provide(layer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
   })

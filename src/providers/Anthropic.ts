@@ -66,7 +66,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer, Redacted } from "effect"
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
-import { Model, ModelError, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
+import { Model, ModelError, type ModelErrorCode, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { overflowOr } from "./internal/errors.js"
 import {
@@ -162,8 +162,8 @@ export type ThinkingState =
  *
  * `respond` fails with `ModelError`, `code`:
  * - the error envelope's `error.type` for a non-2xx answer (`invalid_request_error`,
- *   `rate_limit_error`, `overloaded_error`, …; `HTTP_<status>` when the body is not Anthropic's
- *   envelope): `message` is `error.message` with the `request_id`; `status` set; retryable for
+ *   `rate_limit_error`, `overloaded_error`, …: the types `ModelErrorCode` lists; `HTTP_<status>`
+ *   for another type, which then heads the message, or when the body is not Anthropic's envelope): `message` is `error.message` with the `request_id`; `status` set; retryable for
  *   408, 409, 429 and 5xx (529 included) unless an `x-should-retry` header says otherwise;
  *   `retryAfterMs` from `retry-after` (seconds or an HTTP date) or `retry-after-ms`;
  * - `CONTEXT_OVERFLOW` (not retryable, whatever `x-should-retry` says; §17): the request is
@@ -173,7 +173,8 @@ export type ThinkingState =
  *   `context_length_exceeded`, for proxies); `message` and `status` as above (no `status` for an
  *   event). The loop compacts the history and retries once;
  * - the event's `error.type` for an `error` event inside a 200 stream (`overloaded_error`,
- *   `api_error`, …; `PROVIDER_ERROR` without a type): no `status`; retryable for overload,
+ *   `api_error`, …; `PROVIDER_ERROR` without a type or for a type `ModelErrorCode` does not list,
+ *   which then heads the message): no `status`; retryable for overload,
  *   rate-limit, API and timeout errors;
  * - `NETWORK` (retryable): the server could not be reached or the connection broke mid-body;
  * - `TIMEOUT` (retryable): nothing arrived within `idleTimeoutMs`;
@@ -731,17 +732,40 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
 
 const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_error", "timeout_error"])
 
+/** Anthropic's documented error types: the codes the adapter keeps (`ModelErrorCode`). */
+const ERROR_TYPES: ReadonlySet<string> = new Set<ModelErrorCode>([
+  "invalid_request_error",
+  "authentication_error",
+  "billing_error",
+  "permission_error",
+  "not_found_error",
+  "request_too_large",
+  "rate_limit_error",
+  "api_error",
+  "timeout_error",
+  "overloaded_error"
+])
+
+/** `type` when it is one of Anthropic's documented error types, else undefined. */
+const knownType = (type: string | undefined): ModelErrorCode | undefined =>
+  type !== undefined && ERROR_TYPES.has(type) ? type as ModelErrorCode : undefined
+
+/** `message` prefixed with an error type the adapter does not keep as the code. */
+const withType = (type: string | undefined, message: string): string =>
+  type === undefined || knownType(type) !== undefined ? message : `${type}: ${message}`
+
 /**
- * An `error` event in a 200 stream (or an error body): code `error.type` (`CONTEXT_OVERFLOW`
- * when the message says the prompt is too long), no status.
+ * An `error` event in a 200 stream (or an error body): code `error.type` when it is one of
+ * Anthropic's documented types, else `PROVIDER_ERROR` with the type before the message
+ * (`CONTEXT_OVERFLOW` when the message says the prompt is too long), no status.
  */
 const streamError = (error: unknown): ModelError => {
   if (!WireFormat.isRecord(error)) return opaqueError(typeof error === "string" ? error : "provider error")
   const type = WireFormat.nonEmpty(error.type)
   return new ModelError(overflowOr(
     {
-      code: type ?? "PROVIDER_ERROR",
-      message: typeof error.message === "string" ? error.message : JSON.stringify(error),
+      code: knownType(type) ?? "PROVIDER_ERROR",
+      message: withType(type, typeof error.message === "string" ? error.message : JSON.stringify(error)),
       retryable: type !== undefined && RETRYABLE_TYPES.has(type)
     },
     error,
@@ -750,15 +774,17 @@ const streamError = (error: unknown): ModelError => {
 }
 
 /**
- * A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope;
- * `CONTEXT_OVERFLOW` for a 400 or 413 whose message says the prompt is too long.
+ * A non-2xx answer: Anthropic's `{type:"error", error:{type, message}, request_id}` envelope,
+ * code `error.type` when it is one of Anthropic's documented types, else `HTTP_<status>` with the
+ * type before the message; `CONTEXT_OVERFLOW` for a 400 or 413 whose message says the prompt is
+ * too long.
  */
 const httpError = (response: HttpClientResponse.HttpClientResponse, text: string, now: number): ModelError => {
   const status = response.status
   const body = WireFormat.parseJsonOr(text)
   const error = WireFormat.isRecord(body) && WireFormat.isRecord(body.error) ? body.error : undefined
   const type = error === undefined ? undefined : WireFormat.nonEmpty(error.type)
-  let message = error !== undefined && typeof error.message === "string" ? error.message : errorText(text, status)
+  let message = withType(type, error !== undefined && typeof error.message === "string" ? error.message : errorText(text, status))
   const requestId = (WireFormat.isRecord(body) ? WireFormat.nonEmpty(body.request_id) : undefined) ??
     response.headers["request-id"]
   if (requestId !== undefined) message += ` (request_id ${requestId})`
@@ -768,7 +794,7 @@ const httpError = (response: HttpClientResponse.HttpClientResponse, text: string
     now,
     overflowOr(
       {
-        code: type ?? `HTTP_${status}`,
+        code: knownType(type) ?? `HTTP_${status}`,
         message,
         retryable: shouldRetry === "true" ? true : shouldRetry === "false" ? false : isRetryableStatus(status)
       },

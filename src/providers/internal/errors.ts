@@ -7,6 +7,7 @@
  * Also the recognition of a request longer than the model's context window, `CONTEXT_OVERFLOW`
  * (§17), shared by all three adapters.
  */
+import type { ModelErrorCode } from "../../Model.js"
 import { isRetryableStatus } from "./http.js"
 import { isRecord, nonEmpty, num } from "./wire.js"
 
@@ -88,7 +89,7 @@ export const isContextOverflow = (error: unknown): boolean => {
 
 /** What an adapter makes a `ModelError` of (with `statusError`, or `new ModelError`). */
 export interface ErrorFields {
-  readonly code: string
+  readonly code: ModelErrorCode
   readonly message: string
   readonly retryable: boolean
 }

@@ -10,7 +10,7 @@
 import type { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { HttpClientError } from "@effect/platform"
 import { Chunk, Effect, Exit, Option, Schedule, type Scope, Stream } from "effect"
-import { ModelError, type ModelSink } from "../../Model.js"
+import { ModelError, type ModelErrorCode, type ModelSink } from "../../Model.js"
 import { truncate } from "./wire.js"
 
 /** `${baseUrl}${path}`, ignoring a trailing `/` of `baseUrl` and keeping its query string. */
@@ -152,7 +152,7 @@ export const retryAfter = (
 export const statusError = (
   response: { readonly status: number; readonly headers: { readonly [name: string]: string | undefined } },
   now: number,
-  error: { readonly code: string; readonly message: string; readonly retryable: boolean }
+  error: { readonly code: ModelErrorCode; readonly message: string; readonly retryable: boolean }
 ): ModelError => {
   const retryAfterMs = retryAfter(response.headers, now)
   return new ModelError({
