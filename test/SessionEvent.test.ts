@@ -1,5 +1,5 @@
 /**
- * The log reader's fast checks against the event Schemas (DESIGN.md §3.1, §3.2): the reader
+ * The log reader's fast checks against the event Schemas (§3.1, §3.2): the reader
  * validates each core event's `data` with a hand-written check and asks the Schema only when
  * the check says no, so each check must accept exactly what its Schema decodes. For arbitrary
  * values of each Schema (`Arbitrary.make`), both accept; for arbitrary mutations of them (a
