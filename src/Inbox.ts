@@ -190,13 +190,27 @@ export const hasWakingWork = (state: InboxState): boolean => state.nextTurn.leng
  * @category models
  */
 export class MutableInbox implements InboxState {
+  /**
+   * Direct prompts queued by `followup`, oldest first.
+   *
+   * @since 0.1.0
+   */
   readonly nextTurn: Array<UserMessage> = []
+  /**
+   * Steering, injected context and tool contexts, oldest first, each with its waking flag.
+   *
+   * @since 0.1.0
+   */
   readonly nextStep: Array<Pending> = []
   private wakingSteps = 0
 
   constructor(readonly dsh: boolean = false) {}
 
-  /** An inbox holding `state`. */
+  /**
+   * An inbox holding `state`.
+   *
+   * @since 0.1.0
+   */
   static from(state: InboxState, dsh = false): MutableInbox {
     const inbox = new MutableInbox(dsh)
     for (const m of state.nextTurn) inbox.nextTurn.push(m)
@@ -217,14 +231,22 @@ export class MutableInbox implements InboxState {
     return this.nextTurn.length > 0 || this.wakingSteps > 0
   }
 
-  /** Applies one splice in place. */
+  /**
+   * Applies one splice in place.
+   *
+   * @since 0.1.0
+   */
   apply(data: SplicedData): SpliceApplied {
     const done = spliceInto(this.nextTurn, this.nextStep, data, this.dsh)
     this.wakingSteps += done.wakingDelta
     return done
   }
 
-  /** A frozen copy of the current state. */
+  /**
+   * A frozen copy of the current state.
+   *
+   * @since 0.1.0
+   */
   snapshot(): InboxState {
     return Object.freeze({ nextTurn: Object.freeze(this.nextTurn.slice()), nextStep: Object.freeze(this.nextStep.slice()) })
   }

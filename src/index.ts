@@ -3,26 +3,142 @@
  *
  * @since 0.1.0
  */
+
+/**
+ * The agent: delivery (`followup`, `steer`, `inject`), status, live events, cancel, dispose, and the driver that runs turns (§5, §6, §9).
+ *
+ * @since 0.1.0
+ */
 export * as Agent from "./Agent.js"
+/**
+ * The errors of delivery, the plugin inbox operations, `cancel` and `appendEvent` (§5.1, §9).
+ *
+ * @since 0.1.0
+ */
 export * as AgentError from "./AgentError.js"
+/**
+ * What an agent shows while it runs: its status and `agent.events` (§5.2, §5.3).
+ *
+ * @since 0.1.0
+ */
 export * as AgentEvent from "./AgentEvent.js"
+/**
+ * Context compaction: the policy port, the summarizing and pruning policies, the token estimate (§17).
+ *
+ * @since 0.1.0
+ */
 export * as Compaction from "./Compaction.js"
+/**
+ * Deliveries and their fates (§5.1, §12).
+ *
+ * @since 0.1.0
+ */
 export * as Delivery from "./Delivery.js"
+/**
+ * The model-visible history, derived from the session log alone (§6.2, §12).
+ *
+ * @since 0.1.0
+ */
 export * as History from "./History.js"
+/**
+ * The source of message and session ids (§2).
+ *
+ * @since 0.1.0
+ */
 export * as IdGenerator from "./IdGenerator.js"
+/**
+ * The inbox: the pending input of one agent, `nextTurn` and `nextStep` (§4).
+ *
+ * @since 0.1.0
+ */
 export * as Inbox from "./Inbox.js"
+/**
+ * The invariants of a session log, checked in one pass (§12).
+ *
+ * @since 0.1.0
+ */
 export * as Invariant from "./Invariant.js"
+/**
+ * Messages: the one identified, deep-frozen, plain-JSON shape for everything model-facing (§2).
+ *
+ * @since 0.1.0
+ */
 export * as Message from "./Message.js"
+/**
+ * The model port: the push-based `Model` service and the offline model (§11).
+ *
+ * @since 0.1.0
+ */
 export * as Model from "./Model.js"
+/**
+ * The built-in tools of the offline model (§14).
+ *
+ * @since 0.1.0
+ */
 export * as OfflineTools from "./OfflineTools.js"
+/**
+ * The pre-step waterfall (§7).
+ *
+ * @since 0.1.0
+ */
 export * as PreStep from "./PreStep.js"
+/**
+ * The Anthropic Messages adapter for the `Model` port (§11).
+ *
+ * @since 0.1.0
+ */
 export * as Anthropic from "./providers/Anthropic.js"
+/**
+ * The OpenAI-compatible Chat Completions adapter for the `Model` port (§11).
+ *
+ * @since 0.1.0
+ */
 export * as OpenAICompat from "./providers/OpenAICompat.js"
+/**
+ * Deterministic scenarios on a virtual clock (§15).
+ *
+ * @since 0.1.0
+ */
 export * as Scenario from "./Scenario.js"
+/**
+ * The durable events of a session log (§3).
+ *
+ * @since 0.1.0
+ */
 export * as SessionEvent from "./SessionEvent.js"
+/**
+ * The session log as a store hands it out: its interfaces and the store errors (§3).
+ *
+ * @since 0.1.0
+ */
 export * as SessionLog from "./SessionLog.js"
+/**
+ * Cross-session references (`@session:<id>`) (§13).
+ *
+ * @since 0.1.0
+ */
 export * as SessionReference from "./SessionReference.js"
+/**
+ * The session store: memory and JSONL stores of session logs (§3).
+ *
+ * @since 0.1.0
+ */
 export * as SessionStore from "./SessionStore.js"
+/**
+ * Tools: definitions, validation, guards and hooks (§8).
+ *
+ * @since 0.1.0
+ */
 export * as Tool from "./Tool.js"
+/**
+ * The transcript: a session log as people read it (§12, §14).
+ *
+ * @since 0.1.0
+ */
 export * as Transcript from "./Transcript.js"
+/**
+ * Token usage, cost and budgets from the session log (§18).
+ *
+ * @since 0.1.0
+ */
 export * as Usage from "./Usage.js"

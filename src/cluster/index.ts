@@ -7,6 +7,22 @@
  *
  * @since 0.1.0
  */
+
+/**
+ * The `AgentEntity` client, usable from any process of the cluster (§21).
+ *
+ * @since 0.1.0
+ */
 export * as AgentClient from "./AgentClient.js"
+/**
+ * Agents as `@effect/cluster` entities keyed by session id, and the handlers a runner registers (§21).
+ *
+ * @since 0.1.0
+ */
 export * as AgentEntity from "./AgentEntity.js"
+/**
+ * Runner processes and client-only processes of an agent cluster (§21).
+ *
+ * @since 0.1.0
+ */
 export * as AgentRunner from "./AgentRunner.js"
