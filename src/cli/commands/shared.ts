@@ -1,0 +1,99 @@
+/**
+ * What several commands of the CLI share: the `--store` option, the exit code of a turn's end
+ * reason, the transcript printers (whole and live), and the readers of a session log and of a
+ * price table that exit 2 with one line naming the problem.
+ */
+import { Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Either } from "effect"
+import { fileKind } from "../../internal/store/common.js"
+import { escapeLine } from "../../internal/terminalText.js"
+import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
+import * as SessionStore from "../../SessionStore.js"
+import * as Transcript from "../../Transcript.js"
+import * as Usage from "../../Usage.js"
+import { exit } from "../exit.js"
+
+export const storeOption = Options.directory("store").pipe(
+  Options.withDefault(".agent-loop/sessions"),
+  Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
+)
+
+/** Exit code of a turn end reason (§14). */
+export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
+  switch (reason?.kind) {
+    case "blocked":
+      return 3
+    case "error":
+      return 4
+    case "aborted":
+    case "interrupted":
+      return 130
+    default:
+      return 0
+  }
+}
+
+export const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undefined => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "turn/end") return (e.data as { reason: TurnEndReason }).reason
+  }
+  return undefined
+}
+
+export const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
+  Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
+
+/**
+ * Prints the transcript of a live log as it grows: each call prints the lines that are new
+ * since the last call (rendering is prefix-stable: appending events only appends lines). The
+ * events go through one `Transcript.projector`, without its `end()`: a compaction still running
+ * is printed once it ends, never as "no end in the log".
+ */
+export const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
+  let printed = 0
+  let projected = 0
+  const projector = Transcript.projector()
+  const entries: Array<Transcript.Entry> = []
+  return Effect.suspend(() => {
+    const all = events()
+    for (; projected < all.length; projected++) for (const entry of projector.push(all[projected]!)) entries.push(entry)
+    const text = Transcript.render(entries).trimEnd()
+    const lines = text === "" ? [] : text.split("\n")
+    const fresh = lines.slice(printed)
+    printed = lines.length
+    return fresh.length === 0 ? Effect.void : Console.log(fresh.join("\n"))
+  })
+}
+
+/** Reads a log or exits 2 with the reader's message (naming the line). */
+export const readLog = (file: string) =>
+  SessionStore.readFile(file).pipe(
+    Effect.catchTags({
+      SessionStoreError: (e) => exit(2, `${file}: ${e.message}`),
+      SessionLogError: (e) => exit(2, e.message)
+    })
+  )
+
+/** Reads and decodes a price table (`--prices`), or exits 2 naming the file and the problem. */
+export const readPrices = (file: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`)))
+    if (info.type !== "File") return yield* exit(2, `--prices ${file}: cannot read: not a regular file (${fileKind(info.type)})`)
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`))
+    )
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (e) {
+      return yield* exit(2, escapeLine(`--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`))
+    }
+    const decoded = Usage.decodePrices(json)
+    if (Either.isLeft(decoded)) {
+      return yield* exit(2, `--prices ${file}: not a price table at ${decoded.left.path}: ${decoded.left.message}`)
+    }
+    return decoded.right
+  })
