@@ -394,6 +394,55 @@ describe("agent-loop run", () => {
       expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
     }))
 
+  it.effect("--instructions and --instructions-file set the agent's system instructions (run and chat); both, a missing file, none: exit 2", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const instructionsOf = (store: string) =>
+        Effect.map(
+          SessionStore.readFile(Path.join(store, Fs.readdirSync(store)[0]!)).pipe(Effect.provide(NodeContext.layer)),
+          (contents) =>
+            contents.events.filter((e) => e.type === "request/header").map((e) =>
+              (e.data as { instructions?: string }).instructions
+            )
+        )
+      const inline = Path.join(dir, "inline")
+      const given = yield* cli(["run", "--prompt", "hi", "--instructions", "Answer in French.", "--store", inline])
+      expect(given.code).toBe(0)
+      expect(yield* instructionsOf(inline)).toEqual(["Answer in French."])
+      const file = Path.join(dir, "system.md")
+      Fs.writeFileSync(file, "You are terse.\nNever apologize.\n")
+      const fromFile = Path.join(dir, "from-file")
+      expect((yield* cli(["run", "--prompt", "hi", "--instructions-file", file, "--store", fromFile])).code).toBe(0)
+      expect(yield* instructionsOf(fromFile)).toEqual(["You are terse.\nNever apologize.\n"])
+      const missing = Path.join(dir, "nope.md")
+      for (const command of ["run", "chat"]) {
+        const prompt = command === "run" ? ["--prompt", "hi"] : []
+        const store = ["--store", Path.join(dir, `refused-${command}`)]
+        expect(yield* cli([command, ...prompt, "--instructions", "a", "--instructions-file", file, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: "--instructions and --instructions-file: give one of them, not both"
+        })
+        expect(yield* cli([command, ...prompt, "--instructions-file", missing, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: `--instructions-file ${missing}: cannot read: no such file`
+        })
+        expect(yield* cli([command, ...prompt, "--instructions-file", dir, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: `--instructions-file ${dir}: cannot read: not a regular file (a directory)`
+        })
+        expect(yield* cli([command, ...prompt, "--instructions", " ", ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: "--instructions: the instructions are empty"
+        })
+      }
+      // Nothing was created for a refused command.
+      expect(Fs.readdirSync(dir).sort()).toEqual(["from-file", "inline", "system.md"])
+    }))
+
   it.effect("--pg that is not a postgres:// URL: exit 2 before anything connects, the URL not repeated", () =>
     Effect.gen(function*() {
       const message = "--pg: not a PostgreSQL URL (postgres://user[:password]@host[:port]/database)"

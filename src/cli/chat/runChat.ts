@@ -70,6 +70,8 @@ export interface ChatOptions {
   readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
   /** `--prices FILE` (§18): the status line shows the session's cost beside its tokens. */
   readonly prices?: Usage.Prices | undefined
+  /** `--instructions`/`--instructions-file`: the agent's system instructions (resumed: instead of the log's). */
+  readonly instructions?: string | undefined
 }
 
 /** The source of what `/inject` delivers (§2: context names its producer). */
@@ -241,8 +243,8 @@ const session = (
   Effect.gen(function*() {
     const tools = yield* OfflineTools.all()
     const agent = options.sessionId === undefined
-      ? yield* Agent.make({ tools, cwd: process.cwd() })
-      : yield* Agent.resume(options.sessionId, { tools })
+      ? yield* Agent.make({ tools, cwd: process.cwd(), instructions: options.instructions })
+      : yield* Agent.resume(options.sessionId, { tools, instructions: options.instructions })
     const logPath = agent.log.path ?? agent.id
     onLog(logPath)
     const store = yield* SessionStore.SessionStore

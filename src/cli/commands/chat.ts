@@ -9,7 +9,7 @@ import { exit } from "../exit.js"
 import { loadWith, requirePackages } from "../optional.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
-import { readPrices, storeOption } from "./shared.js"
+import { instructionsOptions, readInstructions, readPrices, storeOption } from "./shared.js"
 
 /**
  * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (§14;
@@ -31,6 +31,7 @@ export const chat = Command.make(
       Options.optional,
       Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
     ),
+    ...instructionsOptions,
     ...providerOptions,
     ...otlpOptions,
     store: storeOption
@@ -40,6 +41,7 @@ export const chat = Command.make(
       // Ink and React are optional peers: a missing one is named (with the version to install)
       // before anything else is checked, so that no other error hides it.
       yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
+      const instructions = yield* readInstructions(options)
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(
           2,
@@ -64,6 +66,7 @@ export const chat = Command.make(
         model,
         compaction,
         prices,
+        instructions,
         sessionId: Option.getOrUndefined(options.session)
       }).pipe(
         Effect.catchTags({

@@ -14,7 +14,7 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
-import { exitCodeOf, lastTurnEnd, livePrinter, storeOption } from "./shared.js"
+import { exitCodeOf, instructionsOptions, lastTurnEnd, livePrinter, readInstructions, storeOption } from "./shared.js"
 
 /**
  * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
@@ -25,6 +25,7 @@ export const run = Command.make(
   "run",
   {
     prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
+    ...instructionsOptions,
     ...runOptions,
     ...otlpOptions,
     store: storeOption
@@ -33,6 +34,7 @@ export const run = Command.make(
     Effect.gen(function*() {
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
       if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
+      const instructions = yield* readInstructions(options)
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path
@@ -41,7 +43,7 @@ export const run = Command.make(
       let logPath: string | undefined
       const events = yield* Effect.scoped(Effect.gen(function*() {
         const tools = yield* OfflineTools.all()
-        const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps })
+        const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps, instructions })
         logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.

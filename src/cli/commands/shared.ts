@@ -5,7 +5,7 @@
  */
 import { Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Console, Effect, Either } from "effect"
+import { Console, Effect, Either, Option } from "effect"
 import { fileKind } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
@@ -96,4 +96,57 @@ export const readPrices = (file: string) =>
       return yield* exit(2, `--prices ${file}: not a price table at ${decoded.left.path}: ${decoded.left.message}`)
     }
     return decoded.right
+  })
+
+/** `--instructions TEXT` and `--instructions-file PATH` of `run` and `chat`: the agent's system instructions. */
+export const instructionsOptions = {
+  instructions: Options.text("instructions").pipe(
+    Options.optional,
+    Options.withDescription("the agent's system instructions (sent to the model as the system prompt)")
+  ),
+  instructionsFile: Options.text("instructions-file").pipe(
+    Options.optional,
+    Options.withDescription("read the agent's system instructions from this UTF-8 file (instead of --instructions)")
+  )
+}
+
+/**
+ * The instructions that `--instructions` or `--instructions-file` give, `undefined` for neither.
+ * Both, an unreadable file, something not a regular file, or empty instructions: exit 2 with
+ * one line naming the flag.
+ */
+export const readInstructions = (options: {
+  readonly instructions: Option.Option<string>
+  readonly instructionsFile: Option.Option<string>
+}) =>
+  Effect.gen(function*() {
+    if (Option.isSome(options.instructions) && Option.isSome(options.instructionsFile)) {
+      return yield* exit(2, "--instructions and --instructions-file: give one of them, not both")
+    }
+    if (Option.isSome(options.instructions)) {
+      if (options.instructions.value.trim() === "") return yield* exit(2, "--instructions: the instructions are empty")
+      return options.instructions.value
+    }
+    if (Option.isNone(options.instructionsFile)) return undefined
+    const file = options.instructionsFile.value
+    const fs = yield* FileSystem.FileSystem
+    // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
+    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) =>
+      exit(
+        2,
+        escapeLine(
+          `--instructions-file ${file}: cannot read: ${
+            e._tag === "SystemError" && e.reason === "NotFound" ? "no such file" : e.message
+          }`
+        )
+      )
+    ))
+    if (info.type !== "File") {
+      return yield* exit(2, escapeLine(`--instructions-file ${file}: cannot read: not a regular file (${fileKind(info.type)})`))
+    }
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.catchAll((e) => exit(2, escapeLine(`--instructions-file ${file}: cannot read: ${e.message}`)))
+    )
+    if (text.trim() === "") return yield* exit(2, escapeLine(`--instructions-file ${file}: the file is empty`))
+    return text
   })
