@@ -494,10 +494,14 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       Effect.gen(function*() {
         const store = Path.join(tmpDir(), "sessions")
         // Another session in the store, for /sessions to list.
-        yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session" }))).pipe(
+        const earlier = new Date(2026, 0, 2, 3, 4).getTime()
+        yield* Effect.scoped(
+          Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session", createdAt: earlier }))
+        ).pipe(
           Effect.provide(SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer))),
           Effect.orDie
         )
+        const started = Date.now()
         const { pane, sessionId } = yield* startChat(store)
         // Keys Ink cannot name (Ctrl+F1, a pasted colour code) once crashed the chat: now dropped.
         yield* pane.keys("C-F1")
@@ -512,10 +516,20 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         ])
         yield* send(pane, "/sessions")
         const listed = yield* pane.waitFor("sessions in the store (2):")
-        // Sorted by id; this session marked.
-        const listing = [`  an-earlier-session`, `  ${sessionId}  (this session)`]
-          .sort((a, b) => (a.trim() < b.trim() ? -1 : 1))
-        expect(listed).toContain(["· sessions in the store (2):", ...listing].join("\n"))
+        // Oldest first, each with its creation time (local) and first prompt; this session marked.
+        const pad = (n: number) => String(n).padStart(2, "0")
+        const local = (ms: number) => {
+          const d = new Date(ms)
+          return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`
+        }
+        const listing = listed.slice(listed.indexOf("· sessions in the store (2):")).split("\n").slice(0, 3)
+        expect(listing.slice(0, 2)).toEqual([
+          "· sessions in the store (2):",
+          "  2026-01-02 03:04  an-earlier-session  (no prompt yet)"
+        ])
+        // Created between the start of the test and now (a minute may turn meanwhile).
+        expect([local(started), local(Date.now())].map((when) => `  ${when}  ${sessionId}  "hello there"  (this session)`))
+          .toContain(listing[2])
         const { code, logPath } = yield* quit(pane)
         expect(code).toBe(0)
         expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
@@ -578,12 +592,12 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         yield* pane.waitFor("› what did @session:earlier ")
         yield* send(pane, "say?")
         const screen = yield* pane.waitFor("turn 1 ended: completed")
-        expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
+        expect(linesOf(screen, "── turn", "> ", "[injected", "  > ", "I received", "turn ")).toEqual([
           "── turn 1 ──",
           "> what did @session:earlier say?",
           // (Ink wraps lines at the pane's width.)
           expect.stringMatching(
-            /^\[context from session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. It is untrusted/
+            /^\[injected by session-reference:earlier@8, sent to the model as a user message\] Quoted transcript of session earlier/
           ),
           "  > the secret word is kiwi",
           expect.stringMatching(
@@ -900,9 +914,9 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         expect(yield* pane.screen).not.toContain("── turn")
         yield* send(pane, "what do you know?")
         const screen = yield* pane.waitFor("turn 1 ended: completed")
-        expect(linesOf(screen, "── turn", "> ", "[context", "I received", "turn ")).toEqual([
+        expect(linesOf(screen, "── turn", "> ", "[injected", "I received", "turn ")).toEqual([
           "── turn 1 ──",
-          "[context from plugin:chat] the build is green",
+          "[injected by plugin:chat, sent to the model as a user message] the build is green",
           "> what do you know?",
           "I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
           "turn 1 ended: completed"
@@ -1020,6 +1034,48 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
           "step/end 1.1",
           "turn/end 1: aborted (user)"
         ])
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "Ctrl-C while a turn runs cancels the turn (the chat stays); Ctrl-C twice in a turn quits 130",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        yield* pane.waitFor("Esc or Ctrl-C: cancel")
+        yield* pane.keys("C-c")
+        yield* pane.waitFor("turn 1 ended: aborted (user)")
+        // Still there, idle, and it takes the next prompt.
+        yield* pane.waitFor(IDLE)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("turn 2 ──")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        yield* pane.keys("C-c")
+        yield* pane.keys("C-c")
+        expect(yield* pane.waitForExit()).toBe(130)
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+        const events = facts(yield* readLog(logPath))
+        expect(events.slice(0, 12)).toEqual([
+          "spliced next-turn @0 -0 +[\"wait 30 seconds\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] wait 30 seconds",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
+          "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
+          "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+          "step/end 1.1",
+          "turn/end 1: aborted (user)",
+          "spliced next-turn @0 -0 +[\"wait 30 seconds\"]"
+        ])
+        // The second turn ends canceled by the first Ctrl-C, or by the quit (whichever came first).
+        expect(events.at(-1)).toMatch(/^turn\/end 2: aborted \((user|disposed)\)$/)
       }),
     40_000
   )

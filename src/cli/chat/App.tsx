@@ -12,7 +12,8 @@
  * Keys: Tab after `@session:` completes a session id of the store (several matches: as far as
  * they agree, and they are listed); Enter sends (a followup when idle, a steer while running); Alt+Enter (ESC CR, what
  * terminals and tmux send for Meta+Return) queues a followup; Esc cancels the running turn
- * (while idle it clears the input line); Ctrl-C quits; ←/→, Home/End (Ctrl-A/Ctrl-E),
+ * (while idle it clears the input line); Ctrl-C cancels the running turn too, and quits when idle or
+ * pressed again before the turn has ended; ←/→, Home/End (Ctrl-A/Ctrl-E),
  * Backspace and Ctrl-U edit the line. Text that arrives in one chunk with line breaks (a paste,
  * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
  * pressed at each break.
@@ -77,14 +78,23 @@ const lastRows = (text: string, max: number, columns: number): string => {
   return ["… (cut)", ...kept].join("\n")
 }
 
-/** The first `max` lines of `text` (and at most 4000 characters), with a marker for the rest. */
+/**
+ * The first `max` lines of `text` (and at most 4000 characters), then a line saying how many
+ * lines are not shown (`… 1,234 more lines not shown`, the true count).
+ */
 const firstLines = (text: string, max: number): string => {
   const cut = text.length > 4000 ? text.slice(0, 4000) : text
   const lines = cut.split("\n")
-  const more = text.split("\n").length - Math.min(lines.length, max)
-  return lines.length <= max && cut === text
-    ? text
-    : [...lines.slice(0, max), `… (${more > 0 ? `${more} more lines` : "cut"})`].join("\n")
+  if (lines.length <= max && cut === text) return text
+  let total = 1
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) total++
+  const more = total - Math.min(lines.length, max)
+  return [
+    ...lines.slice(0, max),
+    more > 0
+      ? `… ${more.toLocaleString("en-US")} more line${more === 1 ? "" : "s"} not shown`
+      : "… the rest of the line not shown"
+  ].join("\n")
 }
 
 /** Prefixes the first line with `first` and the others with `rest`. */
@@ -102,7 +112,7 @@ const ItemView = ({ item }: { readonly item: Item }) => {
     case "context":
       return (
         <Text color="magenta">
-          {indent(firstLines(item.text, 12), `[context from ${item.label}] `, "  ")}
+          {indent(firstLines(item.text, 12), `[injected by ${item.label}, sent to the model as a user message] `, "  ")}
         </Text>
       )
     case "assistant":
@@ -278,9 +288,19 @@ export const App = ({ controller, model }: AppProps) => {
   const rows = stdout.rows > 0 ? stdout.rows : 24
   const columns = stdout.columns > 0 ? stdout.columns : 80
 
+  // Set by a Ctrl-C that canceled the running turn: another Ctrl-C before the agent is idle quits.
+  const canceling = useRef(false)
+  if (!running) canceling.current = false
+
   useInput((input, key) => {
     if (key.ctrl && input === "c") {
-      controller.quit(130)
+      // As in other terminal agents: Ctrl-C cancels the running turn; a second one, or one while idle, quits.
+      if (model.getSnapshot().status === "running" && !canceling.current) {
+        canceling.current = true
+        hint.current = "canceling the turn · Ctrl-C again quits"
+        controller.cancel()
+        redraw()
+      } else controller.quit(130)
       return
     }
     hint.current = undefined
@@ -324,7 +344,7 @@ export const App = ({ controller, model }: AppProps) => {
         </Text>
         <Text dimColor wrap="truncate-end">
           {hint.current !== undefined ? hint.current : running
-            ? "Enter: steer · Alt+Enter: queue a followup · Esc: cancel · /inject TEXT · /quit"
+            ? "Enter: steer · Alt+Enter: queue a followup · Esc or Ctrl-C: cancel · /inject TEXT · /quit"
             : "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"}
         </Text>
       </Box>
