@@ -216,8 +216,11 @@ describe("ChatModel (the screen state fed by live events)", () => {
     ])
   })
 
-  it("shows a message's first 8 KiB and 100 lines, then how many bytes were left out; never cuts a character", () => {
-    const more = (n: number) => `\n… (${n} more bytes, see agent-loop transcript)`
+  it("shows a message's first 8 KiB and 100 lines, then how many lines and bytes were left out; never cuts a character", () => {
+    const more = (n: number, lines = 0) =>
+      `\n… ${lines === 0 ? "the rest of the line" : `${lines} more lines`} not shown (${
+        n.toLocaleString("en-US")
+      } bytes, see agent-loop transcript)`
     expect(shown("short\ttext \u001b[2J")).toBe("short  text \\x1b[2J")
     expect(shown("x".repeat(8192))).toBe("x".repeat(8192))
     expect(shown("x".repeat(10_000))).toBe("x".repeat(8192) + more(1808))
@@ -226,7 +229,11 @@ describe("ChatModel (the screen state fed by live events)", () => {
     expect(shown("a" + "😀".repeat(3000))).toBe("a" + "😀".repeat(2047) + more(12_001 - 8189))
     const lines = Array.from({ length: 150 }, (_, i) => `line ${i}`)
     expect(shown(lines.join("\n"))).toBe(
-      lines.slice(0, 100).join("\n") + more(Buffer.byteLength(lines.slice(100).join("\n")))
+      lines.slice(0, 100).join("\n") + more(Buffer.byteLength(lines.slice(100).join("\n")), 50)
+    )
+    // A tool result or a context shows 12 lines.
+    expect(shown(lines.join("\n"), 12)).toBe(
+      lines.slice(0, 12).join("\n") + more(Buffer.byteLength(lines.slice(12).join("\n")), 138)
     )
     expect(shown(lines.slice(0, 100).join("\n") + "\n")).toBe(lines.slice(0, 100).join("\n") + "\n")
     // Escaped after the cut: 8 KiB of the log's text, however long its escaped form.
@@ -1039,6 +1046,77 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
   )
 
   it.scopedLive(
+    "a long tool result shows its first 12 lines, then how many more lines it has",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        Fs.writeFileSync(
+          Path.join(Path.dirname(store), "notes.txt"),
+          Array.from({ length: 1_500 }, (_, i) => `note ${i + 1}`).join("\n")
+        )
+        const { pane } = yield* startChat(store)
+        yield* send(pane, "read file notes.txt")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "  ← ", "    ")).toEqual([
+          "  ← note 1",
+          ...Array.from({ length: 11 }, (_, i) => `    note ${i + 2}`),
+          `    … 1,488 more lines not shown (${
+            Buffer.byteLength(Array.from({ length: 1_488 }, (_, i) => `note ${i + 13}`).join("\n"))
+              .toLocaleString("en-US")
+          } bytes, see agent-loop transcript)`
+        ])
+        expect((yield* quit(pane)).code).toBe(0)
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "resizing the terminal while the answer streams leaves each line on screen once (no fragments of earlier frames)",
+    () =>
+      Effect.gen(function*() {
+        // 24 lines of 96 characters, one a chunk every 120 ms: one row each at 120 columns, two at 60.
+        const lines = Array.from(
+          { length: 24 },
+          (_, i) => `line ${String(i + 1).padStart(2, "0")}: ${"lorem ipsum dolor sit amet ".repeat(4).slice(0, 86)}`
+        )
+        const chunk = (delta: object) => `data: ${JSON.stringify({ choices: [{ index: 0, ...delta }] })}\n\n`
+        const body = lines.map((line, i) => chunk({ delta: { content: (i === 0 ? "" : "\n") + line } })).join("") +
+          chunk({ delta: {}, finish_reason: "stop" }) + "data: [DONE]\n\n"
+        const starts = [0]
+        for (let i = 0, at = 0; i < lines.length; i++) starts.push(at += Buffer.byteLength(body.split("\n\n")[i]! + "\n\n"))
+        const server = yield* replayServer({ body, splitAt: starts.slice(1), delayMs: 120 })
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, [
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m"
+        ])
+        yield* send(pane, "stream")
+        yield* pane.waitFor("line 04:")
+        yield* pane.resize(60, 40)
+        yield* pane.waitFor("line 09:")
+        yield* pane.resize(90, 30)
+        yield* pane.waitFor("line 14:")
+        yield* pane.resize(50, 40)
+        yield* pane.waitFor("line 19:")
+        yield* pane.resize(120, 40)
+        const screen = yield* pane.waitFor("turn 1 ended: completed", 20_000)
+        // Every line once, whole (wrapped rows joined), in order; no part of one elsewhere.
+        for (const line of lines) {
+          const label = line.slice(0, 8)
+          expect([label, screen.split(label).length - 1]).toEqual([label, 1])
+          expect(screen).toContain(line)
+        }
+        expect(screen.split("turn 1 ended: completed").length - 1).toBe(1)
+        expect((yield* quit(pane)).code).toBe(0)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "Ctrl-C while a turn runs cancels the turn (the chat stays); Ctrl-C twice in a turn quits 130",
     () =>
       Effect.gen(function*() {
@@ -1196,14 +1274,22 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         const screen = yield* pane.screen
         // The first 8 KiB of the prompt (one line, wrapped by Ink), then what was left out.
         expect(screen).toContain(`> ${"x".repeat(100)}`)
-        expect(screen).toContain(`\n> … (${4 * 1024 * 1024 - 8192} more bytes, see agent-loop transcript)\n`)
+        expect(screen).toContain(
+          `\n> … the rest of the line not shown (${
+            (4 * 1024 * 1024 - 8192).toLocaleString("en-US")
+          } bytes, see agent-loop transcript)\n`
+        )
         // Counted in the prompt's lines only (a temporary directory's name may hold an "x" too).
         const promptLines = screen.split("\n").filter((line) => /^(> |\s+)?x+$/.test(line))
         expect(promptLines.join("").split("x").length - 1).toBe(8192)
         // The first 100 lines of the answer.
         const answerLines = screen.split("\n").filter((line) => line === "0123456789abcdef".repeat(4))
         expect(answerLines.length).toBe(100)
-        expect(screen).toContain(`\n… (${BIG_ANSWER.length - 100 * 65} more bytes, see agent-loop transcript)\n`)
+        expect(screen).toContain(
+          `\n… 65,436 more lines not shown (${
+            (BIG_ANSWER.length - 100 * 65).toLocaleString("en-US")
+          } bytes, see agent-loop transcript)\n`
+        )
         expect(screen).toContain("turn 1 ended: completed")
         const { code } = yield* quit(pane)
         expect(code).toBe(0)
