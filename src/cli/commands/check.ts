@@ -6,6 +6,7 @@ import * as Invariant from "../../Invariant.js"
 import { exit } from "../exit.js"
 import { optionalFile, pgReadOptions, readSession } from "./sessionSource.js"
 
+/** `check`: the invariants of §12 on a FILE or a session in PostgreSQL; exit 1 on a violation, one line each. */
 export const check = Command.make(
   "check",
   { file: optionalFile, ...pgReadOptions },

@@ -62,6 +62,7 @@ export const readSession = (
     return { label: `session ${id}`, contents }
   })
 
+/** The FILE argument of `transcript` and `check` (optional: `--pg URL --session ID` instead). */
 export const optionalFile = Args.text({ name: "FILE" }).pipe(
   Args.withDescription("a session log (ours or DSH v0); or --pg URL --session ID"),
   Args.optional

@@ -14,6 +14,7 @@ import * as Transcript from "../../Transcript.js"
 import * as Usage from "../../Usage.js"
 import { exit } from "../exit.js"
 
+/** `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. */
 export const storeOption = Options.directory("store").pipe(
   Options.withDefault(".agent-loop/sessions"),
   Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
@@ -34,6 +35,7 @@ export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
   }
 }
 
+/** The end reason of the last `turn/end` of `events`, if any. */
 export const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undefined => {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!
@@ -42,6 +44,7 @@ export const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason 
   return undefined
 }
 
+/** Prints the transcript of `events` (rendered and escaped by `Transcript.render`). */
 export const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
   Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
 

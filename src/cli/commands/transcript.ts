@@ -5,6 +5,7 @@ import { escapeLine } from "../../internal/terminalText.js"
 import * as Transcript from "../../Transcript.js"
 import { optionalFile, pgReadOptions, readSession } from "./sessionSource.js"
 
+/** `transcript`: a FILE or a session in PostgreSQL as text, or with `--json` one JSON object a line (§14). */
 export const transcript = Command.make(
   "transcript",
   {
