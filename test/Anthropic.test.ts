@@ -492,7 +492,7 @@ describe("Anthropic errors", () => {
       expect(http.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_402",
-        message: "quota_exhausted_error: Out of credits",
+        message: "quota_exhausted_error: Out of credits (HTTP 402 from <server>/v1/messages)",
         status: 402,
         retryable: false,
         retryAfterMs: undefined

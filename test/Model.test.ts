@@ -312,7 +312,9 @@ describe("read_file limits (§23)", () => {
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
       expect(yield* read.execute({ path: "big.txt" }, ctx)).toEqual({
-        content: `${"a".repeat(65_536)}\n[… the rest (no line break in the next 64 MiB) not shown: truncated at 64 KiB of 3,221,225,472 bytes]`
+        content: `${
+          "a".repeat(65_536)
+        }\n[… the rest (no line break in the next 64 MiB) not shown: truncated at 64 KiB of 3,221,225,472 bytes]`
       })
       expect(yield* read.execute({ path: "small.txt" }, ctx)).toEqual({ content: "b".repeat(65_536) })
     }).pipe(Effect.provide(NodeContext.layer))
