@@ -2,7 +2,8 @@
  * The built-in tools of the offline model (§14): `wait {seconds}` sleeps on the Effect
  * `Clock`, `clock {}` tells the time, `read_file {path}` reads a text file confined to the
  * working directory (no absolute paths outside it, no `..` escape, no symlink escape; only
- * regular files, never opened otherwise; at most the first 64 KiB are read and returned).
+ * regular files, never opened otherwise; at most the first 64 KiB are returned, with a note of the
+ * number of lines not shown).
  *
  * @since 0.1.0
  */
@@ -11,7 +12,7 @@ import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import { messageOf } from "./internal/cause.js"
-import { leaves, MAX_READ, withTruncation } from "./internal/readFile.js"
+import { countHiddenLines, leaves, MAX_READ, withTruncation } from "./internal/readFile.js"
 import { fileKind } from "./internal/store/common.js"
 import * as Tool from "./Tool.js"
 
@@ -82,7 +83,7 @@ export const readFile = (
           }
           // Only what is returned is read: the first 64 KiB. Opened without blocking and checked
           // again on the descriptor: a fifo swapped in after the stat must not hang the turn.
-          const bytes = yield* Effect.scoped(Effect.flatMap(
+          const read = yield* Effect.scoped(Effect.flatMap(
             Effect.acquireRelease(
               Effect.tryPromise({
                 try: () => NodeFs.promises.open(real, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK),
@@ -101,17 +102,22 @@ export const readFile = (
                     if (bytesRead === 0) break
                     filled += bytesRead
                   }
-                  return buffer.subarray(0, filled)
+                  const hidden = filled < MAX_READ ? undefined : await countHiddenLines(
+                    async (chunk, position) => (await handle.read(chunk, 0, chunk.length, position)).bytesRead,
+                    Number(info.size),
+                    buffer[MAX_READ - 1]!
+                  )
+                  return { bytes: buffer.subarray(0, filled), hidden }
                 },
                 catch: (cause) => new Tool.ToolError({ message: `cannot read ${requested}: ${messageOf(cause)}` })
               })
           ))
-          if (bytes === undefined) {
+          if (read === undefined) {
             return yield* new Tool.ToolError({ message: `${requested} is not a regular file (it changed while it was read)` })
           }
-          const size = Math.max(Number(info.size), bytes.length)
-          const text = new TextDecoder().decode(bytes)
-          return { content: withTruncation(text, size) }
+          const size = Math.max(Number(info.size), read.bytes.length)
+          const text = new TextDecoder().decode(read.bytes)
+          return { content: withTruncation(text, size, read.hidden ?? { lines: 0, exact: true }) }
         }).pipe(
           Effect.catchIf(
             (e): e is Exclude<typeof e, Tool.ToolError> => !(e instanceof Tool.ToolError),

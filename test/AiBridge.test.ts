@@ -494,7 +494,7 @@ describe("AiBridge: errors → ModelError", () => {
       expect((yield* failure(model, req)).error).toEqual({
         _tag: "ModelError",
         code: "HTTP_429",
-        message: "rate_limit_error: Slow down",
+        message: "rate_limit_error: Slow down (HTTP 429 from https://api.example.test/v1/responses)",
         status: 429,
         retryable: true,
         retryAfterMs: 3000
@@ -502,7 +502,7 @@ describe("AiBridge: errors → ModelError", () => {
       expect((yield* failure(model, req)).error).toEqual({
         _tag: "ModelError",
         code: "HTTP_503",
-        message: "upstream unavailable",
+        message: "upstream unavailable (HTTP 503 from https://api.example.test/v1/responses)",
         status: 503,
         retryable: true,
         retryAfterMs: 250
@@ -510,7 +510,7 @@ describe("AiBridge: errors → ModelError", () => {
       expect((yield* failure(model, req)).error).toEqual({
         _tag: "ModelError",
         code: "HTTP_400",
-        message: "invalid_request_error: Bad input (param input)",
+        message: "invalid_request_error: Bad input (param input) (HTTP 400 from https://api.example.test/v1/responses)",
         status: 400,
         retryable: false,
         retryAfterMs: undefined
@@ -519,7 +519,7 @@ describe("AiBridge: errors → ModelError", () => {
       expect(unauthorized.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_401",
-        message: "HTTP 401",
+        message: "HTTP 401 from https://api.example.test/v1/responses",
         status: 401,
         retryable: false,
         retryAfterMs: undefined
@@ -555,7 +555,7 @@ describe("AiBridge: errors → ModelError", () => {
       const overflow = (message: string, status: number | undefined) => ({
         _tag: "ModelError",
         code: "CONTEXT_OVERFLOW",
-        message,
+        message: status === undefined ? message : `${message} (HTTP ${status} from https://api.example.test/v1/responses)`,
         status,
         retryable: false,
         retryAfterMs: undefined
@@ -1042,7 +1042,7 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
       expect(limited.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_429",
-        message: "requests: Rate limit reached",
+        message: `requests: Rate limit reached (HTTP 429 from ${server.baseUrl}/responses)`,
         status: 429,
         retryable: true,
         retryAfterMs: 2000
@@ -1092,7 +1092,7 @@ describe("AiBridge: @effect/ai-openai over loopback HTTP", () => {
       expect((yield* failure(model, req)).error).toEqual({
         _tag: "ModelError",
         code: "CONTEXT_OVERFLOW",
-        message: `invalid_request_error: ${window} (param input)`,
+        message: `invalid_request_error: ${window} (param input) (HTTP 400 from ${server.baseUrl}/responses)`,
         status: 400,
         retryable: false,
         retryAfterMs: undefined

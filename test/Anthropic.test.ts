@@ -46,7 +46,14 @@ const replayFailure = (spec: ReplaySpec, extra?: Partial<Anthropic.Options>) =>
     const server = yield* replayServer(spec)
     const model = yield* adapter(server, extra)
     const failure = yield* Effect.flip(collect(model, REQUEST))
-    return { error: errorFields(failure.error), raw: failure.error, parts: failure.parts, requests: server.requests.length }
+    // The server's port changes from run to run: messages name it `<server>`.
+    const error = errorFields(failure.error)
+    return {
+      error: { ...error, message: error.message.replaceAll(originOf(server), "<server>") },
+      raw: failure.error,
+      parts: failure.parts,
+      requests: server.requests.length
+    }
   })
 
 /** Lets real I/O progress for one macrotask (no timer). */
@@ -411,7 +418,7 @@ describe("Anthropic errors", () => {
         code: "invalid_request_error",
         message: "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: " +
           "toolu_issue8112_custom. Each `tool_use` block must have a corresponding `tool_result` block in the next " +
-          "message. (request_id req_011CdKG2NtAD16XZmtMKXVQr)",
+          "message. (request_id req_011CdKG2NtAD16XZmtMKXVQr) (HTTP 400 from <server>/v1/messages)",
         status: 400,
         retryable: false,
         retryAfterMs: undefined
@@ -434,7 +441,8 @@ describe("Anthropic errors", () => {
       expect(error).toEqual({
         _tag: "ModelError",
         code: "rate_limit_error",
-        message: "Number of request tokens has exceeded your per-minute rate limit (request_id req_429)",
+        message: "Number of request tokens has exceeded your per-minute rate limit (request_id req_429) " +
+          "(HTTP 429 from <server>/v1/messages)",
         status: 429,
         retryable: true,
         retryAfterMs: 7000
@@ -451,7 +459,7 @@ describe("Anthropic errors", () => {
       expect(overloaded.error).toEqual({
         _tag: "ModelError",
         code: "overloaded_error",
-        message: "Overloaded",
+        message: "Overloaded (HTTP 529 from <server>/v1/messages)",
         status: 529,
         retryable: true,
         retryAfterMs: undefined
@@ -467,7 +475,7 @@ describe("Anthropic errors", () => {
       expect(plain.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_502",
-        message: "upstream connect error",
+        message: "upstream connect error (HTTP 502 from <server>/v1/messages)",
         status: 502,
         retryable: true,
         retryAfterMs: undefined
@@ -484,7 +492,7 @@ describe("Anthropic errors", () => {
       expect(http.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_402",
-        message: "quota_exhausted_error: Out of credits",
+        message: "quota_exhausted_error: Out of credits (HTTP 402 from <server>/v1/messages)",
         status: 402,
         retryable: false,
         retryAfterMs: undefined
@@ -522,7 +530,7 @@ describe("Anthropic errors", () => {
   const overflow = (message: string, status: number | undefined) => ({
     _tag: "ModelError",
     code: "CONTEXT_OVERFLOW",
-    message,
+    message: status === undefined ? message : `${message} (HTTP ${status} from <server>/v1/messages)`,
     status,
     retryable: false,
     retryAfterMs: undefined

@@ -216,8 +216,11 @@ describe("ChatModel (the screen state fed by live events)", () => {
     ])
   })
 
-  it("shows a message's first 8 KiB and 100 lines, then how many bytes were left out; never cuts a character", () => {
-    const more = (n: number) => `\n… (${n} more bytes, see agent-loop transcript)`
+  it("shows a message's first 8 KiB and 100 lines, then how many lines and bytes were left out; never cuts a character", () => {
+    const more = (n: number, lines = 0) =>
+      `\n… ${lines === 0 ? "the rest of the line" : `${lines} more lines`} not shown (${
+        n.toLocaleString("en-US")
+      } bytes, see agent-loop transcript)`
     expect(shown("short\ttext \u001b[2J")).toBe("short  text \\x1b[2J")
     expect(shown("x".repeat(8192))).toBe("x".repeat(8192))
     expect(shown("x".repeat(10_000))).toBe("x".repeat(8192) + more(1808))
@@ -226,7 +229,11 @@ describe("ChatModel (the screen state fed by live events)", () => {
     expect(shown("a" + "😀".repeat(3000))).toBe("a" + "😀".repeat(2047) + more(12_001 - 8189))
     const lines = Array.from({ length: 150 }, (_, i) => `line ${i}`)
     expect(shown(lines.join("\n"))).toBe(
-      lines.slice(0, 100).join("\n") + more(Buffer.byteLength(lines.slice(100).join("\n")))
+      lines.slice(0, 100).join("\n") + more(Buffer.byteLength(lines.slice(100).join("\n")), 50)
+    )
+    // A tool result or a context shows 12 lines.
+    expect(shown(lines.join("\n"), 12)).toBe(
+      lines.slice(0, 12).join("\n") + more(Buffer.byteLength(lines.slice(12).join("\n")), 138)
     )
     expect(shown(lines.slice(0, 100).join("\n") + "\n")).toBe(lines.slice(0, 100).join("\n") + "\n")
     // Escaped after the cut: 8 KiB of the log's text, however long its escaped form.
@@ -494,10 +501,14 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       Effect.gen(function*() {
         const store = Path.join(tmpDir(), "sessions")
         // Another session in the store, for /sessions to list.
-        yield* Effect.scoped(Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session" }))).pipe(
+        const earlier = new Date(2026, 0, 2, 3, 4).getTime()
+        yield* Effect.scoped(
+          Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: "an-earlier-session", createdAt: earlier }))
+        ).pipe(
           Effect.provide(SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer))),
           Effect.orDie
         )
+        const started = Date.now()
         const { pane, sessionId } = yield* startChat(store)
         // Keys Ink cannot name (Ctrl+F1, a pasted colour code) once crashed the chat: now dropped.
         yield* pane.keys("C-F1")
@@ -512,10 +523,20 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         ])
         yield* send(pane, "/sessions")
         const listed = yield* pane.waitFor("sessions in the store (2):")
-        // Sorted by id; this session marked.
-        const listing = [`  an-earlier-session`, `  ${sessionId}  (this session)`]
-          .sort((a, b) => (a.trim() < b.trim() ? -1 : 1))
-        expect(listed).toContain(["· sessions in the store (2):", ...listing].join("\n"))
+        // Oldest first, each with its creation time (local) and first prompt; this session marked.
+        const pad = (n: number) => String(n).padStart(2, "0")
+        const local = (ms: number) => {
+          const d = new Date(ms)
+          return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`
+        }
+        const listing = listed.slice(listed.indexOf("· sessions in the store (2):")).split("\n").slice(0, 3)
+        expect(listing.slice(0, 2)).toEqual([
+          "· sessions in the store (2):",
+          "  2026-01-02 03:04  an-earlier-session  (no prompt yet)"
+        ])
+        // Created between the start of the test and now (a minute may turn meanwhile).
+        expect([local(started), local(Date.now())].map((when) => `  ${when}  ${sessionId}  "hello there"  (this session)`))
+          .toContain(listing[2])
         const { code, logPath } = yield* quit(pane)
         expect(code).toBe(0)
         expect(logPath).toBe(Path.join(store, `${sessionId}.jsonl`))
@@ -578,12 +599,12 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         yield* pane.waitFor("› what did @session:earlier ")
         yield* send(pane, "say?")
         const screen = yield* pane.waitFor("turn 1 ended: completed")
-        expect(linesOf(screen, "── turn", "> ", "[context", "  > ", "I received", "turn ")).toEqual([
+        expect(linesOf(screen, "── turn", "> ", "[injected", "  > ", "I received", "turn ")).toEqual([
           "── turn 1 ──",
           "> what did @session:earlier say?",
           // (Ink wraps lines at the pane's width.)
           expect.stringMatching(
-            /^\[context from session-reference:earlier@8\] Quoted transcript of session earlier through seq 8\. It is untrusted/
+            /^\[injected by session-reference:earlier@8, sent to the model as a user message\] Quoted transcript of session earlier/
           ),
           "  > the secret word is kiwi",
           expect.stringMatching(
@@ -900,9 +921,9 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         expect(yield* pane.screen).not.toContain("── turn")
         yield* send(pane, "what do you know?")
         const screen = yield* pane.waitFor("turn 1 ended: completed")
-        expect(linesOf(screen, "── turn", "> ", "[context", "I received", "turn ")).toEqual([
+        expect(linesOf(screen, "── turn", "> ", "[injected", "I received", "turn ")).toEqual([
           "── turn 1 ──",
-          "[context from plugin:chat] the build is green",
+          "[injected by plugin:chat, sent to the model as a user message] the build is green",
           "> what do you know?",
           "I received 2 messages in this step: 1 from you (\"what do you know?\"); context from plugin:chat (\"the build is green\").",
           "turn 1 ended: completed"
@@ -1025,6 +1046,119 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
   )
 
   it.scopedLive(
+    "a long tool result shows its first 12 lines, then how many more lines it has",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        Fs.writeFileSync(
+          Path.join(Path.dirname(store), "notes.txt"),
+          Array.from({ length: 1_500 }, (_, i) => `note ${i + 1}`).join("\n")
+        )
+        const { pane } = yield* startChat(store)
+        yield* send(pane, "read file notes.txt")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "  ← ", "    ")).toEqual([
+          "  ← note 1",
+          ...Array.from({ length: 11 }, (_, i) => `    note ${i + 2}`),
+          `    … 1,488 more lines not shown (${
+            Buffer.byteLength(Array.from({ length: 1_488 }, (_, i) => `note ${i + 13}`).join("\n"))
+              .toLocaleString("en-US")
+          } bytes, see agent-loop transcript)`
+        ])
+        expect((yield* quit(pane)).code).toBe(0)
+      }),
+    40_000
+  )
+
+  it.scopedLive(
+    "resizing the terminal while the answer streams leaves each line on screen once (no fragments of earlier frames)",
+    () =>
+      Effect.gen(function*() {
+        // 24 lines of 96 characters, one a chunk every 120 ms: one row each at 120 columns, two at 60.
+        const lines = Array.from(
+          { length: 24 },
+          (_, i) => `line ${String(i + 1).padStart(2, "0")}: ${"lorem ipsum dolor sit amet ".repeat(4).slice(0, 86)}`
+        )
+        const chunk = (delta: object) => `data: ${JSON.stringify({ choices: [{ index: 0, ...delta }] })}\n\n`
+        const body = lines.map((line, i) => chunk({ delta: { content: (i === 0 ? "" : "\n") + line } })).join("") +
+          chunk({ delta: {}, finish_reason: "stop" }) + "data: [DONE]\n\n"
+        const starts = [0]
+        for (let i = 0, at = 0; i < lines.length; i++) starts.push(at += Buffer.byteLength(body.split("\n\n")[i]! + "\n\n"))
+        const server = yield* replayServer({ body, splitAt: starts.slice(1), delayMs: 120 })
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, [
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m"
+        ])
+        yield* send(pane, "stream")
+        yield* pane.waitFor("line 04:")
+        yield* pane.resize(60, 40)
+        yield* pane.waitFor("line 09:")
+        yield* pane.resize(90, 30)
+        yield* pane.waitFor("line 14:")
+        yield* pane.resize(50, 40)
+        yield* pane.waitFor("line 19:")
+        yield* pane.resize(120, 40)
+        const screen = yield* pane.waitFor("turn 1 ended: completed", 20_000)
+        // Every line once, whole (wrapped rows joined), in order; no part of one elsewhere.
+        for (const line of lines) {
+          const label = line.slice(0, 8)
+          expect([label, screen.split(label).length - 1]).toEqual([label, 1])
+          expect(screen).toContain(line)
+        }
+        expect(screen.split("turn 1 ended: completed").length - 1).toBe(1)
+        expect((yield* quit(pane)).code).toBe(0)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "Ctrl-C while a turn runs cancels the turn (the chat stays); Ctrl-C twice in a turn quits 130",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane, sessionId } = yield* startChat(store)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        yield* pane.waitFor("Esc or Ctrl-C: cancel")
+        yield* pane.keys("C-c")
+        yield* pane.waitFor("turn 1 ended: aborted (user)")
+        // Still there, idle, and it takes the next prompt.
+        yield* pane.waitFor(IDLE)
+        yield* send(pane, "wait 30 seconds")
+        yield* pane.waitFor("turn 2 ──")
+        yield* pane.waitFor("→ wait({\"seconds\":30}) running")
+        yield* pane.keys("C-c")
+        yield* pane.keys("C-c")
+        expect(yield* pane.waitForExit()).toBe(130)
+        const logPath = Path.join(store, `${sessionId}.jsonl`)
+        expect(yield* pane.screen).toContain(`\nsession log: ${logPath}\n[exited 130]`)
+        const events = facts(yield* readLog(logPath))
+        expect(events.slice(0, 12)).toEqual([
+          "spliced next-turn @0 -0 +[\"wait 30 seconds\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] wait 30 seconds",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"wait 30 seconds\").",
+          "tool/call 1.1 call_1_1_1 wait{\"seconds\":30}",
+          "tool/result 1.1 The turn was canceled while this tool call was running. [ABORTED]",
+          "step/end 1.1",
+          "turn/end 1: aborted (user)",
+          "spliced next-turn @0 -0 +[\"wait 30 seconds\"]"
+        ])
+        // The second turn ends canceled by the first Ctrl-C, or by the quit (whichever came first).
+        expect(events.at(-1)).toMatch(/^turn\/end 2: aborted \((user|disposed)\)$/)
+      }),
+    40_000
+  )
+
+  it.scopedLive(
     "--session ID resumes a session: its history from the log (control characters escaped), then turn numbering goes on",
     () =>
       Effect.gen(function*() {
@@ -1140,14 +1274,22 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         const screen = yield* pane.screen
         // The first 8 KiB of the prompt (one line, wrapped by Ink), then what was left out.
         expect(screen).toContain(`> ${"x".repeat(100)}`)
-        expect(screen).toContain(`\n> … (${4 * 1024 * 1024 - 8192} more bytes, see agent-loop transcript)\n`)
+        expect(screen).toContain(
+          `\n> … the rest of the line not shown (${
+            (4 * 1024 * 1024 - 8192).toLocaleString("en-US")
+          } bytes, see agent-loop transcript)\n`
+        )
         // Counted in the prompt's lines only (a temporary directory's name may hold an "x" too).
         const promptLines = screen.split("\n").filter((line) => /^(> |\s+)?x+$/.test(line))
         expect(promptLines.join("").split("x").length - 1).toBe(8192)
         // The first 100 lines of the answer.
         const answerLines = screen.split("\n").filter((line) => line === "0123456789abcdef".repeat(4))
         expect(answerLines.length).toBe(100)
-        expect(screen).toContain(`\n… (${BIG_ANSWER.length - 100 * 65} more bytes, see agent-loop transcript)\n`)
+        expect(screen).toContain(
+          `\n… 65,436 more lines not shown (${
+            (BIG_ANSWER.length - 100 * 65).toLocaleString("en-US")
+          } bytes, see agent-loop transcript)\n`
+        )
         expect(screen).toContain("turn 1 ended: completed")
         const { code } = yield* quit(pane)
         expect(code).toBe(0)

@@ -394,6 +394,55 @@ describe("agent-loop run", () => {
       expect(contents.header).toMatchObject({ type: "session", format: "effect-agent-loop", version: 1 })
     }))
 
+  it.effect("--instructions and --instructions-file set the agent's system instructions (run and chat); both, a missing file, none: exit 2", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const instructionsOf = (store: string) =>
+        Effect.map(
+          SessionStore.readFile(Path.join(store, Fs.readdirSync(store)[0]!)).pipe(Effect.provide(NodeContext.layer)),
+          (contents) =>
+            contents.events.filter((e) => e.type === "request/header").map((e) =>
+              (e.data as { instructions?: string }).instructions
+            )
+        )
+      const inline = Path.join(dir, "inline")
+      const given = yield* cli(["run", "--prompt", "hi", "--instructions", "Answer in French.", "--store", inline])
+      expect(given.code).toBe(0)
+      expect(yield* instructionsOf(inline)).toEqual(["Answer in French."])
+      const file = Path.join(dir, "system.md")
+      Fs.writeFileSync(file, "You are terse.\nNever apologize.\n")
+      const fromFile = Path.join(dir, "from-file")
+      expect((yield* cli(["run", "--prompt", "hi", "--instructions-file", file, "--store", fromFile])).code).toBe(0)
+      expect(yield* instructionsOf(fromFile)).toEqual(["You are terse.\nNever apologize.\n"])
+      const missing = Path.join(dir, "nope.md")
+      for (const command of ["run", "chat"]) {
+        const prompt = command === "run" ? ["--prompt", "hi"] : []
+        const store = ["--store", Path.join(dir, `refused-${command}`)]
+        expect(yield* cli([command, ...prompt, "--instructions", "a", "--instructions-file", file, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: "--instructions and --instructions-file: give one of them, not both"
+        })
+        expect(yield* cli([command, ...prompt, "--instructions-file", missing, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: `--instructions-file ${missing}: cannot read: no such file`
+        })
+        expect(yield* cli([command, ...prompt, "--instructions-file", dir, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: `--instructions-file ${dir}: cannot read: not a regular file (a directory)`
+        })
+        expect(yield* cli([command, ...prompt, "--instructions", " ", ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: "--instructions: the instructions are empty"
+        })
+      }
+      // Nothing was created for a refused command.
+      expect(Fs.readdirSync(dir).sort()).toEqual(["from-file", "inline", "system.md"])
+    }))
+
   it.effect("--pg that is not a postgres:// URL: exit 2 before anything connects, the URL not repeated", () =>
     Effect.gen(function*() {
       const message = "--pg: not a PostgreSQL URL (postgres://user[:password]@host[:port]/database)"
@@ -1145,21 +1194,57 @@ describe("the agent-loop binary", () => {
     30_000
   )
 
-  it.live("demo runs offline: a tool is called, a context is injected and a steer arrives", () =>
-    Effect.gen(function*() {
-      const cwd = tmpDir()
-      Fs.writeFileSync(Path.join(cwd, "package.json"), "{\"name\":\"demo\"}\n")
-      const r = yield* spawn(["demo"], cwd)
-      expect(r.code).toBe(0)
-      expect(r.stdout).toContain("[context from plugin:git] The user is on branch main.")
-      expect(r.stdout).toContain("→ wait({\"seconds\":1})")
-      expect(r.stdout).toContain("> Also read file package.json, please.")
-      expect(r.stdout).toContain("← {\"name\":\"demo\"}")
-      expect(r.stdout).toContain("turn 1 ended: completed")
-      const log = /session log: (\S+)/.exec(r.stdout)![1]!
-      const check = yield* spawn(["check", log], cwd)
-      expect(check.code).toBe(0)
-    }), 30_000)
+  it.live(
+    "demo (npm start): a followup calls a tool, a steer joins the turn, an inject waits for the next request; each fate shown",
+    () =>
+      Effect.gen(function*() {
+        const cwd = tmpDir()
+        const r = yield* spawn(["demo"], cwd)
+        expect([r.code, r.stderr]).toEqual([0, ""])
+        const log = /session log: (\S+)/.exec(r.stdout)![1]!
+        const time = /← (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)\n/.exec(r.stdout)![1]!
+        expect(r.stdout.split("\n")).toEqual([
+          "effect-agent-loop demo: one agent on the offline model (rule-based, no network).",
+          "1. followup \"Please wait 1 second.\" while idle: starts turn 1; the model calls the wait tool.",
+          "2. steer \"Also tell me the time.\" while wait runs: joins turn 1 at its next step.",
+          "3. inject \"The user is on branch main.\" (plugin:git) while idle: does not wake the agent;",
+          "   it waits in the inbox and enters the next model request.",
+          "4. followup \"What do you know so far?\": starts turn 2, the injected context beside it.",
+          "",
+          "── turn 1 ──",
+          "> Please wait 1 second.",
+          "I received 1 message in this step: 1 from you (\"Please wait 1 second.\").",
+          "→ wait({\"seconds\":1})",
+          "← waited 1 second",
+          "> Also tell me the time.",
+          "Tool result (call_1_1_1): \"waited 1 second\"",
+          "I received 1 message in this step: 1 from you (\"Also tell me the time.\").",
+          "→ clock({})",
+          `← ${time}`,
+          `Tool result (call_1_2_1): "${time}"`,
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "[context from plugin:git] The user is on branch main.",
+          "> What do you know so far?",
+          "I received 2 messages in this step: 1 from you (\"What do you know so far?\"); context from plugin:git (\"The user is on branch main.\").",
+          "turn 2 ended: completed",
+          "",
+          "fates (status right after the inject: idle):",
+          "  followup \"Please wait 1 second.\"        entered turn 1, step 1",
+          "  steer    \"Also tell me the time.\"       entered turn 1, step 2",
+          "  inject   \"The user is on branch main.\"  entered turn 2, step 1",
+          "  followup \"What do you know so far?\"     entered turn 2, step 1",
+          "",
+          `session log: ${log}`,
+          `replay it with: npx agent-loop transcript ${log}`,
+          ""
+        ])
+        expect(log.startsWith(Path.join(cwd, ".agent-loop/sessions/"))).toBe(true)
+        const check = yield* spawn(["check", log], cwd)
+        expect(check.code).toBe(0)
+      }),
+    30_000
+  )
 
   it.live(
     "a log line nested 10,000 levels deep: check, transcript and resume exit 2 naming the line, no stack trace",

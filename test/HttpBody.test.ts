@@ -11,7 +11,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
-import { nodeBodyOf, readText } from "../src/providers/internal/http.js"
+import { errorText, nodeBodyOf, readText } from "../src/providers/internal/http.js"
 
 const body = "data: " + "x".repeat(40_000) + "\n\n"
 
@@ -47,4 +47,25 @@ describe("readBody's direct path (§24)", () => {
       expect(yield* read(NodeHttpClient.layer)).toEqual({ direct: true, length: body.length, same: true })
       expect(yield* read(FetchHttpClient.layer)).toEqual({ direct: false, length: body.length, same: true })
     }))
+})
+
+describe("errorText: an error body as a message", () => {
+  it("an HTML page is its text: no tags, scripts, styles or comments, entities decoded, whitespace collapsed", () => {
+    expect(
+      errorText("<html><body><!-- <p>hidden</p> --><p>Service&nbsp;Unavailable &#8211; &#x41;&lt;b&gt;</p></body></html>", 503)
+    )
+      .toBe("Service Unavailable – A<b>")
+    // Cut inside a tag (the body is read up to 64 KiB): the partial tag is dropped too.
+    expect(errorText("<!doctype html><title>Gateway Timeout</title><div class=\"x", 504)).toBe("Gateway Timeout")
+    expect(errorText("<html><head><style>p{}</style></head><body>\n</body></html>", 502)).toBe(
+      "HTTP 502 (an HTML page without text)"
+    )
+    expect(errorText(`<html>${"x".repeat(300)}</html>`, 500)).toBe("x".repeat(200) + "…")
+  })
+
+  it("a plain-text or JSON body is kept as it is (trimmed, up to 1,000 characters); an empty one is HTTP <status>", () => {
+    expect(errorText("  a <b> is not HTML here\n", 400)).toBe("a <b> is not HTML here")
+    expect(errorText("y".repeat(1200), 400)).toBe("y".repeat(1000) + "…")
+    expect(errorText(" \n", 418)).toBe("HTTP 418")
+  })
 })

@@ -271,6 +271,35 @@ describe("read_file limits (§23)", () => {
     }).pipe(Effect.provide(racing), Effect.provide(NodeContext.layer), Effect.timeout("5 seconds"))
   })
 
+  it.scoped("a cut file's note says how many lines are not shown: the true count, or at least how many past 64 MiB", () => {
+    const dir = scratch()
+    // 100,000 lines of 2 bytes: the first 64 KiB end on a line feed, after line 32,768.
+    Fs.writeFileSync(Path.join(dir, "lines.txt"), "x\n".repeat(100_000))
+    // The cut falls inside a line: the rest of it is not counted as a line of its own.
+    Fs.writeFileSync(Path.join(dir, "mid.txt"), "y".repeat(70_000) + "\nlast\n" + "tail")
+    Fs.writeFileSync(Path.join(dir, "one.txt"), "z".repeat(65_540) + "\n")
+    // 2 lines shown past 64 KiB + 64 MiB counted: 1 MiB lines, so at least 64 more lines.
+    const fd = Fs.openSync(Path.join(dir, "huge.txt"), "w")
+    const mib = Buffer.alloc(1024 * 1024, "w")
+    mib[mib.length - 1] = 10
+    for (let i = 0; i < 70; i++) Fs.writeSync(fd, mib)
+    Fs.closeSync(fd)
+    return Effect.gen(function*() {
+      const read = yield* OfflineTools.readFile(dir)
+      expect(yield* read.execute({ path: "lines.txt" }, ctx)).toEqual({
+        content: `${"x\n".repeat(32_768)}\n[… 67,232 more lines not shown: truncated at 64 KiB of 200,000 bytes]`
+      })
+      expect(yield* read.execute({ path: "mid.txt" }, ctx)).toEqual({
+        content: `${"y".repeat(65_536)}\n[… 2 more lines not shown: truncated at 64 KiB of 70,010 bytes]`
+      })
+      expect(yield* read.execute({ path: "one.txt" }, ctx)).toEqual({
+        content: `${"z".repeat(65_536)}\n[… the rest of the last line not shown: truncated at 64 KiB of 65,541 bytes]`
+      })
+      const huge = (yield* read.execute({ path: "huge.txt" }, ctx)).content as string
+      expect(huge.slice(65_536)).toBe("\n[… at least 64 more lines not shown: truncated at 64 KiB of 73,400,320 bytes]")
+    }).pipe(Effect.provide(NodeContext.layer))
+  })
+
   it.scoped("a file larger than 64 KiB is read only as far as it is returned (a 3 GiB file could not be read at all)", () => {
     const dir = scratch()
     const big = Path.join(dir, "big.txt")
@@ -283,7 +312,9 @@ describe("read_file limits (§23)", () => {
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
       expect(yield* read.execute({ path: "big.txt" }, ctx)).toEqual({
-        content: `${"a".repeat(65_536)}\n[truncated at 64 KiB of ${3 * 1024 ** 3} bytes]`
+        content: `${
+          "a".repeat(65_536)
+        }\n[… the rest (no line break in the next 64 MiB) not shown: truncated at 64 KiB of 3,221,225,472 bytes]`
       })
       expect(yield* read.execute({ path: "small.txt" }, ctx)).toEqual({ content: "b".repeat(65_536) })
     }).pipe(Effect.provide(NodeContext.layer))

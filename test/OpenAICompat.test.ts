@@ -52,7 +52,13 @@ const replayFailure = (spec: ReplaySpec, extra?: Partial<OpenAICompat.Options>) 
     const server = yield* replayServer(spec)
     const model = yield* adapter(server.baseUrl, extra)
     const failure = yield* Effect.flip(respond(model))
-    return { error: errorFields(failure.error), parts: summarize(failure.parts), requests: server.requests.length }
+    // The server's port changes from run to run: messages name it `<server>`.
+    const error = errorFields(failure.error)
+    return {
+      error: { ...error, message: error.message.replaceAll(server.baseUrl, "<server>") },
+      parts: summarize(failure.parts),
+      requests: server.requests.length
+    }
   })
 
 // ---------------------------------------------------------------------------------------------
@@ -346,7 +352,7 @@ describe("OpenAICompat errors", () => {
         code: "HTTP_400",
         message: "invalid_request_error: An assistant message with 'tool_calls' must be followed by tool messages " +
           "responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: " +
-          "call_VJ3BU6CmJMXEQvBs5yLFGiFi (param messages.[3].role)",
+          "call_VJ3BU6CmJMXEQvBs5yLFGiFi (param messages.[3].role) (HTTP 400 from <server>/chat/completions)",
         status: 400,
         retryable: false,
         retryAfterMs: undefined
@@ -364,7 +370,7 @@ describe("OpenAICompat errors", () => {
       expect(error).toEqual({
         _tag: "ModelError",
         code: "HTTP_400",
-        message: "invalid_request_error: No tool output found for tool call call-a.",
+        message: "invalid_request_error: No tool output found for tool call call-a. (HTTP 400 from <server>/chat/completions)",
         status: 400,
         retryable: false,
         retryAfterMs: undefined
@@ -392,7 +398,8 @@ describe("OpenAICompat errors", () => {
       expect(error).toEqual({
         _tag: "ModelError",
         code: "HTTP_429",
-        message: "tokens: Rate limit reached for test-model on tokens per min (TPM). Please try again in 2s.",
+        message: "tokens: Rate limit reached for test-model on tokens per min (TPM). Please try again in 2s. " +
+          "(HTTP 429 from <server>/chat/completions)",
         status: 429,
         retryable: true,
         retryAfterMs: 2000
@@ -412,11 +419,38 @@ describe("OpenAICompat errors", () => {
       expect(plain.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_503",
-        message: "upstream connect error",
+        message: "upstream connect error (HTTP 503 from <server>/chat/completions)",
         status: 503,
         retryable: true,
         retryAfterMs: undefined
       })
+    }).pipe(provideHttp))
+
+  it.scopedLive("an HTML error page (a gateway's) is shown as a short plain-text excerpt; the URL is named without credentials or query", () =>
+    Effect.gen(function*() {
+      const page = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title>\n<style>body { color: red }</style>" +
+        "<script>var x = \"<b>\"</script></head>\n<body>\n  <center><h1>502   Bad Gateway</h1></center>\n" +
+        "  <hr><center>nginx/1.25.3 &amp; friends</center>\n</body></html>\n"
+      const server = yield* replayServer({ body: page, status: 502, contentType: "text/html" })
+      const secretUrl = server.baseUrl.replace("http://", "http://alice:hunter2@") + "?api_key=sk-in-the-query&token=t0k"
+      const model = yield* adapter(secretUrl)
+      const failure = yield* Effect.flip(respond(model))
+      expect(errorFields(failure.error)).toEqual({
+        _tag: "ModelError",
+        code: "HTTP_502",
+        message: `502 Bad Gateway 502 Bad Gateway nginx/1.25.3 & friends (HTTP 502 from ${server.baseUrl}/chat/completions?…)`,
+        status: 502,
+        retryable: true,
+        retryAfterMs: undefined
+      })
+      // A long page: at most 200 characters of its text.
+      const long = yield* replayServer({
+        body: `<html><body>${"<p>word </p>".repeat(500)}</body></html>`,
+        status: 500,
+        contentType: "text/html"
+      })
+      const cut = yield* Effect.flip(respond(yield* adapter(long.baseUrl)))
+      expect(cut.error.message).toBe(`${"word ".repeat(40).trim()}… (HTTP 500 from ${long.baseUrl}/chat/completions)`)
     }).pipe(provideHttp))
 
   // Context overflow (§17). No recording of these errors exists (SOURCES.md): the bodies are
@@ -437,7 +471,7 @@ describe("OpenAICompat errors", () => {
   const overflow = (message: string, status: number | undefined) => ({
     _tag: "ModelError",
     code: "CONTEXT_OVERFLOW",
-    message,
+    message: status === undefined ? message : `${message} (HTTP ${status} from <server>/chat/completions)`,
     status,
     retryable: false,
     retryAfterMs: undefined
@@ -499,7 +533,7 @@ describe("OpenAICompat errors", () => {
       expect(other.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_400",
-        message: `invalid_request_error: ${maxTokens} (param max_tokens)`,
+        message: `invalid_request_error: ${maxTokens} (param max_tokens) (HTTP 400 from <server>/chat/completions)`,
         status: 400,
         retryable: false,
         retryAfterMs: undefined
@@ -508,7 +542,7 @@ describe("OpenAICompat errors", () => {
       expect(unavailable.error).toEqual({
         _tag: "ModelError",
         code: "HTTP_503",
-        message: `invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages)`,
+        message: `invalid_request_error: ${OPENAI_OVERFLOW_MESSAGE} (param messages) (HTTP 503 from <server>/chat/completions)`,
         status: 503,
         retryable: true,
         retryAfterMs: undefined

@@ -499,7 +499,7 @@ describe.each(cases)("provider limits: $name", (c) => {
           "HTTP_500",
           500,
           true,
-          "E".repeat(1000) + "…"
+          "E".repeat(1000) + `… (HTTP 500 from ${c.url(server.root)})`
         ])
         yield* until(() => server.aborted() === 1)
         expect(server.aborted()).toBe(1)
@@ -525,7 +525,7 @@ describe.each(cases)("provider limits: $name", (c) => {
         const plain = yield* replayServer({ body: `bad key ${own}`, status: 403, contentType: "text/plain" })
         const ownModel = yield* c.make(plain.baseUrl.replace(/\/v1$/, ""), { apiKey: Redacted.make(own) })
         const ownError = yield* Effect.flip(collect(ownModel, request()))
-        expect(ownError.error.message).toBe("bad key [redacted]")
+        expect(ownError.error.message).toBe(`bad key [redacted] (HTTP 403 from ${c.url(plain.baseUrl.replace(/\/v1$/, ""))})`)
         // Inside a 200 stream.
         const event = c.name === "anthropic"
           ? `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "authentication_error", message: echo } })}\n\n`
@@ -640,7 +640,8 @@ describe("provider limits through the loop and the CLI", () => {
           expect(code).toBe(4)
           if (provider === "openai-compat") {
             expect(err).toBe(
-              "error: HTTP_401: invalid_request_error: Incorrect API key provided: Bearer [redacted] ([redacted])"
+              "error: HTTP_401: invalid_request_error: Incorrect API key provided: Bearer [redacted] ([redacted]) " +
+                `(HTTP 401 from ${server.baseUrl}/chat/completions)`
             )
           } else {
             expect(err).toContain("Bearer [redacted] ([redacted])")

@@ -47,6 +47,8 @@ export interface Pane {
    * after `timeoutMs`, default 10 s).
    */
   readonly pid: (timeoutMs?: number) => Effect.Effect<number>
+  /** Resizes the window (and its pane) to `width` × `height`: the program gets SIGWINCH. */
+  readonly resize: (width: number, height: number) => Effect.Effect<void>
   /** Kills the tmux server: the terminal is gone (its pty closed) as when a terminal window is closed. */
   readonly kill: Effect.Effect<void>
 }
@@ -177,6 +179,8 @@ export const start = (options: {
             }
           })
         ),
+      resize: (width, height) =>
+        Effect.sync(() => void tmux(["resize-window", "-t", "test", "-x", String(width), "-y", String(height)])),
       kill: Effect.sync(() => {
         try {
           tmux(["kill-server"])

@@ -106,7 +106,9 @@ const describeError = (e: unknown): string => {
 const cut = (text: string): string => {
   const bytes = new TextEncoder().encode(text)
   if (bytes.length <= MAX_READ) return text
-  return withTruncation(new TextDecoder().decode(bytes.subarray(0, MAX_READ)), bytes.length)
+  let lines = bytes[MAX_READ - 1] === 10 ? 1 : 0
+  for (let i = bytes.indexOf(10, MAX_READ); i !== -1 && i < bytes.length - 1; i = bytes.indexOf(10, i + 1)) lines++
+  return withTruncation(new TextDecoder().decode(bytes.subarray(0, MAX_READ)), bytes.length, { lines, exact: true })
 }
 
 /**

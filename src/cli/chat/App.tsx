@@ -12,7 +12,8 @@
  * Keys: Tab after `@session:` completes a session id of the store (several matches: as far as
  * they agree, and they are listed); Enter sends (a followup when idle, a steer while running); Alt+Enter (ESC CR, what
  * terminals and tmux send for Meta+Return) queues a followup; Esc cancels the running turn
- * (while idle it clears the input line); Ctrl-C quits; ←/→, Home/End (Ctrl-A/Ctrl-E),
+ * (while idle it clears the input line); Ctrl-C cancels the running turn too, and quits when idle or
+ * pressed again before the turn has ended; ←/→, Home/End (Ctrl-A/Ctrl-E),
  * Backspace and Ctrl-U edit the line. Text that arrives in one chunk with line breaks (a paste,
  * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
  * pressed at each break.
@@ -77,16 +78,6 @@ const lastRows = (text: string, max: number, columns: number): string => {
   return ["… (cut)", ...kept].join("\n")
 }
 
-/** The first `max` lines of `text` (and at most 4000 characters), with a marker for the rest. */
-const firstLines = (text: string, max: number): string => {
-  const cut = text.length > 4000 ? text.slice(0, 4000) : text
-  const lines = cut.split("\n")
-  const more = text.split("\n").length - Math.min(lines.length, max)
-  return lines.length <= max && cut === text
-    ? text
-    : [...lines.slice(0, max), `… (${more > 0 ? `${more} more lines` : "cut"})`].join("\n")
-}
-
 /** Prefixes the first line with `first` and the others with `rest`. */
 const indent = (text: string, first: string, rest: string): string => first + text.split("\n").join("\n" + rest)
 
@@ -102,7 +93,7 @@ const ItemView = ({ item }: { readonly item: Item }) => {
     case "context":
       return (
         <Text color="magenta">
-          {indent(firstLines(item.text, 12), `[context from ${item.label}] `, "  ")}
+          {indent(item.text, `[injected by ${item.label}, sent to the model as a user message] `, "  ")}
         </Text>
       )
     case "assistant":
@@ -120,7 +111,7 @@ const ItemView = ({ item }: { readonly item: Item }) => {
             ? <Text dimColor>{"  ← (no result in the log)"}</Text>
             : (
               <Text color={item.isError ? "red" : "gray"}>
-                {indent(firstLines(item.result, 12), item.isError ? "  ← error: " : "  ← ", "    ")}
+                {indent(item.result, item.isError ? "  ← error: " : "  ← ", "    ")}
               </Text>
             )}
         </Box>
@@ -262,6 +253,38 @@ const complete = (line: Line, ids: ReadonlyArray<string>): string | undefined =>
   return matches.length === 1 ? undefined : `sessions: ${matches.slice(0, 12).join("  ")}${matches.length > 12 ? "  …" : ""}`
 }
 
+/** Clears the screen and its scrollback, the cursor to the top left. */
+const CLEAR_ALL = "\u001b[2J\u001b[3J\u001b[H"
+
+/**
+ * Redraws everything when the terminal gets narrower; returns the key of the transcript's
+ * `<Static>`, which changes then. A terminal that narrows splits every row longer than the new
+ * width in two (tmux, VTE, iTerm all reflow), so Ink, which erases its last frame by counting
+ * the rows it wrote, leaves the top rows of that frame on screen: fragments of the streaming text
+ * and the status line, repeated at each resize. So the screen and its scrollback are cleared, and
+ * a new `<Static>` prints the whole transcript again, then the live area: each line once.
+ * (Wider is safe: the terminal joins no rows Ink ended with a line break.)
+ */
+const useRedrawOnNarrowing = (stdout: NodeJS.WriteStream): number => {
+  const [key, setKey] = useState(0)
+  useEffect(() => {
+    let width = stdout.columns
+    const resized = () => {
+      const now = stdout.columns
+      if (now > 0 && now < width) {
+        stdout.write(CLEAR_ALL)
+        setKey((k) => k + 1)
+      }
+      width = now
+    }
+    stdout.on("resize", resized)
+    return () => {
+      stdout.off("resize", resized)
+    }
+  }, [stdout])
+  return key
+}
+
 /**
  * The chat screen. Reads the model with `useSyncExternalStore`; keeps the input line in a ref
  * (a key handler must see the text as the previous key left it, even within one batch).
@@ -277,10 +300,24 @@ export const App = ({ controller, model }: AppProps) => {
   const { stdout } = useStdout()
   const rows = stdout.rows > 0 ? stdout.rows : 24
   const columns = stdout.columns > 0 ? stdout.columns : 80
+  const staticKey = useRedrawOnNarrowing(stdout)
+
+  // Set by a Ctrl-C that canceled the running turn: another Ctrl-C before the agent is idle quits.
+  const canceling = useRef(false)
+  if (!running) canceling.current = false
 
   useInput((input, key) => {
-    if (key.ctrl && input === "c") {
-      controller.quit(130)
+    // Two Ctrl-C in one read arrive as one input of two ETX characters.
+    // eslint-disable-next-line no-control-regex
+    const presses = key.ctrl && input === "c" ? 1 : /^\u0003+$/.test(input) ? input.length : 0
+    if (presses > 0) {
+      // As in other terminal agents: Ctrl-C cancels the running turn; a second one, or one while idle, quits.
+      if (presses === 1 && model.getSnapshot().status === "running" && !canceling.current) {
+        canceling.current = true
+        hint.current = "canceling the turn · Ctrl-C again quits"
+        controller.cancel()
+        redraw()
+      } else controller.quit(130)
       return
     }
     hint.current = undefined
@@ -305,7 +342,9 @@ export const App = ({ controller, model }: AppProps) => {
   const { chars, cursor } = line.current
   return (
     <>
-      <Static items={snap.items as Array<Item>}>{(item) => <ItemView key={item.key} item={item} />}</Static>
+      <Static key={staticKey} items={snap.items as Array<Item>}>
+        {(item) => <ItemView key={item.key} item={item} />}
+      </Static>
       <Box flexDirection="column">
         {snap.streaming !== undefined && snap.streaming.reasoning !== ""
           ? <Text dimColor italic>{lastRows(snap.streaming.reasoning, 3, columns)}</Text>
@@ -324,7 +363,7 @@ export const App = ({ controller, model }: AppProps) => {
         </Text>
         <Text dimColor wrap="truncate-end">
           {hint.current !== undefined ? hint.current : running
-            ? "Enter: steer · Alt+Enter: queue a followup · Esc: cancel · /inject TEXT · /quit"
+            ? "Enter: steer · Alt+Enter: queue a followup · Esc or Ctrl-C: cancel · /inject TEXT · /quit"
             : "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"}
         </Text>
       </Box>

@@ -39,6 +39,7 @@ import type { FileSystem, Path } from "@effect/platform"
 import { Chunk, Console, Deferred, Effect, Exit, FiberRef, HashSet, Layer, Logger, LogLevel, Queue, type Scope } from "effect"
 import { render } from "ink"
 import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
 import type * as Compaction from "../../Compaction.js"
@@ -70,6 +71,8 @@ export interface ChatOptions {
   readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
   /** `--prices FILE` (§18): the status line shows the session's cost beside its tokens. */
   readonly prices?: Usage.Prices | undefined
+  /** `--instructions`/`--instructions-file`: the agent's system instructions (resumed: instead of the log's). */
+  readonly instructions?: string | undefined
 }
 
 /** The source of what `/inject` delivers (§2: context names its producer). */
@@ -78,9 +81,11 @@ export const INJECT_SOURCE = { kind: "plugin", plugin: "chat" } as const
 const HELP = [
   "Enter sends: a followup when idle (a new turn), a steer while running (joins the turn at its next step).",
   "@session:ID in a message adds a quoted snapshot of that session of the store (up to 3), as context next to it.",
-  "Alt+Enter queues a followup while running (it runs as the next turn). Esc cancels the running turn and clears the queue.",
-  "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself",
-  "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  list the store's sessions   /quit  leave (also Ctrl-C)",
+  "Alt+Enter queues a followup while running (it runs as the next turn). Esc or Ctrl-C cancels the running turn and clears the queue.",
+  "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself.",
+  "  The model gets injected context as an ordinary user message: it is not told who injected it.",
+  "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  the store's sessions: date, first prompt",
+  "/quit  leave (also Ctrl-C when idle, or a second Ctrl-C while running)",
   "/compact [INSTRUCTIONS]  summarize the older conversation now (while running: at the turn's next step)",
   "Tab after @session: completes a session id. //TEXT sends TEXT with its leading /. Esc while idle clears the line.",
   "Pasted lines are sent one by one (each line is a message)."
@@ -150,7 +155,8 @@ const perform = (
   store: SessionStore.SessionStoreService,
   model: ChatModel,
   quit: (code: number) => void,
-  action: Action
+  action: Action,
+  directory: string
 ): Effect.Effect<void, never, IdGenerator.IdGenerator | Scope.Scope> => {
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
@@ -203,12 +209,15 @@ const perform = (
     case "/compact":
       return compact(agent, model, rest)
     case "/sessions":
-      return shown(Effect.map(store.list, (ids) => {
-        const lines = ids.length === 0
-          ? ["no sessions"]
-          : ids.map((id) => (id === agent.id ? `${id}  (this session)` : id))
-        model.notice(`sessions in the store (${ids.length}):\n${lines.join("\n")}`)
-      }))
+      return shown(
+        Effect.flatMap(store.list, (ids) =>
+          Effect.map(
+            Effect.promise(() => Promise.all(ids.map((id) => sessionHead(directory, id)))),
+            (heads) => {
+              model.notice(`sessions in the store (${ids.length}):\n${sessionLines(heads, agent.id).join("\n")}`)
+            }
+          ))
+      )
     default:
       return Effect.sync(() =>
         model.notice(
@@ -217,6 +226,89 @@ const perform = (
         )
       )
   }
+}
+
+/** What `/sessions` shows of a session: when it was created and its first prompt, from the head of its log. */
+interface SessionHead {
+  readonly id: string
+  readonly createdAt: number | undefined
+  readonly prompt: string | undefined
+}
+
+/** How much of each log `/sessions` reads (the header and, usually, the first prompt). */
+const HEAD_BYTES = 16 * 1024
+
+/**
+ * The creation time (the header's `createdAt`) and the first user prompt (the text of the first
+ * `user/message` from the user) found in the first `HEAD_BYTES` of `DIR/<id>.jsonl`; what cannot
+ * be read or found is `undefined`.
+ */
+const sessionHead = async (directory: string, id: string): Promise<SessionHead> => {
+  let head = ""
+  try {
+    const handle = await NodeFs.promises.open(
+      NodePath.join(directory, `${id}.jsonl`),
+      NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK
+    )
+    try {
+      if ((await handle.stat()).isFile()) {
+        const buffer = new Uint8Array(HEAD_BYTES)
+        const { bytesRead } = await handle.read(buffer, 0, HEAD_BYTES, 0)
+        head = new TextDecoder().decode(buffer.subarray(0, bytesRead))
+      }
+    } finally {
+      await handle.close()
+    }
+  } catch {
+    // unreadable: shown without date and prompt
+  }
+  let createdAt: number | undefined
+  let prompt: string | undefined
+  // The last line may be cut: only whole lines are parsed.
+  for (const line of head.split("\n").slice(0, -1)) {
+    let value: any
+    try {
+      value = JSON.parse(line)
+    } catch {
+      continue
+    }
+    if (value?.type === "session" && typeof value.createdAt === "number") createdAt = value.createdAt
+    if (value?.type === "user/message" && value.data?.source?.kind === "user" && Array.isArray(value.data.content)) {
+      prompt = value.data.content.filter((c: any) => c?.type === "text").map((c: any) => String(c.text)).join(" ")
+      break
+    }
+  }
+  return { id, createdAt, prompt }
+}
+
+const pad = (n: number): string => String(n).padStart(2, "0")
+
+/** A time as `YYYY-MM-DD HH:MM`, local time. */
+const localTime = (ms: number): string => {
+  const d = new Date(ms)
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`
+}
+
+/** The most sessions `/sessions` lists (the most recent ones). */
+const MAX_LISTED = 20
+
+/**
+ * The lines of `/sessions`: oldest first, the most recent `MAX_LISTED`, each
+ * `YYYY-MM-DD HH:MM  <id>  "first prompt"` (the prompt on one line, at most 60 characters).
+ */
+const sessionLines = (heads: ReadonlyArray<SessionHead>, current: string): Array<string> => {
+  if (heads.length === 0) return ["no sessions"]
+  const sorted = [...heads].sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id))
+  const listed = sorted.slice(-MAX_LISTED)
+  const lines = listed.map((h) => {
+    const when = h.createdAt === undefined ? "????-??-?? ??:??" : localTime(h.createdAt)
+    const text = h.prompt?.replace(/\s+/g, " ").trim()
+    const prompt = text === undefined || text === ""
+      ? "(no prompt yet)"
+      : JSON.stringify(text.length > 60 ? text.slice(0, 59) + "…" : text)
+    return `${when}  ${h.id}  ${prompt}${h.id === current ? "  (this session)" : ""}`
+  })
+  return sorted.length > listed.length ? [`… ${sorted.length - listed.length} older`, ...lines] : lines
 }
 
 /**
@@ -241,8 +333,8 @@ const session = (
   Effect.gen(function*() {
     const tools = yield* OfflineTools.all()
     const agent = options.sessionId === undefined
-      ? yield* Agent.make({ tools, cwd: process.cwd() })
-      : yield* Agent.resume(options.sessionId, { tools })
+      ? yield* Agent.make({ tools, cwd: process.cwd(), instructions: options.instructions })
+      : yield* Agent.resume(options.sessionId, { tools, instructions: options.instructions })
     const logPath = agent.log.path ?? agent.id
     onLog(logPath)
     const store = yield* SessionStore.SessionStore
@@ -276,7 +368,7 @@ const session = (
     const actions = yield* Queue.unbounded<Action>()
     yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
       Queue.take(actions),
-      (action) => perform(agent, references, store, model, quit, action)
+      (action) => perform(agent, references, store, model, quit, action, options.directory)
     )))
     const controller: ChatController = {
       submit: (text, mode) => {

@@ -12,7 +12,7 @@ import type * as AiError from "@effect/ai/AiError"
 import { Clock, Effect } from "effect"
 import { ModelError, type ToolDefinition } from "../../Model.js"
 import { bodyMessage, innerError, isRetryableError, labelledMessage, overflowOr } from "./errors.js"
-import { displayUrl, errorText, isRetryableStatus, opaqueError, statusError } from "./http.js"
+import { displayUrl, errorText, fromUrl, isRetryableStatus, opaqueError, statusError } from "./http.js"
 import { isRecord, nonEmpty, parseJsonOr, truncate } from "./wire.js"
 
 /** An `error` part of the stream (for `@effect/ai-openai`: the Responses `error` event). */
@@ -119,7 +119,7 @@ const fromResponseError = (error: AiError.HttpResponseError, provider: string, n
     })
   }
   const body = error.body === undefined ? undefined : parseJsonOr(error.body)
-  return statusError(
+  const withUrl = statusError(
     error.response,
     now,
     overflowOr(
@@ -132,6 +132,7 @@ const fromResponseError = (error: AiError.HttpResponseError, provider: string, n
       status
     )
   )
+  return fromUrl(withUrl, status, displayUrl(error.request.url))
 }
 
 /**

@@ -506,10 +506,56 @@ export const readErrorBody = (
 
 /**
  * An error body as the message, when it holds none the adapter can read: trimmed, cut at 1,000
- * characters; `HTTP <status>` when empty.
+ * characters; an HTML page (a proxy's or a gateway's error page) as its text (`htmlExcerpt`);
+ * `HTTP <status>` when empty.
  */
-export const errorText = (text: string, status: number): string =>
-  text.trim() === "" ? `HTTP ${status}` : truncate(text.trim(), 1000)
+export const errorText = (text: string, status: number): string => {
+  const trimmed = text.trim()
+  if (trimmed === "") return `HTTP ${status}`
+  if (!looksLikeHtml(trimmed)) return truncate(trimmed, 1000)
+  const excerpt = htmlExcerpt(trimmed)
+  return excerpt === "" ? `HTTP ${status} (an HTML page without text)` : excerpt
+}
+
+/** The most characters of an HTML error page's text that a message shows. */
+export const MAX_HTML_EXCERPT = 200
+
+/** Whether an error body is an HTML page: it opens with a doctype, a comment or an HTML tag. */
+const looksLikeHtml = (text: string): boolean => /^<(?:!doctype\s+html|!--|html|head|body|title)\b/i.test(text)
+
+const ENTITIES: { readonly [name: string]: string } = { amp: "&", lt: "<", gt: ">", quot: "\"", apos: "'", nbsp: " " }
+
+/**
+ * The text of an HTML page, for a message: scripts, styles, comments and tags removed (a tag cut
+ * off at the end of a body read only in part too), the common entities decoded, whitespace
+ * collapsed to single spaces, cut at `MAX_HTML_EXCERPT` characters (with `…`).
+ */
+export const htmlExcerpt = (html: string): string => {
+  const text = html
+    .replace(/<(script|style)\b[\s\S]*?(?:<\/\1\s*>|$)/gi, " ")
+    .replace(/<!--[\s\S]*?(?:-->|$)/g, " ")
+    .replace(/<[^>]*(?:>|$)/g, " ")
+    .replace(/&(?:#(\d{1,7})|#x([0-9a-f]{1,6})|([a-z]+));/gi, (entity, dec?: string, hex?: string, name?: string) => {
+      const code = dec !== undefined ? Number(dec) : hex !== undefined ? parseInt(hex, 16) : undefined
+      if (code !== undefined) return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : entity
+      return ENTITIES[name!.toLowerCase()] ?? entity
+    })
+    .replace(/\s+/g, " ")
+    .trim()
+  return text.length > MAX_HTML_EXCERPT ? text.slice(0, MAX_HTML_EXCERPT).trimEnd() + "…" : text
+}
+
+/**
+ * A non-2xx answer's error with where it came from (`url` as `displayUrl` shows it: no
+ * credentials, no query): `<message> (HTTP <status> from <url>)`, or `HTTP <status> from <url>`
+ * when the body said nothing. Its `cause` and other fields are kept.
+ */
+export const fromUrl = (error: ModelError, status: number, url: string): ModelError =>
+  copyError(error, {
+    message: error.message === `HTTP ${status}`
+      ? `HTTP ${status} from ${url}`
+      : `${error.message} (HTTP ${status} from ${url})`
+  })
 
 /** No response headers, or no next body piece, within `idleTimeoutMs`: code `TIMEOUT`, retryable. */
 export const timeoutError = (provider: string, url: string, ms: number, waitingFor: string): ModelError =>

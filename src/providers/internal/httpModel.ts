@@ -46,6 +46,7 @@ import {
   DEFAULT_MAX_RETRY_AFTER_MS,
   DEFAULT_REQUEST_TIMEOUT_MS,
   displayUrl,
+  fromUrl,
   readErrorBody,
   readText,
   redactError,
@@ -149,7 +150,10 @@ export const makeHttpModel = (client: HttpClient.HttpClient, options: HttpOption
     if (response.status < 200 || response.status >= 300) {
       return Effect.flatMap(readErrorBody(response, limits), (text) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const error = capRetryAfter(adapter.httpError(response, text, now), maxRetryAfterMs)
+          const error = capRetryAfter(
+            fromUrl(adapter.httpError(response, text, now), response.status, shownUrl),
+            maxRetryAfterMs
+          )
           if (!error.retryable || error.retryAfterMs === undefined) return Effect.fail(error)
           // Said before anyone sleeps on it (the `retry` option's schedule, the loop's step retry).
           return Effect.zipRight(

@@ -1,0 +1,80 @@
+/**
+ * `agent-loop chat`: the interactive terminal UI (§14; `src/cli/chat/`), loaded with Ink and
+ * React only when this command runs.
+ */
+import { Command, Options } from "@effect/cli"
+import { Path } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { exit } from "../exit.js"
+import { loadWith, requirePackages } from "../optional.js"
+import { otlpOptions, withOtlp } from "../otlp.js"
+import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
+import { instructionsOptions, readInstructions, readPrices, storeOption } from "./shared.js"
+
+/**
+ * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (§14;
+ * `src/cli/chat/`), on a new session of the JSONL store or, with `--session ID`, on that session
+ * resumed (its history shown from the log). Its status line shows the session's tokens, and with
+ * `--prices` its cost (a price table that is not one: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
+ * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
+ * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
+ */
+export const chat = Command.make(
+  "chat",
+  {
+    session: Options.text("session").pipe(
+      Options.optional,
+      Options.withDescription("resume this session of the store (DIR/<ID>.jsonl) and show its history")
+    ),
+    prices: Options.text("prices").pipe(
+      Options.optional,
+      Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
+    ),
+    ...instructionsOptions,
+    ...providerOptions,
+    ...otlpOptions,
+    store: storeOption
+  },
+  (options) =>
+    Effect.gen(function*() {
+      // Ink and React are optional peers: a missing one is named (with the version to install)
+      // before anything else is checked, so that no other error hides it.
+      yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
+      const instructions = yield* readInstructions(options)
+      if (!process.stdin.isTTY || !process.stdout.isTTY) {
+        return yield* exit(
+          2,
+          "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"
+        )
+      }
+      const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
+      const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
+      const path = yield* Path.Path
+      const directory = path.resolve(options.store)
+      // Read once when React and Ink are first loaded (below): React's development build is slow
+      // and chatty; Ink draws only the last frame when CI is set, and a chat on a TTY is not CI.
+      if (process.env.NODE_ENV === undefined) process.env.NODE_ENV = "production"
+      delete process.env.CI
+      delete process.env.CONTINUOUS_INTEGRATION
+      const { runChat } = yield* loadWith("chat", ["ink", "react"], () => import("../chat/runChat.js")).pipe(
+        Effect.catchTag("MissingPackages", (e) => exit(2, e.message))
+      )
+      const code = yield* runChat({
+        directory,
+        model,
+        compaction,
+        prices,
+        instructions,
+        sessionId: Option.getOrUndefined(options.session)
+      }).pipe(
+        Effect.catchTags({
+          SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),
+          SessionLogError: (e) => exit(2, e.message),
+          SessionNotFound: (e) => exit(2, `${e.message} in ${directory}`)
+        })
+      )
+      if (code !== 0) return yield* exit(code)
+    }).pipe(withOtlp("chat", options.otlpEndpoint, { deferReports: true }))
+).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (§14)."))

@@ -1,0 +1,80 @@
+/**
+ * `agent-loop run --prompt TEXT`: one followup on a new session of the JSONL store, its
+ * transcript printed as the log grows; exits with the code of the turn's end reason (§14).
+ */
+import { Command, Options } from "@effect/cli"
+import { Path } from "@effect/platform"
+import { Console, Effect, Layer, Queue } from "effect"
+import * as Agent from "../../Agent.js"
+import * as IdGenerator from "../../IdGenerator.js"
+import { escapeLine } from "../../internal/terminalText.js"
+import * as OfflineTools from "../../OfflineTools.js"
+import * as SessionStore from "../../SessionStore.js"
+import { exit } from "../exit.js"
+import { otlpOptions, withOtlp } from "../otlp.js"
+import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
+import { oneLineLogger, watchAppends } from "../storeFailures.js"
+import { exitCodeOf, instructionsOptions, lastTurnEnd, livePrinter, readInstructions, storeOption } from "./shared.js"
+
+/**
+ * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
+ * as the log grows (model retries on stderr), then the log's path, also when interrupted
+ * (Ctrl-C cancels the turn first); exits with the code of the turn's end reason.
+ */
+export const run = Command.make(
+  "run",
+  {
+    prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
+    ...instructionsOptions,
+    ...runOptions,
+    ...otlpOptions,
+    store: storeOption
+  },
+  (options) =>
+    Effect.gen(function*() {
+      if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
+      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
+      const instructions = yield* readInstructions(options)
+      const model = yield* modelLayer(options)
+      const compaction = yield* compactionLayer(options)
+      const path = yield* Path.Path
+      const directory = path.resolve(options.store)
+      const store = watchAppends(SessionStore.layerJsonl({ directory }))
+      let logPath: string | undefined
+      const events = yield* Effect.scoped(Effect.gen(function*() {
+        const tools = yield* OfflineTools.all()
+        const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps, instructions })
+        logPath = agent.log.path
+        const print = livePrinter(() => agent.log.events())
+        // Runs on success and on Ctrl-C alike, before the agent is disposed.
+        yield* Effect.addFinalizer(() =>
+          Effect.zipRight(print, Console.log(`\nsession log: ${escapeLine(agent.log.path ?? agent.id)}`))
+        )
+        const queue = yield* agent.subscribe
+        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(queue), (event) =>
+          event.type === "assistant/retry"
+            ? Console.error(`retrying the model request (attempt ${(event as { attempt: number }).attempt})`)
+            : "seq" in event
+            ? print
+            : Effect.void)))
+        yield* agent.followup(options.prompt)
+        yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        return agent.log.events()
+      })).pipe(
+        Effect.provide(Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)),
+        Effect.catchTags({
+          SessionStoreError: (e) => exit(2, `cannot write the session log: ${e.message}`),
+          InvalidMessage: (e) => exit(2, `invalid prompt: ${e.message}`),
+          DuplicateMessageId: (e) => exit(2, e.message),
+          AgentDisposed: (e) => exit(2, e.message)
+        })
+      )
+      // A turn that ended because its log could not be written is a store failure (exit 2).
+      const failed = store.failure()
+      if (failed !== undefined) return yield* exit(2, `cannot write the session log ${logPath ?? ""}: ${failed.message}`)
+      const reason = lastTurnEnd(events)
+      const code = exitCodeOf(reason)
+      if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
+      if (code !== 0) return yield* exit(code)
+    }).pipe(withOtlp("run", options.otlpEndpoint))
+).pipe(Command.withDescription("Send one prompt and print the transcript (§14)."))

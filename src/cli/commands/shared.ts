@@ -1,0 +1,155 @@
+/**
+ * What several commands of the CLI share: the `--store` option, the exit code of a turn's end
+ * reason, the transcript printers (whole and live), and the readers of a session log and of a
+ * price table that exit 2 with one line naming the problem.
+ */
+import { Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Either, Option } from "effect"
+import { fileKind } from "../../internal/store/common.js"
+import { escapeLine } from "../../internal/terminalText.js"
+import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
+import * as SessionStore from "../../SessionStore.js"
+import * as Transcript from "../../Transcript.js"
+import * as Usage from "../../Usage.js"
+import { exit } from "../exit.js"
+
+/** `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. */
+export const storeOption = Options.directory("store").pipe(
+  Options.withDefault(".agent-loop/sessions"),
+  Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
+)
+
+/** Exit code of a turn end reason (§14). */
+export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
+  switch (reason?.kind) {
+    case "blocked":
+      return 3
+    case "error":
+      return 4
+    case "aborted":
+    case "interrupted":
+      return 130
+    default:
+      return 0
+  }
+}
+
+/** The end reason of the last `turn/end` of `events`, if any. */
+export const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason | undefined => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "turn/end") return (e.data as { reason: TurnEndReason }).reason
+  }
+  return undefined
+}
+
+/** Prints the transcript of `events` (rendered and escaped by `Transcript.render`). */
+export const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
+  Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
+
+/**
+ * Prints the transcript of a live log as it grows: each call prints the lines that are new
+ * since the last call (rendering is prefix-stable: appending events only appends lines). The
+ * events go through one `Transcript.projector`, without its `end()`: a compaction still running
+ * is printed once it ends, never as "no end in the log".
+ */
+export const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
+  let printed = 0
+  let projected = 0
+  const projector = Transcript.projector()
+  const entries: Array<Transcript.Entry> = []
+  return Effect.suspend(() => {
+    const all = events()
+    for (; projected < all.length; projected++) for (const entry of projector.push(all[projected]!)) entries.push(entry)
+    const text = Transcript.render(entries).trimEnd()
+    const lines = text === "" ? [] : text.split("\n")
+    const fresh = lines.slice(printed)
+    printed = lines.length
+    return fresh.length === 0 ? Effect.void : Console.log(fresh.join("\n"))
+  })
+}
+
+/** Reads a log or exits 2 with the reader's message (naming the line). */
+export const readLog = (file: string) =>
+  SessionStore.readFile(file).pipe(
+    Effect.catchTags({
+      SessionStoreError: (e) => exit(2, `${file}: ${e.message}`),
+      SessionLogError: (e) => exit(2, e.message)
+    })
+  )
+
+/** Reads and decodes a price table (`--prices`), or exits 2 naming the file and the problem. */
+export const readPrices = (file: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`)))
+    if (info.type !== "File") return yield* exit(2, `--prices ${file}: cannot read: not a regular file (${fileKind(info.type)})`)
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`))
+    )
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (e) {
+      return yield* exit(2, escapeLine(`--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`))
+    }
+    const decoded = Usage.decodePrices(json)
+    if (Either.isLeft(decoded)) {
+      return yield* exit(2, `--prices ${file}: not a price table at ${decoded.left.path}: ${decoded.left.message}`)
+    }
+    return decoded.right
+  })
+
+/** `--instructions TEXT` and `--instructions-file PATH` of `run` and `chat`: the agent's system instructions. */
+export const instructionsOptions = {
+  instructions: Options.text("instructions").pipe(
+    Options.optional,
+    Options.withDescription("the agent's system instructions (sent to the model as the system prompt)")
+  ),
+  instructionsFile: Options.text("instructions-file").pipe(
+    Options.optional,
+    Options.withDescription("read the agent's system instructions from this UTF-8 file (instead of --instructions)")
+  )
+}
+
+/**
+ * The instructions that `--instructions` or `--instructions-file` give, `undefined` for neither.
+ * Both, an unreadable file, something not a regular file, or empty instructions: exit 2 with
+ * one line naming the flag.
+ */
+export const readInstructions = (options: {
+  readonly instructions: Option.Option<string>
+  readonly instructionsFile: Option.Option<string>
+}) =>
+  Effect.gen(function*() {
+    if (Option.isSome(options.instructions) && Option.isSome(options.instructionsFile)) {
+      return yield* exit(2, "--instructions and --instructions-file: give one of them, not both")
+    }
+    if (Option.isSome(options.instructions)) {
+      if (options.instructions.value.trim() === "") return yield* exit(2, "--instructions: the instructions are empty")
+      return options.instructions.value
+    }
+    if (Option.isNone(options.instructionsFile)) return undefined
+    const file = options.instructionsFile.value
+    const fs = yield* FileSystem.FileSystem
+    // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
+    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) =>
+      exit(
+        2,
+        escapeLine(
+          `--instructions-file ${file}: cannot read: ${
+            e._tag === "SystemError" && e.reason === "NotFound" ? "no such file" : e.message
+          }`
+        )
+      )
+    ))
+    if (info.type !== "File") {
+      return yield* exit(2, escapeLine(`--instructions-file ${file}: cannot read: not a regular file (${fileKind(info.type)})`))
+    }
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.catchAll((e) => exit(2, escapeLine(`--instructions-file ${file}: cannot read: ${e.message}`)))
+    )
+    if (text.trim() === "") return yield* exit(2, escapeLine(`--instructions-file ${file}: the file is empty`))
+    return text
+  })

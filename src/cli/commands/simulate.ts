@@ -1,0 +1,80 @@
+/** `agent-loop simulate SCENARIO`: runs a scenario on the virtual clock and writes its session log (§15). */
+import { Args, Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Either, Option } from "effect"
+import { fileKind } from "../../internal/store/common.js"
+import { escapeJson, escapeLine } from "../../internal/terminalText.js"
+import * as Scenario from "../../Scenario.js"
+import { exit } from "../exit.js"
+import { otlpOptions, withOtlp } from "../otlp.js"
+
+/**
+ * `simulate SCENARIO [--out FILE] [--requests FILE]` (§15): runs a scenario on the
+ * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
+ * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
+ * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
+ * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
+ * over `Scenario.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
+ */
+export const simulate = Command.make(
+  "simulate",
+  {
+    scenario: Args.text({ name: "SCENARIO" }).pipe(Args.withDescription("a scenario JSON file (§15)")),
+    out: Options.text("out").pipe(Options.optional, Options.withDescription("where to write the session log (default: stdout)")),
+    requests: Options.text("requests").pipe(
+      Options.optional,
+      Options.withDescription("where to write the model requests, one JSON line each")
+    ),
+    ...otlpOptions
+  },
+  ({ otlpEndpoint, out, requests, scenario }) =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
+      const info = yield* fs.stat(scenario).pipe(Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`)))
+      if (info.type !== "File") return yield* exit(2, `${scenario}: cannot read: not a regular file (${fileKind(info.type)})`)
+      const text = yield* fs.readFileString(scenario).pipe(
+        Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
+      )
+      const decoded = Scenario.parse(text)
+      if (Either.isLeft(decoded)) {
+        return yield* exit(2, escapeLine(`${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`))
+      }
+      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
+        .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
+      // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
+      // after a `dispose` action, which is what the scenario asked for.
+      let unexpected = 0
+      for (const d of result.deliveries) {
+        if (d.error !== undefined) {
+          if (d.error !== "AgentDisposed") unexpected++
+          yield* Console.error(escapeLine(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`))
+        }
+      }
+      const write = (file: string, content: string) =>
+        fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
+      if (Option.isSome(out)) yield* write(out.value, result.log)
+      // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
+      else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
+      if (Option.isSome(requests)) yield* writeLines(requests.value, result.requests)
+      if (unexpected > 0) {
+        return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
+      }
+    }).pipe(withOtlp("simulate", otlpEndpoint))
+).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (§15)."))
+
+/**
+ * Writes `items` as JSON lines to `file` a chunk at a time (the requests of a long scenario can
+ * be more than one string can hold).
+ */
+const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const handle = yield* fs.open(file, { flag: "w" })
+    const encoder = new TextEncoder()
+    for (let i = 0; i < items.length;) {
+      let chunk = ""
+      while (i < items.length && chunk.length < 1 << 20) chunk += JSON.stringify(items[i++]) + "\n"
+      yield* handle.writeAll(encoder.encode(chunk))
+    }
+  })).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
