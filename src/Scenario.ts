@@ -32,6 +32,7 @@
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import * as Agent from "./Agent.js"
 import type { DeliveryError } from "./AgentError.js"
+import * as Budget from "./Budget.js"
 import * as Compaction from "./Compaction.js"
 import type { CompactionReport } from "./Compaction.js"
 import type * as Delivery from "./Delivery.js"
@@ -46,10 +47,10 @@ import { VirtualClock } from "./internal/virtualClock.js"
 import { type InvalidMessage, type Message, type MessageSource, textOf, UserMessage } from "./Message.js"
 import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
+import * as Prices from "./Prices.js"
 import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
 import * as SessionStore from "./SessionStore.js"
 import * as Tool from "./Tool.js"
-import * as Usage from "./Usage.js"
 
 // ---------------------------------------------------------------------------------------------
 // Format
@@ -143,7 +144,7 @@ const Positive = Schema.Number.pipe(Schema.finite(), Schema.positive())
 const BudgetSpec = Schema.Struct({
   maxTokens: Schema.optional(Positive),
   maxCost: Schema.optional(Positive),
-  prices: Schema.optional(Usage.PricesInputSchema),
+  prices: Schema.optional(Prices.PricesInputSchema),
   scope: Schema.optional(
     Schema.Literal("session", "turn").annotations({
       message: (issue) => ({ message: `Expected "session" or "turn", actual ${actual(issue.actual)}`, override: true })
@@ -208,7 +209,7 @@ const Action = Schema.Union(
  * - the action `{at, compact: {instructions?}}`: `agent.compact({instructions})`.
  *
  * Besides §15, for budgets (§18): `budget {maxTokens?, maxCost?, prices?, scope?}` gives the agent
- * `Usage.budget(...)` as its outermost pre-step listener (at least one limit, each positive;
+ * `Budget.layer(...)` as its outermost pre-step listener (at least one limit, each positive;
  * `maxCost` needs `prices`, USD per 1e6 tokens keyed by model name; the scripted model's name is
  * the scenario's `name`, or `"script"`, and a price key may be a prefix of it).
  *
@@ -304,7 +305,7 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
     )
   }
   if (top.right.budget !== undefined) {
-    const made = Usage.budgetListener(top.right.budget)
+    const made = Budget.make(top.right.budget)
     if (Either.isLeft(made)) {
       return Either.left(
         new InvalidScenario({
@@ -710,7 +711,7 @@ export const run = (
     PreStep.layer(
       scenario.budget === undefined
         ? listeners(scenario.preStep)
-        : [Either.getOrThrow(Usage.budgetListener(scenario.budget)), ...listeners(scenario.preStep)]
+        : [Either.getOrThrow(Budget.make(scenario.budget)), ...listeners(scenario.preStep)]
     ).pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, ids)))
   )
   return program.pipe(

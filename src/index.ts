@@ -23,6 +23,12 @@ export * as AgentError from "./AgentError.js"
  */
 export * as AgentEvent from "./AgentEvent.js"
 /**
+ * Token and cost budgets as a pre-step listener: a step is refused once the usage reaches the limit (§7, §18).
+ *
+ * @since 0.1.0
+ */
+export * as Budget from "./Budget.js"
+/**
  * Context compaction: the policy port, the summarizing and pruning policies, the token estimate (§17).
  *
  * @since 0.1.0
@@ -83,6 +89,12 @@ export * as OfflineTools from "./OfflineTools.js"
  */
 export * as PreStep from "./PreStep.js"
 /**
+ * Price tables (USD per million tokens, by model) and the cost of token usage (§18).
+ *
+ * @since 0.1.0
+ */
+export * as Prices from "./Prices.js"
+/**
  * The Anthropic Messages adapter for the `Model` port (§11).
  *
  * @since 0.1.0
@@ -137,7 +149,7 @@ export * as Tool from "./Tool.js"
  */
 export * as Transcript from "./Transcript.js"
 /**
- * Token usage, cost and budgets from the session log (§18).
+ * Token usage from the session log (§18).
  *
  * @since 0.1.0
  */

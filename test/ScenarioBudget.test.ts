@@ -10,10 +10,12 @@ import { Effect, Either, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
+import * as Budget from "../src/Budget.js"
 import * as Compaction from "../src/Compaction.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
+import type * as Prices from "../src/Prices.js"
 import * as Scenario from "../src/Scenario.js"
 import type { SessionEvent, TurnEndReason } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -235,7 +237,7 @@ describe("PreStepPayload.usage (§18)", () => {
 
   it.effect("resume rebuilds the session's sums from the log: a reached session budget stays reached", () =>
     Effect.gen(function*() {
-      const budget = Usage.budget({ maxTokens: 250 }).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)
+      const budget = Budget.layer({ maxTokens: 250 }).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)
       yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.make({ sessionId: "budgeted" })
         yield* agent.followup("first")
@@ -294,7 +296,7 @@ describe("PreStepPayload.usage (§18)", () => {
 
   it.effect("a response that reported no usage makes it unknown: a token budget refuses the next step, the turn scope from its next turn on", () =>
     Effect.gen(function*() {
-      const run = (options: Usage.BudgetOptions) =>
+      const run = (options: Budget.BudgetOptions) =>
         Effect.scoped(Effect.gen(function*() {
           const agent = yield* Agent.make()
           const first = yield* agent.followup("first")
@@ -308,7 +310,7 @@ describe("PreStepPayload.usage (§18)", () => {
             outcomes: [yield* first.outcome, yield* second.outcome]
           }
         })).pipe(
-          Effect.provide(Usage.budget(options).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)),
+          Effect.provide(Budget.layer(options).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)),
           Effect.provide(Model.layer(Model.scripted([
             { toolCalls: [{ id: "c1", name: "none", arguments: {} }] },
             { text: "two", usage: { inputTokens: 20, outputTokens: 2 } },
@@ -339,8 +341,8 @@ describe("PreStepPayload.usage (§18)", () => {
 
   it.effect("invalid budget options fail the layer with InvalidBudget naming the option", () =>
     Effect.gen(function*() {
-      const error = (options: Usage.BudgetOptions) =>
-        Effect.flip(Effect.scoped(Layer.build(Usage.budget(options).pipe(Layer.provide(PreStep.layer([]))))))
+      const error = (options: Budget.BudgetOptions) =>
+        Effect.flip(Effect.scoped(Layer.build(Budget.layer(options).pipe(Layer.provide(PreStep.layer([]))))))
       expect(yield* error({})).toMatchObject({
         _tag: "InvalidBudget",
         field: "maxTokens",
@@ -358,7 +360,7 @@ describe("PreStepPayload.usage (§18)", () => {
       })
       expect(yield* error({ maxTokens: 1, scope: "day" as "turn" })).toMatchObject({ field: "scope" })
       // A price table is checked whenever it is given, and a value of the wrong type is shown as it is.
-      expect(yield* error({ maxTokens: 10, prices: "garbage" as unknown as Usage.Prices })).toMatchObject({ field: "prices" })
+      expect(yield* error({ maxTokens: 10, prices: "garbage" as unknown as Prices.Prices })).toMatchObject({ field: "prices" })
       expect(yield* error({ maxTokens: "100" as unknown as number })).toMatchObject({
         field: "maxTokens",
         message: "budget: maxTokens must be a positive number, got \"100\""

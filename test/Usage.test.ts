@@ -1,11 +1,10 @@
 /**
  * `Usage` (§18): the projections over a scripted log and over a real DSH v0 log (exact
  * sums per request, step, turn, session and model; the inherited prefix of a child session not
- * counted), cached tokens counted once, the price lookup (exact, longest prefix, unknown) and the
- * cost formula, the price table's decoding.
+ * counted), cached tokens counted once, and the cost of a session by model (`Prices.costs`).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import * as Prices from "../src/Prices.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as Usage from "../src/Usage.js"
 import {
@@ -233,7 +232,7 @@ describe("Usage.fromEvents over a scripted log", () => {
 
   it("the cost of the session by model: priced models summed, a model without a price unknown (never 0)", () => {
     const prices = { test: { input: 3, cachedInput: 0.3, cacheWrite: 3.75, output: 15 }, summarizer: { input: 1, output: 2 } }
-    const c = Usage.costs(prices, u.byModel)
+    const c = Prices.costs(prices, u.byModel)
     // test-2024-08-06 by the prefix "test": 400·3 + 600·0.3 + 50·15 = 2130; test: 1007·3 + 100·3.75 + 31·15 = 3861;
     // summarizer: 400·1 + 40·2 = 480 (micro-USD).
     expect(c.byModel["test-2024-08-06"]).toBeCloseTo(0.00213, 15)
@@ -241,12 +240,12 @@ describe("Usage.fromEvents over a scripted log", () => {
     expect(c.byModel["summarizer"]).toBeCloseTo(0.00048, 15)
     expect(c.total).toBeCloseTo(0.006471, 15)
     expect(c.unpriced).toEqual([])
-    const partial = Usage.costs({ test: prices.test }, u.byModel)
+    const partial = Prices.costs({ test: prices.test }, u.byModel)
     expect(partial.total).toBeUndefined()
     expect(partial.unpriced).toEqual(["summarizer"])
     expect(partial.known).toBeCloseTo(0.005991, 15)
     // A model that answered with no usage (0 tokens) and has no price: the cost is unknown, not $0.
-    const unpriced = Usage.costs({ test: prices.test }, { test: Usage.zero, offline: Usage.zero })
+    const unpriced = Prices.costs({ test: prices.test }, { test: Usage.zero, offline: Usage.zero })
     expect(unpriced).toEqual({ total: undefined, known: 0, byModel: { test: 0, offline: undefined }, unpriced: ["offline"] })
   })
 })
@@ -274,49 +273,5 @@ describe("Usage.fromEvents over DSH v0 logs (../shared/fixtures/dsh)", () => {
     expect(log.header.seedLength).toBe(42)
     expect([all.requests.length, own.requests.length]).toEqual([2, 1])
     expect(own.requests.map((r) => r.seq >= 42)).toEqual([true])
-  })
-})
-
-describe("prices", () => {
-  const prices = {
-    "gpt-4o": { input: 2.5, cachedInput: 1.25, output: 10 },
-    "gpt-4o-mini": { input: 0.15, output: 0.6 },
-    "gpt": { input: 99, output: 99 }
-  }
-
-  it("lookup: the exact name, else the longest key that is a prefix, else unknown", () => {
-    expect(Usage.priceOf(prices, "gpt-4o")).toBe(prices["gpt-4o"])
-    expect(Usage.priceOf(prices, "gpt-4o-2024-08-06")).toBe(prices["gpt-4o"])
-    expect(Usage.priceOf(prices, "gpt-4o-mini-2024-07-18")).toBe(prices["gpt-4o-mini"])
-    expect(Usage.priceOf(prices, "gpt-5")).toBe(prices.gpt)
-    expect(Usage.priceOf(prices, "claude-x")).toBeUndefined()
-    expect(Usage.priceOf(prices, "toString")).toBeUndefined()
-    expect(Usage.costOf(prices, "claude-x", { inputTokens: 10 })).toBeUndefined()
-  })
-
-  it("cost: cached tokens billed once, at their own rate; cachedInput and cacheWrite default to input", () => {
-    // 10,000 prompt tokens of which 8,000 cached: 2,000·2.5 + 8,000·1.25 + 500·10 = 20,000 micro-USD.
-    expect(Usage.cost({ inputTokens: 10_000, cacheReadTokens: 8_000, outputTokens: 500 }, prices["gpt-4o"])).toBe(0.02)
-    // cacheWrite defaults to input: 1,000 written + 1,000 uncached at 2.5, no output.
-    expect(Usage.cost({ inputTokens: 2_000, cacheWriteTokens: 1_000 }, prices["gpt-4o"])).toBe(0.005)
-    // Reasoning is a part of the output: not billed again.
-    expect(Usage.cost({ outputTokens: 1_000_000, reasoningTokens: 999_999 }, prices["gpt-4o-mini"])).toBe(0.6)
-    expect(Usage.formatUsd(0.02)).toBe("$0.02")
-    expect(Usage.formatUsd(0.0016)).toBe("$0.0016")
-    expect(Usage.formatUsd(12.5)).toBe("$12.50")
-    expect(Usage.formatUsd(1.2e-7)).toBe("$0.00000012")
-    expect(Usage.formatUsd(4.56e-10)).toBe("$0.00000000046")
-    expect(Usage.formatUsd(0)).toBe("$0.00")
-  })
-
-  it("decodePrices: a table of {input, cachedInput?, cacheWrite?, output}; a problem is named by its JSON path", () => {
-    expect(Usage.decodePrices({ m: { input: 1, output: 2 } })).toEqual(Either.right({ m: { input: 1, output: 2 } }))
-    const error = (u: unknown) =>
-      Either.match(Usage.decodePrices(u), { onLeft: (e) => `${e.path}: ${e.message}`, onRight: () => "ok" })
-    expect(error({ "gpt-4o": { input: 1 } })).toBe("$[\"gpt-4o\"].output: is missing")
-    expect(error({ m: { input: 1, output: 2, cached: 1 } })).toBe(
-      "$.m.cached: is unexpected, expected: \"input\" | \"cachedInput\" | \"cacheWrite\" | \"output\""
-    )
-    expect(error([1])).toMatch(/^\$: Expected a price table/)
   })
 })

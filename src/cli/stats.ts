@@ -13,6 +13,7 @@
  */
 import { isDsh, seedLengthOf } from "../internal/logOptions.js"
 import { escapeLine } from "../internal/terminalText.js"
+import * as Prices from "../Prices.js"
 import type { LogContents } from "../SessionLog.js"
 import * as Usage from "../Usage.js"
 
@@ -105,7 +106,7 @@ const spread = (xs: ReadonlyArray<number>): Spread | null => {
  *
  * @since 0.1.0
  */
-export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined): Stats => {
+export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined): Stats => {
   const { events, header } = contents
   const dsh = isDsh({ header })
   const seed = seedLengthOf({ header })
@@ -127,7 +128,7 @@ export const statsOf = (contents: LogContents, prices: Usage.Prices | undefined)
   for (const [model, u] of Object.entries(usage.byModel)) tokensByModel[model] = counts(u)
   let cost: Stats["cost"] = null
   if (prices !== undefined) {
-    const c = Usage.costs(prices, usage.byModel)
+    const c = Prices.costs(prices, usage.byModel)
     const byModel: Record<string, number | null> = {}
     // USD to 12 decimals (a millionth of a micro-dollar): no binary float noise in the JSON.
     const round = (usd: number | undefined) => (usd === undefined ? null : Math.round(usd * 1e12) / 1e12)
@@ -236,12 +237,12 @@ export const renderStats = (s: Stats, file: string): string => {
   lines.push("")
   if (s.cost === null) lines.push("cost            give --prices FILE (USD per 1e6 tokens by model)")
   else {
-    const usd = (x: number | null) => (x === null ? "unknown (no price)" : Usage.formatUsd(x))
+    const usd = (x: number | null) => (x === null ? "unknown (no price)" : Prices.formatUsd(x))
     push(
       table([
         ["cost (USD)", ""],
         ...models.map((m) => [escapeLine(m), usd(s.cost!.byModel[m] ?? null)]),
-        ["session", s.cost.total === null ? "unknown" : Usage.formatUsd(s.cost.total)]
+        ["session", s.cost.total === null ? "unknown" : Prices.formatUsd(s.cost.total)]
       ])
     )
   }

@@ -25,6 +25,7 @@
 import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
 import * as Inbox from "../../Inbox.js"
 import { textOf, type UserMessage } from "../../Message.js"
+import * as Prices from "../../Prices.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
 import * as Transcript from "../../Transcript.js"
 import * as Usage from "../../Usage.js"
@@ -280,7 +281,7 @@ export class ChatModel {
     status: AgentStatus,
     private readonly now: () => number = Date.now,
     /** `chat --prices FILE`: the status line shows the session's cost too. */
-    private readonly prices?: Usage.Prices | undefined
+    private readonly prices?: Prices.Prices | undefined
   ) {
     this.inbox = Inbox.MutableInbox.from(inbox)
     this.seen = events.length
@@ -399,8 +400,8 @@ export class ChatModel {
   private spent(): { readonly tokens: number; readonly cost: string | undefined } {
     const u = this.usage.result()
     if (this.prices === undefined) return { tokens: Usage.total(u.usage), cost: undefined }
-    const c = Usage.costs(this.prices, u.byModel).total
-    return { tokens: Usage.total(u.usage), cost: c === undefined ? "cost unknown" : Usage.formatUsd(c) }
+    const c = Prices.costs(this.prices, u.byModel).total
+    return { tokens: Usage.total(u.usage), cost: c === undefined ? "cost unknown" : Prices.formatUsd(c) }
   }
 
   private event(event: AgentEvent): void {

@@ -50,10 +50,10 @@ import { UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as OfflineTools from "../../OfflineTools.js"
 import * as PreStep from "../../PreStep.js"
+import type * as Prices from "../../Prices.js"
 import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
-import type * as Usage from "../../Usage.js"
 import { entryText } from "../storeFailures.js"
 import { App, type ChatController } from "./App.js"
 import { ChatModel } from "./ChatModel.js"
@@ -70,7 +70,7 @@ export interface ChatOptions {
   /** The compaction policy, from `--context-window` and its flags; none: `/compact` only (`summarize({})`). */
   readonly compaction?: Layer.Layer<Compaction.Compaction> | undefined
   /** `--prices FILE` (§18): the status line shows the session's cost beside its tokens. */
-  readonly prices?: Usage.Prices | undefined
+  readonly prices?: Prices.Prices | undefined
   /** `--instructions`/`--instructions-file`: the agent's system instructions (resumed: instead of the log's). */
   readonly instructions?: string | undefined
 }

@@ -8,10 +8,10 @@ import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, Option } from "effect"
 import { fileKind } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
+import * as Prices from "../../Prices.js"
 import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import * as Transcript from "../../Transcript.js"
-import * as Usage from "../../Usage.js"
 import { exit } from "../exit.js"
 
 /** `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. */
@@ -94,7 +94,7 @@ export const readPrices = (file: string) =>
     } catch (e) {
       return yield* exit(2, escapeLine(`--prices ${file}: not JSON: ${e instanceof Error ? e.message : String(e)}`))
     }
-    const decoded = Usage.decodePrices(json)
+    const decoded = Prices.decode(json)
     if (Either.isLeft(decoded)) {
       return yield* exit(2, `--prices ${file}: not a price table at ${decoded.left.path}: ${decoded.left.message}`)
     }
