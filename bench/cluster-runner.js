@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Schedule } from "effect"
 import { createInterface } from "node:readline"
 
 const { url, port } = JSON.parse(process.argv[2])
-const { Model } = await import("../dist/index.js")
+const { Model, Offline } = await import("../dist/index.js")
 const { AgentRunner } = await import("../dist/cluster/index.js")
 const { Sharding } = await import("@effect/cluster/Sharding")
 const ShardId = await import("@effect/cluster/ShardId")
@@ -16,7 +16,7 @@ const ShardId = await import("@effect/cluster/ShardId")
 const shards = AgentRunner.defaults.shardsPerGroup
 
 const main = Effect.scoped(Effect.gen(function*() {
-  const layer = AgentRunner.layer({ pg: url, host: "127.0.0.1", port }).pipe(Layer.provide(Model.layer(Model.offline())))
+  const layer = AgentRunner.layer({ pg: url, host: "127.0.0.1", port }).pipe(Layer.provide(Model.layer(Offline.make())))
   const context = yield* Layer.build(layer)
   const sharding = Context.get(context, Sharding)
   yield* Effect.suspend(() => {

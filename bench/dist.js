@@ -27,6 +27,8 @@ export const layerSqlite = sql?.layerSqlite ?? lib.SessionStore.layerSqlite
 export const layerPg = sql?.layerPg
 export const makeSqlStore = sql?.make
 /** `Inbox.replay` (before: `internal/fate.js` `replayInbox`). */
+/** `ScriptedModel.make` (before the model split: `Model.scripted`). */
+export const ScriptedModel = lib.ScriptedModel ?? { make: lib.Model.scripted }
 export const replayInbox = lib.Inbox.replay ?? oldFate.replayInbox
 /** The build measured: `dist` of this checkout, or the baseline's path. */
 export const distLabel = process.env.BENCH_DIST === undefined ? "dist" : process.env.BENCH_DIST

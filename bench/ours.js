@@ -1,5 +1,5 @@
 // Our side of the side-by-side benchmark (§24): the real `Agent` over the real model port,
-// driven by `Model.scripted` with function entries, so the fake model sees every request's
+// driven by `ScriptedModel.make` with function entries, so the fake model sees every request's
 // context (it checks what it was given and decides text or tool calls from it) and answers at
 // once through the same sink a provider adapter uses. Each run builds a fresh agent on a fresh
 // store, times the prompt loop only, then checks its counts.
@@ -8,7 +8,7 @@ import { Effect, Layer, Schema, Tracer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, Compaction, IdGenerator, layerPg, layerSqlite, Model, SessionStore, Tool } from "./dist.js"
+import { Agent, Compaction, IdGenerator, layerPg, layerSqlite, Model, ScriptedModel, SessionStore, Tool } from "./dist.js"
 import { checkCounts, compactionRange, WORKLOADS } from "./workloads.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
@@ -17,7 +17,7 @@ const textOf = (m) => (m.content[0] !== undefined && m.content[0].type === "text
 const isCheckpoint = (m) => m.role === "user" && m.source.kind === "plugin" && m.source.plugin === "compact"
 
 /**
- * The fake model of one run: a function of the request (its context), through `Model.scripted`.
+ * The fake model of one run: a function of the request (its context), through `ScriptedModel.make`.
  * `state.calls` counts requests, `state.errors` collects every context it did not expect.
  */
 const makeModel = (workload, state) => {
@@ -132,7 +132,7 @@ const makeModel = (workload, state) => {
     default:
       throw new Error(`ours: unknown workload ${workload}`)
   }
-  return Model.scripted([(request) => {
+  return ScriptedModel.make([(request) => {
     state.calls++
     return decide(request.messages, request)
   }], { loop: true, record: false, provider: "bench", model: "instant" })
@@ -336,7 +336,7 @@ export const runPrompts = async ({ workload, store, fsync = "none", url, prompts
  * holds). Needs `--expose-gc`.
  */
 export const runIdle = async ({ count }) => {
-  const model = Model.scripted([{ text: "ok" }], { loop: true, record: false })
+  const model = ScriptedModel.make([{ text: "ok" }], { loop: true, record: false })
   return await Effect.runPromise(
     Effect.scoped(Effect.gen(function*() {
       const agents = new Array(count)

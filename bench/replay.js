@@ -19,7 +19,18 @@ import { randomUUID } from "node:crypto"
 import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, Delivery, History, IdGenerator, Invariant, Model, replayInbox, SessionStore, Tool } from "./dist.js"
+import {
+  Agent,
+  Delivery,
+  History,
+  IdGenerator,
+  Invariant,
+  Model,
+  replayInbox,
+  ScriptedModel,
+  SessionStore,
+  Tool
+} from "./dist.js"
 
 const isPrompt = (m) => m.role === "user" && m.source.kind === "user"
 const isResult = (m) => m.role === "user" && m.source.kind === "tool"
@@ -27,7 +38,7 @@ const textOf = (m) => (m.content[0]?.type === "text" ? m.content[0].text : "")
 
 /** Writes the template log with our agent; returns its path. */
 const writeTemplate = async (directory) => {
-  const model = Model.scripted([(request) => {
+  const model = ScriptedModel.make([(request) => {
     const msgs = request.messages
     const n = msgs.length
     let i = n - 1

@@ -12,7 +12,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
-import { Invariant, Model, SessionStore, Transcript } from "effect-agent-loop"
+import { Invariant, Model, Offline, SessionStore, Transcript } from "effect-agent-loop"
 import { AgentClient, AgentRunner } from "effect-agent-loop/cluster"
 import * as SqlSessionStore from "effect-agent-loop/sql"
 import { fileURLToPath } from "node:url"
@@ -41,7 +41,7 @@ export const main = (url: string, port: number) =>
     }).pipe(
       Effect.scoped,
       Effect.provide(
-        AgentRunner.layer({ pg: url, host: "127.0.0.1", port }).pipe(Layer.provide(Model.layer(Model.offline())))
+        AgentRunner.layer({ pg: url, host: "127.0.0.1", port }).pipe(Layer.provide(Model.layer(Offline.make())))
       )
     )
     // The runner is gone (its scope ended): read the session from the database, as any process can.

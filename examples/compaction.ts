@@ -11,7 +11,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
-import { Agent, Compaction, Message, Model, SessionStore } from "effect-agent-loop"
+import { Agent, Compaction, Message, Model, Offline, SessionStore } from "effect-agent-loop"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -70,7 +70,7 @@ export const main = (directory: string) =>
     print(`resumed: ${history.length} messages; the first is the checkpoint: ${JSON.stringify(summary.slice(0, 60))}…`)
     return lines
   }).pipe(
-    Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory }), Model.layer(Model.offline()), policy))
+    Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory }), Model.layer(Offline.make()), policy))
   )
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

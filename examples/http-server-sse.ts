@@ -24,7 +24,7 @@ import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Layer, Schema, Scope, Stream } from "effect"
-import { Agent, type AgentEvent, Model, OfflineTools, type SessionLog, SessionStore } from "effect-agent-loop"
+import { Agent, type AgentEvent, Model, Offline, OfflineTools, type SessionLog, SessionStore } from "effect-agent-loop"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
 
@@ -110,7 +110,7 @@ export const router = HttpRouter.empty.pipe(
 export const layer = (options: { readonly port: number; readonly host?: string; readonly directory: string }) =>
   HttpServer.serve(router).pipe(
     Layer.provide(layerSessions),
-    Layer.provide(Layer.merge(SessionStore.layerJsonl({ directory: options.directory }), Model.layer(Model.offline()))),
+    Layer.provide(Layer.merge(SessionStore.layerJsonl({ directory: options.directory }), Model.layer(Offline.make()))),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host ?? "127.0.0.1" }))
   )
 

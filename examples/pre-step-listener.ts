@@ -14,7 +14,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Layer } from "effect"
-import { Agent, Delivery, Message, Model, PreStep, type SessionEvent, SessionStore } from "effect-agent-loop"
+import { Agent, Delivery, Message, Model, Offline, PreStep, type SessionEvent, SessionStore } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
 
 /** What `redaction` needs: the secret values to hide (from a vault, the environment, …). */
@@ -84,7 +84,7 @@ export const main = Effect.gen(function*() {
   return { events, outcomes }
 }).pipe(
   Effect.scoped,
-  Effect.provide(Layer.mergeAll(waterfall, SessionStore.layerMemory, Model.layer(Model.offline())))
+  Effect.provide(Layer.mergeAll(waterfall, SessionStore.layerMemory, Model.layer(Offline.make())))
 )
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) NodeRuntime.runMain(main)

@@ -7,7 +7,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Schema } from "effect"
-import { Agent, Model, SessionEvent, SessionStore, Tool } from "effect-agent-loop"
+import { Agent, Model, Offline, ScriptedModel, SessionEvent, SessionStore, Tool } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
 
 const weather = Tool.make({
@@ -34,9 +34,9 @@ export const main = Effect.gen(function*() {
     SessionStore.layerMemory, // or SessionStore.layerJsonl({ directory: ".agent-loop/sessions" })
     // A scripted model, so that this runs offline: step 1 calls the tool, step 2 answers by the
     // offline model's rules (it reads back the tool result). A provider goes here instead.
-    Model.layer(Model.scripted([
+    Model.layer(ScriptedModel.make([
       { toolCalls: [{ id: "call_1", name: "weather", arguments: { city: "Edinburgh" } }] },
-      Model.offlinePlan
+      Offline.plan
     ]))
   ))
 )

@@ -14,7 +14,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Deferred, Effect, Layer, Schema } from "effect"
-import { Agent, Delivery, Model, SessionEvent, SessionStore, Tool, Transcript } from "effect-agent-loop"
+import { Agent, Delivery, Model, Offline, ScriptedModel, SessionEvent, SessionStore, Tool, Transcript } from "effect-agent-loop"
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { writeSync } from "node:fs"
@@ -49,7 +49,7 @@ const child = (directory: string, sessionId: string) =>
     Effect.scoped,
     Effect.provide(Layer.merge(
       SessionStore.layerJsonl({ directory }),
-      Model.layer(Model.scripted([{ toolCalls: [{ id: "call_1", name: "deploy", arguments: { service: "api" } }] }]))
+      Model.layer(ScriptedModel.make([{ toolCalls: [{ id: "call_1", name: "deploy", arguments: { service: "api" } }] }]))
     ))
   )
 
@@ -100,7 +100,7 @@ export const main = (options: { readonly directory: string; readonly entry?: str
     return { signal, repaired, fates, events }
   }).pipe(
     Effect.scoped,
-    Effect.provide(Layer.merge(SessionStore.layerJsonl({ directory: options.directory }), Model.layer(Model.offline())))
+    Effect.provide(Layer.merge(SessionStore.layerJsonl({ directory: options.directory }), Model.layer(Offline.make())))
   )
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

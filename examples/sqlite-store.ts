@@ -8,7 +8,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
-import { Agent, Invariant, Model, SessionStore, Transcript } from "effect-agent-loop"
+import { Agent, Invariant, Model, Offline, SessionStore, Transcript } from "effect-agent-loop"
 import * as SqlSessionStore from "effect-agent-loop/sql"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -28,7 +28,7 @@ export const main = (filename: string) =>
       yield* agent.followup("what did I just say?")
       yield* agent.awaitIdle
       return { id: agent.id, events: agent.log.events().slice() }
-    }).pipe(Effect.scoped, Effect.provide(Layer.merge(store, Model.layer(Model.offline()))))
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(store, Model.layer(Offline.make()))))
     // The store is closed here (the layer's scope ended with the effect): the database is closed.
 
     const { contents, sessions } = yield* Effect.gen(function*() {

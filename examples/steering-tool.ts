@@ -13,7 +13,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Schema } from "effect"
-import { Agent, Message, Model, SessionStore, Tool, Transcript } from "effect-agent-loop"
+import { Agent, Message, Model, Offline, ScriptedModel, SessionStore, Tool, Transcript } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
 
 export const deploy = Tool.make({
@@ -51,9 +51,9 @@ const show = (block: Message.ContentBlock): string => {
 
 /** Runs one turn; returns the log and the requests the model got. */
 export const main = Effect.gen(function*() {
-  const model = Model.scripted([
+  const model = ScriptedModel.make([
     { toolCalls: [{ id: "call_1", name: "deploy", arguments: { service: "api" } }, { id: "call_2", name: "status" }] },
-    Model.offlinePlan
+    Offline.plan
   ])
   const agent = yield* Agent.make({ tools: [deploy, status] }).pipe(Effect.provideService(Model.Model, model))
   yield* agent.followup("deploy the api, then check the fleet")

@@ -26,7 +26,7 @@ import {
   type SpanProcessor
 } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer } from "effect"
-import { Agent, Model, OfflineTools, SessionStore } from "effect-agent-loop"
+import { Agent, Model, Offline, OfflineTools, SessionStore } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
 
 /**
@@ -101,6 +101,6 @@ export const main = Effect.gen(function*() {
   // The layer is released: every span has ended and been exported.
   console.log(tree(spans, { times: true }).join("\n"))
   return { sessionId, spans }
-}).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, Model.layer(Model.offline()))))
+}).pipe(Effect.provide(Layer.mergeAll(SessionStore.layerMemory, Model.layer(Offline.make()))))
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) NodeRuntime.runMain(main)

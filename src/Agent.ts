@@ -405,7 +405,7 @@ const own = (agent: AgentRecord): Effect.Effect<void, never, Scope.Scope> =>
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model, SessionStore } from "effect-agent-loop"
+ * import { Agent, Model, Offline, SessionStore } from "effect-agent-loop"
  *
  * const program = Effect.scoped(Effect.gen(function*() {
  *   const agent = yield* Agent.make({ instructions: "Be brief." })
@@ -413,7 +413,7 @@ const own = (agent: AgentRecord): Effect.Effect<void, never, Scope.Scope> =>
  *   console.log(yield* delivery.outcome) // { _tag: "Entered", turn: 1, step: 1 }
  *   yield* agent.awaitIdle
  * }))
- * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(Model.offline())))))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(Offline.make())))))
  * ```
  *
  * @since 0.1.0
@@ -488,14 +488,14 @@ const withLoggedRequest = (
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model, SessionStore } from "effect-agent-loop"
+ * import { Agent, Model, Offline, SessionStore } from "effect-agent-loop"
  *
  * // After a crash: repair the log, rebuild the agent, run what was queued.
  * const program = Effect.scoped(Effect.gen(function*() {
  *   const agent = yield* Agent.resume("s1", { continuePending: true })
  *   yield* agent.awaitIdle
  * }))
- * const layers = Layer.merge(SessionStore.layerJsonl({ directory: ".agent-loop/sessions" }), Model.layer(Model.offline()))
+ * const layers = Layer.merge(SessionStore.layerJsonl({ directory: ".agent-loop/sessions" }), Model.layer(Offline.make()))
  * Effect.runPromise(program.pipe(Effect.provide(layers)))
  * ```
  *

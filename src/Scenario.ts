@@ -16,7 +16,7 @@
  * of the next action and the next sleep (an action due at the same instant as a sleep goes
  * first; sleeps due at the same instant wake one at a time, in the order they began). Actions with the same `at` are applied in file order,
  * each after the runtime has settled. The model script goes through the real model port:
- * `Model.scripted` streams each response as parts into the loop.
+ * `ScriptedModel.make` streams each response as parts into the loop.
  *
  * Compaction (§17): a `compaction` block gives the scenario's agent a `Compaction` policy
  * (`Compaction.summarize`, or `Compaction.prune` with `policy: "prune"`); a model entry's
@@ -48,6 +48,7 @@ import { type InvalidMessage, type Message, type MessageSource, textOf, UserMess
 import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
 import * as Prices from "./Prices.js"
+import * as ScriptedModel from "./ScriptedModel.js"
 import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
 import * as SessionStore from "./SessionStore.js"
 import * as Tool from "./Tool.js"
@@ -636,7 +637,7 @@ export const run = (
   scenario: Scenario,
   options: { readonly seed: number; readonly requests?: boolean | undefined }
 ): Effect.Effect<RunResult, RequestsTooLarge> => {
-  const scripted = Model.scripted(scenario.model, {
+  const scripted = ScriptedModel.make(scenario.model, {
     provider: "scenario",
     model: scenario.name ?? "script",
     record: false

@@ -527,7 +527,7 @@ export const prepare = (
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model, PreStep, SessionReference, SessionStore } from "effect-agent-loop"
+ * import { Agent, Model, Offline, PreStep, SessionReference, SessionStore } from "effect-agent-loop"
  *
  * const program = Effect.scoped(Effect.gen(function*() {
  *   const agent = yield* Agent.make()
@@ -539,7 +539,7 @@ export const prepare = (
  * const layers = SessionReference.layer.pipe(
  *   Layer.provideMerge(PreStep.layer([])),
  *   Layer.provideMerge(SessionStore.layerJsonl({ directory: ".agent-loop/sessions" })),
- *   Layer.merge(Model.layer(Model.offline()))
+ *   Layer.merge(Model.layer(Offline.make()))
  * )
  * Effect.runPromise(program.pipe(Effect.provide(layers)))
  * ```

@@ -173,7 +173,7 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model, SessionStore } from "effect-agent-loop"
+ * import { Agent, Model, Offline, SessionStore } from "effect-agent-loop"
  *
  * const program = Effect.scoped(Effect.gen(function*() {
  *   const agent = yield* Agent.make()
@@ -181,7 +181,7 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
  *   yield* agent.awaitIdle
  *   return agent.log.events().length
  * }))
- * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(Model.offline())))))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(Offline.make())))))
  * ```
  *
  * @since 0.1.0
@@ -231,7 +231,7 @@ export const makeJsonl = (options: JsonlOptions): Effect.Effect<SessionStoreServ
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model, SessionStore } from "effect-agent-loop"
+ * import { Agent, Model, Offline, SessionStore } from "effect-agent-loop"
  *
  * const store = SessionStore.layerJsonl({ directory: ".agent-loop/sessions", fsync: "batch" })
  * const program = Effect.scoped(Effect.gen(function*() {
@@ -240,7 +240,7 @@ export const makeJsonl = (options: JsonlOptions): Effect.Effect<SessionStoreServ
  *   yield* agent.awaitIdle
  *   return agent.log.path // .agent-loop/sessions/<id>.jsonl
  * }))
- * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Model.offline())))))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Offline.make())))))
  * ```
  *
  * @since 0.1.0

@@ -718,7 +718,7 @@ export interface SqliteOptions extends SqlOptions {
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model } from "effect-agent-loop"
+ * import { Agent, Model, Offline } from "effect-agent-loop"
  * import * as SqlSessionStore from "effect-agent-loop/sql"
  *
  * const store = SqlSessionStore.layerSqlite({ filename: "sessions.db", synchronous: "normal" })
@@ -727,7 +727,7 @@ export interface SqliteOptions extends SqlOptions {
  *   yield* agent.followup("hello")
  *   yield* agent.awaitIdle
  * }))
- * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Model.offline())))))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Offline.make())))))
  * ```
  *
  * @since 0.1.0
@@ -788,7 +788,7 @@ export interface PgOptions extends SqlOptions {
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
- * import { Agent, Model } from "effect-agent-loop"
+ * import { Agent, Model, Offline } from "effect-agent-loop"
  * import * as SqlSessionStore from "effect-agent-loop/sql"
  *
  * const store = SqlSessionStore.layerPg({ url: "postgres://agents@127.0.0.1:5432/agents" })
@@ -797,7 +797,7 @@ export interface PgOptions extends SqlOptions {
  *   yield* agent.followup("hello")
  *   yield* agent.awaitIdle
  * }))
- * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Model.offline())))))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(store, Model.layer(Offline.make())))))
  * ```
  *
  * @since 0.1.0

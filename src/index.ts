@@ -71,17 +71,23 @@ export * as Invariant from "./Invariant.js"
  */
 export * as Message from "./Message.js"
 /**
- * The model port: the push-based `Model` service and the offline model (§11).
+ * The model port: the push-based `Model` service (§11).
  *
  * @since 0.1.0
  */
 export * as Model from "./Model.js"
 /**
+ * The offline model: the default provider, rule-based, no network; it calls the offline tools when asked (§14).
+ *
+ * @since 0.1.0
+ */
+export * as Offline from "./providers/Offline.js"
+/**
  * The built-in tools of the offline model (§14).
  *
  * @since 0.1.0
  */
-export * as OfflineTools from "./OfflineTools.js"
+export * as OfflineTools from "./providers/OfflineTools.js"
 /**
  * The pre-step waterfall (§7).
  *
@@ -112,6 +118,12 @@ export * as OpenAICompat from "./providers/OpenAICompat.js"
  * @since 0.1.0
  */
 export * as Scenario from "./Scenario.js"
+/**
+ * The scripted model: answers each request with the next response of a script, on the Effect `Clock` (§15).
+ *
+ * @since 0.1.0
+ */
+export * as ScriptedModel from "./ScriptedModel.js"
 /**
  * The durable events of a session log (§3).
  *

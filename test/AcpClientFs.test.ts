@@ -13,8 +13,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as ClientFs from "../src/cli/acp/clientFs.js"
-import * as Model from "../src/Model.js"
-import * as OfflineTools from "../src/OfflineTools.js"
+import * as OfflineTools from "../src/providers/OfflineTools.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layer, text } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -169,7 +169,7 @@ describe("read_file through the client", () => {
   it.scoped("in an agent: a failing client gives an error tool/result (TOOL_FAILED) and the turn goes on", () => {
     const { dir } = workspace()
     const client = fakeClient()
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { latencyMs: 10, toolCalls: [{ id: "c1", name: "read_file", arguments: { path: "nope.txt" } }] },
       { latencyMs: 10, text: "It is not there." }
     ])

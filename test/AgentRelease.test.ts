@@ -17,6 +17,7 @@ import * as Invariant from "../src/Invariant.js"
 import type { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import type * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -120,7 +121,7 @@ for (const mode of stores) {
         expect(yield* Fiber.join(late)).toEqual(entered)
         expect(Delivery.fateOf(next.log.events(), "ctx-1")).toEqual(entered)
         expect(Invariant.check(next.log.events())).toEqual([])
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ text: "ok" }])))))
 
     it.scoped("release while a pre-step holds the claim: the turn stays open; resume repairs it and runs the queued followup", () => {
       const logged: Array<string> = []
@@ -177,7 +178,7 @@ for (const mode of stores) {
         expect(Invariant.check(next.log.events())).toEqual([])
         // A release is no failure: nothing is logged.
         expect(logged).toEqual([])
-      }).pipe(Effect.provide(Layer.merge(layers(Model.scripted([{ text: "ok" }]), holding), capture)))
+      }).pipe(Effect.provide(Layer.merge(layers(ScriptedModel.make([{ text: "ok" }]), holding), capture)))
     })
 
     it.scoped("release while the model streams: nothing of the stream is logged; resume closes the step and the turn interrupted", () =>
@@ -228,7 +229,7 @@ for (const mode of stores) {
         ])
         expect(yield* fyi.outcome).toEqual({ _tag: "Entered", turn: 2, step: 1 })
         expect(Invariant.check(next.log.events())).toEqual([])
-      }).pipe(Effect.provide(layers(Model.scripted([{ latencyMs: 100, text: "one two" }, { text: "three four" }])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ latencyMs: 100, text: "one two" }, { text: "three four" }])))))
 
     it.scoped("release during a tool batch: the tools are interrupted, nothing is logged; resume closes each call", () => {
       const interrupted: Array<string> = []
@@ -238,7 +239,7 @@ for (const mode of stores) {
         parameters: Schema.Struct({ n: Schema.Number }),
         execute: ({ n }) => Effect.onInterrupt(Effect.never, () => Effect.sync(() => interrupted.push(`hang ${n}`)))
       })
-      const model = Model.scripted([{
+      const model = ScriptedModel.make([{
         toolCalls: [{ id: "c1", name: "hang", arguments: { n: 1 } }, { id: "c2", name: "hang", arguments: { n: 2 } }]
       }, { text: "after" }])
       return Effect.gen(function*() {
@@ -310,7 +311,7 @@ for (const mode of stores) {
         expect(agent.log.events()).toEqual(before)
         // The inbox is as the log has it.
         expect((yield* agent.inbox).nextStep.map((p) => p.message.id)).toEqual(["ctx-1"])
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ text: "ok" }])))))
 
     it.scoped("release after dispose or on a second call is a no-op; a disposed session resumes as before", () =>
       Effect.gen(function*() {
@@ -323,7 +324,7 @@ for (const mode of stores) {
         expect(brief(after)).toEqual(["splice next-step 0 +[fyi]", "splice next-step 0 -1 canceled cause=disposed"])
         const next = yield* Agent.resume("s")
         expect(yield* next.outcome("ctx-1")).toEqual({ _tag: "Dropped", reason: "disposed" })
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ text: "ok" }])))))
   })
 
   describe(`agent.outcome (${mode.name})`, () => {
@@ -370,7 +371,7 @@ for (const mode of stores) {
         yield* next.followup(prompt("go3", "third"))
         yield* advance(10)
         expect(yield* Fiber.join(pending)).toEqual({ _tag: "Entered", turn: 3, step: 1 })
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }], { loop: true })))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ text: "ok" }], { loop: true })))))
   })
 
   describe(`agent.deliveryOf (${mode.name})`, () => {
@@ -399,7 +400,7 @@ for (const mode of stores) {
         yield* Scope.close(scope, Exit.void)
         const next = yield* Agent.resume("s")
         expect(ids.map(next.deliveryOf)).toEqual(expected)
-      }).pipe(Effect.provide(layers(Model.scripted([{ latencyMs: 100, text: "ok" }], { loop: true })))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ latencyMs: 100, text: "ok" }], { loop: true })))))
   })
 }
 
@@ -443,7 +444,7 @@ describe("agent.release closes the log", () => {
         Layer.mergeAll(
           closing(closed),
           IdGenerator.layerSeeded(7),
-          Model.layer(Model.scripted([{ latencyMs: 100, text: "ok" }])),
+          Model.layer(ScriptedModel.make([{ latencyMs: 100, text: "ok" }])),
           layerTracked
         )
       )
@@ -464,7 +465,7 @@ describe("agent.release across stores", () => {
           yield* advance(10)
           return shapes(next.log.events())
         })).pipe(
-          Effect.provide(Layer.mergeAll(store, IdGenerator.layerSeeded(7), Model.layer(Model.scripted([{ text: "ok" }]))))
+          Effect.provide(Layer.mergeAll(store, IdGenerator.layerSeeded(7), Model.layer(ScriptedModel.make([{ text: "ok" }]))))
         )
       const memory = yield* run(SessionStore.layerMemory)
       const file = yield* run(jsonl)

@@ -13,6 +13,7 @@ import * as NodeFs from "node:fs"
 import * as Path from "node:path"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
 import * as Model from "../src/Model.js"
+import * as Offline from "../src/providers/Offline.js"
 import { freePort } from "./utils/cluster.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 
@@ -44,7 +45,7 @@ describePg("AgentRunner on PostgreSQL: the server's log", () => {
         const prefix = `c${randomUUID().replaceAll("-", "").slice(0, 12)}`
         const start = NodeFs.statSync(logPath).size
         const runner = AgentRunner.layer({ pg: url, host: "127.0.0.1", port: yield* freePort, clusterPrefix: prefix }).pipe(
-          Layer.provide(Model.layer(Model.offline()))
+          Layer.provide(Model.layer(Offline.make()))
         )
         // A table an old release of the cluster left: the storage drops it on start (its probe still runs when it is there).
         yield* Effect.orDie(sql`CREATE TABLE ${sql(`${prefix}_shards`)} (shard_id TEXT)`)

@@ -14,6 +14,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Inbox from "../src/Inbox.js"
 import * as Message from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layerMemoryLocked, layerTracked, settle, text } from "./utils/agent.js"
@@ -55,10 +56,10 @@ for (const mode of modes) {
         yield* agent.remove(c.messageId)
         expect(yield* agent.inbox).toEqual(Inbox.empty)
         expect(one.nextStep).toHaveLength(1)
-      }).pipe(Effect.provide(layers(Model.scripted([])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([])))))
 
     it.scoped("the inbox value equals the log's replay after every section of a run", () => {
-      const model = Model.scripted([{ latencyMs: 10, text: "one" }, { text: "two" }])
+      const model = ScriptedModel.make([{ latencyMs: 10, text: "one" }, { text: "two" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const queue = yield* agent.subscribe
@@ -75,7 +76,7 @@ for (const mode of modes) {
     })
 
     it.scoped("live events follow the log: a claim's notifications come right after its splices, before the step they enter", () => {
-      const model = Model.scripted([{ text: "one" }, { text: "two" }])
+      const model = ScriptedModel.make([{ text: "one" }, { text: "two" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const queue = yield* agent.subscribe
@@ -125,7 +126,7 @@ for (const mode of modes) {
         expect(agent.log.append).toBe(undefined)
         yield* agent.followup("hi")
         expect(agent.log.events().length).toBeGreaterThan(0)
-      }).pipe(Effect.provide(layers(Model.scripted([{ text: "ok" }])))))
+      }).pipe(Effect.provide(layers(ScriptedModel.make([{ text: "ok" }])))))
 
     it.scoped("a tool's ctx.agent has the delivery methods' exact types, and its steer joins the turn", () => {
       const steerer = Tool.make({
@@ -138,7 +139,7 @@ for (const mode of modes) {
           return Effect.as(Effect.orDie(ctx.agent.steer("from the tool")), { content: "steered" })
         }
       })
-      const model = Model.scripted([{ toolCalls: [{ id: "c1", name: "steerer", arguments: {} }] }, { text: "done" }])
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "c1", name: "steerer", arguments: {} }] }, { text: "done" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [steerer] })
         yield* agent.followup("go")
@@ -170,7 +171,7 @@ for (const mode of modes) {
 describe("Agent live events end with the agent (§5.3, §9)", () => {
   it.scoped("after dispose every stream ends with agent/disposed, having taken every event; a later stream holds only that", () => {
     const never = Tool.make({ name: "never", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
-    const model = Model.scripted([{ toolCalls: [{ id: "c1", name: "never", arguments: {} }] }])
+    const model = ScriptedModel.make([{ toolCalls: [{ id: "c1", name: "never", arguments: {} }] }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ tools: [never] })
       const collected = yield* Effect.fork(Stream.runCollect(agent.events))
@@ -208,7 +209,7 @@ describe("Delivery input checked at run time (§2, §5.1)", () => {
       ])
       expect(agent.log.events()).toEqual([])
     }).pipe(
-      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(Model.scripted([]))))
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(ScriptedModel.make([]))))
     ))
 })
 
@@ -245,7 +246,7 @@ describe("Values nested too deep (§23)", () => {
       yield* agent.appendEvent("x/y", nested(240))
       expect(agent.log.events().map((e) => e.type)).toEqual(["x/y"])
     }).pipe(
-      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(Model.scripted([]))))
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(8), Model.layer(ScriptedModel.make([]))))
     ))
 })
 
@@ -267,7 +268,7 @@ describe("appendEvent and the compaction bracket (§17)", () => {
       yield* agent.appendEvent("compaction/note", {})
       expect(agent.log.events().map((e) => e.type)).toEqual(["compaction/note"])
     }).pipe(
-      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([]))))
+      Effect.provide(Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(ScriptedModel.make([]))))
     ))
 })
 
@@ -293,7 +294,7 @@ describe("AgentError guards", () => {
       expect([AgentError.isAgentDisposed(disposed), disposed.message]).toEqual([true, `agent ${agent.id} is disposed`])
     }).pipe(
       Effect.provide(
-        Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(Model.scripted([{ text: "ok" }])))
+        Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(4), Model.layer(ScriptedModel.make([{ text: "ok" }])))
       )
     ))
 })

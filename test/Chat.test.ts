@@ -27,6 +27,8 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import { textOf, type UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Offline from "../src/providers/Offline.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft, SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
@@ -321,7 +323,7 @@ const frameOf = (model: ChatModel) =>
 
 describe("ChatModel: compactions (§17)", () => {
   it.scoped("while a compaction runs the status line says so; after it a marker with the summary's first line; no checkpoint message", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       for (const c of ["a", "b", "c"]) {
@@ -375,7 +377,7 @@ describe("ChatModel: compactions (§17)", () => {
 
 describe("ChatModel: input a turn claimed and never entered", () => {
   it.scoped("a cancel during the compaction before its step: the claimed prompt is said, not silently gone", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       for (const c of ["a", "b"]) {
@@ -587,7 +589,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         })).pipe(
           Effect.provide(Layer.mergeAll(
             SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
-            Model.layer(Model.offline()),
+            Model.layer(Offline.make()),
             IdGenerator.layer
           )),
           Effect.orDie
@@ -1173,7 +1175,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         })).pipe(
           Effect.provide(Layer.mergeAll(
             SessionStore.layerJsonl({ directory: store }).pipe(Layer.provide(NodeContext.layer)),
-            Model.layer(Model.scripted([{ text: hostile }])),
+            Model.layer(ScriptedModel.make([{ text: hostile }])),
             IdGenerator.layer
           )),
           Effect.orDie
@@ -1224,7 +1226,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
       })).pipe(
         Effect.provide(Layer.mergeAll(
           SessionStore.layerJsonl({ directory: dir }).pipe(Layer.provide(NodeContext.layer)),
-          Model.layer(Model.scripted([{ text: BIG_ANSWER }])),
+          Model.layer(ScriptedModel.make([{ text: BIG_ANSWER }])),
           IdGenerator.layer
         )),
         Effect.orDie

@@ -12,7 +12,8 @@ import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
-import * as Model from "../src/Model.js"
+import type * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layer as agentLayer, type StoreMode, text } from "./utils/agent.js"
@@ -38,7 +39,7 @@ const log = (events: ReadonlyArray<SessionEvent>): Array<string> =>
   })
 
 /** What each recorded request carried: `turn.step purpose: messages`. */
-const requests = (model: Model.ScriptedModel) =>
+const requests = (model: ScriptedModel.ScriptedModel) =>
   model.requests.map((r) =>
     `${r.turn}.${r.step}${r.purpose ? ` ${r.purpose}` : ""}: ${
       r.messages.map((m) => text(m).replace(Compaction.CHECKPOINT_PREFIX, "").replace(/(a|b|c|d){200}/g, "$1×200")).join(" | ")
@@ -83,7 +84,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
   const layer = (model: Model.ModelService) => agentLayer(model, undefined, mode)
   describe(`Compaction (${mode} store)`, () => {
     it.scoped("pressure: the step that would pass contextWindow − reserve compacts first, after its claim", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }, { text: "ok3" }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }, { text: "ok3" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* threeTurns(agent)
@@ -118,7 +119,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("a steer, an inject and a followup during the summarization request wait for the next boundary, in order", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { text: "ok1" },
         { text: "ok2" },
         { text: "SUMMARY", latencyMs: 100 },
@@ -180,7 +181,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("a cancel during the summarization request aborts it: nothing kept, the claimed prompt dropped canceled", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup(big("a"))
@@ -210,7 +211,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     const overflow = { error: { code: "CONTEXT_OVERFLOW" as const, message: "prompt is too long", status: 400 } }
 
     it.scoped("overflow: the step compacts once and retries its request once", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, overflow, { text: "SUMMARY" }, { text: "ok3" }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, overflow, { text: "SUMMARY" }, { text: "ok3" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* threeTurns(agent)
@@ -237,7 +238,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("a second overflow after the compaction ends the turn error CONTEXT_OVERFLOW; no policy: no compaction", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, overflow, { text: "SUMMARY" }, overflow, overflow])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, overflow, { text: "SUMMARY" }, overflow, overflow])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* threeTurns(agent)
@@ -257,7 +258,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("without a Compaction layer an overflow ends the turn at once", () => {
-      const model = Model.scripted([overflow])
+      const model = ScriptedModel.make([overflow])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("hi")
@@ -268,7 +269,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("manual compaction on an idle agent: its own bracket (turn null), no turn opened; a followup during it waits", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }, { text: "ok3" }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY", latencyMs: 100 }, { text: "ok3" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup(big("a"))
@@ -309,7 +310,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("manual compaction with nothing old enough ends skipped; a cancel during a manual one aborts it, no turn", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "SUMMARY", latencyMs: 100 }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "SUMMARY", latencyMs: 100 }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const skipped = yield* agent.compact()
@@ -347,7 +348,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
         parameters: Schema.Struct({}),
         execute: () => Effect.as(Effect.sleep(100), { content: "slept" })
       })
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { text: "ok1" },
         { toolCalls: [{ id: "t1", name: "sleep" }] },
         { text: "SUMMARY" },
@@ -385,7 +386,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
     })
 
     it.scoped("resume after a compaction keeps it: the resumed history is the compacted one, nothing compacts again", () => {
-      const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }, { text: "ok3" }, { text: "ok4" }])
+      const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }, { text: "ok3" }, { text: "ok4" }])
       return Effect.gen(function*() {
         const first = yield* Agent.make()
         yield* threeTurns(first)
@@ -406,7 +407,7 @@ for (const mode of ["sync", "locked"] as ReadonlyArray<StoreMode>) {
         parameters: Schema.Struct({}),
         execute: () => Effect.succeed({ content: big("d") })
       })
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "r1", name: "read" }] },
         { text: "ok1" },
         { text: "ok2" }
@@ -439,7 +440,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
   const overflow = { error: { code: "CONTEXT_OVERFLOW" as const, message: "prompt is too long", status: 400 } }
 
   it.scoped("an overflow compaction never summarizes the step's own prompt: the retry carries it verbatim", () => {
-    const model = Model.scripted([{ text: "ok1" }, overflow, { text: "SUMMARY" }, { text: "ok2" }])
+    const model = ScriptedModel.make([{ text: "ok1" }, overflow, { text: "SUMMARY" }, { text: "ok2" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       yield* agent.followup(big("a"))
@@ -456,7 +457,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
 
   it.scoped("a usage that reports no input tokens (0, as the adapters give an unreported count) leaves the estimate: turn 3 still compacts", () => {
     const noInput = { inputTokens: 0, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { text: "ok1", usage: noInput },
       { text: "ok2", usage: noInput },
       { text: "SUMMARY" },
@@ -483,7 +484,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
       parameters: Schema.Struct({}),
       execute: () => Effect.succeed({ content: big("d") })
     })
-    const model = Model.scripted([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
+    const model = ScriptedModel.make([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
     const plans: Array<Compaction.CompactionPlan | "fail"> = [
       { replace: [{ index: 2, content: [{ type: "text", text: "gone" }] }] },
       { replace: [{ index: 2, content: [] }] },
@@ -515,7 +516,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
   })
 
   it.scoped("a plan that is not a plan's shape (null, replace not an array, a null replacement) fails INVALID_PLAN", () => {
-    const model = Model.scripted([{ text: "ok1" }])
+    const model = ScriptedModel.make([{ text: "ok1" }])
     const plans: Array<unknown> = [null, { replace: { index: 0 } }, { replace: [null] }, { summary: 5 }]
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
@@ -540,7 +541,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
       parameters: Schema.Struct({}),
       execute: () => Effect.succeed({ content: big("d") })
     })
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { text: "ok1" },
       { toolCalls: [{ id: "r1", name: "read" }] },
       { text: "SUMMARY" },
@@ -578,7 +579,7 @@ describe("Compaction: what the loop refuses or keeps (§17, found by a review)",
     }))
 
   it.scoped("a cancel during a second manual compaction, served after the first, ends it aborted and opens no turn", () => {
-    const model = Model.scripted([{ text: "ok1" }])
+    const model = ScriptedModel.make([{ text: "ok1" }])
     let calls = 0
     return Effect.gen(function*() {
       const agent = yield* Agent.make()

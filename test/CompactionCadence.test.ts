@@ -11,7 +11,7 @@ import * as Agent from "../src/Agent.js"
 import * as Compaction from "../src/Compaction.js"
 import * as History from "../src/History.js"
 import * as Invariant from "../src/Invariant.js"
-import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import { advance, layer } from "./utils/agent.js"
 
 /** A 200-character prompt: 54 tokens by `Compaction.estimateTokens`; "ok" is 5. */
@@ -21,7 +21,7 @@ describe("Compaction cadence", () => {
   it.scoped("with a 200-token window no request passes 200 tokens: the policy compacts again before it would", () => {
     // Turn 3: 118 + 54 = 172 > 150: compacts to 80 (the checkpoint, b×200, ok), then c×200 and
     // ok join: 139. Turn 4: 139 + 54 = 193 > 150, turn 5: 193 + 5 + 54 = 252 > 200.
-    const model = Model.scripted([(r) => (r.purpose === "compaction" ? { text: "SUMMARY" } : { text: "ok" })], {
+    const model = ScriptedModel.make([(r) => (r.purpose === "compaction" ? { text: "SUMMARY" } : { text: "ok" })], {
       loop: true
     })
     return Effect.gen(function*() {

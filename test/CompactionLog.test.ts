@@ -20,6 +20,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import type { Message, MessageId, UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import {
@@ -243,7 +244,7 @@ describe("A DSH v0 log with a compaction (hand-built from DSH's shapes)", () => 
     Effect.gen(function*() {
       const dir = yield* tmpDir
       const path = writeDsh(dir)
-      const model = Model.scripted([{ text: "never" }])
+      const model = ScriptedModel.make([{ text: "never" }])
       const refused = yield* Effect.flip(
         Agent.resume(DSH_ID).pipe(
           Effect.provide(Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), Model.layer(model))),
@@ -418,7 +419,7 @@ describe("Our log: a bracket's checkpoint applies only when the bracket ends com
         [header, ...log].map((line) => JSON.stringify(line)).join("\n") + "\n"
       )
       const derived = History.derive(log)
-      const model = Model.scripted([{ text: "c.txt is empty too." }])
+      const model = ScriptedModel.make([{ text: "c.txt is empty too." }])
       const final = yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.resume("compacted")
         expect(yield* agent.history).toEqual(derived)

@@ -16,6 +16,7 @@ import { failpointIo, Failpoints, withFailpoints } from "../src/internal/store/f
 import { makeJsonlWith, nodeIo } from "../src/internal/store/jsonl.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import { SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
@@ -33,7 +34,7 @@ const fullDisk = (directory: string, fsync: "none" | "batch", at: number, times:
   })
 
 const services = Layer.mergeAll(
-  Model.layer(Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }], { loop: true })),
+  Model.layer(ScriptedModel.make([{ text: "one" }, { text: "two" }, { text: "three" }], { loop: true })),
   IdGenerator.layerSeeded(7),
   Logger.minimumLogLevel(LogLevel.None)
 )
@@ -94,7 +95,7 @@ describe("a stopped agent's queued deliveries", () => {
       expect(Invariant.check(resumed.log.events())).toEqual([])
     }).pipe(
       Effect.provide(Layer.mergeAll(
-        Model.layer(Model.scripted([{ text: "one", latencyMs: 10 }], { loop: true })),
+        Model.layer(ScriptedModel.make([{ text: "one", latencyMs: 10 }], { loop: true })),
         IdGenerator.layerSeeded(7),
         Logger.minimumLogLevel(LogLevel.None),
         layerTracked
@@ -135,7 +136,7 @@ describe("dispose on a full disk", () => {
     }).pipe(
       Effect.provide(Layer.mergeAll(
         services,
-        Model.layer(Model.scripted([{ toolCalls: [{ id: "c1", name: "hang", arguments: {} }] }])),
+        Model.layer(ScriptedModel.make([{ toolCalls: [{ id: "c1", name: "hang", arguments: {} }] }])),
         layerTracked
       ))
     ))

@@ -13,6 +13,7 @@ import * as Agent from "../src/Agent.js"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
+import * as Offline from "../src/providers/Offline.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { brief } from "./utils/agent.js"
@@ -36,7 +37,7 @@ describePg("fenced writers on PostgreSQL", () => {
       // A model that waits for `gate` before it answers: the turn is running when the session is taken.
       const called = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
-      const offline = Model.offline()
+      const offline = Offline.make()
       const gated: Model.ModelService = {
         ...offline,
         respond: (request, sink) =>

@@ -11,6 +11,7 @@ import type { AgentEvent } from "../src/AgentEvent.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import { Hub } from "../src/internal/agent/hub.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { advance, layerTracked, settle } from "./utils/agent.js"
 
@@ -165,5 +166,5 @@ describe("live events (§5.3)", () => {
       expect(Exit.isInterrupted(yield* Fiber.await(waiting))).toBe(true)
       expect(yield* Queue.isShutdown(queue)).toBe(true)
       expect((agent as unknown as { hub: unknown }).hub).toBe(undefined)
-    }).pipe(Effect.scoped, Effect.provide(layers(Model.scripted([])))))
+    }).pipe(Effect.scoped, Effect.provide(layers(ScriptedModel.make([])))))
 })

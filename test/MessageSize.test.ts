@@ -11,6 +11,7 @@ import * as Agent from "../src/Agent.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import type { InvalidMessage, UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layer, layerTracked, text } from "./utils/agent.js"
@@ -39,7 +40,7 @@ const refusal = <A, R>(effect: Effect.Effect<A, { readonly _tag: string; readonl
 
 describe("maxMessageBytes", () => {
   it.scoped("followup, steer, inject and replace refuse a message one byte over the limit and log nothing; exactly the limit is taken", () => {
-    const model = Model.scripted([{ text: "ok" }])
+    const model = ScriptedModel.make([{ text: "ok" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ maxMessageBytes: 1000 })
       const big = sized("big", 1001)
@@ -91,7 +92,7 @@ describe("maxMessageBytes", () => {
       expect((yield* exact.followup(mixed)).messageId).toBe("m")
       expect(small.log.events()).toEqual([])
       expect(tight.log.events()).toEqual([])
-    }).pipe(Effect.provide(layer(Model.scripted([{ text: "ok" }])))))
+    }).pipe(Effect.provide(layer(ScriptedModel.make([{ text: "ok" }])))))
 
   it.scoped("default 8 MiB: a message far over it is refused without being serialized; one byte over is refused", () =>
     Effect.gen(function*() {
@@ -105,10 +106,10 @@ describe("maxMessageBytes", () => {
       })
       expect(yield* refusal(agent.followup(sized("big", 8 * 1024 * 1024 + 1)))).toEqual(over(8388609, 8388608))
       expect(agent.log.events()).toEqual([])
-    }).pipe(Effect.provide(layer(Model.scripted([])))))
+    }).pipe(Effect.provide(layer(ScriptedModel.make([])))))
 
   it.scoped("a tool's additional context over the limit makes its result TOOL_FAILED; nothing is spliced", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { toolCalls: [{ id: "c1", name: "noisy", arguments: {} }] },
       { text: "done" }
     ])
@@ -133,7 +134,7 @@ describe("maxMessageBytes", () => {
   })
 
   it.scoped("JSONL: a message of exactly 8 MiB is durable, enters, reaches the model, and resumes", () => {
-    const model = Model.scripted([{ text: "read it" }, { text: "again" }])
+    const model = ScriptedModel.make([{ text: "read it" }, { text: "again" }])
     return Effect.gen(function*() {
       const dir = yield* tmpDir
       const big = sized("big", 8 * 1024 * 1024)

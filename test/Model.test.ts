@@ -10,8 +10,10 @@ import * as Agent from "../src/Agent.js"
 import type { Message, MessageId } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import type { ModelRequest } from "../src/Model.js"
-import * as OfflineTools from "../src/OfflineTools.js"
+import * as Offline from "../src/providers/Offline.js"
+import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as Scenario from "../src/Scenario.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import { advance, brief, layer, text } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -30,10 +32,10 @@ const request = (messages: ReadonlyArray<Message>, tools = ["wait", "clock", "re
   messages
 })
 
-describe("Model.scripted", () => {
+describe("ScriptedModel.make", () => {
   it.effect("streams text as word deltas at ⌊i·latency/n⌋ ms, then finish; toStream offers the same parts", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([{ latencyMs: 10, text: "one two three" }])
+      const model = ScriptedModel.make([{ latencyMs: 10, text: "one two three" }])
       const fiber = yield* Effect.fork(Stream.runCollect(Model.toStream(model, request([user("u", "hi")]))))
       yield* TestClock.adjust(10)
       const parts = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
@@ -48,7 +50,9 @@ describe("Model.scripted", () => {
 
   it.effect("an error entry fails with a typed ModelError; past the end is SCRIPT_EXHAUSTED", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([{ error: { code: "HTTP_429", message: "slow down", retryable: true, retryAfterMs: 2000 } }])
+      const model = ScriptedModel.make([{
+        error: { code: "HTTP_429", message: "slow down", retryable: true, retryAfterMs: 2000 }
+      }])
       const sink = { part: () => Effect.void }
       const e1 = yield* Effect.flip(model.respond(request([]), sink))
       expect([e1.code, e1.retryable, e1.retryAfterMs]).toEqual(["HTTP_429", true, 2000])
@@ -92,24 +96,24 @@ describe("ModelErrorCode", () => {
   })
 })
 
-describe("Model.offline (§14)", () => {
+describe("Offline.make (§14)", () => {
   it("asked to wait N seconds it calls wait; for the time it calls clock; to read a file it calls read_file", () => {
-    expect(Model.offlinePlan(request([user("u", "please wait 2 seconds")]))).toEqual({
+    expect(Offline.plan(request([user("u", "please wait 2 seconds")]))).toEqual({
       text: "I received 1 message in this step: 1 from you (\"please wait 2 seconds\").",
       toolCalls: [{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }]
     })
-    expect(Model.offlinePlan(request([user("u", "what time is it?")])).toolCalls).toEqual([
+    expect(Offline.plan(request([user("u", "what time is it?")])).toolCalls).toEqual([
       { id: "call_1_1_1", name: "clock", arguments: {} }
     ])
-    expect(Model.offlinePlan(request([user("u", "read file src/index.ts, please")])).toolCalls).toEqual([
+    expect(Offline.plan(request([user("u", "read file src/index.ts, please")])).toolCalls).toEqual([
       { id: "call_1_1_1", name: "read_file", arguments: { path: "src/index.ts" } }
     ])
     // Tools it was not given are never called.
-    expect(Model.offlinePlan(request([user("u", "wait 2 seconds")], [])).toolCalls).toBeUndefined()
+    expect(Offline.plan(request([user("u", "wait 2 seconds")], [])).toolCalls).toBeUndefined()
   })
 
   it("otherwise it summarizes the step's messages by source, and reports tool results", () => {
-    expect(Model.offlinePlan(request([
+    expect(Offline.plan(request([
       user("c", "git branch: main", { kind: "plugin", plugin: "git" }),
       user("u", "which branch?")
     ]))).toEqual({
@@ -135,10 +139,10 @@ describe("Model.offline (§14)", () => {
         source: { kind: "tool", callId: "c1" }
       }
     ]
-    expect(Model.offlinePlan(request(afterTool))).toEqual({ text: "Tool result (c1): \"waited 1 second\"" })
+    expect(Offline.plan(request(afterTool))).toEqual({ text: "Tool result (c1): \"waited 1 second\"" })
     // Several tools asked in one message run one step after another, in the order of the text.
     const both = user("u", "wait 2 seconds and tell me the time")
-    expect(Model.offlinePlan(request([both])).toolCalls).toEqual([{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }])
+    expect(Offline.plan(request([both])).toolCalls).toEqual([{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }])
     const afterWait: Array<Message> = [
       both,
       {
@@ -159,12 +163,12 @@ describe("Model.offline (§14)", () => {
         source: { kind: "tool", callId: "w" }
       }
     ]
-    expect(Model.offlinePlan({ ...request(afterWait), step: 2 })).toEqual({
+    expect(Offline.plan({ ...request(afterWait), step: 2 })).toEqual({
       text: "Tool result (w): \"waited 2 seconds\"",
       toolCalls: [{ id: "call_1_2_1", name: "clock", arguments: {} }]
     })
     // Quotes are cut on code points, never inside a surrogate pair.
-    const emoji = Model.offlinePlan(request([user("u", "🎉".repeat(70))])).text!
+    const emoji = Offline.plan(request([user("u", "🎉".repeat(70))])).text!
     expect(emoji).toBe(`I received 1 message in this step: 1 from you ("${"🎉".repeat(59)}…").`)
   })
 
@@ -190,7 +194,7 @@ describe("Model.offline (§14)", () => {
       const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => text((e.data as any).message))
       expect(results).toEqual(["result:waited 5 seconds", "result:1970-01-01T00:00:05.000Z"])
       expect(agent.log.events().find((e) => e.type === "tool/result")!.time).toBe(5000)
-    }).pipe(Effect.provide(Layer.merge(layer(Model.offline()), NodeContext.layer)))
+    }).pipe(Effect.provide(Layer.merge(layer(Offline.make()), NodeContext.layer)))
   })
 
   it.scoped("read_file is confined to the working directory", () => {
@@ -323,7 +327,7 @@ describe("read_file limits (§23)", () => {
 
 describe("Agent.statusChanges", () => {
   it.scoped("reports idle, running across the turns of one run, then idle", () => {
-    const model = Model.scripted([{ latencyMs: 10, text: "a" }, { latencyMs: 10, text: "b" }])
+    const model = ScriptedModel.make([{ latencyMs: 10, text: "a" }, { latencyMs: 10, text: "b" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       const fiber = yield* Effect.fork(Stream.runCollect(Stream.take(agent.statusChanges, 3)))

@@ -10,13 +10,14 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import { replay as replayInbox } from "../src/Inbox.js"
 import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 
 describe("JSONL read-back", () => {
   it.scoped("a log written by a session reads back into the same history and inbox state", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-readback-"))
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { text: "thinking", toolCalls: [{ id: "c1", name: "echo", arguments: { value: "x" } }] },
       { text: "done" }
     ])

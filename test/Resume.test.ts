@@ -15,6 +15,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import { repairDrafts } from "../src/internal/repair.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import { SessionLogError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -89,11 +90,11 @@ describe("Agent.resume (§10)", () => {
           "failed append); the log cannot be repaired by appending"
       })
       expect(log.events().length).toBe(3)
-    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(ScriptedModel.make([]))))))
 
   it.scoped("an open tool step gets its closers in call order; state is rebuilt; a second resume appends nothing", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([batch, { text: "after" }])
+      const model = ScriptedModel.make([batch, { text: "after" }])
       const copy = yield* crashedCopy(model, (events) => events)
       const before = copy.events().length
       // The crash: c1 done, c2 running (its tool/call durable), c3 waiting for a slot.
@@ -127,7 +128,7 @@ describe("Agent.resume (§10)", () => {
 
   it.scoped("resuming a repaired log appends nothing and gives the same state", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([batch])
+      const model = ScriptedModel.make([batch])
       yield* crashedCopy(model, (events) => events)
       const first = yield* Effect.scoped(Effect.gen(function*() {
         const a = yield* Agent.resume("crashed", { tools: [quick, hang] })
@@ -143,7 +144,7 @@ describe("Agent.resume (§10)", () => {
 
   it.scoped("a crash between the claim and the step closes the turn interrupted; the claimed prompt is Dropped interrupted", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([{ text: "never" }])
+      const model = ScriptedModel.make([{ text: "never" }])
       const copy = yield* crashedCopy(model, (events) => events.slice(0, events.findIndex((e) => e.type === "step/start")))
       const prompt = (copy.events()[0]!.data as any).inserted[0].id
       const agent = yield* Agent.resume("crashed").pipe(Effect.provideService(Model.Model, model))
@@ -160,7 +161,7 @@ describe("Agent.resume (§10)", () => {
 
   it.scoped("pending followups wait after resume unless continuePending", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([{ text: "one" }, { text: "two" }], { loop: true })
+      const model = ScriptedModel.make([{ text: "one" }, { text: "two" }], { loop: true })
       const store = yield* SessionStore.SessionStore
       // A log whose only events are two queued followups (the process died before the run).
       const events = yield* Effect.scoped(Effect.gen(function*() {
@@ -190,7 +191,7 @@ describe("Agent.resume (§10)", () => {
 
   it.scoped("one writer per session: a live agent's session is refused by resume and repair until it is disposed", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([{ text: "one" }, { text: "two" }])
+      const model = ScriptedModel.make([{ text: "one" }, { text: "two" }])
       const scope = yield* Scope.make()
       const live = yield* Agent.make({ sessionId: "live" }).pipe(Effect.provideService(Model.Model, model), Scope.extend(scope))
       yield* live.followup("hi")
@@ -210,7 +211,7 @@ describe("Agent.resume (§10)", () => {
 
   it.scoped("a generator restarted with the same seed gives the repair and the resumed agent no id the log holds", () =>
     Effect.gen(function*() {
-      const model = Model.scripted([batch, { text: "after" }, { text: "again" }])
+      const model = ScriptedModel.make([batch, { text: "after" }, { text: "again" }])
       const seeded = IdGenerator.layerSeeded(1)
       const copy = yield* crashedCopy(model, (events) => events).pipe(Effect.provide(seeded))
       const before = copy.events().length
@@ -244,7 +245,7 @@ describe("Agent.resume (§10)", () => {
       const repaired = yield* Effect.flip(Agent.repair(id).pipe(Effect.provide(jsonl), Effect.scoped))
       expect(repaired).toMatchObject({ _tag: "SessionStoreError", message: expect.stringContaining("DSH v0 log") })
       const resumed = yield* Effect.flip(
-        Agent.resume(id).pipe(Effect.provide(Layer.mergeAll(jsonl, Model.layer(Model.scripted([])))), Effect.scoped)
+        Agent.resume(id).pipe(Effect.provide(Layer.mergeAll(jsonl, Model.layer(ScriptedModel.make([])))), Effect.scoped)
       )
       expect(resumed._tag).toBe("SessionStoreError")
       expect(NodeFs.readFileSync(Path.join(dir, `${id}.jsonl`))).toEqual(bytes)
@@ -253,7 +254,7 @@ describe("Agent.resume (§10)", () => {
   it.scoped("JSONL: a torn tail is cut, the closers are written, a new store reads the same log and resumes with nothing to add", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir
-      const model = Model.scripted([batch])
+      const model = ScriptedModel.make([batch])
       const jsonl = SessionStore.layerJsonl({ directory: dir })
       const path = yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [quick, hang], toolConcurrency: 1, sessionId: "s" })
@@ -301,7 +302,7 @@ describe("Agent.resume (§10)", () => {
     }).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, layerTracked))))
 
   it.scoped("§6.2: resumed without instructions or settings, the agent keeps those of the log's last request/header", () => {
-    const model = Model.scripted([{ text: "one" }, { text: "two" }])
+    const model = ScriptedModel.make([{ text: "one" }, { text: "two" }])
     return Effect.gen(function*() {
       yield* Effect.scoped(Effect.gen(function*() {
         const agent = yield* Agent.make({ sessionId: "keep", instructions: "Be brief.", settings: { temperature: 0 } })
@@ -321,7 +322,7 @@ describe("Agent.resume (§10)", () => {
   })
 
   it.scoped("§6.2: resumed with new instructions, tools or settings, a new request/header precedes the next request; the log holds what the model saw", () => {
-    const model = Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }, { text: "four" }])
+    const model = ScriptedModel.make([{ text: "one" }, { text: "two" }, { text: "three" }, { text: "four" }])
     return Effect.gen(function*() {
       const headers = (events: ReadonlyArray<SessionEvent>) =>
         events.filter((e) => e.type === "request/header").map((e) => {
@@ -404,7 +405,7 @@ describe("a log repair cannot make valid (§10, §12)", () => {
         Layer.mergeAll(
           SessionStore.layerJsonl({ directory: dir }),
           IdGenerator.layerSeeded(21),
-          Model.layer(Model.scripted([{ text: "one" }, { text: "two" }, { text: "three" }]))
+          Model.layer(ScriptedModel.make([{ text: "one" }, { text: "two" }, { text: "three" }]))
         )
       )
     )
@@ -435,7 +436,10 @@ describe("a log repair cannot make valid (§10, §12)", () => {
       const message = "session \"s\": seq 18 (line 20) breaks invariant 1 (§12): turn/start of turn 7 " +
         "where turn 3 was expected; repair cannot fix that by appending, so the session is not resumed " +
         "(agent-loop check lists every violation)"
-      const layer = Layer.mergeAll(SessionStore.layerJsonl({ directory: dir }), Model.layer(Model.scripted([{ text: "four" }])))
+      const layer = Layer.mergeAll(
+        SessionStore.layerJsonl({ directory: dir }),
+        Model.layer(ScriptedModel.make([{ text: "four" }]))
+      )
       const resumed = yield* Effect.flip(Effect.scoped(Agent.resume("s", { continuePending: true })).pipe(Effect.provide(layer)))
       expect(resumed).toBeInstanceOf(SessionLogError)
       expect({ ...resumed, message: resumed.message }).toEqual({ _tag: "SessionLogError", message, path, line: 20 })
@@ -464,7 +468,7 @@ describe("a log repair cannot make valid (§10, §12)", () => {
         5
       ])
       expect(log.events()).toHaveLength(5)
-    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(ScriptedModel.make([]))))))
 })
 
 describe("crash repair of a compaction bracket (§17)", () => {
@@ -551,7 +555,7 @@ describe("crash repair of a compaction bracket (§17)", () => {
       }))
       const again = yield* Effect.scoped(Effect.map(Agent.resume("compacting"), (agent) => agent.log.events().length))
       expect(again).toBe(first)
-    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(ScriptedModel.make([]))))))
 
   it.scoped("a bracket left open before the log's end (turns after it) is a SessionLogError naming its line; nothing is appended", () =>
     Effect.gen(function*() {
@@ -566,5 +570,5 @@ describe("crash repair of a compaction bracket (§17)", () => {
         "the log cannot be repaired by appending"
       ])
       expect((yield* store.read("unclosed")).events.length).toBe(before)
-    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(Model.scripted([]))))))
+    }).pipe(Effect.provide(Layer.merge(layers, Model.layer(ScriptedModel.make([]))))))
 })

@@ -17,6 +17,7 @@ import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import type * as Prices from "../src/Prices.js"
 import * as Scenario from "../src/Scenario.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent, TurnEndReason } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Usage from "../src/Usage.js"
@@ -225,7 +226,7 @@ describe("PreStepPayload.usage (§18)", () => {
       SessionStore.layerMemory,
       IdGenerator.layerSeeded(7),
       layerTracked,
-      Model.layer(Model.scripted([
+      Model.layer(ScriptedModel.make([
         {
           toolCalls: [{ id: "c1", name: "none", arguments: {} }],
           usage: { inputTokens: 100, outputTokens: 10, cacheReadTokens: 60 }
@@ -260,7 +261,7 @@ describe("PreStepPayload.usage (§18)", () => {
       SessionStore.layerMemory,
       IdGenerator.layerSeeded(7),
       layerTracked,
-      Model.layer(Model.scripted([{ text: "ok", usage: { inputTokens: 200, outputTokens: 100 } }, { text: "never" }]))
+      Model.layer(ScriptedModel.make([{ text: "ok", usage: { inputTokens: 200, outputTokens: 100 } }, { text: "never" }]))
     ))))
 
   it.effect("a compaction's summary counts in the session (a manual one between turns in no turn): the next payload includes it", () =>
@@ -287,7 +288,7 @@ describe("PreStepPayload.usage (§18)", () => {
       IdGenerator.layerSeeded(7),
       layerTracked,
       Compaction.layerPolicy(Compaction.summarize({ keepRecentTokens: 1 })),
-      Model.layer(Model.scripted([
+      Model.layer(ScriptedModel.make([
         { text: "an answer", usage: { inputTokens: 12, outputTokens: 3 } },
         { text: "the summary", usage: { inputTokens: 30, outputTokens: 3 } },
         { text: "two" }
@@ -311,7 +312,7 @@ describe("PreStepPayload.usage (§18)", () => {
           }
         })).pipe(
           Effect.provide(Budget.layer(options).pipe(Layer.provide(PreStep.layer([])), Layer.orDie)),
-          Effect.provide(Model.layer(Model.scripted([
+          Effect.provide(Model.layer(ScriptedModel.make([
             { toolCalls: [{ id: "c1", name: "none", arguments: {} }] },
             { text: "two", usage: { inputTokens: 20, outputTokens: 2 } },
             { text: "three", usage: { inputTokens: 20, outputTokens: 2 } }

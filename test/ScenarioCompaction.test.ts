@@ -18,6 +18,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import * as Scenario from "../src/Scenario.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { layerTracked } from "./utils/agent.js"
@@ -447,7 +448,7 @@ const resumeCut = (cut: ReadonlyArray<SessionEvent>, policy: Scenario.Scenario["
     Effect.provide(Layer.mergeAll(
       SessionStore.layerMemory,
       IdGenerator.layerSeeded(5),
-      Model.layer(Model.scripted([])),
+      Model.layer(ScriptedModel.make([])),
       Compaction.layer(policy),
       layerTracked
     ))

@@ -9,6 +9,7 @@ import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionLog from "../src/SessionLog.js"
 import * as SessionReference from "../src/SessionReference.js"
@@ -185,7 +186,7 @@ describe("SessionReference.mentions", () => {
 
 describe("SessionReference.prepare", () => {
   it.effect("a snapshot is the referenced transcript through its current end, quoted as untrusted, with its source", () => {
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const m = yield* direct("what did we decide in @session:notes?")
@@ -206,7 +207,7 @@ describe("SessionReference.prepare", () => {
   })
 
   it.effect("several references: one snapshot each, in mention order; a session with no events is through seq -1", () => {
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const store = yield* SessionStore.SessionStore
@@ -226,7 +227,7 @@ describe("SessionReference.prepare", () => {
 
   it.effect("the referencing session itself is refused when named (self-reference), before anything is read", () => {
     const reads: Array<string> = []
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const m = yield* direct("@session:notes")
@@ -242,7 +243,7 @@ describe("SessionReference.prepare", () => {
   })
 
   it.effect("64 KiB bound: the most recent part is kept from a line start, after an exact marker; UTF-8 bytes are counted", () => {
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     // 200 exchanges of ~700 bytes, with two-, three- and four-byte characters.
     const line = (i: number) => `answer ${i}: ` + "é€😀 ".repeat(60)
     const exchanges = Array.from({ length: 200 }, (_, i) => [`question ${i + 1}`, line(i + 1)] as const)
@@ -277,7 +278,7 @@ describe("SessionReference.prepare", () => {
 
 describe("SessionReference.deliver", () => {
   it.scoped("idle: followup M; the snapshot enters from M's pre-step right after M, in the log and the request", () => {
-    const model = Model.scripted([{ latencyMs: 10, text: "friday it is" }])
+    const model = ScriptedModel.make([{ latencyMs: 10, text: "friday it is" }])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -318,7 +319,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("running (during a tool call): inject the snapshot, then steer M; both enter at the next step in that order", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { latencyMs: 10, toolCalls: [{ id: "c1", name: "wait", arguments: { ms: 100 } }] },
       { latencyMs: 10, text: "done" }
     ])
@@ -371,7 +372,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("running: a message over the agent's maxMessageBytes is refused before its snapshot is injected", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { latencyMs: 10, toolCalls: [{ id: "c1", name: "wait", arguments: { ms: 100 } }] },
       { latencyMs: 10, text: "done" }
     ])
@@ -404,7 +405,7 @@ describe("SessionReference.deliver", () => {
       : next()
 
   it.scoped("a downstream reject or failure: the snapshot never materializes; M is rejected / failed; nothing is left behind", () => {
-    const model = Model.scripted([{ text: "plain answer" }])
+    const model = ScriptedModel.make([{ text: "plain answer" }])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -449,7 +450,7 @@ describe("SessionReference.deliver", () => {
 
   it.scoped("a read failure (unknown session, unreadable log) fails with a typed error before anything is logged", () => {
     const reads: Array<string> = []
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -478,7 +479,7 @@ describe("SessionReference.deliver", () => {
 
   it.scoped("invalid ids, more than 3 sessions, a self-reference: typed errors before any read, log unchanged", () => {
     const reads: Array<string> = []
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     return Effect.gen(function*() {
       for (const id of ["a", "b", "c", "d"]) yield* seed(id, NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -499,7 +500,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("duplicate mentions count once; three distinct sessions give three snapshots after M, in mention order", () => {
-    const model = Model.scripted([{ text: "ok" }])
+    const model = ScriptedModel.make([{ text: "ok" }])
     return Effect.gen(function*() {
       for (const id of ["a", "b", "c"]) yield* seed(id, NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -518,7 +519,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("no mention: a plain followup when idle, a plain steer when running; a context message is not scanned", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { latencyMs: 10, toolCalls: [{ id: "c1", name: "wait", arguments: { ms: 100 } }] },
       { text: "done" }
     ])
@@ -555,7 +556,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("later changes to the referenced session cannot change the target log or its replay", () => {
-    const model = Model.scripted([{ text: "noted" }, { text: "again" }])
+    const model = ScriptedModel.make([{ text: "noted" }, { text: "again" }])
     return Effect.gen(function*() {
       const notes = yield* seed("notes", NOTES)
       const store = yield* SessionStore.SessionStore
@@ -582,7 +583,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("the target log reads back: the session-reference source survives the log codec unchanged", () => {
-    const model = Model.scripted([{ text: "ok" }])
+    const model = ScriptedModel.make([{ text: "ok" }])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -602,7 +603,7 @@ describe("SessionReference.deliver", () => {
 
   // With the synchronous memory store the driver cannot reach the pre-step before the cancel.
   it.scoped("an idle delivery canceled before its pre-step: M canceled, no snapshot; the same message cannot be delivered twice", () => {
-    const model = Model.scripted([{ text: "ok" }])
+    const model = ScriptedModel.make([{ text: "ok" }])
     return Effect.gen(function*() {
       yield* seed("notes", NOTES)
       const agent = yield* Agent.make({ sessionId: "main" })
@@ -629,7 +630,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.scoped("running: when the steer fails after the inject, the injected snapshot is removed and never enters", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { latencyMs: 10, toolCalls: [{ id: "c1", name: "wait", arguments: { ms: 100 } }] },
       { text: "done" }
     ])
@@ -668,7 +669,7 @@ describe("SessionReference.deliver", () => {
   })
 
   it.effect("wiring: the layer can be built many times over PreStep.layer([]); merging it with another listener layer still dies", () => {
-    const model = Model.scripted([])
+    const model = ScriptedModel.make([])
     const passThrough: PreStep.Listener = (_, next) => next()
     return Effect.gen(function*() {
       const build = (layer: Layer.Layer<any, never, never>) => Effect.scoped(Effect.exit(Layer.build(layer)))

@@ -6,7 +6,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Option, Schema } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Settle from "../src/internal/settle.js"
-import * as Model from "../src/Model.js"
+import type * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as Tool from "../src/Tool.js"
 import { brief, layer, layerTracked, settle, TrackedFibers } from "./utils/agent.js"
 
@@ -22,7 +23,7 @@ describe("settle (internal/settle.ts)", () => {
   for (const mode of ["sync", "locked"] as const) {
     it.scoped(`${mode} store: the agent's driver and tool fibers are tracked; settle waits until they wait on the clock`, () => {
       const ran = { respond: [] as Array<number>, tools: [] as Array<number> }
-      const script = Model.scripted([{
+      const script = ScriptedModel.make([{
         toolCalls: [{ id: "a", name: "sleep", arguments: {} }, { id: "b", name: "sleep", arguments: {} }]
       }])
       // The model call runs on the driver fiber; each of two calls on a tool fiber of its own.

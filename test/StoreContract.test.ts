@@ -16,6 +16,7 @@ import * as History from "../src/History.js"
 import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -220,7 +221,7 @@ for (const kind of kinds) {
     it.scoped("read-back equality: an agent session with tools reads back equal, and a reopen continues it", () =>
       Effect.gen(function*() {
         const { store, other, closeStore } = yield* setup(kind)
-        const model = Model.scripted([
+        const model = ScriptedModel.make([
           {
             reasoning: "think…",
             toolCalls: [{ id: "c1", name: "quick", arguments: { n: 1 } }, { id: "c2", name: "quick", arguments: { n: 2 } }]

@@ -35,8 +35,8 @@ import {
 import { Effect, Layer, Schema } from "effect"
 import * as Compaction from "../src/Compaction.js"
 import type { ModelService } from "../src/Model.js"
-import * as Model from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
 import * as Usage from "../src/Usage.js"
@@ -113,7 +113,7 @@ const lookup = Tool.make({
 
 /** The scripted model, with a `response` part (id, model) after each successful attempt. */
 const sessionModel = (): ModelService => {
-  const scripted = Model.scripted([
+  const scripted = ScriptedModel.make([
     // turn 1: a text step ("hello" at 20 ms, "there" at 40 ms)
     { text: "hello there", latencyMs: 40, usage: { inputTokens: 10, outputTokens: 2 } },
     // turn 2, step 1: two parallel calls
@@ -424,7 +424,7 @@ describe("Tracing", () => {
 
   it.scoped("an error end: error.type and status error on the request and the turn; a manual compaction is a root span", () => {
     const exporter = new InMemorySpanExporter()
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { error: { code: "HTTP_400", message: "no such model", status: 400 } },
       { text: "ok" },
       { text: "a summary", latencyMs: 4, usage: { inputTokens: 40, outputTokens: 9 } }
@@ -513,7 +513,7 @@ describe("Tracing", () => {
   it.scoped("a pressure compaction in a turn: its request is a chat span under the compaction span, its usage in the turn's sums as in Usage.fromEvents", () => {
     const exporter = new InMemorySpanExporter()
     const big = (c: string) => c.repeat(200)
-    const scripted = Model.scripted([
+    const scripted = ScriptedModel.make([
       { text: "ok1", usage: { inputTokens: 59, outputTokens: 3 } },
       { text: "ok2", usage: { inputTokens: 118, outputTokens: 3, cacheReadTokens: 59 } },
       // turn 3: the summary (one word, at 20 ms), then the step's response

@@ -4,7 +4,7 @@ import * as Agent from "../src/Agent.js"
 import * as Compaction from "../src/Compaction.js"
 import { escapeLine, escapeText } from "../src/internal/terminalText.js"
 import * as Invariant from "../src/Invariant.js"
-import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
@@ -253,7 +253,7 @@ describe("Transcript of compactions (§17)", () => {
   const c200 = "c".repeat(200)
 
   it.scoped("a compacted bracket is one marker with the token figures and the summary; its checkpoint is no message", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       for (const text of [a200, b200, c200]) {
@@ -316,7 +316,7 @@ describe("Transcript of compactions (§17)", () => {
   })
 
   it.scoped("skipped and aborted manual brackets between turns; a failed one with its error", () => {
-    const model = Model.scripted([
+    const model = ScriptedModel.make([
       { text: "ok1" },
       { text: "SUMMARY", latencyMs: 100 },
       { error: { code: "HTTP_401", message: "HTTP 401: bad key", status: 401 } }
@@ -358,7 +358,7 @@ describe("Transcript of compactions (§17)", () => {
       parameters: Schema.Struct({}),
       execute: () => Effect.succeed({ content: "d".repeat(200) })
     })
-    const model = Model.scripted([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
+    const model = ScriptedModel.make([{ toolCalls: [{ id: "r1", name: "read" }] }, { text: "ok1" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make({ tools: [reader] })
       yield* agent.followup("read it")
@@ -461,7 +461,7 @@ describe("compaction: the loop side the views rely on (§17)", () => {
   const a200 = "a".repeat(200)
 
   it.scoped("Invariant.check accepts a compaction's checkpoint user/message (it is logged outside any step)", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       for (const text of [a200, "b".repeat(200)]) {
@@ -474,7 +474,7 @@ describe("compaction: the loop side the views rely on (§17)", () => {
   })
 
   it.scoped("the extra instructions of a manual compaction (agent.compact({instructions}), /compact TEXT) are in the log", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY" }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       for (const text of [a200, "b".repeat(200)]) {
@@ -489,7 +489,7 @@ describe("compaction: the loop side the views rely on (§17)", () => {
   })
 
   it.scoped("the report of an aborted manual compaction names the compaction the log holds", () => {
-    const model = Model.scripted([{ text: "ok1" }, { text: "SUMMARY", latencyMs: 100 }])
+    const model = ScriptedModel.make([{ text: "ok1" }, { text: "SUMMARY", latencyMs: 100 }])
     return Effect.gen(function*() {
       const agent = yield* Agent.make()
       yield* agent.followup(a200)

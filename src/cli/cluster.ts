@@ -18,7 +18,7 @@ import type * as Compaction from "../Compaction.js"
 import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
-import * as OfflineTools from "../OfflineTools.js"
+import * as OfflineTools from "../providers/OfflineTools.js"
 import { exit } from "./exit.js"
 import { oneLineLogger } from "./storeFailures.js"
 

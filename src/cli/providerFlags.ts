@@ -14,6 +14,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import * as Compaction from "../Compaction.js"
 import * as Model from "../Model.js"
 import type * as Anthropic from "../providers/Anthropic.js"
+import * as Offline from "../providers/Offline.js"
 import type * as OpenAICompat from "../providers/OpenAICompat.js"
 import { type CliExit, exit } from "./exit.js"
 
@@ -158,7 +159,7 @@ export const modelLayer = (options: {
       if (Option.isSome(options.baseUrl) || Option.isSome(options.model) || Option.isSome(options.apiKeyEnv)) {
         return yield* exit(2, "--base-url, --model and --api-key-env need --provider openai-compat, anthropic or openai")
       }
-      return Model.layer(Model.offline())
+      return Model.layer(Offline.make())
     }
     if (Option.isNone(options.model) || options.model.value.trim() === "") {
       return yield* exit(2, `--provider ${provider} needs --model NAME`)

@@ -413,11 +413,11 @@ const pruner = (options: RunnerOptions) =>
  * ```ts
  * import { Layer } from "effect"
  * import { NodeRuntime } from "@effect/platform-node"
- * import { Model } from "effect-agent-loop"
+ * import { Model, Offline } from "effect-agent-loop"
  * import { AgentRunner } from "effect-agent-loop/cluster"
  *
  * const runner = AgentRunner.layer({ pg: "postgres://localhost/agents", host: "10.0.0.5", port: 7431, instructions: "Be brief." })
- * Layer.launch(runner.pipe(Layer.provide(Model.layer(Model.offline())))).pipe(NodeRuntime.runMain)
+ * Layer.launch(runner.pipe(Layer.provide(Model.layer(Offline.make())))).pipe(NodeRuntime.runMain)
  * ```
  *
  * @since 0.1.0

@@ -66,7 +66,7 @@
  * - **Cost**: every call runs an Effect `Stream`, and `@effect/ai` builds a new decoding schema
  *   for the response parts (a union over the request's tools) and decodes each chunk with it.
  *   Measured here (2 vCPU, a five-part scripted response): 2.3 ms per call without tools,
- *   3.6 ms with two, of which a bare `LanguageModel.streamText` takes 1–2 ms; `Model.scripted`
+ *   3.6 ms with two, of which a bare `LanguageModel.streamText` takes 1–2 ms; `ScriptedModel.make`
  *   answers the same request in 15–25 µs (§11). Network time dwarfs it; a step
  *   through the bridge is not on the loop's µs budget.
  * - **Tool calls are decoded by `@effect/ai`** even with resolution disabled: a call naming a

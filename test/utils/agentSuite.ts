@@ -11,6 +11,7 @@ import * as IdGenerator from "../../src/IdGenerator.js"
 import { UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
+import * as ScriptedModel from "../../src/ScriptedModel.js"
 import * as SessionLog from "../../src/SessionLog.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as Tool from "../../src/Tool.js"
@@ -45,7 +46,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: delivery and turns", () => {
     it.scoped("a followup runs one turn with one step and enters as Entered {1, 1}", () => {
-      const model = Model.scripted([{ text: "hello there" }])
+      const model = ScriptedModel.make([{ text: "hello there" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const d = yield* agent.followup("hi")
@@ -68,7 +69,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("an idle inject appends exactly one splice; a later followup enters the context before the prompt", () => {
-      const model = Model.scripted([{ latencyMs: 5, text: "You are on branch main." }])
+      const model = ScriptedModel.make([{ latencyMs: 5, text: "You are on branch main." }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const c = yield* ctx("git branch: main", "git")
@@ -106,7 +107,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("two followups never share a turn; a steer on an idle agent starts a turn", () => {
-      const model = Model.scripted([{ latencyMs: 10, text: "one" }, { text: "two" }, { text: "three" }])
+      const model = ScriptedModel.make([{ latencyMs: 10, text: "one" }, { text: "two" }, { text: "three" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const a = yield* agent.followup("first")
@@ -129,7 +130,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("delivery records and live notifications carry only the message; the splice keeps target and coordinates", () => {
-      const model = Model.scripted([{ latencyMs: 10, text: "ok" }])
+      const model = ScriptedModel.make([{ latencyMs: 10, text: "ok" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const queue = yield* agent.subscribe
@@ -149,7 +150,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("invalid input: a duplicate id, non-JSON content and a disposed agent fail typed and log nothing", () => {
-      const model = Model.scripted([])
+      const model = ScriptedModel.make([])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const c = yield* ctx("once")
@@ -176,7 +177,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("malformed messages fail InvalidMessage before anything is logged, frozen or not; the log stays readable", () => {
-      const model = Model.scripted([{ text: "ok" }])
+      const model = ScriptedModel.make([{ text: "ok" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const malformed: Array<unknown> = [
@@ -203,7 +204,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("an assistant message's id cannot be delivered again (ids unique per session, §2)", () => {
-      const model = Model.scripted([{ text: "ok" }])
+      const model = ScriptedModel.make([{ text: "ok" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("go")
@@ -217,7 +218,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("no prompt prefix, envelope or context/message event exists anywhere", () => {
-      const model = Model.scripted([{ text: "a" }])
+      const model = ScriptedModel.make([{ text: "a" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.inject(yield* ctx("context"))
@@ -233,7 +234,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a standalone plugin event opens no turn", () => {
-      const model = Model.scripted([])
+      const model = ScriptedModel.make([])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const e = yield* agent.appendEvent("session/title", { title: "hello" })
@@ -248,7 +249,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: injection timing and the continuation rule (§6.3)", () => {
     it.scoped("an injection during a tool step is claimed at the next pre-step, after the complete result batch", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { latencyMs: 10, toolCalls: [{ id: "c1", name: "sleep", arguments: { ms: 100 } }] },
         { latencyMs: 10, text: "done" }
       ])
@@ -289,7 +290,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("an injection pending at the end of a text-only step does not open a step; it waits", () => {
-      const model = Model.scripted([{ latencyMs: 100, text: "long answer" }, { text: "second" }])
+      const model = ScriptedModel.make([{ latencyMs: 100, text: "long answer" }, { text: "second" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("go")
@@ -314,7 +315,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a steer during a text step opens another step in the same turn", () => {
-      const model = Model.scripted([{ latencyMs: 100, text: "first" }, { latencyMs: 10, text: "second" }])
+      const model = ScriptedModel.make([{ latencyMs: 100, text: "first" }, { latencyMs: 10, text: "second" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("go")
@@ -339,7 +340,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: tools (§8)", () => {
     it.scoped("concurrent calls commit results in call order; contexts go ahead of steering and injections", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         {
           latencyMs: 20,
           toolCalls: [
@@ -399,7 +400,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("an exclusive call is a barrier", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         {
           toolCalls: [
             { id: "a", name: "par", arguments: { ms: 50 } },
@@ -427,7 +428,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("unknown tool, invalid arguments, denied call, failure, defect and hooks become results with §8 codes", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         {
           toolCalls: [
             { id: "u", name: "nope", arguments: {} },
@@ -514,7 +515,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("tools can deliver through ctx.agent; a steer from a tool lands after the whole batch", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "a", name: "steerer", arguments: {} }, { id: "b", name: "slow", arguments: { ms: 30 } }] },
         { text: "done" }
       ])
@@ -567,7 +568,7 @@ export const agentSuite = (mode: StoreMode): void => {
           })
       })
       const calls = Array.from({ length: 24 }, (_, k) => ({ id: `c${k}`, name: "probe", arguments: { k } }))
-      const model = Model.scripted([{ toolCalls: calls }, { text: "done" }], { loop: true })
+      const model = ScriptedModel.make([{ toolCalls: calls }, { text: "done" }], { loop: true })
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [tool], toolConcurrency: 24 })
         for (const ops of [undefined, ...Array.from({ length: 32 }, (_, i) => 12 + i)]) {
@@ -588,7 +589,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
     it.scoped("a batch of instant calls where one steers: every result is committed, in call order, before the steer enters", () => {
       const calls = ["c0", "c1", "c2", "c3"].map((id, k) => ({ id, name: k === 1 ? "steerer" : "instant", arguments: {} }))
-      const model = Model.scripted([{ toolCalls: calls }, { text: "done" }])
+      const model = ScriptedModel.make([{ toolCalls: calls }, { text: "done" }])
       const steerer = Tool.make({
         name: "steerer",
         description: "steers",
@@ -630,7 +631,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: tool results that would break the log (§2, §8)", () => {
     it.scoped("the same context returned by two calls of a batch enters once; the later call fails TOOL_FAILED", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "a", name: "t", arguments: {} }, { id: "b", name: "t", arguments: {} }] },
         { text: "done" }
       ])
@@ -654,7 +655,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("tool output whose content or contexts are malformed is a TOOL_FAILED result; the log stays valid", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "n", name: "num", arguments: {} }, { id: "c", name: "ctx", arguments: {} }] },
         { text: "done" }
       ])
@@ -687,7 +688,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: broken plugins and bad options never leave the log invalid", () => {
     it.scoped("a tool that returns undefined gets TOOL_FAILED; its sibling's result stands; the turn completes", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "bad", name: "bad", arguments: {} }, { id: "ok", name: "echo", arguments: {} }] },
         { toolCalls: [{ id: "bad2", name: "bad", arguments: {} }] },
         { text: "done" }
@@ -720,7 +721,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a listener that throws, answers undefined or rejects with a non-string ends the turn PRE_STEP_FAILED; the next turn runs", () => {
-      const model = Model.scripted([{ text: "fine" }])
+      const model = ScriptedModel.make([{ text: "fine" }])
       let call = 0
       const broken: PreStep.Listener = (_p, next) => {
         call++
@@ -749,7 +750,9 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a failed append in the middle of a turn closes it error RUN_FAILED; the agent goes on", () => {
-      const model = Model.scripted([{ toolCalls: [{ id: "c", name: "t", arguments: {} }] }, { text: "done" }, { text: "again" }])
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "c", name: "t", arguments: {} }] }, { text: "done" }, {
+        text: "again"
+      }])
       let failNext = false
       const t = Tool.make({
         name: "t",
@@ -802,7 +805,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a cancel cause that is not plain JSON fails InvalidEvent and changes nothing", () => {
-      const model = Model.scripted([{ text: "fine" }])
+      const model = ScriptedModel.make([{ text: "fine" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.inject(yield* ctx("pending"))
@@ -813,7 +816,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a message whose JSON differs from its values (toJSON, a getter) fails InvalidMessage", () => {
-      const model = Model.scripted([{ text: "fine" }])
+      const model = ScriptedModel.make([{ text: "fine" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const hidden = { id: "h1", role: "user", content: [{ type: "text", text: "t" }], source: { kind: "user" } }
@@ -833,7 +836,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("toolConcurrency NaN runs with the default bound; maxSteps NaN keeps the default limit", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { toolCalls: [{ id: "a", name: "echo", arguments: {} }, { id: "b", name: "echo", arguments: {} }] },
         { text: "done" }
       ])
@@ -858,7 +861,7 @@ export const agentSuite = (mode: StoreMode): void => {
       p.messages.some((m) => text(m).includes("rm -rf")) ? Effect.succeed(PreStep.Decision.reject("dangerous")) : next()
 
     it.scoped("a rejected prompt does not strand the prompt queued behind it (§6.5)", () => {
-      const model = Model.scripted([{ latencyMs: 100, text: "It is noon." }, { latencyMs: 5, text: "Here is the weather." }])
+      const model = ScriptedModel.make([{ latencyMs: 100, text: "It is noon." }, { latencyMs: 5, text: "Here is the weather." }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const a = yield* agent.followup("what time is it?")
@@ -888,7 +891,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a failing listener ends the turn error PRE_STEP_FAILED; input inserted after the claim stays pending", () => {
-      const model = Model.scripted([{ text: "fine" }])
+      const model = ScriptedModel.make([{ text: "fine" }])
       const slowFail: PreStep.Listener<Error> = (p, next) =>
         p.turn === 1 ? Effect.zipRight(Effect.sleep(50), Effect.fail(new Error("listener broke"))) : next()
       return Effect.gen(function*() {
@@ -912,7 +915,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a failure of one of several listeners fails the proposal; nothing returned is appended", () => {
-      const model = Model.scripted([{ text: "fine" }])
+      const model = ScriptedModel.make([{ text: "fine" }])
       const adds: PreStep.Listener = (p, next) =>
         Effect.map(next(), (d) =>
           d._tag === "Enter"
@@ -943,7 +946,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("listener order: outer additions come after inner ones; Layer.provide composes like PreStep.layer", () => {
-      const model = Model.scripted([{ text: "one" }, { text: "two" }])
+      const model = ScriptedModel.make([{ text: "one" }, { text: "two" }])
       const appender = (name: string): PreStep.Listener => (_p, next) =>
         Effect.map(next(), (d) =>
           d._tag === "Enter"
@@ -981,7 +984,7 @@ export const agentSuite = (mode: StoreMode): void => {
       }))
 
     it.scoped("a listener that drops a claimed message discards it; the step still enters", () => {
-      const model = Model.scripted([{ text: "ok" }])
+      const model = ScriptedModel.make([{ text: "ok" }])
       const dropCtx: PreStep.Listener = (p, next) => next({ ...p, messages: p.messages.filter((m) => m.source.kind === "user") })
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
@@ -997,7 +1000,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: model responses (§6.4, §11)", () => {
     it.scoped("a truncated response runs none of its calls (TRUNCATED) and the turn ends max-tokens", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { text: "partial", toolCalls: [{ id: "t1", name: "echo", arguments: { value: "x" } }], finish: "length" }
       ])
       const echo = Tool.make({
@@ -1022,7 +1025,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a retryable model error is retried in the same step; the failed attempt leaves no message", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { latencyMs: 5, text: "lost words", error: { code: "HTTP_503", message: "overloaded", retryable: true } },
         { text: "recovered" }
       ])
@@ -1043,7 +1046,7 @@ export const agentSuite = (mode: StoreMode): void => {
     it.scoped("retries wait for retryAfterMs on the clock (else the backoff: 500 ms, 1 s), 3 attempts in all", () => {
       const limited = { code: "HTTP_429", message: "slow down", status: 429, retryable: true, retryAfterMs: 2000 } as const
       const overloaded = { code: "HTTP_529", message: "overloaded", status: 529, retryable: true } as const
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { text: "lost", error: limited },
         { error: overloaded },
         { text: "third time" },
@@ -1090,7 +1093,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a final model error ends the turn error with its code; the queued followup still runs", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         { latencyMs: 50, error: { code: "HTTP_400", message: "bad request", status: 400 } },
         { text: "fine" }
       ])
@@ -1112,7 +1115,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a request past the end of the script fails the turn SCRIPT_EXHAUSTED", () => {
-      const model = Model.scripted([])
+      const model = ScriptedModel.make([])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("go")
@@ -1126,7 +1129,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: cancel and dispose (§9)", () => {
     it.scoped("cancel during a tool run: canceled splices with cause, discarded notifications, ABORTED result, turn aborted", () => {
-      const model = Model.scripted([
+      const model = ScriptedModel.make([
         {
           toolCalls: [{ id: "long", name: "sleep", arguments: { ms: 10_000 } }, {
             id: "never",
@@ -1167,7 +1170,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("cancel mid-stream keeps the streamed prefix with interrupted: true", () => {
-      const model = Model.scripted([{ latencyMs: 100, text: "one two three four" }])
+      const model = ScriptedModel.make([{ latencyMs: 100, text: "one two three four" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("go")
@@ -1184,7 +1187,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("cancel({ keepInbox }) keeps pending work, owed no turn until a new waking delivery", () => {
-      const model = Model.scripted([{ latencyMs: 100, text: "first" }, { text: "second" }])
+      const model = ScriptedModel.make([{ latencyMs: 100, text: "first" }, { text: "second" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         yield* agent.followup("one")
@@ -1205,7 +1208,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a waking delivery made while the cancel unwinds runs afterwards (the latch)", () => {
-      const model = Model.scripted([{ toolCalls: [{ id: "t", name: "stubborn", arguments: {} }] }, { text: "after" }])
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "t", name: "stubborn", arguments: {} }] }, { text: "after" }])
       const stubborn = Tool.make({
         name: "stubborn",
         description: "takes 100 ms to stop",
@@ -1241,7 +1244,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("a cancel that lands before the driver fiber has run still closes the turn; the agent goes idle", () => {
-      const model = Model.scripted([{ text: "never" }])
+      const model = ScriptedModel.make([{ text: "never" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const d = yield* agent.followup("go")
@@ -1260,7 +1263,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("cancel on an idle agent only clears", () => {
-      const model = Model.scripted([])
+      const model = ScriptedModel.make([])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const i = yield* agent.inject(yield* ctx("idle context"))
@@ -1274,7 +1277,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.effect("closing the agent's scope disposes it: aborted {disposed}, pending work disposed, deliveries fail", () => {
-      const model = Model.scripted([{ toolCalls: [{ id: "w", name: "sleep", arguments: { ms: 10_000 } }] }])
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "w", name: "sleep", arguments: { ms: 10_000 } }] }])
       return Effect.gen(function*() {
         const scope = yield* Effect.scope
         const { agent, i } = yield* Effect.scoped(Effect.gen(function*() {
@@ -1302,7 +1305,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: step limit", () => {
     it.scoped("a turn that would run past maxSteps ends error MAX_STEPS; a pending steer runs next", () => {
-      const model = Model.scripted([{ toolCalls: [{ id: "again", name: "sleep", arguments: { ms: 10 } }] }], { loop: true })
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "again", name: "sleep", arguments: { ms: 10 } }] }], { loop: true })
       return Effect.gen(function*() {
         const agent = yield* Agent.make({ tools: [sleeper("sleep")], maxSteps: 3 })
         yield* agent.followup("loop forever")
@@ -1326,7 +1329,7 @@ export const agentSuite = (mode: StoreMode): void => {
 
   describe("Agent: where it differs from DSH (§16)", () => {
     it.scoped("streaming deltas are live notifications, never durable events (§16, point 6)", () => {
-      const model = Model.scripted([{ latencyMs: 30, text: "one two three" }])
+      const model = ScriptedModel.make([{ latencyMs: 30, text: "one two three" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const queue = yield* agent.subscribe
@@ -1373,7 +1376,7 @@ export const agentSuite = (mode: StoreMode): void => {
     })
 
     it.scoped("ids are unique per session, not only among pending items (§16, point 9)", () => {
-      const model = Model.scripted([{ text: "ok" }])
+      const model = ScriptedModel.make([{ text: "ok" }])
       return Effect.gen(function*() {
         const agent = yield* Agent.make()
         const c = yield* ctx("once")

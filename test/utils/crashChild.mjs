@@ -7,7 +7,7 @@
 import { NodeFileSystem } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { writeSync } from "node:fs"
-import { Agent, IdGenerator, Message, Model, SessionStore, Tool } from "../../dist/index.js"
+import { Agent, IdGenerator, Message, Model, ScriptedModel, SessionStore, Tool } from "../../dist/index.js"
 import * as SqlSessionStore from "../../dist/SqlSessionStore.js"
 
 const [directory, fsync, killArg] = process.argv.slice(2)
@@ -50,7 +50,7 @@ const slow = Tool.make({
   parameters: Schema.Struct({}),
   execute: () => Effect.as(Effect.promise(() => new Promise((r) => setTimeout(r, 5))), { content: "slow done" })
 })
-const model = Model.scripted([
+const model = ScriptedModel.make([
   {
     toolCalls: [{ id: "c1", name: "quick", arguments: {} }, { id: "c2", name: "slow", arguments: {} }, {
       id: "c3",

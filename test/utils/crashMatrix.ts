@@ -30,6 +30,7 @@ import * as Invariant from "../../src/Invariant.js"
 import { type Message, textOf, UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
+import * as ScriptedModel from "../../src/ScriptedModel.js"
 import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as SqlSessionStore from "../../src/SqlSessionStore.js"
@@ -66,7 +67,7 @@ export interface Scenario {
  * without the crash would. A last user message `tools:a,b` asks for those tools (call ids from
  * the message id); anything else gets a text answer.
  */
-const respond = (request: Model.ModelRequest): Model.ScriptedResponse => {
+const respond = (request: Model.ModelRequest): ScriptedModel.ScriptedResponse => {
   // A compaction's summarization request (§17): its summary names how much it read.
   if (request.purpose === "compaction") return { text: `summary of ${textOf(request.messages[0]!.content).length} characters` }
   const last = request.messages[request.messages.length - 1]
@@ -288,7 +289,7 @@ export const runCell = (
   const mismatches: Array<string> = []
   let requests = 0
   let current: Agent.Agent | undefined = undefined
-  const model = Model.scripted([(request) => {
+  const model = ScriptedModel.make([(request) => {
     requests++
     if (current !== undefined && request.purpose !== "compaction") {
       const expected = History.derive(current.log.events())

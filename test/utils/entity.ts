@@ -5,13 +5,14 @@
  */
 import { Deferred, Duration, Effect } from "effect"
 import { textOf, type UserMessage } from "../../src/Message.js"
-import * as Model from "../../src/Model.js"
+import type * as Model from "../../src/Model.js"
+import * as Offline from "../../src/providers/Offline.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
 import { SessionStore } from "../../src/SessionStore.js"
 
 /** The offline model, except that a request whose last message says "hold" waits for `gate`. */
 export const gatedModel = (gate: Deferred.Deferred<void>): Model.ModelService => {
-  const offline = Model.offline()
+  const offline = Offline.make()
   return {
     ...offline,
     respond: (request, sink) => {

@@ -6,11 +6,11 @@
 //   node fenceChild.mjs URL ID
 import { Effect, Layer } from "effect"
 import { writeSync } from "node:fs"
-import { Agent, Model } from "../../dist/index.js"
+import { Agent, Model, Offline } from "../../dist/index.js"
 import * as SqlSessionStore from "../../dist/SqlSessionStore.js"
 
 const [url, sessionId] = process.argv.slice(2)
-const layers = Layer.merge(SqlSessionStore.layerPg({ url, maxConnections: 2 }), Model.layer(Model.offline()))
+const layers = Layer.merge(SqlSessionStore.layerPg({ url, maxConnections: 2 }), Model.layer(Offline.make()))
 
 const program = Effect.scoped(Effect.gen(function*() {
   const agent = yield* Agent.make({ sessionId })

@@ -35,7 +35,7 @@ import { Effect } from "effect"
 import { messageOf } from "../../internal/cause.js"
 import { leaves, MAX_READ, withTruncation } from "../../internal/readFile.js"
 import { fileKind } from "../../internal/store/common.js"
-import * as OfflineTools from "../../OfflineTools.js"
+import * as OfflineTools from "../../providers/OfflineTools.js"
 import * as Tool from "../../Tool.js"
 
 /**

@@ -20,7 +20,8 @@ import * as IdGenerator from "../../IdGenerator.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import { UserMessage } from "../../Message.js"
 import * as Model from "../../Model.js"
-import * as OfflineTools from "../../OfflineTools.js"
+import * as Offline from "../../providers/Offline.js"
+import * as OfflineTools from "../../providers/OfflineTools.js"
 import * as SessionStore from "../../SessionStore.js"
 import { exit } from "../exit.js"
 import { printTranscript, storeOption } from "./shared.js"
@@ -79,7 +80,7 @@ export const demo = Command.make(
         }
         return { fates, idleAfterInject, log: agent.log }
       })).pipe(
-        Effect.provide(Layer.mergeAll(Model.layer(Model.offline()), SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
+        Effect.provide(Layer.mergeAll(Model.layer(Offline.make()), SessionStore.layerJsonl({ directory }), IdGenerator.layer)),
         Effect.catchAll((e) => exit(2, `demo failed: ${e.message}`))
       )
       yield* Console.log(PLAN.join("\n"))

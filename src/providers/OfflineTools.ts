@@ -11,10 +11,10 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
-import { messageOf } from "./internal/cause.js"
-import { countHiddenLines, leaves, MAX_READ, withTruncation } from "./internal/readFile.js"
-import { fileKind } from "./internal/store/common.js"
-import * as Tool from "./Tool.js"
+import { messageOf } from "../internal/cause.js"
+import { countHiddenLines, leaves, MAX_READ, withTruncation } from "../internal/readFile.js"
+import { fileKind } from "../internal/store/common.js"
+import * as Tool from "../Tool.js"
 
 /**
  * `wait {seconds}`: sleeps (0 ≤ seconds ≤ 3600), then says so.

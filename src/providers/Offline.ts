@@ -1,0 +1,161 @@
+/**
+ * The offline model (§14): the default provider, deterministic, rule-based, no network.
+ * It calls the built-in tools of `OfflineTools` when a prompt asks for them and otherwise says
+ * what it received; its answers are played like a scripted response.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import { splitWords } from "../internal/scripted.js"
+import type { Message } from "../Message.js"
+import type { ModelRequest, ModelService } from "../Model.js"
+import { play, type ScriptedResponse } from "../ScriptedModel.js"
+
+const describeSource = (source: { readonly kind: string; readonly [k: string]: unknown }): string => {
+  switch (source.kind) {
+    case "user":
+      return "you"
+    case "plugin":
+      return `plugin:${String(source.plugin ?? "?")}`
+    case "tool":
+      return `tool:${String(source.callId ?? "?")}`
+    case "hook":
+      return `hook:${String(source.hook ?? "?")}`
+    case "session-reference":
+      return `session:${String(source.sessionId ?? "?")}`
+    default:
+      return source.kind
+  }
+}
+
+const textOfBlocks = (content: ReadonlyArray<Message["content"][number]>): string =>
+  content.map((b) => (b.type === "text" ? b.text : "")).filter((s) => s.length > 0).join("\n")
+
+/** Quotes `s` on one line, cut to `max` code points (never inside a surrogate pair). */
+const quote = (s: string, max = 60): string => {
+  const chars = Array.from(s.replace(/\s+/g, " ").trim())
+  return `"${chars.length > max ? chars.slice(0, max - 1).join("") + "…" : chars.join("")}"`
+}
+
+/**
+ * What the offline model plans for one request: the tool calls it makes, or the text it says.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const plan = (request: ModelRequest): ScriptedResponse => {
+  const messages = request.messages
+  let start = messages.length
+  while (start > 0 && messages[start - 1]!.role === "user") start--
+  const fresh = messages.slice(start)
+  const results = fresh.filter((m) => m.content.some((b) => b.type === "tool-result"))
+  const others = fresh.filter((m) => !m.content.some((b) => b.type === "tool-result"))
+  const lines: Array<string> = []
+  for (const r of results) {
+    for (const b of r.content) {
+      if (b.type === "tool-result") {
+        lines.push(`${b.isError ? "Tool error" : "Tool result"} (${b.toolCallId}): ${quote(textOfBlocks(b.content), 80)}`)
+      }
+    }
+  }
+  const direct = others.filter((m) => m.source.kind === "user")
+  const context = others.filter((m) => m.source.kind !== "user")
+  if (others.length > 0) {
+    const parts: Array<string> = []
+    if (direct.length > 0) {
+      parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
+    }
+    for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
+    lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
+  }
+  const call = nextOfflineCall(request)
+  if (lines.length === 0 && call === undefined) lines.push("Nothing new to answer.")
+  return call !== undefined
+    ? { ...(lines.length > 0 ? { text: lines.join("\n") } : {}), toolCalls: [call] }
+    : { text: lines.join("\n") }
+}
+
+/**
+ * The tools the last direct user message asks for, in the order of the text ("wait 2 seconds
+ * and tell me the time" → wait, then clock), minus those already called since that message:
+ * the offline model runs them one step at a time, so `clock` tells the time after the wait.
+ */
+const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arguments: unknown } | undefined => {
+  const messages = request.messages
+  let last = -1
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!
+    if (m.role === "user" && m.source.kind === "user" && !m.content.some((b) => b.type === "tool-result")) {
+      last = i
+      break
+    }
+  }
+  if (last < 0) return undefined
+  const known = new Set(request.tools.map((t) => t.name))
+  const asked = textOfBlocks(messages[last]!.content)
+  const wanted: Array<{ at: number; name: string; arguments: unknown }> = []
+  const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
+  if (wait && known.has("wait")) wanted.push({ at: wait.index, name: "wait", arguments: { seconds: Number(wait[1]) } })
+  const time = /\b(what time|the time|time is it|clock)\b/i.exec(asked)
+  if (time && known.has("clock")) wanted.push({ at: time.index, name: "clock", arguments: {} })
+  const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
+  if (read && known.has("read_file")) wanted.push({ at: read.index, name: "read_file", arguments: { path: read[1] } })
+  wanted.sort((a, b) => a.at - b.at)
+  let called = 0
+  for (let i = last + 1; i < messages.length; i++) {
+    const m = messages[i]!
+    if (m.role === "assistant") { for (const b of m.content) if (b.type === "tool-call") called++ }
+  }
+  const next = wanted[called]
+  return next === undefined
+    ? undefined
+    : { id: `call_${request.turn}_${request.step}_1`, name: next.name, arguments: next.arguments }
+}
+
+/**
+ * The offline model's summary for a compaction (§17): an earlier summary it folds in, then
+ * the direct prompts of the rendered conversation, quoted in order, and how many tool results and
+ * context messages it held.
+ */
+const offlineSummary = (request: ModelRequest): string => {
+  const text = request.messages.map((m) => textOfBlocks(m.content)).join("\n")
+    .replace(/^<conversation>\n/, "").replace(/\n<\/conversation>[\s\S]*$/, "")
+  const prompts: Array<string> = []
+  const earlier: Array<string> = []
+  let tools = 0
+  let context = 0
+  for (const p of text.split(/\n\n(?=\[)/)) {
+    const body = p.replace(/^\[[^\]\n]*\]\n/, "")
+    if (p.startsWith("[user]")) prompts.push(quote(body))
+    else if (p.startsWith("[tool]")) tools++
+    else if (p.startsWith("[context from plugin compact]")) earlier.push(body.replace(/^[^\n]*\n\n/, ""))
+    else if (p.startsWith("[context from ")) context++
+  }
+  return (earlier.length > 0 ? `${earlier.join(" ")} Then: ` : "Earlier: ") +
+    `${prompts.length} prompt${prompts.length === 1 ? "" : "s"} from you` +
+    (prompts.length > 0 ? ` (${prompts.join(", ")})` : "") +
+    `, ${tools} tool result${tools === 1 ? "" : "s"}, ${context} context message${context === 1 ? "" : "s"}.`
+}
+
+/**
+ * The offline model (§14): deterministic, rule-based, no network. Asked to "wait N
+ * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
+ * PATH" it calls `read_file`; several requests in one message run one step after another, in
+ * the order of the text. Its text reports each tool result it received (quoted, cut to 80
+ * characters) and summarizes the other messages of this step (direct and context, by source). A compaction's summarization
+ * request (`purpose: "compaction"`) gets a one-line summary quoting the earlier prompts. Tools it calls must be among the
+ * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: { readonly wordDelayMs?: number | undefined }): ModelService => ({
+  provider: "offline",
+  model: "offline-rules-1",
+  respond: (request, sink) =>
+    Effect.suspend(() => {
+      const response = request.purpose === "compaction" ? { text: offlineSummary(request) } : plan(request)
+      const words = response.text === undefined ? 0 : splitWords(response.text).length
+      return play({ ...response, latencyMs: (options?.wordDelayMs ?? 0) * words }, sink)
+    })
+})
