@@ -28,12 +28,13 @@ import { Compaction, type CompactionPolicy, type CompactionReport } from "./Comp
 import type { Delivery, DeliveryInput, DeliveryOutcome } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
+import { type Accessible, type AgentAccess, AgentAccessId } from "./internal/agent/access.js"
 import { cancel, dispose, finalize, release } from "./internal/agent/cancel.js"
 import { appendEvent, clear, deliver, deliveryOf, refusal, remove, replace } from "./internal/agent/delivery.js"
 import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
-import { type AgentConfig, AgentState, countOption, history, liveLogs } from "./internal/agent/state.js"
+import { type AgentConfig, AgentState, countOption, history, liveLogs, seen } from "./internal/agent/state.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import type { InvalidMessage, Message, UserMessage } from "./Message.js"
 import { Model, type ModelError, type ModelService, type ToolDefinition } from "./Model.js"
@@ -248,7 +249,7 @@ const NONE: ReadonlyArray<never> = Object.freeze([])
  * an idle agent that was never used allocates none of them (§5.4) and detached calls
  * (`Effect.flatMap(msg, agent.followup)`) still work.
  */
-class AgentRecord extends AgentState implements Agent {
+class AgentRecord extends AgentState implements Agent, Accessible {
   private bound: Record<string, unknown> | undefined = undefined
 
   private bind<T>(name: string, make: () => T): T {
@@ -273,6 +274,14 @@ class AgentRecord extends AgentState implements Agent {
   }
   get inject() {
     return this.bind("inject", () => (message: UserMessage) => deliver(this, message, "inject"))
+  }
+  /** What the rest of the library may see of the agent (`internal/agent/access.ts`). */
+  get [AgentAccessId](): AgentAccess {
+    return this.bind("access", (): AgentAccess => ({
+      maxMessageBytes: this.config.maxMessageBytes,
+      usedId: (id) => seen(this).has(id),
+      observeOutcome: (id, observer) => observers.observeOutcome(this, id, observer)
+    }))
   }
   /** What a running tool gets as `ctx.agent` (§8). */
   get toolAgent(): Tool.ToolAgent {

@@ -37,8 +37,7 @@ import * as Compaction from "./Compaction.js"
 import type { CompactionReport } from "./Compaction.js"
 import type * as Delivery from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
-import { observeOutcome } from "./internal/agent/observers.js"
-import { isAgentState } from "./internal/agent/state.js"
+import { accessOf } from "./internal/agent/access.js"
 import { jsonPath } from "./internal/json.js"
 import { encodeEvents, encodeHeader } from "./internal/logCodec.js"
 import { textMessage } from "./internal/message.js"
@@ -770,7 +769,7 @@ const apply = (
       const record = (outcome: Delivery.DeliveryOutcome) => {
         records[at] = { ...records[at]!, outcome }
       }
-      if (!(isAgentState(agent) && observeOutcome(agent, result.right.messageId, record))) {
+      if (accessOf(agent)?.observeOutcome(result.right.messageId, record) !== true) {
         return Effect.map(result.right.outcome, record)
       }
       return Effect.void

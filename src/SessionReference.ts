@@ -35,7 +35,8 @@ import type * as Delivery from "./Delivery.js"
 import type { DeliveryInput } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { IdGeneratorService } from "./IdGenerator.js"
-import { isAgentState, seen, usedIds } from "./internal/agent/state.js"
+import { accessOf } from "./internal/agent/access.js"
+import { usedIds } from "./internal/agent/state.js"
 import { isUserMessageShape } from "./internal/logCodec.js"
 import { checkUserMessage, invalidMessage, tooLarge } from "./internal/message.js"
 import { isSessionId } from "./internal/store/common.js"
@@ -340,12 +341,13 @@ const preflight = (agent: Agent, message: UserMessage): Effect.Effect<void, Inva
     } catch (e) {
       return Effect.fail(invalidMessage(e))
     }
-    if (isAgentState(agent)) {
-      const large = tooLarge(message, agent.config.maxMessageBytes)
+    const access = accessOf(agent)
+    if (access !== undefined) {
+      const large = tooLarge(message, access.maxMessageBytes)
       if (large !== undefined) return Effect.fail(large)
     }
     // The agent's own record of the ids its session used (§2); for another `Agent`, its log.
-    const used = isAgentState(agent) ? seen(agent).has(message.id) : usedIds(agent.log.events()).has(message.id)
+    const used = access !== undefined ? access.usedId(message.id) : usedIds(agent.log.events()).has(message.id)
     return used
       ? Effect.fail(
         new DuplicateMessageId({

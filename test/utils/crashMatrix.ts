@@ -21,7 +21,7 @@ import * as Delivery from "../../src/Delivery.js"
 import * as History from "../../src/History.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
 import * as Inbox from "../../src/Inbox.js"
-import { isAgentState } from "../../src/internal/agent/state.js"
+import { AgentState } from "../../src/internal/agent/state.js"
 import { FiberTracker, settle } from "../../src/internal/settle.js"
 import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "../../src/internal/store/failpoints.js"
 import { makeJsonlWith, nodeIo } from "../../src/internal/store/jsonl.js"
@@ -446,7 +446,7 @@ export const runCell = (
     if (made._tag === "Left" && !fp.crashed) return yield* Effect.die(made.left)
     const agent1 = made._tag === "Right" ? made.right : undefined
     current = agent1
-    const stoppedNow = () => agent1 !== undefined && isAgentState(agent1) && agent1.stopped !== undefined
+    const stoppedNow = () => agent1 instanceof AgentState && agent1.stopped !== undefined
     if (agent1 !== undefined) yield* drive(agent1, () => fp.crashed || giveUp || stoppedNow())
     let restarted = false
     let log1 = agent1 === undefined ? [] : agent1.log.events().slice()

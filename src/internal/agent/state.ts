@@ -132,13 +132,6 @@ export interface CompactionState {
   request: { readonly instructions: string | undefined; readonly waiters: Array<Resume<CompactionReport>> } | undefined
 }
 
-/** Marks the agent's record (on its prototype: no field per agent). */
-export const AgentStateTypeId: unique symbol = Symbol.for("effect-agent-loop/AgentState")
-
-/** Whether `u` is an agent's record (an `Agent` made by `Agent.make` or `Agent.resume`). */
-export const isAgentState = (u: unknown): u is AgentState =>
-  typeof u === "object" && u !== null && (u as { readonly [AgentStateTypeId]?: unknown })[AgentStateTypeId] === true
-
 /** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
 export interface AgentConfig {
   /**
@@ -245,10 +238,6 @@ export abstract class AgentState {
    * tool batch never imports the delivery module (imports run one way).
    */
   abstract readonly toolAgent: Tool.ToolAgent
-
-  get [AgentStateTypeId](): true {
-    return true
-  }
 
   /**
    * The request configuration as one key (provider, model, instructions, tool definitions,
