@@ -14,8 +14,8 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import type { Failpoint } from "../src/internal/store/failpoints.js"
 import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
+import type { Failpoint } from "./utils/failpoints.js"
 import { dropDatabase } from "./utils/pg.js"
 
 /** The faults of one append on a store kind. */

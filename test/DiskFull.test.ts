@@ -12,7 +12,6 @@ import { Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, Scope } from "e
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
-import { failpointIo, Failpoints, withFailpoints } from "../src/internal/store/failpoints.js"
 import { makeJsonlWith, nodeIo } from "../src/internal/store/jsonl.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
@@ -21,6 +20,7 @@ import { SessionStoreError } from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import { advance, brief, layerTracked, settle } from "./utils/agent.js"
+import { failpointIo, Failpoints, withFailpoints } from "./utils/failpoints.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("disk-full-")

@@ -5,9 +5,10 @@
  * devDependencies (which `npm ci` installs, so a fresh clone runs everything).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFile, execFileSync, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { promisify } from "node:util"
 import { OPTIONAL_PACKAGES } from "../src/cli/optional.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -102,6 +103,24 @@ describe("package.json", () => {
     expect(manifest.exports["./cluster"]).toEqual({ types: "./dist/cluster/index.d.ts", default: "./dist/cluster/index.js" })
     const bin = Path.join(root, manifest.bin["agent-loop"]!)
     expect(Fs.statSync(bin).mode & 0o111).not.toBe(0)
+  })
+
+  it("the packed tarball: no test seam (the store failpoints), and every module of dist/ built from a source it ships", async () => {
+    // `npm pack --dry-run` lists what `npm publish` would put in the tarball (package.json `files`).
+    const { stdout } = await promisify(execFile)("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+      cwd: root,
+      timeout: 60_000
+    })
+    const files: ReadonlyArray<string> =
+      (JSON.parse(stdout) as ReadonlyArray<{ readonly files: ReadonlyArray<{ readonly path: string }> }>)[0]!
+        .files.map((f) => f.path)
+    expect(files).toContain("dist/index.js")
+    expect(files).toContain("src/SessionStore.ts")
+    expect(files.filter((f) => /failpoint/i.test(f))).toEqual([])
+    // A module that moved or was removed leaves no stale build behind (the bundled CLI aside).
+    const orphans = files.filter((f) => /^dist\/(?!cli\/).*\.js$/.test(f))
+      .filter((f) => !files.includes(f.replace(/^dist\//, "src/").replace(/\.js$/, ".ts")))
+    expect(orphans).toEqual([])
   })
 
   it("one dependency; every peer is a devDependency at an exact version its range admits; the optional ones are the CLI's and the subpaths'", () => {

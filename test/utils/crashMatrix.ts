@@ -1,7 +1,7 @@
 /**
  * The crash-point matrix's harness (§23, §3.3, §10, §12): a scenario runs on a
  * virtual clock against a store whose appends go through a failpoint plan
- * (`src/internal/store/failpoints.ts`). When the plan crashes the store, the agent is dropped
+ * (`test/utils/failpoints.ts`). When the plan crashes the store, the agent is dropped
  * (its scope closed: its appends are refused, as nothing of a killed process reaches the disk),
  * the store is closed (freeing its writer locks, as a dead writer's are taken over), and a new
  * store over the same files resumes the session (`Agent.resume`, repair first, with
@@ -23,7 +23,6 @@ import * as IdGenerator from "../../src/IdGenerator.js"
 import * as Inbox from "../../src/Inbox.js"
 import { AgentState } from "../../src/internal/agent/state.js"
 import { FiberTracker, settle } from "../../src/internal/settle.js"
-import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "../../src/internal/store/failpoints.js"
 import { makeJsonlWith, nodeIo } from "../../src/internal/store/jsonl.js"
 import { VirtualClock } from "../../src/internal/virtualClock.js"
 import * as Invariant from "../../src/Invariant.js"
@@ -35,6 +34,7 @@ import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as SqlSessionStore from "../../src/SqlSessionStore.js"
 import * as Tool from "../../src/Tool.js"
+import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "./failpoints.js"
 import { createDatabase, pgUrl } from "./pg.js"
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 /**
  * Failpoints of the session stores (§3.3, §10): the seam through which tests make
- * the N-th append of a store fail or crash, the same way on every store. Internal: not part of
- * the public API, and nothing in the library installs it.
+ * the N-th append of a store fail or crash, the same way on every store. Test-only, so it lives
+ * under `test/` and the package never ships it: it decorates a store from outside (the
+ * `SessionStoreService`, and the JSONL store's `JsonlIo` seam of `makeJsonlWith`).
  *
  * A `Failpoints` plan counts the appends made through the stores it decorates (appends of no
  * events are not counted) and fires its fault at append number `at` (1-based):
@@ -20,14 +21,12 @@
  * `SessionStoreError` "crashed"), as nothing of a killed process reaches the disk; the test then
  * drops the agent, closes the store (which frees its locks, as a dead writer's lock is taken
  * over) and opens the log with a new store, as after a restart.
- *
- * @internal
  */
 import { Effect } from "effect"
-import type { EventDraft, SessionEvent } from "../../SessionEvent.js"
-import { type SessionLog, SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
-import type { SessionStoreService } from "../../SessionStore.js"
-import type { JsonlIo } from "./jsonl.js"
+import type { JsonlIo } from "../../src/internal/store/jsonl.js"
+import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
+import { type SessionLog, SessionStoreError, type SessionWriteError } from "../../src/SessionLog.js"
+import type { SessionStoreService } from "../../src/SessionStore.js"
 
 /** What happens at the failpoint. */
 export type Fault =
