@@ -113,7 +113,7 @@ export * as Anthropic from "./providers/Anthropic.js"
  */
 export * as OpenAICompat from "./providers/OpenAICompat.js"
 /**
- * Deterministic scenarios on a virtual clock (§15).
+ * The scenario format: a model script, tools, pre-step listeners and timed actions, and its decoding (§15).
  *
  * @since 0.1.0
  */
@@ -148,6 +148,12 @@ export * as SessionReference from "./SessionReference.js"
  * @since 0.1.0
  */
 export * as SessionStore from "./SessionStore.js"
+/**
+ * The scenario simulator: runs a `Scenario` on a virtual clock, to a byte-identical log on every run (§15).
+ *
+ * @since 0.1.0
+ */
+export * as Simulator from "./Simulator.js"
 /**
  * Tools: definitions, validation, guards and hooks (§8).
  *

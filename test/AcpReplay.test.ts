@@ -12,6 +12,7 @@ import * as Invariant from "../src/Invariant.js"
 import type { UserMessage } from "../src/Message.js"
 import * as Scenario from "../src/Scenario.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
+import * as Simulator from "../src/Simulator.js"
 import { checkNotification } from "./utils/acpSchema.js"
 import {
   assistant,
@@ -89,7 +90,7 @@ const SCRIPT = JSON.stringify({
   ]
 })
 
-const runScript = Effect.suspend(() => Scenario.run(Either.getOrThrow(Scenario.parse(SCRIPT)), { seed: 17 }))
+const runScript = Effect.suspend(() => Simulator.run(Either.getOrThrow(Scenario.parse(SCRIPT)), { seed: 17 }))
 
 /** What the scripted log replays as, before the compaction marker (`compaction` is its updates). */
 const expectedScript = (log: ReadonlyArray<SessionEvent>, compaction: ReadonlyArray<unknown>) => [

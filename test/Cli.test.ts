@@ -12,6 +12,7 @@ import * as Invariant from "../src/Invariant.js"
 import { UserMessage } from "../src/Message.js"
 import * as Scenario from "../src/Scenario.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as Simulator from "../src/Simulator.js"
 import { textResponse } from "./utils/openaiResponses.js"
 import { closedPort, replayServer } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -1137,14 +1138,14 @@ describe("agent-loop simulate", () => {
     60_000
   )
 
-  it.effect("a compaction scenario (§17): the log Scenario.run gives, a summarization request line with its purpose", () =>
+  it.effect("a compaction scenario (§17): the log Simulator.run gives, a summarization request line with its purpose", () =>
     Effect.gen(function*() {
       const file = Path.resolve("test/scenarios/compaction/pressure.json")
       const dir = tmpDir()
       const [out, requests] = [Path.join(dir, "log.jsonl"), Path.join(dir, "r.jsonl")]
       expect(yield* cli(["simulate", file, "--out", out, "--requests", requests])).toEqual({ code: 0, out: "", err: "" })
       const text = Fs.readFileSync(file, "utf8")
-      const expected = yield* Scenario.run(Either.getOrThrow(Scenario.parse(text)), { seed: Scenario.seedOf(text) })
+      const expected = yield* Simulator.run(Either.getOrThrow(Scenario.parse(text)), { seed: Scenario.seedOf(text) })
       expect(Fs.readFileSync(out, "utf8")).toBe(expected.log)
       expect(Fs.readFileSync(requests, "utf8")).toBe(expected.requestLines)
       expect(expected.requests.map((q) => `${q.turn}.${q.step}${q.purpose ? ` ${q.purpose}` : ""}`)).toEqual([

@@ -17,6 +17,7 @@ import { Effect, Either, FastCheck as fc } from "effect"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Scenario from "../src/Scenario.js"
+import * as Simulator from "../src/Simulator.js"
 import { checkCompactions, checkRequests, type CompactionCounts } from "./utils/scenarioChecks.js"
 
 const RUNS = 1000
@@ -166,7 +167,7 @@ type Tally = CompactionCounts & {
 const check = (scenario: unknown, counts?: Tally) =>
   Effect.gen(function*() {
     const decoded = Either.getOrThrow(Scenario.decode(scenario))
-    const r = yield* Scenario.run(decoded, { seed: 7 })
+    const r = yield* Simulator.run(decoded, { seed: 7 })
     const events = r.events
     // 1. Invariants (§12).
     expect(Invariant.check(events)).toEqual([])
@@ -222,7 +223,7 @@ const check = (scenario: unknown, counts?: Tally) =>
       else expect((end?.data as any)?.outcome).toBe(c.report.outcome)
     }
     // 7. Determinism.
-    const again = yield* Scenario.run(decoded, { seed: 7 })
+    const again = yield* Simulator.run(decoded, { seed: 7 })
     expect(again.log).toBe(r.log)
     expect(again.requestLines).toBe(r.requestLines)
   })

@@ -5,6 +5,7 @@ import * as Path from "node:path"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Scenario from "../src/Scenario.js"
+import * as Simulator from "../src/Simulator.js"
 import { brief } from "./utils/agent.js"
 
 const SCENARIOS = Path.resolve(process.cwd(), "../shared/scenarios")
@@ -13,12 +14,12 @@ const runFile = (name: string) =>
   Effect.suspend(() => {
     const text = Fs.readFileSync(Path.join(SCENARIOS, name), "utf8")
     const scenario = Either.getOrThrow(Scenario.parse(text))
-    return Scenario.run(scenario, { seed: Scenario.seedOf(text) })
+    return Simulator.run(scenario, { seed: Scenario.seedOf(text) })
   })
 
 /** Runs an inline scenario (seed 1). */
 export const runScenario = (scenario: unknown) =>
-  Effect.suspend(() => Scenario.run(Either.getOrThrow(Scenario.decode(scenario)), { seed: 1 }))
+  Effect.suspend(() => Simulator.run(Either.getOrThrow(Scenario.decode(scenario)), { seed: 1 }))
 
 const usersOf = (events: ReadonlyArray<any>, turn: number, step: number) => {
   const out: Array<string> = []
@@ -38,7 +39,7 @@ const usersOf = (events: ReadonlyArray<any>, turn: number, step: number) => {
 }
 
 /** Every delivery record's outcome equals its fate on the log; the log is clean. */
-export const checkRun = (result: Scenario.RunResult) => {
+export const checkRun = (result: Simulator.RunResult) => {
   expect(Invariant.check(result.events)).toEqual([])
   for (const d of result.deliveries) {
     if (d.messageId === undefined) continue

@@ -20,6 +20,7 @@ import * as Scenario from "../src/Scenario.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent, TurnEndReason } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as Simulator from "../src/Simulator.js"
 import * as Usage from "../src/Usage.js"
 import { advance, layerTracked } from "./utils/agent.js"
 import { briefLog, checkFates } from "./utils/scenarioChecks.js"
@@ -30,7 +31,7 @@ const runFile = (name: string) =>
   Effect.suspend(() => {
     const text = Fs.readFileSync(Path.join(DIRECTORY, name), "utf8")
     const scenario = Either.getOrThrow(Scenario.parse(text))
-    return Effect.map(Scenario.run(scenario, { seed: Scenario.seedOf(text) }), (result) => {
+    return Effect.map(Simulator.run(scenario, { seed: Scenario.seedOf(text) }), (result) => {
       checkFates(result)
       return { result, log: briefLog(result.events) }
     })
@@ -38,7 +39,7 @@ const runFile = (name: string) =>
 
 const ends = (events: ReadonlyArray<SessionEvent>): Array<TurnEndReason> =>
   events.flatMap((e) => (e.type === "turn/end" ? [(e.data as { reason: TurnEndReason }).reason] : []))
-const outcomes = (result: Scenario.RunResult) => result.deliveries.map((d) => d.outcome ?? d.error ?? "pending")
+const outcomes = (result: Simulator.RunResult) => result.deliveries.map((d) => d.outcome ?? d.error ?? "pending")
 const entered = (turn: number, step: number) => ({ _tag: "Entered", turn, step })
 const rejected = { _tag: "Dropped", reason: "rejected" }
 const blocked = (reason: string): TurnEndReason => ({ kind: "blocked", reason })

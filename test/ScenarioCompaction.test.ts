@@ -21,6 +21,7 @@ import * as Scenario from "../src/Scenario.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import * as Simulator from "../src/Simulator.js"
 import { layerTracked } from "./utils/agent.js"
 import { briefLog, checkCompactions, checkFates, checkRequests } from "./utils/scenarioChecks.js"
 
@@ -43,14 +44,14 @@ const load = (name: string) => {
 const runFile = (name: string) =>
   Effect.suspend(() => {
     const { scenario, text } = load(name)
-    return Effect.map(Scenario.run(scenario, { seed: Scenario.seedOf(text) }), (result) => {
+    return Effect.map(Simulator.run(scenario, { seed: Scenario.seedOf(text) }), (result) => {
       checkFates(result)
       checkRequests(result, scenario.model)
       return { result, log: briefLog(result.events, LABELS), counts: checkCompactions(result.events) }
     })
   })
 
-const outcomes = (result: Scenario.RunResult) => result.deliveries.map((d) => d.outcome ?? d.error ?? "pending")
+const outcomes = (result: Simulator.RunResult) => result.deliveries.map((d) => d.outcome ?? d.error ?? "pending")
 const entered = (turn: number, step: number) => ({ _tag: "Entered", turn, step })
 
 /** Turns 1 and 2 of the files that share them: P1 → R1, P2 → "All 14 cases pass." */
@@ -265,7 +266,7 @@ describe("compaction scenarios (test/scenarios/compaction, §17)", () => {
         "step/end 3.1",
         "turn/end 3 completed"
       ])
-      const full = History.derive(result.events.slice(0, 22)).map(Scenario.requestMessage)
+      const full = History.derive(result.events.slice(0, 22)).map(Simulator.requestMessage)
       expect(result.requests.slice(2)).toEqual([
         { turn: 3, step: 1, messages: full },
         SUMMARIZATION,
@@ -424,8 +425,8 @@ describe("compaction scenarios (test/scenarios/compaction, §17)", () => {
     Effect.gen(function*() {
       for (const name of Fs.readdirSync(DIRECTORY).filter((f) => f.endsWith(".json"))) {
         const { scenario, text } = load(name)
-        const a = yield* Scenario.run(scenario, { seed: Scenario.seedOf(text) })
-        const b = yield* Scenario.run(scenario, { seed: Scenario.seedOf(text) })
+        const a = yield* Simulator.run(scenario, { seed: Scenario.seedOf(text) })
+        const b = yield* Simulator.run(scenario, { seed: Scenario.seedOf(text) })
         expect(b.log).toBe(a.log)
         expect(b.requestLines).toBe(a.requestLines)
         expect(a.events.some((e) => e.type === "compaction/start")).toBe(true)
@@ -515,7 +516,7 @@ describe("a crash mid-compaction (§17, §10)", () => {
 const runInline = (input: unknown) =>
   Effect.suspend(() => {
     const scenario = Either.getOrThrow(Scenario.decode(input))
-    return Effect.map(Scenario.run(scenario, { seed: 1 }), (result) => {
+    return Effect.map(Simulator.run(scenario, { seed: 1 }), (result) => {
       checkFates(result)
       checkRequests(result, scenario.model)
       return { result, log: briefLog(result.events), counts: checkCompactions(result.events) }

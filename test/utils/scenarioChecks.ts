@@ -9,8 +9,9 @@ import * as Delivery from "../../src/Delivery.js"
 import * as History from "../../src/History.js"
 import * as Invariant from "../../src/Invariant.js"
 import type { Message } from "../../src/Message.js"
-import * as Scenario from "../../src/Scenario.js"
+import type * as Scenario from "../../src/Scenario.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
+import * as Simulator from "../../src/Simulator.js"
 import { brief, text } from "./agent.js"
 
 /**
@@ -48,7 +49,7 @@ export const briefLog = (
 }
 
 /** The invariants hold, and every delivery's recorded outcome is its fate on the log (pending: `Pending`). */
-export const checkFates = (result: Scenario.RunResult): void => {
+export const checkFates = (result: Simulator.RunResult): void => {
   expect(Invariant.check(result.events)).toEqual([])
   const fates = Delivery.fatesOf(result.events)
   for (const d of result.deliveries) {
@@ -99,7 +100,7 @@ export const retryPrefix = (events: ReadonlyArray<SessionEvent>, turn: number, s
  * and how many of them came after an overflow.
  */
 export const checkRequests = (
-  result: Scenario.RunResult,
+  result: Simulator.RunResult,
   script: Scenario.Scenario["model"]
 ): { readonly steps: number; readonly retries: number } => {
   const overflowed = new Set<string>()
@@ -110,7 +111,7 @@ export const checkRequests = (
     const key = `${q.turn}.${q.step}`
     const retry = overflowed.has(key)
     const prefix = retry ? retryPrefix(result.events, q.turn, q.step) : requestPrefix(result.events, q.turn, q.step)
-    expect(q.messages).toEqual(History.derive(prefix).map(Scenario.requestMessage))
+    expect(q.messages).toEqual(History.derive(prefix).map(Simulator.requestMessage))
     steps++
     if (retry) retries++
     if (script[i]?.error?.code === "CONTEXT_OVERFLOW") overflowed.add(key)

@@ -5,6 +5,7 @@ import { Console, Effect, Either, Option } from "effect"
 import { fileKind } from "../../internal/store/common.js"
 import { escapeJson, escapeLine } from "../../internal/terminalText.js"
 import * as Scenario from "../../Scenario.js"
+import * as Simulator from "../../Simulator.js"
 import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 
@@ -14,7 +15,7 @@ import { otlpOptions, withOtlp } from "../otlp.js"
  * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
  * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
  * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
- * over `Scenario.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
+ * over `Simulator.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
  */
 export const simulate = Command.make(
   "simulate",
@@ -40,7 +41,7 @@ export const simulate = Command.make(
       if (Either.isLeft(decoded)) {
         return yield* exit(2, escapeLine(`${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`))
       }
-      const result = yield* Scenario.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
+      const result = yield* Simulator.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
         .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
       // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
       // after a `dispose` action, which is what the scenario asked for.
