@@ -12,7 +12,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
-import { Invariant, Model, Offline, SessionStore, Transcript } from "effect-agent-loop"
+import { Invariant, Model, Offline, SessionStore, Transcript, TranscriptText } from "effect-agent-loop"
 import { AgentClient, AgentRunner } from "effect-agent-loop/cluster"
 import * as SqlSessionStore from "effect-agent-loop/sql"
 import { fileURLToPath } from "node:url"
@@ -50,7 +50,7 @@ export const main = (url: string, port: number) =>
     )
     console.log(`outcomes: ${JSON.stringify(outcomes)}`)
     console.log(`invariant violations: ${JSON.stringify(Invariant.check(contents.events))}`)
-    console.log(Transcript.render(Transcript.fromEvents(contents.events)))
+    console.log(TranscriptText.render(Transcript.fromEvents(contents.events)))
     return { outcomes, contents }
   })
 

@@ -14,7 +14,18 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Deferred, Effect, Layer, Schema } from "effect"
-import { Agent, Delivery, Model, Offline, ScriptedModel, SessionEvent, SessionStore, Tool, Transcript } from "effect-agent-loop"
+import {
+  Agent,
+  Delivery,
+  Model,
+  Offline,
+  ScriptedModel,
+  SessionEvent,
+  SessionStore,
+  Tool,
+  Transcript,
+  TranscriptText
+} from "effect-agent-loop"
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { writeSync } from "node:fs"
@@ -95,7 +106,7 @@ export const main = (options: { readonly directory: string; readonly entry?: str
     const delivered = events.flatMap((e) => SessionEvent.is(e, "agent/inbox/spliced") ? e.data.inserted : [])
     const fates = delivered.map((m) => Delivery.fateOf(events, m.id))
     console.log(`parent: fates ${JSON.stringify(fates)}`)
-    console.log(Transcript.render(Transcript.fromEvents(events)))
+    console.log(TranscriptText.render(Transcript.fromEvents(events)))
     console.log(`log: ${agent.log.path}`)
     return { signal, repaired, fates, events }
   }).pipe(

@@ -8,7 +8,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
-import { Agent, Invariant, Model, Offline, SessionStore, Transcript } from "effect-agent-loop"
+import { Agent, Invariant, Model, Offline, SessionStore, Transcript, TranscriptText } from "effect-agent-loop"
 import * as SqlSessionStore from "effect-agent-loop/sql"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -38,7 +38,7 @@ export const main = (filename: string) =>
 
     console.log(`${filename}: ${sessions.length} session(s); ${written.id} has ${contents.events.length} events`)
     console.log(`invariant violations: ${JSON.stringify(Invariant.check(contents.events))}`)
-    console.log(Transcript.render(Transcript.fromEvents(contents.events)))
+    console.log(TranscriptText.render(Transcript.fromEvents(contents.events)))
     return { written, contents, sessions }
   })
 

@@ -13,7 +13,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Schema } from "effect"
-import { Agent, Message, Model, Offline, ScriptedModel, SessionStore, Tool, Transcript } from "effect-agent-loop"
+import { Agent, Message, Model, Offline, ScriptedModel, SessionStore, Tool, Transcript, TranscriptText } from "effect-agent-loop"
 import { fileURLToPath } from "node:url"
 
 export const deploy = Tool.make({
@@ -59,7 +59,7 @@ export const main = Effect.gen(function*() {
   yield* agent.followup("deploy the api, then check the fleet")
   yield* agent.awaitIdle
   const events = agent.log.events().slice()
-  console.log(Transcript.render(Transcript.fromEvents(events)))
+  console.log(TranscriptText.render(Transcript.fromEvents(events)))
   console.log("\nstep 2's request:")
   for (const m of model.requests[1]?.messages ?? []) {
     console.log(`  ${m.role} (${m.source.kind}) ${m.content.map(show).join(" | ")}`)

@@ -167,6 +167,12 @@ export * as Tool from "./Tool.js"
  */
 export * as Transcript from "./Transcript.js"
 /**
+ * A transcript as terminal text: `render` and its labels, escaped so that log text cannot drive the terminal (§14).
+ *
+ * @since 0.1.0
+ */
+export * as TranscriptText from "./TranscriptText.js"
+/**
  * Token usage from the session log (§18).
  *
  * @since 0.1.0

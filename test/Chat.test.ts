@@ -32,6 +32,7 @@ import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft, SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
+import * as TranscriptText from "../src/TranscriptText.js"
 import { advance, layer as agentLayer } from "./utils/agent.js"
 import * as E from "./utils/events.js"
 import { replayServer } from "./utils/replayServer.js"
@@ -100,14 +101,14 @@ const facts = (events: ReadonlyArray<SessionEvent>): Array<string> =>
       case "turn/start":
         return `turn/start ${d.turn}`
       case "turn/end":
-        return `turn/end ${d.turn}: ${Transcript.reasonLabel(d.reason)}`
+        return `turn/end ${d.turn}: ${TranscriptText.reasonLabel(d.reason)}`
       case "step/start":
       case "step/end":
         return `${e.type} ${d.turn}.${d.step}`
       case "user/message":
         return (e as any).surfaceOp !== undefined
           ? `checkpoint ${(e as any).surfaceOp.start}..${(e as any).surfaceOp.end} ${textOf(d.content)}`
-          : `user/message [${Transcript.sourceLabel(d.source)}] ${textOf(d.content)}`
+          : `user/message [${TranscriptText.sourceLabel(d.source)}] ${textOf(d.content)}`
       case "compaction/start":
         return `compaction/start ${d.reason} turn ${d.turn} ${d.tokens}`
       case "compaction/summary":

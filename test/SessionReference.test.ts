@@ -16,6 +16,7 @@ import * as SessionReference from "../src/SessionReference.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
+import * as TranscriptText from "../src/TranscriptText.js"
 import { advance, brief, checkLog, layerTracked, storeLayer, text } from "./utils/agent.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ describe("SessionReference.prepare", () => {
       expect(s.id).not.toBe(m.id)
       // The same transcript a person reads (`agent-loop transcript`), between the delimiters.
       const store = yield* SessionStore.SessionStore
-      const rendered = Transcript.render(Transcript.fromEvents((yield* store.read("notes")).events))
+      const rendered = TranscriptText.render(Transcript.fromEvents((yield* store.read("notes")).events))
       expect(NOTES_SNAPSHOT).toContain(">>>\n" + rendered + "<<<")
     }).pipe(Effect.provide(refLayer(model)))
   })
@@ -250,7 +251,7 @@ describe("SessionReference.prepare", () => {
     return Effect.gen(function*() {
       yield* seed("big", exchanges)
       const store = yield* SessionStore.SessionStore
-      const full = Transcript.render(Transcript.fromEvents((yield* store.read("big")).events))
+      const full = TranscriptText.render(Transcript.fromEvents((yield* store.read("big")).events))
       expect(utf8(full)).toBe(134968)
       const [s] = yield* SessionReference.prepare(yield* direct("@session:big"))
       const snapshot = text(s!)

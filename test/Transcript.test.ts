@@ -8,6 +8,7 @@ import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
+import * as TranscriptText from "../src/TranscriptText.js"
 import { advance, layer } from "./utils/agent.js"
 import {
   assistant,
@@ -108,7 +109,7 @@ describe("Transcript", () => {
   })
 
   it("render shows turns, direct input, labelled context, tool calls and results, end reasons", () => {
-    expect(Transcript.render(entries)).toBe(
+    expect(TranscriptText.render(entries)).toBe(
       [
         "── turn 1 ──",
         "> check the network",
@@ -128,7 +129,7 @@ describe("Transcript", () => {
         ""
       ].join("\n")
     )
-    expect(Transcript.render([])).toBe("")
+    expect(TranscriptText.render([])).toBe("")
   })
 
   it("render and toJsonLines escape what could drive or disguise the terminal: C0/C1, bidi, zero-width, separators", () => {
@@ -143,7 +144,7 @@ describe("Transcript", () => {
       { kind: "context", turn: 1, step: 1, id: "c", text: "ok", source: { kind: "plugin", plugin: "p\u202egnp" } },
       { kind: "tool-call", turn: 1, step: 1, callId: "c1", name: "rm\u200b", arguments: "{}" }
     ]
-    expect(Transcript.render(hostileEntries).split("\n")).toEqual([
+    expect(TranscriptText.render(hostileEntries).split("\n")).toEqual([
       "── turn 1 ──",
       shown,
       "x\\u{e0041}y",
@@ -162,22 +163,22 @@ describe("Transcript", () => {
     // The shared rule, one line at a time (ids, paths, error lines).
     expect(escapeLine("id\u202e\n\tx\u001b")).toBe("id\\u202e\\n\\tx\\x1b")
     expect(escapeText("two\nlines\tand\u2028")).toBe("two\nlines\tand\\u2028")
-    expect(Transcript.escapeControl("\u202e\n")).toBe("\\u202e\n")
+    expect(TranscriptText.escapeControl("\u202e\n")).toBe("\\u202e\n")
   })
 
   it("labels producers and end reasons", () => {
-    expect(Transcript.sourceLabel({ kind: "tool", callId: "c1" })).toBe("tool:c1")
-    expect(Transcript.sourceLabel({ kind: "hook", hook: "audit" })).toBe("hook:audit")
-    expect(Transcript.sourceLabel({ kind: "session-reference", sessionId: "s9", throughSeq: 41 }))
+    expect(TranscriptText.sourceLabel({ kind: "tool", callId: "c1" })).toBe("tool:c1")
+    expect(TranscriptText.sourceLabel({ kind: "hook", hook: "audit" })).toBe("hook:audit")
+    expect(TranscriptText.sourceLabel({ kind: "session-reference", sessionId: "s9", throughSeq: 41 }))
       .toBe("session-reference:s9@41")
-    expect(Transcript.sourceLabel({ kind: "plugin", plugin: "@deepseek-ai/dsh-system-prompt", form: "snapshot" }))
+    expect(TranscriptText.sourceLabel({ kind: "plugin", plugin: "@deepseek-ai/dsh-system-prompt", form: "snapshot" }))
       .toBe("plugin:@deepseek-ai/dsh-system-prompt (snapshot)")
-    expect(Transcript.sourceLabel({ kind: "goal", goalId: "g1" })).toBe("goal")
-    expect(Transcript.reasonLabel({ kind: "error", error: { code: "AUTH", message: "HTTP 401" } })).toBe(
+    expect(TranscriptText.sourceLabel({ kind: "goal", goalId: "g1" })).toBe("goal")
+    expect(TranscriptText.reasonLabel({ kind: "error", error: { code: "AUTH", message: "HTTP 401" } })).toBe(
       "error: AUTH: HTTP 401"
     )
-    expect(Transcript.reasonLabel({ kind: "blocked" })).toBe("blocked")
-    expect(Transcript.reasonLabel({ kind: "aborted", reason: { kind: "disposed" } })).toBe("aborted (disposed)")
+    expect(TranscriptText.reasonLabel({ kind: "blocked" })).toBe("blocked")
+    expect(TranscriptText.reasonLabel({ kind: "aborted", reason: { kind: "disposed" } })).toBe("aborted (disposed)")
   })
 })
 
@@ -201,7 +202,7 @@ describe("Transcript on DSH v0 fixtures", () => {
     })
     expect(t[2]).toEqual({ kind: "assistant", turn: 1, step: 1, text: "partial", interrupted: true })
     expect(t[3]).toEqual({ kind: "turn-end", turn: 1, reason: { kind: "aborted", reason: { kind: "user" } } })
-    expect(Transcript.render(t).split("\n")[2]).toMatch(
+    expect(TranscriptText.render(t).split("\n")[2]).toMatch(
       /^\[context from plugin:@deepseek-ai\/dsh-system-prompt \(snapshot\)\] Current runtime context/
     )
   })
@@ -242,7 +243,7 @@ describe("Transcript on DSH v0 fixtures", () => {
       expect(kinds("turn-end"), name).toBe(count("turn/end"))
       expect(kinds("assistant"), name).toBeLessThanOrEqual(count("assistant/message"))
       expect(Transcript.toJsonLines(t).split("\n").length, name).toBe(t.length + 1)
-      expect(typeof Transcript.render(t)).toBe("string")
+      expect(typeof TranscriptText.render(t)).toBe("string")
     }
   })
 })
@@ -281,7 +282,7 @@ describe("Transcript of compactions (§17)", () => {
         { kind: "assistant", turn: 3, step: 1, text: "ok3" },
         { kind: "turn-end", turn: 3, reason: { kind: "completed" } }
       ])
-      expect(Transcript.render(entries)).toBe(
+      expect(TranscriptText.render(entries)).toBe(
         [
           "── turn 1 ──",
           `> ${a200}`,
@@ -331,7 +332,7 @@ describe("Transcript of compactions (§17)", () => {
       yield* agent.cancel()
       expect((yield* Fiber.join(fiber)).outcome).toBe("aborted")
       expect((yield* agent.compact({ instructions: "again" })).outcome).toBe("failed")
-      expect(Transcript.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
+      expect(TranscriptText.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
         "[compaction: manual, between turns] skipped at 0 tokens: nothing to compact",
         "── turn 1 ──",
         `> ${a200}`,
@@ -364,7 +365,7 @@ describe("Transcript of compactions (§17)", () => {
       yield* agent.followup("read it")
       yield* advance(10)
       expect((yield* agent.compact()).outcome).toBe("compacted")
-      expect(Transcript.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
+      expect(TranscriptText.render(Transcript.fromEvents(agent.log.events())).split("\n")).toEqual([
         "── turn 1 ──",
         "> read it",
         "→ read({})",
@@ -413,7 +414,7 @@ describe("Transcript of compactions (§17)", () => {
       { kind: "compaction", turn: 0, step: 0, compactionId: "k0", outcome: "skipped" },
       { kind: "compaction", turn: 0, step: 0, compactionId: "k2", reason: "manual", tokensBefore: 120 }
     ])
-    expect(Transcript.render(entries).split("\n")).toEqual([
+    expect(TranscriptText.render(entries).split("\n")).toEqual([
       "── turn 1 ──",
       "[compaction: pressure, turn 1] interrupted at 900 tokens: nothing kept (error: CRASHED: the process died)",
       "> hello",
@@ -443,7 +444,7 @@ describe("Transcript of compactions (§17)", () => {
       source: { kind: "plugin", plugin: "compact", compactionId: "workspace-context-fixture" }
     })
     expect(t.filter((e) => e.kind === "context" && (e.source as any).plugin === "compact")).toEqual([])
-    const lines = Transcript.render(t).split("\n")
+    const lines = TranscriptText.render(t).split("\n")
     expect(lines.filter((l) => l.includes("compact"))).toEqual([
       "[compaction checkpoint replacing seq 5] Earlier context was compacted for this snapshot."
     ])

@@ -37,7 +37,7 @@
  *
  * Terminal safety (§23): every line printed here that carries text from a log, a model, a
  * provider or a file name goes through `src/internal/terminalText.ts` at the print site:
- * transcripts through `Transcript.render` (which escapes), one-line messages (error lines,
+ * transcripts through `TranscriptText.render` (which escapes), one-line messages (error lines,
  * `check`'s violations, warnings, paths) through `escapeLine`, exit messages through
  * `escapeText`. ESC, the other C0/C1 controls, bidi, zero-width and separator characters are
  * shown as `\x1b`, `\u202e`, … and never reach the terminal raw. Under them, `main` prints

@@ -51,7 +51,7 @@
  *   checkpoint `user/message` of plugin `compact` where it stands) → when the client advertised
  *   the `session.compaction` capability (`compaction: true`), one `compaction_update
  *   {compactionId, status: "completed", summary}`; otherwise one `user_message_chunk` whose text
- *   is the marker line of `agent-loop transcript` (`Transcript.compactionLabel`, e.g.
+ *   is the marker line of `agent-loop transcript` (`TranscriptText.compactionLabel`, e.g.
  *   `[compaction: pressure, turn 3] compacted 118 → 80 tokens: seq 4..6 (59 tokens) summarized`)
  *   and the summary below it, with `messageId` the summary checkpoint's id and
  *   `_meta: {"agent-loop": {messageId, source, compaction}}` (`source` the checkpoint's,
@@ -78,13 +78,8 @@ import type { AssistantMessage, ContentBlock, MessageSource, UserMessage } from 
 import { textOf } from "../../Message.js"
 import type { SessionEvent, SplicedData, ToolCallData, ToolResultData } from "../../SessionEvent.js"
 import type { LogOptions } from "../../SessionLog.js"
-import {
-  type CheckpointEntry,
-  checkpointLabel,
-  compactionLabel,
-  type CompactionMarkerEntry,
-  projector as transcriptProjector
-} from "../../Transcript.js"
+import { type CheckpointEntry, type CompactionMarkerEntry, projector as transcriptProjector } from "../../Transcript.js"
+import { checkpointLabel, compactionLabel } from "../../TranscriptText.js"
 
 export type { SessionUpdate }
 

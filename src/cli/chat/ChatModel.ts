@@ -4,7 +4,7 @@
  * `useSyncExternalStore` (`subscribe` / `getSnapshot`). Nothing here runs an effect.
  *
  * - `items` is the append-only transcript (rendered once by Ink's `<Static>`): turn headers,
- *   what the user typed, injected context labelled with its producer (`Transcript.sourceLabel`),
+ *   what the user typed, injected context labelled with its producer (`TranscriptText.sourceLabel`),
  *   assistant text, each tool call together with its result, turn ends with their reason, and
  *   a marker for each compaction (§17: what it did to the token estimate and the first line of
  *   its summary), and notices of the UI itself. History read from the log at start and live
@@ -17,7 +17,7 @@
  *   `compaction/start` until its `compaction/end`).
  *
  * Every string that comes from the log or the model is made safe for the terminal here
- * (`visible`: escaped as `Transcript.render` does), so the view never prints raw log text; and
+ * (`visible`: escaped as `TranscriptText.render` does), so the view never prints raw log text; and
  * bounded (`shown`: the first 8 KiB and 100 lines of each message, 12 of a tool result or an
  * injected context, then a line saying how many lines and bytes were left out; the streamed text's tail; the start of a pending message), so that a
  * message of megabytes costs the screen no more than a small one.
@@ -28,6 +28,7 @@ import { textOf, type UserMessage } from "../../Message.js"
 import * as Prices from "../../Prices.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
 import * as Transcript from "../../Transcript.js"
+import * as TranscriptText from "../../TranscriptText.js"
 import * as Usage from "../../Usage.js"
 
 /** One line (or block) of the append-only transcript. `key` is unique and stable. */
@@ -48,7 +49,7 @@ export type Item =
   | {
     readonly kind: "compaction"
     readonly key: string
-    /** `Transcript.compactionLabel` (or `checkpointLabel`), escaped. */
+    /** `TranscriptText.compactionLabel` (or `checkpointLabel`), escaped. */
     readonly headline: string
     /** The first line of the summary or checkpoint text, escaped; undefined when none. */
     readonly detail: string | undefined
@@ -66,7 +67,7 @@ export type Tone = "ok" | "warn" | "error"
 export interface PendingItem {
   readonly id: string
   readonly queue: "followup" | "steer" | "context"
-  /** `you` for what the user typed, else the producer (`Transcript.sourceLabel`). */
+  /** `you` for what the user typed, else the producer (`TranscriptText.sourceLabel`). */
   readonly label: string
   readonly direct: boolean
   readonly text: string
@@ -113,9 +114,9 @@ export interface Snapshot {
 /**
  * Makes control characters visible (`\x1b` for ESC, …), keeping newlines; tabs become two
  * spaces (Ink measures them as one column). Log content is untrusted and must not drive the
- * terminal (the rule of `Transcript.render`).
+ * terminal (the rule of `TranscriptText.render`).
  */
-export const visible = (text: string): string => Transcript.escapeControl(text.replace(/\t/g, "  "))
+export const visible = (text: string): string => TranscriptText.escapeControl(text.replace(/\t/g, "  "))
 
 /**
  * The most of one message's text the chat shows: its first `SHOWN_LINES` lines and at most
@@ -565,7 +566,7 @@ export class ChatModel {
         this.push({
           kind: "context",
           key: this.key(),
-          label: shown(Transcript.sourceLabel(entry.source)),
+          label: shown(TranscriptText.sourceLabel(entry.source)),
           text: shown(entry.text, SHOWN_RESULT_LINES)
         })
         return
@@ -599,7 +600,7 @@ export class ChatModel {
           kind: "turn-end",
           key: this.key(),
           turn: entry.turn,
-          reason: shown(Transcript.reasonLabel(entry.reason)),
+          reason: shown(TranscriptText.reasonLabel(entry.reason)),
           tone: toneOf(entry.reason)
         })
         return
@@ -607,7 +608,7 @@ export class ChatModel {
         this.push({
           kind: "compaction",
           key: this.key(),
-          headline: shown(Transcript.compactionLabel(entry)),
+          headline: shown(TranscriptText.compactionLabel(entry)),
           detail: entry.summary === undefined ? undefined : firstLine(entry.summary),
           tone: compactionTone(entry.outcome)
         })
@@ -616,7 +617,7 @@ export class ChatModel {
         this.push({
           kind: "compaction",
           key: this.key(),
-          headline: visible(Transcript.checkpointLabel(entry)),
+          headline: visible(TranscriptText.checkpointLabel(entry)),
           detail: firstLine(entry.text),
           tone: "ok"
         })
@@ -638,7 +639,7 @@ const pendingItem = (message: UserMessage, queue: PendingItem["queue"]): Pending
   return {
     id: message.id,
     queue,
-    label: direct ? "you" : visible(Transcript.sourceLabel(message.source).slice(0, 256)),
+    label: direct ? "you" : visible(TranscriptText.sourceLabel(message.source).slice(0, 256)),
     direct,
     // One line of the live area (cut at its width): the start of the text is enough.
     text: visible(textOf(message.content ?? []).slice(0, 1024))

@@ -12,6 +12,7 @@ import * as Prices from "../../Prices.js"
 import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import * as Transcript from "../../Transcript.js"
+import * as TranscriptText from "../../TranscriptText.js"
 import { exit } from "../exit.js"
 
 /** `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. */
@@ -44,9 +45,9 @@ export const lastTurnEnd = (events: ReadonlyArray<SessionEvent>): TurnEndReason 
   return undefined
 }
 
-/** Prints the transcript of `events` (rendered and escaped by `Transcript.render`). */
+/** Prints the transcript of `events` (rendered and escaped by `TranscriptText.render`). */
 export const printTranscript = (events: ReadonlyArray<SessionEvent>) =>
-  Console.log(Transcript.render(Transcript.fromEvents(events)).trimEnd())
+  Console.log(TranscriptText.render(Transcript.fromEvents(events)).trimEnd())
 
 /**
  * Prints the transcript of a live log as it grows: each call prints the lines that are new
@@ -62,7 +63,7 @@ export const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
   return Effect.suspend(() => {
     const all = events()
     for (; projected < all.length; projected++) for (const entry of projector.push(all[projected]!)) entries.push(entry)
-    const text = Transcript.render(entries).trimEnd()
+    const text = TranscriptText.render(entries).trimEnd()
     const lines = text === "" ? [] : text.split("\n")
     const fresh = lines.slice(printed)
     printed = lines.length

@@ -3,6 +3,7 @@ import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as Transcript from "../../Transcript.js"
+import * as TranscriptText from "../../TranscriptText.js"
 import { optionalFile, pgReadOptions, readSession } from "./sessionSource.js"
 
 /** `transcript`: a FILE or a session in PostgreSQL as text, or with `--json` one JSON object a line (§14). */
@@ -22,7 +23,7 @@ export const transcript = Command.make(
         const lines = Transcript.toJsonLines(entries)
         if (lines.length > 0) yield* Console.log(lines.trimEnd())
       } else {
-        const text = Transcript.render(entries)
+        const text = TranscriptText.render(entries)
         if (text.length > 0) yield* Console.log(text.trimEnd())
       }
     })

@@ -1,0 +1,194 @@
+/**
+ * A transcript as terminal text (§14): `render` prints the entries of
+ * `Transcript.fromEvents` as readable text (turn headers, `> ` for what the user typed,
+ * `[context from plugin:x] ` for context, `→`/`←` for tool calls and results, a
+ * `[compaction: …]` marker with its token figures and summary), with the labels it uses
+ * (`sourceLabel`, `reasonLabel`, `compactionLabel`, `checkpointLabel`) and the escaping that
+ * keeps untrusted log text from driving the terminal (`escapeControl`).
+ *
+ * @since 0.1.0
+ */
+import { escapeText } from "./internal/terminalText.js"
+import type { MessageSource } from "./Message.js"
+import type { TurnEndReason } from "./SessionEvent.js"
+import type { CheckpointEntry, CompactionMarkerEntry, Entry } from "./Transcript.js"
+
+/**
+ * A short label naming the producer of a context message (§2, §14):
+ * `plugin:<plugin>`, `tool:<callId>`, `hook:<hook>`, `session-reference:<sessionId>@<throughSeq>`,
+ * or the bare kind for other producers; a string `form` is added in parentheses.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const sourceLabel = (source: MessageSource): string => {
+  const s = source as { readonly [key: string]: unknown }
+  const kind = typeof s.kind === "string" ? s.kind : "unknown"
+  let label = kind
+  if (typeof s.plugin === "string") label = `${kind}:${s.plugin}`
+  else if (typeof s.hook === "string") label = `${kind}:${s.hook}`
+  else if (typeof s.callId === "string") label = `${kind}:${s.callId}`
+  else if (typeof s.sessionId === "string") {
+    label = `${kind}:${s.sessionId}` + (typeof s.throughSeq === "number" ? `@${s.throughSeq}` : "")
+  }
+  if (typeof s.form === "string") label += ` (${s.form})`
+  return label
+}
+
+/**
+ * A turn end reason as words: `completed`, `max-tokens`, `blocked[: reason]`,
+ * `error: CODE: message`, `aborted (kind)`, `interrupted`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const reasonLabel = (reason: TurnEndReason): string => {
+  const r = reason as { readonly kind?: unknown; readonly [key: string]: unknown }
+  switch (r.kind) {
+    case "blocked":
+      return typeof r.reason === "string" && r.reason !== "" ? `blocked: ${r.reason}` : "blocked"
+    case "error": {
+      const e = r.error as { readonly code?: unknown; readonly message?: unknown } | undefined
+      const code = typeof e?.code === "string" ? e.code : "ERROR"
+      return typeof e?.message === "string" ? `error: ${code}: ${e.message}` : `error: ${code}`
+    }
+    case "aborted": {
+      const cause = r.reason as { readonly kind?: unknown } | undefined
+      return typeof cause?.kind === "string" ? `aborted (${cause.kind})` : "aborted"
+    }
+    default:
+      return typeof r.kind === "string" ? r.kind : "unknown"
+  }
+}
+
+const plural = (n: number, one: string, many: string): string => `${n} ${n === 1 ? one : many}`
+
+/**
+ * The first line of a compaction marker (§17): where and why, then what happened, e.g.
+ * `[compaction: pressure, turn 3] compacted 118 → 80 tokens: seq 4..6 (59 tokens) summarized`,
+ * `[compaction: manual, between turns] compacted 108 → 71 tokens: 1 tool result pruned`,
+ * `[compaction: manual, between turns] skipped at 0 tokens: nothing to compact`,
+ * `[compaction: pressure, turn 3] aborted at 118 tokens: nothing kept`,
+ * `… failed at 59 tokens: nothing kept (error: CODE: message)`; a bracket without its end:
+ * `… started at 118 tokens: no end in the log`. Tokens are the loop's estimate.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const compactionLabel = (entry: CompactionMarkerEntry): string => {
+  const where = entry.turn > 0 ? `turn ${entry.turn}` : "between turns"
+  const tag = entry.reason !== undefined ? `[compaction: ${entry.reason}, ${where}]` : `[compaction, ${where}]`
+  const before = entry.tokensBefore
+  const at = before !== undefined ? ` at ${before} tokens` : ""
+  const error = entry.error !== undefined
+    ? ` (error: ${entry.error.code}${entry.error.message !== "" ? `: ${entry.error.message}` : ""})`
+    : ""
+  switch (entry.outcome) {
+    case "compacted": {
+      const figures = before !== undefined && entry.tokensAfter !== undefined
+        ? ` ${before} → ${entry.tokensAfter} tokens`
+        : entry.tokensAfter !== undefined
+        ? ` to ${entry.tokensAfter} tokens`
+        : at
+      const what: Array<string> = []
+      if (entry.shadowedRange !== undefined) {
+        const { end, start } = entry.shadowedRange
+        const tokens = entry.shadowedTokenCount !== undefined ? ` (${entry.shadowedTokenCount} tokens)` : ""
+        what.push(`seq ${start === end ? start : `${start}..${end}`}${tokens} summarized`)
+      }
+      if (entry.pruned !== undefined) what.push(`${plural(entry.pruned, "tool result", "tool results")} pruned`)
+      if (entry.replaced !== undefined) what.push(`${plural(entry.replaced, "message", "messages")} replaced`)
+      return `${tag} compacted${figures}${what.length > 0 ? `: ${what.join(", ")}` : ""}${error}`
+    }
+    case "skipped":
+      return `${tag} skipped${at}: nothing to compact${error}`
+    case undefined:
+      return `${tag} started${at}: no end in the log${error}`
+    default:
+      return `${tag} ${entry.outcome}${at}: nothing kept${error}`
+  }
+}
+
+/**
+ * The label of a checkpoint outside any bracket: `[compaction checkpoint replacing seq 5]`,
+ * `[compaction checkpoint replacing seq 4..9]`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const checkpointLabel = (entry: CheckpointEntry): string => {
+  const { end, start } = entry.replaces
+  return `[compaction checkpoint replacing seq ${start === end ? start : `${start}..${end}`}]`
+}
+
+/** Prefixes the first line with `first` and every other line with `rest`. */
+const block = (text: string, first: string, rest: string): string =>
+  first + (text.includes("\n") ? text.split("\n").join("\n" + rest) : text)
+
+/**
+ * Human-readable text of the entries (§14): a `── turn N ──` header whenever the turn
+ * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
+ * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
+ * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
+ * result; `turn N ended: <reason>` at a turn's end; a compaction's marker line (`compactionLabel`)
+ * with its summary below, indented; `[compaction checkpoint replacing seq N] text` for a checkpoint
+ * outside a bracket. Continuation lines are indented. The text
+ * is safe to print: what could drive or disguise a terminal is shown escaped (`\x1b`, `\u202e`;
+ * see `escapeControl`), newline and tab kept. The entries of `fromEvents` stay raw: escaping
+ * belongs to rendering, and a program that prints entries itself escapes them.
+ * Ends with "\n" unless there are no entries.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const render = (entries: ReadonlyArray<Entry>): string => {
+  const lines: Array<string> = []
+  let current = -1
+  for (const entry of entries) {
+    if (entry.turn !== current) {
+      current = entry.turn
+      if (entry.turn > 0) lines.push(`── turn ${entry.turn} ──`)
+    }
+    switch (entry.kind) {
+      case "user":
+        lines.push(block(entry.text, "> ", "> "))
+        break
+      case "context":
+        lines.push(block(entry.text, `[context from ${sourceLabel(entry.source)}] `, "  "))
+        break
+      case "assistant":
+        lines.push(entry.interrupted ? (entry.text === "" ? "[interrupted]" : `${entry.text} [interrupted]`) : entry.text)
+        break
+      case "tool-call":
+        lines.push(block(`${entry.name}(${entry.arguments})`, "→ ", "  "))
+        break
+      case "tool-result":
+        lines.push(block(entry.text, entry.isError ? "← error: " : "← ", "  "))
+        break
+      case "turn-end":
+        lines.push(`turn ${entry.turn} ended: ${reasonLabel(entry.reason)}`)
+        break
+      case "compaction":
+        lines.push(compactionLabel(entry))
+        if (entry.summary !== undefined) lines.push(block(entry.summary, "  ", "  "))
+        break
+      case "checkpoint":
+        lines.push(block(entry.text, `${checkpointLabel(entry)} `, "  "))
+        break
+    }
+  }
+  return lines.length === 0 ? "" : lines.map(escapeControl).join("\n") + "\n"
+}
+
+/**
+ * Makes visible what would drive or disguise a terminal, keeping newlines and tabs: C0 and C1
+ * control characters (`\x1b` for ESC), format characters such as bidi overrides and isolates
+ * and zero-width characters (`\u202e`, `\u200b`, `\ufeff`), and the line and paragraph
+ * separators (`\u2028`). Log content is untrusted (model output, provider errors, other
+ * people's logs) and must not drive the terminal. The rule of `render`, `agent-loop run`,
+ * `check` and the chat (§23).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const escapeControl = (text: string): string => escapeText(text)
