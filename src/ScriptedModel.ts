@@ -7,14 +7,12 @@
  */
 import { Effect } from "effect"
 import { sequence, splitWords } from "./internal/scripted.js"
-import type { Message } from "./Message.js"
 import {
   ModelError,
   type ModelErrorCode,
   type ModelRequest,
   type ModelService,
-  type ModelSink,
-  type ToolDefinition
+  type ModelSink
 } from "./Model.js"
 import type { FinishReason, Usage } from "./SessionEvent.js"
 
@@ -58,14 +56,7 @@ export type ScriptEntry = ScriptedResponse | ((request: ModelRequest) => Scripte
  * @since 0.1.0
  * @category models
  */
-export interface RecordedRequest {
-  readonly turn: number
-  readonly step: number
-  readonly purpose?: "compaction" | undefined
-  readonly instructions?: string | undefined
-  readonly tools: ReadonlyArray<ToolDefinition>
-  readonly messages: ReadonlyArray<Message>
-}
+export type RecordedRequest = Pick<ModelRequest, "turn" | "step" | "purpose" | "instructions" | "tools" | "messages">
 
 /**
  * A scripted model: `requests` lists what it was asked (when `record` is on).

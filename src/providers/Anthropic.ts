@@ -66,7 +66,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Layer, Redacted } from "effect"
 import { type ContentBlock, type Message, textOf, type ToolResultBlock } from "../Message.js"
-import { Model, ModelError, type ModelErrorCode, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
+import { Model, ModelError, ModelErrorCode, type ModelPart, type ModelService, type ModelSink } from "../Model.js"
 import type { FinishReason, Usage } from "../SessionEvent.js"
 import { overflowOr } from "./internal/errors.js"
 import {
@@ -732,19 +732,11 @@ const mapStopReason = (reason: string | undefined, hasToolCalls: boolean): Finis
 
 const RETRYABLE_TYPES = new Set(["overloaded_error", "rate_limit_error", "api_error", "timeout_error"])
 
-/** Anthropic's documented error types: the codes the adapter keeps (`ModelErrorCode`). */
-const ERROR_TYPES: ReadonlySet<string> = new Set<ModelErrorCode>([
-  "invalid_request_error",
-  "authentication_error",
-  "billing_error",
-  "permission_error",
-  "not_found_error",
-  "request_too_large",
-  "rate_limit_error",
-  "api_error",
-  "timeout_error",
-  "overloaded_error"
-])
+/**
+ * Anthropic's documented error types: the codes the adapter keeps, the third member of
+ * `ModelErrorCode` (one list, there).
+ */
+const ERROR_TYPES: ReadonlySet<string> = new Set<ModelErrorCode>(ModelErrorCode.members[2].literals)
 
 /** `type` when it is one of Anthropic's documented error types, else undefined. */
 const knownType = (type: string | undefined): ModelErrorCode | undefined =>
