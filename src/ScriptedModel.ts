@@ -7,13 +7,7 @@
  */
 import { Effect } from "effect"
 import { sequence, splitWords } from "./internal/scripted.js"
-import {
-  ModelError,
-  type ModelErrorCode,
-  type ModelRequest,
-  type ModelService,
-  type ModelSink
-} from "./Model.js"
+import { ModelError, type ModelErrorCode, type ModelRequest, type ModelService, type ModelSink } from "./Model.js"
 import type { FinishReason, Usage } from "./SessionEvent.js"
 
 /**
