@@ -31,6 +31,7 @@ import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as Transcript from "../src/Transcript.js"
+import * as TranscriptText from "../src/TranscriptText.js"
 import { run } from "./utils/child.js"
 import {
   assistant,
@@ -167,7 +168,7 @@ describe("A DSH v0 log with a compaction (test/fixtures/dsh-compaction.jsonl, DS
         }
       ])
       expect(entries.filter((e) => e.kind === "context")).toEqual([])
-      expect(Transcript.render(entries).split("\n")).toEqual(TRANSCRIPT)
+      expect(TranscriptText.render(entries).split("\n")).toEqual(TRANSCRIPT)
       // Later DSH versions spell the replace `{op, startSeq, endSeq}`: read the same.
       const respelled = log.map((e): Json => e.seq === 17 ? { ...e, surfaceOp: { op: "replace", startSeq: 4, endSeq: 8 } } : e)
       expect(Transcript.fromEvents(respelled)).toEqual(entries)
