@@ -24,7 +24,11 @@
  * `compaction/end`) is applied when its bracket ends with `outcome: "compacted"`, and not at all
  * when it ends otherwise or never ends (a crash: repair closes it `interrupted`), so that a
  * compaction cut short leaves the history as it was. In a DSH v0 log compaction events are
- * foreign and a checkpoint applies where it stands, as in DSH.
+ * foreign and a checkpoint applies where it stands, as in DSH: DSH's compaction appends its
+ * checkpoint (`compaction/summary`, then the `user/message` with the replace) only once the
+ * summary is written, right before a `compaction/end` without `error`; one that fails or is
+ * aborted logs `compaction/end {error}` and no checkpoint; and DSH's surface applies a replace
+ * when it is appended, whatever follows (a log cut between the checkpoint and the end keeps it).
  *
  * For a DSH child session the inherited prefix (`seedLength`) is part of the history: it is the
  * seed conversation. Only the inbox replay skips it.

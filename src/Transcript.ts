@@ -12,7 +12,9 @@
  * - `{kind:"compaction", turn, step, compactionId, reason?, outcome?, tokensBefore?, tokensAfter?,
  *   shadowedRange?, shadowedTokenCount?, summary?, pruned?, replaced?, error?}` for each compaction
  *   bracket (§17: `compaction/start` … `compaction/end`), one entry at its end; the
- *   checkpoint `user/message`s inside the bracket are part of it, not messages of their own;
+ *   checkpoint `user/message`s inside the bracket are part of it, not messages of their own.
+ *   DSH's brackets are read in DSH's shape: a `summary` made of content blocks, and an end
+ *   without `outcome` (success) or with `error: string` (a failed or aborted compaction);
  * - `{kind:"checkpoint", turn, step, id, compactionId?, replaces, text, source}` for a compaction
  *   checkpoint outside any bracket (a DSH log's `user/message` of plugin `compact` with
  *   `surfaceOp: {op:"replace"}`).
@@ -106,7 +108,9 @@ export interface TurnEndEntry {
  * last ended then; `reason` (`pressure`, `overflow`, `manual`) and `tokensBefore` (the estimate
  * when it started) from `compaction/start`; `outcome`, `tokensAfter` (the estimate after a
  * `compacted` one) and `error` from `compaction/end` (`outcome` absent: the log holds no end for
- * it, e.g. a log cut by a crash); `summary`, `shadowedRange` (the seqs of the first and last
+ * it, e.g. a log cut by a crash; a DSH end, which has no `outcome`, is `compacted`, or `failed`
+ * with `error: {code: "ERROR", message}` when it carries DSH's `error` string); `summary` (the
+ * text of DSH's content blocks), `shadowedRange` (the seqs of the first and last
  * event it replaced) and `shadowedTokenCount` from `compaction/summary`; `pruned` the number of
  * tool results replaced one by one (a pruning policy), `replaced` the number of other messages
  * replaced one by one. Fields the log does not hold are absent. Tokens are the loop's estimate
@@ -202,26 +206,48 @@ interface OpenBracket {
 const num = (value: unknown): number | undefined => typeof value === "number" ? value : undefined
 const str = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
 
-/** The replaced range of a checkpoint's envelope (`surfaceOp: {op:"replace", start, end}`), if it is one. */
+/**
+ * The replaced range of a checkpoint's envelope (`surfaceOp: {op:"replace", start, end}`, also
+ * spelled `startSeq`/`endSeq` as later DSH versions write it), if it is one.
+ */
 const replaceOf = (event: SessionEvent): { readonly start: number; readonly end: number } | undefined => {
   const op = (event as { readonly surfaceOp?: unknown }).surfaceOp as
-    | { readonly op?: unknown; readonly start?: unknown; readonly end?: unknown }
+    | {
+      readonly op?: unknown
+      readonly start?: unknown
+      readonly end?: unknown
+      readonly startSeq?: unknown
+      readonly endSeq?: unknown
+    }
     | undefined
   if (typeof op !== "object" || op === null || op.op !== "replace") return undefined
-  const start = num(op.start)
-  const end = num(op.end)
+  const start = num(op.start) ?? num(op.startSeq)
+  const end = num(op.end) ?? num(op.endSeq)
   return start === undefined || end === undefined ? undefined : { start, end }
 }
 
+/**
+ * The marker of a bracket, at its `compaction/end` (`end`) or without one. An end without
+ * `outcome` is DSH's (our loop and crash repair always write one): DSH logs `compaction/end
+ * {compactionId, turn}` when the compaction succeeded (its checkpoint applies) and adds
+ * `error: string` when it failed or was aborted (no checkpoint was logged), so it reads as
+ * `compacted`, or `failed` with the error `{code: "ERROR", message}`.
+ */
 const markerOf = (
   b: OpenBracket,
   end: { readonly outcome?: unknown; readonly tokens?: unknown; readonly error?: unknown } | undefined
 ): CompactionMarkerEntry => {
-  const e = end?.error as { readonly code?: unknown; readonly message?: unknown } | undefined
-  const error = typeof e === "object" && e !== null
+  const e = end?.error as { readonly code?: unknown; readonly message?: unknown } | string | undefined
+  const error = typeof e === "string"
+    ? { code: "ERROR", message: e }
+    : typeof e === "object" && e !== null
     ? { code: str(e.code) ?? "ERROR", message: str(e.message) ?? "" }
     : undefined
-  const outcome = str(end?.outcome)
+  const outcome = end === undefined
+    ? undefined
+    : end.outcome === undefined
+    ? (end.error === undefined ? "compacted" : "failed")
+    : str(end.outcome)
   const tokensAfter = num(end?.tokens)
   return {
     kind: "compaction",
@@ -326,7 +352,8 @@ export const projector = (): Projector => {
           readonly shadowedTokenCount?: unknown
         }
         const b = open.get(str(data?.compactionId) ?? "")
-        const text = str(data?.summary)
+        // Ours is a string; DSH's is the summarizer's content blocks (`ContentBlock[]`).
+        const text = Array.isArray(data?.summary) ? textOf(data.summary as ReadonlyArray<ContentBlock>) : str(data?.summary)
         const start = num(data?.shadowedRange?.start)
         const end = num(data?.shadowedRange?.end)
         if (b !== undefined && text !== undefined && start !== undefined && end !== undefined) {

@@ -16,7 +16,7 @@ import * as ClientFs from "../src/cli/acp/clientFs.js"
 import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief, layer, text } from "./utils/agent.js"
+import { advance, brief, layer, text, untilLogged } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("agent-loop-acp-fs-")
@@ -178,6 +178,10 @@ describe("read_file through the client", () => {
       expect(tools.map((t) => t.name)).toEqual(["wait", "clock", "read_file"])
       const agent = yield* Agent.make({ tools })
       yield* agent.followup("read nope.txt")
+      yield* advance(10)
+      // The tool checks the path on disk before it asks the client (real I/O, which `advance`
+      // does not wait for): its result is logged in real time, then the second response is due.
+      yield* untilLogged(agent, "tool/result")
       yield* advance(100)
       const events = agent.log.events()
       expect(brief(events).filter((l) => l.startsWith("tool/") || l.startsWith("turn/end"))).toEqual([

@@ -1,76 +1,139 @@
 /**
- * The bench's smoke mode (bench/README.md) for the history-growth rows and (§24) the
- * streaming, concurrent-sessions and sessions-append rows: `bench/run.js --quick`
- * runs them on `dist/` (built by the global setup) and fails a job whose counts are off (model
- * calls, messages, turns; with compaction: every bracket compacted, one summarization request
- * each, about one per 200 turns). Timings are never asserted.
+ * The bench's smoke mode (bench/README.md) for the history-growth rows and (§24) the streaming,
+ * concurrent-sessions and sessions-append rows: `bench/run.js --quick` runs them on `dist/`
+ * (built by the global setup) and fails a job whose counts are off (model calls, messages,
+ * turns; with compaction: every bracket compacted, one summarization request each, about one
+ * per 200 turns). Timings are never asserted. Each run is a child process the test awaits
+ * (`run`), so the worker stays responsive while the bench takes its minutes.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
+import { Effect } from "effect"
+import { run } from "./utils/child.js"
+
+/**
+ * Real-time bounds of one `bench/run.js --quick --only=…` run, in ms, from its wall time measured
+ * 4 times on 2 cores loaded by two busy loops and other test runs (load average 12 to 19):
+ * history-growth with history-growth-compaction 40 to 59 s, streaming 65 to 104 s,
+ * concurrent-sessions 76 to 102 s, sessions-append 16 to 28 s, a refused argument 0.7 to 1.1 s.
+ * Each bound is about three times the slowest run (the arguments: 30 s); a run past it is stuck.
+ */
+const BOUND_MS = {
+  historyGrowth: 180_000,
+  streaming: 300_000,
+  concurrentSessions: 300_000,
+  sessionsAppend: 90_000,
+  arguments: 30_000
+} as const
+
+/** vitest's own limit for a test that runs the bench: after the child's bound, which names what it printed. */
+const testTimeout = (boundMs: number) => boundMs + 30_000
+
+/** `bench/run.js --quick --only=<only>`: fails on a non-zero exit or a `FAILED` job; its stdout. */
+const quick = (only: string, withinMs: number) =>
+  Effect.gen(function*() {
+    const r = yield* run(process.execPath, ["--expose-gc", "bench/run.js", "--quick", `--only=${only}`], { withinMs })
+    expect([r.status, r.stderr.includes("FAILED") ? r.stderr : ""]).toEqual([0, ""])
+    return r.stdout
+  })
+
+/** The rows of the results table whose workload is one of `workloads`, split at its column gaps. */
+const rowsOf = (stdout: string, workloads: ReadonlyArray<string>) =>
+  stdout.split("\n").filter((l) => workloads.includes(l.split(" ")[0]!)).map((l) => l.split(/ {2,}/))
+
+/** Workload, store, unit and the peer's name of a row of a workload with peers. */
+const peerRow = (cells: ReadonlyArray<string>) => [...cells.slice(0, 3), cells[4]!.split(" ")[0]]
 
 describe("bench --quick", () => {
-  it("history-growth and history-growth-compaction: the counts hold, 4 compactions in 1,000 turns", () => {
-    const r = spawnSync(
-      process.execPath,
-      ["--expose-gc", "bench/run.js", "--quick", "--only=history-growth,history-growth-compaction"],
-      { encoding: "utf8", timeout: 100_000 }
-    )
-    expect([r.status, r.stderr.includes("FAILED") ? r.stderr : ""]).toEqual([0, ""])
-    const rows = r.stdout.split("\n").filter((l) => l.startsWith("history-growth"))
-    expect(rows.map((l) => l.split(/ {2,}/).slice(0, 3))).toEqual([
-      ["history-growth", "memory", "µs/turn, first 10%"],
-      ["history-growth", "memory", "µs/turn, last 10%"],
-      ["history-growth-compaction", "memory", "µs/turn, first 10%"],
-      ["history-growth-compaction", "memory", "µs/turn, last 10%"],
-      ["history-growth-compaction", "memory", "µs/turn, first 10%, turns without a compaction"],
-      ["history-growth-compaction", "memory", "µs/turn, last 10%, turns without a compaction"],
-      ["history-growth-compaction", "memory", "compactions per run"]
-    ])
-    expect(rows.at(-1)!.split(/ {2,}/)[3]).toBe("4 [4–4]")
-  }, 120_000)
-})
+  it.live(
+    "history-growth and history-growth-compaction: the counts hold, 4 compactions in 1,000 turns",
+    () =>
+      Effect.gen(function*() {
+        const rows = rowsOf(
+          yield* quick("history-growth,history-growth-compaction", BOUND_MS.historyGrowth),
+          ["history-growth", "history-growth-compaction"]
+        )
+        expect(rows.map((cells) => cells.slice(0, 3))).toEqual([
+          ["history-growth", "memory", "µs/turn, first 10%"],
+          ["history-growth", "memory", "µs/turn, last 10%"],
+          ["history-growth-compaction", "memory", "µs/turn, first 10%"],
+          ["history-growth-compaction", "memory", "µs/turn, last 10%"],
+          ["history-growth-compaction", "memory", "µs/turn, first 10%, turns without a compaction"],
+          ["history-growth-compaction", "memory", "µs/turn, last 10%, turns without a compaction"],
+          ["history-growth-compaction", "memory", "compactions per run"]
+        ])
+        expect(rows.at(-1)![3]).toBe("4 [4–4]")
+      }),
+    testTimeout(BOUND_MS.historyGrowth)
+  )
 
-describe("bench --quick, §24", () => {
-  it("streaming, concurrent-sessions and sessions-append: every side's counts hold, one row per peer", () => {
-    // Each job throws when its counts are off (the streamed text and reasoning, one tool call
-    // with the sent arguments, its run, the second step's text, the server's request count, the
-    // events in every log and raw file); `FAILED` in stderr or a non-zero exit is a failed job.
-    const r = spawnSync(
-      process.execPath,
-      ["--expose-gc", "bench/run.js", "--quick", "--only=streaming,concurrent-sessions,sessions-append"],
-      { encoding: "utf8", timeout: 100_000 }
-    )
-    expect([r.status, r.stderr.includes("FAILED") ? r.stderr : ""]).toEqual([0, ""])
-    const rows = r.stdout.split("\n").filter((l) => /^(streaming|concurrent-sessions|sessions-append) /.test(l))
-    expect(rows.map((l) => [...l.split(/ {2,}/).slice(0, 3), l.split(/ {2,}/)[4]!.split(" ")[0]])).toEqual([
-      ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "pi"],
-      ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "ai-sdk"],
-      ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "pi"],
-      ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "ai-sdk"],
-      ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "pi"],
-      ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "ai-sdk"],
-      ["concurrent-sessions", "loopback", "ms event-loop delay p99", "pi"],
-      ["concurrent-sessions", "loopback", "ms event-loop delay p99", "ai-sdk"],
-      ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "pi"],
-      ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "ai-sdk"],
-      ["sessions-append", "jsonl", "events/s, 64 sessions, fsync none", "raw"],
-      ["sessions-append", "jsonl", "events/s, 64 sessions, fsync batch", "raw"]
-    ])
-  }, 120_000)
+  // Each job below throws when its counts are off (the streamed text and reasoning, one tool
+  // call with the sent arguments, its run, the second step's text, the server's request count,
+  // the events in every log and raw file); `FAILED` in stderr or a non-zero exit is a failed job.
+
+  it.live(
+    "streaming: every side's counts hold, one row per peer",
+    () =>
+      Effect.gen(function*() {
+        const rows = rowsOf(yield* quick("streaming", BOUND_MS.streaming), ["streaming"])
+        expect(rows.map(peerRow)).toEqual([
+          ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "pi"],
+          ["streaming", "loopback", "µs CPU/delta, 200 text deltas", "ai-sdk"],
+          ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "pi"],
+          ["streaming", "loopback", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "ai-sdk"]
+        ])
+      }),
+    testTimeout(BOUND_MS.streaming)
+  )
+
+  it.live(
+    "concurrent-sessions: every side's counts hold, one row per peer",
+    () =>
+      Effect.gen(function*() {
+        const rows = rowsOf(yield* quick("concurrent-sessions", BOUND_MS.concurrentSessions), ["concurrent-sessions"])
+        expect(rows.map(peerRow)).toEqual([
+          ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "pi"],
+          ["concurrent-sessions", "loopback", "µs CPU/turn, 50 sessions", "ai-sdk"],
+          ["concurrent-sessions", "loopback", "ms event-loop delay p99", "pi"],
+          ["concurrent-sessions", "loopback", "ms event-loop delay p99", "ai-sdk"],
+          ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "pi"],
+          ["concurrent-sessions", "loopback", "heap bytes/active session at the peak", "ai-sdk"]
+        ])
+      }),
+    testTimeout(BOUND_MS.concurrentSessions)
+  )
+
+  it.live(
+    "sessions-append: the counts hold, one row per fsync mode against raw writes",
+    () =>
+      Effect.gen(function*() {
+        const rows = rowsOf(yield* quick("sessions-append", BOUND_MS.sessionsAppend), ["sessions-append"])
+        expect(rows.map(peerRow)).toEqual([
+          ["sessions-append", "jsonl", "events/s, 64 sessions, fsync none", "raw"],
+          ["sessions-append", "jsonl", "events/s, 64 sessions, fsync batch", "raw"]
+        ])
+      }),
+    testTimeout(BOUND_MS.sessionsAppend)
+  )
 })
 
 describe("bench arguments", () => {
-  it("an unknown flag, an unknown workload or a baseline without dist/ stops the run with exit 2 before any job", () => {
-    const run = (...args: Array<string>) => {
-      const r = spawnSync(process.execPath, ["bench/run.js", ...args], { encoding: "utf8", timeout: 30_000 })
-      return [r.status, r.stdout, r.stderr.split("\n")[0]]
-    }
-    expect(run("--quick", "--onyl=turns")).toEqual([2, "", "bench/run.js: unknown argument \"--onyl=turns\""])
-    expect(run("--only=turns,stream")).toEqual([2, "", "bench/run.js: --only: unknown workload \"stream\""])
-    expect(run("--baseline=/nonexistent")).toEqual([
-      2,
-      "",
-      "bench/run.js: --baseline=/nonexistent: no built /nonexistent/dist/index.js (run npm run build there first)"
-    ])
-  })
+  it.live(
+    "an unknown flag, an unknown workload or a baseline without dist/ stops the run with exit 2 before any job",
+    () =>
+      Effect.gen(function*() {
+        const refused = (...args: Array<string>) =>
+          Effect.map(
+            run(process.execPath, ["bench/run.js", ...args], { withinMs: BOUND_MS.arguments }),
+            (r) => [r.status, r.stdout, r.stderr.split("\n")[0]]
+          )
+        expect(yield* refused("--quick", "--onyl=turns")).toEqual([2, "", "bench/run.js: unknown argument \"--onyl=turns\""])
+        expect(yield* refused("--only=turns,stream")).toEqual([2, "", "bench/run.js: --only: unknown workload \"stream\""])
+        expect(yield* refused("--baseline=/nonexistent")).toEqual([
+          2,
+          "",
+          "bench/run.js: --baseline=/nonexistent: no built /nonexistent/dist/index.js (run npm run build there first)"
+        ])
+      }),
+    testTimeout(BOUND_MS.arguments)
+  )
 })

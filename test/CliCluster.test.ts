@@ -243,7 +243,12 @@ describePg("agent-loop runner: shards moving to a second runner", () => {
           })
         )
         const port = (r: Runner) => /ready 127\.0\.0\.1:(\d+)/.exec(r.stdout())![1]
-        expect([first.stderr(), second.stderr()]).toEqual([
+        // On a loaded machine a shard lock refresh can pass @effect/cluster's 2.5 s bound: it
+        // logs "Shard lock storage is unhealthy: Operation timed out after '2s 500ms'", then "Shard
+        // lock storage has recovered" (seen with two busy loops and other tests on 2 cores). Those
+        // two lines are the cluster's own report of the load, not a warning of pg: left out.
+        const lockHealth = /^agent-loop: Shard lock storage (is unhealthy: Operation timed out after .*|has recovered)\n/gm
+        expect([first.stderr().replace(lockHealth, ""), second.stderr().replace(lockHealth, "")]).toEqual([
           `agent-loop: Listening on: 127.0.0.1:${port(first)}\n`,
           `agent-loop: Listening on: 127.0.0.1:${port(second)}\n`
         ])

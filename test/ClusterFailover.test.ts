@@ -612,9 +612,13 @@ describe.sequential("cluster failover", () => {
           const { client, logOf, settled } = yield* connect(url)
           yield* settled(2, children)
           const session = "c"
+          // The turn outlasts a client's start, so that client 1 is killed while it waits: a
+          // client printed "waiting" 3.7 to 11.2 s after it was spawned (5 runs, 2 cores loaded by
+          // two busy loops and other tests, load average 13 to 15; the log line below), which a
+          // turn of 3 s did not outlast.
           yield* bounded(
             "the first followup",
-            client.followup(session, "wait 3 seconds and tell me the time", { messageId: "c-f1" }),
+            client.followup(session, "wait 30 seconds and tell me the time", { messageId: "c-f1" }),
             60
           )
           yield* until("the turn to start", Effect.map(logOf(session), running), 30_000, children)
@@ -624,12 +628,13 @@ describe.sequential("cluster failover", () => {
             spawnChild(name, [Path.resolve("test/utils/clusterClient.mjs"), url, session, "c-f2"])
           const first = yield* outcomeClient("client 1")
           clients.push(first)
-          yield* until(
+          const started = yield* until(
             "client 1 to wait for the outcome",
             Effect.sync(() => first.stdout().includes("waiting\n")),
             60_000,
             children
           )
+          yield* Effect.logInfo(`client 1 waited for the outcome ${started} ms after it was spawned`)
           yield* Effect.sleep(Duration.millis(300))
           expect(first.stdout()).toBe("waiting\n")
           first.signal("SIGKILL")

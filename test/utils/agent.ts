@@ -179,6 +179,32 @@ export const advance = (ms: number) =>
     }
   })
 
+/**
+ * Waits in real time until `agent`'s log holds an event of `type`, for work that neither the
+ * TestClock drives nor `settle` sees: a tool's file-system calls run on libuv's thread pool, so
+ * the tool fiber is suspended (settled) while they run and `advance` may move the clock before
+ * the tool's result is logged. Checks the log after each real event-loop turn (a 1 ms timer);
+ * dies after `withinMs` of real time naming the events logged so far. The default, 10 s, is ~90 times
+ * the slowest wait measured: the ACP `read_file` test's on-disk checks of a missing file took
+ * 0 to 111 ms past `advance` in 10 runs on 2 cores loaded by two busy loops (load average 15).
+ */
+export const untilLogged = (
+  agent: { readonly log: { readonly events: () => ReadonlyArray<SessionEvent> } },
+  type: string,
+  withinMs = 10_000
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    while (!agent.log.events().some((e) => e.type === type)) {
+      if (Date.now() - started >= withinMs) {
+        return yield* Effect.die(
+          new Error(`no ${type} in the log after ${withinMs} ms; logged: ${brief(agent.log.events()).join(", ")}`)
+        )
+      }
+      yield* Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 1)))
+    }
+  })
+
 /** Checks every delivery's outcome against `Delivery.fateOf` on the log, and the invariants. */
 export const checkLog = (
   agent: Agent.Agent,
