@@ -383,7 +383,9 @@ const session = (
         return model.sessionIds
       }
     }
-    Queue.unsafeOffer(actions, { _tag: "refresh-sessions" })
+    // The store's sessions are read once before the view is drawn: a Tab right after the first
+    // frame completes from them (a read queued here raced the first keys on a loaded machine).
+    yield* perform(agent, references, store, model, quit, { _tag: "refresh-sessions" }, options.directory)
     // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
     const ink = yield* Effect.acquireRelease(
       Effect.sync(() =>
