@@ -361,99 +361,95 @@ describe("agent-loop runner: the default port", () => {
 const EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
 
 describe("agent-loop runner / send / transcript --pg: bad arguments and an unreachable server", () => {
+  // 21 processes, each a cold start of the binary (0.35–0.41 s of CPU). Measured on 2 cores at
+  // load 16: 20.6 s one at a time (1.0–1.3 s each), 16 s four at a time (1–3.9 s each). During a
+  // full suite at load 14–21 one at a time went past 60 s (over 2.9 s each): the bound is 21 × 6 s,
+  // about twice that even if running four at a time gained nothing.
   it.live("exit 2 with one line on stderr and nothing on stdout", () =>
     Effect.gen(function*() {
-      expect(yield* run(["runner"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "runner: --pg URL is required (the cluster's PostgreSQL database)\n"
-      })
+      // A closed port on loopback: the connection is refused at once (no connect timeout is involved).
       const port = yield* closedPort
       const url = `postgres://postgres:secret@127.0.0.1:${port}/x`
-      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--steer", "b"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
-      })
-      expect(yield* run(["send", "--pg", url, "--session", "s"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n"
-      })
-      // Ids refused before any connection: the stores' rule, the cluster's 255 characters, a blank message id or plugin name.
-      expect(yield* run(["send", "--pg", url, "--session", "a/../b", "--followup", "a"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "send: invalid session id \"a/../b\" ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)\n"
-      })
-      expect(yield* run(["send", "--pg", url, "--session", "k".repeat(256), "--followup", "a"])).toMatchObject({
-        code: 2,
-        stdout: ""
-      })
-      for (const id of ["", " ", "\t \n"]) {
-        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", id])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: "send: --message-id: the id is empty\n"
-        })
-      }
-      for (const timeout of ["5x", "-1", "1.5s", ""]) {
-        expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "a", "--timeout", timeout])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: `send: --timeout: not a duration (milliseconds, or a number with ms, s or m: 90s, 2m; 0 for no limit): ${
-            JSON.stringify(timeout)
-          }\n`
-        })
-      }
-      for (const name of ["", "  "]) {
-        expect(yield* run(["send", "--pg", url, "--session", "s", "--inject", "a", "--source-plugin", name])).toEqual({
-          code: 2,
-          stdout: "",
-          stderr: "send: --source-plugin: the plugin name is empty\n"
-        })
-      }
-      // The URL's password is never printed.
-      expect(yield* run(["runner", "--pg", url, "--port", String(port)])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr:
-          `runner: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
-      })
-      expect(yield* run(["send", "--pg", url, "--session", "s", "--followup", "hi"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr:
-          `send: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
-      })
-      expect(yield* run(["transcript", "--pg", url, "--session", "s"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr:
-          `transcript: cannot open the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
-      })
-      expect(yield* run(["check", "log.jsonl", "--pg", url, "--session", "s"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "check: give either FILE or --pg URL --session ID, not both\n"
-      })
-      expect(yield* run(["transcript", "--session", "s"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "transcript: give a FILE, or --pg URL and --session ID\n"
-      })
-      // The compaction flags are checked before anything connects.
-      expect(yield* run(["runner", "--pg", url, "--port", String(port), "--context-window", "0"])).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "--context-window: not a positive integer (tokens): \"0\"\n"
-      })
-      expect(
-        yield* run(["runner", "--pg", url, "--port", String(port), "--context-window", "100", "--compaction-reserve", "200"])
-      ).toEqual({
-        code: 2,
-        stdout: "",
-        stderr: "--compaction-reserve: 200 must be less than --context-window 100 (it is the part of the window kept free)\n"
-      })
-    }), 60_000)
+      const exit2 = (stderr: string): Result => ({ code: 2, stdout: "", stderr })
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, Result]> = [
+        [["runner"], exit2("runner: --pg URL is required (the cluster's PostgreSQL database)\n")],
+        [
+          ["send", "--pg", url, "--session", "s", "--followup", "a", "--steer", "b"],
+          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n")
+        ],
+        [
+          ["send", "--pg", url, "--session", "s"],
+          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n")
+        ],
+        // Ids refused before any connection: the stores' rule, the cluster's 255 characters, a blank message id or plugin name.
+        [
+          ["send", "--pg", url, "--session", "a/../b", "--followup", "a"],
+          exit2("send: invalid session id \"a/../b\" ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)\n")
+        ],
+        [
+          ["send", "--pg", url, "--session", "k".repeat(256), "--followup", "a"],
+          exit2(`send: invalid session id "${"k".repeat(256)}" ([A-Za-z0-9_-][A-Za-z0-9._-]*, at most 255 characters)\n`)
+        ],
+        ...["", " ", "\t \n"].map((id) =>
+          [
+            ["send", "--pg", url, "--session", "s", "--followup", "a", "--message-id", id],
+            exit2("send: --message-id: the id is empty\n")
+          ] as const
+        ),
+        ...["5x", "-1", "1.5s", ""].map((timeout) =>
+          [
+            ["send", "--pg", url, "--session", "s", "--followup", "a", "--timeout", timeout],
+            exit2(
+              `send: --timeout: not a duration (milliseconds, or a number with ms, s or m: 90s, 2m; 0 for no limit): ${
+                JSON.stringify(timeout)
+              }\n`
+            )
+          ] as const
+        ),
+        ...["", "  "].map((name) =>
+          [
+            ["send", "--pg", url, "--session", "s", "--inject", "a", "--source-plugin", name],
+            exit2("send: --source-plugin: the plugin name is empty\n")
+          ] as const
+        ),
+        // The URL's password is never printed.
+        [
+          ["runner", "--pg", url, "--port", String(port)],
+          exit2(
+            `runner: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+          )
+        ],
+        [
+          ["send", "--pg", url, "--session", "s", "--followup", "hi"],
+          exit2(
+            `send: cannot use the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+          )
+        ],
+        [
+          ["transcript", "--pg", url, "--session", "s"],
+          exit2(
+            `transcript: cannot open the PostgreSQL database 127.0.0.1:${port}/x: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${port}\n`
+          )
+        ],
+        [
+          ["check", "log.jsonl", "--pg", url, "--session", "s"],
+          exit2("check: give either FILE or --pg URL --session ID, not both\n")
+        ],
+        [["transcript", "--session", "s"], exit2("transcript: give a FILE, or --pg URL and --session ID\n")],
+        // The compaction flags are checked before anything connects.
+        [
+          ["runner", "--pg", url, "--port", String(port), "--context-window", "0"],
+          exit2("--context-window: not a positive integer (tokens): \"0\"\n")
+        ],
+        [
+          ["runner", "--pg", url, "--port", String(port), "--context-window", "100", "--compaction-reserve", "200"],
+          exit2("--compaction-reserve: 200 must be less than --context-window 100 (it is the part of the window kept free)\n")
+        ]
+      ]
+      // Independent processes: four at a time; each result is compared with its command line.
+      const results = yield* Effect.forEach(cases, ([args]) => run(args), { concurrency: 4 })
+      expect(results.map((result, i) => ({ args: cases[i]![0], ...result }))).toEqual(
+        cases.map(([args, expected]) => ({ args, ...expected }))
+      )
+    }), 126_000)
 })
