@@ -322,6 +322,47 @@ const frameOf = (model: ChatModel) =>
     return frame.replace(/\u001b\[[0-9;]*m/g, "")
   })
 
+describe("chat view: several keys in one chunk", () => {
+  // On a busy machine keys typed in a row reach the chat in one read: a tab in it is a Tab, as
+  // each line break in it is an Enter.
+  it.live("each tab completes the @session: id before it; each line break sends the line", () =>
+    Effect.promise(async () => {
+      const submitted: Array<string> = []
+      const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
+      const stdin = Object.assign(new PassThrough(), {
+        isTTY: true,
+        setRawMode: () => stdin,
+        ref: () => stdin,
+        unref: () => stdin
+      })
+      const controller = {
+        submit: (text: string) => void submitted.push(text),
+        cancel: () => {},
+        quit: () => {},
+        sessionIds: () => ["earlier", "other", "others"]
+      }
+      const model = new ChatModel("s1", [], { nextStep: [], nextTurn: [] }, "idle", () => 1000)
+      const ink = render(createElement(App, { model, controller }), {
+        stdout: stdout as unknown as NodeJS.WriteStream,
+        stdin: stdin as unknown as NodeJS.ReadStream,
+        debug: true,
+        exitOnCtrlC: false,
+        patchConsole: false
+      })
+      stdin.write("what did @session:ea\tsay?\r")
+      stdin.write("compare @session:o\t and\t@session:\t\r")
+      for (let waited = 0; submitted.length < 2 && waited < 5000; waited += 10) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      ink.unmount()
+      expect(submitted).toEqual([
+        "what did @session:earlier say?",
+        // Several matches: as far as they agree; a tab elsewhere is dropped.
+        "compare @session:other and@session:"
+      ])
+    }))
+})
+
 describe("ChatModel: compactions (§17)", () => {
   it.scoped("while a compaction runs the status line says so; after it a marker with the summary's first line; no checkpoint message", () => {
     const model = ScriptedModel.make([{ text: "ok1" }, { text: "ok2" }, { text: "SUMMARY\nsecond line" }, { text: "ok3" }])

@@ -191,8 +191,11 @@ interface Line {
 
 const emptyLine = (): Line => ({ chars: [], cursor: 0 })
 
-/** Applies one key to the input line; returns the lines it completed (to send, in order). */
-const edit = (line: Line, input: string, key: Key): ReadonlyArray<string> => {
+/**
+ * Applies one key to the input line; returns the lines it completed (to send, in order). `tab`
+ * is called for each Tab inside a chunk of several keys.
+ */
+const edit = (line: Line, input: string, key: Key, tab: (line: Line) => void): ReadonlyArray<string> => {
   if (key.leftArrow) line.cursor = Math.max(0, line.cursor - 1)
   else if (key.rightArrow) line.cursor = Math.min(line.chars.length, line.cursor + 1)
   else if (key.home || (key.ctrl && input === "a")) line.cursor = 0
@@ -209,14 +212,18 @@ const edit = (line: Line, input: string, key: Key): ReadonlyArray<string> => {
   } else if (
     !key.ctrl && !key.meta && !key.tab && !key.upArrow && !key.downArrow && !key.pageUp && !key.pageDown && input !== ""
   ) {
-    // Several keys in one chunk: each line break is an Enter.
+    // Several keys in one chunk (typed faster than the chat reads them, on a busy machine): each
+    // line break is an Enter, each tab a Tab.
     const parts = input.split(/\r\n|\r|\n/)
     const sent: Array<string> = []
     parts.forEach((part, i) => {
-      // eslint-disable-next-line no-control-regex
-      const clean = Array.from(part.replace(/[\u0000-\u001f\u007f-\u009f]/g, ""))
-      line.chars.splice(line.cursor, 0, ...clean)
-      line.cursor += clean.length
+      part.split("\t").forEach((text, j) => {
+        if (j > 0) tab(line)
+        // eslint-disable-next-line no-control-regex
+        const clean = Array.from(text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ""))
+        line.chars.splice(line.cursor, 0, ...clean)
+        line.cursor += clean.length
+      })
       if (i < parts.length - 1) {
         sent.push(line.chars.join(""))
         line.chars = []
@@ -331,7 +338,8 @@ export const App = ({ controller, model }: AppProps) => {
       if (model.getSnapshot().status === "running") controller.cancel()
       else line.current = emptyLine()
     } else {
-      for (const text of edit(line.current, input, key)) controller.submit(text, "enter")
+      const tab = (l: Line) => (hint.current = complete(l, controller.sessionIds()))
+      for (const text of edit(line.current, input, key, tab)) controller.submit(text, "enter")
     }
     redraw()
   })
