@@ -8,7 +8,7 @@
  * and goes on.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, Scope } from "effect"
+import { Clock, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, Scope, TestServices } from "effect"
 import * as Agent from "../src/Agent.js"
 import * as Delivery from "../src/Delivery.js"
 import * as IdGenerator from "../src/IdGenerator.js"
@@ -32,6 +32,19 @@ const fullDisk = (directory: string, fsync: "none" | "batch", at: number, times:
     const store = yield* makeJsonlWith({ directory, fsync }, failpointIo(fp, nodeIo))
     return withFailpoints(store, fp, true)
   })
+
+/**
+ * Waits until the agent is idle, for at most 10 s of real time. With `fsync: "batch"` an append
+ * returns when its `fdatasync` round is done: real I/O in the thread pool, which `settle` (and so
+ * `advance`) does not see, so what follows a durable append (the agent going idle after its
+ * turn's closers) is waited for, not read at once. The bound is on the live clock: the TestClock
+ * does not move while the test waits, so a run that would need more virtual time fails here.
+ */
+const idle = (agent: Agent.Agent) =>
+  TestServices.provideLive(Effect.timeoutFail(agent.awaitIdle, {
+    duration: "10 seconds",
+    onTimeout: () => new Error("the agent was not idle within 10 s")
+  }))
 
 const services = Layer.mergeAll(
   Model.layer(ScriptedModel.make([{ text: "one" }, { text: "two" }, { text: "three" }], { loop: true })),
@@ -91,7 +104,7 @@ describe("a stopped agent's queued deliveries", () => {
       const resumed = yield* withStore(Agent.resume("s", { continuePending: true }))
       yield* advance(10)
       expect(yield* Fiber.join(outcome)).toEqual(Delivery.entered(2, 1))
-      yield* resumed.awaitIdle
+      yield* idle(resumed)
       expect(Invariant.check(resumed.log.events())).toEqual([])
     }).pipe(
       Effect.provide(Layer.mergeAll(
@@ -152,10 +165,10 @@ describe("a full disk during a turn", () => {
         const agent = yield* Agent.make({ sessionId: "s" }).pipe(Effect.provideService(SessionStore.SessionStore, store))
         const first = yield* agent.followup("hello")
         expect(yield* first.outcome).toEqual(Delivery.entered(1, 1))
-        yield* agent.awaitIdle
+        yield* idle(agent)
         const second = yield* agent.followup("again")
         expect(yield* second.outcome).toEqual(Delivery.entered(2, 1))
-        yield* agent.awaitIdle
+        yield* idle(agent)
         const events = agent.log.events()
         expect(Invariant.check(events)).toEqual([])
         expect(brief(events).filter((e) => e.startsWith("turn/end"))).toEqual([
@@ -176,12 +189,18 @@ describe("a full disk during a turn", () => {
         yield* advance(299)
         expect(yield* agent.status).toBe("running")
         expect(brief(agent.log.events()).filter((e) => e.startsWith("turn/"))).toEqual(["turn/start 1"])
+        // The third try, 300 ms after the first, closes the turn: the agent is idle once the
+        // closers are durable (with "batch", when their fdatasync returns), with no more time.
         yield* advance(1)
+        yield* idle(agent)
+        expect(yield* Clock.currentTimeMillis).toBe(300)
         expect(yield* agent.status).toBe("idle")
         expect(Option.isNone(yield* agent.stopCause)).toBe(true)
         const second = yield* agent.followup("again")
         yield* advance(10)
         expect(yield* second.outcome).toEqual(Delivery.entered(2, 1))
+        // Entered at step 1: the rest of turn 2 is written after it.
+        yield* idle(agent)
         const events = agent.log.events()
         expect(Invariant.check(events)).toEqual([])
         expect(brief(events).filter((e) => e.startsWith("turn/end"))).toEqual([
@@ -205,7 +224,7 @@ describe("a full disk during a turn", () => {
         // It entered step 1 (append 2) before the disk filled.
         expect(yield* first.outcome).toEqual(Delivery.entered(1, 1))
         yield* advance(3100)
-        yield* agent.awaitIdle
+        yield* idle(agent)
         expect(yield* agent.status).toBe("stopped")
         // Space again: the stopped agent writes nothing; every delivery fails naming the cause.
         const refused = yield* Effect.flip(agent.followup("again"))
@@ -222,7 +241,7 @@ describe("a full disk during a turn", () => {
           const resumed = yield* Agent.resume("s")
           const next = yield* resumed.followup("again")
           expect(yield* next.outcome).toEqual(Delivery.entered(2, 1))
-          yield* resumed.awaitIdle
+          yield* idle(resumed)
           return resumed.log.events()
         }).pipe(Effect.provide(SessionStore.layerJsonl({ directory, fsync })))
         expect(Invariant.check(events)).toEqual([])
