@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { HOOK_TIMEOUT_MS, TEST_TIMEOUT_MS } from "./test/utils/bounds.js"
 
 export default defineConfig({
   test: {
@@ -6,6 +7,8 @@ export default defineConfig({
     globalSetup: ["test/utils/globalSetup.ts"],
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    testTimeout: 30_000
+    // What they are derived from: test/utils/bounds.ts.
+    testTimeout: TEST_TIMEOUT_MS,
+    hookTimeout: HOOK_TIMEOUT_MS
   }
 })

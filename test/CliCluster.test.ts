@@ -13,6 +13,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import { CLI_PG_TEST_MS, CLI_RUN_MS, RUNNER_READY_MS } from "./utils/bounds.js"
 import { createDatabase, createRole, describePg, dropDatabase, dropRole, withUser } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 
@@ -24,10 +25,10 @@ interface Result {
   readonly stderr: string
 }
 
-/** Runs the binary to its end (at most 20 s). */
+/** Runs the binary to its end (at most `CLI_RUN_MS`). */
 const run = (args: ReadonlyArray<string>) =>
   Effect.async<Result>((resume) => {
-    execFile(process.execPath, [bin, ...args], { timeout: 20_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [bin, ...args], { timeout: CLI_RUN_MS }, (error, stdout, stderr) => {
       resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
     })
   })
@@ -51,7 +52,7 @@ interface Runner {
 
 /**
  * A runner process, killed (SIGKILL) when the scope closes if it is still running; succeeds once
- * its ready line is out (at most 30 s, else fails with what it printed).
+ * its ready line is out (at most `RUNNER_READY_MS`, else fails with what it printed).
  */
 const startRunner = (args: ReadonlyArray<string>) =>
   Effect.acquireRelease(
@@ -69,8 +70,8 @@ const startRunner = (args: ReadonlyArray<string>) =>
     Effect.tap((runner) =>
       Effect.async<void, Error>((resume) => {
         const timer = setTimeout(
-          () => resume(Effect.fail(new Error(`no ready line in 30 s: ${runner.stdout()} / ${runner.stderr()}`))),
-          30_000
+          () => resume(Effect.fail(new Error(`no ready line in ${RUNNER_READY_MS} ms: ${runner.stdout()} / ${runner.stderr()}`))),
+          RUNNER_READY_MS
         )
         const check = () => {
           if (runner.stdout().includes("\n")) {
@@ -159,7 +160,7 @@ describePg("agent-loop runner and send on PostgreSQL", () => {
         const code = yield* Effect.promise(() => runner.exited).pipe(Effect.timeout("20 seconds"))
         expect([code, runner.stdout()]).toEqual([0, `runner ready 127.0.0.1:${port}\n`])
       })),
-    90_000
+    CLI_PG_TEST_MS
   )
 })
 
@@ -213,7 +214,7 @@ describePg("agent-loop send --timeout on PostgreSQL", () => {
             "send: timed out after 3 s waiting for the fate of message i1; the message was delivered (to wait again: the same send with --message-id i1 --wait)\n"
         })
       })),
-    120_000
+    CLI_PG_TEST_MS
   )
 })
 
@@ -253,7 +254,7 @@ describePg("agent-loop runner: shards moving to a second runner", () => {
           `agent-loop: Listening on: 127.0.0.1:${port(second)}\n`
         ])
       })),
-    90_000
+    CLI_PG_TEST_MS
   )
 })
 
@@ -293,7 +294,7 @@ describePg("agent-loop runner and send on a database they may not use", () => {
         const url = withUser(yield* database, user)
         yield* refusedByBoth(url, "permission denied for schema public")
       })),
-    60_000
+    CLI_PG_TEST_MS
   )
 
   it.live(
@@ -310,7 +311,7 @@ describePg("agent-loop runner and send on a database they may not use", () => {
         )
         yield* refusedByBoth(url, "canceling statement due to statement timeout")
       })),
-    60_000
+    CLI_PG_TEST_MS
   )
 })
 
@@ -341,7 +342,7 @@ describePg("agent-loop runner --context-window on PostgreSQL", () => {
           "  Earlier: 1 prompt from you (\"prompt 1 is about apples: apples and apples, apples and app…\"), 0 tool results, 0 context messages."
         ])
       })),
-    90_000
+    CLI_PG_TEST_MS
   )
 })
 

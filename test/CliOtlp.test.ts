@@ -19,6 +19,7 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Path from "node:path"
 import { exportTimeout, otlpEndpoint } from "../src/cli/otlp.js"
+import { CLI_RUN_MS, RUNNER_READY_MS } from "./utils/bounds.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -94,7 +95,7 @@ const childEnv = (env: Record<string, string>, hide?: string): NodeJS.ProcessEnv
   return { ...base, ...env, ...(hide === undefined ? {} : { HIDE_PACKAGES: hide }) }
 }
 
-/** Runs the built CLI (with the module hooks when `hide` is given); bounded by a 20 s timeout. */
+/** Runs the built CLI (with the module hooks when `hide` is given); bounded by `CLI_RUN_MS`. */
 const spawn = (
   args: ReadonlyArray<string>,
   options: { readonly env?: Record<string, string>; readonly hide?: string } = {}
@@ -104,7 +105,7 @@ const spawn = (
     execFile(
       process.execPath,
       argv,
-      { cwd: tmpDir(), env: childEnv(options.env ?? {}, options.hide), timeout: 20_000 },
+      { cwd: tmpDir(), env: childEnv(options.env ?? {}, options.hide), timeout: CLI_RUN_MS },
       (error, stdout, stderr) => {
         resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
       }
@@ -574,9 +575,9 @@ describePg("agent-loop runner --otlp-endpoint (PostgreSQL)", () => {
           }),
           ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
         )
-        // Its ready line, within 30 s.
+        // Its ready line, within `RUNNER_READY_MS`.
         yield* Effect.async<void, Error>((resume) => {
-          const timer = setTimeout(() => resume(Effect.fail(new Error(`no ready line: ${runner.out.stderr}`))), 30_000)
+          const timer = setTimeout(() => resume(Effect.fail(new Error(`no ready line: ${runner.out.stderr}`))), RUNNER_READY_MS)
           const check = () => {
             if (runner.out.stdout.includes("\n")) {
               clearTimeout(timer)

@@ -9,6 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { CLI_RUN_MS } from "./utils/bounds.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const ROOT = process.cwd()
@@ -19,7 +20,7 @@ const PRICES = Path.join(ROOT, "examples/prices.example.json")
 const tmp = scratchDirs("agent-loop-stats-")
 
 const stats = (...args: ReadonlyArray<string>) => {
-  const r = spawnSync(process.execPath, [BIN, "stats", ...args], { encoding: "utf8", timeout: 20_000, cwd: ROOT })
+  const r = spawnSync(process.execPath, [BIN, "stats", ...args], { encoding: "utf8", timeout: CLI_RUN_MS, cwd: ROOT })
   return { code: r.status, out: r.stdout, err: r.stderr }
 }
 
@@ -49,7 +50,7 @@ const ourLog = (scenarioJson: unknown = SCENARIO) => {
   const scenario = Path.join(dir, "s.json")
   const log = Path.join(dir, "s.jsonl")
   Fs.writeFileSync(scenario, JSON.stringify(scenarioJson))
-  const r = spawnSync(process.execPath, [BIN, "simulate", scenario, "--out", log], { encoding: "utf8", timeout: 20_000 })
+  const r = spawnSync(process.execPath, [BIN, "simulate", scenario, "--out", log], { encoding: "utf8", timeout: CLI_RUN_MS })
   expect(r.status).toBe(0)
   const id = JSON.parse(Fs.readFileSync(log, "utf8").split("\n")[0]!).id as string
   return { dir, log, id }

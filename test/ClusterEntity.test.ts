@@ -1,7 +1,8 @@
 /**
  * `AgentEntity` on a real PostgreSQL (§21), in one process: a runner (sharding over
  * PostgreSQL storage, sockets on loopback) and its `AgentClient`. A fresh database per test.
- * Real time: the cluster polls storage and passivates on its own clock (sleeps are bounded).
+ * Real time: the cluster polls storage and passivates on its own clock. Every wait is a call or
+ * a poll bounded by `bounds.ts`; one observation window (a session that must not be passivated).
  */
 import { Sharding } from "@effect/cluster/Sharding"
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -16,6 +17,7 @@ import type { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { CLUSTER_CALL_S, CLUSTER_PASSIVATION_S, CLUSTER_TEST_MS } from "./utils/bounds.js"
 import { freePort } from "./utils/cluster.js"
 import { bounded, gatedModel, insertedIds, logOf } from "./utils/entity.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
@@ -73,7 +75,7 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         expect(missing).toMatchObject({ _tag: "MessageNotFound", messageId: "nope" })
         yield* Effect.logInfo(`first followup round trip (warm-up included): ${firstCall} ms`)
       }).pipe(Effect.scoped),
-    60_000
+    CLUSTER_TEST_MS
   )
 
   it.live(
@@ -112,7 +114,7 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         expect(insertedIds(events)).toEqual(["m1"])
         expect(events.filter((e) => e.type === "turn/start").length).toBe(1)
       }).pipe(Effect.scoped),
-    60_000
+    CLUSTER_TEST_MS
   )
 
   it.live("status, steer and outcome reach a session whose turn is running; events stream live", () =>
@@ -137,11 +139,10 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
           client.status("s3").pipe(
             Effect.filterOrFail((s) => s.nextTurn === 0, () => "not claimed yet" as const),
             Effect.retry({ schedule: Schedule.spaced(Duration.millis(20)), while: (e) => e === "not claimed yet" })
-          ),
-          10
+          )
         )
       ).toEqual({ status: "running", nextTurn: 0, nextStep: 0 })
-      expect(yield* bounded(client.steer("s3", "also this", { messageId: "s1" }), 10)).toEqual({ messageId: "s1" })
+      expect(yield* bounded(client.steer("s3", "also this", { messageId: "s1" }))).toEqual({ messageId: "s1" })
       const outcome = yield* Effect.fork(client.outcome("s3", "s1"))
       yield* Deferred.succeed(gate, undefined)
       expect(yield* bounded(Fiber.join(outcome))).toEqual({ _tag: "Entered", turn: 1, step: 2 })
@@ -165,7 +166,7 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         "step/end",
         "turn/end"
       ])
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), CLUSTER_TEST_MS)
 
   it.live(
     "passivation releases, never disposes: an injection stays pending and enters the next turn",
@@ -176,10 +177,11 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         const sharding = Context.get(context, Sharding)
         expect(yield* bounded(client.inject("s4", "remember this", { messageId: "i1" }))).toEqual({ messageId: "i1" })
         expect(yield* sharding.activeEntityCount).toBe(1)
-        // The cluster's reaper looks every 5 s at the earliest.
+        // The cluster's reaper looks every 5 s at the earliest: passivated PASSIVATED_S_FIGURE.
         yield* bounded(
           Effect.repeat(sharding.activeEntityCount, { until: (n) => n === 0, schedule: Schedule.spaced(Duration.millis(200)) }),
-          20
+          CLUSTER_PASSIVATION_S,
+          "passivation"
         )
         expect(yield* bounded(client.followup("s4", "go", { messageId: "f1" }))).toEqual({ messageId: "f1" })
         expect(yield* bounded(client.outcome("s4", "i1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
@@ -190,7 +192,7 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
           .toBe(false)
         expect(Invariant.check(events)).toEqual([])
       }).pipe(Effect.scoped),
-    60_000
+    CLUSTER_TEST_MS
   )
 
   it.live("a running turn is kept alive: it is not passivated while it waits, and ends Entered", () =>
@@ -200,14 +202,17 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
       const client = Context.get(context, AgentClient)
       const sharding = Context.get(context, Sharding)
       expect(yield* bounded(client.followup("s5", "hold on", { messageId: "f1" }))).toEqual({ messageId: "f1" })
-      // Past the reaper's first look (5 s) with no rpc active: only the keep-alive holds it.
+      // Past the reaper's first look (5 s) with no rpc active: only the keep-alive holds it. An
+      // observation window (no condition shows that a passivation does not come): the reaper runs
+      // every 5 s from the runner's start, so 6.5 s after the followup's reply it has looked at
+      // least once; an entity it passivates is gone at once (the test above saw it at its poll).
       yield* Effect.sleep(Duration.millis(6500))
       expect(yield* sharding.activeEntityCount).toBe(1)
       yield* Deferred.succeed(gate, undefined)
       expect(yield* bounded(client.outcome("s5", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
       const events = yield* Effect.provide(logOf("s5"), context)
       expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([{ turn: 1, reason: { kind: "completed" } }])
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), CLUSTER_TEST_MS)
 
   it.live(
     "an rpc that meets an agent fenced by another writer is not answered with the fence: the owner of the shard reopens the session and delivers",
@@ -232,7 +237,7 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
         expect(events.length).toBeGreaterThan(before)
         expect(Invariant.check(events)).toEqual([])
       }).pipe(Effect.scoped),
-    60_000
+    CLUSTER_TEST_MS
   )
 
   it.live(
@@ -262,9 +267,11 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
             until: ([m, r]) =>
               m === 0 && r === 0,
             schedule: Schedule.spaced(Duration.millis(200))
-          })
+          }),
+          CLUSTER_CALL_S,
+          "pruning"
         )
       }).pipe(Effect.scoped),
-    60_000
+    CLUSTER_TEST_MS
   )
 })

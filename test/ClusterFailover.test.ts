@@ -19,6 +19,7 @@ import type { SessionEvent } from "../src/SessionEvent.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { brief } from "./utils/agent.js"
+import { CLUSTER_CONDITION_S, CLUSTER_SLOW_CALL_S, KILLED_EXIT_MS, note } from "./utils/bounds.js"
 import {
   type Child,
   describeChildren,
@@ -107,7 +108,12 @@ const connect = (url: string) =>
         if (pids.length > 0) {
           yield* sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE ${sql.in("pid", pids)}`.pipe(
             Effect.repeat({ until: ([row]) => Number(row!.n) === 0, schedule: Schedule.spaced("20 millis") }),
-            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the connections did not end") })
+            Effect.timeoutFail({
+              duration: Duration.millis(KILLED_EXIT_MS),
+              onTimeout: () => new Error("the connections did not end")
+            }),
+            Effect.timed,
+            Effect.map(([took]) => note("backends ended", Duration.toMillis(took)))
           )
         }
         return pids.length
@@ -120,7 +126,7 @@ const connect = (url: string) =>
       (rows) => rows.map((r) => `${r.pid}:${r.n}`)
     ))
     /**
-     * Waits (at most 30 s) until the shards are settled between `runners` runners: every shard
+     * Waits (at most `CLUSTER_SLOW_CALL_S`) until the shards are settled between `runners` runners: every shard
      * locked, by `runners` backends, the same for three polls 500 ms apart (runners that join
      * move shards, and a turn on a moved shard is interrupted and resumed on its new owner).
      */
@@ -136,7 +142,8 @@ const connect = (url: string) =>
           last = now
           return same >= 2
         }),
-        30_000,
+        // Measured 3.8–11.1 s under load, past a third of `CLUSTER_CONDITION_S`.
+        CLUSTER_SLOW_CALL_S * 1000,
         children,
         500
       )
@@ -192,10 +199,13 @@ const waitingIn = (events: ReadonlyArray<SessionEvent>): string | undefined => {
 
 /** `effect`, or a defect naming `what` after `seconds`. */
 const bounded = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, seconds: number) =>
-  Effect.timeoutFail(effect, {
-    duration: Duration.seconds(seconds),
-    onTimeout: () => new Error(`${what}: no answer within ${seconds} s`)
-  }).pipe(Effect.orDie)
+  Effect.suspend(() => {
+    const started = Date.now()
+    return Effect.timeoutFail(effect, {
+      duration: Duration.seconds(seconds),
+      onTimeout: () => new Error(`${what}: no answer within ${seconds} s`)
+    }).pipe(Effect.orDie, Effect.tap(() => note(`bounded ${what}`, Date.now() - started)))
+  })
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
 
@@ -237,10 +247,15 @@ const turnsWithQueuedFollowups = (
         (s) => client.followup(s, `wait ${wait} seconds and tell me the time`, { messageId: `${s}-f1` }),
         { concurrency: "unbounded" }
       ),
-      60
+      CLUSTER_SLOW_CALL_S
     )
     const logs = Effect.forEach(sessions, logOf, { concurrency: 4 })
-    yield* until("every session's turn to start", Effect.map(logs, (all) => all.every(running)), 30_000, children)
+    yield* until(
+      "every session's turn to start",
+      Effect.map(logs, (all) => all.every(running)),
+      CLUSTER_CONDITION_S * 1000,
+      children
+    )
     // A second followup to each session whose turn is running: it waits in the inbox.
     const queued = new Set<string>()
     yield* bounded(
@@ -251,7 +266,7 @@ const turnsWithQueuedFollowups = (
           yield* client.followup(s, "thanks", { messageId: `${s}-f2` })
           queued.add(s)
         }), { concurrency: "unbounded" }),
-      60
+      CLUSTER_SLOW_CALL_S
     )
     return queued
   })
@@ -290,6 +305,7 @@ describe.sequential("cluster failover", () => {
               target = fresh[0]?.[0]
               return target !== undefined
             }),
+            // Longer is no use: every wait tool call ends WAIT s after it starts.
             20_000,
             children,
             200
@@ -302,7 +318,7 @@ describe.sequential("cluster failover", () => {
           const victims = sessions.filter((s) => ownerPids.get(s) === killed.pid)
           killed.signal("SIGKILL")
           const killedAt = Date.now()
-          yield* exitOf(killed, 10_000)
+          yield* exitOf(killed, KILLED_EXIT_MS)
           // What the killed runner wrote (nothing more can come from it).
           const before = new Map<string, ReadonlyArray<SessionEvent>>()
           for (const s of victims) before.set(s, yield* logOf(s))
@@ -321,7 +337,7 @@ describe.sequential("cluster failover", () => {
               }
               return false
             }),
-            60_000,
+            CLUSTER_SLOW_CALL_S * 1000,
             children
           ))
           yield* until(
@@ -350,7 +366,7 @@ describe.sequential("cluster failover", () => {
           yield* until(
             "every session's last turn to end",
             Effect.map(logs, (all) => all.every((events, i) => turnsEnded(events).length === (queued.has(sessions[i]!) ? 2 : 1))),
-            60_000,
+            CLUSTER_SLOW_CALL_S * 1000,
             children,
             200
           )
@@ -409,6 +425,7 @@ describe.sequential("cluster failover", () => {
               target = sessions.find((_, i) => waitingIn(all[i]!) !== undefined)
               return target !== undefined
             }),
+            // Longer is no use: every wait tool call ends WAIT s after it starts.
             20_000,
             children,
             200
@@ -441,10 +458,10 @@ describe.sequential("cluster failover", () => {
           ])
           sends.push(send)
           const status = yield* Effect.fork(Effect.zipRight(client.status(session), Effect.sync(() => Date.now() - pausedAt)))
-          expect(yield* exitOf(send, 60_000)).toBe(0)
+          expect(yield* exitOf(send, CLUSTER_SLOW_CALL_S * 1000)).toBe(0)
           const sent = Date.now() - pausedAt
           expect(send.stdout()).toBe(`${session}-f3\n`)
-          const answered = yield* bounded("the status", Fiber.join(status), 60)
+          const answered = yield* bounded("the status", Fiber.join(status), CLUSTER_SLOW_CALL_S)
           expect(survivors).toContain((yield* owners).get(session))
           yield* Effect.logInfo(
             `SIGSTOP of the owner of ${session} (${victims.length} sessions): send answered ${sent} ms, status ${answered} ms after the pause`
@@ -468,7 +485,7 @@ describe.sequential("cluster failover", () => {
           yield* until(
             "every session's last turn to end",
             Effect.map(logs, (all) => all.every((events, i) => turnsEnded(events).length === expected(sessions[i]!).length)),
-            60_000,
+            CLUSTER_SLOW_CALL_S * 1000,
             children,
             200
           )
@@ -497,12 +514,12 @@ describe.sequential("cluster failover", () => {
           yield* bounded(
             "the first followup",
             client.followup(session, "wait 3 seconds and tell me the time", { messageId: "p-f1" }),
-            60
+            CLUSTER_SLOW_CALL_S
           )
           yield* until(
             "the session's wait tool call",
             Effect.map(logOf(session), (e) => waitingIn(e) !== undefined),
-            30_000,
+            CLUSTER_CONDITION_S * 1000,
             children
           )
           const ownerPid = (yield* owners).get(session)
@@ -511,6 +528,9 @@ describe.sequential("cluster failover", () => {
           const other = runners.find((r) => r !== paused)!
           paused!.signal("SIGSTOP")
           const pausedAt = Date.now()
+          // What the paused runner had sent before the signal lands meanwhile (an observation
+          // window: nothing tells that no more of its writes are in flight; its appends take
+          // milliseconds, 300 ms is ample).
           yield* Effect.sleep(Duration.millis(300))
           const atPause = yield* logOf(session)
           // With advisory shard locks (the default) a paused runner keeps its shards while its lock
@@ -527,7 +547,7 @@ describe.sequential("cluster failover", () => {
               const holder = (yield* owners).get(session)
               return holder === other.pid && turnsEnded(yield* logOf(session)).includes("1 interrupted")
             }),
-            60_000,
+            CLUSTER_SLOW_CALL_S * 1000,
             children
           )
           const takeover = Date.now() - pausedAt
@@ -549,8 +569,10 @@ describe.sequential("cluster failover", () => {
             ? `fenced ${Date.now() - resumedAt} ms after SIGCONT`
             : "interrupted before its append (no fence needed)"
           // The followup sent during the pause is answered (by the new owner), never with the fence.
-          expect(yield* bounded("the followup sent during the pause", Fiber.join(late), 60)).toEqual({ messageId: "p-f2" })
-          const f2 = yield* Effect.exit(bounded("its outcome", client.outcome(session, "p-f2"), 60))
+          expect(yield* bounded("the followup sent during the pause", Fiber.join(late), CLUSTER_SLOW_CALL_S)).toEqual({
+            messageId: "p-f2"
+          })
+          const f2 = yield* Effect.exit(bounded("its outcome", client.outcome(session, "p-f2"), CLUSTER_SLOW_CALL_S))
           if (f2._tag === "Failure") {
             // Was seen in about 1 run in 4 (MessageNotFound) while the paused runner, asked for
             // the outcome, read its own stale copy of the log: `read` now checks the epoch.
@@ -564,8 +586,12 @@ describe.sequential("cluster failover", () => {
           }
           expect(f2.value).toEqual({ _tag: "Entered", turn: 2, step: 1 })
           // The session goes on on its new owner.
-          yield* bounded("a followup after the fence", client.followup(session, "and now?", { messageId: "p-f3" }), 60)
-          expect(yield* bounded("its outcome", client.outcome(session, "p-f3"), 60)).toEqual({
+          yield* bounded(
+            "a followup after the fence",
+            client.followup(session, "and now?", { messageId: "p-f3" }),
+            CLUSTER_SLOW_CALL_S
+          )
+          expect(yield* bounded("its outcome", client.outcome(session, "p-f3"), CLUSTER_SLOW_CALL_S)).toEqual({
             _tag: "Entered",
             turn: 3,
             step: 1
@@ -573,7 +599,7 @@ describe.sequential("cluster failover", () => {
           yield* until(
             "the last turn to end",
             Effect.map(logOf(session), (e) => turnsEnded(e).length === 3),
-            30_000,
+            CLUSTER_CONDITION_S * 1000,
             children
           )
           const events = yield* logOf(session)
@@ -619,11 +645,11 @@ describe.sequential("cluster failover", () => {
           yield* bounded(
             "the first followup",
             client.followup(session, "wait 30 seconds and tell me the time", { messageId: "c-f1" }),
-            60
+            CLUSTER_SLOW_CALL_S
           )
-          yield* until("the turn to start", Effect.map(logOf(session), running), 30_000, children)
+          yield* until("the turn to start", Effect.map(logOf(session), running), CLUSTER_CONDITION_S * 1000, children)
           // Queued behind the running turn: its fate is decided when the next turn takes it.
-          yield* bounded("the queued followup", client.followup(session, "thanks", { messageId: "c-f2" }), 60)
+          yield* bounded("the queued followup", client.followup(session, "thanks", { messageId: "c-f2" }), CLUSTER_SLOW_CALL_S)
           const outcomeClient = (name: string) =>
             spawnChild(name, [Path.resolve("test/utils/clusterClient.mjs"), url, session, "c-f2"])
           const first = yield* outcomeClient("client 1")
@@ -631,22 +657,30 @@ describe.sequential("cluster failover", () => {
           const started = yield* until(
             "client 1 to wait for the outcome",
             Effect.sync(() => first.stdout().includes("waiting\n")),
-            60_000,
+            CLUSTER_SLOW_CALL_S * 1000,
             children
           )
           yield* Effect.logInfo(`client 1 waited for the outcome ${started} ms after it was spawned`)
+          // An observation window: client 1 prints nothing but "waiting" while the turn runs (the
+          // turn takes 30 s; 300 ms shows a client that would answer at once).
           yield* Effect.sleep(Duration.millis(300))
           expect(first.stdout()).toBe("waiting\n")
           first.signal("SIGKILL")
-          expect(yield* exitOf(first, 10_000)).toBe("SIGKILL")
+          expect(yield* exitOf(first, KILLED_EXIT_MS)).toBe("SIGKILL")
           const second = yield* outcomeClient("client 2")
           clients.push(second)
+          // Its start (up to 11.2 s measured), then the rest of the 30 s turn and the next one.
           expect(yield* exitOf(second, 90_000)).toBe(0)
           const answer = JSON.parse(second.stdout().trim().split("\n").at(-1)!)
           expect(answer).toEqual({ outcome: { _tag: "Entered", turn: 2, step: 1 } })
           // The same fate from this process's client and from the log.
-          expect(yield* bounded("the outcome", client.outcome(session, "c-f2"), 60)).toEqual(answer.outcome)
-          yield* until("the last turn to end", Effect.map(logOf(session), (e) => turnsEnded(e).length === 2), 30_000, children)
+          expect(yield* bounded("the outcome", client.outcome(session, "c-f2"), CLUSTER_SLOW_CALL_S)).toEqual(answer.outcome)
+          yield* until(
+            "the last turn to end",
+            Effect.map(logOf(session), (e) => turnsEnded(e).length === 2),
+            CLUSTER_CONDITION_S * 1000,
+            children
+          )
           const events = yield* logOf(session)
           expect(Delivery.fateOf(events, "c-f2")).toEqual(answer.outcome)
           expect(insertedIds(events)).toEqual(["c-f1", "c-f2"])

@@ -19,6 +19,7 @@ import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { CLUSTER_CONDITION_S, CLUSTER_FAULT_TEST_MS, CLUSTER_SLOW_CALL_S, note } from "./utils/bounds.js"
 import { freePort } from "./utils/cluster.js"
 import { bounded, gatedModel, insertedIds, logOf } from "./utils/entity.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
@@ -146,12 +147,15 @@ const freshDatabase = Effect.acquireRelease(Effect.sync(createDatabase), (url) =
 const turnEnds = (events: ReadonlyArray<SessionEvent>) =>
   events.filter((e) => e.type === "turn/end").map((e) => e.data as { turn: number; reason: { kind: string } })
 
-/** Polls `check` every 50 ms until it holds (bounded). */
-const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, seconds = 30) =>
-  Effect.timeoutFail(
-    Effect.repeat(check, { schedule: Schedule.spaced(Duration.millis(50)), until: (done) => done }),
-    { duration: Duration.seconds(seconds), onTimeout: () => new Error(`${what}: not within ${seconds} s`) }
-  )
+/** Polls `check` every 50 ms until it holds (at most `CLUSTER_CONDITION_S`). */
+const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, seconds = CLUSTER_CONDITION_S) =>
+  Effect.suspend(() => {
+    const started = Date.now()
+    return Effect.timeoutFail(
+      Effect.repeat(check, { schedule: Schedule.spaced(Duration.millis(50)), until: (done) => done }),
+      { duration: Duration.seconds(seconds), onTimeout: () => new Error(`${what}: not within ${seconds} s`) }
+    ).pipe(Effect.tap(() => note(`heal until ${what}`, Date.now() - started)))
+  })
 
 describePg("a session heals after a transient PostgreSQL fault", () => {
   it.live(
@@ -177,13 +181,15 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         yield* query(admin, "BEGIN")
         yield* query(admin, "SELECT id FROM agent_loop_sessions WHERE id IN ('s1', 's2') FOR UPDATE")
         yield* Deferred.succeed(gate, undefined)
-        const n2 = yield* Effect.fork(bounded(client.followup("s2", "and then", { messageId: "n2" }), 60))
+        const n2 = yield* Effect.fork(bounded(client.followup("s2", "and then", { messageId: "n2" }), CLUSTER_SLOW_CALL_S))
         yield* until(
           "the agent stopped",
           Effect.sync(() => logs.lines.some((l) => l.startsWith("session s1: its agent stopped")))
         )
-        // A delivery during the fault: it waits (its reply is never the store's error).
-        const m2 = yield* Effect.fork(bounded(client.followup("s1", "and then", { messageId: "m2" }), 60))
+        // A delivery during the fault: it waits (its reply is never the store's error). An
+        // observation window (a condition cannot show that no reply comes): 2 s is ten times the
+        // statement timeout (200 ms): the statements that meet the lock have timed out meanwhile.
+        const m2 = yield* Effect.fork(bounded(client.followup("s1", "and then", { messageId: "m2" }), CLUSTER_SLOW_CALL_S))
         yield* Effect.sleep(Duration.seconds(2))
         expect(m2.unsafePoll()).toBeNull()
         // The fault ends.
@@ -220,7 +226,7 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
           /^session s2: (its agent stopped|its session log failed) \(.*\); reopening the session (in 500ms|now) \(the repair closes the open turn, then the pending work runs\)$/
         )
       }).pipe(Effect.scoped),
-    120_000
+    CLUSTER_FAULT_TEST_MS
   )
 
   it.live(
@@ -244,6 +250,9 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         yield* until("an append waits for the lock", Effect.map(waiting, (pids) => pids.length === 1))
         const [pid] = yield* waiting
         yield* query(admin, "SELECT pg_terminate_backend($1)", [pid])
+        // The lock stays 1 s past the termination, so that what the runner does about the failed
+        // append (the turn's closers) meets the lock as well and goes through once it is gone: a
+        // fixed window, not a wait for something (the closers may or may not be waiting yet).
         yield* Effect.sleep(Duration.seconds(1))
         yield* query(admin, "COMMIT")
         expect(yield* bounded(client.followup("s1", "and then", { messageId: "m2" }))).toEqual({ messageId: "m2" })
@@ -277,7 +286,7 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
           })
         ).toEqual([[1, true], [2, false]])
       }).pipe(Effect.scoped),
-    120_000
+    CLUSTER_FAULT_TEST_MS
   )
 
   it.live(
@@ -316,6 +325,6 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         expect(Invariant.check(events)).toEqual([])
         expect(logs.lines.filter((l) => l.includes("stopped"))).toEqual([])
       }).pipe(Effect.scoped),
-    120_000
+    CLUSTER_FAULT_TEST_MS
   )
 })

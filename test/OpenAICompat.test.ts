@@ -7,6 +7,7 @@ import type { Message, MessageId } from "../src/Message.js"
 import { Model, type ModelRequest, type ModelService, type ToolDefinition } from "../src/Model.js"
 import * as OpenAICompat from "../src/providers/OpenAICompat.js"
 import type { FinishReason } from "../src/SessionEvent.js"
+import { note, SOCKET_CLOSE_MS } from "./utils/bounds.js"
 import { assistantOf, collect, type Collected, errorFields, freeze, summarize, toolResult, user } from "./utils/modelParts.js"
 import { closedPort, framedBody, readFixture, replayServer, type ReplaySpec } from "./utils/replayServer.js"
 import { WIRE_USAGE, type WireUsage, type WireUsageFile } from "./utils/wireUsage.js"
@@ -713,7 +714,10 @@ describe("OpenAICompat errors", () => {
       const fiber = yield* Effect.fork(model.respond(REQUEST, { part: () => Deferred.succeed(first, undefined) }))
       yield* Deferred.await(first)
       yield* Fiber.interrupt(fiber)
-      for (let i = 0; i < 100 && server.aborted === 0; i++) yield* Effect.sleep("10 millis")
+      // Polled until the server has seen the connection close (at most `SOCKET_CLOSE_MS`).
+      const interrupted = Date.now()
+      while (server.aborted === 0 && Date.now() - interrupted < SOCKET_CLOSE_MS) yield* Effect.sleep("10 millis")
+      note("a server seeing an interrupted request's connection close", Date.now() - interrupted)
       expect(server.aborted).toBe(1)
     }).pipe(provideHttp))
 

@@ -10,6 +10,7 @@ import { type JsonlIo, makeJsonlWith } from "../src/internal/store/jsonl.js"
 import type { MessageId, UserMessage } from "../src/Message.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
+import { CLI_RUN_MS } from "./utils/bounds.js"
 import { dshFixturesDir, tmpDir } from "./utils/tmp.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -376,7 +377,10 @@ describe("SessionStore.layerJsonl", () => {
           const io: JsonlIo = {
             ...realIo,
             readAll: (fd, done) => {
-              const r = spawnSync(process.execPath, ["dist/cli/bin.js", "resume", path], { encoding: "utf8", timeout: 20_000 })
+              const r = spawnSync(process.execPath, ["dist/cli/bin.js", "resume", path], {
+                encoding: "utf8",
+                timeout: CLI_RUN_MS
+              })
               second = { status: r.status, stderr: r.stderr }
               NodeFs.readFile(fd, done)
             }

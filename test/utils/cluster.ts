@@ -9,6 +9,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import { KILLED_EXIT_MS, note, RUNNERS_READY_MS } from "./bounds.js"
 
 /** The sharding settings of a test cluster, in milliseconds (the runner's flags). */
 export interface Settings {
@@ -100,7 +101,7 @@ export const spawnChild = (name: string, args: ReadonlyArray<string>): Effect.Ef
         // A stopped process gets SIGKILL as well; SIGCONT first so that nothing is left stopped.
         child.process.kill("SIGCONT")
         child.process.kill("SIGKILL")
-        return Promise.race([child.exited, new Promise((resolve) => setTimeout(resolve, 5000))]).then(() => undefined)
+        return Promise.race([child.exited, new Promise((resolve) => setTimeout(resolve, KILLED_EXIT_MS))]).then(() => undefined)
       })
   )
 
@@ -123,30 +124,38 @@ export const until = <E, R>(
       }
       yield* Effect.sleep(Duration.millis(every))
     }
-    return Date.now() - started
+    const took = Date.now() - started
+    note(`until ${what}`, took)
+    return took
   })
 
 /** Waits (at most `ms`) for the child's exit; its code or signal. */
-export const exitOf = (child: Child, ms: number): Effect.Effect<number | string> =>
-  Effect.flatMap(
+export const exitOf = (child: Child, ms: number): Effect.Effect<number | string> => {
+  const started = Date.now()
+  return Effect.flatMap(
     Effect.promise(() =>
       Promise.race([child.exited, new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), ms))])
     ),
     (code) =>
       code === "timeout"
         ? Effect.die(new Error(`${child.name} did not exit within ${ms} ms\n${describeChildren([child])}`))
-        : Effect.succeed(code)
+        : Effect.sync(() => {
+          note(`exit of ${child.name.split(" ")[0]}`, Date.now() - started)
+          return code
+        })
   )
+}
 
 /**
  * Starts `count` runners on `url` concurrently, each on a free loopback port, and waits (at most
- * `readyWithin` ms) until every one has printed its ready line. Returns them in start order.
+ * `readyWithin` ms, default `RUNNERS_READY_MS`) until every one has printed its ready line.
+ * Returns them in start order.
  */
 export const startRunners = (
   url: string,
   count: number,
   settings: Settings,
-  readyWithin = 60_000
+  readyWithin = RUNNERS_READY_MS
 ): Effect.Effect<ReadonlyArray<Runner>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runners: Array<Runner> = []

@@ -9,6 +9,7 @@ import type * as Model from "../../src/Model.js"
 import * as Offline from "../../src/providers/Offline.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
 import { SessionStore } from "../../src/SessionStore.js"
+import { CLUSTER_CALL_S, note } from "./bounds.js"
 
 /** The offline model, except that a request whose last message says "hold" waits for `gate`. */
 export const gatedModel = (gate: Deferred.Deferred<void>): Model.ModelService => {
@@ -37,6 +38,15 @@ export const insertedIds = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<
     e.type === "agent/inbox/spliced" ? (e.data as { inserted: ReadonlyArray<UserMessage> }).inserted.map((m) => m.id) : []
   )
 
-/** `effect`, failing with "no answer within N s" after `seconds`. */
-export const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = 20) =>
-  Effect.timeoutFail(effect, { duration: Duration.seconds(seconds), onTimeout: () => new Error(`no answer within ${seconds} s`) })
+/**
+ * `effect`, failing with "no answer within N s" after `seconds` (default `CLUSTER_CALL_S`); how
+ * long it took goes to the bounds log as `entity <what>` (see `bounds.ts`).
+ */
+export const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, seconds = CLUSTER_CALL_S, what = "call") =>
+  Effect.suspend(() => {
+    const started = Date.now()
+    return Effect.timeoutFail(effect, {
+      duration: Duration.seconds(seconds),
+      onTimeout: () => new Error(`${what}: no answer within ${seconds} s`)
+    }).pipe(Effect.tap(() => note(`entity ${what}`, Date.now() - started)))
+  })

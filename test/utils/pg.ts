@@ -8,6 +8,7 @@
 import { describe } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { PG_ADMIN_MS } from "./bounds.js"
 
 /** The server's URL, or undefined when the PostgreSQL suites are off. */
 export const pgUrl: string | undefined = process.env["AGENT_LOOP_TEST_PG"] || undefined
@@ -95,6 +96,6 @@ const adminQuery = (query: string): void => {
       pgUrl!,
       query
     ],
-    { stdio: ["ignore", "ignore", "inherit"], timeout: 30_000 }
+    { stdio: ["ignore", "ignore", "inherit"], timeout: PG_ADMIN_MS }
   )
 }

@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { note, TMUX_WAIT_MS } from "./bounds.js"
 
 /** True when a `tmux` binary runs here. */
 export const available = (): boolean => {
@@ -33,10 +34,10 @@ export interface Pane {
   readonly keys: (...keys: ReadonlyArray<string>) => Effect.Effect<void>
   /** The screen with its scrollback, wrapped lines joined, trailing blank lines dropped. */
   readonly screen: Effect.Effect<string>
-  /** Polls the screen every 50 ms until `condition` holds; fails after `timeoutMs` (default 10 s) with the screen. */
+  /** Polls the screen every 50 ms until `condition` holds; fails after `timeoutMs` (default `TMUX_WAIT_MS`) with the screen. */
   readonly waitFor: (condition: Condition, timeoutMs?: number) => Effect.Effect<string>
   /**
-   * Polls until the program has exited; its exit status (fails after `timeoutMs`, default 10 s).
+   * Polls until the program has exited; its exit status (fails after `timeoutMs`, default `TMUX_WAIT_MS`).
    * The shell that runs the program prints `[exited N]` after it: tmux itself sometimes misses
    * the exit of a pane's process (it reaps it on SIGCHLD, and tmux 3.3 may not see that signal),
    * so the status is read from the screen rather than from `#{pane_dead_status}`.
@@ -44,7 +45,7 @@ export interface Pane {
   readonly waitForExit: (timeoutMs?: number) => Effect.Effect<number>
   /**
    * The pid of the program (the child of the pane's shell), polled until it has started (fails
-   * after `timeoutMs`, default 10 s).
+   * after `timeoutMs`, default `TMUX_WAIT_MS`).
    */
   readonly pid: (timeoutMs?: number) => Effect.Effect<number>
   /** Resizes the window (and its pane) to `width` × `height`: the program gets SIGWINCH. */
@@ -138,7 +139,10 @@ export const start = (options: {
         const deadline = Date.now() + timeoutMs
         while (true) {
           const found = yield* probe
-          if (found !== undefined) return found
+          if (found !== undefined) {
+            note(`tmux ${what}`, Date.now() - deadline + timeoutMs)
+            return found
+          }
           if (Date.now() > deadline) {
             return yield* Effect.die(
               new Error(`tmux: timed out after ${timeoutMs} ms waiting for ${what}; the screen:\n${yield* screen}`)
@@ -151,9 +155,9 @@ export const start = (options: {
       type: (text) => Effect.sync(() => void tmux(["send-keys", "-t", target, "-l", text])),
       keys: (...keys) => Effect.sync(() => void tmux(["send-keys", "-t", target, ...keys])),
       screen,
-      waitFor: (condition, timeoutMs = 10_000) =>
+      waitFor: (condition, timeoutMs = TMUX_WAIT_MS) =>
         poll(String(condition), timeoutMs, Effect.map(screen, (s) => holds(condition, s) ? s : undefined)),
-      waitForExit: (timeoutMs = 10_000) =>
+      waitForExit: (timeoutMs = TMUX_WAIT_MS) =>
         poll(
           "the program to exit",
           timeoutMs,
@@ -162,7 +166,7 @@ export const start = (options: {
             return exited === null ? undefined : Number(exited[1])
           })
         ),
-      pid: (timeoutMs = 10_000) =>
+      pid: (timeoutMs = TMUX_WAIT_MS) =>
         poll(
           "the program to start",
           timeoutMs,

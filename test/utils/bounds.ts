@@ -1,0 +1,104 @@
+/**
+ * The bounds of the tests' waits in real time, and what each is derived from. A wait for
+ * something is a condition (a poll, an awaited call or exit) with one of these bounds; a bound
+ * only says when to give up and name what did not come, so it is several times the slowest
+ * figure measured on the machine the suite must pass on: 2 cores loaded by two busy loops
+ * (`yes > /dev/null` twice) and by other work (load average 8 to 20). Fixed sleeps remain only
+ * as observation windows (something must not happen), each with a comment saying why.
+ *
+ * | what was measured (under that load)                           | figures              | bound                       |
+ * |---------------------------------------------------------------|----------------------|-----------------------------|
+ * | the built CLI to its end: `--version`                         | 0.83–1.07 s          | CLI_RUN_MS 20 s             |
+ * |   `send`/`transcript`/`check`/a refused `runner` on PostgreSQL | 1.5–5.6 s            |                             |
+ * |   a `send --timeout 7s` that waits its limit out              | 6.8–9.9 s            |                             |
+ * | one `agent-loop runner` child: its ready line                 | 2.5–6.3 s            | RUNNER_READY_MS 30 s        |
+ * | 2 or 3 runners started at once: all ready                     | 6.1–15.0 s           | RUNNERS_READY_MS 60 s       |
+ * | a child's exit after SIGKILL                                  | 24–593 ms            | KILLED_EXIT_MS 10 s         |
+ * | the backends ended by `pg_terminate_backend` gone             | 8 ms                 |   (the same)                |
+ * | an admin query through a `node` child (`pg.ts`)               | 0.27–0.50 s          | PG_ADMIN_MS 30 s            |
+ * | a loopback server seeing the connection of an interrupted     | 29–72 ms (load 20)   | SOCKET_CLOSE_MS 5 s         |
+ * |   request close (`OpenAICompat`; was 100 polls of 10 ms)      |                      |                             |
+ * | an `AgentClient` call to a runner (`entity.ts`'s `bounded`)   | 1 ms–8.7 s           | CLUSTER_CALL_S 30 s         |
+ * | an idle entity passivated (`maxIdleTime` 500 ms; the cluster's | 5.0 s                | CLUSTER_PASSIVATION_S 20 s  |
+ * |   reaper looks every 5 s)                                     |                      |                             |
+ * | a state a cluster reaches on its own: a turn started,         | 9 ms–0.95 s;         | CLUSTER_CONDITION_S 30 s    |
+ * |   an agent stopped by a fault                                 | 5.3–5.6 s            |                             |
+ * | a call or condition that waits out a failover or a fault:     | 4.1–9.3 s;           | CLUSTER_SLOW_CALL_S 60 s    |
+ * |   a session answering from another runner, its outcomes;      |                      |                             |
+ * |   the shards settled between the runners                      | 3.8–11.1 s           |                             |
+ * | a `ClusterEntity` test (one runner in the test's process)     | 3.9–11.7 s           | CLUSTER_TEST_MS 60 s        |
+ * | a `ClusterHeal` test (a fault of 2 s, calls bounded at 60 s)  | 3.9–14.2 s           | CLUSTER_FAULT_TEST_MS 120 s |
+ * | a `ClusterFailover` test (runners, a 10 s or 30 s turn)       | 27.7–59.8 s          | 180 s, 240 s (in the file)  |
+ * | a `CliCluster` test (runners, CLI runs in series)             | 0.5–73.3 s           | CLI_PG_TEST_MS 240 s        |
+ * | a tmux wait of `Chat` (the chat UI's screen, its exit)        | 12 ms–2.8 s          | TMUX_WAIT_MS 10 s           |
+ * |   (its first screen, the program's start included: 2.2–4.1 s, |                      |   (`Chat` gives it 20 s)    |
+ * |   a wait that `Chat` bounds by 20 s itself)                   |                      |                             |
+ * | a test under vitest's default bound: the CLI's tests          | up to 17.1 s         | TEST_TIMEOUT_MS 60 s        |
+ * |   (`Cli`, `CliOtlp`; most tests take milliseconds)            |                      |   (was 30 s)                |
+ * | a hook: `CrashMatrix`'s `afterAll` drops its databases        | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
+ *
+ * Re-measure with `AGENT_LOOP_BOUNDS_LOG=/tmp/bounds.log npx vitest run test/X.test.ts`: the waits
+ * of `cluster.ts`, `entity.ts`, `tmux.ts` and the cluster tests append how long they took there
+ * (`note`).
+ */
+import * as NodeFs from "node:fs"
+
+/** A run of the built CLI to its end (the `timeout` of an `execFile`/`spawnSync` of `dist/cli/bin.js`). */
+export const CLI_RUN_MS = 20_000
+
+/**
+ * The timeout of a `CliCluster` test: runners and runs of the CLI one after another, measured up
+ * to 73.3 s with four PostgreSQL test files at once (load 16 to 20), near the 60–120 s they had.
+ */
+export const CLI_PG_TEST_MS = 240_000
+
+/** One `agent-loop runner` child printing its ready line. */
+export const RUNNER_READY_MS = 30_000
+
+/** Several runners started at once (`cluster.ts`'s `startRunners`), every one ready. */
+export const RUNNERS_READY_MS = 60_000
+
+/** A child process's exit after SIGKILL; PostgreSQL backends gone after `pg_terminate_backend`. */
+export const KILLED_EXIT_MS = 10_000
+
+/** An admin query of `pg.ts` (a database or role made or dropped) through a `node` child. */
+export const PG_ADMIN_MS = 30_000
+
+/** A loopback server's `close` of a connection whose client was interrupted. */
+export const SOCKET_CLOSE_MS = 5_000
+
+/** A tmux wait (`tmux.ts`: the screen shows something, the program started or exited). */
+export const TMUX_WAIT_MS = 10_000
+
+/** vitest's `testTimeout`: a test that sets no bound of its own. */
+export const TEST_TIMEOUT_MS = 60_000
+
+/** vitest's `hookTimeout` (its default, 10 s, is less than one database drop under load may need with several). */
+export const HOOK_TIMEOUT_MS = 30_000
+
+/** An `AgentClient` call to a runner (`entity.ts`'s `bounded`), in seconds. */
+export const CLUSTER_CALL_S = 30
+
+/** An idle entity passivated (`maxIdleTime` 500 ms), in seconds. */
+export const CLUSTER_PASSIVATION_S = 20
+
+/** A state the cluster reaches on its own (a turn started, an agent stopped, shards settled), in seconds. */
+export const CLUSTER_CONDITION_S = 30
+
+/** A call that waits out a store fault or a failover, in seconds. */
+export const CLUSTER_SLOW_CALL_S = 60
+
+/** The timeout of a `ClusterEntity` test. */
+export const CLUSTER_TEST_MS = 60_000
+
+/** The timeout of a `ClusterHeal` test. */
+export const CLUSTER_FAULT_TEST_MS = 120_000
+
+/**
+ * With `AGENT_LOOP_BOUNDS_LOG=<file>` set, appends `<what>\t<ms>` to that file: how long a
+ * bounded wait took, the figures the bounds above are derived from. A no-op otherwise.
+ */
+export const note = (what: string, ms: number): void => {
+  const file = process.env["AGENT_LOOP_BOUNDS_LOG"]
+  if (file) NodeFs.appendFileSync(file, `${what.replaceAll(/\s+/g, " ")}\t${Math.round(ms)}\n`)
+}
