@@ -1174,7 +1174,7 @@ describe("the agent-loop binary", () => {
     options: { readonly hide?: string; readonly env?: Record<string, string> } = {}
   ) =>
     Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
-      const argv = options.hide === undefined ? [bin, ...args] : ["--import", hooks, bin, ...args]
+      const argv = options.hide === undefined ? [bin, ...args] : ["--disable-warning=DEP0205", "--import", hooks, bin, ...args]
       const env = { ...process.env, ...options.env, ...(options.hide === undefined ? {} : { HIDE_PACKAGES: options.hide }) }
       execFile(process.execPath, argv, { cwd, env, timeout: CLI_RUN_MS }, (error, stdout, stderr) => {
         resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))

@@ -101,7 +101,7 @@ const spawn = (
   options: { readonly env?: Record<string, string>; readonly hide?: string } = {}
 ) =>
   Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
-    const argv = options.hide === undefined ? [bin, ...args] : ["--import", hooks, bin, ...args]
+    const argv = options.hide === undefined ? [bin, ...args] : ["--disable-warning=DEP0205", "--import", hooks, bin, ...args]
     execFile(
       process.execPath,
       argv,

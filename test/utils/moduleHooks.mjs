@@ -1,6 +1,8 @@
 // Module resolution hooks for tests that run a child Node process, registered with
 // `node --import ./test/utils/moduleHooks.mjs …` (this file registers itself as the hooks module
-// with `module.register`; Node 20 runs the hooks on their own thread). Driven by the environment:
+// with `module.register`; Node 20 runs the hooks on their own thread; Node 26 deprecates it with a
+// DEP0205 warning on stderr, which tests comparing the CLI's stderr turn off with
+// `--disable-warning=DEP0205`). Driven by the environment:
 //
 // - RECORD_IMPORTS_FILE=PATH: appends the URL of every module the process resolves to PATH, one a
 //   line (written synchronously by the resolve hook, so the file is complete as soon as an
