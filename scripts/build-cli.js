@@ -11,14 +11,17 @@
 // src/cli/otlpExport.ts), while @effect/opentelemetry is inlined, to run on the bundle's own
 // `effect`. The library itself (dist/*.js from tsc) is not bundled.
 //
-//   node scripts/build-cli.js [--metafile]     (run by `npm run build`, after tsc)
+//   node scripts/build-cli.js [--outdir DIST] [--metafile]
+// (run by scripts/build.js, after tsc, with DIST its fresh build directory; default dist/)
 import { build } from "esbuild"
 import { chmodSync, rmSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
-const outdir = join(root, "dist", "cli")
+const outdirArg = process.argv.indexOf("--outdir")
+const distDir = resolve(root, outdirArg === -1 ? "dist" : process.argv[outdirArg + 1] ?? "dist")
+const outdir = join(distDir, "cli")
 rmSync(outdir, { recursive: true, force: true })
 
 const result = await build({
@@ -57,4 +60,4 @@ const result = await build({
   logLevel: "warning"
 })
 chmodSync(join(outdir, "bin.js"), 0o755)
-if (process.argv.includes("--metafile")) writeFileSync(join(root, "dist", "cli-meta.json"), JSON.stringify(result.metafile))
+if (process.argv.includes("--metafile")) writeFileSync(join(distDir, "cli-meta.json"), JSON.stringify(result.metafile))
