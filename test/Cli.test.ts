@@ -205,6 +205,26 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
       expect(yield* cli(["check", file])).toEqual({ code: 0, out: `${file}: ok (7 events)`, err: "" })
       expect(yield* cli(["transcript", file])).toEqual({ code: 0, out: "── turn 1 ──\n> hi\n→ bash({})\n← ok", err: "" })
     }))
+  it.effect("check on a log that stops inside a turn (a crash): ok, and it names the open turn", () =>
+    Effect.gen(function*() {
+      const dir = tmpDir()
+      const scenario = Path.join(dir, "s.json")
+      Fs.writeFileSync(scenario, JSON.stringify({ model: [{ text: "ok" }], actions: [{ at: 0, followup: "hello" }] }))
+      const log = Path.join(dir, "log.jsonl")
+      expect((yield* cli(["simulate", scenario, "--out", log])).code).toBe(0)
+      expect(yield* cli(["check", log])).toEqual({ code: 0, out: `${log}: ok (9 events)`, err: "" })
+      // The log cut after its step/start, as a crash leaves it.
+      const lines = Fs.readFileSync(log, "utf8").split("\n")
+      const cut = lines.findIndex((l) => l.includes("\"type\":\"step/start\""))
+      const crashed = Path.join(dir, "crashed.jsonl")
+      Fs.writeFileSync(crashed, lines.slice(0, cut + 1).join("\n") + "\n")
+      expect(yield* cli(["check", crashed])).toEqual({
+        code: 0,
+        out:
+          `${crashed}: ok (${cut} events; turn 1 is open: the agent stopped in it (a crash) or is still running it; resuming the session closes it (§10))`,
+        err: ""
+      })
+    }))
 })
 
 /** The pid of a process that has exited. */

@@ -3,8 +3,19 @@ import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as Invariant from "../../Invariant.js"
+import * as SessionEvent from "../../SessionEvent.js"
 import { exit } from "../exit.js"
 import { optionalFile, pgReadOptions, readSession } from "./sessionSource.js"
+
+/** The turn a log ends inside (a `turn/start` with no `turn/end` after it), if any. */
+const openTurnOf = (events: ReadonlyArray<SessionEvent.SessionEvent>): number | undefined => {
+  let open: number | undefined
+  for (const event of events) {
+    if (SessionEvent.is(event, "turn/start")) open = event.data.turn
+    else if (SessionEvent.is(event, "turn/end")) open = undefined
+  }
+  return open
+}
 
 /** `check`: the invariants of §12 on a FILE or a session in PostgreSQL; exit 1 on a violation, one line each. */
 export const check = Command.make(
@@ -16,7 +27,11 @@ export const check = Command.make(
       for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${label}: ${w}`))
       const violations = Invariant.check(contents.events, { header: contents.header })
       if (violations.length === 0) {
-        yield* Console.log(escapeLine(`${label}: ok (${contents.events.length} events)`))
+        const open = openTurnOf(contents.events)
+        const note = open === undefined
+          ? ""
+          : `; turn ${open} is open: the agent stopped in it (a crash) or is still running it; resuming the session closes it (§10)`
+        yield* Console.log(escapeLine(`${label}: ok (${contents.events.length} events${note})`))
         return
       }
       for (const v of violations) yield* Console.log(escapeLine(`${label}: seq ${v.seq}: rule ${v.rule}: ${v.message}`))
