@@ -481,17 +481,36 @@ describe("agent-loop run", () => {
       }
     }))
 
-  it.effect("--store under a regular file: exit 2 with one line naming the path and ENOTDIR, no stack trace", () =>
+  it.effect("a --store that cannot be a directory: exit 2 with one line naming the path at fault, nothing written", () =>
     Effect.gen(function*() {
-      const file = Path.join(tmpDir(), "afile")
+      const dir = tmpDir()
+      const file = Path.join(dir, "afile")
       Fs.writeFileSync(file, "")
-      const store = Path.join(file, "sub")
-      expect(yield* cli(["run", "--prompt", "hi", "--store", store])).toEqual({
+      const dangling = Path.join(dir, "dangling")
+      Fs.symlinkSync(Path.join(dir, "nowhere"), dangling)
+      const cases = [
+        // Before, @effect/cli's own check of the option died on ENOTDIR and printed the platform's text.
+        [Path.join(file, "sub"), `${file} is not a directory (a regular file)`],
+        [Path.join(file, "sub", "deeper"), `${file} is not a directory (a regular file)`],
+        [file, `${file} is not a directory (a regular file)`],
+        [Path.join(dangling, "sub"), `${dangling} is a symbolic link to nothing`]
+      ] as const
+      for (const [store, reason] of cases) {
+        for (const argv of [["run", "--prompt", "hi"], ["demo"], ["acp"]]) {
+          expect([argv[0], yield* cli([...argv, "--store", store])]).toEqual([argv[0], {
+            code: 2,
+            out: "",
+            err: `--store ${store}: cannot create the directory: ${reason}`
+          }])
+        }
+      }
+      expect(yield* cli(["run", "--prompt", "hi", "--store", ""])).toEqual({
         code: 2,
         out: "",
-        err: `agent-loop: BadResource: FileSystem.access (${store}): ENOTDIR: not a directory, access '${store}'`
+        err: "--store: no directory given"
       })
       expect(Fs.readFileSync(file, "utf8")).toBe("")
+      expect(Fs.readdirSync(dir).sort()).toEqual(["afile", "dangling"])
     }))
 
   it.effect("control characters in prompts and model output are shown escaped, never sent to the terminal", () =>
@@ -1196,10 +1215,31 @@ describe("the agent-loop binary", () => {
     Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
       const argv = options.hide === undefined ? [bin, ...args] : ["--disable-warning=DEP0205", "--import", hooks, bin, ...args]
       const env = { ...process.env, ...options.env, ...(options.hide === undefined ? {} : { HIDE_PACKAGES: options.hide }) }
-      execFile(process.execPath, argv, { cwd, env, timeout: CLI_RUN_MS }, (error, stdout, stderr) => {
+      // SIGKILL at the bound: a CLI stuck in a synchronous call (a recursive mkdir under /proc
+      // was one) never handles SIGTERM.
+      execFile(process.execPath, argv, { cwd, env, timeout: CLI_RUN_MS, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
         resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
       })
     })
+
+  it.live(
+    "a --store under /proc: exit 2 at once with one line naming it (it hung in Node's recursive mkdir, deaf to SIGTERM)",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        for (const argv of [["run", "--prompt", "hi"], ["demo"], ["acp"]]) {
+          for (const store of ["/proc/agent-loop-nope", "/proc/agent-loop-nope/sessions"]) {
+            expect([argv[0], yield* spawn([...argv, "--store", store], dir)]).toEqual([argv[0], {
+              code: 2,
+              stdout: "",
+              stderr: `--store ${store}: cannot create the directory: /proc does not take new directories (ENOENT)\n`
+            }])
+          }
+        }
+      }),
+    // Six runs of the CLI one after another (each bounded by CLI_RUN_MS).
+    6 * CLI_RUN_MS
+  )
 
   it.live(
     "the built bin is executable by itself (npx agent-loop): its shebang runs it",

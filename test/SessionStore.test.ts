@@ -11,6 +11,7 @@ import type { MessageId, UserMessage } from "../src/Message.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { CLI_RUN_MS } from "./utils/bounds.js"
+import { run } from "./utils/child.js"
 import { dshFixturesDir, tmpDir } from "./utils/tmp.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -439,6 +440,52 @@ describe("SessionStore.layerJsonl", () => {
         expect((yield* SessionStore.readFile(`${dir}/c.jsonl`)).events).toEqual(log.events())
       })
     ))
+
+  it.effect("create where the directory cannot be made: a SessionStoreError naming the path at fault, nothing written", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir
+      const file = `${dir}/afile`
+      NodeFs.writeFileSync(file, "")
+      for (const directory of [`${file}/sessions`, file]) {
+        const error = yield* Effect.flip(
+          Effect.flatMap(store, (s) => s.create({ id: "s1" })).pipe(
+            Effect.provide(SessionStore.layerJsonl({ directory }))
+          )
+        )
+        expect(error).toMatchObject({
+          _tag: "SessionStoreError",
+          sessionId: "s1",
+          message: `cannot create ${directory}: ${file} is not a directory (a regular file)`
+        })
+      }
+      expect(NodeFs.readFileSync(file, "utf8")).toBe("")
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
+
+  it.live(
+    "create under /proc fails at once (Node's recursive mkdir never returned there, holding the event loop)",
+    () =>
+      Effect.gen(function*() {
+        // In a child process with a bound: a regression would hang the test worker itself.
+        const script = [
+          "import { Effect } from \"effect\"",
+          "import { SessionStore } from \"./dist/index.js\"",
+          "const create = Effect.flatMap(SessionStore.SessionStore, (s) => s.create({ id: \"s1\" }))",
+          "const error = await Effect.runPromise(Effect.flip(Effect.provide(create, SessionStore.layerJsonl({ directory: process.argv[1] }))))",
+          "console.log(`${error._tag}: ${error.message}`)"
+        ].join("\n")
+        const ran = yield* run(process.execPath, ["--input-type=module", "-e", script, "/proc/agent-loop-nope/sessions"], {
+          withinMs: CLI_RUN_MS
+        })
+        expect(ran).toEqual({
+          status: 0,
+          signal: null,
+          stdout:
+            "SessionStoreError: cannot create /proc/agent-loop-nope/sessions: /proc does not take new directories (ENOENT)\n",
+          stderr: ""
+        })
+      }),
+    2 * CLI_RUN_MS
+  )
 
   it.effect("lists sorted ids, and an empty list before the directory exists", () =>
     Effect.scoped(Effect.gen(function*() {

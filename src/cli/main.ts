@@ -47,8 +47,7 @@
  */
 import { Command, ValidationError } from "@effect/cli"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
-import { isPlatformError } from "@effect/platform/Error"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect } from "effect"
 import { escapeText, terminalConsole } from "../internal/terminalText.js"
 import { interruptExitCode, runnerCommand, sendCommand } from "./clusterCommands.js"
 import { acp } from "./commands/acp.js"
@@ -126,12 +125,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, 
       if (e instanceof CliExit) return Effect.as(e.message === "" ? Effect.void : Console.error(escapeText(e.message)), e.code)
       if (ValidationError.isValidationError(e)) return Effect.succeed(ValidationError.isHelpRequested(e) ? 0 : 2)
       return Effect.as(Console.error(escapeText(`agent-loop: ${String(e)}`)), 2)
-    }),
-    // A file-system error that @effect/cli's own checks of a path option raise as a defect (a
-    // `--store` under a regular file: ENOTDIR from `access`) is bad input too: one line, exit 2.
-    Effect.catchSomeDefect((d) =>
-      isPlatformError(d) ? Option.some(Effect.as(Console.error(escapeText(`agent-loop: ${d.message}`)), 2)) : Option.none()
-    )
+    })
   )
 
 export { interruptExitCode }

@@ -1,11 +1,10 @@
 /** `agent-loop acp`: an Agent Client Protocol agent for editors on stdin/stdout (§22). */
 import { Command } from "@effect/cli"
-import { Path } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { exit } from "../exit.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { VERSION } from "../version.js"
-import { storeOption } from "./shared.js"
+import { storeDirectory, storeOption } from "./shared.js"
 
 /**
  * `acp [--store DIR] [provider flags, compaction flags and --max-steps, as run]` (§22;
@@ -21,10 +20,10 @@ export const acp = Command.make(
       if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      const path = yield* Path.Path
+      const directory = yield* storeDirectory(options.store)
       const { runAcp } = yield* Effect.promise(() => import("../acp/agent.js"))
       yield* runAcp({
-        directory: path.resolve(options.store),
+        directory,
         maxSteps: options.maxSteps,
         // Checked by compactionLayer above.
         contextWindow: Option.getOrUndefined(Option.map(options.contextWindow, (text) => Number(text.trim()))),

@@ -3,13 +3,12 @@
  * React only when this command runs.
  */
 import { Command, Options } from "@effect/cli"
-import { Path } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { exit } from "../exit.js"
 import { loadWith, requirePackages } from "../optional.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
-import { instructionsOptions, readInstructions, readPrices, storeOption } from "./shared.js"
+import { instructionsOptions, readInstructions, readPrices, storeDirectory, storeOption } from "./shared.js"
 
 /**
  * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (§14;
@@ -51,8 +50,7 @@ export const chat = Command.make(
       const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      const path = yield* Path.Path
-      const directory = path.resolve(options.store)
+      const directory = yield* storeDirectory(options.store)
       // Read once when React and Ink are first loaded (below): React's development build is slow
       // and chatty; Ink draws only the last frame when CI is set, and a chat on a TTY is not CI.
       if (process.env.NODE_ENV === undefined) process.env.NODE_ENV = "production"

@@ -12,7 +12,6 @@
  * It prints the plan, the transcript, the fates the deliveries resolved with, and the log's path.
  */
 import { Command } from "@effect/cli"
-import { Path } from "@effect/platform"
 import { Console, Effect, Layer, Queue } from "effect"
 import * as Agent from "../../Agent.js"
 import type { Delivery, DeliveryOutcome } from "../../Delivery.js"
@@ -24,7 +23,7 @@ import * as Offline from "../../providers/Offline.js"
 import * as OfflineTools from "../../providers/OfflineTools.js"
 import * as SessionStore from "../../SessionStore.js"
 import { exit } from "../exit.js"
-import { printTranscript, storeOption } from "./shared.js"
+import { printTranscript, storeDirectory, storeOption } from "./shared.js"
 
 const FIRST = "Please wait 1 second."
 const STEER = "Also tell me the time."
@@ -54,8 +53,7 @@ export const demo = Command.make(
   { store: storeOption },
   ({ store }) =>
     Effect.gen(function*() {
-      const path = yield* Path.Path
-      const directory = path.resolve(store)
+      const directory = yield* storeDirectory(store)
       const { fates, idleAfterInject, log } = yield* Effect.scoped(Effect.gen(function*() {
         const tools = yield* OfflineTools.all()
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), instructions: "You are the effect-agent-loop demo." })

@@ -3,7 +3,6 @@
  * transcript printed as the log grows; exits with the code of the turn's end reason (§14).
  */
 import { Command, Options } from "@effect/cli"
-import { Path } from "@effect/platform"
 import { Console, Effect, Layer, Queue } from "effect"
 import * as Agent from "../../Agent.js"
 import * as IdGenerator from "../../IdGenerator.js"
@@ -14,7 +13,15 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
-import { exitCodeOf, instructionsOptions, lastTurnEnd, livePrinter, readInstructions, storeOption } from "./shared.js"
+import {
+  exitCodeOf,
+  instructionsOptions,
+  lastTurnEnd,
+  livePrinter,
+  readInstructions,
+  storeDirectory,
+  storeOption
+} from "./shared.js"
 
 /**
  * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
@@ -37,8 +44,7 @@ export const run = Command.make(
       const instructions = yield* readInstructions(options)
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      const path = yield* Path.Path
-      const directory = path.resolve(options.store)
+      const directory = yield* storeDirectory(options.store)
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
       let logPath: string | undefined
       const events = yield* Effect.scoped(Effect.gen(function*() {

@@ -4,9 +4,10 @@
  * price table that exit 2 with one line naming the problem.
  */
 import { Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
+import { FileSystem, Path } from "@effect/platform"
 import { Console, Effect, Either, Option } from "effect"
 import { fileKind } from "../../internal/store/common.js"
+import { makeDirectorySync } from "../../internal/store/directory.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as Prices from "../../Prices.js"
 import type { SessionEvent, TurnEndReason } from "../../SessionEvent.js"
@@ -15,11 +16,32 @@ import * as Transcript from "../../Transcript.js"
 import * as TranscriptText from "../../TranscriptText.js"
 import { exit } from "../exit.js"
 
-/** `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. */
-export const storeOption = Options.directory("store").pipe(
+/**
+ * `--store DIR`: the JSONL store of `run`, `chat`, `demo` and `acp`. A text option, checked by
+ * `storeDirectory` (@effect/cli's own check of a path option dies on a path under a file).
+ */
+export const storeOption = Options.text("store").pipe(
+  Options.withPseudoName("directory"),
   Options.withDefault(".agent-loop/sessions"),
   Options.withDescription("directory of the session logs (one <id>.jsonl per session)")
 )
+
+/**
+ * The absolute path of `--store DIR`, made with its missing parents; when it cannot be (a file
+ * on the way, a file system that refuses it, such as /proc), exit 2 with one line naming the
+ * path at fault: `--store /proc/x: cannot create the directory: /proc does not take new
+ * directories (ENOENT)`.
+ */
+export const storeDirectory = (store: string) =>
+  Effect.gen(function*() {
+    if (store === "") return yield* exit(2, "--store: no directory given")
+    const problem = makeDirectorySync(store)
+    if (problem !== undefined) {
+      return yield* exit(2, escapeLine(`--store ${store}: cannot create the directory: ${problem.reason}`))
+    }
+    const path = yield* Path.Path
+    return path.resolve(store)
+  })
 
 /** Exit code of a turn end reason (§14). */
 export const exitCodeOf = (reason: TurnEndReason | undefined): number => {

@@ -17,6 +17,7 @@ import type { CreateOptions, LogContents, SessionLog, SessionLogError, SessionNo
 import { SessionStoreError } from "../../SessionLog.js"
 import { commitDrafts, encodeCommitted, encodeHeader } from "../logCodec.js"
 import * as Store from "./common.js"
+import { makeDirectorySync, statsKind } from "./directory.js"
 import { acquireWriterLock } from "./writer.js"
 
 /** Options of the JSONL store (see `SessionStore.JsonlOptions`). */
@@ -402,28 +403,12 @@ const OPEN_EXISTING = NodeFs.constants.O_RDWR | NodeFs.constants.O_APPEND | Node
 /** Flags of `read`'s open: read only, never blocking (as `OPEN_EXISTING`). */
 const OPEN_READ = NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK
 
-/** A kind of file that is not a regular one, in words ("a fifo", …), as `Store.fileKind` gives it. */
-const kindOf = (stats: NodeFs.Stats): string =>
-  Store.fileKind(
-    stats.isFIFO()
-      ? "FIFO"
-      : stats.isDirectory()
-      ? "Directory"
-      : stats.isCharacterDevice()
-      ? "CharacterDevice"
-      : stats.isBlockDevice()
-      ? "BlockDevice"
-      : stats.isSocket()
-      ? "Socket"
-      : "Unknown"
-  )
-
 /**
  * The error of a log path that is not a regular file (a fifo, a device: reading it could block
  * for ever or never end), or undefined for a regular file.
  */
 const notRegular = (id: string, path: string, verb: string, stats: NodeFs.Stats): SessionStoreError | undefined =>
-  stats.isFile() ? undefined : Store.storeError(`cannot ${verb} ${path}: not a regular file (${kindOf(stats)})`, id)
+  stats.isFile() ? undefined : Store.storeError(`cannot ${verb} ${path}: not a regular file (${statsKind(stats)})`, id)
 
 /** Whether something is at `path` (a failure other than "no entry" counts as there: opening it reports it). */
 const exists = (path: string): boolean => {
@@ -570,10 +555,17 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       if (openLogs.has(id)) {
         return yield* Effect.fail(Store.alreadyExists(id))
       }
-      yield* Effect.try({
-        try: () => NodeFs.mkdirSync(directory, { recursive: true }),
-        catch: (error) => Store.storeError(`cannot create ${directory}`, id, error)
-      })
+      // Not Node's recursive mkdir: it never returns under /proc (`directory.ts`).
+      const problem = makeDirectorySync(directory)
+      if (problem !== undefined) {
+        return yield* Effect.fail(
+          new SessionStoreError({
+            message: `cannot create ${directory}: ${problem.reason}`,
+            sessionId: id,
+            cause: problem.cause
+          })
+        )
+      }
       const path = pathOf(id)
       const [scope, fd] = yield* openFile(id, path, createFd(id, path))
       const writeHeader = Effect.try({ try: () => writeAllSync(io, fd, encodeHeader(header)), catch: (error) => error })
