@@ -14,6 +14,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Context, Effect, Layer, type Scope } from "effect"
+import { fileErrorText } from "./internal/fsErrors.js"
 import { commitDrafts } from "./internal/logCodec.js"
 import * as Store from "./internal/store/common.js"
 import { makeJsonlWith, nodeIo } from "./internal/store/jsonl.js"
@@ -95,9 +96,11 @@ export const readFile = (
 ): Effect.Effect<LogContents, SessionStoreError | SessionLogError, FileSystem.FileSystem> =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => {
     const cannotRead = (error: unknown) =>
-      typeof error === "object" && error !== null && (error as { reason?: unknown }).reason === "NotFound"
-        ? new SessionStoreError({ message: `cannot read ${path}: no such file`, sessionId: undefined, cause: error })
-        : Store.storeError(`cannot read ${path}`, undefined, error)
+      new SessionStoreError({
+        message: `cannot read ${path}: ${fileErrorText(error, "read")}`,
+        sessionId: undefined,
+        cause: error
+      })
     return fs.stat(path).pipe(
       Effect.mapError(cannotRead),
       Effect.flatMap((info): Effect.Effect<Uint8Array, SessionStoreError> =>

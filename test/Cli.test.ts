@@ -455,6 +455,12 @@ describe("agent-loop run", () => {
           out: "",
           err: `--instructions-file ${dir}: cannot read: not a regular file (a directory)`
         })
+        const under = Path.join(file, "system.md")
+        expect(yield* cli([command, ...prompt, "--instructions-file", under, ...store])).toEqual({
+          code: 2,
+          out: "",
+          err: `--instructions-file ${under}: cannot read: a part of the path is not a directory`
+        })
         expect(yield* cli([command, ...prompt, "--instructions", " ", ...store])).toEqual({
           code: 2,
           out: "",
@@ -1113,6 +1119,38 @@ describe("agent-loop simulate", () => {
           err: `${file}: invalid scenario at $: Expected a scenario object {model, actions, …}, actual ${JSON.stringify(value)}`
         })
       }
+    }))
+
+  it.effect("a scenario or an output it cannot use: one line saying which and why in a few words, exit 2, nothing written", () =>
+    Effect.gen(function*() {
+      // Before, these printed the platform's text: `NotFound: FileSystem.stat (nope.json): ENOENT: …`.
+      const dir = tmpDir()
+      const file = Path.join(dir, "afile")
+      Fs.writeFileSync(file, "")
+      const missing = Path.join(dir, "nope.json")
+      expect(yield* cli(["simulate", missing])).toEqual({ code: 2, out: "", err: `${missing}: cannot read: no such file` })
+      const under = Path.join(file, "scenario.json")
+      expect(yield* cli(["simulate", under])).toEqual({
+        code: 2,
+        out: "",
+        err: `${under}: cannot read: a part of the path is not a directory`
+      })
+      const scenario = scenarioFile({ model: [{ text: "ok" }], actions: [{ at: 0, followup: "hello" }] })
+      const outputs = [
+        [dir, "it is a directory"],
+        [Path.join(dir, "missing", "log.jsonl"), "no such directory"],
+        [Path.join(file, "log.jsonl"), "a part of the path is not a directory"]
+      ] as const
+      for (const [out, why] of outputs) {
+        for (const flag of ["--out", "--requests"]) {
+          expect([flag, yield* cli(["simulate", scenario, flag, out])]).toEqual([flag, {
+            code: 2,
+            out: "",
+            err: `${flag} ${out}: cannot write: ${why}`
+          }])
+        }
+      }
+      expect(Fs.readdirSync(dir).sort()).toEqual(["afile"])
     }))
 
   it.effect(

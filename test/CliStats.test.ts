@@ -211,5 +211,12 @@ describe("agent-loop stats", () => {
       out: "",
       err: `--prices ${dir}: cannot read: not a regular file (a directory)\n`
     })
+    // Before, the platform's text: `NotFound: FileSystem.stat (…): ENOENT: no such file or directory, stat '…'`.
+    const nope = Path.join(dir, "nope.json")
+    expect(stats(DSH_LOG, "--prices", nope)).toEqual({
+      code: 2,
+      out: "",
+      err: `--prices ${nope}: cannot read: no such file\n`
+    })
   })
 })

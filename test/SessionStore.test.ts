@@ -905,12 +905,19 @@ describe("reading logs", () => {
       }
     }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
 
-  it.effect("readFile of a missing file is a SessionStoreError saying so in a few words", () =>
+  it.effect("readFile of a missing file, or one under a regular file: a SessionStoreError saying so in a few words", () =>
     Effect.gen(function*() {
       const path = `${dshFixturesDir}/no-such-file.jsonl`
       const error = yield* Effect.flip(SessionStore.readFile(path))
       expect(error).toMatchObject({ _tag: "SessionStoreError", message: `cannot read ${path}: no such file` })
-    }).pipe(Effect.provide(NodeFileSystem.layer)))
+      const dir = yield* tmpDir
+      NodeFs.writeFileSync(`${dir}/afile`, "")
+      const under = `${dir}/afile/s.jsonl`
+      expect(yield* Effect.flip(SessionStore.readFile(under))).toMatchObject({
+        _tag: "SessionStoreError",
+        message: `cannot read ${under}: a part of the path is not a directory`
+      })
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer)))
 })
 
 // ---------------------------------------------------------------------------------------------

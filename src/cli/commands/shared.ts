@@ -6,6 +6,7 @@
 import { Options } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import { Console, Effect, Either, Option } from "effect"
+import { fileErrorText } from "../../internal/fsErrors.js"
 import { fileKind } from "../../internal/store/common.js"
 import { makeDirectorySync } from "../../internal/store/directory.js"
 import { escapeLine } from "../../internal/terminalText.js"
@@ -106,10 +107,12 @@ export const readLog = (file: string) =>
 export const readPrices = (file: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`)))
+    const info = yield* fs.stat(file).pipe(
+      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${fileErrorText(e, "read")}`))
+    )
     if (info.type !== "File") return yield* exit(2, `--prices ${file}: cannot read: not a regular file (${fileKind(info.type)})`)
     const text = yield* fs.readFileString(file).pipe(
-      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${e.message}`))
+      Effect.catchAll((e) => exit(2, `--prices ${file}: cannot read: ${fileErrorText(e, "read")}`))
     )
     let json: unknown
     try {
@@ -157,21 +160,14 @@ export const readInstructions = (options: {
     const file = options.instructionsFile.value
     const fs = yield* FileSystem.FileSystem
     // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
-    const info = yield* fs.stat(file).pipe(Effect.catchAll((e) =>
-      exit(
-        2,
-        escapeLine(
-          `--instructions-file ${file}: cannot read: ${
-            e._tag === "SystemError" && e.reason === "NotFound" ? "no such file" : e.message
-          }`
-        )
-      )
-    ))
+    const info = yield* fs.stat(file).pipe(
+      Effect.catchAll((e) => exit(2, escapeLine(`--instructions-file ${file}: cannot read: ${fileErrorText(e, "read")}`)))
+    )
     if (info.type !== "File") {
       return yield* exit(2, escapeLine(`--instructions-file ${file}: cannot read: not a regular file (${fileKind(info.type)})`))
     }
     const text = yield* fs.readFileString(file).pipe(
-      Effect.catchAll((e) => exit(2, escapeLine(`--instructions-file ${file}: cannot read: ${e.message}`)))
+      Effect.catchAll((e) => exit(2, escapeLine(`--instructions-file ${file}: cannot read: ${fileErrorText(e, "read")}`)))
     )
     if (text.trim() === "") return yield* exit(2, escapeLine(`--instructions-file ${file}: the file is empty`))
     return text

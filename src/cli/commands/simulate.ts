@@ -1,7 +1,9 @@
 /** `agent-loop simulate SCENARIO`: runs a scenario on the virtual clock and writes its session log (§15). */
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
 import { Console, Effect, Either, Option } from "effect"
+import { fileErrorText } from "../../internal/fsErrors.js"
 import { fileKind } from "../../internal/store/common.js"
 import { escapeJson, escapeLine } from "../../internal/terminalText.js"
 import * as Scenario from "../../Scenario.js"
@@ -32,11 +34,10 @@ export const simulate = Command.make(
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
-      const info = yield* fs.stat(scenario).pipe(Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`)))
+      const cannotRead = (e: PlatformError) => exit(2, escapeLine(`${scenario}: cannot read: ${fileErrorText(e, "read")}`))
+      const info = yield* fs.stat(scenario).pipe(Effect.catchAll(cannotRead))
       if (info.type !== "File") return yield* exit(2, `${scenario}: cannot read: not a regular file (${fileKind(info.type)})`)
-      const text = yield* fs.readFileString(scenario).pipe(
-        Effect.catchAll((e) => exit(2, `${scenario}: cannot read: ${e.message}`))
-      )
+      const text = yield* fs.readFileString(scenario).pipe(Effect.catchAll(cannotRead))
       const decoded = Scenario.parse(text)
       if (Either.isLeft(decoded)) {
         return yield* exit(2, escapeLine(`${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`))
@@ -53,7 +54,7 @@ export const simulate = Command.make(
         }
       }
       const write = (file: string, content: string) =>
-        fs.writeFileString(file, content).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
+        fs.writeFileString(file, content).pipe(Effect.catchAll((e) => cannotWrite("--out", file, e)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
       // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
       else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
@@ -78,4 +79,8 @@ const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
       while (i < items.length && chunk.length < 1 << 20) chunk += JSON.stringify(items[i++]) + "\n"
       yield* handle.writeAll(encoder.encode(chunk))
     }
-  })).pipe(Effect.catchAll((e) => exit(2, `${file}: cannot write: ${e.message}`)))
+  })).pipe(Effect.catchAll((e) => cannotWrite("--requests", file, e)))
+
+/** Exit 2: `--out FILE: cannot write: it is a directory`. */
+const cannotWrite = (flag: string, file: string, error: PlatformError) =>
+  exit(2, escapeLine(`${flag} ${file}: cannot write: ${fileErrorText(error, "write")}`))
