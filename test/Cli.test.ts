@@ -1279,6 +1279,90 @@ describe("the agent-loop binary", () => {
     6 * CLI_RUN_MS
   )
 
+  /** Runs the CLI in a terminal of its own (util-linux `script`): its output as the terminal got it. */
+  const inTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+    Effect.async<{ code: number; output: string }>((resume) => {
+      const command = [process.execPath, bin, ...args].map((a) => `'${a}'`).join(" ")
+      execFile(
+        "script",
+        ["-qec", command, "/dev/null"],
+        { cwd: tmpDir(), env: { ...process.env, ...env }, timeout: CLI_RUN_MS, killSignal: "SIGKILL" },
+        (error, stdout) => resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, output: stdout }))
+      )
+    })
+
+  it.live(
+    "--help: plain text in a pipe or with NO_COLOR, coloured on a terminal; its usage lines start with agent-loop",
+    () =>
+      Effect.gen(function*() {
+        const usage =
+          "$ agent-loop run --prompt text [--instructions text] [--instructions-file text] [--provider offline | openai-compat | anthropic | openai] [--base-url text] [--model text] [--api-key-env text] [--context-window text] [--compaction-reserve text] [--keep-recent-tokens text] [--max-steps integer] [--otlp-endpoint text] [--store directory]"
+        // Before, the styling went into pipes and files, and the usage line read `$ run --prompt text …`.
+        const piped = yield* spawn(["run", "--help"], tmpDir(), { env: { NO_COLOR: "" } })
+        expect([piped.code, piped.stderr]).toEqual([0, ""])
+        expect(piped.stdout.split("\n").slice(0, 10)).toEqual([
+          "agent-loop",
+          "",
+          "agent-loop 0.1.0",
+          "",
+          "USAGE",
+          "",
+          usage,
+          "",
+          "DESCRIPTION",
+          ""
+        ])
+        expect(piped.stdout).not.toContain("\u001b")
+        const root = yield* spawn(["--help"], tmpDir(), { env: { NO_COLOR: "" } })
+        expect(root.stdout.split("\n").slice(4, 7)).toEqual(["USAGE", "", "$ agent-loop"])
+        expect(root.stdout).not.toContain("\u001b")
+        // A terminal gets the styling, unless NO_COLOR is set (not empty).
+        const coloured = yield* inTerminal(["run", "--help"], { NO_COLOR: "" })
+        expect(coloured.code).toBe(0)
+        expect(coloured.output.split("\r\n").slice(0, 7)).toEqual([
+          "\u001b[0;1m\u001b[0;37;1magent-loop\u001b[0;1m\u001b[0m",
+          "",
+          "agent-loop 0.1.0",
+          "",
+          "\u001b[0;1mUSAGE\u001b[0m",
+          "",
+          usage
+        ])
+        const plain = yield* inTerminal(["run", "--help"], { NO_COLOR: "1" })
+        expect(plain.code).toBe(0)
+        expect(plain.output.split("\r\n").slice(0, 7)).toEqual(piped.stdout.split("\n").slice(0, 7))
+        expect(plain.output).not.toContain("\u001b")
+      }),
+    // Four runs of the CLI one after another.
+    4 * CLI_RUN_MS
+  )
+
+  it.live(
+    "@effect/cli's own errors: one line on stderr, exit 2; an integer option given abc says \"an integer\"",
+    () =>
+      Effect.gen(function*() {
+        const dir = tmpDir()
+        // Before: `'abc' is not a integer`, then an empty line.
+        expect(yield* spawn(["run", "--prompt", "hi", "--max-steps", "abc"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "'abc' is not an integer\n"
+        })
+        expect(yield* spawn(["runner", "--port", "1.5"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "'1.5' is not an integer\n"
+        })
+        expect(yield* spawn(["nope"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            "Invalid subcommand for agent-loop - use one of 'chat', 'run', 'resume', 'transcript', 'check', 'stats', 'demo', 'simulate', 'runner', 'send', 'acp'\n"
+        })
+      }),
+    3 * CLI_RUN_MS
+  )
+
   it.live(
     "the built bin is executable by itself (npx agent-loop): its shebang runs it",
     () =>

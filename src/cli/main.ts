@@ -60,6 +60,7 @@ import { simulate } from "./commands/simulate.js"
 import { stats } from "./commands/stats.js"
 import { transcript } from "./commands/transcript.js"
 import { CliExit } from "./exit.js"
+import { colourFor, handlerConsole, libraryConsole } from "./libraryText.js"
 import { VERSION } from "./version.js"
 
 export {
@@ -83,13 +84,15 @@ export {
 
 /**
  * A command whose handler prints through `terminalConsole`: under the print sites' own escaping,
- * a net for every line it prints (the logger's too). Only the handlers: `--help` and the
- * wizard are `@effect/cli`'s own text, whose ANSI styling must reach the terminal as it is.
+ * a net for every line it prints (the logger's too), over the Console `main` was given (not the
+ * `libraryConsole` that fits @effect/cli's own text). Only the handlers: `--help` and the wizard
+ * are `@effect/cli`'s own text, whose ANSI styling must reach a terminal as it is.
  */
 const escaped = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) =>
   Command.transformHandler(
     command,
-    (handler: Effect.Effect<void, E, R>) => Console.consoleWith((base) => Effect.withConsole(handler, terminalConsole(base)))
+    (handler: Effect.Effect<void, E, R>) =>
+      Console.consoleWith((current) => Effect.withConsole(handler, terminalConsole(handlerConsole(current))))
   )
 
 const root = Command.make("agent-loop").pipe(
@@ -109,16 +112,29 @@ const root = Command.make("agent-loop").pipe(
   ])
 )
 
-const cli = Command.run(root, { name: "agent-loop", version: VERSION })
+const NAME = "agent-loop"
+
+const cli = Command.run(root, { name: NAME, version: VERSION })
 
 /**
  * Runs the CLI on `argv` (without the node and script entries) and returns the exit code.
- * Needs the Node context (file system, path, terminal).
+ * Needs the Node context (file system, path, terminal). What @effect/cli prints itself (help,
+ * its parse errors) is coloured only where the process's stdout or stderr is a terminal and
+ * `NO_COLOR` is unset or empty (`libraryText.ts`).
  *
  * @since 0.1.0
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
-  cli(["node", "agent-loop", ...argv]).pipe(
+  Console.consoleWith((base) =>
+    Effect.withConsole(
+      cli(["node", NAME, ...argv]),
+      libraryConsole(base, {
+        name: NAME,
+        stdout: colourFor(process.stdout, process.env),
+        stderr: colourFor(process.stderr, process.env)
+      })
+    )
+  ).pipe(
     Effect.as(0),
     Effect.catchAll((e): Effect.Effect<number> => {
       // Exit messages carry file names, log lines and provider texts: escaped (§23).
