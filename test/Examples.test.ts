@@ -22,6 +22,8 @@ import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
 import * as SqliteStore from "../examples/sqlite-store.js"
 import * as SteeringTool from "../examples/steering-tool.js"
 import * as TracingExample from "../examples/tracing.js"
+import { CLI_RUN_MS } from "./utils/bounds.js"
+import { run } from "./utils/child.js"
 import { collectMarkdown } from "./utils/docExamples.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -41,6 +43,31 @@ afterEach(() => {
 })
 
 const types = (events: ReadonlyArray<{ readonly type: string }>) => events.map((e) => e.type)
+
+describe("examples/run.js (npm run example -- NAME)", () => {
+  it.live(
+    "a name that is not an example: says so and lists the examples, exit 1; no name: the usage, exit 2",
+    () =>
+      Effect.gen(function*() {
+        const names = Fs.readdirSync("examples").filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)).sort()
+        expect(names).toContain("quick-start")
+        // Before, an unknown name printed only the usage (exit 2), never saying the name was unknown.
+        expect(yield* run(process.execPath, ["examples/run.js", "nosuch"], { withinMs: CLI_RUN_MS })).toEqual({
+          status: 1,
+          signal: null,
+          stdout: "",
+          stderr: `unknown example: nosuch\nexamples: ${names.join(", ")}\n`
+        })
+        expect(yield* run(process.execPath, ["examples/run.js"], { withinMs: CLI_RUN_MS })).toEqual({
+          status: 2,
+          signal: null,
+          stdout: "",
+          stderr: `usage: npm run example -- NAME [ARGS…]\nNAME: ${names.join(", ")}\n`
+        })
+      }),
+    2 * CLI_RUN_MS
+  )
+})
 
 describe("examples/quick-start", () => {
   it.effect("prints the tool call, the reply and the fate, exactly as the README's output block shows", () =>
