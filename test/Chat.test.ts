@@ -678,6 +678,26 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
     40_000
   )
 
+  it.scopedLive(
+    "a --store under /proc exits 2 at once with one line naming it (it hung, deaf to SIGTERM)",
+    () =>
+      Effect.gen(function*() {
+        const store = "/proc/agent-loop-nope/sessions"
+        const pane = yield* Tmux.start({
+          command: [process.execPath, bin, "chat", "--store", store],
+          cwd: tmpDir(),
+          unsetEnv: ["NODE_ENV"]
+        })
+        expect(yield* pane.waitForExit(20_000)).toBe(2)
+        // One line, then tmux's note of the exit (and of the dead pane, below).
+        expect((yield* pane.screen).split("\n").slice(0, 2)).toEqual([
+          `--store ${store}: cannot create the directory: /proc does not take new directories (ENOENT)`,
+          "[exited 2]"
+        ])
+      }),
+    40_000
+  )
+
   it.scopedLive("--session with an unknown id exits 2 with a message", () =>
     Effect.gen(function*() {
       const store = Path.join(tmpDir(), "sessions")
