@@ -20,7 +20,17 @@ import tseslint from "typescript-eslint"
 
 export default defineConfig(
   {
-    ignores: ["**/dist/", "dist.next-*/", "dist.old-*/", "build/", "dist-examples/", "**/coverage/", ".agent-loop/", ".scratch/", "bench/results/"]
+    ignores: [
+      "**/dist/",
+      "dist.next-*/",
+      "dist.old-*/",
+      "build/",
+      "dist-examples/",
+      "**/coverage/",
+      ".agent-loop/",
+      ".scratch/",
+      "bench/results/"
+    ]
   },
   {
     files: ["**/*.{ts,tsx,mts,cts,js,mjs,cjs}"],

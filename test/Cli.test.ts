@@ -202,7 +202,12 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
           result("{\"type\":\"tool-result\",\"toolCallId\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}")
         ].join("\n") + "\n"
       )
-      expect(yield* cli(["check", file])).toEqual({ code: 0, out: `${file}: ok (7 events)`, err: "" })
+      expect(yield* cli(["check", file])).toEqual({
+        code: 0,
+        out:
+          `${file}: ok (7 events; turn 1 is open: the agent stopped in it (a crash) or is still running it; resuming the session closes it (§10))`,
+        err: ""
+      })
       expect(yield* cli(["transcript", file])).toEqual({ code: 0, out: "── turn 1 ──\n> hi\n→ bash({})\n← ok", err: "" })
     }))
   it.effect("check on a log that stops inside a turn (a crash): ok, and it names the open turn", () =>
