@@ -165,7 +165,6 @@ export const runnerCommand = Command.make(
       const host = Option.getOrElse(options.host, () => envHost === undefined || envHost === "" ? "127.0.0.1" : envHost)
       if (host.trim() === "") return yield* exit(2, "--host: the address is empty")
       const port = yield* runnerPort(options.port)
-      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const healthCheck = yield* positiveMs("health-check", options.healthCheck)
       const lockRefresh = yield* positiveMs("lock-refresh", options.lockRefresh)
       const lockExpiry = yield* positiveMs("lock-expiry", options.lockExpiry)

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Options } from "@effect/cli"
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Layer, Option, Redacted } from "effect"
 import * as Compaction from "../Compaction.js"
@@ -268,6 +268,9 @@ export const runOptions = {
   ...providerOptions,
   maxSteps: Options.integer("max-steps").pipe(
     Options.withDefault(100),
-    Options.withDescription("the most steps a turn may run (it ends error MAX_STEPS beyond)")
+    Options.withDescription("the most steps a turn may run (it ends error MAX_STEPS beyond)"),
+    Options.mapEffect((n) =>
+      n >= 1 ? Effect.succeed(n) : Effect.fail(ValidationError.invalidValue(HelpDoc.p("--max-steps: must be at least 1")))
+    )
   )
 }

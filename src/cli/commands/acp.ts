@@ -1,7 +1,6 @@
 /** `agent-loop acp`: an Agent Client Protocol agent for editors on stdin/stdout (§22). */
 import { Command } from "@effect/cli"
 import { Effect, Option } from "effect"
-import { exit } from "../exit.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { VERSION } from "../version.js"
 import { storeDirectory, storeOption } from "./shared.js"
@@ -17,7 +16,6 @@ export const acp = Command.make(
   { ...runOptions, store: storeOption },
   (options) =>
     Effect.gen(function*() {
-      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)

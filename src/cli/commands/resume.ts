@@ -43,7 +43,6 @@ export const resume = Command.make(
   },
   (options) =>
     Effect.gen(function*() {
-      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const path = yield* Path.Path

@@ -40,7 +40,6 @@ export const run = Command.make(
   (options) =>
     Effect.gen(function*() {
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
-      if (options.maxSteps < 1) return yield* exit(2, "--max-steps: must be at least 1")
       const instructions = yield* readInstructions(options)
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
