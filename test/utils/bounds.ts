@@ -30,9 +30,14 @@
  * | a `ClusterHeal` test (a fault of 2 s, calls bounded at 60 s)  | 3.9–14.2 s           | CLUSTER_FAULT_TEST_MS 120 s |
  * | a `ClusterFailover` test (runners, a 10 s or 30 s turn)       | 27.7–59.8 s          | 180 s, 240 s (in the file)  |
  * | a `CliCluster` test (runners, CLI runs in series)             | 0.5–73.3 s           | CLI_PG_TEST_MS 240 s        |
- * | a tmux wait of `Chat` (the chat UI's screen, its exit)        | 12 ms–2.8 s          | TMUX_WAIT_MS 10 s           |
- * |   (its first screen, the program's start included: 2.2–4.1 s, |                      |   (`Chat` gives it 20 s)    |
- * |   a wait that `Chat` bounds by 20 s itself)                   |                      |                             |
+ * | a tmux wait of `Chat` (the chat UI's screen, its exit; a lock  | 12 ms–2.9 s          | TMUX_WAIT_MS 10 s           |
+ * |   file gone and the process exited after its terminal closed) | 12–37 ms             |                             |
+ * | a chat's first idle screen, the program's start included;     | 1.1–1.9 s (load 4–6),|  CHAT_READY_MS 20 s         |
+ * |   a big session's lock taken (the start of `--session big`)   | 2.2–4.1 s; 1.1 s     |                             |
+ * | an Ink frame in the test's process (written within `render`); | 0 ms;                | IN_PROCESS_MS 5 s           |
+ * |   two lines typed in one chunk, submitted                     | 25 ms                |                             |
+ * | a `Chat` test that first writes its 8 MiB session through the | 18.9 s (16.7 s the   | CHAT_BIG_TEST_MS 120 s      |
+ * |   library (65,536 text deltas)                                | session)             |                             |
  * | a test under vitest's default bound: the CLI's tests          | up to 17.1 s         | TEST_TIMEOUT_MS 60 s        |
  * |   (`Cli`, `CliOtlp`; most tests take milliseconds)            |                      |   (was 30 s)                |
  * | a hook: `CrashMatrix`'s `afterAll` drops its databases        | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
@@ -69,6 +74,15 @@ export const SOCKET_CLOSE_MS = 5_000
 
 /** A tmux wait (`tmux.ts`: the screen shows something, the program started or exited). */
 export const TMUX_WAIT_MS = 10_000
+
+/** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
+export const CHAT_READY_MS = 20_000
+
+/** The timeout of a `Chat` test that first writes its 8 MiB session through the library. */
+export const CHAT_BIG_TEST_MS = 120_000
+
+/** Something the test's own process does on its event loop: an Ink frame written, keys read from a stream. */
+export const IN_PROCESS_MS = 5_000
 
 /** vitest's `testTimeout`: a test that sets no bound of its own. */
 export const TEST_TIMEOUT_MS = 60_000
