@@ -32,6 +32,10 @@
  * | a `CliCluster` test (runners, CLI runs in series)             | 0.5–73.3 s           | CLI_PG_TEST_MS 240 s        |
  * | a tmux wait of `Chat` (the chat UI's screen, its exit; a lock  | 12 ms–2.9 s          | TMUX_WAIT_MS 10 s           |
  * |   file gone and the process exited after its terminal closed) | 12–37 ms             |                             |
+ * | a running `acp` child: an answer or update on its stdout, a   | 0–44 ms; the first   | CHILD_WAIT_MS 10 s          |
+ * |   record in its log (the first answer: its start, 0.57–0.68 s); | 0.57–0.68 s;         |                             |
+ * |   its exit once its stdin ends (a prompt running or not)      | 14–93 ms             |                             |
+ * |   (a prompt of `wait 5 seconds` answered: 4.5 s)              |                      |                             |
  * | a chat's first idle screen, the program's start included;     | 1.1–1.9 s (load 4–6),|  CHAT_READY_MS 20 s         |
  * |   a big session's lock taken (the start of `--session big`)   | 2.2–4.1 s; 1.1 s     |                             |
  * | an Ink frame in the test's process (written within `render`); | 0 ms;                | IN_PROCESS_MS 5 s           |
@@ -74,6 +78,12 @@ export const SOCKET_CLOSE_MS = 5_000
 
 /** A tmux wait (`tmux.ts`: the screen shows something, the program started or exited). */
 export const TMUX_WAIT_MS = 10_000
+
+/**
+ * A state a running child (the built CLI) reaches on its own: a line on its stdout, a record in
+ * its log, an answer to a request, its exit once its stdin ends.
+ */
+export const CHILD_WAIT_MS = 10_000
 
 /** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
 export const CHAT_READY_MS = 20_000
