@@ -18,6 +18,7 @@ import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Scenario from "../src/Scenario.js"
 import * as Simulator from "../src/Simulator.js"
+import { PROPERTY_TEST_MS } from "./utils/bounds.js"
 import { checkCompactions, checkRequests, type CompactionCounts } from "./utils/scenarioChecks.js"
 
 const RUNS = 1000
@@ -235,7 +236,7 @@ describe("property: random deliveries against random scripted models", () => {
     `${RUNS} runs: invariants, fates, no lost wake-up, one followup per turn, requests = history, determinism`,
     [scenarioArb],
     ([scenario]) => check(scenario),
-    { timeout: 120_000, fastCheck: { numRuns: RUNS } }
+    { timeout: PROPERTY_TEST_MS, fastCheck: { numRuns: RUNS } }
   )
 })
 
@@ -256,7 +257,7 @@ describe("property: the same with compaction on a small window (§17)", () => {
     `${COMPACTION_RUNS} runs: the above, and nothing leaves the model's view without a summary or prune covering it`,
     [compactionArb],
     ([scenario]) => check(scenario, counts),
-    { timeout: 120_000, fastCheck: { numRuns: COMPACTION_RUNS } }
+    { timeout: PROPERTY_TEST_MS, fastCheck: { numRuns: COMPACTION_RUNS } }
   )
   // Run after the property (tests of a file run in order): the runs went through every path
   // (each count is ~10–100 per 400 runs; aborted ones are rarer and not required).

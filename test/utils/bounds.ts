@@ -42,6 +42,8 @@
  * |   two lines typed in one chunk, submitted                     | 25 ms                |                             |
  * | a `Chat` test that first writes its 8 MiB session through the | 18.9 s (16.7 s the   | CHAT_BIG_TEST_MS 120 s      |
  * |   library (65,536 text deltas)                                | session)             |                             |
+ * | a property of `Property`: 1,000 runs; 400 with compaction      | 27.5 s; 12.4 s       | PROPERTY_TEST_MS 120 s      |
+ * |   (the fast checks of `SessionEvent`, `LogEncode`: ≤ 0.34 s)  |                      |   (they keep the default)   |
  * | a test under vitest's default bound: the CLI's tests          | up to 17.1 s         | TEST_TIMEOUT_MS 60 s        |
  * |   (`Cli`, `CliOtlp`; most tests take milliseconds)            |                      |   (was 30 s)                |
  * | a hook: `CrashMatrix`'s `afterAll` drops its databases        | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
@@ -93,6 +95,9 @@ export const CHAT_BIG_TEST_MS = 120_000
 
 /** Something the test's own process does on its event loop: an Ink frame written, keys read from a stream. */
 export const IN_PROCESS_MS = 5_000
+
+/** The timeout of a property of `Property` (1,000 or 400 simulated runs, no real waits). */
+export const PROPERTY_TEST_MS = 120_000
 
 /** vitest's `testTimeout`: a test that sets no bound of its own. */
 export const TEST_TIMEOUT_MS = 60_000
