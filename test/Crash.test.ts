@@ -10,7 +10,6 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
@@ -20,24 +19,30 @@ import type { SessionEvent } from "../src/SessionEvent.js"
 import type * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { CHILD_RUN_MS, CRASH_TEST_MS, note } from "./utils/bounds.js"
+import { run } from "./utils/child.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const child = Path.resolve(process.cwd(), "test/utils/crashChild.mjs")
 
 type Mode = "none" | "batch" | "sqlite"
 
-const runChild = (directory: string, fsync: Mode, killAt: number) => {
-  const r = spawnSync(process.execPath, [child, directory, fsync, String(killAt)], { encoding: "utf8", timeout: 30_000 })
-  const returned = r.stdout.split("\n").filter((l) => l.startsWith("returned ")).map((l) => l.slice(9))
-  const appends = r.stdout.split("\n").find((l) => l.startsWith("appends "))
-  return {
-    signal: r.signal,
-    status: r.status,
-    stderr: r.stderr,
-    returned,
-    appends: appends === undefined ? undefined : Number(appends.slice(8))
-  }
-}
+/** Runs the child to its end (or its SIGKILL), bounded by `CHILD_RUN_MS`; what it printed. */
+const runChild = (directory: string, fsync: Mode, killAt: number) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const r = yield* run(process.execPath, [child, directory, fsync, String(killAt)], { withinMs: CHILD_RUN_MS })
+    note("Crash: a crash child's run", Date.now() - started)
+    const returned = r.stdout.split("\n").filter((l) => l.startsWith("returned ")).map((l) => l.slice(9))
+    const appends = r.stdout.split("\n").find((l) => l.startsWith("appends "))
+    return {
+      signal: r.signal,
+      status: r.status,
+      stderr: r.stderr,
+      returned,
+      appends: appends === undefined ? undefined : Number(appends.slice(8))
+    }
+  })
 
 /**
  * Repairs the session in `directory` (its JSONL file, or with `"sqlite"` its database), each
@@ -110,16 +115,16 @@ const tmp = scratchDirs("agent-loop-crash-")
 
 /** The child's session run to its end once (fsync none), shared by the tests that cut its log. */
 let completeRun: { readonly text: string; readonly returned: ReadonlyArray<string>; readonly appends: number } | undefined
-const complete = () => {
+const complete = Effect.gen(function*() {
   if (completeRun === undefined) {
     const source = tmp()
-    const full = runChild(source, "none", -1)
+    const full = yield* runChild(source, "none", -1)
     expect(full.status).toBe(0)
     completeRun = { text: Fs.readFileSync(Path.join(source, "s.jsonl"), "utf8"), returned: full.returned, appends: full.appends! }
     Fs.rmSync(source, { recursive: true, force: true })
   }
   return completeRun
-}
+})
 
 /** A closer as a short string: `tool/call c1`, `tool/result c1 TOOL_NOT_STARTED`, `step/end 1.1`, … */
 const closer = (e: { readonly type: string; readonly data: any }): string =>
@@ -179,25 +184,25 @@ describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
       }: a kill after each append leaves a log that repairs to a valid one`,
       () =>
         Effect.gen(function*() {
-          const full = runChild(tmp(), fsync, -1)
+          const full = yield* runChild(tmp(), fsync, -1)
           expect(full.status).toBe(0)
           const total = full.appends!
           expect(total).toBeGreaterThan(6)
           for (let k = 0; k < total; k++) {
             const dir = tmp()
-            const run = runChild(dir, fsync, k)
+            const run = yield* runChild(dir, fsync, k)
             expect([k, run.signal]).toEqual([k, "SIGKILL"])
             checkRepaired(`${fsync} kill after append ${k}`, yield* repairIn(dir, fsync), run.returned)
             Fs.rmSync(dir, { recursive: true, force: true })
           }
         }),
-      120_000
+      CRASH_TEST_MS
     )
   }
 
   it.effect("a log cut at every byte offset inside its last line repairs to a valid one", () =>
     Effect.gen(function*() {
-      const full = complete()
+      const full = yield* complete
       const text = full.text
       const lastStart = text.lastIndexOf("\n", text.length - 2) + 1
       const dir = tmp()
@@ -208,7 +213,7 @@ describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
         // The torn line is gone; everything before it is kept.
         expect(r.contents.events.length).toBe(text.slice(0, lastStart).split("\n").length - 2 + r.appended.length)
       }
-    }), 120_000)
+    }))
 
   it.effect(
     "a log cut at every line boundary, inside multi-event appends too, repairs with exactly the §10 closers",
@@ -217,7 +222,7 @@ describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
         // The agent writes several events in one append (the claims, step/start with its
         // user/messages, the assistant/message with its tool/calls, …): a SIGKILL never separates
         // them, a torn multi-line write or a power loss can. Every prefix of k complete events.
-        const full = complete()
+        const full = yield* complete
         const lines = full.text.split("\n").slice(0, -1)
         const events = lines.slice(1).map((l) => JSON.parse(l))
         expect([events.length, full.appends]).toEqual([29, 9])
@@ -250,7 +255,6 @@ describe("crashes: SIGKILL after every append, torn last lines (§10)", () => {
         // k = 12, 13: one, two calls logged; k = 14: all three logged, no result; k = 15, 16: one, two results.
         expect(results).toEqual({ TOOL_NOT_STARTED: 6, TOOL_OUTCOME_UNKNOWN: 9 })
         Fs.rmSync(dir, { recursive: true, force: true })
-      }),
-    60_000
+      })
   )
 })

@@ -36,6 +36,9 @@
  * |   record in its log (the first answer: its start, 0.57–0.68 s); | 0.57–0.68 s;         |                             |
  * |   its exit once its stdin ends (a prompt running or not)      | 14–93 ms             |                             |
  * |   (a prompt of `wait 5 seconds` answered: 4.5 s)              |                      |                             |
+ * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
+ * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
+ * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
  * | a chat's first idle screen, the program's start included;     | 1.1–1.9 s (load 4–6),|  CHAT_READY_MS 20 s         |
  * |   a big session's lock taken (the start of `--session big`)   | 2.2–4.1 s; 1.1 s     |                             |
  * | an Ink frame in the test's process (written within `render`); | 0 ms;                | IN_PROCESS_MS 5 s           |
@@ -86,6 +89,12 @@ export const TMUX_WAIT_MS = 10_000
  * its log, an answer to a request, its exit once its stdin ends.
  */
 export const CHILD_WAIT_MS = 10_000
+
+/** A `node` child of the tests (not the CLI) run to its end: a session in a crash child. */
+export const CHILD_RUN_MS = 20_000
+
+/** The timeout of a `Crash` test that runs its crash child once per append (10 runs, each repaired). */
+export const CRASH_TEST_MS = 120_000
 
 /** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
 export const CHAT_READY_MS = 20_000
