@@ -14,6 +14,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { CRASH_TEST_MS } from "./utils/bounds.js"
 import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
 import type { Failpoint } from "./utils/failpoints.js"
 import { dropDatabase } from "./utils/pg.js"
@@ -109,6 +110,6 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
         }
         expect(failures.slice(0, 10)).toEqual([])
         expect(ran).toBe(cells.length)
-      }), 120_000)
+      }), CRASH_TEST_MS)
   }
 })

@@ -39,6 +39,7 @@
  * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
  * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
  * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
+ * |   a `CrashMatrix` test, a store's cells (PostgreSQL slowest)    | 2.6–26.3 s           |   (the same)                |
  * | a chat's first idle screen, the program's start included;     | 1.1–1.9 s (load 4–6),|  CHAT_READY_MS 20 s         |
  * |   a big session's lock taken (the start of `--session big`)   | 2.2–4.1 s; 1.1 s     |                             |
  * | an Ink frame in the test's process (written within `render`); | 0 ms;                | IN_PROCESS_MS 5 s           |
@@ -93,7 +94,10 @@ export const CHILD_WAIT_MS = 10_000
 /** A `node` child of the tests (not the CLI) run to its end: a session in a crash child. */
 export const CHILD_RUN_MS = 20_000
 
-/** The timeout of a `Crash` test that runs its crash child once per append (10 runs, each repaired). */
+/**
+ * The timeout of a `Crash` test that runs its crash child once per append (10 runs, each
+ * repaired), and of a `CrashMatrix` test (one store's cells, PostgreSQL the slowest).
+ */
 export const CRASH_TEST_MS = 120_000
 
 /** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
