@@ -37,6 +37,8 @@
  * |   its exit once its stdin ends (a prompt running or not)      | 14–93 ms             |                             |
  * |   (a prompt of `wait 5 seconds` answered: 4.5 s)              |                      |                             |
  * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
+ * |   a `node -e` import with the module hooks (`Package`)        | 1.9–2.8 s            |                             |
+ * |   `npm pack --dry-run` (`Package`)                            | 4.4 s                |                             |
  * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
  * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
  * |   a `CrashMatrix` test, a store's cells (PostgreSQL slowest)    | 2.6–26.3 s           |   (the same)                |
@@ -91,7 +93,7 @@ export const TMUX_WAIT_MS = 10_000
  */
 export const CHILD_WAIT_MS = 10_000
 
-/** A `node` child of the tests (not the CLI) run to its end: a session in a crash child. */
+/** A program a test runs to its end that is not the CLI: a crash child, a `node -e` import, `npm pack`. */
 export const CHILD_RUN_MS = 20_000
 
 /**

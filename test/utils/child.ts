@@ -16,17 +16,25 @@ export interface Ran {
 }
 
 /**
- * Runs `command args` (cwd: the repository root, the test's working directory) until it exits
- * and gives its status and output. After `withinMs` of real time the program is killed
- * (SIGKILL) and the effect dies with the command, the bound and the output so far.
+ * Runs `command args` (cwd: `options.cwd`, by default the repository root, the test's working
+ * directory) until it exits and gives its status and output. After `withinMs` of real time the
+ * program is killed (SIGKILL) and the effect dies with the command, the bound and the output so far.
  */
 export const run = (
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly withinMs: number; readonly env?: NodeJS.ProcessEnv | undefined }
+  options: {
+    readonly withinMs: number
+    readonly env?: NodeJS.ProcessEnv | undefined
+    readonly cwd?: string | undefined
+  }
 ): Effect.Effect<Ran> =>
   Effect.async<Ran>((resume) => {
-    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: options.env ?? process.env })
+    const child = spawn(command, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: options.env ?? process.env,
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd })
+    })
     let stdout = ""
     let stderr = ""
     let done = false
