@@ -10,7 +10,6 @@ import { HttpServer } from "@effect/platform"
 import { afterEach, beforeEach, describe, expect, it, vi } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { Delivery, Invariant, SessionEvent } from "effect-agent-loop"
-import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ClusterRunner from "../examples/cluster-runner.js"
@@ -22,7 +21,7 @@ import * as ResumeAfterCrash from "../examples/resume-after-crash.js"
 import * as SqliteStore from "../examples/sqlite-store.js"
 import * as SteeringTool from "../examples/steering-tool.js"
 import * as TracingExample from "../examples/tracing.js"
-import { CLI_RUN_MS } from "./utils/bounds.js"
+import { CHILD_RUN_MS, CLI_RUN_MS, CLUSTER_TEST_MS, IN_PROCESS_MS, note } from "./utils/bounds.js"
 import { run } from "./utils/child.js"
 import { collectMarkdown } from "./utils/docExamples.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
@@ -248,7 +247,7 @@ describePg("examples/cluster-runner (PostgreSQL)", () => {
             })
           )
         )
-        const { contents, outcomes } = yield* Effect.timeout(ClusterRunner.main(url, port), "60 seconds")
+        const { contents, outcomes } = yield* ClusterRunner.main(url, port)
         expect(outcomes).toMatchObject({
           first: { messageId: "demo-1" },
           retried: { messageId: "demo-1" },
@@ -261,20 +260,24 @@ describePg("examples/cluster-runner (PostgreSQL)", () => {
         expect(hellos.length).toBe(1)
         expect(printed).toContain("invariant violations: []")
       }).pipe(Effect.scoped),
-    90_000
+    CLUSTER_TEST_MS
   )
 })
 
-/** A fetch bounded by `ms`; returns the status, content type and body text (or the open response for a stream). */
+/**
+ * A fetch from the server the test runs (its own process), bounded by `IN_PROCESS_MS`; the
+ * status, content type and body text.
+ */
 const request = async (url: string, init: RequestInit = {}) => {
-  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) })
+  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(IN_PROCESS_MS) })
   return { status: response.status, type: response.headers.get("content-type"), body: await response.text() }
 }
 
 /** A server-sent event stream read by a real client: `next(until)` reads events until one satisfies `until`. */
 const openEvents = async (url: string) => {
   const abort = new AbortController()
-  const timer = setTimeout(() => abort.abort(), 10_000) // every read below is bounded by this
+  // Every read below is bounded by this (the stream was open 34 ms in all, under load).
+  const timer = setTimeout(() => abort.abort(), IN_PROCESS_MS)
   const response = await fetch(url, { signal: abort.signal })
   const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
   let buffer = ""
@@ -446,10 +449,18 @@ describe("examples/resume-after-crash", () => {
       Fs.mkdirSync(".scratch", { recursive: true })
       const built = Fs.mkdtempSync(Path.join(".scratch", "examples-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(built, { recursive: true, force: true })))
-      execFileSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.examples.json", "--outDir", built], {
-        stdio: "inherit",
-        timeout: 60_000
+      const started = Date.now()
+      const tsc = yield* run(process.execPath, [
+        "node_modules/typescript/bin/tsc",
+        "-p",
+        "tsconfig.examples.json",
+        "--outDir",
+        built
+      ], {
+        withinMs: CHILD_RUN_MS
       })
+      note("Examples: tsc of the examples", Date.now() - started)
+      expect([tsc.status, tsc.stdout, tsc.stderr]).toEqual([0, "", ""])
       const directory = tmp()
       const { events, fates, repaired, signal } = yield* ResumeAfterCrash.main({
         directory,

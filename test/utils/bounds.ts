@@ -27,6 +27,7 @@
  * |   a session answering from another runner, its outcomes;      |                      |                             |
  * |   the shards settled between the runners                      | 3.8–11.1 s           |                             |
  * | a `ClusterEntity` test (one runner in the test's process)     | 3.9–11.7 s           | CLUSTER_TEST_MS 60 s        |
+ * |   the cluster-runner example's test (`Examples`)              | 0.9–1.6 s            |                             |
  * | a `ClusterHeal` test (a fault of 2 s, calls bounded at 60 s)  | 3.9–14.2 s           | CLUSTER_FAULT_TEST_MS 120 s |
  * | a `ClusterFailover` test (runners, a 10 s or 30 s turn)       | 27.7–59.8 s          | 180 s, 240 s (in the file)  |
  * | a `CliCluster` test (runners, CLI runs in series)             | 0.5–73.3 s           | CLI_PG_TEST_MS 240 s        |
@@ -39,13 +40,16 @@
  * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
  * |   a `node -e` import with the module hooks (`Package`)        | 1.9–2.8 s            |                             |
  * |   `npm pack --dry-run` (`Package`)                            | 4.4 s                |                             |
+ * |   `tsc` of the examples (`Examples`)                          | 1.9–3.4 s            |                             |
  * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
  * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
  * |   a `CrashMatrix` test, a store's cells (PostgreSQL slowest)    | 2.6–26.3 s           |   (the same)                |
  * | a chat's first idle screen, the program's start included;     | 1.1–1.9 s (load 4–6),|  CHAT_READY_MS 20 s         |
  * |   a big session's lock taken (the start of `--session big`)   | 2.2–4.1 s; 1.1 s     |                             |
  * | an Ink frame in the test's process (written within `render`); | 0 ms;                | IN_PROCESS_MS 5 s           |
- * |   two lines typed in one chunk, submitted                     | 25 ms                |                             |
+ * |   two lines typed in one chunk, submitted;                    | 25 ms;               |                             |
+ * |   an HTTP exchange with a server of the test's process, an    | 10–66 ms; 34 ms      |                             |
+ * |   event stream read over two turns (`Examples`)               |                      |                             |
  * | a `Chat` test that first writes its 8 MiB session through the | 18.9 s (16.7 s the   | CHAT_BIG_TEST_MS 120 s      |
  * |   library (65,536 text deltas)                                | session)             |                             |
  * | a property of `Property`: 1,000 runs; 400 with compaction      | 27.5 s; 12.4 s       | PROPERTY_TEST_MS 120 s      |
@@ -93,7 +97,7 @@ export const TMUX_WAIT_MS = 10_000
  */
 export const CHILD_WAIT_MS = 10_000
 
-/** A program a test runs to its end that is not the CLI: a crash child, a `node -e` import, `npm pack`. */
+/** A program a test runs to its end that is not the CLI: a crash child, a `node -e` import, `npm pack`, `tsc`. */
 export const CHILD_RUN_MS = 20_000
 
 /**
@@ -108,7 +112,10 @@ export const CHAT_READY_MS = 20_000
 /** The timeout of a `Chat` test that first writes its 8 MiB session through the library. */
 export const CHAT_BIG_TEST_MS = 120_000
 
-/** Something the test's own process does on its event loop: an Ink frame written, keys read from a stream. */
+/**
+ * Something the test's own process does on its event loop: an Ink frame written, keys read from
+ * a stream, an HTTP exchange with a server the test runs.
+ */
 export const IN_PROCESS_MS = 5_000
 
 /** The timeout of a property of `Property` (1,000 or 400 simulated runs, no real waits). */
