@@ -37,6 +37,7 @@
  * |   record in its log (the first answer: its start, 0.57–0.68 s); | 0.57–0.68 s;         |                             |
  * |   its exit once its stdin ends (a prompt running or not)      | 14–93 ms             |                             |
  * |   (a prompt of `wait 5 seconds` answered: 4.5 s)              |                      |                             |
+ * |   a runner's exit after SIGTERM, its spans flushed (`CliOtlp`) | 98 ms                |                             |
  * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
  * |   a `node -e` import with the module hooks (`Package`)        | 1.9–2.8 s            |                             |
  * |   `npm pack --dry-run` (`Package`)                            | 4.4 s                |                             |
@@ -56,6 +57,8 @@
  * |   (the fast checks of `SessionEvent`, `LogEncode`: ≤ 0.34 s)  |                      |   (they keep the default)   |
  * | a test under vitest's default bound: the CLI's tests          | up to 17.1 s         | TEST_TIMEOUT_MS 60 s        |
  * |   (`Cli`, `CliOtlp`; most tests take milliseconds)            |                      |   (was 30 s)                |
+ * |   `CliOtlp` (8.3 s), `Chat` (5.1 s), `Acp` (6.2 s), `Package`  |                      |                             |
+ * |   (4.4 s), `Examples` (5.3 s): their own 30–90 s bounds gone  |                      |                             |
  * | a hook: `CrashMatrix`'s `afterAll` drops its databases        | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
  *
  * Re-measure with `AGENT_LOOP_BOUNDS_LOG=/tmp/bounds.log npx vitest run test/X.test.ts`: the waits
@@ -93,7 +96,7 @@ export const TMUX_WAIT_MS = 10_000
 
 /**
  * A state a running child (the built CLI) reaches on its own: a line on its stdout, a record in
- * its log, an answer to a request, its exit once its stdin ends.
+ * its log, an answer to a request, its exit once its stdin ends or after SIGTERM.
  */
 export const CHILD_WAIT_MS = 10_000
 
