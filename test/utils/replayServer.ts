@@ -6,13 +6,15 @@
  * content-type. A body can be split at byte offsets (or every N bytes) with a pause between
  * writes, so the client sees the SSE lines cut at odd places. Every request body is captured.
  * The server is scoped (closed, with its connections, when the scope closes) and bounded: it
- * stops answering after `maxRequests` and closes itself after `lifetimeMs`.
+ * stops answering after `maxRequests` and closes itself after `lifetimeMs`. Its pauses
+ * (`delayMs`) pace what it sends; they are no waits of a test.
  */
 import { Effect, type Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Path from "node:path"
+import { TEST_TIMEOUT_MS } from "./bounds.js"
 
 /** The recorded wire fixtures, relative to the repository root (never copied into the repo). */
 export const WIRE_DIR = Path.resolve(process.cwd(), "../shared/fixtures/wire")
@@ -98,7 +100,9 @@ const MAX_REQUEST_BODY = 4 * 1024 * 1024
  * Starts a server on 127.0.0.1 (random port) answering every request with `spec` (or request i
  * with the i-th spec of a sequence, the last one repeating); closed when
  * the scope closes. Bounded: at most `maxRequests` answers (then 503), closes itself after
- * `lifetimeMs` (default 20 s).
+ * `lifetimeMs`: by default `TEST_TIMEOUT_MS`, the bound of the tests that use it, so that it never
+ * closes under a test that is slow but within its bound (it was 20 s, less than a loaded `Chat`
+ * test may take); a test bounded longer passes its own.
  */
 export const replayServer = (
   specOrSequence: ReplaySpec | ReadonlyArray<ReplaySpec>,
@@ -155,7 +159,7 @@ export const replayServer = (
         const timer = setTimeout(() => {
           server.closeAllConnections()
           server.close()
-        }, options?.lifetimeMs ?? 20_000)
+        }, options?.lifetimeMs ?? TEST_TIMEOUT_MS)
         timer.unref()
         server.listen(0, "127.0.0.1", () => {
           const { port } = server.address() as AddressInfo
