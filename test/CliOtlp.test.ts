@@ -70,6 +70,7 @@ const receiver = (status: number | "trickle" = 200) =>
           }
           res.writeHead(200, { "content-type": "application/json" })
           res.flushHeaders()
+          // A byte a second, well within the 3 s export timeout: a deadline between bytes would never end.
           const timer = setInterval(() => {
             trickled.bytes++
             res.write(" ")
