@@ -80,31 +80,32 @@ const failed = (path: string, cause: unknown): DirectoryProblem => {
   return { reason: `${path}: ${fileErrorText(cause, "write")}`, cause }
 }
 
+/** One `mkdir` of `path`: `undefined` once it is a directory, else why not, or `ENOENT` with its error. */
+const makeOnce = (path: string): DirectoryProblem | undefined | { readonly enoent: unknown } => {
+  try {
+    NodeFs.mkdirSync(path)
+    return undefined
+  } catch (error) {
+    const code = codeOf(error)
+    if (code === "EEXIST") return existing(path, error)
+    if (code === "ENOENT") return { enoent: error }
+    return failed(path, error)
+  }
+}
+
 /**
  * Makes the directory `path` and its missing parents (mode from the umask); `undefined` once it
  * is there (already or now), else why it cannot be.
  */
 export const makeDirectorySync = (path: string): DirectoryProblem | undefined => {
-  try {
-    NodeFs.mkdirSync(path)
-    return undefined
-  } catch (error) {
-    const code = codeOf(error)
-    if (code === "EEXIST") return existing(path, error)
-    if (code !== "ENOENT") return failed(path, error)
-  }
+  const first = makeOnce(path)
+  if (first === undefined || !("enoent" in first)) return first
   const parent = NodePath.dirname(path)
   if (parent === path) return { reason: `${path}: no such file or directory`, cause: undefined }
   const above = makeDirectorySync(parent)
   if (above !== undefined) return above
-  try {
-    NodeFs.mkdirSync(path)
-    return undefined
-  } catch (error) {
-    const code = codeOf(error)
-    if (code === "EEXIST") return existing(path, error)
-    // The parent is a directory now, yet the name cannot be made in it (procfs): final.
-    if (code === "ENOENT") return { reason: `${parent} does not take new directories (ENOENT)`, cause: error }
-    return failed(path, error)
-  }
+  const second = makeOnce(path)
+  if (second === undefined || !("enoent" in second)) return second
+  // The parent is a directory now, yet the name cannot be made in it (procfs): final.
+  return { reason: `${parent} does not take new directories (ENOENT)`, cause: second.enoent }
 }
