@@ -5,11 +5,14 @@
  * by its package name (`dist/`, built by the global setup). A block that does not compile fails
  * the test with its file, line and the symbol or heading it is under. A block marked
  * `example=NAME` is a verbatim part of `examples/NAME.ts`, which `test/Examples.test.ts` runs
- * (and checks against the block marked `output=NAME`). Relative links between the docs lead
- * to files and headings that exist.
+ * (and checks against the block marked `output=NAME`). A block marked `run=NAME` is a whole
+ * program of the docs: it is run here, and prints its `output=NAME` block. Relative links
+ * between the docs lead to files and headings that exist.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
+import { CHILD_RUN_MS } from "./utils/bounds.js"
 import {
   anchorsOf,
   brokenLinks,
@@ -20,6 +23,7 @@ import {
   extractMarkdown,
   format,
   isTypeScript,
+  runBlock,
   typecheck
 } from "./utils/docExamples.js"
 
@@ -134,8 +138,47 @@ describe("@example blocks", () => {
     }
     // The printed output next to it is checked by test/Examples.test.ts, which runs the program.
     expect(blocks.filter((b) => b.attributes?.output !== undefined).map((b) => `${b.file} ${b.attributes!.output}`))
-      .toEqual(["README.md quick-start"])
+      .toEqual([
+        "README.md quick-start",
+        "docs/compaction.md compaction",
+        "docs/delivering-input.md delivering-input",
+        "docs/getting-started.md getting-started"
+      ])
   })
+
+  it.effect("a block marked run=NAME runs to exit 0 and prints its output=NAME block (or what is pinned here)", () =>
+    Effect.gen(function*() {
+      const blocks = collectMarkdown()
+      const runnable = blocks.filter((b) => b.attributes?.run !== undefined)
+      expect(runnable.map((b) => `${b.file} ${b.attributes!.run}`)).toEqual([
+        "docs/compaction.md compaction",
+        "docs/delivering-input.md delivering-input",
+        "docs/getting-started.md getting-started",
+        "docs/getting-started.md session-on-disk",
+        "docs/observability.md tracing",
+        "docs/tools-and-pre-step.md pre-step-listeners"
+      ])
+      for (const block of runnable) {
+        const name = block.attributes!.run!
+        const ran = yield* runBlock(block, CHILD_RUN_MS)
+        const shown = blocks.find((b) => b.file === block.file && b.attributes?.output === name)
+        // The console exporter prints each span as an object; its ids and times differ per run.
+        const printed = name === "tracing"
+          ? [...ran.stdout.matchAll(/^ {2}name: '([^']+)'/gm)].map((m) => m[1]).join("\n")
+          : ran.stdout
+        const expected = shown !== undefined
+          ? `${shown.code}\n`
+          : name === "tracing"
+          ? ["SessionStore.create", "handle request", "chat offline-rules-1", "invoke_agent helper"].join("\n")
+          : ""
+        expect({ name, status: ran.status, stderr: ran.stderr, printed }).toEqual({
+          name,
+          status: 0,
+          stderr: "",
+          printed: expected
+        })
+      }
+    }))
 
   it("anchors are made from headings as GitHub makes them", () => {
     const text =

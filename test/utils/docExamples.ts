@@ -9,9 +9,11 @@
  * as for a user) and type-checks them all in one run of the project's `tsc`, with the project's
  * compiler options.
  */
+import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { run } from "./child.js"
 
 /** One fenced block: where it is (`line`: the source line of its first line of code), what it documents, its code. */
 export interface DocBlock {
@@ -254,3 +256,28 @@ export const typecheck = (blocks: ReadonlyArray<DocBlock>): Array<DocFailure> =>
     Fs.rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/**
+ * Runs a block marked `run=NAME`, a whole program: the block is compiled by esbuild (types
+ * stripped; `typecheck` checks them) into a module under `.scratch/` (inside the repository, so
+ * that it imports the library by its package name, `dist/`) and run by `node` in a fresh working
+ * directory of its own (a JSONL store it makes lands there), bounded by `withinMs`. The folder is
+ * removed afterwards.
+ */
+export const runBlock = (block: DocBlock, withinMs: number) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      Fs.mkdirSync(".scratch", { recursive: true })
+      return Fs.mkdtempSync(Path.join(".scratch", "doc-run-"))
+    }),
+    (dir) =>
+      Effect.gen(function*() {
+        const { code } = yield* Effect.promise(() =>
+          import("esbuild").then((esbuild) => esbuild.transform(block.code, { loader: "ts", format: "esm" }))
+        )
+        const file = Path.resolve(dir, `${block.attributes?.run ?? "block"}.mjs`)
+        Fs.writeFileSync(file, code)
+        return yield* run(process.execPath, [file], { withinMs, cwd: dir })
+      }),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
