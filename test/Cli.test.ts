@@ -532,12 +532,43 @@ describe("agent-loop run", () => {
       expect(out).not.toContain("\u001b")
     }))
 
-  it.effect("--help is @effect/cli's own text: its styling reaches the terminal as it is, not escaped", () =>
+  it.effect("a command's --help is @effect/cli's own text: its styling reaches the terminal as it is, not escaped", () =>
     Effect.gen(function*() {
-      const { code, out } = yield* cli(["--help"])
+      const { code, out } = yield* cli(["run", "--help"])
       expect(code).toBe(0)
       expect(out).toContain("USAGE")
       expect(out).not.toContain("\\x1b")
+    }))
+
+  it.effect("the top-level help (no arguments, --help, -h) lists the commands one line each, on one 80-column screen", () =>
+    Effect.gen(function*() {
+      // Before, @effect/cli's own: 78 lines, the built-in flags' boilerplate first, then each
+      // command's whole usage and description on one line of 400 to 570 columns.
+      const help = [
+        "agent-loop 0.1.0: an Effect-TS runtime for LLM agent loops.",
+        "",
+        "USAGE agent-loop <command> [options]",
+        "",
+        "COMMANDS",
+        "  demo        run a short offline demo session and print its transcript",
+        "  run         send one prompt and print the transcript as it happens",
+        "  chat        chat with an agent in the terminal",
+        "  resume      repair a crashed session log; optionally run what was pending",
+        "  transcript  print the transcript of a session log (a file or PostgreSQL)",
+        "  check       check a session log against the invariants of §12",
+        "  stats       turns, steps, tools, tokens, cost and times of a session log",
+        "  simulate    run a scenario on a virtual clock and write its session log",
+        "  acp         serve the Agent Client Protocol on stdin/stdout, for editors",
+        "  runner      run a runner of an agent cluster on PostgreSQL",
+        "  send        deliver a message to a session of an agent cluster",
+        "",
+        "agent-loop <command> --help shows a command's options.",
+        "Built-in flags: --version, --log-level LEVEL, --completions SHELL, --wizard."
+      ].join("\n")
+      for (const argv of [[], ["--help"], ["-h"]]) {
+        expect(yield* cli(argv)).toEqual({ code: 0, out: help, err: "" })
+      }
+      expect(Math.max(...help.split("\n").map((line) => line.length))).toBeLessThanOrEqual(80)
     }))
 
   it.effect("the CLI's Console escapes every string it prints, the logger's lines too; escaped text passes unchanged", () =>
@@ -1319,7 +1350,11 @@ describe("the agent-loop binary", () => {
         ])
         expect(piped.stdout).not.toContain("\u001b")
         const root = yield* spawn(["--help"], tmpDir(), { env: { NO_COLOR: "" } })
-        expect(root.stdout.split("\n").slice(4, 7)).toEqual(["USAGE", "", "$ agent-loop"])
+        expect(root.stdout.split("\n").slice(0, 3)).toEqual([
+          "agent-loop 0.1.0: an Effect-TS runtime for LLM agent loops.",
+          "",
+          "USAGE agent-loop <command> [options]"
+        ])
         expect(root.stdout).not.toContain("\u001b")
         // A terminal gets the styling, unless NO_COLOR is set (not empty).
         const coloured = yield* inTerminal(["run", "--help"], { NO_COLOR: "" })

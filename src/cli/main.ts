@@ -95,26 +95,75 @@ const escaped = <Name extends string, R, E, A>(command: Command.Command<Name, R,
       Console.consoleWith((current) => Effect.withConsole(handler, terminalConsole(handlerConsole(current))))
   )
 
+const subcommands = [
+  escaped(chat),
+  escaped(run),
+  escaped(resume),
+  escaped(transcript),
+  escaped(check),
+  escaped(stats),
+  escaped(demo),
+  escaped(simulate),
+  escaped(runnerCommand),
+  escaped(sendCommand),
+  escaped(acp)
+] as const
+
 const root = Command.make("agent-loop").pipe(
   Command.withDescription("An Effect-TS runtime for LLM agent loops."),
-  Command.withSubcommands([
-    escaped(chat),
-    escaped(run),
-    escaped(resume),
-    escaped(transcript),
-    escaped(check),
-    escaped(stats),
-    escaped(demo),
-    escaped(simulate),
-    escaped(runnerCommand),
-    escaped(sendCommand),
-    escaped(acp)
-  ])
+  Command.withSubcommands([...subcommands])
 )
+
+type NameOf<C> = C extends Command.Command<infer Name, any, any, any> ? Name : never
+
+/**
+ * The one line each command has in the top-level help, in the order it lists them (a
+ * newcomer's order: try, use, inspect, then the cluster). Typed by the commands' names, so that
+ * a command added to `subcommands` does not compile until it has its line here.
+ */
+const summaries: { readonly [Name in NameOf<(typeof subcommands)[number]>]: string } = {
+  demo: "run a short offline demo session and print its transcript",
+  run: "send one prompt and print the transcript as it happens",
+  chat: "chat with an agent in the terminal",
+  resume: "repair a crashed session log; optionally run what was pending",
+  transcript: "print the transcript of a session log (a file or PostgreSQL)",
+  check: "check a session log against the invariants of §12",
+  stats: "turns, steps, tools, tokens, cost and times of a session log",
+  simulate: "run a scenario on a virtual clock and write its session log",
+  acp: "serve the Agent Client Protocol on stdin/stdout, for editors",
+  runner: "run a runner of an agent cluster on PostgreSQL",
+  send: "deliver a message to a session of an agent cluster"
+}
 
 const NAME = "agent-loop"
 
 const cli = Command.run(root, { name: NAME, version: VERSION })
+
+/**
+ * The top-level help (`agent-loop`, `agent-loop --help`, `agent-loop -h`): what the tool is, the
+ * commands one line each, and where their options are, on one 80-column screen. @effect/cli's
+ * own (the built-in flags' boilerplate first, then every command's whole usage on one line of
+ * 400 to 570 columns) has no setting for this, so `main` prints this one instead; a command's
+ * `--help` is still @effect/cli's.
+ */
+const topLevelHelp = (): string => {
+  const width = Math.max(...Object.keys(summaries).map((name) => name.length)) + 2
+  return [
+    `${NAME} ${VERSION}: an Effect-TS runtime for LLM agent loops.`,
+    "",
+    `USAGE ${NAME} <command> [options]`,
+    "",
+    "COMMANDS",
+    ...Object.entries(summaries).map(([name, summary]) => `  ${name.padEnd(width)}${summary}`),
+    "",
+    `${NAME} <command> --help shows a command's options.`,
+    "Built-in flags: --version, --log-level LEVEL, --completions SHELL, --wizard."
+  ].join("\n")
+}
+
+/** Whether `argv` asks for the top-level help: nothing, `--help` or `-h`. */
+const asksTopLevelHelp = (argv: ReadonlyArray<string>): boolean =>
+  argv.length === 0 || (argv.length === 1 && (argv[0] === "--help" || argv[0] === "-h"))
 
 /**
  * Runs the CLI on `argv` (without the node and script entries) and returns the exit code.
@@ -125,7 +174,7 @@ const cli = Command.run(root, { name: NAME, version: VERSION })
  * @since 0.1.0
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number, never, NodeContext.NodeContext> =>
-  Console.consoleWith((base) =>
+  asksTopLevelHelp(argv) ? Effect.as(Console.log(topLevelHelp()), 0) : Console.consoleWith((base) =>
     Effect.withConsole(
       cli(["node", NAME, ...argv]),
       libraryConsole(base, {
