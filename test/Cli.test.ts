@@ -1189,6 +1189,27 @@ describe("agent-loop simulate", () => {
       expect(Fs.readdirSync(dir).sort()).toEqual(["afile"])
     }))
 
+  it.effect("--out and --requests are checked before the run: a bad --requests leaves --out unwritten (exit 2)", () =>
+    Effect.gen(function*() {
+      // Before, the scenario ran and --out was written, then `--requests DIR: cannot write`.
+      const dir = tmpDir()
+      const scenario = scenarioFile({ model: [{ text: "ok" }], actions: [{ at: 0, followup: "hello" }] })
+      const out = Path.join(dir, "log.jsonl")
+      expect(yield* cli(["simulate", scenario, "--out", out, "--requests", dir])).toEqual({
+        code: 2,
+        out: "",
+        err: `--requests ${dir}: cannot write: it is a directory`
+      })
+      expect(Fs.readdirSync(dir)).toEqual([])
+      const requests = Path.join(dir, "missing", "requests.jsonl")
+      expect(yield* cli(["simulate", scenario, "--requests", requests, "--out", out])).toEqual({
+        code: 2,
+        out: "",
+        err: `--requests ${requests}: cannot write: no such directory`
+      })
+      expect(Fs.readdirSync(dir)).toEqual([])
+    }))
+
   it.effect(
     "2,500 followups: every message id is distinct, no delivery fails, exit 0 (seeded ids repeated after 4,095)",
     () =>

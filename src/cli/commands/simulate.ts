@@ -1,6 +1,6 @@
 /** `agent-loop simulate SCENARIO`: runs a scenario on the virtual clock and writes its session log (§15). */
 import { Args, Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
+import { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Console, Effect, Either, Option } from "effect"
 import { fileErrorText } from "../../internal/fsErrors.js"
@@ -14,7 +14,8 @@ import { otlpOptions, withOtlp } from "../otlp.js"
 /**
  * `simulate SCENARIO [--out FILE] [--requests FILE]` (§15): runs a scenario on the
  * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
- * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does a
+ * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does an
+ * `--out` or `--requests` that cannot be written (a directory, a missing directory), and a
  * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
  * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
  * over `Simulator.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
@@ -42,6 +43,8 @@ export const simulate = Command.make(
       if (Either.isLeft(decoded)) {
         return yield* exit(2, escapeLine(`${scenario}: invalid scenario at ${decoded.left.path}: ${decoded.left.message}`))
       }
+      if (Option.isSome(out)) yield* checkWritable("--out", out.value)
+      if (Option.isSome(requests)) yield* checkWritable("--requests", requests.value)
       const result = yield* Simulator.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
         .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
       // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
@@ -80,6 +83,24 @@ const writeLines = (file: string, items: ReadonlyArray<unknown>) =>
       yield* handle.writeAll(encoder.encode(chunk))
     }
   })).pipe(Effect.catchAll((e) => cannotWrite("--requests", file, e)))
+
+/**
+ * Exit 2 unless `file` looks writable, checked before the run without creating anything: a file
+ * that is there must be writable and not a directory; else its directory must be there and
+ * writable. The write after the run still reports what this cannot foresee (a full disk).
+ */
+const checkWritable = (flag: string, file: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const info = yield* fs.stat(file).pipe(Effect.either)
+    if (Either.isRight(info)) {
+      if (info.right.type === "Directory") return yield* exit(2, escapeLine(`${flag} ${file}: cannot write: it is a directory`))
+      return yield* fs.access(file, { writable: true }).pipe(Effect.catchAll((e) => cannotWrite(flag, file, e)))
+    }
+    if (fileErrorText(info.left, "write") !== "no such directory") return yield* cannotWrite(flag, file, info.left)
+    yield* fs.access(path.dirname(file), { writable: true }).pipe(Effect.catchAll((e) => cannotWrite(flag, file, e)))
+  })
 
 /** Exit 2: `--out FILE: cannot write: it is a directory`. */
 const cannotWrite = (flag: string, file: string, error: PlatformError) =>
