@@ -144,6 +144,19 @@ describe("agent-loop check / transcript on DSH v0 logs it cannot read", () => {
       }
     })
 
+  it.effect("a missing log is named once, as given: FILE: cannot read: no such file (exit 2)", () =>
+    Effect.gen(function*() {
+      // Before, `missing.jsonl: cannot read missing.jsonl: no such file` (resume: the absolute path, twice).
+      const missing = Path.relative(process.cwd(), Path.join(tmpDir(), "missing.jsonl"))
+      for (const command of ["transcript", "check", "stats", "resume"]) {
+        expect([command, yield* cli([command, missing])]).toEqual([command, {
+          code: 2,
+          out: "",
+          err: `${missing}: cannot read: no such file`
+        }])
+      }
+    }))
+
   it.effect("a legacy line the reader cannot read: exit 2 with one line naming it, no stack trace", () =>
     refused([
       [
@@ -1559,7 +1572,7 @@ describe("the agent-loop binary", () => {
           expect([command, r]).toEqual([command, {
             code: 2,
             stdout: "",
-            stderr: `${fifo}: cannot read ${fifo}: not a regular file (a fifo)\n`
+            stderr: `${fifo}: cannot read: not a regular file (a fifo)\n`
           }])
         }
         expect(yield* spawn(["simulate", fifo], dir)).toEqual({
@@ -1570,7 +1583,7 @@ describe("the agent-loop binary", () => {
         expect(yield* spawn(["check", "/dev/zero"], dir)).toEqual({
           code: 2,
           stdout: "",
-          stderr: "/dev/zero: cannot read /dev/zero: not a regular file (a character device)\n"
+          stderr: "/dev/zero: cannot read: not a regular file (a character device)\n"
         })
       }),
     // Eight runs of the CLI one after another: 26.4 s measured under load, close to the 30 s it had.

@@ -182,7 +182,7 @@ describe("agent-loop stats", () => {
   it("a missing log, a log that is not one, a price table that is not one: one line on stderr, exit 2", () => {
     const dir = tmp()
     const missing = Path.join(dir, "missing.jsonl")
-    expect(stats(missing)).toEqual({ code: 2, out: "", err: `${missing}: cannot read ${missing}: no such file\n` })
+    expect(stats(missing)).toEqual({ code: 2, out: "", err: `${missing}: cannot read: no such file\n` })
     const garbage = Path.join(dir, "garbage.jsonl")
     Fs.writeFileSync(garbage, "garbage\n")
     expect(stats(garbage)).toEqual({

@@ -48,7 +48,7 @@ export const resume = Command.make(
       const path = yield* Path.Path
       const file = path.resolve(options.file)
       if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
-      const contents = yield* readLog(file)
+      const contents = yield* readLog(file, options.file)
       if (contents.header.version === 0) {
         return yield* exit(2, `${options.file}: a DSH v0 log is read here (transcript, check), never appended to`)
       }

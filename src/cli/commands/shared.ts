@@ -94,11 +94,20 @@ export const livePrinter = (events: () => ReadonlyArray<SessionEvent>) => {
   })
 }
 
-/** Reads a log or exits 2 with the reader's message (naming the line). */
-export const readLog = (file: string) =>
+/**
+ * Reads a log or exits 2 with the reader's message (naming the line). A file it cannot read is
+ * named once, as given (`label`, default `file`), in the form of the other file errors:
+ * `missing.jsonl: cannot read: no such file` (the reader's own message names the path it opened:
+ * `cannot read /abs/missing.jsonl: no such file`).
+ */
+export const readLog = (file: string, label: string = file) =>
   SessionStore.readFile(file).pipe(
     Effect.catchTags({
-      SessionStoreError: (e) => exit(2, `${file}: ${e.message}`),
+      SessionStoreError: (e) => {
+        const opened = `cannot read ${file}: `
+        const why = e.message.startsWith(opened) ? `cannot read: ${e.message.slice(opened.length)}` : e.message
+        return exit(2, `${label}: ${why}`)
+      },
       SessionLogError: (e) => exit(2, e.message)
     })
   )
