@@ -553,6 +553,17 @@ describe("agent-loop run", () => {
       expect(out).not.toContain("\\x1b")
     }))
 
+  it.effect("a command's --help is wrapped to 80 columns; a completion script is never wrapped", () =>
+    Effect.gen(function*() {
+      const help = yield* cli(["simulate", "--help"])
+      expect(help.code).toBe(0)
+      expect(help.out.split("\n").filter((line) => [...line].length > 80)).toEqual([])
+      // Its long lines are shell code: wrapped, they would break it.
+      const script = yield* cli(["--completions", "bash"])
+      expect(script.code).toBe(0)
+      expect(script.out.split("\n").some((line) => line.length > 80)).toBe(true)
+    }))
+
   it.effect("the top-level help (no arguments, --help, -h) lists the commands one line each, on one 80-column screen", () =>
     Effect.gen(function*() {
       // Before, @effect/cli's own: 78 lines, the built-in flags' boilerplate first, then each
@@ -1362,27 +1373,34 @@ describe("the agent-loop binary", () => {
     })
 
   it.live(
-    "--help: plain text in a pipe or with NO_COLOR, coloured on a terminal; its usage lines start with agent-loop",
+    "--help: plain text in a pipe or with NO_COLOR, coloured on a terminal; its usage lines start with agent-loop; within 80 columns",
     () =>
       Effect.gen(function*() {
-        const usage =
-          "$ agent-loop run --prompt text [--instructions text] [--instructions-file text] [--provider offline | openai-compat | anthropic | openai] [--base-url text] [--model text] [--api-key-env text] [--context-window text] [--compaction-reserve text] [--keep-recent-tokens text] [--max-steps integer] [--otlp-endpoint text] [--store directory]"
+        // Wrapped to 80 columns between its flags (before, one line of 336).
+        const usage = [
+          "$ agent-loop run --prompt text [--instructions text] [--instructions-file text]",
+          "    [--provider offline | openai-compat | anthropic | openai] [--base-url text]",
+          "    [--model text] [--api-key-env text] [--context-window text]",
+          "    [--compaction-reserve text] [--keep-recent-tokens text]",
+          "    [--max-steps integer] [--otlp-endpoint text] [--store directory]"
+        ]
         // Before, the styling went into pipes and files, and the usage line read `$ run --prompt text …`.
         const piped = yield* spawn(["run", "--help"], tmpDir(), { env: { NO_COLOR: "" } })
         expect([piped.code, piped.stderr]).toEqual([0, ""])
-        expect(piped.stdout.split("\n").slice(0, 10)).toEqual([
+        expect(piped.stdout.split("\n").slice(0, 14)).toEqual([
           "agent-loop",
           "",
           "agent-loop 0.1.0",
           "",
           "USAGE",
           "",
-          usage,
+          ...usage,
           "",
           "DESCRIPTION",
           ""
         ])
         expect(piped.stdout).not.toContain("\u001b")
+        expect(piped.stdout.split("\n").filter((line) => [...line].length > 80)).toEqual([])
         const root = yield* spawn(["--help"], tmpDir(), { env: { NO_COLOR: "" } })
         expect(root.stdout.split("\n").slice(0, 3)).toEqual([
           "agent-loop 0.1.0: an Effect-TS runtime for LLM agent loops.",
@@ -1393,18 +1411,18 @@ describe("the agent-loop binary", () => {
         // A terminal gets the styling, unless NO_COLOR is set (not empty).
         const coloured = yield* inTerminal(["run", "--help"], { NO_COLOR: "" })
         expect(coloured.code).toBe(0)
-        expect(coloured.output.split("\r\n").slice(0, 7)).toEqual([
+        expect(coloured.output.split("\r\n").slice(0, 11)).toEqual([
           "\u001b[0;1m\u001b[0;37;1magent-loop\u001b[0;1m\u001b[0m",
           "",
           "agent-loop 0.1.0",
           "",
           "\u001b[0;1mUSAGE\u001b[0m",
           "",
-          usage
+          ...usage
         ])
         const plain = yield* inTerminal(["run", "--help"], { NO_COLOR: "1" })
         expect(plain.code).toBe(0)
-        expect(plain.output.split("\r\n").slice(0, 7)).toEqual(piped.stdout.split("\n").slice(0, 7))
+        expect(plain.output.split("\r\n").slice(0, 11)).toEqual(piped.stdout.split("\n").slice(0, 11))
         expect(plain.output).not.toContain("\u001b")
       }),
     // Four runs of the CLI one after another.

@@ -9,7 +9,9 @@
  *   own `--help` printed `$ run --prompt text …`: the parent's name is added only when the
  *   parent, not the command, parses `--help`);
  * - `'abc' is not an integer` (its message reads `is not a integer`);
- * - an error is one line on stderr (its text ends with a newline, to which the Console adds one).
+ * - an error is one line on stderr (its text ends with a newline, to which the Console adds one);
+ * - in a `--help` text, a line wider than 80 columns (a command's usage, a flag's description)
+ *   is wrapped.
  * The commands' handlers print through the Console that was there before (`handlerConsole`),
  * so none of this touches a transcript or a log line.
  *
@@ -50,7 +52,53 @@ export const libraryText = (
     `$1$$ ${options.name} `
   )
   out = out.replace(/' is not a integer$/gm, "' is not an integer")
-  return options.error ? out.replace(/\n+$/, "") : out
+  if (options.error) return out.replace(/\n+$/, "")
+  // Only a help text (a `USAGE` heading) is wrapped: never a completion script.
+  return HELP.test(out) ? out.split("\n").map(wrapLine).join("\n") : out
+}
+
+/** The `USAGE` heading of a `--help` text, styled or not. */
+// eslint-disable-next-line no-control-regex -- ESC is what an SGR sequence starts with
+const HELP = /^(?:\u001b\[[0-9;]*m)*USAGE(?:\u001b\[[0-9;]*m)*$/m
+
+/** The width `--help` is wrapped to. */
+const WIDTH = 80
+
+/**
+ * A line of a command's `--help` wider than `WIDTH` columns, wrapped at spaces: a usage line
+ * (`$ agent-loop run --prompt text [--instructions text] …`) between its flags (never inside
+ * `[…]` or `<…>`), its further lines indented 4; any other line under its own indent. A styled
+ * line (with an SGR sequence) or a word wider than the width is left as it is.
+ */
+const wrapLine = (line: string): string => {
+  if ([...line].length <= WIDTH || line.includes("\u001b")) return line
+  const usage = line.startsWith("$ ")
+  const indent = usage ? "" : /^ */.exec(line)![0]
+  const next = usage ? "    " : indent
+  const words: Array<string> = []
+  let depth = 0
+  let word = ""
+  for (const c of line.slice(indent.length)) {
+    if (c === " " && (depth === 0 || !usage)) {
+      words.push(word)
+      word = ""
+      continue
+    }
+    if (c === "[" || c === "<") depth++
+    if (c === "]" || c === ">") depth--
+    word += c
+  }
+  words.push(word)
+  const lines: Array<string> = []
+  let current = indent
+  for (const w of words) {
+    if (current.trim() !== "" && [...current].length + 1 + [...w].length > WIDTH) {
+      lines.push(current)
+      current = next + w
+    } else current = current.trim() === "" ? current + w : `${current} ${w}`
+  }
+  lines.push(current)
+  return lines.join("\n")
 }
 
 /** The Console each `libraryConsole` was made over: the one the handlers print through. */
