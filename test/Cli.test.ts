@@ -1355,9 +1355,16 @@ describe("the agent-loop binary", () => {
             }])
           }
         }
+        // /proc itself is a directory that takes no new file (before: `cannot write the session
+        // log: cannot lock session "…" (/proc/….jsonl.lock): ENOENT: …`, after the run began).
+        expect(yield* spawn(["run", "--prompt", "hi", "--store", "/proc"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "--store /proc: cannot create a file in it: it does not take new files (ENOENT)\n"
+        })
       }),
-    // Six runs of the CLI one after another (each bounded by CLI_RUN_MS).
-    6 * CLI_RUN_MS
+    // Seven runs of the CLI one after another (each bounded by CLI_RUN_MS).
+    7 * CLI_RUN_MS
   )
 
   /** Runs the CLI in a terminal of its own (util-linux `script`): its output as the terminal got it. */
@@ -1746,7 +1753,7 @@ describe("the agent-loop binary", () => {
     )
 
     it.live(
-      "a read-only store: run and resume exit 2 with one line naming the session and EROFS; check still reads the log",
+      "a read-only store: run is refused before it starts (--store), resume exits 2 naming the session and EROFS; check still reads the log",
       () =>
         Effect.scoped(Effect.gen(function*() {
           const store = yield* tmpfs("256k")
@@ -1757,10 +1764,12 @@ describe("the agent-loop binary", () => {
           const id = Path.basename(file, ".jsonl")
           remount(store, "ro")
           const run = yield* spawn(["run", "--prompt", "hello", "--store", store], cwd)
-          expect(run.code).toBe(2)
-          expect(run.stderr).toMatch(
-            /^cannot write the session log: cannot lock session "[0-9a-f-]+" \(\S+\.jsonl\.lock\): EROFS: read-only file system, open '\S+'\n$/
-          )
+          // Refused before the run (before, `cannot write the session log: cannot lock session …: EROFS: …`).
+          expect(run).toEqual({
+            code: 2,
+            stdout: "",
+            stderr: `--store ${store}: cannot create a file in it: read-only file system\n`
+          })
           const resume = yield* spawn(["resume", file, "--continue-pending"], cwd)
           expect(resume).toEqual({
             code: 2,

@@ -6,7 +6,8 @@
 import { Options } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import { Console, Effect, Either, Option } from "effect"
-import { fileErrorText } from "../../internal/fsErrors.js"
+import * as NodeFs from "node:fs"
+import { codeOf, fileErrorText } from "../../internal/fsErrors.js"
 import { fileKind } from "../../internal/store/common.js"
 import { makeDirectorySync } from "../../internal/store/directory.js"
 import { escapeLine } from "../../internal/terminalText.js"
@@ -31,7 +32,8 @@ export const storeOption = Options.text("store").pipe(
  * The absolute path of `--store DIR`, made with its missing parents; when it cannot be (a file
  * on the way, a file system that refuses it, such as /proc), exit 2 with one line naming the
  * path at fault: `--store /proc/x: cannot create the directory: /proc does not take new
- * directories (ENOENT)`.
+ * directories (ENOENT)`; so does one no file can be created in (`--store /proc: cannot create a
+ * file in it: it does not take new files (ENOENT)`, `… read-only file system`).
  */
 export const storeDirectory = (store: string) =>
   Effect.gen(function*() {
@@ -41,8 +43,26 @@ export const storeDirectory = (store: string) =>
       return yield* exit(2, escapeLine(`--store ${store}: cannot create the directory: ${problem.reason}`))
     }
     const path = yield* Path.Path
-    return path.resolve(store)
+    const directory = path.resolve(store)
+    const refused = newFileProblem(path.join(directory, `.agent-loop-probe-${process.pid}`))
+    if (refused !== undefined) return yield* exit(2, escapeLine(`--store ${store}: cannot create a file in it: ${refused}`))
+    return directory
   })
+
+/**
+ * Why a new file cannot be made at `probe` (created, then removed), or `undefined` when it can:
+ * a store a session log cannot be created in (/proc, a read-only mount) is refused before the
+ * run, not when the session's lock file is opened.
+ */
+const newFileProblem = (probe: string): string | undefined => {
+  try {
+    NodeFs.closeSync(NodeFs.openSync(probe, "w"))
+    NodeFs.unlinkSync(probe)
+    return undefined
+  } catch (e) {
+    return codeOf(e) === "ENOENT" ? "it does not take new files (ENOENT)" : fileErrorText(e, "write")
+  }
+}
 
 /** Exit code of a turn end reason (§14). */
 export const exitCodeOf = (reason: TurnEndReason | undefined): number => {
