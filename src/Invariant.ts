@@ -53,6 +53,8 @@
  *
  * @since 0.1.0
  */
+import { Schema } from "effect"
+import { AskedData, DecidedData, eventTypes as approvalTypes } from "./Approval.js"
 import { CHECKPOINT_PLUGIN, eventTypes as compactionTypes } from "./Compaction.js"
 import { MutableInbox } from "./Inbox.js"
 import { isDsh, seedLengthOf } from "./internal/logOptions.js"
@@ -94,6 +96,10 @@ export type CheckOptions = LogOptions
 interface Call {
   readonly index: number
   resolved: boolean
+  /** The id of its `approval/asked`, while that question has no decision (§26). */
+  openQuestion?: string | undefined
+  /** It had a question (decided or not): at most one per call. */
+  asked?: boolean
 }
 
 const callIdOfResult = (message: UserMessage | undefined): string | undefined => {
@@ -119,6 +125,60 @@ const bracketBreakers: ReadonlySet<string> = new Set([
   "tool/call",
   "tool/result"
 ])
+
+/**
+ * The approval rules (§26, under rule 3 of §12): an `approval/asked` has `AskedData`, inside the
+ * open step, its id unique in the session; in our logs it names a `tool/call` of that step that has
+ * no result and no question yet. An `approval/decided` has `DecidedData` and names a question asked
+ * and not yet decided. (A call's result before its decision, and a step that ends with a question
+ * open, are reported where the result or the `step/end` is.)
+ */
+const checkApproval = (
+  event: SessionEvent,
+  dsh: boolean,
+  inStep: boolean,
+  calls: ReadonlyMap<string, Call>,
+  questions: Map<string, { decided: boolean; readonly call: Call | undefined }>,
+  report: (seq: number, rule: Rule, message: string) => void
+): void => {
+  const seq = event.seq
+  if (event.type === "approval/asked") {
+    if (!Schema.is(AskedData)(event.data)) {
+      report(seq, 3, `approval/asked data is not {id, toolName, callId?, reason?}: ${JSON.stringify(event.data)}`)
+      return
+    }
+    const { callId, id } = event.data
+    if (!inStep) report(seq, 2, `approval/asked ${id} outside an open step`)
+    if (questions.has(id)) {
+      report(seq, 3, `approval/asked ${id} is asked a second time`)
+      return
+    }
+    const call = callId === undefined ? undefined : calls.get(callId)
+    if (!dsh && inStep) {
+      if (call === undefined) report(seq, 3, `approval/asked ${id} names ${callId ?? "no call"}, not a tool/call of this step`)
+      else if (call.resolved) report(seq, 3, `approval/asked ${id} after the tool/result of ${callId}`)
+      else if (call.asked === true) report(seq, 3, `approval/asked ${id} is a second question about ${callId}`)
+    }
+    questions.set(id, { decided: false, call })
+    if (call !== undefined && !call.resolved && call.asked !== true) {
+      call.asked = true
+      call.openQuestion = id
+    }
+    return
+  }
+  if (!Schema.is(DecidedData)(event.data)) {
+    report(seq, 3, `approval/decided data is not {id, outcome, by?, reason?} with a known outcome: ${JSON.stringify(event.data)}`)
+    return
+  }
+  const { id } = event.data
+  const question = questions.get(id)
+  if (question === undefined) report(seq, 3, `approval/decided ${id} names no question asked before it`)
+  else if (question.decided) report(seq, 3, `approval/decided ${id} decides a question a second time`)
+  else {
+    question.decided = true
+    if (question.call !== undefined && question.call.openQuestion === id) question.call.openQuestion = undefined
+  }
+}
 
 /**
  * Every violation of the §12 invariants in a log, sorted by seq (empty for a valid log). See the
@@ -151,6 +211,8 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
   const pending = new Map<string, number>() // DSH: pending ids
   let claimed = new Set<string>() // ours: claimed in the open turn, not yet entered
   let owed: number | undefined // seq of a turn/end that owes a turn/start
+  // approvals (§26): every question asked, and whether it is decided
+  const questions = new Map<string, { decided: boolean; readonly call: Call | undefined }>()
   // compaction brackets (ours)
   let bracket: { readonly id: unknown; readonly turn: unknown } | undefined
   let answered = false // the open step has its assistant/message
@@ -203,6 +265,10 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
         }
         bracket = undefined
       }
+      continue
+    }
+    if (approvalTypes.has(type)) {
+      checkApproval(event, dsh, turnOpen && stepOpen, calls, questions, report)
       continue
     }
     if (!coreEventTypes.has(type)) continue
@@ -357,6 +423,9 @@ export const check = (events: ReadonlyArray<SessionEvent>, options?: CheckOption
             } else if (call.resolved) {
               report(seq, 3, `tool/result ${callId} is the second result of its call`)
             } else {
+              if (call.openQuestion !== undefined) {
+                report(seq, 3, `tool/result ${callId} before approval ${call.openQuestion} is decided`)
+              }
               if (call.index < lastResult) report(seq, 3, `tool/result ${callId} is out of the order of the calls`)
               call.resolved = true
               if (call.index > lastResult) lastResult = call.index

@@ -23,6 +23,12 @@ export * as AgentError from "./AgentError.js"
  */
 export * as AgentEvent from "./AgentEvent.js"
 /**
+ * Approvals: the log shapes of a tool call that waits for a person, and the questions a log leaves open (§26).
+ *
+ * @since 0.1.0
+ */
+export * as Approval from "./Approval.js"
+/**
  * Token and cost budgets as a pre-step listener: a step is refused once the usage reaches the limit (§7, §18).
  *
  * @since 0.1.0
