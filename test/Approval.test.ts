@@ -3,7 +3,7 @@
  * log leaves open, and the rules `Invariant.check` holds them to (under rule 3 of §12).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as Approval from "../src/Approval.js"
 import * as Invariant from "../src/Invariant.js"
 import type { EventDraft } from "../src/SessionEvent.js"
@@ -15,6 +15,7 @@ import {
   followup,
   foreign,
   msg,
+  readDsh,
   stepEnd,
   stepStart,
   toolCall,
@@ -161,4 +162,42 @@ describe("Invariant.check of approvals", () => {
       { seq: 4, rule: 3, message: "approval/asked data is not {id, toolName, callId?, reason?}: {\"id\":5}" }
     ])
   })
+})
+
+describe("DSH's recorded logs with approvals", () => {
+  it.effect("read as DSH wrote them: the pair after the tool/call and before its result, valid, nothing left open", () =>
+    Effect.gen(function*() {
+      for (
+        const [file, toolName, outcome] of [
+          ["acp__escalation-rejected__session.jsonl", "bash", "rejected"],
+          ["acp__fs-escalation-approved__session.jsonl", "write", "allowed-once"]
+        ] as const
+      ) {
+        const log = yield* Effect.promise(() => readDsh(file))
+        const around = log.events.flatMap((e, i) =>
+          e.type === "approval/asked" ? log.events.slice(i - 1, i + 3).map((x) => x.type) : []
+        )
+        expect([file, around]).toEqual([file, ["tool/call", "approval/asked", "approval/decided", "tool/result"]])
+        const asked = log.events.filter((e) => e.type === "approval/asked").map((e) =>
+          Schema.decodeUnknownSync(Approval.AskedData)(e.data)
+        )
+        const decided = log.events.filter((e) => e.type === "approval/decided").map((e) =>
+          Schema.decodeUnknownSync(Approval.DecidedData)(e.data)
+        )
+        expect([file, asked.map((q) => q.toolName), decided.map((d) => [d.id === asked[0]!.id, d.outcome])]).toEqual([
+          file,
+          [toolName],
+          [[true, outcome]]
+        ])
+        expect([file, Invariant.check(log.events, { header: log.header })]).toEqual([file, []])
+        expect([file, Approval.openQuestions(log.events)]).toEqual([file, []])
+        // Cut right after the question, as a crash while a person decides leaves it: one question open.
+        const cut = log.events.slice(0, log.events.findIndex((e) => e.type === "approval/decided"))
+        expect([file, Approval.openQuestions(cut).map((q) => [q.toolName, q.callId === undefined])]).toEqual([
+          file,
+          [[toolName, false]]
+        ])
+        expect([file, Invariant.check(cut, { header: log.header })]).toEqual([file, []])
+      }
+    }))
 })
