@@ -156,6 +156,28 @@ export interface CheckpointEntry {
 }
 
 /**
+ * A question about a tool call (§26), one entry when it is asked (`event: "asked"`, with the
+ * asker's `reason`) and one when it is decided (`event: "decided"`, with `outcome`, `by` and the
+ * decision's `reason` as logged). `toolName` and `callId` are the question's; a decision names
+ * them from its question (absent when the log holds no question for it).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ApprovalEntry {
+  readonly kind: "approval"
+  readonly event: "asked" | "decided"
+  readonly turn: number
+  readonly step: number
+  readonly id: string
+  readonly toolName?: string | undefined
+  readonly callId?: string | undefined
+  readonly reason?: string | undefined
+  readonly outcome?: string | undefined
+  readonly by?: unknown
+}
+
+/**
  * One transcript entry: exactly one `transcript --json` line (§14).
  *
  * @since 0.1.0
@@ -169,6 +191,7 @@ export type Entry =
   | TurnEndEntry
   | CompactionMarkerEntry
   | CheckpointEntry
+  | ApprovalEntry
 
 const toolResultOf = (
   message: UserMessage
@@ -284,6 +307,8 @@ export interface Projector {
 
 const NONE: ReadonlyArray<Entry> = []
 
+const stringOr = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
+
 /**
  * A new transcript projection (see `Projector`).
  *
@@ -293,6 +318,8 @@ const NONE: ReadonlyArray<Entry> = []
 export const projector = (): Projector => {
   let turn = 0
   let step = 0
+  // Questions by id (§26): a decision names its question's tool and call.
+  const questions = new Map<string, { readonly toolName?: string | undefined; readonly callId?: string | undefined }>()
   // Brackets by id: a log holds at most one open, but a hand-made or foreign one may not.
   const open = new Map<string, OpenBracket>()
   /** Closes the brackets a log left open before an event that cannot be inside one. */
@@ -463,6 +490,30 @@ export const projector = (): Projector => {
       case "turn/end": {
         const data = event.data as { readonly turn: number; readonly reason: TurnEndReason }
         return one({ kind: "turn-end", turn: data.turn, reason: data.reason })
+      }
+      case "approval/asked": {
+        const data = event.data as Record<string, unknown> | null
+        if (data === null || typeof data !== "object" || typeof data.id !== "string") return NONE
+        const question = { toolName: stringOr(data.toolName), callId: stringOr(data.callId) }
+        questions.set(data.id, question)
+        return one({ kind: "approval", event: "asked", turn, step, id: data.id, ...question, reason: stringOr(data.reason) })
+      }
+      case "approval/decided": {
+        const data = event.data as Record<string, unknown> | null
+        if (data === null || typeof data !== "object" || typeof data.id !== "string") return NONE
+        const question = questions.get(data.id)
+        return one({
+          kind: "approval",
+          event: "decided",
+          turn,
+          step,
+          id: data.id,
+          toolName: question?.toolName,
+          callId: question?.callId,
+          outcome: stringOr(data.outcome),
+          by: data.by,
+          reason: stringOr(data.reason)
+        })
       }
       default:
         return NONE

@@ -11,7 +11,7 @@
 import { escapeText } from "./internal/terminalText.js"
 import type { MessageSource } from "./Message.js"
 import type { TurnEndReason } from "./SessionEvent.js"
-import type { CheckpointEntry, CompactionMarkerEntry, Entry } from "./Transcript.js"
+import type { ApprovalEntry, CheckpointEntry, CompactionMarkerEntry, Entry } from "./Transcript.js"
 
 /**
  * A short label naming the producer of a context message (§2, §14):
@@ -109,6 +109,48 @@ export const compactionLabel = (entry: CompactionMarkerEntry): string => {
   }
 }
 
+const OUTCOME_LABELS: Readonly<Record<string, string>> = {
+  "allowed-once": "allowed once",
+  "allowed-always": "allowed always",
+  "rejected": "rejected",
+  "rejected-always": "rejected always",
+  "cancelled": "cancelled",
+  "unavailable": "unavailable (no one could answer; refused)"
+}
+
+const byLabel = (by: unknown): string | undefined => {
+  if (typeof by !== "object" || by === null) return undefined
+  const b = by as { readonly kind?: unknown; readonly name?: unknown; readonly policy?: unknown }
+  switch (b.kind) {
+    case "person":
+      return typeof b.name === "string" ? `by ${b.name}` : "by a person"
+    case "policy":
+      return typeof b.policy === "string" ? `by the policy ${b.policy}` : "by a policy"
+    case "timeout":
+      return "by the timeout"
+    case "cancel":
+      return "by a cancel"
+    default:
+      return undefined
+  }
+}
+
+/**
+ * The line of an approval entry (§26): `? bash needs approval: <the asker's reason>` when asked;
+ * `? bash: rejected by a person: <reason>` when decided (an outcome the runtime does not know is
+ * shown as logged).
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const approvalLabel = (entry: ApprovalEntry): string => {
+  const tool = entry.toolName ?? `question ${entry.id}`
+  if (entry.event === "asked") return `? ${tool} needs approval${entry.reason === undefined ? "" : `: ${entry.reason}`}`
+  const outcome = entry.outcome === undefined ? "decided" : OUTCOME_LABELS[entry.outcome] ?? entry.outcome
+  const by = byLabel(entry.by)
+  return `? ${tool}: ${outcome}${by === undefined ? "" : ` ${by}`}${entry.reason === undefined ? "" : `: ${entry.reason}`}`
+}
+
 /**
  * The label of a checkpoint outside any bracket: `[compaction checkpoint replacing seq 5]`,
  * `[compaction checkpoint replacing seq 4..9]`.
@@ -174,6 +216,9 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
         break
       case "checkpoint":
         lines.push(block(entry.text, `${checkpointLabel(entry)} `, "  "))
+        break
+      case "approval":
+        lines.push(block(approvalLabel(entry), "", "  "))
         break
     }
   }

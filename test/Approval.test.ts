@@ -7,6 +7,8 @@ import { Effect, Schema } from "effect"
 import * as Approval from "../src/Approval.js"
 import * as Invariant from "../src/Invariant.js"
 import type { EventDraft } from "../src/SessionEvent.js"
+import * as Transcript from "../src/Transcript.js"
+import * as TranscriptText from "../src/TranscriptText.js"
 import {
   assistant,
   claim,
@@ -199,5 +201,89 @@ describe("DSH's recorded logs with approvals", () => {
         ])
         expect([file, Invariant.check(cut, { header: log.header })]).toEqual([file, []])
       }
+    }))
+})
+
+describe("the transcript of approvals", () => {
+  it("an entry when asked and one when decided, each in its turn and step; the text names the tool, the outcome, who decided and why", () => {
+    const log = events(
+      opening,
+      asked("q2", "c2", "clock"),
+      decided("q1", "rejected-always", { by: { kind: "person", name: "ana" }, reason: "not on main" }),
+      decided("q2", "allowed-once", { by: { kind: "policy", policy: "remembered" } }),
+      decided("q9", "unavailable")
+    )
+    const entries = Transcript.fromEvents(log).filter((e) => e.kind === "approval")
+    expect(entries).toEqual([
+      {
+        kind: "approval",
+        event: "asked",
+        turn: 1,
+        step: 1,
+        id: "q1",
+        toolName: "bash",
+        callId: "c1",
+        reason: "writes a file"
+      },
+      { kind: "approval", event: "asked", turn: 1, step: 1, id: "q2", toolName: "clock", callId: "c2", reason: undefined },
+      {
+        kind: "approval",
+        event: "decided",
+        turn: 1,
+        step: 1,
+        id: "q1",
+        toolName: "bash",
+        callId: "c1",
+        outcome: "rejected-always",
+        by: { kind: "person", name: "ana" },
+        reason: "not on main"
+      },
+      {
+        kind: "approval",
+        event: "decided",
+        turn: 1,
+        step: 1,
+        id: "q2",
+        toolName: "clock",
+        callId: "c2",
+        outcome: "allowed-once",
+        by: { kind: "policy", policy: "remembered" },
+        reason: undefined
+      },
+      {
+        kind: "approval",
+        event: "decided",
+        turn: 1,
+        step: 1,
+        id: "q9",
+        toolName: undefined,
+        callId: undefined,
+        outcome: "unavailable",
+        by: undefined,
+        reason: undefined
+      }
+    ])
+    expect(TranscriptText.render(entries).split("\n")).toEqual([
+      "── turn 1 ──",
+      "? bash needs approval: writes a file",
+      "? clock needs approval",
+      "? bash: rejected always by ana: not on main",
+      "? clock: allowed once by the policy remembered",
+      "? question q9: unavailable (no one could answer; refused)",
+      ""
+    ])
+  })
+
+  it.effect("DSH's recorded approval, between the call and its result", () =>
+    Effect.gen(function*() {
+      const log = yield* Effect.promise(() => readDsh("acp__escalation-rejected__session.jsonl"))
+      const lines = TranscriptText.render(Transcript.fromEvents(log.events)).split("\n")
+      const at = lines.findIndex((l) => l.startsWith("? bash needs approval"))
+      expect(lines.slice(at - 1, at + 3).map((l) => l.slice(0, 60))).toEqual([
+        "→ bash({\"command\": \"printf 'escalated\\\\n' > /tmp/dsh-escalat",
+        "? bash needs approval: escalate sandbox to danger-full-acces",
+        "? bash: rejected",
+        "← error: Error: the user rejected escalating this command to"
+      ])
     }))
 })

@@ -51,9 +51,10 @@ describe("agent-loop transcript / check on DSH logs", () => {
         const json = yield* cli(["transcript", path, "--json"])
         expect([file, json.code]).toEqual([file, 0])
         for (const line of json.out.split("\n").filter((l) => l.length > 0)) {
-          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end", "compaction", "checkpoint"]).toContain(
-            JSON.parse(line).kind
-          )
+          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end", "compaction", "checkpoint", "approval"])
+            .toContain(
+              JSON.parse(line).kind
+            )
         }
         const checked = yield* cli(["check", path])
         expect([file, checked.code, checked.out]).toEqual([file, 0, expect.stringContaining(": ok (")])

@@ -183,7 +183,7 @@ const weight = (entry: Transcript.Entry): number => {
     ? entry.name.length + entry.arguments.length
     : entry.kind === "turn-end"
     ? 0
-    : entry.kind === "compaction"
+    : entry.kind === "compaction" || entry.kind === "approval"
     ? 160
     : entry.text.length
   return Math.min(size, SHOWN_BYTES) + 80
@@ -620,6 +620,16 @@ export class ChatModel {
           headline: visible(TranscriptText.checkpointLabel(entry)),
           detail: firstLine(entry.text),
           tone: "ok"
+        })
+        return
+      case "approval":
+        this.push({
+          kind: "notice",
+          key: this.key(),
+          text: shown(TranscriptText.approvalLabel(entry)),
+          tone: entry.event === "asked" ? "warn" : entry.outcome === "allowed-once" || entry.outcome === "allowed-always"
+            ? "ok"
+            : "error"
         })
         return
     }
