@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { type Effect, JSONSchema, Schema } from "effect"
+import { Cause, Effect, JSONSchema, Schema } from "effect"
 import type { DeliveryError } from "./AgentError.js"
 import type { Delivery, DeliveryInput } from "./Delivery.js"
 import type { ContentBlock, InvalidMessage, UserMessage, UserMessageInput } from "./Message.js"
@@ -83,7 +83,27 @@ export interface Tool<A = any> {
   readonly execute: (args: A, ctx: ToolContext) => Effect.Effect<ToolOutput, ToolError>
   /** The provider-facing definition (JSON Schema parameters), computed once. */
   readonly definition: ToolDefinition
+  /**
+   * Whether a call needs approval (rule 1 of §26); absent means `"never"`. `Tool.make` always
+   * sets it. Read it with `Tool.needsApproval`.
+   */
+  readonly approval?: ToolApproval<A> | undefined
 }
+
+/**
+ * Whether a tool's calls need approval (rule 1 of §26): `"never"` (the default), `"always"`, or a
+ * function of the decoded arguments and the call that answers `true` when this call needs one.
+ * A failure (typed error or defect) of the function decides the question `unavailable`: the
+ * call is refused, never run (rule 3 of §26). The loop consults it from the release where §26
+ * lands; today it is stored on the tool and read by `Tool.needsApproval` only.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolApproval<A = any> =
+  | "never"
+  | "always"
+  | ((args: A, call: ToolCall) => Effect.Effect<boolean, unknown>)
 
 /**
  * Builds a tool. `parameters` must be a Schema of an object whose encoded side is JSON.
@@ -92,6 +112,10 @@ export interface Tool<A = any> {
  * deliveries, `makeMessage` for `additionalContexts`); a failure or a defect becomes an error
  * `tool/result` (`TOOL_FAILED`). Throws when `parameters` is not an object schema (§8).
  *
+ * `approval` (rule 1 of §26) says whether a call needs approval: `"never"` (the default),
+ * `"always"`, or `(args, call) => Effect<boolean>` of the decoded arguments (see
+ * `Tool.needsApproval`). The loop consults it from the release where §26 lands.
+ *
  * @example
  * ```ts
  * import { Effect, Schema } from "effect"
@@ -99,6 +123,8 @@ export interface Tool<A = any> {
  *
  * const weather = Tool.make({
  *   name: "weather",
+ *   // A person approves look-ups outside Europe (§26); the loop consults this from the release where §26 lands.
+ *   approval: ({ city }) => Effect.succeed(!["Paris", "Berlin"].includes(city)),
  *   description: "Current weather for a city",
  *   parameters: Schema.Struct({ city: Schema.String }),
  *   execute: ({ city }, ctx) =>
@@ -118,12 +144,14 @@ export const make = <A, I>(options: {
   readonly parameters: Schema.Schema<A, I, never>
   readonly exclusive?: boolean | undefined
   readonly execute: (args: A, ctx: ToolContext) => Effect.Effect<ToolOutput, ToolError>
+  readonly approval?: ToolApproval<NoInfer<A>> | undefined
 }): Tool<A> => ({
   name: options.name,
   description: options.description,
   parameters: options.parameters,
   exclusive: options.exclusive ?? false,
   execute: options.execute,
+  approval: options.approval ?? "never",
   definition: {
     name: options.name,
     description: options.description,
@@ -177,6 +205,85 @@ export interface ToolCall {
   readonly rawArguments: string
   readonly turn: number
   readonly step: number
+}
+
+/**
+ * A tool's `approval` function failed (a typed error or a defect): the question is decided
+ * `unavailable` and the call is refused, never run (rule 3 of §26).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApprovalCheckFailed extends Schema.TaggedError<ApprovalCheckFailed>()("ApprovalCheckFailed", {
+  message: Schema.String,
+  toolName: Schema.String,
+  callId: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+const needsNone: Effect.Effect<boolean> = Effect.succeed(false)
+const needsOne: Effect.Effect<boolean> = Effect.succeed(true)
+
+const checkFailed = (tool: Tool, call: ToolCall, cause: Cause.Cause<unknown>): ApprovalCheckFailed => {
+  const error = Cause.squash(cause)
+  return new ApprovalCheckFailed({
+    message: `the approval check of tool "${tool.name}" failed: ${
+      error instanceof Error
+        ? error.message
+        : typeof error === "object" && error !== null && "message" in error
+        ? String((error as { message: unknown }).message)
+        : String(error)
+    }`,
+    toolName: tool.name,
+    callId: call.callId,
+    cause: error
+  })
+}
+
+/**
+ * Whether this call of `tool` needs approval (rule 1 of §26), from the tool's `approval`:
+ * `"never"` (or none) and `"always"` answer with a shared effect (no allocation per call); a
+ * function is run with the decoded arguments and the call. Its failure, typed or a defect (also
+ * a throw), fails `ApprovalCheckFailed`, which the caller decides `unavailable` (rule 3 of
+ * §26); an interruption stays an interruption. The loop consults it from the release where §26
+ * lands.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "effect-agent-loop"
+ *
+ * const bash = Tool.make({
+ *   name: "bash",
+ *   description: "Runs a shell command",
+ *   parameters: Schema.Struct({ command: Schema.String }),
+ *   approval: ({ command }) => Effect.succeed(!command.startsWith("ls")),
+ *   execute: ({ command }) => Effect.succeed({ content: `ran ${command}` })
+ * })
+ * const call = { callId: "c1", name: "bash", arguments: { command: "rm -r build" }, rawArguments: "", turn: 1, step: 1 }
+ * // Effect<boolean, ApprovalCheckFailed>: true here
+ * const needed = Tool.needsApproval(bash, { command: "rm -r build" }, call)
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const needsApproval = <A>(
+  tool: Tool<A>,
+  args: A,
+  call: ToolCall
+): Effect.Effect<boolean, ApprovalCheckFailed> => {
+  const approval = tool.approval
+  if (approval === undefined || approval === "never") return needsNone
+  if (approval === "always") return needsOne
+  return Effect.suspend(() => approval(args, call)).pipe(
+    Effect.catchAllCause((cause) =>
+      // An interruption-only cause holds no failure: it passes through as it is.
+      Cause.isInterruptedOnly(cause)
+        ? Effect.failCause(cause as Cause.Cause<never>)
+        : Effect.fail(checkFailed(tool, call, cause))
+    )
+  )
 }
 
 /**
