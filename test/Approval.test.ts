@@ -3,10 +3,11 @@
  * log leaves open, and the rules `Invariant.check` holds them to (under rule 3 of §12).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
 import * as Approval from "../src/Approval.js"
 import * as Invariant from "../src/Invariant.js"
 import type { EventDraft } from "../src/SessionEvent.js"
+import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
 import * as TranscriptText from "../src/TranscriptText.js"
 import {
@@ -286,4 +287,245 @@ describe("the transcript of approvals", () => {
         "← error: Error: the user rejected escalating this command to"
       ])
     }))
+})
+
+describe("the approval policy (rule 1 of §26)", () => {
+  const request = (toolName: string, args: unknown, callId = "c1"): Approval.Request => ({
+    toolName,
+    callId,
+    arguments: args,
+    turn: 1,
+    step: 2
+  })
+
+  it.effect("runs the listeners outermost first; next() of the innermost reaches the default ask", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const listener = (name: string): Approval.Listener => (req, next) =>
+        Effect.sync(() => seen.push(`${name}:${req.toolName}`)).pipe(Effect.zipRight(next()))
+      const decision = yield* Approval.decide([listener("outer"), listener("inner")], request("bash", {}))
+      expect(decision).toEqual({ _tag: "Ask" })
+      expect(seen).toEqual(["outer:bash", "inner:bash"])
+      expect(yield* Approval.decide([], request("bash", {}))).toEqual({ _tag: "Ask" })
+    }))
+
+  it.effect("an outer answer skips the inner listeners; an outer listener sees the inner answer", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const inner: Approval.Listener = () => Effect.sync(() => (seen.push("inner"), Approval.Answer.deny("no")))
+      const denyFirst: Approval.Listener = () => Effect.succeed(Approval.Answer.deny("stop"))
+      expect(yield* Approval.decide([denyFirst, inner], request("bash", {}))).toEqual({ _tag: "Deny", reason: "stop" })
+      expect(seen).toEqual([])
+      const upgrade: Approval.Listener = (_, next) =>
+        Effect.map(next(), (answer) => answer._tag === "Deny" ? Approval.Answer.ask : answer)
+      expect(yield* Approval.decide([upgrade, inner], request("bash", {}))).toEqual({ _tag: "Ask" })
+      expect(seen).toEqual(["inner"])
+    }))
+
+  it.effect("the layer holds the listeners and decides with them", () =>
+    Effect.gen(function*() {
+      const allowAll: Approval.Listener = () => Effect.succeed(Approval.Answer.allow)
+      const service = yield* Approval.Approval.pipe(Effect.provide(Approval.layer([allowAll])))
+      expect(service.listeners).toEqual([allowAll])
+      expect(yield* service.decide(request("bash", {}))).toEqual({ _tag: "Allow" })
+      const none = yield* Approval.Approval.pipe(Effect.provide(Approval.layer([])))
+      expect(yield* none.decide(request("bash", {}))).toEqual({ _tag: "Ask" })
+    }))
+
+  it.effect("a failing listener gives Unavailable, never Allow, even when an outer one recovers", () =>
+    Effect.gen(function*() {
+      const fails: Approval.Listener = () => Effect.fail(new Error("policy store down"))
+      const dies: Approval.Listener = () => Effect.die("boom")
+      const throws: Approval.Listener = () => {
+        throw new Error("thrown")
+      }
+      const recovers: Approval.Listener = (_, next) => Effect.orElseSucceed(next(), () => Approval.Answer.allow)
+      const bad: Approval.Listener = () => Effect.succeed({ _tag: "Maybe" } as unknown as Approval.Answer)
+      const messages: Array<[string, string]> = []
+      for (
+        const listeners of [[fails], [dies], [throws], [recovers, fails], [bad]] as const
+      ) {
+        const decision = yield* Approval.decide(listeners, request("bash", {}))
+        expect(decision._tag).toBe("Unavailable")
+        if (decision._tag === "Unavailable") messages.push([decision.message, String(Cause.squash(decision.cause))])
+      }
+      expect(messages).toEqual([
+        ["the approval policy failed: policy store down", "Error: policy store down"],
+        ["the approval policy failed: boom", "boom"],
+        ["the approval policy failed: thrown", "Error: thrown"],
+        ["the approval policy failed: policy store down", "Error: policy store down"],
+        [
+          "the approval policy failed: a listener answered {\"_tag\":\"Maybe\"}, which is not an Answer",
+          "Error: a listener answered {\"_tag\":\"Maybe\"}, which is not an Answer"
+        ]
+      ])
+    }))
+
+  it.effect("an interrupted listener interrupts the decision", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Approval.decide([() => Effect.interrupt], request("bash", {})))
+      expect(Exit.isInterrupted(exit)).toBe(true)
+    }))
+
+  describe("Approval.byName", () => {
+    const policy = Approval.byName({
+      allow: [{ tool: "read_file" }, { tool: "bash", argument: "command", glob: "git status*" }, {
+        tool: "bash",
+        argument: "command",
+        glob: "ls ?"
+      }],
+      deny: [{ tool: "bash", argument: "command", glob: "git status --porcelain*" }, { tool: "rm" }]
+    })
+    const decideWith = (toolName: string, args: unknown) => Approval.decide([policy], request(toolName, args))
+
+    it.effect("allows by tool name and by a glob on one string argument", () =>
+      Effect.gen(function*() {
+        expect(yield* decideWith("read_file", { path: "/etc/passwd" })).toEqual({ _tag: "Allow", policy: "byName" })
+        expect(yield* decideWith("bash", { command: "git status" })).toEqual({ _tag: "Allow", policy: "byName" })
+        expect(yield* decideWith("bash", { command: "git status -s\nrm -rf /" })).toEqual({
+          _tag: "Allow",
+          policy: "byName"
+        })
+        expect(yield* decideWith("bash", { command: "ls a" })).toEqual({ _tag: "Allow", policy: "byName" })
+      }))
+
+    it.effect("denies, and deny wins over allow", () =>
+      Effect.gen(function*() {
+        expect(yield* decideWith("rm", { path: "x" })).toEqual({
+          _tag: "Deny",
+          reason: "denied by policy byName: tool \"rm\"",
+          policy: "byName"
+        })
+        expect(yield* decideWith("bash", { command: "git status --porcelain=v2" })).toEqual({
+          _tag: "Deny",
+          reason: "denied by policy byName: tool \"bash\" with command matching \"git status --porcelain*\"",
+          policy: "byName"
+        })
+      }))
+
+    it.effect("no match, a missing or a non-string argument goes to next()", () =>
+      Effect.gen(function*() {
+        expect(yield* decideWith("write_file", { path: "x" })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", { command: "git log" })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", { command: "ls ab" })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", { command: "ls " })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", { cmd: "git status" })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", { command: ["git status"] })).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", "git status")).toEqual({ _tag: "Ask" })
+        expect(yield* decideWith("bash", null)).toEqual({ _tag: "Ask" })
+        const inner: Approval.Listener = () => Effect.succeed(Approval.Answer.deny("inner"))
+        expect(yield* Approval.decide([policy, inner], request("bash", { command: "make" }))).toEqual({
+          _tag: "Deny",
+          reason: "inner"
+        })
+      }))
+
+    it("rejects a rule with only one of argument and glob", () => {
+      expect(() => Approval.byName({ allow: [{ tool: "bash", argument: "command" } as Approval.ByNameRule] })).toThrow(
+        "Approval.byName: a rule gives both \"argument\" and \"glob\" or neither; got {\"tool\":\"bash\",\"argument\":\"command\"}"
+      )
+    })
+  })
+
+  it("globMatch: * any run, ? one character, the rest literal, anchored", () => {
+    const cases: Array<[string, string]> = [
+      ["*", ""],
+      ["*", "a/b\nc"],
+      ["a*b", "ab"],
+      ["a*b", "axxb"],
+      ["a*b", "axxbc"],
+      ["a?c", "abc"],
+      ["a?c", "ac"],
+      ["a?c", "a😀c"],
+      ["[ab]", "a"],
+      ["[ab]", "[ab]"],
+      ["a.c", "abc"],
+      ["a\\*", "a\\xyz"],
+      ["abc", "xabcx"],
+      ["*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]
+    ]
+    expect(cases.map(([glob, text]) => Approval.globMatch(glob, text))).toEqual([
+      true,
+      true,
+      true,
+      true,
+      false,
+      true,
+      false,
+      true,
+      false,
+      true,
+      false,
+      true,
+      false,
+      false
+    ])
+  })
+
+  describe("Tool.make({ approval })", () => {
+    const parameters = Schema.Struct({ command: Schema.String })
+    const execute = ({ command }: { readonly command: string }) => Effect.succeed({ content: command })
+    const call = (command: string): Tool.ToolCall => ({
+      callId: "c7",
+      name: "bash",
+      arguments: { command },
+      rawArguments: JSON.stringify({ command }),
+      turn: 1,
+      step: 3
+    })
+
+    it.effect("never (the default) and always", () =>
+      Effect.gen(function*() {
+        const plain = Tool.make({ name: "bash", description: "d", parameters, execute })
+        const never = Tool.make({ name: "bash", description: "d", parameters, execute, approval: "never" })
+        const always = Tool.make({ name: "bash", description: "d", parameters, execute, approval: "always" })
+        expect([plain.approval, never.approval, always.approval]).toEqual(["never", "never", "always"])
+        expect(yield* Tool.needsApproval(plain, { command: "ls" }, call("ls"))).toBe(false)
+        expect(yield* Tool.needsApproval(never, { command: "ls" }, call("ls"))).toBe(false)
+        expect(yield* Tool.needsApproval(always, { command: "ls" }, call("ls"))).toBe(true)
+        // The same shared effect for every call: nothing is allocated per call.
+        expect(Tool.needsApproval(plain, { command: "a" }, call("a"))).toBe(
+          Tool.needsApproval(never, { command: "b" }, call("b"))
+        )
+      }))
+
+    it.effect("a function of the decoded arguments and the call", () =>
+      Effect.gen(function*() {
+        const seen: Array<string> = []
+        const tool = Tool.make({
+          name: "bash",
+          description: "d",
+          parameters,
+          execute,
+          approval: (args, c) =>
+            Effect.sync(() => {
+              seen.push(`${c.callId}/${c.step}:${args.command}`)
+              return !args.command.startsWith("ls")
+            })
+        })
+        expect(yield* Tool.needsApproval(tool, { command: "ls -l" }, call("ls -l"))).toBe(false)
+        expect(yield* Tool.needsApproval(tool, { command: "rm -r x" }, call("rm -r x"))).toBe(true)
+        expect(seen).toEqual(["c7/3:ls -l", "c7/3:rm -r x"])
+      }))
+
+    it.effect("a failing function fails ApprovalCheckFailed (decided unavailable)", () =>
+      Effect.gen(function*() {
+        const failing = (approval: Tool.ToolApproval<{ readonly command: string }>) =>
+          Tool.make({ name: "bash", description: "d", parameters, execute, approval })
+        const errors = yield* Effect.forEach([
+          failing(() => Effect.fail("no rules loaded")),
+          failing(() => Effect.die(new Error("bug"))),
+          failing(() => {
+            throw new Error("thrown")
+          })
+        ], (tool) => Effect.flip(Tool.needsApproval(tool, { command: "ls" }, call("ls"))))
+        expect(errors.map((e) => [e._tag, e.message, e.toolName, e.callId])).toEqual([
+          ["ApprovalCheckFailed", "the approval check of tool \"bash\" failed: no rules loaded", "bash", "c7"],
+          ["ApprovalCheckFailed", "the approval check of tool \"bash\" failed: bug", "bash", "c7"],
+          ["ApprovalCheckFailed", "the approval check of tool \"bash\" failed: thrown", "bash", "c7"]
+        ])
+        const interrupted = yield* Effect.exit(Tool.needsApproval(failing(() => Effect.interrupt), { command: "ls" }, call("ls")))
+        expect(Exit.isInterrupted(interrupted)).toBe(true)
+      }))
+  })
 })
