@@ -123,8 +123,6 @@ export type ToolApproval<A = any> =
  *
  * const weather = Tool.make({
  *   name: "weather",
- *   // A person approves look-ups outside Europe (§26); the loop consults this from the release where §26 lands.
- *   approval: ({ city }) => Effect.succeed(!["Paris", "Berlin"].includes(city)),
  *   description: "Current weather for a city",
  *   parameters: Schema.Struct({ city: Schema.String }),
  *   execute: ({ city }, ctx) =>
