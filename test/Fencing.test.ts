@@ -30,17 +30,6 @@ const storeOn = (url: string, writers: "exclusive" | "takeover", scope: Scope.Sc
   )
 
 describePg("fenced writers on PostgreSQL", () => {
-  it.live("six stores opened at once on a fresh database all open (their migrations run one after another)", () =>
-    Effect.gen(function*() {
-      const url = yield* database
-      const scope = yield* Effect.scope
-      const stores = yield* Effect.all(
-        Array.from({ length: 6 }, () => Effect.either(storeOn(url, "takeover", scope))),
-        { concurrency: "unbounded" }
-      )
-      expect(stores.map((s) => s._tag === "Left" ? s.left.message : "open")).toEqual(Array(6).fill("open"))
-    }).pipe(Effect.scoped))
-
   it.live("a takeover fences a running agent: its next append fails SessionFenced, it stops, the new owner repairs and goes on; the former store reads the stored log", () =>
     Effect.gen(function*() {
       const url = yield* database

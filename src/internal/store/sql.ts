@@ -58,21 +58,9 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
     })
   })
 
-/**
- * Runs the migrations; a failure is a `SessionStoreError` (the Migrator reports a failed migration
- * as a defect). On PostgreSQL they run while this process holds an advisory lock named after the
- * migrations table (session-level, on a reserved connection, released once they ran), so that
- * stores opened at once on a fresh database (two processes, or a runner and a client in one)
- * migrate one after another: `CREATE TABLE IF NOT EXISTS` of the same table at once fails one of
- * them in PostgreSQL (`relation "…_migrations" already exists`). A process that dies holding the
- * lock loses it with its connection. The cluster's own migration lock is another one, taken
- * before this (the runner builds its store inside it), never after.
- */
-export const migrate = (
-  sql: SqlClient.SqlClient,
-  tables: ReturnType<typeof tablesOf>
-): Effect.Effect<void, SessionStoreError> => {
-  const run = Migrator.make({})({ loader: migrations(tables), table: tables.migrations }).pipe(
+/** Runs the migrations; a failure is a `SessionStoreError` (the Migrator reports a failed migration as a defect). */
+export const migrate = (sql: SqlClient.SqlClient, tables: ReturnType<typeof tablesOf>): Effect.Effect<void, SessionStoreError> =>
+  Migrator.make({})({ loader: migrations(tables), table: tables.migrations }).pipe(
     Effect.provideService(SqlClient.SqlClient, sql),
     Effect.catchAllDefect((defect) => Effect.fail(defect)),
     Effect.mapError((error) => {
@@ -81,25 +69,6 @@ export const migrate = (
     }),
     Effect.asVoid
   )
-  return sql.onDialectOrElse({
-    pg: () =>
-      Effect.scoped(Effect.gen(function*() {
-        const key = `effect-agent-loop/session-store-migrations/${tables.migrations}`
-        const connection = yield* sql.reserve
-        yield* Effect.acquireRelease(
-          connection.executeRaw("SELECT pg_advisory_lock(hashtext($1))", [key]),
-          () => Effect.ignore(connection.executeRaw("SELECT pg_advisory_unlock(hashtext($1))", [key]))
-        )
-        yield* run
-      })).pipe(
-        Effect.catchTag(
-          "SqlError",
-          (error) => Effect.fail(Store.storeError("cannot create the session tables", undefined, error))
-        )
-      ),
-    orElse: () => run
-  })
-}
 
 /**
  * Loads a driver (an optional peer dependency) on first use, so that the other stores never load
