@@ -17,6 +17,7 @@
 import { Effect, Option, type Queue, type Schedule, Scope, type Stream } from "effect"
 import type {
   AgentDisposed,
+  ApprovalNotOpen,
   DeliveryError,
   DuplicateMessageId,
   InvalidEvent,
@@ -24,16 +25,18 @@ import type {
   MessageNotPending
 } from "./AgentError.js"
 import type { AgentEvent, AgentStatus } from "./AgentEvent.js"
+import * as Approval from "./Approval.js"
 import { Compaction, type CompactionPolicy, type CompactionReport } from "./Compaction.js"
 import type { Delivery, DeliveryInput, DeliveryOutcome } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
 import { type Accessible, type AgentAccess, AgentAccessId } from "./internal/agent/access.js"
+import * as approvals from "./internal/agent/approvals.js"
 import { cancel, dispose, finalize, release } from "./internal/agent/cancel.js"
 import { appendEvent, clear, deliver, deliveryOf, refusal, remove, replace } from "./internal/agent/delivery.js"
 import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
-import { avoiding, continuePending, repairLog, restore } from "./internal/agent/resume.js"
+import { avoiding, continuePending, repairLog, restore, resumeWaiting } from "./internal/agent/resume.js"
 import { type AgentConfig, AgentState, countOption, history, liveLogs, seen } from "./internal/agent/state.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import type { InvalidMessage, Message, UserMessage } from "./Message.js"
@@ -165,6 +168,53 @@ export interface Agent {
    * (idempotency by message id). O(1) for an id never used, else one scan of the log.
    */
   readonly deliveryOf: (messageId: string) => Option.Option<LoggedDelivery>
+  /**
+   * The questions the running step waits on (§26 rule 5), in the order they were asked: each
+   * with its id, tool, call id, decoded arguments, turn, step and the time it was asked. Empty
+   * unless the status is `awaiting-approval`. After a resume, the questions the log left open.
+   */
+  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Pending>>
+  /**
+   * Allows the call an open question is about (§26 rules 3, 5): appends `approval/decided`
+   * (`allowed-once`, or `allowed-always` with `always: true`, which also allows every later call
+   * of that tool in this session, rule 6), then the call starts. Returns once the decision is
+   * durable. `by` names the person (`{kind:"person", name}`; default `{kind:"person"}`). Fails
+   * `ApprovalNotOpen` for an id that is not open (never asked, already decided: of two decisions
+   * at once one wins, the other gets this; closed by a cancel) and with the store's error when
+   * the decision cannot be appended (the question stays open).
+   *
+   * @example
+   * ```ts
+   * import { Effect, Stream } from "effect"
+   * import type { Agent } from "effect-agent-loop"
+   *
+   * // Allow every question as it is asked, naming who decided.
+   * const allowAll = (agent: Agent.Agent) =>
+   *   agent.events.pipe(
+   *     Stream.filter((e) => e.type === "approval/asked"),
+   *     Stream.runForEach((e) => agent.approve((e.data as { id: string }).id, { name: "ana" }))
+   *   )
+   * ```
+   */
+  readonly approve: (
+    id: string,
+    options?: { readonly always?: boolean | undefined; readonly name?: string | undefined } | undefined
+  ) => Effect.Effect<void, ApprovalNotOpen | SessionWriteError>
+  /**
+   * Rejects the call an open question is about (§26 rules 3, 5): appends `approval/decided`
+   * (`rejected`, or `rejected-always` with `always: true`: every later call of that tool in this
+   * session is rejected without asking, rule 6) with the `reason`, then the call gets an error
+   * `tool/result` `DENIED` whose text gives the reason, and the model's next step sees it. Fails
+   * as `approve` does.
+   */
+  readonly reject: (
+    id: string,
+    options?: {
+      readonly reason?: string | undefined
+      readonly always?: boolean | undefined
+      readonly name?: string | undefined
+    } | undefined
+  ) => Effect.Effect<void, ApprovalNotOpen | SessionWriteError>
 }
 
 /**
@@ -219,6 +269,13 @@ export interface AgentOptions {
    * no limit).
    */
   readonly maxMessageBytes?: number | undefined
+  /**
+   * How long a question may stay open, in milliseconds (§26 rule 5): then it is decided
+   * `rejected` by `{kind:"timeout"}` and the call gets its `DENIED` result. Measured on the
+   * Effect `Clock` (a `TestClock` in tests) from the moment the call starts waiting (after a
+   * resume: from the resume). Default: no timeout (a question waits until someone decides).
+   */
+  readonly approvalTimeoutMs?: number | undefined
   /** Retry schedule for retryable model errors (default: 3 attempts, exponential from 500 ms, §11). */
   readonly retry?: Schedule.Schedule<unknown, ModelError> | undefined
   /** Session id (default: from the `IdGenerator`). */
@@ -346,10 +403,59 @@ class AgentRecord extends AgentState implements Agent, Accessible {
   get statusChanges(): Stream.Stream<AgentStatus> {
     return observers.statusChanges(this)
   }
+  get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Pending>> {
+    return Effect.sync(() => approvals.pending(this))
+  }
+  get approve() {
+    return this.bind(
+      "approve",
+      () => (id: string, options?: { readonly always?: boolean | undefined; readonly name?: string | undefined }) =>
+        Effect.asVoid(
+          approvals.decide(
+            this,
+            id,
+            options?.always === true ? "allowed-always" : "allowed-once",
+            person(options?.name),
+            undefined
+          )
+        )
+    )
+  }
+  get reject() {
+    return this.bind(
+      "reject",
+      () =>
+      (
+        id: string,
+        options?: {
+          readonly reason?: string | undefined
+          readonly always?: boolean | undefined
+          readonly name?: string | undefined
+        }
+      ) =>
+        Effect.asVoid(
+          approvals.decide(
+            this,
+            id,
+            options?.always === true ? "rejected-always" : "rejected",
+            person(options?.name),
+            options?.reason
+          )
+        )
+    )
+  }
   get history(): Effect.Effect<ReadonlyArray<Message>> {
     return Effect.sync((): ReadonlyArray<Message> => history(this).slice())
   }
 }
+
+/** `by` of a person's decision. */
+const person = (name: string | undefined): Approval.DecidedBy =>
+  name === undefined ? { kind: "person" } : { kind: "person", name }
+
+/** Whether any of the tools may need approval (§26): then calls are prepared one at a time. */
+const mayNeedApproval = (tools: ReadonlyArray<Tool.Tool<any>> | undefined): boolean =>
+  tools !== undefined && tools.some((tool) => tool.approval !== undefined && tool.approval !== "never")
 
 /** An agent's configuration (§5.4): the services and options, resolved once. */
 const configOf = (
@@ -358,6 +464,7 @@ const configOf = (
     readonly model: ModelService
     readonly preStep: PreStepService
     readonly compaction: CompactionPolicy | undefined
+    readonly approval: Approval.ApprovalService | undefined
     readonly ids: IdGenerator.IdGeneratorService
   },
   options: AgentOptions
@@ -375,6 +482,11 @@ const configOf = (
     settings: options.settings,
     guards: options.guards ?? NONE,
     hooks: options.hooks ?? NONE,
+    perCall: (options.guards !== undefined && options.guards.length > 0) || mayNeedApproval(tools),
+    approvalListeners: services.approval?.listeners ?? NONE,
+    approvalTimeout: options.approvalTimeoutMs === undefined || Number.isNaN(options.approvalTimeoutMs)
+      ? undefined
+      : Math.max(0, options.approvalTimeoutMs),
     retry: options.retry,
     tools: tools === undefined || tools.length === 0 ? NO_TOOLS : new Map(tools.map((t) => [t.name, t] as const)),
     toolDefinitions: tools === undefined || tools.length === 0 ? NO_DEFINITIONS : tools.map((t) => t.definition),
@@ -393,6 +505,7 @@ const services = Effect.all({
   model: Model,
   preStep: Effect.map(Effect.serviceOption(PreStep), Option.getOrElse(() => defaultPreStep)),
   compaction: Effect.map(Effect.serviceOption(Compaction), Option.getOrUndefined),
+  approval: Effect.map(Effect.serviceOption(Approval.Approval), Option.getOrUndefined),
   ids: IdGenerator.current
 })
 
@@ -432,10 +545,10 @@ export const make = (
   options: AgentOptions = {}
 ): Effect.Effect<Agent, SessionStoreError, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const { compaction, ids, model, preStep, store } = yield* services
+    const { approval, compaction, ids, model, preStep, store } = yield* services
     const sessionId = options.sessionId ?? (yield* ids.next)
     const log = yield* store.create({ id: sessionId, cwd: options.cwd })
-    const agent = new AgentRecord(log, configOf({ store, ids, model, preStep, compaction }, options))
+    const agent = new AgentRecord(log, configOf({ store, ids, model, preStep, compaction, approval }, options))
     yield* own(agent)
     return agent as Agent
   })
@@ -516,14 +629,15 @@ export const resume = (
   options: ResumeOptions = {}
 ): Effect.Effect<Agent, SessionWriteError | SessionLogError | SessionNotFound, SessionStore | Model | Scope.Scope> =>
   Effect.gen(function*() {
-    const { compaction, ids, model, preStep, store } = yield* services
+    const { approval, compaction, ids, model, preStep, store } = yield* services
     const { log, used } = yield* repairLog(sessionId, ids)
     const agent = new AgentRecord(
       log,
-      configOf({ store, ids: avoiding(ids, used), model, preStep, compaction }, withLoggedRequest(log, options))
+      configOf({ store, ids: avoiding(ids, used), model, preStep, compaction, approval }, withLoggedRequest(log, options))
     )
     yield* restore(agent, log.events(), used)
     yield* own(agent)
+    yield* resumeWaiting(agent, log.events())
     if (options.continuePending === true) yield* continuePending(agent)
     return agent as Agent
   })

@@ -59,6 +59,19 @@ export class MessageNotFound extends Schema.TaggedError<MessageNotFound>()("Mess
 }) {}
 
 /**
+ * `agent.approve` / `agent.reject` named a question that is not open (§26 rule 5): never asked
+ * in this session, already decided (of two decisions at once, the second gets this), or closed
+ * by a cancel. Nothing is appended.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApprovalNotOpen extends Schema.TaggedError<ApprovalNotOpen>()("ApprovalNotOpen", {
+  message: Schema.String,
+  approvalId: Schema.String
+}) {}
+
+/**
  * A standalone plugin event with a core type, a type without a `/`, or non-JSON data
  * (`appendEvent`, §3.2); a cancel cause that is not plain JSON with a string `kind`.
  *
@@ -84,7 +97,13 @@ export type DeliveryError = InvalidMessage | DuplicateMessageId | AgentDisposed 
  * @since 0.1.0
  * @category errors
  */
-export type AgentError = AgentDisposed | DuplicateMessageId | MessageNotPending | MessageNotFound | InvalidEvent
+export type AgentError =
+  | AgentDisposed
+  | DuplicateMessageId
+  | MessageNotPending
+  | MessageNotFound
+  | InvalidEvent
+  | ApprovalNotOpen
 
 /**
  * @since 0.1.0
@@ -109,6 +128,12 @@ export const isMessageNotPending = (u: unknown): u is MessageNotPending => Predi
  * @category guards
  */
 export const isMessageNotFound = (u: unknown): u is MessageNotFound => Predicate.isTagged(u, "MessageNotFound")
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isApprovalNotOpen = (u: unknown): u is ApprovalNotOpen => Predicate.isTagged(u, "ApprovalNotOpen")
 
 /**
  * @since 0.1.0

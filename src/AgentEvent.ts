@@ -9,8 +9,10 @@ import type { Message } from "./Message.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**
- * `"idle" | "running" | "stopped"` (§5.2). Status stays `running` across the turns of
- * one run. `stopped` is final for this agent: its session log refused to close a turn (the store
+ * `"idle" | "running" | "awaiting-approval" | "stopped"` (§5.2). Status stays `running` across
+ * the turns of one run; it is `awaiting-approval` while the run waits for a person: at least one
+ * question about a tool call is open (§26 rule 5; the run is still going, the inbox keeps
+ * working). `stopped` is final for this agent: its session log refused to close a turn (the store
  * failed every try of its closers, the log broke, or another writer fenced it; `agent.stopped`
  * gives the error). The agent writes nothing more; the session goes on in a new agent
  * (`Agent.resume`, which repairs the open turn, §10). A released agent is `idle`.
@@ -18,7 +20,7 @@ import type { SessionEvent } from "./SessionEvent.js"
  * @since 0.1.0
  * @category models
  */
-export type AgentStatus = "idle" | "running" | "stopped"
+export type AgentStatus = "idle" | "running" | "awaiting-approval" | "stopped"
 
 /**
  * A live notification that is not a durable event (§4, §5.3): `agent/inbox/inserted`,

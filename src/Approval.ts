@@ -163,6 +163,24 @@ export const openQuestions = (events: ReadonlyArray<SessionEvent>): Array<OpenQu
 }
 
 /**
+ * An open question of a live agent, as `agent.pendingApprovals` lists it (§26 rule 5): its id,
+ * the tool, the call id and decoded arguments, the turn and step, and when it was asked (ms since
+ * the epoch: the time of its `approval/asked`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Pending {
+  readonly id: string
+  readonly toolName: string
+  readonly callId: string
+  readonly arguments: unknown
+  readonly turn: number
+  readonly step: number
+  readonly askedAt: number
+}
+
+/**
  * What the approval policy sees (rule 1 of §26): the call's tool name, call id and decoded
  * arguments, and the turn and step it belongs to.
  *

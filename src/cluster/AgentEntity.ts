@@ -183,7 +183,7 @@ export const DeliveryOutcome = Schema.Union(
  * @category models
  */
 export const Status = Schema.Struct({
-  status: Schema.Literal("idle", "running"),
+  status: Schema.Literal("idle", "running", "awaiting-approval"),
   nextTurn: Schema.Number,
   nextStep: Schema.Number
 })

@@ -8,14 +8,16 @@ import type { LogOptions } from "../SessionLog.js"
 import { textBlock, toolResultMessage } from "./message.js"
 import { toolError } from "./toolError.js"
 
-const resultText: Partial<Record<ToolErrorCode, string>> = {
+/** The text of the closers' results (§10). */
+export const resultText: Partial<Record<ToolErrorCode, string>> = {
   TOOL_OUTCOME_UNKNOWN:
     "The session stopped while this tool call was running; whether it took effect is unknown. Check before calling it again.",
   TOOL_NOT_STARTED: "The session stopped before this tool call started; it did not run."
 }
 
 /**
- * The closers of an open last turn, in order (§10): for each call of the open step's last
+ * The closers of an open last turn, in order (§10; none when its open step has an open approval
+ * question, §26 rule 8: the turn goes on in the resumed agent): for each call of the open step's last
  * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
  * a `tool/call` but no result, or a `tool/call` then an error `tool/result` `TOOL_NOT_STARTED`
  * when it has none; then `step/end` (when a step is open), `turn/end {kind:"interrupted"}` and
@@ -61,6 +63,8 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
       stepAt = -1
     }
   }
+  // A step waiting for a person stays open: the resumed agent asks again and goes on (§26 rule 8).
+  if (step !== undefined && openQuestionsFrom(events, stepAt + 1) > 0) return []
   const drafts: Array<EventDraft> = []
   if (step !== undefined) {
     const logged = new Set<string>()
@@ -95,6 +99,17 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   drafts.push({ type: "turn/end", data: { turn, reason: { kind: "interrupted" } } })
   drafts.push({ type: "session/end-seed", data: {} })
   return drafts
+}
+
+/** The number of approval questions asked from `from` on that have no decision (§26). */
+export const openQuestionsFrom = (events: ReadonlyArray<SessionEvent>, from: number): number => {
+  const open = new Set<unknown>()
+  for (let i = from; i < events.length; i++) {
+    const e = events[i]!
+    if (e.type === "approval/asked") open.add((e.data as { readonly id?: unknown }).id)
+    else if (e.type === "approval/decided") open.delete((e.data as { readonly id?: unknown }).id)
+  }
+  return open.size
 }
 
 /** The `compaction/start` data of a compaction still open at the end of `events` (our logs), if any. */

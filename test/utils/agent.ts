@@ -118,6 +118,12 @@ export const brief = (events: ReadonlyArray<SessionEvent>): Array<string> =>
         return `tool/result ${d.message.content[0].toolCallId}${d.error ? ` ${d.error.code}` : ""}`
       case "request/header":
         return `request/header`
+      case "approval/asked":
+        return `asked ${d.id} ${d.toolName} ${d.callId}`
+      case "approval/decided":
+        return `decided ${d.id} ${d.outcome}${
+          d.by ? ` by ${d.by.kind}${d.by.policy ? `:${d.by.policy}` : ""}${d.by.name ? `:${d.by.name}` : ""}` : ""
+        }`
       default:
         return e.type
     }

@@ -25,12 +25,13 @@ import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { isTransient } from "../store/common.js"
 import * as Trace from "../tracing.js"
+import { cancelOpen, forgetOpen } from "./approvals.js"
 import { abortRequest, compact, needsCompaction, noteUsage, requestCompaction } from "./compaction.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
-import { endStopped, orphanWaiters, publish, resolve, setIdle } from "./observers.js"
+import { endStopped, orphanWaiters, publish, resolve, setIdle, status } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
 import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
-import { toolStep, truncateCalls } from "./toolBatch.js"
+import { continueBatch, reopen, toolStep, truncateCalls, type Waiting } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
 import { usageBefore } from "./usage.js"
 
@@ -69,6 +70,22 @@ export const startRun = (a: AgentState): void => {
 }
 
 /**
+ * Starts the run of a resumed turn whose step waits for a person (§26 rule 8; called inside a
+ * critical section): the step's tool batch goes on where the log left it (`continueBatch`), then
+ * the step ends and the turn continues as any other (§6.3).
+ */
+export const startResumed = (a: AgentState, t: TurnState, waiting: ReadonlyArray<Waiting>, from: number): void => {
+  a.running = true
+  const batch = reopen(a, t, waiting, from)
+  const body = Effect.flatMap(
+    continueBatch(a, t, batch),
+    () => Effect.flatMap(endStep(a, t, true), (next) => next === "step" ? runStep(a, t, true) : Effect.succeed(next))
+  )
+  a.driver = Runtime.runFork(currentRuntime(true))(runLoop(a, { t, body }), { immediate: false })
+  publish(a, { type: "agent/status", status: status(a) })
+}
+
+/**
  * Forks the driver fiber at once, from plain code inside a critical section, as a daemon that
  * inherits the current fiber's context and FiberRefs (as `Effect.forkDaemon` does); it starts
  * on the scheduler, after the section, uninterruptible until its first turn begins, so that a
@@ -78,8 +95,14 @@ const forkDriver = (a: AgentState): void => {
   a.driver = Runtime.runFork(currentRuntime(true))(runLoop(a), { immediate: false })
 }
 
-/** The driver fiber's body: turns while the run goes on (§6.5). */
-const runLoop = (a: AgentState): Effect.Effect<void> => {
+/**
+ * The driver fiber's body: turns while the run goes on (§6.5); with `resumed`, first the rest
+ * of a resumed turn (`startResumed`).
+ */
+const runLoop = (
+  a: AgentState,
+  resumed?: { readonly t: TurnState; readonly body: Effect.Effect<TurnState | undefined, SessionWriteError> }
+): Effect.Effect<void> => {
   // The fiber starts uninterruptible (see `forkDriver`); only the turns are interruptible, so
   // a cancel that lands even before the fiber runs ends in `stopRun`'s clean-up.
   const loop = (t: TurnState): Effect.Effect<void> =>
@@ -90,6 +113,13 @@ const runLoop = (a: AgentState): Effect.Effect<void> => {
   return Effect.withFiberRuntime((fiber) => {
     // The run's tracer (§19), read once: none with Effect's default tracer.
     Trace.startRun(a, fiber)
+    if (resumed !== undefined) {
+      a.current = resumed.t
+      return Effect.matchCauseEffect(Effect.interruptible(resumed.body), {
+        onSuccess: (next) => (next === undefined ? Effect.void : loop(next)),
+        onFailure: (cause) => stopRun(a, resumed.t, cause)
+      })
+    }
     const first = newTurnState()
     a.current = first
     return loop(first)
@@ -193,6 +223,8 @@ const stopAgent = (a: AgentState, t: TurnState, closed: Cause.Cause<SessionWrite
  */
 const leaveOpen = (a: AgentState, t: TurnState): void => {
   endTrace(t, undefined)
+  // Its open questions stay open in the log, for the next resume (§26 rule 8).
+  forgetOpen(a)
   resolveClaimed(a, t, dropped("interrupted"))
   abortRequest(a)
   orphanWaiters(a)
@@ -695,6 +727,8 @@ const closeAborted = (a: AgentState, t: TurnState, failure?: string): Effect.Eff
     if (t.stepOpen) {
       const acc = t.acc
       if (!t.assistantLogged && acc !== undefined && acc.streamed) yield* logAssistant(a, t, acc, true)
+      // Every open question of the step is decided `cancelled` first (§26 rule 7).
+      yield* cancelOpen(a)
       if (t.calls !== undefined) yield* commitAbortedCalls(a, t, t.calls, true, failure === undefined ? "was canceled" : "failed")
     }
     yield* critical(a, (inbox): Section<void> => {

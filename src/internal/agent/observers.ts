@@ -265,7 +265,11 @@ export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
  * agent is `idle`); else `idle`.
  */
 export const status = (a: AgentState): AgentStatus =>
-  a.running ? "running" : a.stopped !== undefined && !a.released ? "stopped" : "idle"
+  a.running
+    ? ((a.approvalCell?.open.size ?? 0) > 0 ? "awaiting-approval" : "running")
+    : a.stopped !== undefined && !a.released
+    ? "stopped"
+    : "idle"
 
 const DISPOSED: AgentEvent = Object.freeze({ type: "agent/disposed" as const })
 

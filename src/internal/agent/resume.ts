@@ -5,6 +5,7 @@
  * the run the log left pending.
  */
 import { Effect, Ref } from "effect"
+import * as Approval from "../../Approval.js"
 import * as History from "../../History.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
@@ -18,12 +19,23 @@ import {
 } from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
 import { flatten } from "../flat.js"
-import { repairDrafts, unrepairable, unrepairableMessage } from "../repair.js"
+import { openQuestionsFrom, repairDrafts, resultText, unrepairable, unrepairableMessage } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
-import { startRun } from "./driver.js"
+import * as Approvals from "./approvals.js"
+import { startResumed, startRun } from "./driver.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
-import { type AgentState, liveLogs, requestKeyOf, usedIds } from "./state.js"
+import {
+  type AgentState,
+  approvalState,
+  type CallState,
+  liveLogs,
+  newCall,
+  newTurnState,
+  requestKeyOf,
+  usedIds
+} from "./state.js"
+import { fail } from "./toolResults.js"
 import { restoreUsage } from "./usage.js"
 
 /** `ids` without the ids in `used` (checked at each call; `used` may grow). */
@@ -65,6 +77,108 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
   markUndecided(a, inbox.nextStep.map((p) => p.message))
   adoptWaiters(a)
   return Ref.set(a.inbox, inbox)
+}
+
+/**
+ * Starts the run of a turn the log left waiting for a person (§26 rule 8), if it did: repair
+ * left that turn open, its step's tool batch goes on (`driver.ts` `startResumed`). The step's
+ * calls as the log has them: a committed result stays; a call with an open question waits again;
+ * a call with a `tool/call` and no result owes one: `DENIED` when its question was refused (it
+ * never ran), else `TOOL_OUTCOME_UNKNOWN` (it may have run: it never runs twice); a call without
+ * a `tool/call` never started and is prepared and run as usual. Also restores the remembered
+ * answers (rule 6). Called before the agent is returned: nothing else acts on it yet.
+ */
+export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>): Effect.Effect<void, SessionWriteError> => {
+  const remembered = Approvals.rememberedOf(events)
+  if (remembered.size > 0) { for (const [tool, outcome] of remembered) approvalState(a).remembered.set(tool, outcome) }
+  const open = openStep(events)
+  if (open === undefined || openQuestionsFrom(events, open.stepAt + 1) === 0) return Effect.void
+  const t = newTurnState()
+  t.turn = open.turn
+  t.turnOpen = true
+  t.step = open.step
+  t.stepOpen = true
+  t.assistantLogged = true
+  const logged = new Set<string>()
+  const committed = new Set<string>()
+  const asked = new Map<string, { readonly callId: string; readonly time: number }>()
+  const decided = new Map<string, Approval.DecidedData>()
+  let calls: Array<CallState> = []
+  let afterResult = false
+  for (let i = open.stepAt + 1; i < events.length; i++) {
+    const e = events[i]!
+    const data = e.data as any
+    const result = e.type === "tool/result"
+    if (e.type === "assistant/message") {
+      calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call").map((b) =>
+        newCall({ id: b.id, name: b.name, rawArguments: b.arguments })
+      )
+    } else if (e.type === "tool/call") logged.add(data.callId)
+    else if (result) committed.add(data.message.content[0].toolCallId)
+    else if (e.type === "approval/asked") asked.set(data.id, { callId: data.callId, time: e.time })
+    else if (e.type === "approval/decided") {
+      const question = asked.get(data.id)
+      if (question !== undefined) {
+        asked.delete(data.id)
+        decided.set(question.callId, data)
+      }
+    } else if (e.type === "agent/inbox/spliced" && afterResult && data.target === "next-step") {
+      // A result's additional contexts (§8): the batch's next contexts go after them.
+      t.contextsInserted = data.start + data.inserted.length
+      continue
+    }
+    afterResult = result
+  }
+  const waitingBy = new Map<string, { readonly id: string; readonly time: number }>()
+  for (const [id, q] of asked) waitingBy.set(q.callId, { id, time: q.time })
+  const waiting: Array<{ readonly index: number; readonly id: string; readonly askedAt: number }> = []
+  let from = calls.length
+  for (let k = 0; k < calls.length; k++) {
+    const call = calls[k]!
+    if (committed.has(call.id)) {
+      call.callLogged = true
+      call.phase = "committed"
+      if (k === t.nextCommit) t.nextCommit++
+      continue
+    }
+    if (!logged.has(call.id)) {
+      if (from === calls.length) from = k
+      continue
+    }
+    call.callLogged = true
+    const question = waitingBy.get(call.id)
+    const decision = decided.get(call.id)
+    if (question !== undefined) waiting.push({ index: k, id: question.id, askedAt: question.time })
+    else if (decision !== undefined && !Approval.isAllowed(decision.outcome)) {
+      fail(call, "DENIED", Approvals.refusalText(call.name, decision))
+    } else fail(call, "TOOL_OUTCOME_UNKNOWN", resultText.TOOL_OUTCOME_UNKNOWN!)
+  }
+  t.calls = calls
+  return critical(a, () => ({ drafts: [], apply: () => startResumed(a, t, waiting, from) }))
+}
+
+/** The open turn and step at the end of a log, if any. */
+const openStep = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly turn: number; readonly step: number; readonly stepAt: number } | undefined => {
+  let turnAt = -1
+  for (let i = events.length - 1; i >= 0; i--) {
+    const type = events[i]!.type
+    if (type === "turn/end") return undefined
+    if (type === "turn/start") {
+      turnAt = i
+      break
+    }
+  }
+  if (turnAt < 0) return undefined
+  let open: { turn: number; step: number; stepAt: number } | undefined = undefined
+  for (let i = turnAt + 1; i < events.length; i++) {
+    const e = events[i]!
+    const data = e.data as { readonly turn: number; readonly step: number }
+    if (e.type === "step/start") open = { turn: data.turn, step: data.step, stepAt: i }
+    else if (e.type === "step/end") open = undefined
+  }
+  return open
 }
 
 /** Starts a run when the log left waking work pending (`continuePending`, §10). */

@@ -7,8 +7,9 @@
  * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
  * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
  */
-import { type Fiber, Ref, type Schedule, SynchronizedRef } from "effect"
+import { type Deferred, Effect, type Fiber, Ref, type Schedule, SynchronizedRef } from "effect"
 import type { AgentEvent } from "../../AgentEvent.js"
+import type * as Approval from "../../Approval.js"
 import type { CompactionPolicy, CompactionReport } from "../../Compaction.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
@@ -132,6 +133,32 @@ export interface CompactionState {
   request: { readonly instructions: string | undefined; readonly waiters: Array<Resume<CompactionReport>> } | undefined
 }
 
+/**
+ * An open question of the running step (§26): the call it is about and its decision once durable.
+ * `decided` completes when the `approval/decided` is appended (by a person, the timeout or a
+ * cancel); the call's fiber waits on it.
+ */
+export interface Question {
+  readonly id: string
+  readonly call: CallState
+  readonly arguments: unknown
+  readonly turn: number
+  readonly step: number
+  readonly askedAt: number
+  readonly decided: Deferred.Deferred<Approval.DecidedData>
+}
+
+/**
+ * An agent's approval state (§26): the open questions by id, the remembered answers by tool name
+ * (`allowed-always` / `rejected-always`, rule 6), and the lock every decision is appended under,
+ * so that of two decisions of one question exactly one is appended.
+ */
+export interface ApprovalState {
+  readonly open: Map<string, Question>
+  readonly remembered: Map<string, Approval.Outcome>
+  readonly lock: Effect.Semaphore
+}
+
 /** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
 export interface AgentConfig {
   /**
@@ -150,6 +177,15 @@ export interface AgentConfig {
   /** Pre-execute guards and post-processing hooks, outermost first (§8). */
   readonly guards: ReadonlyArray<Tool.ToolGuard>
   readonly hooks: ReadonlyArray<Tool.ToolHook>
+  /**
+   * Calls are prepared one at a time (`toolBatch.ts` `prepare`): there are guards, or a tool whose
+   * calls may need approval (§26). Otherwise a group of calls is validated and logged in one append.
+   */
+  readonly perCall: boolean
+  /** The approval policy's listeners, outermost first (§26 rule 1; none: ask a person). */
+  readonly approvalListeners: ReadonlyArray<Approval.Listener>
+  /** `approvalTimeoutMs` (§26 rule 5): a question open this long is decided `rejected` by `timeout`. */
+  readonly approvalTimeout: number | undefined
   readonly retry: Schedule.Schedule<unknown, ModelError> | undefined
   readonly tools: ReadonlyMap<string, Tool.Tool<any>>
   readonly toolDefinitions: ReadonlyArray<ToolDefinition>
@@ -187,6 +223,8 @@ export abstract class AgentState {
   historyCell: Array<Message> | undefined = undefined
   /** Compaction state (§17), allocated on first use. */
   compactionCell: CompactionState | undefined = undefined
+  /** Approval state (§26: open questions, remembered answers), allocated on first use. */
+  approvalCell: ApprovalState | undefined = undefined
   /** The key of the last `request/header` logged. */
   headerKey: string | undefined = undefined
   turnCounter = 0
@@ -270,6 +308,9 @@ export abstract class AgentState {
 export const seen = (a: AgentState): Set<string> => a.seenCell ?? (a.seenCell = new Set())
 
 export const undecided = (a: AgentState): Set<string> => a.undecidedCell ?? (a.undecidedCell = new Set())
+
+export const approvalState = (a: AgentState): ApprovalState =>
+  a.approvalCell ?? (a.approvalCell = { open: new Map(), remembered: new Map(), lock: Effect.unsafeMakeSemaphore(1) })
 
 export const history = (a: AgentState): Array<Message> => a.historyCell ?? (a.historyCell = [])
 

@@ -18,6 +18,7 @@
  * that fiber. A single call runs on the driver fiber.
  */
 import { Cause, Effect, Either, Exit, Fiber, FiberRef, type FiberRefs, ParseResult, Runtime, Schema } from "effect"
+import * as Approval from "../../Approval.js"
 import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import { UserMessage as UserMessages } from "../../Message.js"
@@ -31,9 +32,10 @@ import { isContentShape, isUserMessageShape } from "../logCodec.js"
 import { oversize, textBlock } from "../message.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
+import * as Approvals from "./approvals.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
 import { commit } from "./section.js"
-import { type Accumulator, type AgentState, type CallState, seen, type TurnState } from "./state.js"
+import { type Accumulator, type AgentState, type CallState, type Question, seen, type TurnState } from "./state.js"
 import { commitAbortedCalls, commitBeforeStepEnd, commitReady, fail, succeed } from "./toolResults.js"
 
 /** A validated call ready to run: the call, its tool and decoded arguments (§8). */
@@ -42,6 +44,8 @@ interface Run {
   readonly call: CallState
   readonly tool: Tool.Tool<any>
   readonly args: unknown
+  /** The open question the call waits for before it starts (§26), if any. */
+  readonly question?: Question | undefined
 }
 
 /** A validated tool call: ready to run, or the error result to record (§8). */
@@ -91,11 +95,11 @@ export const truncateCalls = (a: AgentState, t: TurnState): Effect.Effect<void, 
 }
 
 /**
- * Logs a response with tool calls and runs them (§8). Without guards, the assistant message
+ * Logs a response with tool calls and runs them (§8). Without guards or approvals, the assistant message
  * and the `tool/call`s of the first group (the calls that can start together) are one append.
  */
 export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.Effect<void, SessionWriteError> => {
-  if (a.config.guards.length > 0) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
+  if (a.config.perCall) return Effect.flatMap(logAssistant(a, t, acc, false), () => runTools(a, t, undefined))
   return Effect.flatMap(a.config.ids.next, (id) => {
     const assistant = assistantDraft(a, t, acc, false, id)
     const calls = assistant.calls!
@@ -110,6 +114,60 @@ export const toolStep = (a: AgentState, t: TurnState, acc: Accumulator): Effect.
       (runs) => runTools(a, t, { end, runs })
     )
   })
+}
+
+/** A call a resumed log left waiting: its index in the step's calls, its question's id and time. */
+export interface Waiting {
+  readonly index: number
+  readonly id: string
+  readonly askedAt: number
+}
+
+/** The batch of a resumed step, its questions open again (`reopen`), to go on with (`continueBatch`). */
+export interface Reopened {
+  readonly runs: ReadonlyArray<Run | undefined>
+  readonly invalid: ReadonlyArray<readonly [Question, ToolErrorCode, string]>
+  readonly from: number
+}
+
+/**
+ * Opens again the questions of a step a resumed log left waiting for a person (§26 rule 8):
+ * each waiting call is validated with the resumed agent's tools and its question is open again
+ * (synchronously, so that the status says so at once). `from` is the first call without a
+ * `tool/call`.
+ */
+export const reopen = (a: AgentState, t: TurnState, waiting: ReadonlyArray<Waiting>, from: number): Reopened => {
+  const calls = t.calls ?? []
+  const runs = new Array<Run | undefined>(from).fill(undefined)
+  const invalid: Array<readonly [Question, ToolErrorCode, string]> = []
+  for (const w of waiting) {
+    const call = calls[w.index]!
+    const checked = validate(a, call)
+    const question = Approvals.open(a, w.id, call, checked.ok ? checked.args : undefined, t.turn, t.step, w.askedAt)
+    if (checked.ok) runs[w.index] = { ...checked, question }
+    else invalid.push([question, checked.code, checked.text])
+  }
+  return { runs, invalid, from }
+}
+
+/**
+ * Goes on with the tool batch of a resumed step (§26 rule 8): `t.calls` as the log has them
+ * (committed results, results owed by the crash), the waiting calls wait for their decisions,
+ * the calls from `from` on are prepared and run as usual. A waiting call whose tool is gone or
+ * whose arguments no longer decode gets its question decided `unavailable` and the validation's
+ * error result.
+ */
+export const continueBatch = (a: AgentState, t: TurnState, batch: Reopened): Effect.Effect<void, SessionWriteError> => {
+  const refused = Effect.forEach(
+    batch.invalid,
+    ([question, code, text]) =>
+      Approvals.decide(a, question.id, "unavailable", undefined, text).pipe(
+        Effect.catchTag("ApprovalNotOpen", () => Effect.void),
+        Effect.tap(() => fail(question.call, code, text))
+      ),
+    { discard: true }
+  )
+  return Effect.zipRight(refused, runTools(a, t, { end: batch.from, runs: batch.runs }))
 }
 
 /**
@@ -134,7 +192,7 @@ const runTools = (
     // Fast path: no fiber for a single call.
     const prepared = first !== undefined
       ? Effect.succeed(first.runs[0])
-      : a.config.guards.length > 0
+      : a.config.perCall
       ? prepare(a, t, calls[0]!)
       : Effect.map(prepareGroup(a, t, calls), (runs) => runs[0])
     return prepared.pipe(
@@ -221,7 +279,7 @@ const runBatch = (
       )
     }
     if (!free()) return Effect.flatMap(waitUntil(free), () => dispatch(i))
-    if (a.config.guards.length > 0) {
+    if (a.config.perCall) {
       return Effect.flatMap(prepare(a, t, call), (run) => {
         startGroup([run])
         return dispatch(i + 1)
@@ -279,7 +337,7 @@ const runGroup = (a: AgentState, t: TurnState, group: Group): Effect.Effect<void
       }
     }
     const start = (run: Run): Effect.Effect<void> => {
-      if (!plain) return Effect.flatMap(execution(a, t, run), next)
+      if (!plain || run.question !== undefined) return Effect.flatMap(execution(a, t, run), next)
       current = run.call
       return Effect.matchCauseEffect(begin(a, t, run), handlers)
     }
@@ -367,14 +425,108 @@ const prepare = (
     const failWith = (code: ToolErrorCode, text: string) => Effect.as(logCall(() => fail(call, code, text)), undefined)
     const checked = validate(a, call)
     if (!checked.ok) return failWith(checked.code, checked.text)
-    if (a.config.guards.length === 0) return Effect.as(logCall(() => {}), checked)
+    const allowed = (): Effect.Effect<Run | undefined, SessionWriteError> => {
+      const approval = checked.tool.approval
+      return approval === undefined || approval === "never" ? Effect.as(logCall(() => {}), checked) : ask(a, t, checked)
+    }
+    if (a.config.guards.length === 0) return allowed()
     return Effect.flatMap(Effect.exit(runGuards(a.config.guards, callInfo(t, call, checked.args))), (g) => {
       if (Exit.isFailure(g)) {
         if (Cause.isInterruptedOnly(g.cause)) return Effect.failCause(g.cause as Cause.Cause<never>)
         return failWith("TOOL_FAILED", `The guard of ${call.name} failed: ${causeMessage(g.cause)}`)
       }
       if (g.value._tag === "Deny") return failWith("DENIED", `The call to ${call.name} was denied: ${g.value.reason}`)
-      return Effect.as(logCall(() => {}), checked)
+      return allowed()
+    })
+  })
+
+/** What the approval step of a call settled on before anything is logged (§26 rules 1, 3, 6). */
+type Asking =
+  | { readonly _tag: "None" }
+  | { readonly _tag: "Decided"; readonly outcome: Approval.Outcome; readonly by?: Approval.DecidedBy; readonly reason?: string }
+  | { readonly _tag: "Ask" }
+
+const NO_APPROVAL: Asking = { _tag: "None" }
+const ASK: Asking = { _tag: "Ask" }
+
+/**
+ * The approval step of a validated, guarded call (§26): whether it needs approval (the tool's
+ * `approval`), then the policy's answer, then, where the policy would ask a person, the
+ * remembered answer of the session for this tool (rule 6). A failing `approval` function or
+ * policy decides `unavailable` (rule 3).
+ */
+const asking = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Asking> => {
+  const info = callInfo(t, run.call, run.args)
+  return Effect.flatMap(Effect.exit(Tool.needsApproval(run.tool, run.args, info)), (needed): Effect.Effect<Asking> => {
+    if (Exit.isFailure(needed)) {
+      if (Cause.isInterruptedOnly(needed.cause)) return Effect.failCause(needed.cause as Cause.Cause<never>)
+      const error = Cause.failureOption(needed.cause)
+      const reason = error._tag === "Some" ? error.value.message : causeMessage(needed.cause)
+      return Effect.succeed({ _tag: "Decided", outcome: "unavailable", reason })
+    }
+    if (!needed.value) return Effect.succeed(NO_APPROVAL)
+    const request: Approval.Request = {
+      toolName: run.call.name,
+      callId: run.call.id,
+      arguments: run.args,
+      turn: t.turn,
+      step: t.step
+    }
+    return Effect.map(Approval.decide(a.config.approvalListeners, request), (d): Asking => {
+      switch (d._tag) {
+        case "Allow":
+          return { _tag: "Decided", outcome: "allowed-once", by: { kind: "policy", policy: d.policy ?? "policy" } }
+        case "Deny":
+          return { _tag: "Decided", outcome: "rejected", by: { kind: "policy", policy: d.policy ?? "policy" }, reason: d.reason }
+        case "Unavailable":
+          return { _tag: "Decided", outcome: "unavailable", reason: d.message }
+        case "Ask": {
+          const remembered = a.approvalCell?.remembered.get(run.call.name)
+          if (remembered === undefined) return ASK
+          return {
+            _tag: "Decided",
+            outcome: remembered === "allowed-always" ? "allowed-once" : "rejected",
+            by: { kind: "policy", policy: "remembered" },
+            reason: remembered === "allowed-always"
+              ? "a person allowed every call of this tool in this session"
+              : "a person rejected every call of this tool in this session"
+          }
+        }
+      }
+    })
+  })
+}
+
+/**
+ * Logs a call that may need approval (§26): its `tool/call` alone (no approval needed), with its
+ * question and the policy's decision (decided now: the call runs or gets its `DENIED` result), or
+ * with its open question (the call waits: its `Run` carries the question).
+ */
+const ask = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Run | undefined, SessionWriteError> =>
+  Effect.flatMap(asking(a, t, run), (answer) => {
+    const call = run.call
+    if (answer._tag === "None") {
+      return commit(a, [callDraft(t, call)], () => {
+        call.callLogged = true
+        return run
+      })
+    }
+    return Effect.flatMap(a.config.ids.next, (id) => {
+      const drafts = [callDraft(t, call), Approvals.askedDraft(id, call)]
+      if (answer._tag === "Ask") {
+        return commit(a, drafts, (events): Run => {
+          call.callLogged = true
+          return { ...run, question: Approvals.open(a, id, call, run.args, t.turn, t.step, events[1]?.time ?? 0) }
+        })
+      }
+      const data = Approvals.decision(id, answer.outcome, answer.by, answer.reason)
+      drafts.push(Approvals.decidedDraft(data))
+      return commit(a, drafts, (): Run | undefined => {
+        call.callLogged = true
+        if (Approval.isAllowed(data.outcome)) return run
+        fail(call, "DENIED", Approvals.refusalText(call.name, data))
+        return undefined
+      })
     })
   })
 
@@ -429,10 +581,21 @@ const groupSection = (
  * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
  */
 const execution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> => {
-  const effect = untracedExecution(a, t, run)
+  const effect = run.question === undefined ? untracedExecution(a, t, run) : afterDecision(a, t, run, run.question)
   // Traced (§19): the execution in its `execute_tool` span, the tool's spans its children.
   return t.trace === undefined ? effect : Trace.tool(a, t.trace, t.turn, t.step, run.call, effect)
 }
+
+/**
+ * A waiting call (§26): once its question is decided, an allowed call runs; a refused one gets its
+ * `DENIED` result (rule 3). Interrupted while it waits (a cancel), the call stays not started.
+ */
+const afterDecision = (a: AgentState, t: TurnState, run: Run, question: Question): Effect.Effect<void> =>
+  Effect.flatMap(Approvals.awaitDecision(a, question), (data) => {
+    if (Approval.isAllowed(data.outcome)) return untracedExecution(a, t, run)
+    fail(run.call, "DENIED", Approvals.refusalText(run.call.name, data))
+    return Effect.void
+  })
 
 /**
  * Starts a call: `execute`'s effect (a throw is a defect of it). The call counts as started (an
