@@ -33,6 +33,7 @@ import {
   ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
 } from "@opentelemetry/semantic-conventions/incubating"
 import { Effect, Layer, Schema } from "effect"
+import * as Approval from "../src/Approval.js"
 import * as Compaction from "../src/Compaction.js"
 import type { ModelService } from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
@@ -421,6 +422,71 @@ describe("Tracing", () => {
         expect(log).not.toContain(s.spanContext().spanId)
       }
     }))
+
+  it.scoped("a question about a call: asked and decided are events of its execute_tool span, the wait inside it (§26)", () => {
+    const exporter = new InMemorySpanExporter()
+    const model = ScriptedModel.make([
+      {
+        toolCalls: [{ id: "w", name: "write", arguments: {} }, { id: "r", name: "read", arguments: {} }],
+        latencyMs: 10
+      },
+      { text: "done" }
+    ])
+    const write = Tool.make({
+      name: "write",
+      description: "writes",
+      parameters: Schema.Struct({}),
+      approval: "always",
+      execute: () => Effect.as(Effect.sleep(5), { content: "written" })
+    })
+    const read = Tool.make({
+      name: "read",
+      description: "reads",
+      parameters: Schema.Struct({}),
+      approval: "always",
+      execute: () => Effect.succeed({ content: "read" })
+    })
+    const policy = Approval.layer([Approval.byName({ allow: [{ tool: "read" }] })])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [write, read], sessionId: "s-3" })
+      yield* agent.followup("go")
+      yield* advance(100)
+      const [question] = yield* agent.pendingApprovals
+      yield* agent.approve(question!.id, { name: "ana" })
+      yield* advance(100)
+      const decided = agent.log.events().filter((e) => e.type === "approval/decided").map((e) => e.data as { id: string })
+      const tools = trees(exporter.getFinishedSpans()).filter((n) => n.name.startsWith("invoke_agent"))[0]!.children!
+        .filter((n) => n.name.startsWith("execute_tool"))
+      expect(tools.map((n) => [n.name, n.start, n.end, n.events])).toEqual([
+        ["execute_tool read", 10, 10, [
+          { name: "agent_loop.approval.asked", at: 10, attributes: { "agent_loop.approval.id": decided[0]!.id } },
+          {
+            name: "agent_loop.approval.decided",
+            at: 10,
+            attributes: {
+              "agent_loop.approval.id": decided[0]!.id,
+              "agent_loop.approval.outcome": "allowed-once",
+              "agent_loop.approval.by": "policy:byName"
+            }
+          }
+        ]],
+        ["execute_tool write", 10, 105, [
+          { name: "agent_loop.approval.asked", at: 10, attributes: { "agent_loop.approval.id": question!.id } },
+          {
+            name: "agent_loop.approval.decided",
+            at: 100,
+            attributes: {
+              "agent_loop.approval.id": question!.id,
+              "agent_loop.approval.outcome": "allowed-once",
+              "agent_loop.approval.by": "person",
+              "agent_loop.approval.by.name": "ana"
+            }
+          }
+        ]]
+      ])
+      yield* checkLog(agent)
+    }).pipe(Effect.provide(Layer.mergeAll(layer(model), exporterLayer(exporter), policy)))
+  })
 
   it.scoped("an error end: error.type and status error on the request and the turn; a manual compaction is a root span", () => {
     const exporter = new InMemorySpanExporter()

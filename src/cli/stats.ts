@@ -1,7 +1,8 @@
 /**
  * `agent-loop stats FILE [--json] [--prices FILE]` (§18): what a session did and used, from
  * its log (ours or DSH v0) through `Usage.fromEvents`. Counts: turns (by end reason), steps,
- * model requests (a compaction's summarization among them), tool calls by name; tokens by kind
+ * model requests (a compaction's summarization among them), tool calls by name, questions about
+ * tool calls (§26: asked, decided by outcome, open); tokens by kind
  * and by model; the cost by model when a price table is given ("unknown" for a model without a
  * price, and then for the total); the time of each turn (`turn/start` to `turn/end`) and of each
  * model request (`step/start`, or `compaction/start`, to the logged response), from the events'
@@ -11,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import * as Approval from "../Approval.js"
 import { isDsh, seedLengthOf } from "../internal/logOptions.js"
 import { escapeLine } from "../internal/terminalText.js"
 import * as Prices from "../Prices.js"
@@ -64,6 +66,12 @@ export interface Stats {
   readonly compactionRequests: number
   readonly toolCalls: number
   readonly toolCallsByName: { readonly [name: string]: number }
+  /** Questions about tool calls (§26): how many were asked, their decisions by outcome, how many are open. */
+  readonly approvals: {
+    readonly asked: number
+    readonly outcomes: { readonly [outcome: string]: number }
+    readonly open: number
+  }
   readonly tokens: TokenCounts
   readonly tokensByModel: { readonly [model: string]: TokenCounts }
   /** With `--prices`: USD; `null` is unknown (a model without a price). */
@@ -119,6 +127,16 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
     toolCallsByName[name] = (toolCallsByName[name] ?? 0) + 1
     toolCalls++
   }
+  const outcomes: Record<string, number> = {}
+  let asked = 0
+  for (const e of events) {
+    if (e.seq < seed) continue
+    if (e.type === "approval/asked") asked++
+    else if (e.type === "approval/decided") {
+      const outcome = String((e.data as { outcome?: unknown } | null)?.outcome)
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+    }
+  }
   const turnEnds: Record<string, number> = {}
   for (const t of usage.turns) {
     const kind = t.end?.kind ?? "open"
@@ -159,6 +177,7 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
     compactionRequests: usage.requests.filter((r) => r.kind === "compaction").length,
     toolCalls,
     toolCallsByName,
+    approvals: { asked, outcomes, open: Approval.openQuestions(own).length },
     tokens: counts(usage.usage),
     tokensByModel,
     cost,
@@ -208,6 +227,10 @@ export const renderStats = (s: Stats, file: string): string => {
     `model requests  ${n(s.modelRequests)}${s.compactionRequests > 0 ? ` (${n(s.compactionRequests)} compaction)` : ""}`
   )
   lines.push(`tool calls      ${n(s.toolCalls)}${s.toolCalls > 0 ? ` (${byCount(s.toolCallsByName)})` : ""}`)
+  if (s.approvals.asked > 0) {
+    const decided = Object.keys(s.approvals.outcomes).length > 0 ? ` (${byCount(s.approvals.outcomes)})` : ""
+    lines.push(`approvals       ${n(s.approvals.asked)} asked${decided}, ${n(s.approvals.open)} open`)
+  }
   lines.push("")
   const row = (label: string, t: TokenCounts) => [
     label,

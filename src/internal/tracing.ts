@@ -27,6 +27,7 @@
  * delivery, a read of the caller's current span; no span is ever opened per text delta (the time
  * to first chunk is one clock read per model attempt).
  */
+import type { DecidedData } from "../Approval.js"
 import { Cause, Clock, Context, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
 import type { CompactionReason, CompactionReport } from "../Compaction.js"
 import type { InboxState } from "../Inbox.js"
@@ -420,6 +421,34 @@ interface TracedCall {
   readonly isError: boolean
   readonly error: { readonly code: string } | undefined
 }
+
+/**
+ * `agent_loop.approval.asked` on the current span (a call's `execute_tool` span, §26): the
+ * question's id, at the time it was asked (`askedAt`, ms).
+ */
+export const approvalAsked = (id: string, askedAt: number): Effect.Effect<void> =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (s) =>
+    Effect.sync(() => {
+      if (s._tag === "Some") s.value.event("agent_loop.approval.asked", BigInt(askedAt) * 1_000_000n, { "agent_loop.approval.id": id })
+    }))
+
+/**
+ * `agent_loop.approval.decided` on the current span, now: the question's id, its outcome and who
+ * decided (`person`, `policy:NAME`, `timeout`, `cancel`), and the person's name if given.
+ */
+export const approvalDecided = (data: DecidedData): Effect.Effect<void> =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (s) =>
+    Effect.flatMap(Clock.currentTimeNanos, (at) =>
+      Effect.sync(() => {
+        if (s._tag === "None") return
+        const by = data.by
+        s.value.event("agent_loop.approval.decided", at, {
+          "agent_loop.approval.id": data.id,
+          "agent_loop.approval.outcome": data.outcome,
+          ...(by === undefined ? {} : { "agent_loop.approval.by": by.kind === "policy" ? `policy:${by.policy}` : by.kind }),
+          ...(by?.kind === "person" && by.name !== undefined ? { "agent_loop.approval.by.name": by.name } : {})
+        })
+      })))
 
 /**
  * A tool call's execution in its span (`execute_tool {tool}`, INTERNAL, the parent span of the

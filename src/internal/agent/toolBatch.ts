@@ -46,6 +46,8 @@ interface Run {
   readonly args: unknown
   /** The open question the call waits for before it starts (§26), if any. */
   readonly question?: Question | undefined
+  /** The question a policy decided at once, allowing the call (§26): for the call's span (§19). */
+  readonly allowed?: { readonly askedAt: number; readonly data: Approval.DecidedData } | undefined
 }
 
 /** A validated tool call: ready to run, or the error result to record (§8). */
@@ -521,9 +523,11 @@ const ask = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Run | undefin
       }
       const data = Approvals.decision(id, answer.outcome, answer.by, answer.reason)
       drafts.push(Approvals.decidedDraft(data))
-      return commit(a, drafts, (): Run | undefined => {
+      return commit(a, drafts, (events): Run | undefined => {
         call.callLogged = true
-        if (Approval.isAllowed(data.outcome)) return run
+        if (Approval.isAllowed(data.outcome)) {
+          return t.trace === undefined ? run : { ...run, allowed: { askedAt: events[1]?.time ?? 0, data } }
+        }
         fail(call, "DENIED", Approvals.refusalText(call.name, data))
         return undefined
       })
@@ -581,9 +585,22 @@ const groupSection = (
  * on `call` (a failure is a `TOOL_FAILED` result). Fails only by interruption.
  */
 const execution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> => {
-  const effect = run.question === undefined ? untracedExecution(a, t, run) : afterDecision(a, t, run, run.question)
-  // Traced (§19): the execution in its `execute_tool` span, the tool's spans its children.
-  return t.trace === undefined ? effect : Trace.tool(a, t.trace, t.turn, t.step, run.call, effect)
+  if (t.trace === undefined) {
+    return run.question === undefined ? untracedExecution(a, t, run) : afterDecision(a, t, run, run.question)
+  }
+  // Traced (§19): the execution in its `execute_tool` span, the tool's spans its children; a
+  // question about the call is two events of that span, when asked and when decided (§26).
+  const question = run.question
+  const allowed = run.allowed
+  const effect = question !== undefined
+    ? Effect.zipRight(Trace.approvalAsked(question.id, question.askedAt), afterDecision(a, t, run, question))
+    : allowed !== undefined
+    ? Effect.zipRight(
+      Effect.zipRight(Trace.approvalAsked(allowed.data.id, allowed.askedAt), Trace.approvalDecided(allowed.data)),
+      untracedExecution(a, t, run)
+    )
+    : untracedExecution(a, t, run)
+  return Trace.tool(a, t.trace, t.turn, t.step, run.call, effect)
 }
 
 /**
@@ -592,9 +609,10 @@ const execution = (a: AgentState, t: TurnState, run: Run): Effect.Effect<void> =
  */
 const afterDecision = (a: AgentState, t: TurnState, run: Run, question: Question): Effect.Effect<void> =>
   Effect.flatMap(Approvals.awaitDecision(a, question), (data) => {
-    if (Approval.isAllowed(data.outcome)) return untracedExecution(a, t, run)
+    const decided = t.trace === undefined ? Effect.void : Trace.approvalDecided(data)
+    if (Approval.isAllowed(data.outcome)) return Effect.zipRight(decided, untracedExecution(a, t, run))
     fail(run.call, "DENIED", Approvals.refusalText(run.call.name, data))
-    return Effect.void
+    return decided
   })
 
 /**
