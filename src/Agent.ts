@@ -186,13 +186,16 @@ export interface Agent {
    * @example
    * ```ts
    * import { Effect, Stream } from "effect"
-   * import type { Agent } from "effect-agent-loop"
+   * import type { Agent, Approval } from "effect-agent-loop"
    *
    * // Allow every question as it is asked, naming who decided.
    * const allowAll = (agent: Agent.Agent) =>
    *   agent.events.pipe(
-   *     Stream.filter((e) => e.type === "approval/asked"),
-   *     Stream.runForEach((e) => agent.approve((e.data as { id: string }).id, { name: "ana" }))
+   *     Stream.runForEach((e) =>
+   *       e.type === "approval/asked" && "data" in e
+   *         ? agent.approve((e.data as Approval.AskedData).id, { name: "ana" })
+   *         : Effect.void
+   *     )
    *   )
    * ```
    */

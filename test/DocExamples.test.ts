@@ -140,6 +140,7 @@ describe("@example blocks", () => {
     expect(blocks.filter((b) => b.attributes?.output !== undefined).map((b) => `${b.file} ${b.attributes!.output}`))
       .toEqual([
         "README.md quick-start",
+        "docs/approvals.md approvals",
         "docs/compaction.md compaction",
         "docs/delivering-input.md delivering-input",
         "docs/getting-started.md getting-started"
@@ -151,6 +152,7 @@ describe("@example blocks", () => {
       const blocks = collectMarkdown()
       const runnable = blocks.filter((b) => b.attributes?.run !== undefined)
       expect(runnable.map((b) => `${b.file} ${b.attributes!.run}`)).toEqual([
+        "docs/approvals.md approvals",
         "docs/compaction.md compaction",
         "docs/delivering-input.md delivering-input",
         "docs/getting-started.md getting-started",
