@@ -117,8 +117,14 @@ describe("agent-loop stats", () => {
     const rejected = stats(Path.resolve(ROOT, "../shared/fixtures/dsh/acp__escalation-rejected__session.jsonl"))
     const approved = stats(Path.resolve(ROOT, "../shared/fixtures/dsh/acp__fs-escalation-approved__session.jsonl"), "--json")
     expect([rejected.code, rejected.err]).toEqual([0, ""])
-    expect(rejected.out.split("\n").filter((l) => l.startsWith("approvals"))).toEqual(["approvals       1 asked (rejected 1), 0 open"])
-    expect([approved.code, JSON.parse(approved.out).approvals]).toEqual([0, { asked: 1, outcomes: { "allowed-once": 1 }, open: 0 }])
+    expect(rejected.out.split("\n").filter((l) => l.startsWith("approvals"))).toEqual([
+      "approvals       1 asked (rejected 1), 0 open"
+    ])
+    expect([approved.code, JSON.parse(approved.out).approvals]).toEqual([0, {
+      asked: 1,
+      outcomes: { "allowed-once": 1 },
+      open: 0
+    }])
   })
 
   it("a log of ours with prices: cost by the longest prefix key, time per turn and per model request from event times", () => {

@@ -27,8 +27,8 @@
  * delivery, a read of the caller's current span; no span is ever opened per text delta (the time
  * to first chunk is one clock read per model attempt).
  */
-import type { DecidedData } from "../Approval.js"
 import { Cause, Clock, Context, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
+import type { DecidedData } from "../Approval.js"
 import type { CompactionReason, CompactionReport } from "../Compaction.js"
 import type { InboxState } from "../Inbox.js"
 import type { ContentBlock, UserMessage } from "../Message.js"
@@ -429,7 +429,9 @@ interface TracedCall {
 export const approvalAsked = (id: string, askedAt: number): Effect.Effect<void> =>
   Effect.flatMap(Effect.option(Effect.currentSpan), (s) =>
     Effect.sync(() => {
-      if (s._tag === "Some") s.value.event("agent_loop.approval.asked", BigInt(askedAt) * 1_000_000n, { "agent_loop.approval.id": id })
+      if (s._tag === "Some") {
+        s.value.event("agent_loop.approval.asked", BigInt(askedAt) * 1_000_000n, { "agent_loop.approval.id": id })
+      }
     }))
 
 /**
