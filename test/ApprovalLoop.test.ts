@@ -421,6 +421,26 @@ for (const mode of ["sync", "locked"] as const satisfies ReadonlyArray<StoreMode
       }).pipe(Effect.provide(layer(model)))
     })
 
+    it.scoped("a waiting call whose tool the resumed agent does not have: its question is decided unavailable, UNKNOWN_TOOL", () => {
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "w", name: "write", arguments: { ms: 5 } }] }, { text: "ok" }])
+      const write = sleeper("write", "always")
+      return Effect.gen(function*() {
+        const first = yield* Agent.make({ tools: [write.tool] })
+        yield* first.followup("go")
+        yield* advance(1)
+        yield* first.release
+        const agent = yield* Agent.resume(first.id, { tools: [] })
+        yield* advance(1)
+        expect(decisions(agent).map((d) => [d.outcome, d.by, d.reason])).toEqual([
+          ["unavailable", undefined, "Unknown tool \"write\". Available tools: none."]
+        ])
+        expect(results(agent)).toEqual([["w", "UNKNOWN_TOOL", "result:Unknown tool \"write\". Available tools: none."]])
+        expect(yield* agent.status).toBe("idle")
+        expect(write.runs).toEqual([])
+        yield* checkLog(agent)
+      }).pipe(Effect.provide(layer(model)))
+    })
+
     it.scoped("an answer remembered before a resume still applies after it", () => {
       const model = ScriptedModel.make([
         { toolCalls: [{ id: "w1", name: "write", arguments: { ms: 1 } }] },
