@@ -112,7 +112,7 @@ export interface Agent {
   readonly compact: (
     options?: { readonly instructions?: string | undefined } | undefined
   ) => Effect.Effect<CompactionReport, AgentDisposed | SessionWriteError>
-  /** Current status: `idle`, `running`, or `stopped` (see `stopCause`). */
+  /** Current status: `idle`, `running`, `awaiting-approval` (a question about a tool call is open, §26) or `stopped` (see `stopCause`). */
   readonly status: Effect.Effect<AgentStatus>
   /**
    * Why the agent stopped (status `stopped`), or none while it can go on (§3.3, §10).
