@@ -3,10 +3,13 @@
  * fencing token. A store that takes a session over (`writers: "takeover"`) increments it; the
  * former writer's next append fails `SessionFenced` and writes nothing; its agent stops, leaving
  * its turn for the new owner, who repairs it (§10). In one process (two stores on one database)
- * and across two OS processes, the first paused with SIGSTOP while the second takes over.
+ * and across two OS processes, the first paused with SIGSTOP while the second takes over. And
+ * stores opened at once on a fresh database: all open, their migrations run once (§20).
  */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -28,6 +31,60 @@ const storeOn = (url: string, writers: "exclusive" | "takeover", scope: Scope.Sc
     Layer.buildWithScope(SqlSessionStore.layerPg({ url, writers, maxConnections: 4 }), scope),
     (context) => Context.get(context, SessionStore.SessionStore)
   )
+
+/** A client of one connection on `url`, to look at the store's tables. */
+const inspect = (url: string) =>
+  Effect.map(
+    Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
+    (context) => Context.get(context, SqlClient.SqlClient)
+  )
+
+/** Builds a store on `url` (a pool of `maxConnections`) and closes it: its error's message, or "open". */
+const openAndClose = (url: string, maxConnections: number) =>
+  Effect.scoped(Layer.build(SqlSessionStore.layerPg({ url, writers: "takeover", maxConnections }))).pipe(
+    Effect.match({ onFailure: (error) => error.message, onSuccess: () => "open" })
+  )
+
+/** Six stores opened at once on `url`: what each open gave. */
+const sixAtOnce = (url: string, maxConnections: number) =>
+  Effect.all(Array.from({ length: 6 }, () => openAndClose(url, maxConnections)), { concurrency: "unbounded" })
+
+/** The rows of the migrations table (a primary key on `migration_id`: each at most once). */
+const migrated = (sql: SqlClient.SqlClient) =>
+  Effect.orDie(sql`SELECT migration_id, name FROM agent_loop_migrations ORDER BY migration_id`.withoutTransform)
+
+describePg("SQL stores opened at once on a fresh PostgreSQL database (§20)", () => {
+  for (const maxConnections of [4, 1]) {
+    it.live(`six stores (pools of ${maxConnections}) opened at once all open; the migrations ran, recorded once`, () =>
+      Effect.gen(function*() {
+        const url = yield* database
+        expect(yield* sixAtOnce(url, maxConnections)).toEqual(Array(6).fill("open"))
+        expect(yield* migrated(yield* inspect(url))).toEqual([
+          { migration_id: 1, name: "create_session_tables" },
+          { migration_id: 2, name: "add_writer_epoch" }
+        ])
+      }).pipe(Effect.scoped))
+  }
+
+  it.live("a failing migration is the store's error (the same as before the lock) and is rolled back, migrations table included; then stores open", () =>
+    Effect.gen(function*() {
+      const url = yield* database
+      const sql = yield* inspect(url)
+      yield* Effect.orDie(sql`CREATE TABLE agent_loop_events (a INTEGER, b TEXT)`)
+      expect(yield* openAndClose(url, 1)).toMatch(
+        /^the table agent_loop_events exists without the columns \(session_id, seq, event\) this store needs: .*column "session_id" does not exist/
+      )
+      const present = sql<{ sessions: string | null; migrations: string | null }>`SELECT
+        to_regclass('agent_loop_sessions')::text AS sessions, to_regclass('agent_loop_migrations')::text AS migrations`
+      expect(yield* Effect.orDie(present)).toEqual([{ sessions: null, migrations: null }])
+      yield* Effect.orDie(sql`DROP TABLE agent_loop_events`)
+      expect(yield* sixAtOnce(url, 1)).toEqual(Array(6).fill("open"))
+      expect(yield* migrated(sql)).toEqual([
+        { migration_id: 1, name: "create_session_tables" },
+        { migration_id: 2, name: "add_writer_epoch" }
+      ])
+    }).pipe(Effect.scoped))
+})
 
 describePg("fenced writers on PostgreSQL", () => {
   it.live("a takeover fences a running agent: its next append fails SessionFenced, it stops, the new owner repairs and goes on; the former store reads the stored log", () =>

@@ -58,9 +58,37 @@ const migrations = (tables: ReturnType<typeof tablesOf>): Migrator.Loader =>
     })
   })
 
-/** Runs the migrations; a failure is a `SessionStoreError` (the Migrator reports a failed migration as a defect). */
-export const migrate = (sql: SqlClient.SqlClient, tables: ReturnType<typeof tablesOf>): Effect.Effect<void, SessionStoreError> =>
-  Migrator.make({})({ loader: migrations(tables), table: tables.migrations }).pipe(
+/**
+ * Runs the migrations; a failure is a `SessionStoreError` (the Migrator reports a failed migration
+ * as a defect). On PostgreSQL (§20) they run in one transaction whose first statement takes an
+ * advisory lock named after the migrations table, so that stores opened at once on a fresh
+ * database migrate one after another (the Migrator's `CREATE TABLE` of its table, run by two at
+ * once, failed one: `relation "…migrations" already exists`, or a duplicate `pg_type` key). The
+ * lock, the Migrator (its own transaction becomes a savepoint) and the migrations use the
+ * transaction's one connection, so a pool of one is enough; the lock goes with the commit or the
+ * rollback. Its key is a pair of integers, apart from the single-integer key of `AgentRunner`'s
+ * lock, which a runner holds while it opens its store (never the other way round). Under the lock
+ * the migrations table is made first, as the Migrator makes it: its probe (`::regclass`) fails on
+ * a fresh database, and a failed statement aborts the transaction.
+ */
+export const migrate = (
+  sql: SqlClient.SqlClient,
+  tables: ReturnType<typeof tablesOf>
+): Effect.Effect<void, SessionStoreError> => {
+  const run = Migrator.make({})({ loader: migrations(tables), table: tables.migrations })
+  return sql.onDialectOrElse({
+    pg: () =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext('effect-agent-loop/session-store-migrations'), hashtext(${tables.migrations}))`
+        yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tables.migrations)} (
+  migration_id integer primary key,
+  created_at timestamp with time zone not null default now(),
+  name text not null
+)`
+        return yield* run
+      })),
+    orElse: () => run
+  }).pipe(
     Effect.provideService(SqlClient.SqlClient, sql),
     Effect.catchAllDefect((defect) => Effect.fail(defect)),
     Effect.mapError((error) => {
@@ -69,6 +97,7 @@ export const migrate = (sql: SqlClient.SqlClient, tables: ReturnType<typeof tabl
     }),
     Effect.asVoid
   )
+}
 
 /**
  * Loads a driver (an optional peer dependency) on first use, so that the other stores never load
