@@ -40,29 +40,9 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   const endSeed: Array<EventDraft> = events.length > 0 && events[events.length - 1]!.type !== "session/end-seed"
     ? [{ type: "session/end-seed", data: {} }]
     : []
-  let turnAt = -1
-  for (let i = events.length - 1; i >= 0; i--) {
-    const type = events[i]!.type
-    if (type === "turn/end") return endSeed
-    if (type === "turn/start") {
-      turnAt = i
-      break
-    }
-  }
-  if (turnAt < 0) return endSeed
-  const turn = (events[turnAt]!.data as { turn: number }).turn
-  let step: number | undefined = undefined
-  let stepAt = -1
-  for (let i = turnAt + 1; i < events.length; i++) {
-    const e = events[i]!
-    if (e.type === "step/start") {
-      step = (e.data as { step: number }).step
-      stepAt = i
-    } else if (e.type === "step/end") {
-      step = undefined
-      stepAt = -1
-    }
-  }
+  const open = openTurnOf(events)
+  if (open === undefined) return endSeed
+  const { step, stepAt, turn } = open
   // A step waiting for a person stays open: the resumed agent asks again and goes on (§26 rule 8).
   if (step !== undefined && openQuestionsFrom(events, stepAt + 1) > 0) return []
   const drafts: Array<EventDraft> = []
@@ -99,6 +79,38 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   drafts.push({ type: "turn/end", data: { turn, reason: { kind: "interrupted" } } })
   drafts.push({ type: "session/end-seed", data: {} })
   return drafts
+}
+
+/**
+ * The turn left open at the end of a log, if any: its number, and its open step's number and
+ * index (`step` undefined, `stepAt` -1, when no step is open).
+ */
+export const openTurnOf = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly turn: number; readonly step: number | undefined; readonly stepAt: number } | undefined => {
+  let turnAt = -1
+  for (let i = events.length - 1; i >= 0; i--) {
+    const type = events[i]!.type
+    if (type === "turn/end") return undefined
+    if (type === "turn/start") {
+      turnAt = i
+      break
+    }
+  }
+  if (turnAt < 0) return undefined
+  let step: number | undefined = undefined
+  let stepAt = -1
+  for (let i = turnAt + 1; i < events.length; i++) {
+    const e = events[i]!
+    if (e.type === "step/start") {
+      step = (e.data as { step: number }).step
+      stepAt = i
+    } else if (e.type === "step/end") {
+      step = undefined
+      stepAt = -1
+    }
+  }
+  return { turn: (events[turnAt]!.data as { turn: number }).turn, step, stepAt }
 }
 
 /** The number of approval questions asked from `from` on that have no decision (§26). */

@@ -19,7 +19,7 @@ import {
 } from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
 import { flatten } from "../flat.js"
-import { openQuestionsFrom, repairDrafts, resultText, unrepairable, unrepairableMessage } from "../repair.js"
+import { openQuestionsFrom, openTurnOf, repairDrafts, resultText, unrepairable, unrepairableMessage } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
 import * as Approvals from "./approvals.js"
 import { startResumed, startRun } from "./driver.js"
@@ -91,8 +91,8 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
 export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>): Effect.Effect<void, SessionWriteError> => {
   const remembered = Approvals.rememberedOf(events)
   if (remembered.size > 0) { for (const [tool, outcome] of remembered) approvalState(a).remembered.set(tool, outcome) }
-  const open = openStep(events)
-  if (open === undefined || openQuestionsFrom(events, open.stepAt + 1) === 0) return Effect.void
+  const open = openTurnOf(events)
+  if (open?.step === undefined || openQuestionsFrom(events, open.stepAt + 1) === 0) return Effect.void
   const t = newTurnState()
   t.turn = open.turn
   t.turnOpen = true
@@ -155,30 +155,6 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
   }
   t.calls = calls
   return critical(a, () => ({ drafts: [], apply: () => startResumed(a, t, waiting, from) }))
-}
-
-/** The open turn and step at the end of a log, if any. */
-const openStep = (
-  events: ReadonlyArray<SessionEvent>
-): { readonly turn: number; readonly step: number; readonly stepAt: number } | undefined => {
-  let turnAt = -1
-  for (let i = events.length - 1; i >= 0; i--) {
-    const type = events[i]!.type
-    if (type === "turn/end") return undefined
-    if (type === "turn/start") {
-      turnAt = i
-      break
-    }
-  }
-  if (turnAt < 0) return undefined
-  let open: { turn: number; step: number; stepAt: number } | undefined = undefined
-  for (let i = turnAt + 1; i < events.length; i++) {
-    const e = events[i]!
-    const data = e.data as { readonly turn: number; readonly step: number }
-    if (e.type === "step/start") open = { turn: data.turn, step: data.step, stepAt: i }
-    else if (e.type === "step/end") open = undefined
-  }
-  return open
 }
 
 /** Starts a run when the log left waking work pending (`continuePending`, §10). */
