@@ -15,9 +15,9 @@
  * The approval policy (rule 1 of §26) is a waterfall of listeners, outermost first, like the
  * pre-step's (§7): `Approval.layer([outer, …, inner])`, each listener answering `allow`,
  * `deny(reason)` or `ask` or calling `next()`; the default asks a person. `Approval.byName` is a
- * shipped policy by tool name and a glob on one string argument. The loop consults the policy
- * from the release where §26 lands; the waiting and the decisions of a live agent are being built
- * on these shapes.
+ * shipped policy by tool name and a glob on one string argument; the remembered "always"
+ * answers of a session stand in for the person where the policy would ask (rule 6). A live
+ * agent's questions are `agent.pendingApprovals`, answered by `agent.approve`/`agent.reject`.
  *
  * @example
  * ```ts
@@ -269,7 +269,8 @@ export interface ApprovalService {
 }
 
 /**
- * The approval policy (rule 1 of §26). The loop consults it from the release where §26 lands.
+ * The approval policy (rule 1 of §26): `Agent.make` and `Agent.resume` read it from the context
+ * (none: every call that needs approval asks a person).
  *
  * @since 0.1.0
  * @category services
@@ -365,7 +366,7 @@ export const make = (listeners: ReadonlyArray<Listener>): ApprovalService => {
 /**
  * The whole approval policy as one layer: `Approval.layer([outer, …, inner])`;
  * `Approval.layer([])` is the default, which asks a person about every call that needs approval
- * (rule 1 of §26). The loop consults it from the release where §26 lands.
+ * (rule 1 of §26).
  *
  * @example
  * ```ts
@@ -456,7 +457,7 @@ const describeRule = (rule: ByNameRule): string =>
  * `{ tool: "read_file" }`, or a tool name and a glob (see `globMatch`) on one string argument,
  * e.g. `{ tool: "bash", argument: "command", glob: "git status*" }`; an argument that is missing
  * or not a string never matches. Throws when a rule gives only one of `argument` and `glob` (a
- * programming error). The loop consults it from the release where §26 lands.
+ * programming error).
  *
  * @example
  * ```ts

@@ -94,8 +94,7 @@ export interface Tool<A = any> {
  * Whether a tool's calls need approval (rule 1 of §26): `"never"` (the default), `"always"`, or a
  * function of the decoded arguments and the call that answers `true` when this call needs one.
  * A failure (typed error or defect) of the function decides the question `unavailable`: the
- * call is refused, never run (rule 3 of §26). The loop consults it from the release where §26
- * lands; today it is stored on the tool and read by `Tool.needsApproval` only.
+ * call is refused, never run (rule 3 of §26). The loop evaluates it before each call starts.
  *
  * @since 0.1.0
  * @category models
@@ -114,7 +113,7 @@ export type ToolApproval<A = any> =
  *
  * `approval` (rule 1 of §26) says whether a call needs approval: `"never"` (the default),
  * `"always"`, or `(args, call) => Effect<boolean>` of the decoded arguments (see
- * `Tool.needsApproval`). The loop consults it from the release where §26 lands.
+ * `Tool.needsApproval`); the loop asks before such a call starts (docs/approvals.md).
  *
  * @example
  * ```ts
@@ -130,6 +129,15 @@ export type ToolApproval<A = any> =
  *       content: `${city}: 18°C, cloudy`,
  *       additionalContexts: [note]
  *     })).pipe(Effect.orDie)
+ * })
+ *
+ * // Its calls wait for a person when they would delete (§26).
+ * const files = Tool.make({
+ *   name: "files",
+ *   description: "Lists or deletes files",
+ *   parameters: Schema.Struct({ op: Schema.Literal("list", "delete"), path: Schema.String }),
+ *   approval: ({ op }) => Effect.succeed(op === "delete"),
+ *   execute: ({ op, path }) => Effect.succeed({ content: `${op} ${path}: done` })
  * })
  * ```
  *
@@ -243,8 +251,7 @@ const checkFailed = (tool: Tool, call: ToolCall, cause: Cause.Cause<unknown>): A
  * `"never"` (or none) and `"always"` answer with a shared effect (no allocation per call); a
  * function is run with the decoded arguments and the call. Its failure, typed or a defect (also
  * a throw), fails `ApprovalCheckFailed`, which the caller decides `unavailable` (rule 3 of
- * §26); an interruption stays an interruption. The loop consults it from the release where §26
- * lands.
+ * §26); an interruption stays an interruption. The loop evaluates it before each call starts.
  *
  * @example
  * ```ts
