@@ -26,6 +26,7 @@ import {
   entered,
   events,
   followup,
+  foreign,
   msg,
   readDsh,
   stepEnd,
@@ -373,6 +374,90 @@ describe("replayUpdates: edges", () => {
     expect(running.slice(0, -1)).toStrictEqual(updates.slice(0, -1))
     expect(running.at(-1)).toStrictEqual({ sessionUpdate: "tool_call_update", toolCallId: "c1", status: "in_progress" })
     checkAll(running)
+  })
+
+  it("approvals (§26): a call waiting for a decision stays pending; live, its in_progress comes with a decision that allows it", () => {
+    const asked = (id: string, callId: string) => foreign("approval/asked", { id, toolName: "wait", callId })
+    const decided = (id: string, outcome: string) => foreign("approval/decided", { id, outcome, by: { kind: "person" } })
+    const log = events(
+      turnStart(1),
+      stepStart(1, 1),
+      toolCall(1, 1, "c1", "wait", "{\"seconds\":1}"),
+      asked("q1", "c1"),
+      toolCall(1, 1, "c2", "wait", "{\"seconds\":2}"),
+      asked("q2", "c2"),
+      decided("q2", "allowed-once"),
+      toolCall(1, 1, "c3", "clock"),
+      toolCall(1, 1, "c4", "wait", "{\"seconds\":4}"),
+      asked("q4", "c4"),
+      decided("q4", "rejected"),
+      toolResult(1, 1, "c4", "The call to wait was rejected by a person.", { name: "ToolError", code: "DENIED" })
+    )
+    const brief = (updates: ReadonlyArray<Replay.SessionUpdate>) =>
+      updates.map((u) =>
+        u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update"
+          ? `${u.sessionUpdate} ${u.toolCallId} ${u.status}`
+          : u.sessionUpdate
+      )
+    // A replay: c1 waits (pending, not closed), c2 was allowed and has no result (closed failed),
+    // c3 has none (closed failed), c4 was refused.
+    const replayed = Replay.replayUpdates(log)
+    expect(brief(replayed)).toEqual([
+      "tool_call c1 pending",
+      "tool_call c2 pending",
+      "tool_call c3 pending",
+      "tool_call c4 pending",
+      "tool_call_update c4 failed",
+      "tool_call_update c2 failed",
+      "tool_call_update c3 failed"
+    ])
+    checkAll(replayed)
+    // The replay of a session open and running here: c2 and c3 are running, c1 still waits.
+    expect(brief(Replay.replayUpdates(log, { running: true }))).toEqual([
+      "tool_call c1 pending",
+      "tool_call c2 pending",
+      "tool_call c3 pending",
+      "tool_call c4 pending",
+      "tool_call_update c4 failed",
+      "tool_call_update c2 in_progress",
+      "tool_call_update c3 in_progress"
+    ])
+    // Live, reading the event after each tool/call: no in_progress for a call whose question
+    // follows it, until a decision allows it; none for the refused one.
+    const live = Replay.projector({ live: true, next: (seq) => log[seq + 1] })
+    expect(log.map((e) => brief(live.push(e)))).toEqual([
+      [],
+      [],
+      ["tool_call c1 pending"],
+      [],
+      ["tool_call c2 pending"],
+      [],
+      ["tool_call_update c2 in_progress"],
+      ["tool_call c3 pending", "tool_call_update c3 in_progress"],
+      ["tool_call c4 pending"],
+      [],
+      [],
+      ["tool_call_update c4 failed"]
+    ])
+    expect(live.end()).toEqual([])
+    // Without `next`, every live tool_call is followed by in_progress (the projection before §26).
+    expect(brief(Replay.projector({ live: true }).push(log[2]!))).toEqual([
+      "tool_call c1 pending",
+      "tool_call_update c1 in_progress"
+    ])
+    // A loaded log primed (session/load), then decided live: the waiting call starts and completes,
+    // shown once (no stand-in tool_call for a result of a call the projection did not show).
+    const primed = Replay.projector({ live: true, next: (seq) => log[seq + 1] })
+    for (const e of log) primed.prime(e)
+    const later = events(
+      ...log.map(({ type, data }) => ({ type, data })),
+      decided("q1", "allowed-always"),
+      toolResult(1, 1, "c1", "waited 1 second")
+    )
+    expect(brief(later.slice(log.length).flatMap((e) => [...primed.push(e)]))).toEqual([
+      "tool_call_update c1 in_progress",
+      "tool_call_update c1 completed"
+    ])
   })
 
   it("images, empty blocks, malformed arguments, an interrupted prefix", () => {

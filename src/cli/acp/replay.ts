@@ -39,6 +39,11 @@
  *   string (the string itself when it is not JSON); `kind` from `toolKind(name)`; `title` from
  *   `toolTitle`; `locations` the absolute path a file tool names, when `cwd` is given.
  *   The live agent then sends `tool_call_update {status: "in_progress"}`; a replay does not.
+ * - Approvals (§26): `approval/asked` and `approval/decided` give no update of their own (the
+ *   live agent asks the client with `session/request_permission`, `permission.ts`). A call that
+ *   waits for a decision stays `pending`: live, its `in_progress` comes with a decision that
+ *   allows it (none for a refusal: its result follows, `failed`); at the end of a replay it is
+ *   left `pending`, neither closed `failed` nor shown running.
  * - A `tool/result` → `tool_call_update {toolCallId, status: "completed" | "failed", content,
  *   rawOutput}` (`toolCallUpdate`): `failed` when the result is an error (`isError`, or a §8
  *   code in `data.error`); `content` the result's text and image blocks as
@@ -149,9 +154,17 @@ export interface ReplayOptions extends Pick<LogOptions, "header" | "dsh"> {
   /**
    * The session's agent is live and may be running a turn (a `session/load` of a session open
    * on this connection): a call without a result is running, and `end()` shows it
-   * `tool_call_update {status: "in_progress"}` instead of closing it `failed`.
+   * `tool_call_update {status: "in_progress"}` instead of closing it `failed` (a call waiting
+   * for a decision, §26, stays `pending` either way).
    */
   readonly running?: boolean | undefined
+  /**
+   * Live: the event that follows `seq` in the log, when it is written (`agent.log.events()[seq +
+   * 1]`). A call's question is appended with its `tool/call`, right after it (§26 rule 2), so
+   * the live projection reads it there to leave out the `in_progress` of a call that waits for
+   * a decision. Without it, every live `tool_call` is followed by `in_progress`.
+   */
+  readonly next?: ((seq: number) => SessionEvent | undefined) | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,8 +580,9 @@ export const compactionUpdates = (
  * itself, by their `messageId`), and streams assistant text and reasoning from deltas with
  * `assistantChunk`. `prime(event)` takes an event already shown some other way (a loaded log,
  * which its replay shows) for what later events need of it, and builds no update: the `via` of a
- * message spliced and not yet entered (the only state a loaded log leaves to later events:
- * `Agent.resume` closes its calls and compactions, §10).
+ * message spliced and not yet entered, and the calls and questions still open (`Agent.resume`
+ * closes a loaded log's calls and compactions, §10, except the calls of a step that waits for a
+ * decision, §26 rule 8, whose results come later).
  *
  * @since 0.1.0
  * @category projections
@@ -614,6 +628,33 @@ export const projector = (options?: ReplayOptions): Projector => {
   const checkpoints = new Map<string, UserMessage>()
   /** Calls shown and not yet answered, in call order. */
   const open = new Set<string>()
+  /** The open questions (§26): the call each is about, by question id. */
+  const questions = new Map<string, string>()
+  /** The calls that wait for a decision (their question open). */
+  const waiting = new Set<string>()
+  const next = options?.next
+  /** Records a question or its decision; returns the call a decision allows, when it allows one. */
+  const approval = (event: SessionEvent): string | undefined => {
+    const data = event.data as { readonly id?: unknown; readonly callId?: unknown; readonly outcome?: unknown } | null
+    if (typeof data?.id !== "string") return undefined
+    if (event.type === "approval/asked") {
+      if (typeof data.callId === "string") {
+        questions.set(data.id, data.callId)
+        waiting.add(data.callId)
+      }
+      return undefined
+    }
+    const callId = questions.get(data.id)
+    if (callId === undefined) return undefined
+    questions.delete(data.id)
+    waiting.delete(callId)
+    return data.outcome === "allowed-once" || data.outcome === "allowed-always" ? callId : undefined
+  }
+  /** Whether the `tool/call` at `seq` has its question right after it (live). */
+  const asked = (seq: number, callId: string): boolean => {
+    const following = next?.(seq)
+    return following?.type === "approval/asked" && (following.data as { readonly callId?: unknown }).callId === callId
+  }
   /** Records how a splice's messages reached the inbox. */
   const spliced = (data: SplicedData): void => {
     const how: Via = data.target === "next-turn" ? "followup" : data.wake === true ? "steer" : "inject"
@@ -622,6 +663,9 @@ export const projector = (options?: ReplayOptions): Projector => {
   const prime = (event: SessionEvent): void => {
     if (event.type === "agent/inbox/spliced") spliced(event.data as SplicedData)
     else if (event.type === "user/message") via.delete((event.data as UserMessage).id)
+    else if (event.type === "tool/call") open.add((event.data as ToolCallData).callId)
+    else if (event.type === "tool/result") open.delete(resultOf((event.data as ToolResultData).message).callId ?? "")
+    else if (event.type === "approval/asked" || event.type === "approval/decided") approval(event)
   }
   const push = (event: SessionEvent): ReadonlyArray<SessionUpdate> => {
     let out: Array<SessionUpdate> | undefined
@@ -666,7 +710,15 @@ export const projector = (options?: ReplayOptions): Projector => {
         const data = event.data as ToolCallData
         open.add(data.callId)
         add([toolCall(data, { cwd })])
-        if (live) add([toolCallStarted(data.callId)])
+        if (live && !asked(event.seq, data.callId)) add([toolCallStarted(data.callId)])
+        break
+      }
+      case "approval/asked":
+        approval(event)
+        break
+      case "approval/decided": {
+        const allowed = approval(event)
+        if (live && allowed !== undefined && open.has(allowed)) add([toolCallStarted(allowed)])
         break
       }
       case "tool/result": {
@@ -687,7 +739,11 @@ export const projector = (options?: ReplayOptions): Projector => {
   }
   const end = (): ReadonlyArray<SessionUpdate> => {
     if (live || open.size === 0) return NONE
-    const out = [...open].map(options?.running === true ? toolCallStarted : noResult)
+    const out: Array<SessionUpdate> = []
+    for (const callId of open) {
+      // A call waiting for a decision stays pending (§26).
+      if (!waiting.has(callId)) out.push(options?.running === true ? toolCallStarted(callId) : noResult(callId))
+    }
     open.clear()
     return out
   }

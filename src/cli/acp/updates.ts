@@ -17,7 +17,9 @@
  *   else 0 (unknown), `_meta["agent-loop"] = {usage, turn, step}` (the usage as logged).
  * - `tool/call` → `tool_call {status: "pending", …}` then `tool_call_update {status:
  *   "in_progress"}` (the call starts, §8); `tool/result` → `tool_call_update {status:
- *   "completed" | "failed", content, rawOutput}` (`replay.ts`).
+ *   "completed" | "failed", content, rawOutput}` (`replay.ts`). A call that waits for approval
+ *   (§26: its `approval/asked` follows its `tool/call`) stays `pending` until a decision allows
+ *   it, which sends its `in_progress`; a refused one gets only its `failed` result.
  * - `user/message` → `user_message_chunk`s with `_meta["agent-loop"] {messageId, source, via}`
  *   (`replay.ts`), except for a prompt the client sent with `session/prompt` (it shows those
  *   itself): so steering, injected context and tool contexts are shown as they enter a step.
@@ -45,6 +47,12 @@ export interface UpdateOptions {
   readonly contextWindow?: number | undefined
   /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
   readonly compaction?: boolean | undefined
+  /**
+   * The event that follows `seq` in the session's log, when it is written (the replay
+   * projection's `next`): a call whose question follows its `tool/call` (§26) gets no
+   * `in_progress` until a decision allows it.
+   */
+  readonly next?: ((seq: number) => SessionEvent | undefined) | undefined
 }
 
 /**
@@ -76,7 +84,7 @@ const textOfBlocks = (content: ReadonlyArray<ContentBlock>, kind: "text" | "reas
  * @category constructors
  */
 export const projector = (options: UpdateOptions): UpdateProjector => {
-  const durable = replayProjector({ cwd: options.cwd, compaction: options.compaction, live: true })
+  const durable = replayProjector({ cwd: options.cwd, compaction: options.compaction, live: true, next: options.next })
   // What the current step streamed (text and reasoning deltas), to send only the rest at
   // `assistant/message` when the model streamed less than it logged.
   let streamKey = ""
