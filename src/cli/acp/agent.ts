@@ -47,6 +47,23 @@
  * - `session/cancel`: `agent.cancel({kind:"user"})` (§9): the queues are cleared (queued prompts
  *   answer `cancelled`), the running turn ends aborted (its prompt answers `cancelled`, the last
  *   message about it).
+ * - Approvals (§26; `permission.ts` for the shapes): with `ask` (`--ask TOOL`), the calls of
+ *   those tools wait for a person. Each open question is asked with one
+ *   `session/request_permission` (the call's `tool_call` shape, options `allow_once`,
+ *   `allow_always`, `reject_once`, `reject_always`), written after the call's updates, in the
+ *   order the questions were asked; a `session/load` asks the open questions of the log (reopened
+ *   by `Agent.resume`) that have no request on this connection, once its response is written. The
+ *   answer awaits in a fiber of its own, scoped to the session (a client that never answers holds
+ *   up nothing else). A selected option is `agent.approve`/`agent.reject` with `always` and the
+ *   client's `clientInfo.name` as the person's name (none without one); an option or outcome we
+ *   do not know is a rejection naming it; `cancelled` (ACP: the client cancelled the prompt turn)
+ *   is `agent.cancel({kind:"user"}, {keepInbox: true})`, which decides the question `cancelled`
+ *   by `{kind:"cancel"}` (the queues are `session/cancel`'s to clear). A malformed answer or an
+ *   error response decides nothing: a notice on stderr, and the question stays open. A question
+ *   decided otherwise (`session/cancel`, a dispose) drops its request (`$/cancel_request`).
+ *   `initialize` declares nothing for it (every ACP client takes `session/request_permission`),
+ *   and no session state is sent: ACP v1 has none for `awaiting-approval` to map to (the v2
+ *   draft's `state_update` `requires_action`).
  * - `_session/steer {sessionId, prompt}` → `agent.steer`, `_session/inject {sessionId, prompt,
  *   source?}` → `agent.inject` (default source `{kind:"plugin", plugin: <clientInfo.name, else
  *   "acp-client">}`; a given source is a `MessageSource` of kind `plugin {plugin}`, `hook {hook}` or
@@ -80,7 +97,9 @@ import {
   Either,
   ExecutionStrategy,
   Exit,
+  Fiber,
   FiberId,
+  FiberMap,
   Layer,
   Option,
   Queue,
@@ -92,20 +111,23 @@ import * as NodePath from "node:path"
 import { Readable, Writable } from "node:stream"
 import * as Agent from "../../Agent.js"
 import type { AgentEvent, AgentNotification } from "../../AgentEvent.js"
+import type * as Approval from "../../Approval.js"
 import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import { MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
-import type { TurnEndReason } from "../../SessionEvent.js"
+import type { ToolCallData, TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
+import { withAsk } from "../commands/askFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
+import * as Permission from "./permission.js"
 import { contentOf } from "./prompt.js"
-import { META_KEY, replayUpdates } from "./replay.js"
+import { META_KEY, replayUpdates, toolCall } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
 
 /**
@@ -122,6 +144,8 @@ export interface AcpOptions {
   readonly contextWindow: number | undefined
   readonly model: Layer.Layer<Model.Model>
   readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
+  /** `--ask`: the tools whose calls need approval (`approval: "always"`, §26), asked with `session/request_permission`. */
+  readonly ask?: ReadonlyArray<string> | undefined
   /** The agent's version in `agentInfo`. */
   readonly version: string
   /** Where messages are read and written (default: the process's stdin and stdout). */
@@ -193,6 +217,16 @@ interface Session {
   readonly id: string
   readonly agent: Agent.Agent
   readonly cwd: string
+  /** The session's scope on this connection (closed when stdin ends). */
+  readonly scope: Scope.Scope
+  /**
+   * The permission requests waiting for the client's answer, one fiber per open question (§26),
+   * by question id: ended by the answer, or interrupted when the question is decided otherwise
+   * (which drops the request: `$/cancel_request`).
+   */
+  readonly requests: FiberMap.FiberMap<string>
+  /** The abort controllers of the permission requests not yet answered, by question id. */
+  readonly asking: Map<string, AbortController>
   /** Prompts by message id, until answered. */
   readonly prompts: Map<string, PromptWaiter>
   /** Prompt message ids by the turn that claimed them. */
@@ -224,6 +258,13 @@ const SECOND_INITIALIZE = "Invalid request: initialize was already answered on t
 
 const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
 const internal = (message: string) => new acp.RequestError(-32603, message)
+
+/** A client's error in a notice: its message, and its JSON-RPC code when it has one. */
+const describeError = (e: unknown): string => {
+  const code = (e as { readonly code?: unknown } | null)?.code
+  const message = e instanceof Error ? e.message : String(e)
+  return typeof code === "number" ? `${message} (${code})` : message
+}
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -292,6 +333,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     /** `initialize` was answered: a second one is refused. */
     let initialized = false
     let clientName = "acp-client"
+    /** The client's `clientInfo.name`, when it gave one: who decided a permission request (§26 `by`). */
+    let clientInfoName: string | undefined = undefined
     /** The client takes `compaction_update` (`clientCapabilities.session.compaction`). */
     let compaction = false
     /** The client offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): `read_file` reads through it. */
@@ -366,7 +409,11 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         const shown = durable ? event.seq <= session.replayed : session.handled < session.replayed
         if (durable) session.handled = event.seq
         const updates = shown ? all.filter((u) => u.sessionUpdate === "usage_update") : all
-        return updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
+        const sent = updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
+        // A question is asked after its call's updates; one a replay showed, once the load is answered.
+        if (event.type === "approval/asked" && !shown) return Effect.zipRight(sent, askOne(session, event.data))
+        if (event.type === "approval/decided") return Effect.zipRight(sent, drop(session, event.data))
+        return sent
       }))
       return Effect.zipRight(
         sent,
@@ -419,6 +466,145 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     }
 
     /**
+     * Permission requests (§26, `permission.ts`). Each open question of a session is asked once
+     * on this connection: `session/request_permission` is written at once, in the order the
+     * questions were asked (the forwarder for a live `approval/asked`, after its call's
+     * updates; `session/load` for the questions a loaded log left open, once its response is
+     * written), and its answer is awaited in a fiber of the session's `requests`, so that a
+     * client that never answers holds up nothing but that call. The answer decides the question
+     * (`Permission.decisionOf`: `approve`/`reject` named by the client's `clientInfo.name`, or a
+     * cancel of the turn); an answer that decides nothing (malformed, an error response) is
+     * noticed and leaves the question open, to be asked again by the next `session/load`. A
+     * question decided otherwise (a cancel, a dispose) drops its request (`drop`).
+     */
+    const ask = (session: Session, question: Approval.Pending): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (FiberMap.unsafeHas(session.requests, question.id)) return Effect.void
+        const controller = new AbortController()
+        const response: Promise<unknown> = connection.client.request(
+          acp.methods.client.session.requestPermission,
+          Permission.request(session.id, toolCallOf(session, question), question),
+          { cancellationSignal: controller.signal, stopWaitingOnCancel: true }
+        )
+        // Awaited by the fiber; rejected before it awaits (dropped at once), it is no unhandled rejection.
+        response.then(undefined, () => {})
+        session.asking.set(question.id, controller)
+        return Effect.asVoid(FiberMap.run(
+          session.requests,
+          question.id,
+          Effect.onInterrupt(answered(session, question, response, controller), () =>
+            Effect.sync(() => abort(session, question.id)))
+        ))
+      })
+
+    /** Asks a question the forwarder saw asked, if it is still open (a policy may have decided it in the same append). */
+    const askOne = (session: Session, data: unknown): Effect.Effect<void> =>
+      Effect.flatMap(session.agent.pendingApprovals, (pending) => {
+        const id = (data as { readonly id?: unknown } | null)?.id
+        const question = pending.find((q) => q.id === id)
+        return question === undefined ? Effect.void : ask(session, question)
+      })
+
+    /** Asks every open question of the session that has no request on this connection, in the order they were asked. */
+    const askOpen = (session: Session): Effect.Effect<void> =>
+      session.sending.withPermits(1)(
+        Effect.flatMap(session.agent.pendingApprovals, (pending) =>
+          Effect.forEach(pending, (q) => ask(session, q), { discard: true }))
+      )
+
+    /** Aborts a request not yet answered: the SDK sends `$/cancel_request` for it and stops waiting. */
+    const abort = (session: Session, id: string): void => {
+      const controller = session.asking.get(id)
+      if (controller === undefined) return
+      session.asking.delete(id)
+      controller.abort()
+    }
+
+    /**
+     * Drops the request of a question decided otherwise: aborted at once (so its
+     * `$/cancel_request` comes before the updates that follow the decision), its fiber
+     * interrupted, not awaited (the forwarder goes on). A request already answered is left alone.
+     */
+    const drop = (session: Session, data: unknown): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const id = (data as { readonly id?: unknown } | null)?.id
+        if (typeof id !== "string") return Effect.void
+        abort(session, id)
+        const fiber = FiberMap.unsafeGet(session.requests, id)
+        return Option.isSome(fiber) ? Effect.asVoid(Fiber.interruptFork(fiber.value)) : Effect.void
+      })
+
+    /** The `tool_call` update of a question's call, from its `tool/call` in the log (the arguments as the model gave them). */
+    const toolCallOf = (session: Session, question: Approval.Pending): acp.SessionUpdate => {
+      const events = session.agent.log.events()
+      for (let i = events.length - 1; i >= 0; i--) {
+        const e = events[i]!
+        if (e.type === "tool/call" && (e.data as ToolCallData).callId === question.callId) {
+          return toolCall(e.data as ToolCallData, { cwd: session.cwd })
+        }
+      }
+      return toolCall({
+        callId: question.callId,
+        name: question.toolName,
+        arguments: JSON.stringify(question.arguments ?? {})
+      }, { cwd: session.cwd })
+    }
+
+    /** Awaits the client's answer, then decides the question by it (uninterruptibly: a decision is never cut short). */
+    const answered = (
+      session: Session,
+      question: Approval.Pending,
+      response: Promise<unknown>,
+      controller: AbortController
+    ): Effect.Effect<void> =>
+      Effect.flatMap(Effect.either(Effect.tryPromise({ try: () => response, catch: (cause) => cause })), (result) => {
+        // Dropped (the question was decided otherwise): nothing to decide.
+        if (controller.signal.aborted) return Effect.void
+        session.asking.delete(question.id)
+        if (Either.isLeft(result)) {
+          // The connection closed (stdin ended): no answer; the dispose that follows decides the question.
+          if (connection.signal.aborted) return Effect.never
+          return undecided(
+            session,
+            new Permission.PermissionRequestFailed({
+              message: `the client's session/request_permission failed: ${describeError(result.left)}`,
+              approvalId: question.id,
+              cause: result.left
+            })
+          )
+        }
+        const decision = Permission.decisionOf(question.id, result.right)
+        if (Either.isLeft(decision)) return undecided(session, decision.left)
+        return Effect.uninterruptible(decideBy(session, question, decision.right))
+      })
+
+    const undecided = (session: Session, error: Permission.PermissionError) =>
+      notice(
+        `session ${session.id}: approval ${error.approvalId}: ${error.message}; the question stays open ` +
+          `(a session/load asks again, session/cancel cancels the turn)`
+      )
+
+    /** Decides a question as the client answered (§26): approve or reject named by the client, or cancel the turn. */
+    const decideBy = (session: Session, question: Approval.Pending, decision: Permission.Decision): Effect.Effect<void> => {
+      const name = clientInfoName
+      const decided: Effect.Effect<void, { readonly _tag: string; readonly message: string }> = decision._tag === "Allow"
+        ? session.agent.approve(question.id, { always: decision.always, name })
+        : decision._tag === "Reject"
+        ? session.agent.reject(question.id, { always: decision.always, reason: decision.reason, name })
+        // ACP's `cancelled`: the client cancelled the prompt turn (as `session/cancel` does, whose
+        // clearing of the queues it leaves to that notification).
+        : session.agent.cancel({ kind: "user" }, { keepInbox: true })
+      return decided.pipe(
+        Effect.catchAll((e) =>
+          // Decided meanwhile (a cancel, a dispose): the answer came too late, and changes nothing.
+          e._tag === "ApprovalNotOpen"
+            ? Effect.void
+            : notice(`session ${session.id}: approval ${question.id}: the client's answer could not be recorded: ${e.message}`)
+        )
+      )
+    }
+
+    /**
      * Opens a session around the agent `make` builds, in a scope of its own under the command's
      * (closed when stdin ends): subscribes first, then forwards its events for ever.
      */
@@ -431,15 +617,25 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         const scope = yield* Scope.fork(top, ExecutionStrategy.sequential)
         const agent = yield* make.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
         const queue = yield* Scope.extend(agent.subscribe, scope)
+        const requests = yield* Scope.extend(FiberMap.make<string>(), scope)
         const prompts = new Map<string, PromptWaiter>()
         const sending = yield* Effect.makeSemaphore(1)
         const session: Session = {
           id: agent.id,
           agent,
           cwd,
+          scope,
+          requests,
+          asking: new Map(),
           prompts,
           byTurn: new Map(),
-          updates: projector({ cwd, isPrompt: (id) => prompts.has(id), contextWindow: options.contextWindow, compaction }),
+          updates: projector({
+            cwd,
+            isPrompt: (id) => prompts.has(id),
+            contextWindow: options.contextWindow,
+            compaction,
+            next: (seq) => agent.log.events()[seq + 1]
+          }),
           sending,
           handled: -1,
           replayed: -1
@@ -490,7 +686,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
               )
             : undefined
         }),
-        (tools) => ({ tools, maxSteps: options.maxSteps })
+        (tools) => ({ tools: withAsk(tools, options.ask ?? []), maxSteps: options.maxSteps })
       )
 
     /** The user message of a prompt's blocks, or -32602 naming the block (nothing is logged). */
@@ -511,7 +707,10 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         // capabilities, which a second initialize cannot change under them.
         if (initialized) throw new acp.RequestError(-32600, SECOND_INITIALIZE)
         initialized = true
-        if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") clientName = params.clientInfo.name
+        if (params.clientInfo?.name !== undefined && params.clientInfo.name !== "") {
+          clientName = params.clientInfo.name
+          clientInfoName = params.clientInfo.name
+        }
         compaction = params.clientCapabilities?.session?.compaction != null
         clientFs = ClientFs.offersReadTextFile(params.clientCapabilities)
         return {
@@ -540,8 +739,10 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           sessions.set(session.id, session)
           return { sessionId: session.id }
         })))
-      .onRequest(acp.methods.agent.session.load, ({ params }) =>
-        run(Effect.gen(function*() {
+      .onRequest(acp.methods.agent.session.load, ({ params }) => {
+        let handOver: () => void = () => {}
+        const handed = new Promise<void>((resolve) => (handOver = resolve))
+        return run(Effect.gen(function*() {
           const cwd = yield* checkCwd(params.cwd)
           yield* ignoreMcp(params.mcpServers)
           const id = params.sessionId
@@ -570,8 +771,18 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
             return Effect.forEach(replay, (u) => send(id, u), { discard: true })
           }))
           sessions.set(id, loaded)
+          // The open questions (§26; reopened by `Agent.resume`) are asked once the response is
+          // written (its handler returned, and a macrotask passed, in which the SDK writes it).
+          yield* Effect.forkIn(
+            Effect.zipRight(
+              Effect.promise(() => handed.then(() => new Promise<void>((resolve) => setImmediate(resolve)))),
+              askOpen(loaded)
+            ),
+            loaded.scope
+          )
           return {}
-        })))
+        })).finally(handOver)
+      })
       .onRequest(acp.methods.agent.session.prompt, ({ params }) => {
         let handOver: () => void = () => {}
         const handed = new Promise<void>((resolve) => (handOver = resolve))

@@ -1,21 +1,26 @@
 /** `agent-loop acp`: an Agent Client Protocol agent for editors on stdin/stdout (§22). */
 import { Command } from "@effect/cli"
 import { Effect, Option } from "effect"
+import * as OfflineTools from "../../providers/OfflineTools.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { VERSION } from "../version.js"
+import { askOption, checkAsk } from "./askFlag.js"
 import { storeDirectory, storeOption } from "./shared.js"
 
 /**
- * `acp [--store DIR] [provider flags, compaction flags and --max-steps, as run]` (§22;
- * `acp/agent.ts`, §22): an Agent Client Protocol v1 agent on stdin/stdout for
- * editors, until stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr.
- * The ACP SDK and zod are bundled into the chunk this command loads (no other command loads it).
+ * `acp [--store DIR] [--ask TOOL]… [provider flags, compaction flags and --max-steps, as run]`
+ * (§22; `acp/agent.ts`): an Agent Client Protocol v1 agent on stdin/stdout for editors, until
+ * stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr. `--ask TOOL`
+ * makes the calls of that tool wait for approval, asked with `session/request_permission`
+ * (§26); a name that is no tool of the session exits 2. The ACP SDK and zod are bundled into
+ * the chunk this command loads (no other command loads it).
  */
 export const acp = Command.make(
   "acp",
-  { ...runOptions, store: storeOption },
+  { ...runOptions, store: storeOption, ask: askOption },
   (options) =>
     Effect.gen(function*() {
+      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
@@ -27,6 +32,7 @@ export const acp = Command.make(
         contextWindow: Option.getOrUndefined(Option.map(options.contextWindow, (text) => Number(text.trim()))),
         model,
         compaction,
+        ask: options.ask,
         version: VERSION
       })
     })
