@@ -20,6 +20,7 @@ import * as Agent from "../src/Agent.js"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import { App } from "../src/cli/chat/App.js"
 import { ChatModel, shown } from "../src/cli/chat/ChatModel.js"
+import { answer } from "../src/cli/chat/runChat.js"
 import { cleanInput } from "../src/cli/chat/stdin.js"
 import { main } from "../src/cli/main.js"
 import * as Compaction from "../src/Compaction.js"
@@ -28,6 +29,7 @@ import * as Invariant from "../src/Invariant.js"
 import { textOf, type UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Offline from "../src/providers/Offline.js"
+import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { EventDraft, SessionEvent, ToolResultData } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
@@ -122,6 +124,10 @@ const facts = (events: ReadonlyArray<SessionEvent>): Array<string> =>
         }`
       case "tool/call":
         return `tool/call ${d.turn}.${d.step} ${d.callId} ${d.name}${d.arguments}`
+      case "approval/asked":
+        return `approval/asked ${d.toolName} ${d.callId}`
+      case "approval/decided":
+        return `approval/decided ${d.outcome} (${d.by?.kind})${d.reason !== undefined ? `: ${d.reason}` : ""}`
       case "tool/result": {
         const r = d as ToolResultData
         return `tool/result ${r.turn}.${r.step} ${
@@ -310,14 +316,14 @@ const frameOf = (model: ChatModel) =>
   Effect.promise(async () => {
     const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
     // The first whole frame: one that has the footer line (a write of Ink's can also be a cursor
-    // sequence alone). Ink writes it within `render`; the frames after it differ only in the
+    // sequence alone; the footer names /quit, or Esc while a question is open). Ink writes it within `render`; the frames after it differ only in the
     // spinner and the elapsed time. It is awaited all the same, bounded by `IN_PROCESS_MS`.
     let frame = ""
     stdout.on("data", (chunk) => {
-      if (frame === "" && String(chunk).includes("/quit")) frame = String(chunk)
+      if (frame === "" && /\/quit|Esc: cancel/.test(String(chunk))) frame = String(chunk)
     })
     const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
-    const controller = { submit: () => {}, cancel: () => {}, quit: () => {}, sessionIds: () => [] }
+    const controller = { submit: () => {}, cancel: () => {}, answer: () => {}, quit: () => {}, sessionIds: () => [] }
     const ink = render(createElement(App, { model, controller }), {
       stdout: stdout as unknown as NodeJS.WriteStream,
       stdin: stdin as unknown as NodeJS.ReadStream,
@@ -347,6 +353,7 @@ describe("chat view: several keys in one chunk", () => {
       const controller = {
         submit: (text: string) => void submitted.push(text),
         cancel: () => {},
+        answer: () => {},
         quit: () => {},
         sessionIds: () => ["earlier", "other", "others"]
       }
@@ -488,6 +495,143 @@ describe("ChatModel: the session's tokens and cost in the status line (§18)", (
     }))
 })
 
+/** The events of a turn whose first step calls `read_file` (arguments `args`) and `clock`, both asked (§26). */
+const twoQuestions = (args: string): Array<EventDraft> => [
+  E.followup(E.msg("m1", "go")),
+  E.turnStart(1),
+  E.claim("next-turn", 1),
+  E.stepStart(1, 1),
+  E.entered(E.msg("m1", "go")),
+  E.assistant(1, 1, undefined, {
+    toolCalls: [{ id: "c1", name: "read_file", arguments: args }, { id: "c2", name: "clock", arguments: "{}" }]
+  }),
+  E.toolCall(1, 1, "c1", "read_file", args),
+  { type: "approval/asked", data: { id: "q1", toolName: "read_file", callId: "c1" } },
+  E.toolCall(1, 1, "c2", "clock"),
+  { type: "approval/asked", data: { id: "q2", toolName: "clock", callId: "c2" } }
+]
+
+describe("ChatModel: approval questions (§26)", () => {
+  // 300 characters after a bidi override: the JSON text keeps it raw.
+  const args = JSON.stringify({ path: "a\u202eb" + "x".repeat(300) })
+  // The first 160 code points of the arguments, escaped, then an ellipsis.
+  const argsShown = `{"path":"a\\u202eb${"x".repeat(160 - 12)}…`
+
+  it.scoped("live: each question under its call, arguments on one line (escaped, cut); the first gets the keys; decided, it goes", () =>
+    Effect.gen(function*() {
+      let now = 1000
+      const model = new ChatModel("s1", [], { nextStep: [], nextTurn: [] }, "idle", () => now)
+      model.apply([{ type: "agent/status", status: "running" }, ...E.events(...twoQuestions(args))])
+      now = 3500
+      model.apply([{ type: "agent/status", status: "awaiting-approval" }])
+      const asked = model.getSnapshot()
+      expect(asked.tools).toEqual([])
+      expect(asked.questions).toEqual([
+        { id: "q1", callId: "c1", toolName: "read_file", args: argsShown, since: 1000, answering: false },
+        { id: "q2", callId: "c2", toolName: "clock", args: "{}", since: 1000, answering: false }
+      ])
+      expect([asked.status, asked.runningSince]).toEqual(["awaiting-approval", 1000])
+      const frame = (yield* frameOf(model)).split("\n")
+      expect(frame.slice(frame.indexOf("· ? clock needs approval") + 1)).toEqual([
+        // (Cut at the width of the fake terminal, 100 columns.)
+        expect.stringMatching(/^\? → read_file\(\{"path":"a\\u202ebx+…$/),
+        "    allow read_file? y: once · a: always · n: reject · r: reject always (the letter + Enter)",
+        expect.stringMatching(/^\? → clock\(\{\}\) awaiting approval \d+\.\ds$/),
+        "    next, once the question above is answered",
+        expect.stringMatching(/^\? awaiting approval \(2 questions\) · turn 1 step 1 · \d+\.\ds · 0 tokens$/),
+        "steer ›",
+        "y, a, n or r + Enter: answer · other text: steer · Alt+Enter: queue a followup · Esc: cancel"
+      ])
+      // An answer on its way: the next question is the one the keys answer.
+      model.answering("q1", true)
+      expect(model.firstQuestion()?.id).toBe("q2")
+      model.apply(
+        E.events(...twoQuestions(args), {
+          type: "approval/decided",
+          data: { id: "q1", outcome: "allowed-once", by: { kind: "person" } }
+        }).slice(-1)
+      )
+      const decided = model.getSnapshot()
+      expect(decided.questions.map((q) => q.id)).toEqual(["q2"])
+      // The allowed call runs, timed from its decision.
+      expect(decided.tools.map((t) => [t.callId, t.since])).toEqual([["c1", 3500]])
+      expect(decided.items.filter((i) => i.kind === "notice").map((i) => (i as any).text)).toEqual([
+        "? read_file needs approval",
+        "? clock needs approval",
+        "? read_file: allowed once by a person"
+      ])
+      // An answer that failed: the question can be answered again.
+      model.answering("q2", true)
+      model.answering("q2", false)
+      expect(model.firstQuestion()?.id).toBe("q2")
+    }))
+
+  it.scoped("at start (a resumed session that waits): the questions the log leaves open, their calls kept live", () =>
+    Effect.gen(function*() {
+      const decidedFirst = E.events(...twoQuestions(args), {
+        type: "approval/decided",
+        data: { id: "q1", outcome: "rejected", by: { kind: "person" }, reason: "no" }
+      })
+      const model = new ChatModel("s1", decidedFirst, { nextStep: [], nextTurn: [] }, "awaiting-approval", () => 1000)
+      const snap = model.getSnapshot()
+      expect(snap.questions).toEqual([{ id: "q2", callId: "c2", toolName: "clock", args: "{}", since: 1000, answering: false }])
+      // The rejected call's result comes with the step: not shown as a call without a result.
+      expect(snap.tools.map((t) => t.callId)).toEqual(["c1"])
+      expect(snap.items.some((i) => i.kind === "tool")).toBe(false)
+      expect([snap.turn, snap.step, snap.runningSince]).toEqual([1, 1, 1000])
+    }))
+})
+
+describe("chat view: answering questions (§26)", () => {
+  it.live("a line of one letter answers the first open question; n then asks for a reason; other lines are sent", () =>
+    Effect.promise(async () => {
+      const submitted: Array<string> = []
+      const answers: Array<unknown> = []
+      const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
+      const stdin = Object.assign(new PassThrough(), {
+        isTTY: true,
+        setRawMode: () => stdin,
+        ref: () => stdin,
+        unref: () => stdin
+      })
+      const model = new ChatModel(
+        "s1",
+        E.events(...twoQuestions("{}")),
+        { nextStep: [], nextTurn: [] },
+        "awaiting-approval",
+        () => 1000
+      )
+      const controller = {
+        submit: (text: string) => void submitted.push(text),
+        cancel: () => {},
+        // As the chat's controller does: the question is marked answered at once.
+        answer: (id: string, decision: unknown) => {
+          answers.push([id, decision])
+          model.answering(id, true)
+        },
+        quit: () => {},
+        sessionIds: () => []
+      }
+      const ink = render(createElement(App, { model, controller }), {
+        stdout: stdout as unknown as NodeJS.WriteStream,
+        stdin: stdin as unknown as NodeJS.ReadStream,
+        debug: true,
+        exitOnCtrlC: false,
+        patchConsole: false
+      })
+      // In one chunk: a message that starts with a letter of the keys, then an answer to each
+      // question (the second with a reason), then a lone letter with no question left.
+      stdin.write("yes, and also this\ry\rn\rnot that file\ry\r")
+      await until("the lines handled", () => submitted.length >= 2, IN_PROCESS_MS)
+      ink.unmount()
+      expect(submitted).toEqual(["yes, and also this", "y"])
+      expect(answers).toEqual([
+        ["q1", { kind: "allow", always: false }],
+        ["q2", { kind: "reject", always: false, reason: "not that file" }]
+      ])
+    }))
+})
+
 describe("ChatModel when its agent stops", () => {
   it("agent/disposed (the log could not be written) clears the running tool and says how to go on", () => {
     const all = E.events(
@@ -532,6 +676,47 @@ describe("agent-loop chat without a terminal", () => {
         "chat needs an interactive terminal (stdin and stdout must be a TTY); use run --prompt TEXT otherwise"
       ])
     }))
+
+  it.effect("--ask with a name that is no tool exits 2 naming it and the tools", () =>
+    Effect.gen(function*() {
+      const errors: Array<string> = []
+      const base = yield* Console.consoleWith(Effect.succeed)
+      const code = yield* main(["chat", "--store", tmpDir(), "--ask", "clock", "--ask", "bash"]).pipe(
+        Effect.withConsole({
+          ...base,
+          error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void errors.push(args.join(" ")))
+        }),
+        Effect.provide(NodeContext.layer)
+      )
+      expect(code).toBe(2)
+      expect(errors).toEqual(["--ask bash: no tool of that name (the tools are wait, clock, read_file)"])
+    }))
+})
+
+describe("chat: an answer that comes too late (§26)", () => {
+  it.scoped("ApprovalNotOpen (decided first elsewhere) is a notice that gives the reason back, not a failure", () => {
+    const model = ScriptedModel.make([{ toolCalls: [{ id: "c1", name: "clock", arguments: {} }] }, { text: "ok" }])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [{ ...OfflineTools.clock, approval: "always" }] })
+      yield* agent.followup("what time is it")
+      yield* advance(10)
+      const [question] = yield* agent.pendingApprovals
+      const chat = new ChatModel(agent.id, agent.log.events(), yield* agent.inbox, yield* agent.status, () => 0)
+      expect(chat.getSnapshot().questions.map((q) => q.id)).toEqual([question!.id])
+      // Decided by someone else (the timeout, another client) while this answer was on its way.
+      yield* agent.approve(question!.id)
+      chat.answering(question!.id, true)
+      yield* answer(agent, chat, question!.id, "clock", { kind: "reject", always: false, reason: "too slow" })
+      expect(chat.getSnapshot().items.at(-1)).toMatchObject({
+        kind: "notice",
+        tone: "warn",
+        text: "your answer (reject) to clock came too late: the question was decided already (the transcript shows how)\n" +
+          "not sent: too slow"
+      })
+      yield* advance(10)
+      expect(yield* agent.status).toBe("idle")
+    }).pipe(Effect.provide(agentLayer(model)))
+  })
 })
 
 describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a terminal (tmux)", () => {
@@ -1415,6 +1600,286 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat in a 
         // Node 20 asserted in ResetStdio (EIO from the closed pty) and aborted: exit 134, a core dump.
         expect(Fs.readFileSync(errFile, "utf8")).toBe("")
         yield* readLog(logPath)
+      })
+  )
+
+  /** The status line while `n` questions are open in turn 1 at `step`. */
+  const awaiting = (n: number, step: number) =>
+    `? awaiting approval (${n} question${n === 1 ? "" : "s"}) · turn 1 step ${step} · `
+
+  /** The answer keys under the question they answer. */
+  const keysFor = (tool: string) => `    allow ${tool}? y: once · a: always · n: reject · r: reject always (the letter + Enter)`
+
+  it.scopedLive(
+    "--ask clock: the question under its call with the keys, the status line awaiting approval; y allows once: the tool runs, the answer appears",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, ["--ask", "clock"])
+        yield* send(pane, "what time is it")
+        const asked = yield* pane.waitFor(awaiting(1, 1))
+        expect(linesOf(asked, "· ?", "? ", "    allow", "steer ›", "y, a")).toEqual([
+          "· ? clock needs approval",
+          expect.stringMatching(/^\? → clock\(\{\}\) awaiting approval \d+\.\ds$/),
+          keysFor("clock"),
+          expect.stringMatching(/^\? awaiting approval \(1 question\) · turn 1 step 1 · \d+\.\ds · 0 tokens$/),
+          // (The cursor: an inverse space.)
+          "steer ›  ",
+          "y, a, n or r + Enter: answer · other text: steer · Alt+Enter: queue a followup · Esc: cancel"
+        ])
+        yield* send(pane, "y")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "· ?", "→ ", "  ← ", "Tool", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> what time is it",
+          "· ? clock needs approval",
+          "· ? clock: allowed once by a person",
+          "→ clock({})",
+          expect.stringMatching(/^ {2}← \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+          expect.stringMatching(/^Tool result \(call_1_1_1\): "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"$/),
+          "turn 1 ended: completed"
+        ])
+        yield* pane.waitFor(IDLE)
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          "spliced next-turn @0 -0 +[\"what time is it\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] what time is it",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"what time is it\").",
+          "tool/call 1.1 call_1_1_1 clock{}",
+          "approval/asked clock call_1_1_1",
+          "approval/decided allowed-once (person)",
+          expect.stringMatching(/^tool\/result 1\.1 \d{4}-\d\d-\d\dT\S+Z$/),
+          "step/end 1.1",
+          "step/start 1.2",
+          expect.stringMatching(/^assistant\/message 1\.2: Tool result \(call_1_1_1\): "\d{4}-\S+Z"$/),
+          "step/end 1.2",
+          "turn/end 1: completed"
+        ])
+      })
+  )
+
+  it.scopedLive(
+    "while a question is open, Enter steers and Alt+Enter queues a followup (both shown queued); n with a reason rejects: the model gets DENIED, then both run",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, ["--ask", "clock"])
+        yield* send(pane, "what time is it")
+        yield* pane.waitFor(awaiting(1, 1))
+        // A message that starts with a key letter is a message: only a letter alone answers.
+        yield* send(pane, "now also say hi")
+        yield* send(pane, "and then this", "M-Enter")
+        const queued = yield* pane.waitFor("  followup > and then this")
+        expect(linesOf(queued, "pending", "  steer", "  followup", "? awaiting")).toEqual([
+          "pending (2):",
+          "  steer    > now also say hi",
+          "  followup > and then this",
+          expect.stringMatching(/^\? awaiting approval \(1 question\) · turn 1 step 1 · /)
+        ])
+        yield* send(pane, "n")
+        yield* pane.waitFor("Enter: reject clock with this reason (empty: none) · Esc: back to the question")
+        yield* send(pane, "not now")
+        const screen = yield* pane.waitFor("turn 2 ended: completed")
+        expect(linesOf(screen, "── turn", "> ", "· ?", "→ ", "  ← ", "Tool", "I received", "turn ")).toEqual([
+          "── turn 1 ──",
+          "> what time is it",
+          "I received 1 message in this step: 1 from you (\"what time is it\").",
+          "· ? clock needs approval",
+          "· ? clock: rejected by a person: not now",
+          "→ clock({})",
+          "  ← error: The call to clock was rejected by a person: not now",
+          "> now also say hi",
+          "Tool error (call_1_1_1): \"The call to clock was rejected by a person: not now\"",
+          "I received 1 message in this step: 1 from you (\"now also say hi\").",
+          "turn 1 ended: completed",
+          "── turn 2 ──",
+          "> and then this",
+          "I received 1 message in this step: 1 from you (\"and then this\").",
+          "turn 2 ended: completed"
+        ])
+        yield* pane.waitFor(IDLE)
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!))).toEqual([
+          "spliced next-turn @0 -0 +[\"what time is it\"]",
+          "turn/start 1",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 1.1",
+          "user/message [user] what time is it",
+          "request/header",
+          "assistant/message 1.1: I received 1 message in this step: 1 from you (\"what time is it\").",
+          "tool/call 1.1 call_1_1_1 clock{}",
+          "approval/asked clock call_1_1_1",
+          "spliced next-step @0 -0 +[\"now also say hi\"] wake",
+          "spliced next-turn @0 -0 +[\"and then this\"]",
+          "approval/decided rejected (person): not now",
+          "tool/result 1.1 The call to clock was rejected by a person: not now [DENIED]",
+          "step/end 1.1",
+          "spliced next-step @0 -1 +[]",
+          "step/start 1.2",
+          "user/message [user] now also say hi",
+          "assistant/message 1.2: Tool error (call_1_1_1): \"The call to clock was rejected by a person: not now\"\nI received 1 message in this step: 1 from you (\"now also say hi\").",
+          "step/end 1.2",
+          "turn/end 1: completed",
+          "turn/start 2",
+          "spliced next-turn @0 -1 +[]",
+          "step/start 2.1",
+          "user/message [user] and then this",
+          "assistant/message 2.1: I received 1 message in this step: 1 from you (\"and then this\").",
+          "step/end 2.1",
+          "turn/end 2: completed"
+        ])
+      })
+  )
+
+  it.scopedLive(
+    "two questions in one step are answered in order, the first shown with the keys (arguments escaped and cut on one line); n and an empty reason rejects without one",
+    () =>
+      Effect.gen(function*() {
+        // A bidi override (JSON keeps it raw) and 300 characters: escaped, cut after 160 code points.
+        const path = "a\u202eb" + "x".repeat(300)
+        const args = JSON.stringify({ path })
+        const chunk = (delta: object, finish: string | null = null) =>
+          `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+        const call = (index: number, id: string, name: string, argsText: string) =>
+          chunk({ tool_calls: [{ index, id, type: "function", function: { name, arguments: argsText } }] })
+        const server = yield* replayServer([
+          {
+            body: call(0, "call_a", "read_file", args) + call(1, "call_b", "clock", "{}") + chunk({}, "tool_calls") +
+              "data: [DONE]\n\n"
+          },
+          { body: chunk({ content: "done" }) + chunk({}, "stop") + "data: [DONE]\n\n" }
+        ])
+        const store = Path.join(tmpDir(), "sessions")
+        const { pane } = yield* startChat(store, [
+          "--provider",
+          "openai-compat",
+          "--base-url",
+          server.baseUrl,
+          "--model",
+          "m",
+          "--ask",
+          "read_file",
+          "--ask",
+          "clock"
+        ], 300)
+        yield* send(pane, "look")
+        const asked = yield* pane.waitFor(awaiting(2, 1))
+        expect(linesOf(asked, "? ", "    ")).toEqual([
+          expect.stringMatching(
+            new RegExp(`^\\? → read_file\\(\\{"path":"a\\\\u202eb${"x".repeat(148)}…\\) awaiting approval \\d+\\.\\ds$`)
+          ),
+          keysFor("read_file"),
+          expect.stringMatching(/^\? → clock\(\{\}\) awaiting approval \d+\.\ds$/),
+          "    next, once the question above is answered",
+          expect.stringMatching(/^\? awaiting approval \(2 questions\) · turn 1 step 1 · /)
+        ])
+        // n, then an empty reason: the first question is rejected without one; the second gets the keys.
+        yield* send(pane, "n")
+        yield* pane.keys("Enter")
+        // (Once its result is committed: the order of the log below does not depend on timing.)
+        yield* pane.waitFor("  ← error: The call to read_file was rejected by a person.")
+        const second = yield* pane.waitFor(awaiting(1, 1))
+        expect(linesOf(second, "? ", "    ")).toEqual([
+          expect.stringMatching(/^\? → clock\(\{\}\) awaiting approval \d+\.\ds$/),
+          keysFor("clock"),
+          expect.stringMatching(/^\? awaiting approval \(1 question\) · turn 1 step 1 · /)
+        ])
+        yield* send(pane, "y")
+        const screen = yield* pane.waitFor("turn 1 ended: completed")
+        expect(linesOf(screen, "· ?", "→ ", "  ← ", "done", "turn ")).toEqual([
+          "· ? read_file needs approval",
+          "· ? clock needs approval",
+          "· ? read_file: rejected by a person",
+          // (The whole arguments, in the transcript.)
+          expect.stringMatching(/^→ read_file\(\{"path":"a\\u202ebx+/),
+          "  ← error: The call to read_file was rejected by a person.",
+          "· ? clock: allowed once by a person",
+          "→ clock({})",
+          expect.stringMatching(/^ {2}← \d{4}-\d\d-\d\dT\S+Z$/),
+          "done",
+          "turn 1 ended: completed"
+        ])
+        yield* pane.waitFor(IDLE)
+        const { code, logPath } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath!)).slice(6)).toEqual([
+          "assistant/message 1.1: ",
+          `tool/call 1.1 call_a read_file${args}`,
+          "approval/asked read_file call_a",
+          "tool/call 1.1 call_b clock{}",
+          "approval/asked clock call_b",
+          "approval/decided rejected (person)",
+          "tool/result 1.1 The call to read_file was rejected by a person. [DENIED]",
+          "approval/decided allowed-once (person)",
+          expect.stringMatching(/^tool\/result 1\.1 \d{4}-\S+Z$/),
+          "step/end 1.1",
+          "step/start 1.2",
+          "assistant/message 1.2: done",
+          "step/end 1.2",
+          "turn/end 1: completed"
+        ])
+      })
+  )
+
+  it.scopedLive(
+    "a chat killed (SIGKILL) while a question is open: --session shows the question again at start; y goes on with the same turn and step",
+    () =>
+      Effect.gen(function*() {
+        const store = Path.join(tmpDir(), "sessions")
+        const first = yield* startChat(store, ["--ask", "clock"])
+        yield* send(first.pane, "wait 1 seconds and tell me the time")
+        yield* first.pane.waitFor(awaiting(1, 2))
+        const pid = yield* first.pane.pid()
+        process.kill(pid, "SIGKILL")
+        yield* waitExited(pid)
+        yield* first.pane.kill
+        const logPath = Path.join(store, `${first.sessionId}.jsonl`)
+        const pane = yield* Tmux.start({
+          command: [process.execPath, bin, "chat", "--store", store, "--session", first.sessionId, "--ask", "clock"],
+          cwd: Path.dirname(store),
+          unsetEnv: ["NODE_ENV"]
+        })
+        const resumed = yield* pane.waitFor(awaiting(1, 2), CHAT_READY_MS)
+        expect(linesOf(resumed, "── turn", "> ", "→ ", "  ← ", "Tool", "· ", "? ", "    allow")).toEqual([
+          "── turn 1 ──",
+          "> wait 1 seconds and tell me the time",
+          "→ wait({\"seconds\":1})",
+          "  ← waited 1 second",
+          "Tool result (call_1_1_1): \"waited 1 second\"",
+          "· ? clock needs approval",
+          `· resumed session ${first.sessionId}: 1 turn so far`,
+          expect.stringMatching(/^\? → clock\(\{\}\) awaiting approval \d+\.\ds$/),
+          keysFor("clock"),
+          expect.stringMatching(/^\? awaiting approval \(1 question\) · turn 1 step 2 · /)
+        ])
+        yield* send(pane, "y")
+        yield* pane.waitFor("turn 1 ended: completed")
+        yield* pane.waitFor(IDLE)
+        const { code } = yield* quit(pane)
+        expect(code).toBe(0)
+        expect(facts(yield* readLog(logPath)).slice(7)).toEqual([
+          "tool/call 1.1 call_1_1_1 wait{\"seconds\":1}",
+          "tool/result 1.1 waited 1 second",
+          "step/end 1.1",
+          "step/start 1.2",
+          "assistant/message 1.2: Tool result (call_1_1_1): \"waited 1 second\"",
+          "tool/call 1.2 call_1_2_1 clock{}",
+          "approval/asked clock call_1_2_1",
+          // The resumed chat: the same turn and step go on.
+          "approval/decided allowed-once (person)",
+          expect.stringMatching(/^tool\/result 1\.2 \d{4}-\S+Z$/),
+          "step/end 1.2",
+          "step/start 1.3",
+          expect.stringMatching(/^assistant\/message 1\.3: Tool result \(call_1_2_1\): "\d{4}-\S+Z"$/),
+          "step/end 1.3",
+          "turn/end 1: completed"
+        ])
       })
   )
 

@@ -17,10 +17,18 @@
  * Backspace and Ctrl-U edit the line. Text that arrives in one chunk with line breaks (a paste,
  * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
  * pressed at each break.
+ *
+ * Approval questions (§26) are shown under their tool call, the first one with the answer keys.
+ * While one is open, a line that is only `y` (allow once), `a` (allow always), `n` (reject) or
+ * `r` (reject always), sent with Enter, answers the first question that has no answer yet; `n`
+ * and `r` then ask for a reason on the input line (`reason ›`: Enter sends it, an empty one
+ * rejects without a reason; Esc goes back to the question). Any other line is sent as usual (a
+ * steer: the turn is open), so typing never answers by accident: a message starts with a letter,
+ * an answer is a letter alone.
  */
 import { Box, type Key, Static, Text, useInput, useStdout } from "ink"
 import { useEffect, useReducer, useRef, useState, useSyncExternalStore } from "react"
-import type { ChatModel, Item, PendingItem, RunningTool, Snapshot } from "./ChatModel.js"
+import { busy, type ChatModel, type Item, type PendingItem, type Question, type RunningTool, type Snapshot } from "./ChatModel.js"
 
 /**
  * What the view may ask of the session: plain callbacks, each returning at once (the work is
@@ -31,6 +39,11 @@ export interface ChatController {
   readonly submit: (text: string, mode: "enter" | "queue") => void
   /** Esc: cancel the running turn. */
   readonly cancel: () => void
+  /**
+   * Answers approval question `id` (§26): allow (`always`: every later call of that tool in
+   * the session) or reject (with an optional reason). A failure is shown as a notice.
+   */
+  readonly answer: (id: string, decision: Decision) => void
   /** Leave the chat with this exit code (Ctrl-C: 130). */
   readonly quit: (code: number) => void
   /**
@@ -39,6 +52,14 @@ export interface ChatController {
    */
   readonly sessionIds: () => ReadonlyArray<string>
 }
+
+/** A person's answer to an approval question (§26 rule 2: allowed-once, allowed-always, rejected, rejected-always). */
+export type Decision =
+  | { readonly kind: "allow"; readonly always: boolean }
+  | { readonly kind: "reject"; readonly always: boolean; readonly reason?: string | undefined }
+
+/** The answer keys, each a line of its own sent with Enter while a question is open. */
+const ANSWER_KEYS = "y: once · a: always · n: reject · r: reject always (the letter + Enter)"
 
 /** Props of `App`. */
 export interface AppProps {
@@ -160,12 +181,49 @@ const ToolsView = (
   </>
 )
 
+/**
+ * The open questions, each under its call: `? → clock({}) awaiting approval 2.1s`, then the
+ * answer keys for the one they answer (the first without an answer sent), else what it waits for.
+ */
+const QuestionsView = (
+  { max, now, questions }: { readonly questions: ReadonlyArray<Question>; readonly now: number; readonly max: number }
+) => {
+  const first = questions.find((q) => !q.answering)
+  return (
+    <>
+      {questions.slice(0, max).map((q) => (
+        <Box key={q.id} flexDirection="column">
+          <Text color="yellow" wrap="truncate-end">
+            {`? → ${q.toolName}(${q.args}) awaiting approval ${seconds(now - q.since)}`}
+          </Text>
+          <Text color={q === first ? "yellow" : "gray"} wrap="truncate-end">
+            {q.answering
+              ? "    answer sent"
+              : q === first
+              ? `    allow ${q.toolName}? ${ANSWER_KEYS}`
+              : "    next, once the question above is answered"}
+          </Text>
+        </Box>
+      ))}
+      {questions.length > max ? <Text dimColor>{`  … ${questions.length - max} more questions`}</Text> : null}
+    </>
+  )
+}
+
 /** The session's tokens (and cost, with `--prices`) for the status line: ` · 3,375 tokens · $0.0005`. */
 const spent = (snap: Snapshot): string =>
   ` · ${snap.tokens.toLocaleString("en-US")} tokens${snap.cost === undefined ? "" : ` · ${snap.cost}`}`
 
 const StatusLine = ({ snap, now, frame }: { readonly snap: Snapshot; readonly now: number; readonly frame: string }) =>
-  snap.compacting !== undefined
+  snap.status === "awaiting-approval"
+    ? (
+      <Text color="yellow">
+        {`? awaiting approval (${snap.questions.length} question${snap.questions.length === 1 ? "" : "s"}) · turn ${snap.turn}${
+          snap.step > 0 ? ` step ${snap.step}` : ""
+        } · ${seconds(now - (snap.runningSince ?? now))}${spent(snap)}`}
+      </Text>
+    )
+    : snap.compacting !== undefined
     ? (
       <Text color="yellow">
         {`${frame} compacting… (${snap.compacting.tokens} tokens, ${snap.compacting.reason})${
@@ -298,11 +356,14 @@ const useRedrawOnNarrowing = (stdout: NodeJS.WriteStream): number => {
  */
 export const App = ({ controller, model }: AppProps) => {
   const snap = useSyncExternalStore(model.subscribe, model.getSnapshot)
-  const running = snap.status === "running"
-  const now = useNow(running || snap.tools.length > 0, 100)
+  // Running, or waiting for a decision inside the turn: Enter steers, Esc and Ctrl-C cancel.
+  const active = busy(snap.status)
+  const now = useNow(active || snap.tools.length > 0 || snap.questions.length > 0, 100)
   const frame = SPINNER[Math.floor(now / 100) % SPINNER.length]!
   const line = useRef<Line>(emptyLine())
   const hint = useRef<string | undefined>(undefined)
+  // Set by `n` or `r` on a question: the next line sent is the reason of that rejection.
+  const reason = useRef<{ readonly id: string; readonly toolName: string; readonly always: boolean } | undefined>(undefined)
   const [, redraw] = useReducer((n: number) => n + 1, 0)
   const { stdout } = useStdout()
   const rows = stdout.rows > 0 ? stdout.rows : 24
@@ -311,7 +372,24 @@ export const App = ({ controller, model }: AppProps) => {
 
   // Set by a Ctrl-C that canceled the running turn: another Ctrl-C before the agent is idle quits.
   const canceling = useRef(false)
-  if (!running) canceling.current = false
+  if (!active) canceling.current = false
+
+  /** A line sent with Enter (`enter`) or Alt+Enter (`queue`): a reason, an answer, or input. */
+  const send = (text: string, mode: "enter" | "queue") => {
+    const rejecting = reason.current
+    if (rejecting !== undefined) {
+      reason.current = undefined
+      const given = text.trim()
+      controller.answer(rejecting.id, { kind: "reject", always: rejecting.always, reason: given === "" ? undefined : given })
+      return
+    }
+    const letter = text.trim().toLowerCase()
+    // Read now, not from the render: an answer sent earlier in this chunk has moved on the first question.
+    const question = mode === "enter" && /^[yanr]$/.test(letter) ? model.firstQuestion() : undefined
+    if (question === undefined) return controller.submit(text, mode)
+    if (letter === "y" || letter === "a") return controller.answer(question.id, { kind: "allow", always: letter === "a" })
+    reason.current = { id: question.id, toolName: question.toolName, always: letter === "r" }
+  }
 
   useInput((input, key) => {
     // Two Ctrl-C in one read arrive as one input of two ETX characters.
@@ -319,7 +397,7 @@ export const App = ({ controller, model }: AppProps) => {
     const presses = key.ctrl && input === "c" ? 1 : /^\u0003+$/.test(input) ? input.length : 0
     if (presses > 0) {
       // As in other terminal agents: Ctrl-C cancels the running turn; a second one, or one while idle, quits.
-      if (presses === 1 && model.getSnapshot().status === "running" && !canceling.current) {
+      if (presses === 1 && busy(model.getSnapshot().status) && !canceling.current) {
         canceling.current = true
         hint.current = "canceling the turn · Ctrl-C again quits"
         controller.cancel()
@@ -333,20 +411,29 @@ export const App = ({ controller, model }: AppProps) => {
     } else if (key.return) {
       const text = line.current.chars.join("")
       line.current = emptyLine()
-      controller.submit(text, key.meta ? "queue" : "enter")
+      send(text, key.meta ? "queue" : "enter")
     } else if (key.escape) {
-      if (model.getSnapshot().status === "running") controller.cancel()
+      // Esc while a reason is asked goes back to the question (nothing is decided).
+      if (reason.current !== undefined) {
+        reason.current = undefined
+        line.current = emptyLine()
+      } else if (busy(model.getSnapshot().status)) controller.cancel()
       else line.current = emptyLine()
     } else {
       const tab = (l: Line) => (hint.current = complete(l, controller.sessionIds()))
-      for (const text of edit(line.current, input, key, tab)) controller.submit(text, "enter")
+      for (const text of edit(line.current, input, key, tab)) send(text, "enter")
     }
     redraw()
   })
 
   // The live area stays below the terminal's height: streaming text and the queue are cut.
   const pendingMax = Math.max(1, Math.min(6, rows - 14))
-  const streamMax = Math.max(2, rows - 12 - Math.min(snap.pending.length, pendingMax) - snap.tools.length)
+  const questionsMax = Math.max(1, Math.min(4, Math.floor((rows - 14) / 2)))
+  const streamMax = Math.max(
+    2,
+    rows - 12 - Math.min(snap.pending.length, pendingMax) - snap.tools.length -
+      2 * Math.min(snap.questions.length, questionsMax)
+  )
   const { chars, cursor } = line.current
   return (
     <>
@@ -361,16 +448,27 @@ export const App = ({ controller, model }: AppProps) => {
           ? <Text>{lastRows(snap.streaming.text, streamMax, columns)}</Text>
           : null}
         <ToolsView tools={snap.tools} now={now} frame={frame} />
+        <QuestionsView questions={snap.questions} now={now} max={questionsMax} />
         <PendingView pending={snap.pending} max={pendingMax} />
         <StatusLine snap={snap} now={now} frame={frame} />
         <Text>
-          <Text color={running ? "yellow" : "cyan"}>{running ? "steer › " : "› "}</Text>
+          {reason.current !== undefined
+            ? <Text color="red">{"reason › "}</Text>
+            : <Text color={active ? "yellow" : "cyan"}>{active ? "steer › " : "› "}</Text>}
           {chars.slice(0, cursor).join("")}
           <Text inverse>{chars[cursor] ?? " "}</Text>
           {chars.slice(cursor + 1).join("")}
         </Text>
         <Text dimColor wrap="truncate-end">
-          {hint.current !== undefined ? hint.current : running
+          {hint.current !== undefined
+            ? hint.current
+            : reason.current !== undefined
+            ? `Enter: reject ${reason.current.toolName}${
+              reason.current.always ? " always" : ""
+            } with this reason (empty: none) · Esc: back to the question`
+            : snap.questions.length > 0
+            ? "y, a, n or r + Enter: answer · other text: steer · Alt+Enter: queue a followup · Esc: cancel"
+            : active
             ? "Enter: steer · Alt+Enter: queue a followup · Esc or Ctrl-C: cancel · /inject TEXT · /quit"
             : "Enter: send · /inject TEXT · /compact · /sessions · /quit · Ctrl-C: quit"}
         </Text>

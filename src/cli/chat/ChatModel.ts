@@ -11,7 +11,9 @@
  *   events go through one projection (`Transcript.projector`), so a resumed session looks as it
  *   did live.
  * - The live part: the assistant text streaming in the current step (`assistant/delta`), the
- *   tool calls that run (logged `tool/call`, no result yet), the pending queue (a mirror of the
+ *   tool calls that run (logged `tool/call`, no result yet), the open approval questions (§26:
+ *   from `approval/asked` until its `approval/decided`; those the log leaves open at start,
+ *   `Approval.openQuestions`, as after a resume), the pending queue (a mirror of the
  *   inbox rebuilt from `agent/inbox/spliced` events with `Inbox.MutableInbox`, the runtime's own
  *   splice algebra), the status and when the run started, and the compaction that runs (from its
  *   `compaction/start` until its `compaction/end`).
@@ -23,7 +25,9 @@
  * message of megabytes costs the screen no more than a small one.
  */
 import type { AgentEvent, AgentStatus } from "../../AgentEvent.js"
+import * as Approval from "../../Approval.js"
 import * as Inbox from "../../Inbox.js"
+import { escapeLine } from "../../internal/terminalText.js"
 import { textOf, type UserMessage } from "../../Message.js"
 import * as Prices from "../../Prices.js"
 import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
@@ -81,6 +85,21 @@ export interface RunningTool {
   readonly since: number
 }
 
+/**
+ * An open approval question (§26): a call waits for a person's decision. `toolName` and `args`
+ * are one line each, escaped and bounded (`oneLine`). `since`: epoch ms when it was seen.
+ * `answering`: an answer was sent from this chat and has not landed yet (the next question is
+ * then the one the keys answer).
+ */
+export interface Question {
+  readonly id: string
+  readonly callId: string
+  readonly toolName: string
+  readonly args: string
+  readonly since: number
+  readonly answering: boolean
+}
+
 /** A compaction that runs (from its `compaction/start`): why, and the estimate when it started. */
 export interface RunningCompaction {
   readonly compactionId: string
@@ -95,13 +114,16 @@ export interface Snapshot {
   readonly sessionId: string
   readonly items: ReadonlyArray<Item>
   readonly status: AgentStatus
-  /** Epoch ms when the current run started (undefined while idle). */
+  /** Epoch ms when the current run started (undefined while idle; kept while awaiting approval). */
   readonly runningSince: number | undefined
   readonly turn: number
   readonly step: number
   /** The current step's streamed text and reasoning (escaped); undefined when none. */
   readonly streaming: { readonly text: string; readonly reasoning: string } | undefined
+  /** Logged calls without a result and without an open question, in call order. */
   readonly tools: ReadonlyArray<RunningTool>
+  /** The open approval questions, in the order they were asked. */
+  readonly questions: ReadonlyArray<Question>
   readonly pending: ReadonlyArray<PendingItem>
   /** The compaction that runs now, if any. */
   readonly compacting: RunningCompaction | undefined
@@ -117,6 +139,23 @@ export interface Snapshot {
  * terminal (the rule of `TranscriptText.render`).
  */
 export const visible = (text: string): string => TranscriptText.escapeControl(text.replace(/\t/g, "  "))
+
+/** The most code points of a question's arguments the chat shows (`oneLine`). */
+export const ARGS_SHOWN = 160
+
+/**
+ * `text` on one line for the terminal: its first `max` code points (then `…`), escaped as
+ * `escapeLine` does (line breaks as `\n`, controls as `\x1b`, …). Reads at most about `2·max`
+ * characters of `text`.
+ */
+export const oneLine = (text: string, max: number = ARGS_SHOWN): string => {
+  const chars = Array.from(text.length > 2 * max + 2 ? text.slice(0, 2 * max + 2) : text)
+  const cut = chars.length > max
+  return escapeLine((cut ? chars.slice(0, max) : chars).join("")) + (cut ? "…" : "")
+}
+
+/** Whether the agent works on a turn: running, or waiting for a decision inside it (§26 rule 5). */
+export const busy = (status: AgentStatus): boolean => status === "running" || status === "awaiting-approval"
 
 /**
  * The most of one message's text the chat shows: its first `SHOWN_LINES` lines and at most
@@ -249,6 +288,10 @@ export class ChatModel {
   private itemsView: ReadonlyArray<Item> = []
   private readonly inbox: Inbox.MutableInbox
   private readonly calls = new Map<string, RunningTool>()
+  /** The logged arguments (JSON text) of the calls in `calls`, for their questions. */
+  private readonly callArguments = new Map<string, string>()
+  /** The open approval questions by id, in the order they were asked. */
+  private readonly questions = new Map<string, Question>()
   private readonly listeners = new Set<() => void>()
   private nextKey = 0
   private headerTurn = 0
@@ -287,7 +330,7 @@ export class ChatModel {
     this.inbox = Inbox.MutableInbox.from(inbox)
     this.seen = events.length
     this.status = status
-    this.runningSince = status === "running" ? now() : undefined
+    this.runningSince = busy(status) ? now() : undefined
     // A compaction the log leaves open is still running (it ends live) or closed by repair.
     const entries: Array<Transcript.Entry> = []
     for (const e of events) {
@@ -308,10 +351,28 @@ export class ChatModel {
     }
     for (let i = first; i < entries.length; i++) this.entry(entries[i]!)
     for (const e of events) {
-      if (e.type === "turn/start") this.turn = (e.data as { readonly turn: number }).turn
+      if (e.type === "turn/start") {
+        this.turn = (e.data as { readonly turn: number }).turn
+        this.step = 0
+      } else if (e.type === "step/start") this.step = (e.data as { readonly step: number }).step
     }
-    // A log read from disk has no running calls: show what a DSH log left open as results-less.
-    this.flushCalls()
+    // The questions the log leaves open (a resumed session that waits, §26 rule 8): their
+    // calls stay live, as does the rest of their step (its results come with the decision).
+    const open = Approval.openQuestions(events)
+    for (const question of open) {
+      // (A DSH question may name no call: it is shown with no arguments.)
+      const callId = question.callId ?? ""
+      if (callId !== "" && !this.calls.has(callId)) {
+        const call = events.find((e) => e.type === "tool/call" && (e.data as { readonly callId?: unknown }).callId === callId)
+          ?.data as { readonly name?: unknown; readonly arguments?: unknown } | undefined
+        const args = typeof call?.arguments === "string" ? call.arguments : ""
+        this.calls.set(callId, { callId, name: shown(question.toolName), args: shown(args), since: now() })
+        this.callArguments.set(callId, args)
+      }
+      this.ask({ id: question.id, callId, toolName: question.toolName })
+    }
+    // Else a log read from disk has no running calls: show what a DSH log left open as results-less.
+    if (open.length === 0) this.flushCalls()
     this.snapshot = this.build()
   }
 
@@ -348,7 +409,26 @@ export class ChatModel {
     else waiting.push(f)
   }
 
-  /** Appends a notice of the UI itself (escaped). */
+  /**
+   * The question the answer keys and commands answer now: the first open one no answer was sent
+   * to from this chat (`answering`); undefined when none.
+   */
+  firstQuestion(): Question | undefined {
+    for (const question of this.questions.values()) if (!question.answering) return question
+    return undefined
+  }
+
+  /**
+   * Marks question `id` as answered from this chat (`on`: the answer is on its way) or not (it
+   * failed); nothing for a question that is no longer open.
+   */
+  answering(id: string, on: boolean): void {
+    const question = this.questions.get(id)
+    if (question === undefined || question.answering === on) return
+    this.questions.set(id, { ...question, answering: on })
+    this.changed()
+  }
+
   /** The store's other sessions, as last read (for Tab completion after `@session:`). */
   sessionIds: ReadonlyArray<string> = []
 
@@ -357,6 +437,7 @@ export class ChatModel {
     this.sessionIds = ids
   }
 
+  /** Appends a notice of the UI itself (escaped). */
   notice(text: string, tone: Tone = "ok"): void {
     this.push({ kind: "notice", key: this.key(), text: shown(text), tone })
     this.changed()
@@ -390,7 +471,10 @@ export class ChatModel {
       streaming: this.streaming === undefined || (this.streaming.text === "" && this.streaming.reasoning === "")
         ? undefined
         : { text: this.streaming.text, reasoning: this.streaming.reasoning },
-      tools: Array.from(this.calls.values()),
+      tools: this.questions.size === 0
+        ? Array.from(this.calls.values())
+        : Array.from(this.calls.values()).filter((call) => !this.asked(call.callId)),
+      questions: Array.from(this.questions.values()),
       pending,
       compacting: this.compacting,
       ...this.spent()
@@ -415,7 +499,7 @@ export class ChatModel {
     switch (event.type) {
       case "agent/status": {
         this.status = event.status
-        this.runningSince = event.status === "running" ? (this.runningSince ?? this.now()) : undefined
+        this.runningSince = busy(event.status) ? (this.runningSince ?? this.now()) : undefined
         if (event.status !== "running") this.compacting = undefined
         return
       }
@@ -423,6 +507,8 @@ export class ChatModel {
         // The chat disposes its agent only as it ends (the view is gone by then): this agent
         // stopped because its log could not be written (a full disk, the file deleted).
         this.calls.clear()
+        this.callArguments.clear()
+        this.questions.clear()
         this.streaming = undefined
         this.compacting = undefined
         this.status = "idle"
@@ -498,6 +584,26 @@ export class ChatModel {
       }
       case "user/message": {
         this.claimed.delete((event.data as { readonly id: string }).id)
+        break
+      }
+      case "approval/asked": {
+        const data = event.data as Partial<Approval.AskedData>
+        if (typeof data.id === "string") {
+          this.ask({ id: data.id, callId: typeof data.callId === "string" ? data.callId : "", toolName: String(data.toolName) })
+        }
+        break
+      }
+      case "approval/decided": {
+        const data = event.data as { readonly id?: unknown; readonly outcome?: unknown }
+        const question = typeof data.id === "string" ? this.questions.get(data.id) : undefined
+        if (question !== undefined) {
+          this.questions.delete(question.id)
+          // An allowed call starts now: its running time counts from here.
+          const call = this.calls.get(question.callId)
+          if (call !== undefined && (data.outcome === "allowed-once" || data.outcome === "allowed-always")) {
+            this.calls.set(call.callId, { ...call, since: this.now() })
+          }
+        }
         break
       }
       case "turn/end": {
@@ -580,10 +686,12 @@ export class ChatModel {
           args: shown(entry.arguments),
           since: this.now()
         })
+        this.callArguments.set(entry.callId, entry.arguments)
         return
       case "tool-result": {
         const call = this.calls.get(entry.callId)
         this.calls.delete(entry.callId)
+        this.callArguments.delete(entry.callId)
         this.push({
           kind: "tool",
           key: this.key(),
@@ -596,6 +704,8 @@ export class ChatModel {
       }
       case "turn-end":
         this.flushCalls()
+        // A turn never ends with a question open (§26 rule 4); a log that says otherwise shows none.
+        this.questions.clear()
         this.push({
           kind: "turn-end",
           key: this.key(),
@@ -641,6 +751,26 @@ export class ChatModel {
       this.push({ kind: "tool", key: this.key(), name: call.name, args: call.args, result: undefined, isError: false })
     }
     this.calls.clear()
+    this.callArguments.clear()
+  }
+
+  /** Opens question `id` about call `callId` (its arguments from the call's `tool/call`). */
+  private ask(question: { readonly id: string; readonly callId: string; readonly toolName: string }): void {
+    if (this.questions.has(question.id)) return
+    this.questions.set(question.id, {
+      id: question.id,
+      callId: question.callId,
+      toolName: oneLine(question.toolName, 64),
+      args: oneLine(this.callArguments.get(question.callId) ?? ""),
+      since: this.now(),
+      answering: false
+    })
+  }
+
+  /** Whether an open question is about call `callId`. */
+  private asked(callId: string): boolean {
+    for (const question of this.questions.values()) if (question.callId === callId) return true
+    return false
   }
 }
 

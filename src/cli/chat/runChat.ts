@@ -34,6 +34,14 @@
  * report is a notice; the marker comes with the log's events), `/sessions`, `/help`, `/quit`.
  * With `compaction` (the CLI's `--context-window`) the agent also compacts by itself (pressure,
  * overflow).
+ *
+ * Approvals (§26): the view answers a question with `controller.answer` (the answer keys);
+ * `/approve`, `/approve-always`, `/reject [REASON]` and `/reject-always [REASON]` answer the
+ * first question that has no answer yet. An answer is `agent.approve`/`agent.reject`; one
+ * that comes too late (`ApprovalNotOpen`: the timeout, a cancel or another client decided first)
+ * or cannot be appended is a notice, and the question stays answerable when it is still open.
+ * While a question is open the agent is busy: Enter steers, Alt+Enter queues a followup, Esc
+ * cancels (deciding the open questions `cancelled`).
  */
 import type { FileSystem, Path } from "@effect/platform"
 import { Chunk, Console, Deferred, Effect, Exit, FiberRef, HashSet, Layer, Logger, LogLevel, Queue, type Scope } from "effect"
@@ -42,6 +50,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import { createElement } from "react"
 import * as Agent from "../../Agent.js"
+import { isApprovalNotOpen } from "../../AgentError.js"
 import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
@@ -54,9 +63,10 @@ import * as OfflineTools from "../../providers/OfflineTools.js"
 import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
+import type * as Tool from "../../Tool.js"
 import { entryText } from "../storeFailures.js"
-import { App, type ChatController } from "./App.js"
-import { ChatModel } from "./ChatModel.js"
+import { App, type ChatController, type Decision } from "./App.js"
+import { busy, ChatModel } from "./ChatModel.js"
 import { cleanStdin } from "./stdin.js"
 
 /** Options of `runChat`. */
@@ -73,6 +83,8 @@ export interface ChatOptions {
   readonly prices?: Prices.Prices | undefined
   /** `--instructions`/`--instructions-file`: the agent's system instructions (resumed: instead of the log's). */
   readonly instructions?: string | undefined
+  /** The agent's tools (`--ask` makes some need approval, §26); default `OfflineTools.all()`. */
+  readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
 }
 
 /** The source of what `/inject` delivers (§2: context names its producer). */
@@ -87,6 +99,10 @@ const HELP = [
   "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  the store's sessions: date, first prompt",
   "/quit  leave (also Ctrl-C when idle, or a second Ctrl-C while running)",
   "/compact [INSTRUCTIONS]  summarize the older conversation now (while running: at the turn's next step)",
+  "A tool call that needs approval is shown with its arguments and waits (the status line: awaiting approval).",
+  "  Answer with a line of one letter + Enter: y allow once, a allow always (this tool, this session),",
+  "  n reject, r reject always (both then ask for an optional reason; Esc goes back). The first open question is answered.",
+  "/approve  /approve-always  /reject [REASON]  /reject-always [REASON]  the same, as commands",
   "Tab after @session: completes a session id. //TEXT sends TEXT with its leading /. Esc while idle clears the line.",
   "Pasted lines are sent one by one (each line is a message)."
 ].join("\n")
@@ -94,7 +110,60 @@ const HELP = [
 type Action =
   | { readonly _tag: "submit"; readonly text: string; readonly mode: "enter" | "queue" }
   | { readonly _tag: "cancel" }
+  | { readonly _tag: "answer"; readonly id: string; readonly toolName: string; readonly decision: Decision }
   | { readonly _tag: "refresh-sessions" }
+
+/** How an answer reads in a notice: `allow once`, `reject always`. */
+const decisionLabel = (decision: Decision): string =>
+  decision.kind === "allow" ? (decision.always ? "allow always" : "allow once") : decision.always ? "reject always" : "reject"
+
+/**
+ * Sends a person's answer to question `id` about `toolName` (§26): `agent.approve` or
+ * `agent.reject`; the question is marked answered in `model` until its decision lands. An answer
+ * that comes too late (`ApprovalNotOpen`: decided by the timeout, a cancel or another client) is
+ * a notice; one that cannot be appended is a notice too, and the question can be answered again.
+ * A reason that was not recorded is given back.
+ *
+ * @internal
+ */
+export const answer = (
+  agent: Agent.Agent,
+  model: ChatModel,
+  id: string,
+  toolName: string,
+  decision: Decision
+): Effect.Effect<void> =>
+  Effect.catchAll(
+    decision.kind === "allow"
+      ? agent.approve(id, { always: decision.always })
+      : agent.reject(id, { always: decision.always, reason: decision.reason }),
+    (e) =>
+      Effect.sync(() => {
+        model.answering(id, false)
+        const lost = decision.kind === "reject" && decision.reason !== undefined ? `\nnot sent: ${decision.reason}` : ""
+        if (isApprovalNotOpen(e)) {
+          model.notice(
+            `your answer (${decisionLabel(decision)}) to ${toolName} came too late: the question was decided already ` +
+              `(the transcript shows how)${lost}`,
+            "warn"
+          )
+        } else model.notice(`your answer to ${toolName} was not recorded: ${e.message}${lost}`, "error")
+      })
+  )
+
+/** `/approve`, `/approve-always`, `/reject [REASON]`, `/reject-always [REASON]`: answers the first open question. */
+const answerCommand = (agent: Agent.Agent, model: ChatModel, command: string, rest: string): Effect.Effect<void> => {
+  const question = model.firstQuestion()
+  if (question === undefined) {
+    return Effect.sync(() => model.notice(`${command}: no question is open${rest === "" ? "" : `\nnot sent: ${rest}`}`, "warn"))
+  }
+  const always = command.endsWith("-always")
+  const decision: Decision = command.startsWith("/approve")
+    ? { kind: "allow", always }
+    : { kind: "reject", always, reason: rest === "" ? undefined : rest }
+  model.answering(question.id, true)
+  return answer(agent, model, question.id, question.toolName, decision)
+}
 
 /** Queues a followup (Alt+Enter, `/followup`): refused when it mentions a session (see above). */
 const queueFollowup = (agent: Agent.Agent, model: ChatModel, text: string) =>
@@ -167,8 +236,9 @@ const perform = (
     )
   }
   if (action._tag === "cancel") {
-    return shown(Effect.flatMap(agent.status, (status) => status === "running" ? agent.cancel() : Effect.void))
+    return shown(Effect.flatMap(agent.status, (status) => busy(status) ? agent.cancel() : Effect.void))
   }
+  if (action._tag === "answer") return answer(agent, model, action.id, action.toolName, action.decision)
   let text = action.text.trim()
   if (text === "") return Effect.void
   // "//…" sends a message that starts with "/" (e.g. a path).
@@ -184,8 +254,7 @@ const perform = (
     return given(Effect.flatMap(
       agent.status,
       // Idle, Alt+Enter is a plain send: `deliver` followups (with the snapshots of mentions).
-      (status) =>
-        action.mode === "queue" && status === "running" ? queueFollowup(agent, model, text) : references.deliver(agent, text)
+      (status) => action.mode === "queue" && busy(status) ? queueFollowup(agent, model, text) : references.deliver(agent, text)
     ))
   }
   const space = text.search(/\s/)
@@ -204,8 +273,17 @@ const perform = (
       if (rest === "") return Effect.sync(() => model.notice("usage: /followup TEXT", "warn"))
       return shown(Effect.flatMap(
         agent.status,
-        (status) => status === "running" ? queueFollowup(agent, model, rest) : references.deliver(agent, rest)
+        (status) => busy(status) ? queueFollowup(agent, model, rest) : references.deliver(agent, rest)
       ))
+    case "/approve":
+    case "/approve-always":
+      if (rest !== "") {
+        return Effect.sync(() => model.notice(`usage: ${command} (no argument)\nnot sent: ${text}`, "warn"))
+      }
+      return answerCommand(agent, model, command, rest)
+    case "/reject":
+    case "/reject-always":
+      return answerCommand(agent, model, command, rest)
     case "/compact":
       return compact(agent, model, rest)
     case "/sessions":
@@ -331,7 +409,7 @@ const session = (
   | Scope.Scope
 > =>
   Effect.gen(function*() {
-    const tools = yield* OfflineTools.all()
+    const tools = options.tools ?? (yield* OfflineTools.all())
     const agent = options.sessionId === undefined
       ? yield* Agent.make({ tools, cwd: process.cwd(), instructions: options.instructions })
       : yield* Agent.resume(options.sessionId, { tools, instructions: options.instructions })
@@ -376,6 +454,11 @@ const session = (
       },
       cancel: () => {
         Queue.unsafeOffer(actions, { _tag: "cancel" })
+      },
+      answer: (id, decision) => {
+        const toolName = model.getSnapshot().questions.find((q) => q.id === id)?.toolName ?? "the tool"
+        model.answering(id, true)
+        Queue.unsafeOffer(actions, { _tag: "answer", id, toolName, decision })
       },
       quit,
       sessionIds: () => {

@@ -4,17 +4,20 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
+import * as OfflineTools from "../../providers/OfflineTools.js"
 import { exit } from "../exit.js"
 import { loadWith, requirePackages } from "../optional.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
+import { askOption, checkAsk, withAsk } from "./askFlag.js"
 import { instructionsOptions, readInstructions, readPrices, storeDirectory, storeOption } from "./shared.js"
 
 /**
- * `chat [--session ID] [--prices FILE]`: the interactive terminal UI (§14;
+ * `chat [--session ID] [--prices FILE] [--ask TOOL]…`: the interactive terminal UI (§14;
  * `src/cli/chat/`), on a new session of the JSONL store or, with `--session ID`, on that session
  * resumed (its history shown from the log). Its status line shows the session's tokens, and with
- * `--prices` its cost (a price table that is not one: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * `--prices` its cost (a price table that is not one: exit 2). Each `--ask TOOL` makes every
+ * call of that offline tool wait for an answer in the chat (§26; a name that is no tool: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
  * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
  * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
@@ -30,6 +33,7 @@ export const chat = Command.make(
       Options.optional,
       Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
     ),
+    ask: askOption,
     ...instructionsOptions,
     ...providerOptions,
     ...otlpOptions,
@@ -41,6 +45,9 @@ export const chat = Command.make(
       // before anything else is checked, so that no other error hides it.
       yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
       const instructions = yield* readInstructions(options)
+      const offline = yield* OfflineTools.all()
+      yield* checkAsk(options.ask, offline.map((tool) => tool.name))
+      const tools = withAsk(offline, options.ask)
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(
           2,
@@ -65,6 +72,7 @@ export const chat = Command.make(
         compaction,
         prices,
         instructions,
+        tools,
         sessionId: Option.getOrUndefined(options.session)
       }).pipe(
         Effect.catchTags({
@@ -75,4 +83,4 @@ export const chat = Command.make(
       )
       if (code !== 0) return yield* exit(code)
     }).pipe(withOtlp("chat", options.otlpEndpoint, { deferReports: true }))
-).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel (§14)."))
+).pipe(Command.withDescription("Chat with an agent in the terminal: followup, steer, inject, cancel, approve (§14)."))
