@@ -12,6 +12,11 @@
  * `agent.compact`. A summarization request consumes the next model entry like any request: the
  * script holds the summaries where the requests for them come.
  *
+ * Approvals (§26): a tool with `approval: "always"` asks about each call; `approve` and `reject`
+ * actions decide, naming the question by the script's call id (`callId`: question ids are
+ * generated), its `index` among the open ones or its `id`; `approvalTimeoutMs` is the agent's;
+ * a `resume` action releases the agent and resumes the session from the store.
+ *
  * @since 0.1.0
  */
 import { Either, ParseResult, Schema } from "effect"
@@ -28,6 +33,15 @@ const TokenCount = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
 const Source = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
   .annotations({ identifier: "a message source object {kind, …}" })
 const Text = Schema.Union(Schema.String, Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }))
+
+/** A decoded value as a message names it (`"x"`, `3`, `null`). */
+const actual = (u: unknown): string => {
+  try {
+    return JSON.stringify(u) ?? String(u)
+  } catch {
+    return String(u)
+  }
+}
 
 const ModelEntry = Schema.Struct({
   text: Schema.optional(Schema.String),
@@ -70,7 +84,12 @@ const ToolSpec = Schema.Struct({
   error: Schema.optional(Schema.String),
   durationMs: Schema.optional(NonNegative),
   additionalContexts: Schema.optional(Schema.Array(Schema.String).annotations({ identifier: "an array of strings" })),
-  exclusive: Schema.optional(Schema.Boolean)
+  exclusive: Schema.optional(Schema.Boolean),
+  approval: Schema.optional(
+    Schema.Literal("never", "always").annotations({
+      message: (issue) => ({ message: `Expected "never" or "always", actual ${actual(issue.actual)}`, override: true })
+    })
+  )
 }).annotations({ identifier: "a tool object" })
 const Tools = Schema.Record({ key: Schema.String, value: ToolSpec }).annotations({ identifier: "an object of tools by name" })
 
@@ -82,15 +101,6 @@ const PreStepSpec = Schema.Union(
   Schema.Struct({ appendText: Schema.String }).annotations(preStep)
 ).annotations(preStep)
 const PreSteps = Schema.Array(PreStepSpec).annotations({ identifier: "an array of pre-step listeners" })
-
-/** A decoded value as a message names it (`"x"`, `3`, `null`). */
-const actual = (u: unknown): string => {
-  try {
-    return JSON.stringify(u) ?? String(u)
-  } catch {
-    return String(u)
-  }
-}
 
 const CompactionSpec = Schema.Struct({
   contextWindow: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
@@ -119,7 +129,17 @@ const BudgetSpec = Schema.Struct({
 const Cause = Schema.Struct({ kind: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
   .annotations({ identifier: "a cause object {kind, …}" })
 
-const ACTION_KINDS = ["followup", "steer", "inject", "cancel", "dispose", "compact"] as const
+const ACTION_KINDS = [
+  "followup",
+  "steer",
+  "inject",
+  "cancel",
+  "dispose",
+  "compact",
+  "approve",
+  "reject",
+  "resume"
+] as const
 
 const TextObject = Schema.Struct({ text: Schema.String, source: Schema.optional(Source) }).annotations({
   identifier: "a text object {text, source?}"
@@ -134,6 +154,18 @@ const textAction = <K extends "followup" | "steer" | "inject">(kind: K) => ({
 
 const TextActions = { followup: textAction("followup"), steer: textAction("steer"), inject: textAction("inject") }
 
+/**
+ * How an `approve` or `reject` action names its question (§15, §26), exactly one of: `callId`,
+ * the id of the tool call in the model script (what a scenario's author knows); `id`, the
+ * question's own id (generated, so only known from an earlier run's log); `index`, the place of
+ * the question among those open when the action is applied (0: the one asked first).
+ */
+const QuestionFields = {
+  callId: Schema.optional(Schema.String),
+  id: Schema.optional(Schema.String),
+  index: Schema.optional(TokenCount)
+}
+
 const ActionSchemas = {
   cancel: Schema.Struct({
     at: NonNegative,
@@ -147,7 +179,25 @@ const ActionSchemas = {
     compact: Schema.Struct({ instructions: Schema.optional(Schema.String) }).annotations({
       identifier: "a compact object {instructions?}"
     })
-  })
+  }),
+  approve: Schema.Struct({
+    at: NonNegative,
+    approve: Schema.Struct({
+      ...QuestionFields,
+      always: Schema.optional(Schema.Boolean),
+      name: Schema.optional(Schema.String)
+    }).annotations({ identifier: "an approve object {callId | id | index, always?, name?}" })
+  }),
+  reject: Schema.Struct({
+    at: NonNegative,
+    reject: Schema.Struct({
+      ...QuestionFields,
+      reason: Schema.optional(Schema.String),
+      always: Schema.optional(Schema.Boolean),
+      name: Schema.optional(Schema.String)
+    }).annotations({ identifier: "a reject object {callId | id | index, reason?, always?, name?}" })
+  }),
+  resume: Schema.Struct({ at: NonNegative, resume: Schema.Struct({}) })
 }
 
 const Action = Schema.Union(
@@ -156,7 +206,10 @@ const Action = Schema.Union(
   Schema.Struct({ at: NonNegative, inject: Text }),
   ActionSchemas.cancel,
   ActionSchemas.dispose,
-  ActionSchemas.compact
+  ActionSchemas.compact,
+  ActionSchemas.approve,
+  ActionSchemas.reject,
+  ActionSchemas.resume
 )
 
 /**
@@ -177,6 +230,14 @@ const Action = Schema.Union(
  * `maxCost` needs `prices`, USD per 1e6 tokens keyed by model name; the scripted model's name is
  * the scenario's `name`, or `"script"`, and a price key may be a prefix of it).
  *
+ * For approvals (§26, §15): a tool's `approval` (`"never"`, the default, or `"always"`); the
+ * top-level `approvalTimeoutMs` (ms ≥ 0, the agent's option); the actions `{at, approve:
+ * {callId | id | index, always?, name?}}` and `{at, reject: {callId | id | index, reason?,
+ * always?, name?}}`, which name their question by exactly one of the call id of the model script,
+ * the question's id, or its index among the questions open when the action is applied (0: the
+ * first asked); a `callId` must be a call of the script to a tool with `approval: "always"`; and
+ * `{at, resume: {}}`: `agent.release`, then `Agent.resume` of the session with `continuePending`.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -187,6 +248,7 @@ export const ScenarioSchema = Schema.Struct({
   preStep: Schema.optional(PreSteps),
   compaction: Schema.optional(CompactionSpec),
   budget: Schema.optional(BudgetSpec),
+  approvalTimeoutMs: Schema.optional(NonNegative),
   actions: Schema.Array(Action).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -197,6 +259,7 @@ const ScenarioTop = Schema.Struct({
   preStep: Schema.optional(PreSteps),
   compaction: Schema.optional(CompactionSpec),
   budget: Schema.optional(BudgetSpec),
+  approvalTimeoutMs: Schema.optional(NonNegative),
   actions: Schema.Array(Schema.Unknown).annotations({ identifier: "an array of actions" })
 }).annotations({ identifier: "a scenario object {model, actions, …}" })
 
@@ -304,7 +367,7 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
       return Either.left(
         new InvalidScenario({
           message: kinds.length === 0
-            ? "an action needs one of followup, steer, inject, cancel, dispose, compact"
+            ? `an action needs one of ${ACTION_KINDS.join(", ")}`
             : `an action has one kind, this one has ${kinds.join(" and ")}`,
           path
         })
@@ -312,30 +375,77 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
     }
     const kind = kinds[0]!
     const value = (a as Record<string, unknown>)[kind]
-    if (kind === "dispose") {
+    if (kind === "dispose" || kind === "resume") {
       if (typeof value !== "object" || value === null || Array.isArray(value)) {
-        return Either.left(new InvalidScenario({ message: "Expected an object ({})", path: `${path}.dispose` }))
+        return Either.left(new InvalidScenario({ message: "Expected an object ({})", path: `${path}.${kind}` }))
       }
       const extra = Object.keys(value)[0]
       if (extra !== undefined) {
         return Either.left(
           new InvalidScenario({
-            message: "is unexpected, dispose takes no fields",
-            path: jsonPath(["actions", i, "dispose", extra])
+            message: `is unexpected, ${kind} takes no fields`,
+            path: jsonPath(["actions", i, kind, extra])
           })
         )
       }
     }
-    const schema = kind === "cancel" || kind === "dispose" || kind === "compact"
-      ? ActionSchemas[kind]
-      : typeof value === "string"
-      ? TextActions[kind].plain
-      : TextActions[kind].object
+    const schema = kind === "followup" || kind === "steer" || kind === "inject"
+      ? typeof value === "string" ? TextActions[kind].plain : TextActions[kind].object
+      : ActionSchemas[kind]
     const decoded = Schema.decodeUnknownEither(schema as Schema.Schema<Scenario["actions"][number], unknown>, options)(a)
     if (Either.isLeft(decoded)) return fail(decoded.left, ["actions", i])
-    actions.push(decoded.right)
+    const action = decoded.right
+    if ("approve" in action || "reject" in action) {
+      const problem = questionProblem(top.right, "approve" in action ? action.approve : action.reject)
+      if (problem !== undefined) {
+        return Either.left(
+          new InvalidScenario({ message: problem.message, path: jsonPath(["actions", i, kind, ...problem.field]) })
+        )
+      }
+    }
+    actions.push(action)
   }
   return Either.right({ ...top.right, actions })
+}
+
+/**
+ * What is wrong with how an `approve` or `reject` action names its question, if anything: it
+ * names it by exactly one of `callId`, `id`, `index`; a `callId` must be a call of the model
+ * script to a tool of the scenario with `approval: "always"` (another call never asks). What can
+ * only be known when the action is applied (the question not asked yet, decided already) is the
+ * run's: `Simulator.run` records it as the action's `ApprovalNotOpen`.
+ */
+const questionProblem = (
+  scenario: { readonly model: Scenario["model"]; readonly tools?: Scenario["tools"] },
+  question: { readonly callId?: string | undefined; readonly id?: string | undefined; readonly index?: number | undefined }
+): { readonly message: string; readonly field: ReadonlyArray<string> } | undefined => {
+  const named = (["callId", "id", "index"] as const).filter((k) => question[k] !== undefined)
+  if (named.length !== 1) {
+    return {
+      message: named.length === 0
+        ? "names its question by one of callId, id, index"
+        : `names its question by one of callId, id, index, this one by ${named.join(" and ")}`,
+      field: []
+    }
+  }
+  const callId = question.callId
+  if (callId === undefined) return undefined
+  const calls = scenario.model.flatMap((entry) => (entry.toolCalls ?? []).filter((call) => call.id === callId))
+  if (calls.length === 0) {
+    return { message: `no tool call of the model script has the id ${JSON.stringify(callId)}`, field: ["callId"] }
+  }
+  if (!calls.some((call) => scenario.tools?.[call.name]?.approval === "always")) {
+    const name = calls[0]!.name
+    return {
+      message: scenario.tools?.[name] === undefined
+        ? `the call ${JSON.stringify(callId)} is to ${JSON.stringify(name)}, which is not a tool of the scenario`
+        : `the call ${JSON.stringify(callId)} is to ${
+          JSON.stringify(name)
+        }, which needs no approval (its tool has no approval: "always")`,
+      field: ["callId"]
+    }
+  }
+  return undefined
 }
 
 /**

@@ -27,6 +27,13 @@
  * simulator settles it like the rest). A summarization request consumes the next model entry
  * like any request: the script holds the summaries where the requests for them come.
  *
+ * Approvals (§26): `approve` and `reject` actions run in the simulator's fiber (a decision
+ * returns once it is durable) and are recorded in `decisions`; one that finds no open question
+ * under the name it gives (its `callId`, `index` or `id`) changes nothing and is recorded with
+ * `ApprovalNotOpen`. A `resume` action releases the agent (nothing appended, open questions stay
+ * open) and resumes the session from the memory store with `continuePending`; the actions after
+ * it go to the resumed agent.
+ *
  * @since 0.1.0
  */
 import { Effect, Either, Layer, Schema } from "effect"
@@ -118,6 +125,12 @@ export interface RunResult {
    * (`undefined` while it waits for a boundary the run never reached), or the tag of its error.
    */
   readonly compactions: ReadonlyArray<CompactRecord>
+  /**
+   * One record per `approve` and `reject` action (in the order applied, §26): the question it
+   * decided, or the tag of its error (`ApprovalNotOpen`: no question was open under that name
+   * then, e.g. one not asked yet or already decided).
+   */
+  readonly decisions: ReadonlyArray<DecisionRecord>
 }
 
 /**
@@ -145,6 +158,25 @@ export interface CompactRecord {
   readonly action: number
   readonly at: number
   readonly report?: CompactionReport | undefined
+  readonly error?: string | undefined
+}
+
+/**
+ * What became of one `approve` or `reject` action of a run (§26): `id` and `callId` of the
+ * question it decided, or `error`, the tag of the typed error it failed with (`ApprovalNotOpen`
+ * when no question was open under the name it gave; then `callId`, `id` or `index` is the name,
+ * as the action gave it).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DecisionRecord {
+  readonly action: number
+  readonly kind: "approve" | "reject"
+  readonly at: number
+  readonly id?: string | undefined
+  readonly callId?: string | undefined
+  readonly index?: number | undefined
   readonly error?: string | undefined
 }
 
@@ -177,7 +209,8 @@ export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("Re
  * `agent-loop simulate` does without `--requests`). Recorded requests holding more than
  * `MAX_REQUEST_MESSAGES` messages in all fail the run with `RequestsTooLarge`. With a
  * `compaction` block the agent gets its `Compaction` layer; summarization requests are recorded
- * with `purpose: "compaction"`, and each `compact` action's report is in `compactions`.
+ * with `purpose: "compaction"`, and each `compact` action's report is in `compactions`. What
+ * each `approve` and `reject` action decided (or its `ApprovalNotOpen`) is in `decisions` (§26).
  *
  * @example
  * ```ts
@@ -234,12 +267,28 @@ export const run = (
   const clock = new VirtualClock()
   const records: Array<DeliveryRecord> = []
   const compacts: Array<CompactRecord> = []
+  const decisions: Array<DecisionRecord> = []
+  const agentTools = tools(scenario.tools)
   const program = Effect.gen(function*() {
     const supervisor = new FiberTracker()
     const store = yield* SessionStore.SessionStore
     return yield* Effect.scoped(
       Effect.gen(function*() {
-        const agent = yield* Effect.orDie(Agent.make({ tools: tools(scenario.tools) }))
+        // A `resume` action replaces the agent (the same session, resumed from the store).
+        const current = {
+          agent: yield* Effect.orDie(Agent.make({ tools: agentTools, approvalTimeoutMs: scenario.approvalTimeoutMs }))
+        }
+        const resume = Effect.gen(function*() {
+          yield* Effect.orDie(current.agent.release)
+          current.agent = yield* Effect.orDie(
+            Agent.resume(current.agent.id, {
+              tools: agentTools,
+              approvalTimeoutMs: scenario.approvalTimeoutMs,
+              continuePending: true
+            })
+          )
+        })
+        const records_ = { deliveries: records, compacts, decisions }
         // By time, then file order (a stable sort).
         const actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
         let next = 0
@@ -250,7 +299,9 @@ export const run = (
           const nextAction = next < actions.length ? actions[next]![0].at : undefined
           const nextSleep = clock.nextSleep()
           if (nextAction !== undefined && nextAction <= now) {
-            yield* apply(agent, actions[next]![0], actions[next]![1], records, compacts)
+            const [action, index] = actions[next]!
+            if ("resume" in action) yield* resume
+            else yield* apply(current.agent, action, index, records_)
             next++
             continue
           }
@@ -264,8 +315,8 @@ export const run = (
         }
         // Read the log and the outcomes before the scope closes: closing it disposes the agent,
         // which is the simulator's housekeeping, not part of the scenario.
-        const contents = yield* Effect.orDie(store.read(agent.id))
-        return { contents, deliveries: records.slice(), compactions: compacts.slice() }
+        const contents = yield* Effect.orDie(store.read(current.agent.id))
+        return { contents, deliveries: records.slice(), compactions: compacts.slice(), decisions: decisions.slice() }
       }).pipe(Effect.supervised(supervisor))
     )
   })
@@ -283,7 +334,7 @@ export const run = (
   return program.pipe(
     Effect.provide(compaction === undefined ? layers : Layer.merge(layers, compaction)),
     Effect.withClock(clock),
-    Effect.flatMap(({ compactions, contents, deliveries }) =>
+    Effect.flatMap(({ compactions, contents, decisions, deliveries }) =>
       requestMessages > MAX_REQUEST_MESSAGES
         ? Effect.fail(
           new RequestsTooLarge({
@@ -304,7 +355,8 @@ export const run = (
               return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
             },
             deliveries,
-            compactions
+            compactions,
+            decisions
           }
         })
     )
@@ -313,10 +365,13 @@ export const run = (
 
 const apply = (
   agent: Agent.Agent,
-  action: Scenario["actions"][number],
+  action: Exclude<Scenario["actions"][number], { readonly resume: unknown }>,
   index: number,
-  records: Array<DeliveryRecord>,
-  compacts: Array<CompactRecord>
+  { compacts, decisions, deliveries: records }: {
+    readonly deliveries: Array<DeliveryRecord>
+    readonly compacts: Array<CompactRecord>
+    readonly decisions: Array<DecisionRecord>
+  }
 ): Effect.Effect<void, never, IdGenerator.IdGenerator> => {
   const ignore = <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.asVoid(Effect.either(e))
   const deliver = (
@@ -365,6 +420,40 @@ const apply = (
           }
         })
     )))
+  }
+  if ("approve" in action || "reject" in action) {
+    // Applied in the simulator's fiber: a decision returns once it is durable (§26 rule 5), and
+    // the call's fiber it wakes runs when the simulator settles.
+    const kind = "approve" in action ? "approve" : "reject"
+    const spec = "approve" in action ? action.approve : action.reject
+    return Effect.flatMap(agent.pendingApprovals, (pending) => {
+      const question = spec.index !== undefined
+        ? pending[spec.index]
+        : pending.find((q) => spec.callId !== undefined ? q.callId === spec.callId : q.id === spec.id)
+      const named = spec.index !== undefined
+        ? { index: spec.index }
+        : spec.callId !== undefined
+        ? { callId: spec.callId }
+        : { id: spec.id }
+      if (question === undefined) {
+        // Not open (not asked yet, decided already): what `agent.approve` of its id would fail with.
+        decisions.push({ action: index, kind, at: action.at, ...named, error: "ApprovalNotOpen" })
+        return Effect.void
+      }
+      const decide = "approve" in action
+        ? agent.approve(question.id, { always: action.approve.always, name: action.approve.name })
+        : agent.reject(question.id, { reason: action.reject.reason, always: action.reject.always, name: action.reject.name })
+      return Effect.map(Effect.either(decide), (result) => {
+        decisions.push({
+          action: index,
+          kind,
+          at: action.at,
+          id: question.id,
+          callId: question.callId,
+          ...(Either.isLeft(result) ? { error: result.left._tag } : {})
+        })
+      })
+    })
   }
   return Effect.asVoid(Effect.fork(ignore(agent.dispose)))
 }

@@ -1321,6 +1321,41 @@ describe("agent-loop simulate", () => {
         err: `${bad}: invalid scenario at $.compaction.reserve: must be less than contextWindow (100), actual 120`
       })
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("an approval scenario (§26): the log Simulator.run gives; a decision with no open question exits 2 after the log is written", () =>
+    Effect.gen(function*() {
+      const file = Path.resolve("test/scenarios/approval/batch-one-waiting.json")
+      const dir = tmpDir()
+      const out = Path.join(dir, "log.jsonl")
+      expect(yield* cli(["simulate", file, "--out", out])).toEqual({ code: 0, out: "", err: "" })
+      const text = Fs.readFileSync(file, "utf8")
+      const expected = yield* Simulator.run(Either.getOrThrow(Scenario.parse(text)), { seed: Scenario.seedOf(text) })
+      expect(Fs.readFileSync(out, "utf8")).toBe(expected.log)
+      // The question is asked at 5, decided at 10 and again at 20; at 0 nothing is open yet.
+      const twice = scenarioFile({
+        model: [{ latencyMs: 5, toolCalls: [{ id: "w", name: "write" }] }, { text: "ok" }],
+        tools: { write: { approval: "always" } },
+        actions: [
+          { at: 0, followup: "go" },
+          { at: 0, reject: { index: 0 } },
+          { at: 10, approve: { callId: "w" } },
+          { at: 20, approve: { callId: "w" } }
+        ]
+      })
+      const log = Path.join(dir, "twice.jsonl")
+      expect(yield* cli(["simulate", twice, "--out", log])).toEqual({
+        code: 2,
+        out: "",
+        err: [
+          `${twice}: action 1 (reject open question 0 at 0 ms) failed: ApprovalNotOpen`,
+          `${twice}: action 3 (approve call w at 20 ms) failed: ApprovalNotOpen`,
+          `${twice}: 2 decisions failed (see above)`
+        ].join("\n")
+      })
+      const written = yield* SessionStore.readFile(log)
+      expect(written.events.filter((e) => e.type === "approval/decided").map((e) => (e.data as { outcome: string }).outcome))
+        .toEqual(["allowed-once"])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the agent-loop binary", () => {

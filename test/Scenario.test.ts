@@ -347,7 +347,7 @@ describe("scenario validation (§15)", () => {
       [
         { model: [], actions: [{ at: 0 }] },
         "$.actions[0]",
-        "an action needs one of followup, steer, inject, cancel, dispose, compact"
+        "an action needs one of followup, steer, inject, cancel, dispose, compact, approve, reject, resume"
       ]
     ]
     for (const [input, path, message] of cases) {

@@ -17,7 +17,8 @@ import { otlpOptions, withOtlp } from "../otlp.js"
  * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does an
  * `--out` or `--requests` that cannot be written (a directory, a missing directory), and a
  * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
- * `AgentDisposed` after a `dispose` action) exits 2 after the log is written; recorded requests
+ * `AgentDisposed` after a `dispose` action), and an `approve` or `reject` that failed (no open
+ * question under its name then: `ApprovalNotOpen`, §26), exit 2 after the log is written; recorded requests
  * over `Simulator.MAX_REQUEST_MESSAGES` messages exit 2 with nothing written.
  */
 export const simulate = Command.make(
@@ -56,14 +57,33 @@ export const simulate = Command.make(
           yield* Console.error(escapeLine(`${scenario}: action ${d.action} (${d.kind} at ${d.at} ms) failed: ${d.error}`))
         }
       }
+      // An approve or reject that found no open question under its name (§26) failed too.
+      let undecided = 0
+      for (const d of result.decisions) {
+        if (d.error !== undefined) {
+          undecided++
+          const name = d.callId !== undefined
+            ? `call ${d.callId}`
+            : d.index !== undefined
+            ? `open question ${d.index}`
+            : `question ${d.id}`
+          yield* Console.error(
+            escapeLine(`${scenario}: action ${d.action} (${d.kind} ${name} at ${d.at} ms) failed: ${d.error}`)
+          )
+        }
+      }
       const write = (file: string, content: string) =>
         fs.writeFileString(file, content).pipe(Effect.catchAll((e) => cannotWrite("--out", file, e)))
       if (Option.isSome(out)) yield* write(out.value, result.log)
       // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
       else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
       if (Option.isSome(requests)) yield* writeLines(requests.value, result.requests)
-      if (unexpected > 0) {
-        return yield* exit(2, `${scenario}: ${unexpected} deliver${unexpected === 1 ? "y" : "ies"} failed (see above)`)
+      if (unexpected > 0 || undecided > 0) {
+        const failed = [
+          ...(unexpected > 0 ? [`${unexpected} deliver${unexpected === 1 ? "y" : "ies"}`] : []),
+          ...(undecided > 0 ? [`${undecided} decision${undecided === 1 ? "" : "s"}`] : [])
+        ]
+        return yield* exit(2, `${scenario}: ${failed.join(" and ")} failed (see above)`)
       }
     }).pipe(withOtlp("simulate", otlpEndpoint))
 ).pipe(Command.withDescription("Run a scenario on a virtual clock and write its session log (§15)."))

@@ -45,7 +45,7 @@ export const listeners = (
           ))
   })
 
-/** The tools of a scenario (§15): arguments are any JSON object. */
+/** The tools of a scenario (§15): arguments are any JSON object; `approval` as §26 rule 1 says. */
 export const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
   Object.entries(specs ?? {}).map(([name, spec]) =>
     Tool.make({
@@ -53,6 +53,8 @@ export const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =
       description: `scenario tool ${name}`,
       parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
       exclusive: spec.exclusive,
+      // §26: `"always"` makes each call wait for an `approve` or `reject` action (or the timeout).
+      approval: spec.approval ?? "never",
       execute: (args, ctx) =>
         Effect.gen(function*() {
           const ms = spec.durationMs ?? (typeof args.ms === "number" && args.ms >= 0 ? args.ms : 0)
