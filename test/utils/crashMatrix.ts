@@ -11,11 +11,14 @@
  *
  * What a cell checks is in `checkCell`. Actions that were not applied before the crash are
  * applied after the resume at their time (at once when it has passed), except `cancel`: the
- * turn it was aimed at died with the process.
+ * turn it was aimed at died with the process. The approval scenarios (§26) have an approver
+ * instead of timed decisions: a person who decides each question a fixed time after it is open,
+ * in the running agent or, when the crash left it open, in the resumed one.
  */
 import { Effect, Exit, Fiber, Layer, Logger, LogLevel, Schema, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Agent from "../../src/Agent.js"
+import * as Approval from "../../src/Approval.js"
 import * as Compaction from "../../src/Compaction.js"
 import * as Delivery from "../../src/Delivery.js"
 import * as History from "../../src/History.js"
@@ -60,6 +63,17 @@ export interface Scenario {
   readonly repairedStart?: boolean | undefined
   /** The agent is made under `Compaction.layer(...)` with these options (§17). */
   readonly compaction?: Compaction.SummarizeOptions | undefined
+  /**
+   * A person who answers every question (§26) `afterMs` after it is open: open in the running
+   * agent, or in the resumed one after a crash (the question asked again). A decision the store
+   * refused is tried again `afterMs` later.
+   */
+  readonly approver?: {
+    readonly afterMs: number
+    readonly decision: { readonly approve: { readonly always: boolean } } | { readonly reject: { readonly reason: string } }
+    /** The decisions of the run without a fault, `OUTCOME by KIND` each (the reference's check). */
+    readonly expected: ReadonlyArray<string>
+  } | undefined
 }
 
 /**
@@ -82,17 +96,23 @@ const respond = (request: Model.ModelRequest): ScriptedModel.ScriptedResponse =>
   return { text: "done" }
 }
 
-/** The tools (their durations in virtual ms); every start is counted by call id. */
-const tools = (executions: Map<string, number>): ReadonlyArray<Tool.Tool<any>> => {
+/**
+ * The tools (their durations in virtual ms); every start is counted by call id. With `approvals`
+ * also `write`, which needs approval (§26): each call waits for the scenario's approver. (Only
+ * then: another tool definition would move the compaction scenario's token counts.)
+ */
+const tools = (executions: Map<string, number>, approvals: boolean): ReadonlyArray<Tool.Tool<any>> => {
   const tool = (
     name: string,
     durationMs: number,
-    body?: (ctx: Tool.ToolContext) => Effect.Effect<Tool.ToolOutput, Tool.ToolError>
+    body?: (ctx: Tool.ToolContext) => Effect.Effect<Tool.ToolOutput, Tool.ToolError>,
+    approval: "never" | "always" = "never"
   ) =>
     Tool.make({
       name,
       description: `crash matrix tool ${name}`,
       parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      approval,
       execute: (_args, ctx) =>
         Effect.gen(function*() {
           executions.set(ctx.callId, (executions.get(ctx.callId) ?? 0) + 1)
@@ -104,6 +124,7 @@ const tools = (executions: Map<string, number>): ReadonlyArray<Tool.Tool<any>> =
     tool("echo", 10),
     tool("fast", 10),
     tool("slow", 30),
+    ...(approvals ? [tool("write", 10, undefined, "always")] : []),
     // A delivery from a tool: a followup and an injection through the tool's agent, and a
     // tool context appended after the batch.
     tool("notify", 10, (ctx) =>
@@ -160,6 +181,23 @@ export const scenarios: ReadonlyArray<Scenario> = [
       { at: 300, steer: "steer after it" },
       { at: 400, compact: true }
     ]
+  },
+  {
+    // §26: a crash at each append of an approval flow (the question with its call, the decision,
+    // the results, the step's end), the "always" answer remembered across the resume for the
+    // next turn's call.
+    name: "approval: a waiting call beside a free one, allowed always; the next call decided by the remembered answer",
+    approver: {
+      afterMs: 20,
+      decision: { approve: { always: true } },
+      expected: ["allowed-always by person", "allowed-once by policy"]
+    },
+    actions: [{ at: 0, followup: "tools:write,fast" }, { at: 100, followup: "tools:write" }]
+  },
+  {
+    name: "approval: a rejection the model's next step sees",
+    approver: { afterMs: 20, decision: { reject: { reason: "not now" } }, expected: ["rejected by person"] },
+    actions: [{ at: 0, followup: "tools:write" }]
   }
 ]
 
@@ -237,8 +275,13 @@ export interface CellRun {
   readonly openWhileAlive: boolean
   readonly deliveries: ReadonlyArray<DeliveryRecord>
   readonly executions: ReadonlyMap<string, number>
-  /** Tool call ids whose `tool/call` was durable and whose `tool/result` was not at the crash. */
+  /**
+   * Tool call ids whose `tool/call` was durable and whose `tool/result` was not at the crash,
+   * but for those whose approval question was open then (§26 rule 8: they wait again).
+   */
   readonly unanswered: ReadonlySet<string>
+  /** Tool call ids whose approval question was open at the crash (§26). */
+  readonly openAtCrash: ReadonlySet<string>
   /** Model requests whose messages were not `History.derive` of the log when they were made. */
   readonly requestMismatches: ReadonlyArray<string>
   readonly requests: number
@@ -314,12 +357,13 @@ export const runCell = (
     preStep,
     scenario.compaction === undefined ? Layer.empty : Layer.orDie(Compaction.layer(scenario.compaction))
   )
-  const agentTools = tools(executions)
+  const agentTools = tools(executions, scenario.approver !== undefined)
   let actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
   let next = 0
   records = []
   crashedNow = () => fp.crashed
   let unanswered = new Set<string>()
+  let openAtCrash = new Set<string>()
   let active = fp
   const retries = new Map<number, number>()
   let giveUp = false
@@ -336,6 +380,7 @@ export const runCell = (
     }
     // A compaction returns when it ended: in its own fiber.
     if ("compact" in action) return Effect.asVoid(Effect.fork(Effect.either(agent.compact())))
+
     // A cancel returns when the turn is closed: in its own fiber.
     return Effect.asVoid(Effect.fork(Effect.either(agent.cancel(undefined, { keepInbox: action.cancel.keepInbox }))))
   }
@@ -356,7 +401,49 @@ export const runCell = (
       else actions.splice(next, 0, [action, index])
     })
 
-  /** Runs actions and the clock until the scenario ends or the store crashed. */
+  /**
+   * The approver's decisions (§26): when each open question is to be decided (by id), and the
+   * questions it decided (durably: `approve`/`reject` returned) or found closed.
+   */
+  const due = new Map<string, number>()
+  const answered = new Set<string>()
+  const approver = scenario.approver
+
+  /** Schedules the questions open in `agent` that the approver has not seen yet. */
+  const notice = (agent: Agent.Agent, now: number) =>
+    Effect.map(agent.pendingApprovals, (pending) => {
+      for (const q of pending) if (!due.has(q.id) && !answered.has(q.id)) due.set(q.id, now + approver!.afterMs)
+    })
+
+  /**
+   * Decides question `id`. A decision the store refused leaves the question open (§26 rule 5):
+   * as a refused delivery, it is sent again at once, and refused again the session is restarted
+   * (a log that cannot be written, as after `EIO` from `fdatasync`, refuses it for good). After a
+   * crash or a restart, the resumed agent's question, if it is still open there, is decided anew.
+   */
+  const refusals = new Map<string, number>()
+  const decide = (agent: Agent.Agent, id: string, now: number) => {
+    const decision = approver!.decision
+    due.delete(id)
+    return Effect.map(
+      Effect.either(
+        "approve" in decision
+          ? agent.approve(id, { always: decision.approve.always })
+          : agent.reject(id, { reason: decision.reject.reason })
+      ),
+      (result) => {
+        if (result._tag === "Right" || result.left._tag === "ApprovalNotOpen") answered.add(id)
+        else if (!fp.crashed) {
+          const tries = (refusals.get(id) ?? 0) + 1
+          refusals.set(id, tries)
+          if (tries > 1) giveUp = true
+          else due.set(id, now)
+        }
+      }
+    )
+  }
+
+  /** Runs actions, decisions and the clock until the scenario ends or the store crashed. */
   const drive = (agent: Agent.Agent, dead: () => boolean) =>
     Effect.gen(function*() {
       while (true) {
@@ -367,7 +454,10 @@ export const runCell = (
         }
         if (dead()) return
         const now = clock.unsafeCurrentTimeMillis()
+        if (approver !== undefined) yield* notice(agent, now)
         const nextAction = next < actions.length ? actions[next]![0].at : undefined
+        let nextDecision: [string, number] | undefined = undefined
+        for (const entry of due) if (nextDecision === undefined || entry[1] < nextDecision[1]) nextDecision = entry
         const nextSleep = clock.nextSleep()
         if (nextAction !== undefined && nextAction <= now) {
           const [action, index] = actions[next]!
@@ -375,12 +465,21 @@ export const runCell = (
           if (!("cancel" in action) || !fp.crashed) yield* applyRetrying(agent, action, index)
           continue
         }
-        if (nextSleep !== undefined && (nextAction === undefined || nextSleep < nextAction)) {
+        if (nextDecision !== undefined && nextDecision[1] <= now) {
+          yield* decide(agent, nextDecision[0], now)
+          continue
+        }
+        const nextTimed = nextDecision === undefined
+          ? nextAction
+          : nextAction === undefined
+          ? nextDecision[1]
+          : Math.min(nextAction, nextDecision[1])
+        if (nextSleep !== undefined && (nextTimed === undefined || nextSleep < nextTimed)) {
           clock.wakeNext()
           continue
         }
-        if (nextAction === undefined) return
-        clock.setTime(nextAction)
+        if (nextTimed === undefined) return
+        clock.setTime(nextTimed)
       }
     })
 
@@ -469,7 +568,10 @@ export const runCell = (
       restarted = true
       if (fp.crashed) {
         // What is durable at the crash: read from the files with a store of its own.
-        unanswered = unansweredIn(yield* durableEvents(place, sessionId))
+        const durable = yield* durableEvents(place, sessionId)
+        openAtCrash = new Set(Approval.openQuestions(durable).map((q) => q.callId!))
+        unanswered = unansweredIn(durable)
+        for (const callId of openAtCrash) unanswered.delete(callId)
       }
       current = undefined
       // A restart, as its operator makes one: the agent that still lives (a delivery refused
@@ -512,6 +614,7 @@ export const runCell = (
       deliveries: records.slice(),
       executions,
       unanswered,
+      openAtCrash,
       requestMismatches: mismatches,
       requests
     } satisfies CellRun
@@ -559,7 +662,11 @@ const fateKey = (fate: Delivery.Fate | undefined): string =>
  *   crashed), or after a fault the process survived also `Dropped failed`;
  * - every delivery acknowledged after it has a fate too; no message enters twice;
  * - no tool ran twice; a call logged without its result at the crash has the result
- *   `TOOL_OUTCOME_UNKNOWN` and did not run again; a `TOOL_NOT_STARTED` call never ran;
+ *   `TOOL_OUTCOME_UNKNOWN` (or `DENIED`, when its question was refused) and did not run again; a
+ *   `TOOL_NOT_STARTED` call never ran;
+ * - approvals (§26): every question has exactly one decision; a refused call never ran; an
+ *   allowed call with a result that is no error ran exactly once; a call whose question was open
+ *   at the crash was decided after the resume (the action given again) and ran once if allowed;
  * - every model request was `History.derive` of the log when it was made.
  */
 export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean): Array<string> => {
@@ -597,9 +704,48 @@ export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean)
   for (const [callId, n] of run.executions) {
     if (n > 1) problems.push(`tool call ${callId} ran ${n} times`)
   }
+  // §26: the questions, their decisions, and what each decision let run.
+  const asked = new Map<string, string>()
+  const decisions = new Map<string, Array<Approval.Outcome>>()
+  for (const e of run.events) {
+    if (e.type === "approval/asked") {
+      const data = e.data as Approval.AskedData
+      asked.set(data.id, data.callId!)
+    } else if (e.type === "approval/decided") {
+      const data = e.data as Approval.DecidedData
+      decisions.set(data.id, [...(decisions.get(data.id) ?? []), data.outcome])
+    }
+  }
+  const outcomeOf = new Map<string, Approval.Outcome>()
+  for (const [id, callId] of asked) {
+    const outcomes = decisions.get(id) ?? []
+    if (outcomes.length !== 1) problems.push(`question ${id} (call ${callId}) has ${outcomes.length} decisions`)
+    else outcomeOf.set(callId, outcomes[0]!)
+  }
+  for (const [callId, outcome] of outcomeOf) {
+    const ran = run.executions.get(callId) ?? 0
+    if (!Approval.isAllowed(outcome) && ran > 0) problems.push(`tool call ${callId} ran though it was ${outcome}`)
+    if (Approval.isAllowed(outcome) && results.has(callId) && results.get(callId) === undefined && ran !== 1) {
+      problems.push(`tool call ${callId} was ${outcome} and has a result, but ran ${ran} times`)
+    }
+  }
+  for (const callId of run.openAtCrash) {
+    const outcome = outcomeOf.get(callId)
+    if (outcome === undefined) continue
+    const ran = run.executions.get(callId) ?? 0
+    if (Approval.isAllowed(outcome) && (ran !== 1 || results.get(callId) !== undefined)) {
+      problems.push(
+        `tool call ${callId} waited at the crash and was ${outcome} after it, but ran ${ran} times (result ${
+          results.get(callId) ?? "ok"
+        })`
+      )
+    }
+  }
   for (const callId of run.unanswered) {
-    if (results.get(callId) !== "TOOL_OUTCOME_UNKNOWN") {
-      problems.push(`tool call ${callId} was logged without a result; its result is ${results.get(callId) ?? "none"}`)
+    const code = results.get(callId)
+    const refused = outcomeOf.get(callId) !== undefined && !Approval.isAllowed(outcomeOf.get(callId)!)
+    if (code !== "TOOL_OUTCOME_UNKNOWN" && !(refused && code === "DENIED")) {
+      problems.push(`tool call ${callId} was logged without a result; its result is ${code ?? "none"}`)
     }
   }
   for (const [callId, code] of results) {
