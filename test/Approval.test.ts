@@ -3,10 +3,13 @@
  * log leaves open, and the rules `Invariant.check` holds them to (under rule 3 of §12).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, Layer, Schema } from "effect"
+import * as Agent from "../src/Agent.js"
 import * as Approval from "../src/Approval.js"
+import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import type { EventDraft } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
 import * as Tool from "../src/Tool.js"
 import * as Transcript from "../src/Transcript.js"
 import * as TranscriptText from "../src/TranscriptText.js"
@@ -528,4 +531,56 @@ describe("the approval policy (rule 1 of §26)", () => {
         expect(Exit.isInterrupted(interrupted)).toBe(true)
       }))
   })
+})
+
+describe("crash repair of a step with questions (rule 8 of §26)", () => {
+  const repaired = (drafts: ReadonlyArray<EventDraft>) =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore.SessionStore
+      const log = yield* store.create({ id: "s1" })
+      yield* log.append(drafts)
+      const appended = yield* Agent.repair("s1")
+      return { appended, events: log.events() }
+    }).pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, IdGenerator.layerSeeded(1))))
+
+  it.effect("a question still open: nothing is appended, the turn stays open", () =>
+    Effect.gen(function*() {
+      const { appended } = yield* repaired(opening)
+      expect(appended).toEqual([])
+    }))
+
+  it.effect("a call refused before the crash, its result not committed: DENIED, not an unknown outcome", () =>
+    Effect.gen(function*() {
+      const { appended, events } = yield* repaired([
+        ...opening,
+        decided("q1", "rejected", { by: { kind: "person", name: "ana" }, reason: "no" })
+      ])
+      expect(appended.map((e) => {
+        const d = e.data as any
+        return e.type === "tool/result"
+          ? [e.type, d.message.content[0].toolCallId, d.error.code, d.message.content[0].content[0].text]
+          : [e.type]
+      })).toEqual([
+        ["tool/result", "c1", "DENIED", "The call to bash was rejected by ana: no"],
+        [
+          "tool/result",
+          "c2",
+          "TOOL_OUTCOME_UNKNOWN",
+          "The session stopped while this tool call was running; whether it took effect is unknown. Check before calling it again."
+        ],
+        ["step/end"],
+        ["turn/end"],
+        ["session/end-seed"]
+      ])
+      expect(Invariant.check(events)).toEqual([])
+    }))
+
+  it.effect("a call allowed before the crash: its outcome is unknown (it may have started), never run again", () =>
+    Effect.gen(function*() {
+      const { appended } = yield* repaired([...opening, decided("q1", "allowed-once")])
+      expect(appended.filter((e) => e.type === "tool/result").map((e) => (e.data as any).error.code)).toEqual([
+        "TOOL_OUTCOME_UNKNOWN",
+        "TOOL_OUTCOME_UNKNOWN"
+      ])
+    }))
 })

@@ -2,9 +2,11 @@
  * Crash repair (§10): the synthetic closers a log needs when its last turn is open,
  * computed from the events alone, so that resuming a repaired log appends nothing.
  */
+import * as Approval from "../Approval.js"
 import * as Invariant from "../Invariant.js"
 import type { EventDraft, SessionEvent, ToolErrorCode } from "../SessionEvent.js"
 import type { LogOptions } from "../SessionLog.js"
+import { refusalText } from "./approvalText.js"
 import { textBlock, toolResultMessage } from "./message.js"
 import { toolError } from "./toolError.js"
 
@@ -16,7 +18,8 @@ export const resultText: Partial<Record<ToolErrorCode, string>> = {
 }
 
 /**
- * The closers of an open last turn, in order (§10; none when its open step has an open approval
+ * The closers of an open last turn, in order (§10; a call refused by its question's decision,
+ * §26, whose result was not committed gets its `DENIED` result instead of a closer; none when its open step has an open approval
  * question, §26 rule 8: the turn goes on in the resumed agent): for each call of the open step's last
  * `assistant/message`, in call order, an error `tool/result` `TOOL_OUTCOME_UNKNOWN` when it has
  * a `tool/call` but no result, or a `tool/call` then an error `tool/result` `TOOL_NOT_STARTED`
@@ -49,6 +52,9 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   if (step !== undefined) {
     const logged = new Set<string>()
     const answered = new Set<string>()
+    // Questions of the step by id (their call), and the refusals by call id (§26).
+    const asked = new Map<string, string>()
+    const refused = new Map<string, Approval.DecidedData>()
     let calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }> = []
     for (let i = stepAt + 1; i < events.length; i++) {
       const e = events[i]!
@@ -57,9 +63,28 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
         calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call")
       } else if (e.type === "tool/call") logged.add(data.callId)
       else if (e.type === "tool/result") answered.add(data.message.content[0].toolCallId)
+      else if (e.type === "approval/asked") asked.set(data.id, data.callId)
+      else if (e.type === "approval/decided") {
+        const callId = asked.get(data.id)
+        if (callId !== undefined && !Approval.isAllowed(data.outcome)) refused.set(callId, data)
+      }
     }
     for (const call of calls) {
       if (answered.has(call.id)) continue
+      const refusal = refused.get(call.id)
+      if (refusal !== undefined && logged.has(call.id)) {
+        // Refused before the crash, its result not yet committed: it never ran (§26 rule 8).
+        drafts.push({
+          type: "tool/result",
+          data: {
+            turn,
+            step,
+            message: toolResultMessage(nextId(), call.id, [textBlock(refusalText(call.name, refusal))], true),
+            error: toolError("DENIED")
+          }
+        })
+        continue
+      }
       const code: ToolErrorCode = logged.has(call.id) ? "TOOL_OUTCOME_UNKNOWN" : "TOOL_NOT_STARTED"
       if (code === "TOOL_NOT_STARTED") {
         drafts.push({ type: "tool/call", data: { turn, step, callId: call.id, name: call.name, arguments: call.arguments } })

@@ -18,6 +18,7 @@ import {
   type SessionWriteError
 } from "../../SessionLog.js"
 import { SessionStore } from "../../SessionStore.js"
+import { refusalText } from "../approvalText.js"
 import { flatten } from "../flat.js"
 import { openQuestionsFrom, openTurnOf, repairDrafts, resultText, unrepairable, unrepairableMessage } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
@@ -150,7 +151,7 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
     const decision = decided.get(call.id)
     if (question !== undefined) waiting.push({ index: k, id: question.id, askedAt: question.time })
     else if (decision !== undefined && !Approval.isAllowed(decision.outcome)) {
-      fail(call, "DENIED", Approvals.refusalText(call.name, decision))
+      fail(call, "DENIED", refusalText(call.name, decision))
     } else fail(call, "TOOL_OUTCOME_UNKNOWN", resultText.TOOL_OUTCOME_UNKNOWN!)
   }
   t.calls = calls

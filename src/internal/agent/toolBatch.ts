@@ -25,6 +25,7 @@ import { UserMessage as UserMessages } from "../../Message.js"
 import type { EventDraft, ToolErrorCode } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import * as Tool from "../../Tool.js"
+import { refusalText } from "../approvalText.js"
 import { causeMessage, messageOf } from "../cause.js"
 import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
@@ -528,7 +529,7 @@ const ask = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Run | undefin
         if (Approval.isAllowed(data.outcome)) {
           return t.trace === undefined ? run : { ...run, allowed: { askedAt: events[1]?.time ?? 0, data } }
         }
-        fail(call, "DENIED", Approvals.refusalText(call.name, data))
+        fail(call, "DENIED", refusalText(call.name, data))
         return undefined
       })
     })
@@ -611,7 +612,7 @@ const afterDecision = (a: AgentState, t: TurnState, run: Run, question: Question
   Effect.flatMap(Approvals.awaitDecision(a, question), (data) => {
     const decided = t.trace === undefined ? Effect.void : Trace.approvalDecided(data)
     if (Approval.isAllowed(data.outcome)) return Effect.zipRight(decided, untracedExecution(a, t, run))
-    fail(run.call, "DENIED", Approvals.refusalText(run.call.name, data))
+    fail(run.call, "DENIED", refusalText(run.call.name, data))
     return decided
   })
 
