@@ -8,7 +8,7 @@ import { Sharding } from "@effect/cluster/Sharding"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Chunk, Context, Deferred, Duration, Effect, Fiber, Layer, Redacted, Schedule, Stream } from "effect"
+import { Chunk, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
@@ -17,6 +17,7 @@ import type { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import * as Tool from "../src/Tool.js"
 import { CLUSTER_CALL_S, CLUSTER_PASSIVATION_S, CLUSTER_TEST_MS } from "./utils/bounds.js"
 import { freePort } from "./utils/cluster.js"
 import { bounded, gatedModel, insertedIds, logOf } from "./utils/entity.js"
@@ -30,6 +31,7 @@ const cluster = (
     readonly retention?: Duration.DurationInput
     readonly pruneInterval?: Duration.DurationInput
     readonly fencedGrace?: Duration.DurationInput
+    readonly tools?: ReadonlyArray<Tool.Tool<any>>
   }
 ) =>
   Effect.gen(function*() {
@@ -43,7 +45,8 @@ const cluster = (
       maxIdleTime: options.maxIdleTime,
       retention: options.retention,
       pruneInterval: options.pruneInterval,
-      fencedGrace: options.fencedGrace
+      fencedGrace: options.fencedGrace,
+      tools: options.tools
     }).pipe(Layer.provide(Model.layer(gatedModel(gate))))
     // A second store on the same database, to read the logs as a user would.
     const reader = SqlSessionStore.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
@@ -271,6 +274,119 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
           CLUSTER_CALL_S,
           "pruning"
         )
+      }).pipe(Effect.scoped),
+    CLUSTER_TEST_MS
+  )
+
+  it.live(
+    "approvals: pendingApprovals lists the open question, a session waiting for a person is kept alive, of two approves one wins (a retry of the winner's is done), reject, ApprovalNotOpen, malformed decisions refused",
+    () =>
+      Effect.gen(function*() {
+        let ran = 0
+        const clock = Tool.make({
+          name: "clock",
+          description: "Tell the time.",
+          parameters: Schema.Struct({}),
+          approval: "always",
+          execute: () =>
+            Effect.sync(() => {
+              ran++
+              return { content: "noon" }
+            })
+        })
+        const { context } = yield* cluster({ maxIdleTime: Duration.millis(500), tools: [clock] })
+        const client = Context.get(context, AgentClient)
+        const sharding = Context.get(context, Sharding)
+        const asked = (turn: number) =>
+          bounded(
+            client.pendingApprovals("a1").pipe(
+              Effect.filterOrFail((open) => open.length === 1 && open[0]!.turn === turn, () => "not asked yet" as const),
+              Effect.retry({ schedule: Schedule.spaced(Duration.millis(50)), while: (e) => e === "not asked yet" })
+            )
+          )
+        expect(yield* bounded(client.followup("a1", "what time is it", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+        const [question] = yield* asked(1)
+        expect(question).toEqual({
+          id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+          toolName: "clock",
+          callId: "call_1_1_1",
+          arguments: {},
+          turn: 1,
+          step: 1,
+          askedAt: expect.any(Number)
+        })
+        const id = question!.id
+        expect(yield* bounded(client.status("a1"))).toEqual({ status: "awaiting-approval", nextTurn: 0, nextStep: 0 })
+
+        // Malformed decisions and a question that is not open: typed errors, nothing appended.
+        const refused = (effect: Effect.Effect<void, unknown>) => bounded(Effect.flip(effect))
+        expect(yield* refused(client.approve("a1", ""))).toMatchObject({ _tag: "InvalidDecision", field: "id" })
+        expect(yield* refused(client.approve("a1", id, { name: " " }))).toMatchObject({ _tag: "InvalidDecision", field: "name" })
+        expect(yield* refused(client.reject("a1", id, { reason: "" }))).toMatchObject({
+          _tag: "InvalidDecision",
+          field: "reason"
+        })
+        expect(yield* refused(client.approve("a1", "nope"))).toMatchObject({ _tag: "ApprovalNotOpen", approvalId: "nope" })
+
+        // Past the reaper's first look (5 s; see "a running turn is kept alive"): an observation
+        // window, no condition shows that a passivation does not come. The wait is a live run.
+        yield* Effect.sleep(Duration.millis(6500))
+        expect(yield* sharding.activeEntityCount).toBe(1)
+        expect(yield* bounded(client.pendingApprovals("a1"))).toEqual([question])
+
+        // Two people at once: exactly one decision is appended.
+        const both = yield* bounded(
+          Effect.all([client.approve("a1", id, { name: "ana" }), client.approve("a1", id, { name: "bo" })].map(Effect.either), {
+            concurrency: 2
+          })
+        )
+        expect(both.filter(Either.isRight).length).toBe(1)
+        const winner = Either.isRight(both[0]!) ? "ana" : "bo"
+        const loser = winner === "ana" ? "bo" : "ana"
+        expect(both.find(Either.isLeft)!.left).toMatchObject({ _tag: "ApprovalNotOpen", approvalId: id })
+        // The winner's decision again (a redelivery after a failover would be this): done, nothing appended.
+        yield* bounded(client.approve("a1", id, { name: winner }))
+        expect(yield* refused(client.approve("a1", id, { name: loser }))).toMatchObject({ _tag: "ApprovalNotOpen" })
+        expect(yield* bounded(client.outcome("a1", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+
+        // A second question, rejected for every later call of the tool.
+        expect(yield* bounded(client.followup("a1", "what time is it now", { messageId: "f2" }))).toEqual({ messageId: "f2" })
+        const [second] = yield* asked(2)
+        yield* bounded(client.reject("a1", second!.id, { reason: "not now", always: true, name: "ana" }))
+        const ended = Effect.map(
+          Effect.provide(logOf("a1"), context),
+          (events) => events.filter((e) => e.type === "turn/end").length
+        )
+        yield* bounded(Effect.repeat(ended, { until: (n) => n === 2, schedule: Schedule.spaced(Duration.millis(50)) }))
+        expect(yield* bounded(client.pendingApprovals("a1"))).toEqual([])
+        expect(yield* bounded(client.status("a1"))).toEqual({ status: "idle", nextTurn: 0, nextStep: 0 })
+        const events = yield* Effect.provide(logOf("a1"), context)
+        expect(ran).toBe(1)
+        expect(events.filter((e) => e.type === "approval/decided").map((e) => e.data)).toEqual([
+          { id, outcome: "allowed-once", by: { kind: "person", name: winner } },
+          { id: second!.id, outcome: "rejected-always", by: { kind: "person", name: "ana" }, reason: "not now" }
+        ])
+        expect(
+          events.filter((e) => e.type === "tool/result").map((e) => {
+            const data = e.data as { message: UserMessage }
+            const block = data.message.content[0] as {
+              toolCallId: string
+              isError?: boolean
+              content: ReadonlyArray<{ text: string }>
+            }
+            return [block.toolCallId, block.isError === true, block.content[0]?.text]
+          })
+        ).toEqual([
+          ["call_1_1_1", false, "noon"],
+          [
+            "call_2_1_1",
+            true,
+            expect.stringContaining(
+              "The call to clock was rejected (for every call of this tool in this session) by ana: not now"
+            )
+          ]
+        ])
+        expect(Invariant.check(events)).toEqual([])
       }).pipe(Effect.scoped),
     CLUSTER_TEST_MS
   )

@@ -24,11 +24,13 @@ import type { ContentBlock, MessageSource } from "../Message.js"
 import type { AbortCause } from "../SessionEvent.js"
 import {
   AgentEntity,
+  type DecisionError,
   type Delivered,
   type DeliveryError,
   type DeliveryMessage,
   type MessageNotFound,
   type OpenError,
+  type PendingApproval,
   type Status
 } from "./AgentEntity.js"
 
@@ -106,6 +108,33 @@ export interface AgentClientService {
   ) => Effect.Effect<DeliveryOutcome, MessageNotFound | OpenError | ClusterFailure>
   /** The session's live events while the stream runs (§5.3). */
   readonly events: (sessionId: string) => Stream.Stream<AgentEvent, OpenError | ClusterFailure>
+  /**
+   * The session's open questions (§26 rule 5), in the order they were asked: id, tool, call id,
+   * arguments, turn, step, `askedAt` (activates the session: a question its log left open is
+   * reopened by the resume, §26 rule 8).
+   */
+  readonly pendingApprovals: (sessionId: string) => Effect.Effect<ReadonlyArray<PendingApproval>, OpenError | ClusterFailure>
+  /**
+   * Allows the call question `id` is about (§26 rule 5): `allowed-once`, or `allowed-always`
+   * with `always`; `name` names the person. Returns once the decision is durable;
+   * `ApprovalNotOpen` for a question not open (never asked, decided otherwise, closed by a
+   * cancel), `InvalidDecision` for an empty id or a blank name.
+   */
+  readonly approve: (
+    sessionId: string,
+    id: string,
+    options?: { readonly always?: boolean | undefined; readonly name?: string | undefined }
+  ) => Effect.Effect<void, DecisionError | ClusterFailure>
+  /** Refuses the call question `id` is about (`rejected`, or `rejected-always` with `always`), as `approve`. */
+  readonly reject: (
+    sessionId: string,
+    id: string,
+    options?: {
+      readonly reason?: string | undefined
+      readonly always?: boolean | undefined
+      readonly name?: string | undefined
+    }
+  ) => Effect.Effect<void, DecisionError | ClusterFailure>
 }
 
 /**
@@ -154,7 +183,15 @@ export const make: Effect.Effect<AgentClientService, never, Sharding> = Effect.g
         sessionId,
         client(sessionId).outcome({ messageId }) as Effect.Effect<DeliveryOutcome, MessageNotFound | OpenError | ClusterFailure>
       ),
-    events: (sessionId) => client(sessionId).events()
+    events: (sessionId) => client(sessionId).events(),
+    pendingApprovals: (sessionId) => client(sessionId).pendingApprovals(),
+    approve: (sessionId, id, options) =>
+      warmed(sessionId, client(sessionId).approve({ id, always: options?.always, name: options?.name })),
+    reject: (sessionId, id, options) =>
+      warmed(
+        sessionId,
+        client(sessionId).reject({ id, reason: options?.reason, always: options?.always, name: options?.name })
+      )
   })
 })
 

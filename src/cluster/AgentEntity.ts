@@ -45,20 +45,36 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Cause, Duration, Effect, ExecutionStrategy, Exit, Hash, type Layer, Option, Schema, Scope, Stream } from "effect"
+import {
+  Cause,
+  Duration,
+  Effect,
+  ExecutionStrategy,
+  Exit,
+  Hash,
+  type Layer,
+  Option,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import * as Agent from "../Agent.js"
 import {
   AgentDisposed,
+  ApprovalNotOpen,
   DuplicateMessageId,
   InvalidEvent,
   isDuplicateMessageId,
   MessageNotFound as AgentMessageNotFound
 } from "../AgentError.js"
 import type { AgentEvent } from "../AgentEvent.js"
+import type * as Approval from "../Approval.js"
 import * as IdGenerator from "../IdGenerator.js"
 import { isTransient, refusesEvents } from "../internal/store/common.js"
 import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
 import type { Model } from "../Model.js"
+import type { SessionEvent } from "../SessionEvent.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError, type SessionWriteError } from "../SessionLog.js"
 import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
@@ -294,12 +310,127 @@ export const Outcome = persisted(
 export const Events = Rpc.make("events", { success: AgentEventSchema, error: OpenError, stream: true })
 
 /**
+ * A decision the entity cannot take as given (§21, §26 rule 5): an empty question id, a
+ * blank `name` or an empty `reason`. Nothing is appended: a malformed decision is never taken
+ * for an approval or a refusal. `field` names the payload field at fault.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", {
+  message: Schema.String,
+  field: Schema.Literal("id", "name", "reason")
+}) {}
+
+/**
+ * An open question of the session (§26 rule 5), as `pendingApprovals` answers it: the agent's
+ * `Approval.Pending` (id, tool, call id, decoded arguments, turn, step, `askedAt` in ms since
+ * the epoch, the time of its `approval/asked`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PendingApproval = Schema.Struct({
+  id: Schema.String,
+  toolName: Schema.String,
+  callId: Schema.String,
+  arguments: Schema.Unknown,
+  turn: Schema.Number,
+  step: Schema.Number,
+  askedAt: Schema.Number
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type PendingApproval = typeof PendingApproval.Type
+
+/**
+ * The errors of `approve` and `reject`: the question is not open (`ApprovalNotOpen`: never
+ * asked in the session, decided otherwise, closed by a cancel), the payload is malformed
+ * (`InvalidDecision`), and what opening the session can fail with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const DecisionError = Schema.Union(
+  ApprovalNotOpen,
+  InvalidDecision,
+  SessionStoreError,
+  SessionFenced,
+  SessionLogError,
+  SessionNotFound
+)
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type DecisionError = typeof DecisionError.Type
+
+/**
+ * `approve {id, always?, name?}` (§26 rule 5): allows the call question `id` is about
+ * (`allowed-once`, or `allowed-always` with `always`), decided by `{kind:"person", name?}`;
+ * returns once the decision is durable. Persisted, never interrupted by its caller (as a
+ * delivery). A decision the log already holds as asked (the same outcome, person and reason: a
+ * redelivery after a failover) is answered as done, with nothing appended.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Approve = delivery(
+  Rpc.make("approve", {
+    payload: { id: Schema.String, always: Schema.optional(Schema.Boolean), name: Schema.optional(Schema.String) },
+    error: DecisionError
+  })
+)
+/**
+ * `reject {id, reason?, always?, name?}` (§26 rule 5): refuses the call question `id` is about
+ * (`rejected`, or `rejected-always` with `always`); the call gets its `DENIED` result. As
+ * `approve` otherwise.
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const Reject = delivery(
+  Rpc.make("reject", {
+    payload: {
+      id: Schema.String,
+      reason: Schema.optional(Schema.String),
+      always: Schema.optional(Schema.Boolean),
+      name: Schema.optional(Schema.String)
+    },
+    error: DecisionError
+  })
+)
+/**
+ * `pendingApprovals` → the open questions of the session, in the order they were asked (§26
+ * rule 5; empty unless its status is `awaiting-approval`). Not persisted (it answers the live
+ * agent, as `status`); it activates the session, whose resume reopens the questions its log left
+ * open (§26 rule 8).
+ *
+ * @since 0.1.0
+ * @category rpcs
+ */
+export const PendingApprovals = Rpc.make("pendingApprovals", { success: Schema.Array(PendingApproval), error: OpenError })
+
+/**
  * The entity: type `"effect-agent-loop/Agent"`, keyed by session id.
  *
  * @since 0.1.0
  * @category entities
  */
-export const AgentEntity = Entity.make("effect-agent-loop/Agent", [Followup, Steer, Inject, Cancel, GetStatus, Outcome, Events])
+export const AgentEntity = Entity.make("effect-agent-loop/Agent", [
+  Followup,
+  Steer,
+  Inject,
+  Cancel,
+  GetStatus,
+  Outcome,
+  Events,
+  Approve,
+  Reject,
+  PendingApprovals
+])
 
 /**
  * Options of `layer`: the agent's options (`Agent.ResumeOptions` without `continuePending`,
@@ -394,6 +525,50 @@ const fromLog = (
     )
 }
 
+/** A decision rpc's payload (`reject`'s has a reason). */
+interface DecisionPayload {
+  readonly id: string
+  readonly always?: boolean | undefined
+  readonly name?: string | undefined
+  readonly reason?: string | undefined
+}
+
+/** Why a decision's payload cannot be taken as given (`InvalidDecision`), or undefined. */
+const invalidDecision = (payload: DecisionPayload): InvalidDecision | undefined =>
+  payload.id === ""
+    ? new InvalidDecision({ message: "the question id is empty", field: "id" })
+    : payload.name !== undefined && payload.name.trim() === ""
+    ? new InvalidDecision({ message: "the name of the person who decides is empty", field: "name" })
+    : payload.reason !== undefined && payload.reason.trim() === ""
+    ? new InvalidDecision({ message: "the reason is empty", field: "reason" })
+    : undefined
+
+/**
+ * What `events` say of question `id`: `"open"` (asked, no decision), `"same"` (decided with
+ * `outcome` by the person `payload.name` with `payload.reason`: the decision asked for),
+ * `"other"` (decided otherwise), or `"unknown"` (never asked).
+ */
+const questionIn = (
+  events: ReadonlyArray<SessionEvent>,
+  id: string,
+  outcome: Approval.Outcome,
+  payload: DecisionPayload
+): "open" | "same" | "other" | "unknown" => {
+  let asked = false
+  for (const event of events) {
+    const data = event.data as Partial<Approval.DecidedData> | null
+    if (data?.id !== id) continue
+    if (event.type === "approval/asked") asked = true
+    else if (event.type === "approval/decided") {
+      const by = data.by
+      return data.outcome === outcome && by?.kind === "person" && by.name === payload.name && data.reason === payload.reason
+        ? "same"
+        : "other"
+    }
+  }
+  return asked ? "open" : "unknown"
+}
+
 /**
  * The entity's handlers as a layer (registers `AgentEntity` with the `Sharding` in context):
  * each activation opens its session from the `SessionStore` with the `Model` in context
@@ -425,7 +600,14 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
           return Entity.keepAlive(on)
         }).pipe(Effect.provide(context))
       const syncKeepAlive = (agent: Agent.Agent) =>
-        keepAliveLock.withPermits(1)(Effect.flatMap(agent.status, (status) => setKeepAlive(status === "running")))
+        keepAliveLock.withPermits(1)(
+          Effect.flatMap(
+            agent.status,
+            // A session that waits for a person is a run that is on (§26 rule 5): its step is
+            // open and other calls of its batch may be running.
+            (status) => setKeepAlive(status === "running" || status === "awaiting-approval")
+          )
+        )
 
       // Each agent of the entity in its own scope: a fenced or stopped agent is released with it
       // before the session is reopened.
@@ -642,6 +824,72 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               }))
         )
 
+      /** Fails with the stop cause when `agent` stopped (`persevere` then reopens the session); else its status. */
+      const notStopped = (agent: Agent.Agent): Effect.Effect<Status["status"], SessionWriteError> =>
+        Effect.flatMap(agent.status, (status) =>
+          status === "stopped"
+            ? Effect.flatMap(agent.stopCause, (cause) =>
+              Effect.fail(Option.getOrElse(cause, () => new SessionStoreError({ message: "the agent stopped" }))))
+            : Effect.succeed(status))
+
+      /**
+       * `approve` and `reject` (§26 rule 5): the agent's decision. A question this agent does not
+       * hold open is answered from the logs: decided as asked (a redelivery of this rpc after a
+       * failover, or the same person's same answer) is done; decided otherwise or never asked is
+       * `ApprovalNotOpen`. One the stored log holds open was asked by a writer that took the
+       * session since (this agent does not know yet that it lost it), or a moment ago by this
+       * agent (durable, not registered yet): the agent is asked again every 100 ms for
+       * `fencedGrace`, then the session is reopened and asked.
+       */
+      const decideRpc = (kind: "approve" | "reject", payload: DecisionPayload) => {
+        const outcome: Approval.Outcome = kind === "approve"
+          ? payload.always === true ? "allowed-always" : "allowed-once"
+          : payload.always === true
+          ? "rejected-always"
+          : "rejected"
+        const take = (agent: Agent.Agent) =>
+          kind === "approve"
+            ? agent.approve(payload.id, { always: payload.always, name: payload.name })
+            : agent.reject(payload.id, { reason: payload.reason, always: payload.always, name: payload.name })
+        const answered = (state: "open" | "same" | "other" | "unknown", notOpen: ApprovalNotOpen) =>
+          state === "same" ? Effect.void : Effect.fail(notOpen)
+        const stored = Effect.flatMap(SessionStoreTag, (store) => store.read(sessionId)).pipe(
+          Effect.map((c) => questionIn(c.events, payload.id, outcome, payload)),
+          Effect.orElseSucceed(() => "unknown" as const),
+          Effect.provide(context)
+        )
+        const decideOn = (agent: Agent.Agent): Effect.Effect<void, ApprovalNotOpen | SessionWriteError | OpenError> =>
+          Effect.catchTag(take(agent), "ApprovalNotOpen", (notOpen) => {
+            const here = questionIn(agent.log.events(), payload.id, outcome, payload)
+            if (here !== "unknown") return answered(here, notOpen)
+            return Effect.flatMap(stored, (state) => {
+              if (state !== "open") return answered(state, notOpen)
+              const known = Effect.flatMap(
+                agent.pendingApprovals,
+                (open) => open.some((q) => q.id === payload.id) ? Effect.void : Effect.fail("not yet" as const)
+              )
+              return known.pipe(
+                Effect.retry(Schedule.spaced(Duration.millis(100)).pipe(Schedule.upTo(fencedGrace))),
+                Effect.matchEffect({
+                  onSuccess: () => take(agent),
+                  onFailure: () =>
+                    Effect.zipRight(
+                      forget(agent),
+                      Effect.flatMap(agentOf, (reopened) =>
+                        Effect.catchTag(
+                          take(reopened),
+                          "ApprovalNotOpen",
+                          (e) => answered(questionIn(reopened.log.events(), payload.id, outcome, payload), e)
+                        ))
+                    )
+                })
+              )
+            })
+          })
+        const invalid = invalidDecision(payload)
+        return invalid !== undefined ? Effect.fail(invalid) : persevere(`the ${kind} of ${payload.id}`, decideOn)
+      }
+
       return AgentEntity.of({
         followup: ({ payload }) => deliver("followup", payload),
         steer: ({ payload }) => deliver("steer", payload),
@@ -650,15 +898,16 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         // A stopped agent is not answered for: the session is reopened first (`persevere`).
         status: () =>
           persevere("a status", (agent) =>
-            Effect.flatMap(agent.status, (status) =>
-              status === "stopped"
-                ? Effect.flatMap(agent.stopCause, (cause) =>
-                  Effect.fail(Option.getOrElse(cause, () => new SessionStoreError({ message: "the agent stopped" }))))
-                : Effect.map(agent.inbox, (inbox) => ({
-                  status,
-                  nextTurn: inbox.nextTurn.length,
-                  nextStep: inbox.nextStep.length
-                })))),
+            Effect.flatMap(notStopped(agent), (status) =>
+              Effect.map(agent.inbox, (inbox) => ({
+                status,
+                nextTurn: inbox.nextTurn.length,
+                nextStep: inbox.nextStep.length
+              })))),
+        approve: ({ payload }) => decideRpc("approve", payload),
+        reject: ({ payload }) => decideRpc("reject", payload),
+        pendingApprovals: () =>
+          persevere("a pendingApprovals", (agent) => Effect.zipRight(notStopped(agent), agent.pendingApprovals)),
         // An id this agent never saw may have been delivered by a writer that took the session
         // since (this agent does not know yet that it lost it): when the stored log holds it,
         // the session is reopened after `fencedGrace` (as for a fence) and asked again.
