@@ -582,10 +582,11 @@ describe("agent-loop run", () => {
         "  transcript  print the transcript of a session log (a file or PostgreSQL)",
         "  check       check a session log against the invariants of §12",
         "  stats       turns, steps, tools, tokens, cost and times of a session log",
+        "  pending     list the sessions of a store that wait for approval",
         "  simulate    run a scenario on a virtual clock and write its session log",
         "  acp         serve the Agent Client Protocol on stdin/stdout, for editors",
         "  runner      run a runner of an agent cluster on PostgreSQL",
-        "  send        deliver a message to a session of an agent cluster",
+        "  send        deliver a message or a decision to a session of an agent cluster",
         "",
         "agent-loop <command> --help shows a command's options.",
         "Built-in flags: --version, --log-level LEVEL, --completions SHELL, --wizard."

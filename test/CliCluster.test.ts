@@ -376,11 +376,11 @@ describe("agent-loop runner / send / transcript --pg: bad arguments and an unrea
         [["runner"], exit2("runner: --pg URL is required (the cluster's PostgreSQL database)\n")],
         [
           ["send", "--pg", url, "--session", "s", "--followup", "a", "--steer", "b"],
-          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n")
+          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT, --approve QID, --reject QID\n")
         ],
         [
           ["send", "--pg", url, "--session", "s"],
-          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT\n")
+          exit2("send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT, --approve QID, --reject QID\n")
         ],
         // Ids refused before any connection: the stores' rule, the cluster's 255 characters, a blank message id or plugin name.
         [

@@ -19,6 +19,7 @@ import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
 import * as OfflineTools from "../providers/OfflineTools.js"
+import { withAsk } from "./commands/askFlag.js"
 import { exit } from "./exit.js"
 import { oneLineLogger } from "./storeFailures.js"
 
@@ -44,6 +45,8 @@ export interface RunnerArgs {
   readonly model: Layer.Layer<Model.Model>
   /** The agents' compaction policy (`--context-window`), or none. */
   readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
+  /** The offline tools whose calls ask for approval (`--ask TOOL`, §26). */
+  readonly ask: ReadonlyArray<string>
   /** Called once the runner serves (before the ready line). */
   readonly onReady: () => void
 }
@@ -64,7 +67,7 @@ const servingShard = (sharding: Context.Tag.Service<typeof Sharding>, shards: nu
  */
 export const runner = (args: RunnerArgs) =>
   Effect.scoped(Effect.gen(function*() {
-    const tools = yield* OfflineTools.all()
+    const tools = withAsk(yield* OfflineTools.all(), args.ask)
     const layer = AgentRunner.layer({
       pg: args.pg,
       host: args.host,
@@ -99,8 +102,13 @@ export const runner = (args: RunnerArgs) =>
 export interface SendArgs {
   readonly pg: string
   readonly session: string
-  readonly kind: "followup" | "steer" | "inject"
+  /** A delivery, or a decision on an open question (`approve`, `reject`: `text` is the question's id). */
+  readonly kind: "followup" | "steer" | "inject" | "approve" | "reject"
   readonly text: string
+  /** A decision's `always`, `name` and (`reject`) `reason`. */
+  readonly always: boolean
+  readonly name: string | undefined
+  readonly reason: string | undefined
   readonly messageId: string | undefined
   readonly sourcePlugin: string | undefined
   readonly wait: boolean
@@ -140,18 +148,53 @@ const deliver = (args: SendArgs, messageId: string, scope: Scope.Scope, at: (wai
     at("runner")
     yield* Effect.ignore(client.status(args.session))
     at("delivery")
+    if (args.kind === "approve" || args.kind === "reject") return yield* decide(args, client)
     const message = args.sourcePlugin === undefined
       ? args.text
       : { content: [{ type: "text" as const, text: args.text }], source: { kind: "plugin", plugin: args.sourcePlugin } }
     const failed = (e: { readonly _tag: string; readonly message: string }) =>
       e._tag === "InvalidMessage" ? exit(2, `send: ${e.message}`) : exit(1, `send: ${e._tag}: ${reasonOf(e)}`)
-    const delivered = yield* client[args.kind](args.session, message, { messageId }).pipe(Effect.catchAll(failed))
+    const kind = args.kind
+    const delivered = yield* client[kind](args.session, message, { messageId }).pipe(Effect.catchAll(failed))
     yield* Console.log(escapeLine(delivered.messageId))
     if (!args.wait) return
     at("fate")
     const outcome = yield* client.outcome(args.session, delivered.messageId).pipe(Effect.catchAll(failed))
     const encoded = yield* Schema.encode(DeliveryOutcome)(outcome).pipe(Effect.orDie)
     yield* Console.log(escapeLine(JSON.stringify(encoded)))
+  })
+
+/**
+ * A decision on an open question (§26 rule 5): `approve` or `reject` through `AgentClient`, then
+ * one line, `decided QID: OUTCOME`. A question that is not open (never asked in the session,
+ * decided by someone else, closed by a cancel) exits 4 with one line saying so.
+ */
+const decide = (args: SendArgs, client: Context.Tag.Service<typeof AgentClient>) =>
+  Effect.gen(function*() {
+    const id = args.text
+    const decided = args.kind === "approve"
+      ? client.approve(args.session, id, { always: args.always, name: args.name })
+      : client.reject(args.session, id, { always: args.always, name: args.name, reason: args.reason })
+    yield* decided.pipe(
+      Effect.catchAll((e) =>
+        e._tag === "ApprovalNotOpen"
+          ? exit(
+            4,
+            escapeLine(
+              `send: question ${id} is not open in session ${args.session}: never asked there, already decided, or closed by a cancel (agent-loop pending --pg URL --session ${args.session} lists the open ones)`
+            )
+          )
+          : e._tag === "InvalidDecision"
+          ? exit(2, escapeLine(`send: ${e.message}`))
+          : exit(1, escapeLine(`send: ${e._tag}: ${reasonOf(e)}`))
+      )
+    )
+    const outcome = args.kind === "approve"
+      ? args.always ? "allowed-always" : "allowed-once"
+      : args.always
+      ? "rejected-always"
+      : "rejected"
+    yield* Console.log(escapeLine(`decided ${id}: ${outcome}`))
   })
 
 /**
@@ -176,6 +219,7 @@ export const send = (args: SendArgs) =>
   Effect.gen(function*() {
     // Chosen here rather than by the client, so that the timeout line can name it.
     const messageId = args.messageId ?? randomUUID()
+    const decides = args.kind === "approve" || args.kind === "reject"
     let waiting: Waiting = "database"
     const waitingFor = () =>
       waiting === "database"
@@ -183,7 +227,9 @@ export const send = (args: SendArgs) =>
         : waiting === "runner"
         ? `a runner of session ${args.session} to answer (none alive, or its database failing)`
         : waiting === "delivery"
-        ? `session ${args.session} to acknowledge message ${messageId}`
+        ? decides
+          ? `session ${args.session} to record the decision on question ${args.text}`
+          : `session ${args.session} to acknowledge message ${messageId}`
         : `the fate of message ${messageId}`
     const scope = yield* Scope.make()
     const call = yield* Effect.forkDaemon(deliver(args, messageId, scope, (w) => (waiting = w)))
@@ -211,6 +257,8 @@ export const send = (args: SendArgs) =>
       escapeLine(
         waiting === "database" || waiting === "runner"
           ? `${after}; nothing was sent`
+          : waiting === "delivery" && decides
+          ? `${after}; it may still be recorded (a runner takes it from the cluster's storage): agent-loop pending --pg URL --session ${args.session} shows whether the question is still open`
           : waiting === "delivery"
           ? `${after}; it may still be delivered (a runner takes it from the cluster's storage): the same send with --message-id ${messageId} learns its fate (it is delivered once)`
           : `${after}; the message was delivered (to wait again: the same send with --message-id ${messageId} --wait)`

@@ -48,6 +48,8 @@ import { Command, HelpDoc, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
 import { isSessionId } from "../internal/store/common.js"
 import { escapeLine } from "../internal/terminalText.js"
+import * as OfflineTools from "../providers/OfflineTools.js"
+import { askOption, checkAsk } from "./commands/askFlag.js"
 import { type CliExit, exit } from "./exit.js"
 import { otlpOptions, withOtlp } from "./otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "./providerFlags.js"
@@ -151,6 +153,7 @@ export const runnerCommand = Command.make(
     ),
     instructions: Options.text("instructions").pipe(Options.optional, Options.withDescription("the agents' instructions")),
     ...runOptions,
+    ask: askOption,
     ...otlpOptions,
     healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
     lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
@@ -172,6 +175,7 @@ export const runnerCommand = Command.make(
       const maxIdle = yield* positiveMs("max-idle", options.maxIdle)
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
+      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
       const { runner } = yield* Effect.promise(() => import("./cluster.js"))
       // From here a signal is the runner's normal stop: its scope closes (shards released,
       // agents released, the runner unregistered), then the process exits 0.
@@ -193,6 +197,7 @@ export const runnerCommand = Command.make(
         },
         model,
         compaction,
+        ask: options.ask,
         onReady: () => {}
       })
     }).pipe(withOtlp("runner", options.otlpEndpoint))
@@ -229,6 +234,27 @@ export const sendCommand = Command.make(
     followup: Options.text("followup").pipe(Options.optional, Options.withDescription("deliver TEXT as a followup")),
     steer: Options.text("steer").pipe(Options.optional, Options.withDescription("deliver TEXT as steering")),
     inject: Options.text("inject").pipe(Options.optional, Options.withDescription("deliver TEXT as injected context")),
+    approve: Options.text("approve").pipe(
+      Options.withPseudoName("QID"),
+      Options.optional,
+      Options.withDescription("allow the call that open question QID is about (§26; agent-loop pending lists them)")
+    ),
+    reject: Options.text("reject").pipe(
+      Options.withPseudoName("QID"),
+      Options.optional,
+      Options.withDescription("refuse the call that open question QID is about: it gets a DENIED result (§26)")
+    ),
+    reason: Options.text("reason").pipe(
+      Options.optional,
+      Options.withDescription("with --reject: why, for the model (in the call's DENIED result)")
+    ),
+    always: Options.boolean("always").pipe(
+      Options.withDescription("with --approve or --reject: the same answer for every later call of that tool in the session")
+    ),
+    name: Options.text("name").pipe(
+      Options.optional,
+      Options.withDescription("with --approve or --reject: who decides (logged as {kind:\"person\", name})")
+    ),
     messageId: Options.text("message-id").pipe(
       Options.optional,
       Options.withDescription("the message's id (default: a random UUID); a retry with the same id is answered once")
@@ -273,15 +299,50 @@ export const sendCommand = Command.make(
       if (Option.isSome(options.sourcePlugin) && options.sourcePlugin.value.trim() === "") {
         return yield* exit(2, "send: --source-plugin: the plugin name is empty")
       }
-      const given = (["followup", "steer", "inject"] as const).flatMap((kind) => {
+      const given = (["followup", "steer", "inject", "approve", "reject"] as const).flatMap((kind) => {
         const text = options[kind]
         return Option.isSome(text) ? [{ kind, text: text.value }] : []
       })
       if (given.length !== 1) {
-        return yield* exit(2, "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT")
+        return yield* exit(
+          2,
+          "send: give exactly one of --followup TEXT, --steer TEXT, --inject TEXT, --approve QID, --reject QID"
+        )
       }
       const { kind, text } = given[0]!
-      if (text.trim() === "") return yield* exit(2, `send: --${kind}: the text is empty`)
+      const decides = kind === "approve" || kind === "reject"
+      if (text.trim() === "") return yield* exit(2, `send: --${kind}: the ${decides ? "question id" : "text"} is empty`)
+      // The flags of the other kind of send: refused rather than ignored.
+      const misplaced = decides
+        ? (
+          [
+            ["message-id", Option.isSome(options.messageId)],
+            ["source-plugin", Option.isSome(options.sourcePlugin)],
+            ["wait", options.wait]
+          ] as const
+        ).find(([, given]) => given)
+        : (
+          [
+            ["always", options.always],
+            ["name", Option.isSome(options.name)],
+            ["reason", Option.isSome(options.reason)]
+          ] as const
+        ).find(([, given]) => given)
+      if (misplaced !== undefined) {
+        return yield* exit(
+          2,
+          decides
+            ? `send: --${misplaced[0]} goes with --followup, --steer or --inject, not --${kind}`
+            : `send: --${misplaced[0]} goes with --approve or --reject`
+        )
+      }
+      if (kind === "approve" && Option.isSome(options.reason)) return yield* exit(2, "send: --reason goes with --reject")
+      if (Option.isSome(options.name) && options.name.value.trim() === "") {
+        return yield* exit(2, "send: --name: the name is empty")
+      }
+      if (Option.isSome(options.reason) && options.reason.value.trim() === "") {
+        return yield* exit(2, "send: --reason: the reason is empty")
+      }
       const timeoutMs = Option.isNone(options.timeout) ? defaultSendTimeoutMs : durationMs(options.timeout.value)
       if (timeoutMs === undefined) {
         return yield* exit(
@@ -297,6 +358,9 @@ export const sendCommand = Command.make(
         session: options.session.value,
         kind,
         text,
+        always: options.always,
+        name: Option.getOrUndefined(options.name),
+        reason: Option.getOrUndefined(options.reason),
         messageId: Option.getOrUndefined(options.messageId),
         sourcePlugin: Option.getOrUndefined(options.sourcePlugin),
         wait: options.wait,
@@ -304,4 +368,8 @@ export const sendCommand = Command.make(
         timeoutMs: timeoutMs === 0 ? undefined : timeoutMs
       })
     })
-).pipe(Command.withDescription("Send one followup, steer or inject to a session of an agent cluster (§21)."))
+).pipe(
+  Command.withDescription(
+    "Send one followup, steer or inject to a session of an agent cluster, or a decision on one of its open questions (§21, §26)."
+  )
+)

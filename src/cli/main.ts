@@ -1,7 +1,8 @@
 /**
  * The `agent-loop` command line (§14), built with @effect/cli:
  * `chat [--session ID]`, `run --prompt TEXT`, `transcript FILE [--json]`, `check FILE`,
- * `stats FILE [--json] [--prices FILE]`,
+ * `stats FILE [--json] [--prices FILE]`, `pending [--store DIR | --sqlite FILE | --pg URL]
+ * [--session ID] [--json]` (the sessions that wait for approval, §26),
  * `resume FILE [--continue-pending]`, `simulate SCENARIO`, `demo` and `acp` (an ACP agent for
  * editors, §22: `acp/agent.ts`); and, for an agent cluster on
  * PostgreSQL (§21), `runner`, `send`, `transcript --pg URL --session ID [--json]` and
@@ -54,6 +55,7 @@ import { acp } from "./commands/acp.js"
 import { chat } from "./commands/chat.js"
 import { check } from "./commands/check.js"
 import { demo } from "./commands/demo.js"
+import { pending } from "./commands/pending.js"
 import { resume } from "./commands/resume.js"
 import { run } from "./commands/run.js"
 import { simulate } from "./commands/simulate.js"
@@ -102,6 +104,7 @@ const subcommands = [
   escaped(transcript),
   escaped(check),
   escaped(stats),
+  escaped(pending),
   escaped(demo),
   escaped(simulate),
   escaped(runnerCommand),
@@ -129,10 +132,11 @@ const summaries: { readonly [Name in NameOf<(typeof subcommands)[number]>]: stri
   transcript: "print the transcript of a session log (a file or PostgreSQL)",
   check: "check a session log against the invariants of §12",
   stats: "turns, steps, tools, tokens, cost and times of a session log",
+  pending: "list the sessions of a store that wait for approval",
   simulate: "run a scenario on a virtual clock and write its session log",
   acp: "serve the Agent Client Protocol on stdin/stdout, for editors",
   runner: "run a runner of an agent cluster on PostgreSQL",
-  send: "deliver a message to a session of an agent cluster"
+  send: "deliver a message or a decision to a session of an agent cluster"
 }
 
 const NAME = "agent-loop"

@@ -19,14 +19,26 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
-import { exitCodeOf, lastTurnEnd, livePrinter, readLog } from "./shared.js"
+import { askOption, checkAsk, withAsk } from "./askFlag.js"
+import {
+  exitCodeOf,
+  idleOrAsked,
+  lastTurnEnd,
+  livePrinter,
+  openPending,
+  questionLine,
+  readLog,
+  waitingMessage
+} from "./shared.js"
 
 /**
  * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (docs/design.md
  * §10): a torn tail is cut, an open last turn gets its synthetic closers (printed), and state is
  * rebuilt. With `--continue-pending` the work the log left pending (queued followups, steering)
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
- * Without it nothing runs (exit 0). DSH v0 logs are refused (exit 2): we read them, we do not
+ * Without it nothing runs (exit 0). With `--continue-pending`, a turn that waits for approval
+ * (§26: a question the log left open, reopened, or one a call of a `--ask TOOL` asks) cannot be
+ * answered here: the agent is released with its questions open, each printed on stderr, exit 5. DSH v0 logs are refused (exit 2): we read them, we do not
  * append to them; so is a log that breaks an invariant of §12 its closers cannot fix (one line
  * naming the first violation: its rule, seq and line; `check` lists them all). A log that needs no repair, with nothing pending to continue, is only read
  * (no writer lock), so that resume succeeds on a read-only file system.
@@ -39,12 +51,14 @@ export const resume = Command.make(
       Options.withDescription("run the work the log left pending (queued followups, steering)")
     ),
     ...runOptions,
+    ask: askOption,
     ...otlpOptions
   },
   (options) =>
     Effect.gen(function*() {
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
+      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
       const path = yield* Path.Path
       const file = path.resolve(options.file)
       if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
@@ -87,7 +101,14 @@ export const resume = Command.make(
       ) {
         yield* ownHeader(id, file, contents).pipe(Effect.catchTag("SessionLogError", failures.SessionLogError))
         yield* Console.log(`${options.file}: nothing to repair`)
-        if (options.continuePending) yield* Console.log("no queued followup or steering to run")
+        if (!options.continuePending) return
+        // A turn waiting for a person (§26 rule 8): nothing here can answer it.
+        const waiting = openPending(contents.events)
+        if (waiting.length > 0) {
+          for (const question of waiting) yield* Console.error(questionLine(question))
+          return yield* exit(5, waitingMessage(file))
+        }
+        yield* Console.log("no queued followup or steering to run")
         return
       }
       if (!options.continuePending) {
@@ -97,7 +118,7 @@ export const resume = Command.make(
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
-        const tools = yield* OfflineTools.all()
+        const tools = withAsk(yield* OfflineTools.all(), options.ask)
         const agent = yield* Agent.resume(id, { tools, maxSteps: options.maxSteps, continuePending: options.continuePending })
         // The repair, if any, is what was appended up to its `session/end-seed`.
         const tail = agent.log.events().slice(before)
@@ -110,14 +131,24 @@ export const resume = Command.make(
         yield* Effect.forkScoped(
           Effect.forever(Effect.flatMap(Queue.take(queue), (event) => ("seq" in event ? print : Effect.void)))
         )
-        yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        const end = yield* idleOrAsked(agent).pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        if (end === "asked") {
+          // Nobody here can answer: the question stays open in the log (§26 rule 8).
+          const waiting = yield* agent.pendingApprovals
+          yield* agent.release
+          return { events: agent.log.events().slice(before + repaired.length), waiting }
+        }
         if (agent.log.events().length === before + repaired.length) yield* Console.log("no queued followup or steering to run")
-        return agent.log.events().slice(before + repaired.length)
+        return { events: agent.log.events().slice(before + repaired.length), waiting: [] }
       })).pipe(Effect.provide(layers), Effect.catchTags(failures))
       const failed = store.failure()
       if (failed !== undefined) return yield* exit(2, `${options.file}: cannot write the session log: ${failed.message}`)
-      if (ran.length === 0) return
-      const reason = lastTurnEnd(ran)
+      if (ran.waiting.length > 0) {
+        for (const question of ran.waiting) yield* Console.error(questionLine(question))
+        return yield* exit(5, waitingMessage(file))
+      }
+      if (ran.events.length === 0) return
+      const reason = lastTurnEnd(ran.events)
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)

@@ -13,20 +13,27 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
+import { askOption, checkAsk, withAsk } from "./askFlag.js"
 import {
   exitCodeOf,
+  idleOrAsked,
   instructionsOptions,
   lastTurnEnd,
   livePrinter,
+  questionLine,
   readInstructions,
   storeDirectory,
-  storeOption
+  storeOption,
+  waitingMessage
 } from "./shared.js"
 
 /**
  * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
  * as the log grows (model retries on stderr), then the log's path, also when interrupted
- * (Ctrl-C cancels the turn first); exits with the code of the turn's end reason.
+ * (Ctrl-C cancels the turn first); exits with the code of the turn's end reason. With `--ask
+ * TOOL`, a call of that tool asks for approval (§26), which nobody can give here: once a question
+ * is open the agent is released (the question stays open in the log, the turn with it), each
+ * open question is printed on stderr (`questionLine`), and it exits 5.
  */
 export const run = Command.make(
   "run",
@@ -34,6 +41,7 @@ export const run = Command.make(
     prompt: Options.text("prompt").pipe(Options.withDescription("the prompt to send")),
     ...instructionsOptions,
     ...runOptions,
+    ask: askOption,
     ...otlpOptions,
     store: storeOption
   },
@@ -41,13 +49,14 @@ export const run = Command.make(
     Effect.gen(function*() {
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
       const instructions = yield* readInstructions(options)
+      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
       let logPath: string | undefined
-      const events = yield* Effect.scoped(Effect.gen(function*() {
-        const tools = yield* OfflineTools.all()
+      const ran = yield* Effect.scoped(Effect.gen(function*() {
+        const tools = withAsk(yield* OfflineTools.all(), options.ask)
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps, instructions })
         logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
@@ -63,8 +72,12 @@ export const run = Command.make(
             ? print
             : Effect.void)))
         yield* agent.followup(options.prompt)
-        yield* agent.awaitIdle.pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
-        return agent.log.events()
+        const end = yield* idleOrAsked(agent).pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
+        if (end === "idle") return { events: agent.log.events(), waiting: [] }
+        // Nobody here can answer: the question stays open in the log (§26 rule 8).
+        const waiting = yield* agent.pendingApprovals
+        yield* agent.release
+        return { events: agent.log.events(), waiting }
       })).pipe(
         Effect.provide(Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)),
         Effect.catchTags({
@@ -77,7 +90,11 @@ export const run = Command.make(
       // A turn that ended because its log could not be written is a store failure (exit 2).
       const failed = store.failure()
       if (failed !== undefined) return yield* exit(2, `cannot write the session log ${logPath ?? ""}: ${failed.message}`)
-      const reason = lastTurnEnd(events)
+      if (ran.waiting.length > 0) {
+        for (const question of ran.waiting) yield* Console.error(questionLine(question))
+        return yield* exit(5, waitingMessage(logPath))
+      }
+      const reason = lastTurnEnd(ran.events)
       const code = exitCodeOf(reason)
       if (reason?.kind === "error") yield* Console.error(escapeLine(`error: ${reason.error.code}: ${reason.error.message}`))
       if (code !== 0) return yield* exit(code)

@@ -1,12 +1,16 @@
 /**
  * What several commands of the CLI share: the `--store` option, the exit code of a turn's end
- * reason, the transcript printers (whole and live), and the readers of a session log and of a
- * price table that exit 2 with one line naming the problem.
+ * reason, the transcript printers (whole and live), the readers of a session log and of a
+ * price table that exit 2 with one line naming the problem, and the wait of `run` and `resume`
+ * that ends when a question opens (§26), with the lines that say so.
  */
 import { Options } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
-import { Console, Effect, Either, Option } from "effect"
+import { Console, Effect, Either, Option, Stream } from "effect"
 import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import type * as Agent from "../../Agent.js"
+import * as Approval from "../../Approval.js"
 import { codeOf, fileErrorText } from "../../internal/fsErrors.js"
 import { fileKind } from "../../internal/store/common.js"
 import { makeDirectorySync } from "../../internal/store/directory.js"
@@ -201,3 +205,102 @@ export const readInstructions = (options: {
     if (text.trim() === "") return yield* exit(2, escapeLine(`--instructions-file ${file}: the file is empty`))
     return text
   })
+
+/**
+ * Waits until `agent` is idle (`"idle"`), or until a question is open (`"asked"`: its status is
+ * `awaiting-approval`, §26 rule 5), which `run` and `resume` cannot answer: they release the
+ * agent then, its question left open in the log for whoever answers it.
+ */
+export const idleOrAsked = (agent: Agent.Agent): Effect.Effect<"idle" | "asked"> =>
+  Effect.raceFirst(
+    Effect.as(agent.awaitIdle, "idle" as const),
+    agent.statusChanges.pipe(
+      Stream.filter((status) => status === "awaiting-approval"),
+      Stream.runHead,
+      Effect.flatMap((asked) => Option.isSome(asked) ? Effect.succeed("asked" as const) : Effect.never)
+    )
+  )
+
+/**
+ * The line of an open question, for `run`, `resume` and `pending`: `question ID: TOOL ARGS (call
+ * CALL, turn T.S, asked ISO)`, the arguments as JSON cut to `ARGUMENTS_SHOWN` characters (with
+ * `…`), escaped.
+ */
+export const questionLine = (q: Approval.Pending): string =>
+  escapeLine(
+    `question ${q.id}: ${q.toolName} ${boundedJson(q.arguments)} (call ${q.callId}, turn ${q.turn}.${q.step}, asked ${
+      new Date(q.askedAt).toISOString()
+    })`
+  )
+
+/** How many characters of a question's arguments `questionLine` shows. */
+export const ARGUMENTS_SHOWN = 120
+
+/** `value` as JSON on one line, cut to `ARGUMENTS_SHOWN` code points with `…`. */
+const boundedJson = (value: unknown): string => {
+  const text = Array.from(JSON.stringify(value) ?? "null")
+  return text.length > ARGUMENTS_SHOWN ? `${text.slice(0, ARGUMENTS_SHOWN - 1).join("")}…` : text.join("")
+}
+
+/**
+ * The exit line of `run` and `resume` when the turn waits for approval (exit 5): the session is
+ * left waiting, its questions open in the log at `logPath` (`DIR/ID.jsonl`), and where they are
+ * listed and answered.
+ */
+export const waitingMessage = (logPath: string | undefined): string => {
+  const file = logPath ?? ""
+  const directory = NodePath.dirname(file)
+  const id = NodePath.basename(file, ".jsonl")
+  return escapeLine(
+    `the turn waits for approval: session ${id} is left waiting (agent-loop pending --store ${directory} lists its questions; agent-loop chat --store ${directory} --session ${id} answers them)`
+  )
+}
+
+/**
+ * The questions `events` leave open (`Approval.openQuestions`, §26), as `Approval.Pending`: the
+ * arguments, turn and step from the call's `tool/call` (its arguments decoded from JSON, else
+ * the raw text); a question whose call is not in the log gets `null` arguments and the turn and
+ * step of the last `step/start` before it. `askedAt` is the time of its `approval/asked`.
+ */
+export const openPending = (events: ReadonlyArray<SessionEvent>): Array<Approval.Pending> => {
+  const open = Approval.openQuestions(events)
+  if (open.length === 0) return []
+  const calls = new Map<string, { readonly turn: number; readonly step: number; readonly arguments: unknown }>()
+  const stepAt = new Map<number, { readonly turn: number; readonly step: number }>()
+  let step = { turn: 0, step: 0 }
+  for (const event of events) {
+    const data = event.data as { turn?: unknown; step?: unknown; callId?: unknown; arguments?: unknown } | null
+    if (event.type === "step/start" && typeof data?.turn === "number" && typeof data.step === "number") {
+      step = { turn: data.turn, step: data.step }
+    } else if (event.type === "tool/call" && typeof data?.callId === "string") {
+      calls.set(data.callId, {
+        turn: Number(data.turn ?? step.turn),
+        step: Number(data.step ?? step.step),
+        arguments: decoded(data.arguments)
+      })
+    } else if (event.type === "approval/asked") stepAt.set(event.seq, step)
+  }
+  return open.map((q) => {
+    const call = q.callId === undefined ? undefined : calls.get(q.callId)
+    const at = call ?? stepAt.get(q.seq) ?? step
+    return {
+      id: q.id,
+      toolName: q.toolName,
+      callId: q.callId ?? "",
+      arguments: call?.arguments ?? null,
+      turn: at.turn,
+      step: at.step,
+      askedAt: q.time
+    }
+  })
+}
+
+/** A `tool/call`'s arguments: the JSON they encode, else the text as logged. */
+const decoded = (text: unknown): unknown => {
+  if (typeof text !== "string") return text ?? null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
