@@ -1,6 +1,6 @@
 /**
  * The cluster commands of the `agent-loop` binary (§21): `runner`, `send`, and
- * `transcript`/`check --pg`, as real processes of `dist/cli/bin.js` (`npm run build` first). The
+ * `transcript`/`check`/`pending --pg`, as real processes of `dist/cli/bin.js` (`npm run build` first). The
  * PostgreSQL suite gets a fresh database per test; every wait is bounded and every runner is
  * killed in a finalizer. The bad-argument checks need no server (a closed port stands for an
  * unreachable one).
@@ -12,8 +12,17 @@ import { Context, Effect, Layer, Redacted, Schedule } from "effect"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
-import { CLI_PG_TEST_MS, CLI_RUN_MS, RUNNER_READY_MS } from "./utils/bounds.js"
+import * as Approval from "../src/Approval.js"
+import { AgentClient } from "../src/cluster/AgentClient.js"
+import * as AgentRunner from "../src/cluster/AgentRunner.js"
+import * as Invariant from "../src/Invariant.js"
+import type { UserMessage } from "../src/Message.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import { SessionStore } from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { CLI_PG_TEST_MS, CLI_RUN_MS, KILLED_EXIT_MS, RUNNER_READY_MS } from "./utils/bounds.js"
 import { createDatabase, createRole, describePg, dropDatabase, dropRole, withUser } from "./utils/pg.js"
 import { closedPort } from "./utils/replayServer.js"
 
@@ -51,13 +60,13 @@ interface Runner {
 }
 
 /**
- * A runner process, killed (SIGKILL) when the scope closes if it is still running; succeeds once
- * its ready line is out (at most `RUNNER_READY_MS`, else fails with what it printed).
+ * A runner process (in `options.cwd`, default the test's: its `read_file` reads there), killed
+ * (SIGKILL) when the scope closes if it is still running; succeeds once its ready line is out (at most `RUNNER_READY_MS`, else fails with what it printed).
  */
-const startRunner = (args: ReadonlyArray<string>) =>
+const startRunner = (args: ReadonlyArray<string>, options?: { readonly cwd?: string }) =>
   Effect.acquireRelease(
     Effect.sync((): Runner => {
-      const child = spawn(process.execPath, [bin, "runner", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      const child = spawn(process.execPath, [bin, "runner", ...args], { stdio: ["ignore", "pipe", "pipe"], cwd: options?.cwd })
       let stdout = ""
       let stderr = ""
       child.stdout!.on("data", (d) => (stdout += d))
@@ -253,6 +262,130 @@ describePg("agent-loop runner: shards moving to a second runner", () => {
           `agent-loop: Listening on: 127.0.0.1:${port(first)}\n`,
           `agent-loop: Listening on: 127.0.0.1:${port(second)}\n`
         ])
+      })),
+    CLI_PG_TEST_MS
+  )
+})
+
+describePg("agent-loop runner --ask, pending --pg and send --approve: a question outlives its runner", () => {
+  it.live(
+    "two runners: a turn asks (read_file needs approval), its owner is SIGKILLed; pending --pg lists the question before and after; the survivor resumes it (awaiting-approval, the same question through a client); send --approve continues the turn there, the tool runs once; a second approve exits 4",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const cwd = NodeFs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-ask-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => NodeFs.rmSync(cwd, { recursive: true, force: true })))
+        NodeFs.writeFileSync(Path.join(cwd, "notes.txt"), "the notes say hello\n")
+        // Short sharding settings (as ClusterFailover's): a dead runner's shards move within seconds.
+        const flags = ["--ask", "read_file", "--health-check", "1000", "--lock-refresh", "1500", "--lock-expiry", "5000"]
+        const runners = yield* Effect.all(
+          [yield* freePort, yield* freePort].map((port) =>
+            startRunner(["--pg", url, "--port", String(port), ...flags, "--message-poll", "500"], { cwd })
+          ),
+          { concurrency: 2 }
+        )
+        const sqlLayer = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
+        const context = yield* Layer.build(
+          Layer.mergeAll(SqlSessionStore.layer().pipe(Layer.provideMerge(sqlLayer)), AgentRunner.layerClient({ pg: url }))
+        )
+        const sql = Context.get(context, SqlClient.SqlClient)
+        const store = Context.get(context, SessionStore)
+        const client = Context.get(context, AgentClient)
+        const logOf = store.read("s1").pipe(
+          Effect.map((c) => c.events as ReadonlyArray<SessionEvent>),
+          Effect.orElseSucceed((): ReadonlyArray<SessionEvent> => [])
+        )
+        const ownerPid = Effect.map(
+          Effect.orDie(sql<{ writer: string }>`SELECT writer FROM agent_loop_writers WHERE session_id = 's1'`),
+          (rows) => rows[0] === undefined ? undefined : (JSON.parse(rows[0].writer) as { pid: number }).pid
+        )
+        const said = () => runners.map((r) => `${r.child.pid}: ${r.stderr()}`).join("\n")
+        /** Polls `effect` every 250 ms until `done` holds (at most 60 s, then fails naming `what`). */
+        const poll = <A>(what: string, effect: Effect.Effect<A>, done: (a: A) => boolean) =>
+          effect.pipe(
+            Effect.filterOrFail(done, () => "not yet" as const),
+            Effect.retry({ schedule: Schedule.spaced("250 millis"), while: (e) => e === "not yet" }),
+            Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`no ${what} in 60 s\n${said()}`) })
+          )
+        // The second runner took half of the shards: nothing moves while the question waits.
+        yield* poll(
+          "shards settled",
+          Effect.orDie(sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY pid ORDER BY pid`),
+          (rows) => rows.map((r) => r.n).join(",") === "150,150"
+        )
+
+        const send = ["send", "--pg", url, "--session", "s1"]
+        expect(yield* run([...send, "--followup", "read file notes.txt", "--message-id", "f1", "--wait"])).toEqual({
+          code: 0,
+          stdout: "f1\n{\"_tag\":\"Entered\",\"turn\":1,\"step\":1}\n",
+          stderr: ""
+        })
+        const asked = yield* poll("question", logOf, (events) => Approval.openQuestions(events).length === 1)
+        const question = Approval.openQuestions(asked)[0]!
+        const listed = {
+          code: 0,
+          stdout: `session s1: question ${question.id}: read_file {"path":"notes.txt"} (call call_1_1_1, turn 1.1, asked ${
+            new Date(question.time).toISOString()
+          })\n`,
+          stderr: ""
+        }
+        // Read-only, beside the runner that holds the session.
+        expect(yield* run(["pending", "--pg", url])).toEqual(listed)
+
+        const pid = yield* ownerPid
+        const victim = runners.find((r) => r.child.pid === pid)
+        expect(victim, `the owner of s1 (pid ${pid}) is one of the runners`).toBeDefined()
+        const survivor = runners.find((r) => r !== victim)!
+        victim!.child.kill("SIGKILL")
+        expect(yield* Effect.promise(() => victim!.exited).pipe(Effect.timeout(`${KILLED_EXIT_MS} millis`))).toBe("SIGKILL")
+        // No runner holds the session now; its log still says it waits.
+        expect(yield* run(["pending", "--pg", url, "--session", "s1"])).toEqual(listed)
+
+        // The survivor resumes it (the keep-alive of the waiting session is delivered to the new
+        // owner): the question reopened, the same through any client.
+        yield* poll("takeover by the survivor", ownerPid, (p) => p === survivor.child.pid)
+        expect(yield* Effect.orDie(client.status("s1"))).toEqual({ status: "awaiting-approval", nextTurn: 0, nextStep: 0 })
+        expect(yield* Effect.orDie(client.pendingApprovals("s1"))).toEqual([{
+          id: question.id,
+          toolName: "read_file",
+          callId: "call_1_1_1",
+          arguments: { path: "notes.txt" },
+          turn: 1,
+          step: 1,
+          askedAt: question.time
+        }])
+
+        expect(yield* run([...send, "--approve", question.id, "--name", "ops"])).toEqual({
+          code: 0,
+          stdout: `decided ${question.id}: allowed-once\n`,
+          stderr: ""
+        })
+        expect(yield* run([...send, "--approve", question.id, "--name", "someone else"])).toEqual({
+          code: 4,
+          stdout: "",
+          stderr:
+            `send: question ${question.id} is not open in session s1: never asked there, already decided, or closed by a cancel (agent-loop pending --pg URL --session s1 lists the open ones)\n`
+        })
+        const events = yield* poll("end of turn 1", logOf, (events) => events.some((e) => e.type === "turn/end"))
+        // The call ran once, on the survivor, after the decision; nothing was closed as unknown.
+        const results = events.filter((e) => e.type === "tool/result").map((e) => {
+          const block = (e.data as { message: UserMessage }).message.content[0] as {
+            toolCallId: string
+            isError?: boolean
+            content: ReadonlyArray<{ text: string }>
+          }
+          return [block.toolCallId, block.isError === true, block.content[0]?.text]
+        })
+        expect(results).toEqual([["call_1_1_1", false, "the notes say hello\n"]])
+        expect(events.filter((e) => e.type === "approval/decided").map((e) => e.data)).toEqual([
+          { id: question.id, outcome: "allowed-once", by: { kind: "person", name: "ops" } }
+        ])
+        expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([
+          { turn: 1, reason: { kind: "completed" } }
+        ])
+        expect(Invariant.check(events)).toEqual([])
+        expect(yield* run(["pending", "--pg", url])).toEqual({ code: 0, stdout: "no session waits for approval\n", stderr: "" })
       })),
     CLI_PG_TEST_MS
   )
