@@ -1,6 +1,7 @@
 /**
  * The cluster commands of the CLI (§21): `runner` (a runner process, `AgentRunner.layer`)
- * and `send` (a client-only process, `AgentRunner.layerClient`). `main.ts` checks the arguments
+ * and `send` (a client-only process, `AgentRunner.layerClient`: a delivery, or a decision on an
+ * open question, §26). `main.ts` checks the arguments
  * and imports this module only when one of them runs, so that no other command loads
  * `@effect/cluster`, `@effect/rpc`, `@effect/sql`, `@effect/sql-pg` or `pg` (the build bundles
  * them into chunks of `dist/cli/`). Failures are `CliExit`s with one line (see `main.ts`).

@@ -6,9 +6,9 @@
  * Decisions:
  * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags,
  *   compaction flags and --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
- *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS]` runs `AgentRunner.layer`: the model of
+ *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS] [--ask TOOL]…` runs `AgentRunner.layer`: the model of
  *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
- *   `read_file` in the working directory), the sharding defaults of `AgentRunner.defaults` unless
+ *   `read_file` in the working directory; those `--ask` names ask for approval, §26), the sharding defaults of `AgentRunner.defaults` unless
  *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
  *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 7431: `defaultPort`) its port;
  *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
@@ -41,6 +41,12 @@
  *   PostgreSQL it cannot use; 1 when the cluster or the session fails the call (a store failure,
  *   an unreadable log, a full mailbox, a message storage error: one line naming the error); 3 on
  *   the timeout; 130 on Ctrl-C (which stops as the timeout does).
+ * - `send --pg URL --session ID (--approve QID | --reject QID [--reason TEXT]) [--always] [--name
+ *   NAME] [--timeout T]` decides an open question (§26) through `AgentClient.approve`/`reject`
+ *   and prints `decided QID: OUTCOME` once the decision is durable; exit 4 when the question is
+ *   not open (never asked, decided by someone else, closed by a cancel), 2 for a decision flag
+ *   without a decision or a delivery flag with one (`--message-id`, `--source-plugin`, `--wait`),
+ *   `--reason` with `--approve`, an empty question id, name or reason.
  *
  * @since 0.1.0
  */

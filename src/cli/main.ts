@@ -30,7 +30,8 @@
  * not below the window, or either of the other two without `--context-window`: exit 2.
  *
  * Exit codes: `chat` exits 0 on `/quit`, 130 on Ctrl-C, 129 when its terminal is gone; `run` exits 0 for `completed` or
- * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C); `check` exits 1 when an
+ * `max-tokens`, 3 `blocked`, 4 `error`, 130 `aborted` (also on Ctrl-C), 5 when the turn waits for
+ * approval (`--ask`, §26: the session left waiting, as `resume --continue-pending` does); `check` exits 1 when an
  * invariant is violated; every command exits 2 for bad arguments, an unreadable log (the error
  * names the line), a missing file, or a session log that cannot be written (`run` and `resume`
  * also when an append fails mid-turn: a full disk, a read-only store, a log deleted or cut under

@@ -2,7 +2,8 @@
  * `AgentClient` (§21): the `AgentEntity` client, usable from any process of the cluster
  * (a runner, or a client-only process: `AgentRunner.layerClient`). Each method names the session
  * by id; deliveries reply `{messageId}` once durable, and are safe to retry with the same
- * `messageId` (the log holds one copy, the retry gets the same answer).
+ * `messageId` (the log holds one copy, the retry gets the same answer). `approve`, `reject` and
+ * `pendingApprovals` answer a session's open questions (§26), whichever runner owns it now.
  *
  * Cold clients: a persisted message sent before this process knows who owns the session's shard
  * is only saved to storage, and waits for the owner's next storage poll (0.8–12.8 s measured with

@@ -1,7 +1,8 @@
 /**
  * Agents as `@effect/cluster` entities (§21): `AgentEntity`, keyed by session id, whose
- * rpcs are the agent's API (`followup`, `steer`, `inject`, `cancel`, `status`, `outcome`, and a
- * streaming `events`), and `layer`, the handlers a runner registers.
+ * rpcs are the agent's API (`followup`, `steer`, `inject`, `cancel`, `status`, `outcome`, a
+ * streaming `events`, and the approvals' `approve`, `reject`, `pendingApprovals`), and `layer`,
+ * the handlers a runner registers.
  *
  * Rules (§21):
  * - Activation opens the session with `Agent.resume(id, {continuePending: true})`: crash repair
@@ -32,9 +33,16 @@
  * - While a run is on, the entity is kept alive (`Entity.keepAlive`): a running turn is never
  *   passivated, and a turn outlives the rpc that started it (on failover the keep-alive message
  *   re-activates the session on its new runner). Keep-alive is on before a waking delivery
- *   replies.
+ *   replies. A session that waits for a person (`awaiting-approval`) is a run that is on: kept
+ *   alive however long the wait.
  * - Passivation (`maxIdleTime`) and shard hand-over release the agent: it stops writing and its
- *   inbox stays in the log for the next activation. Passivation is never disposal.
+ *   inbox stays in the log for the next activation, as do its open questions, which the next
+ *   activation's resume reopens (§26 rule 8). Passivation is never disposal.
+ * - Approvals (§21 rule 8): `pendingApprovals` answers the live agent (not persisted);
+ *   `approve` and `reject` are persisted like deliveries and reply once the decision is
+ *   durable. A question not open is `ApprovalNotOpen`, unless the log already holds the very
+ *   decision asked for (a redelivery: answered as done); a malformed payload (an empty id, a
+ *   blank name, an empty reason) is `InvalidDecision`, never a decision.
  *
  * Import `effect-agent-loop/cluster`; this module deep-imports `@effect/cluster` (never its index,
  * which loads `@effect/workflow`).
