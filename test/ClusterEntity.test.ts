@@ -9,12 +9,14 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Chunk, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
+import * as Agent from "../src/Agent.js"
 import type { AgentEvent } from "../src/AgentEvent.js"
 import { AgentClient } from "../src/cluster/AgentClient.js"
 import * as AgentRunner from "../src/cluster/AgentRunner.js"
 import * as Invariant from "../src/Invariant.js"
 import type { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
+import * as Offline from "../src/providers/Offline.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import * as Tool from "../src/Tool.js"
@@ -385,6 +387,59 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
               "The call to clock was rejected (for every call of this tool in this session) by ana: not now"
             )
           ]
+        ])
+        expect(Invariant.check(events)).toEqual([])
+      }).pipe(Effect.scoped),
+    CLUSTER_TEST_MS
+  )
+
+  it.live(
+    "a question asked by a writer that took the session since: approve reopens the session after fencedGrace and decides it there",
+    () =>
+      Effect.gen(function*() {
+        let ran = 0
+        const clock = Tool.make({
+          name: "clock",
+          description: "Tell the time.",
+          parameters: Schema.Struct({}),
+          approval: "always",
+          execute: () =>
+            Effect.sync(() => {
+              ran++
+              return { content: "noon" }
+            })
+        })
+        const { context, url } = yield* cluster({ fencedGrace: Duration.millis(300), tools: [clock] })
+        const client = Context.get(context, AgentClient)
+        expect(yield* bounded(client.followup("a2", "hello", { messageId: "f1" }))).toEqual({ messageId: "f1" })
+        expect(yield* bounded(client.outcome("a2", "f1"))).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        // Another writer takes the session while the runner still owns the shard, and asks.
+        const other = yield* Layer.build(
+          Layer.merge(SqlSessionStore.layerPg({ url, writers: "takeover", maxConnections: 2 }), Model.layer(Offline.make()))
+        )
+        const taker = yield* Agent.resume("a2", { tools: [clock] }).pipe(Effect.provide(other))
+        yield* taker.followup("what time is it")
+        const [question] = yield* bounded(
+          taker.pendingApprovals.pipe(
+            Effect.filterOrFail((open) => open.length === 1, () => "not asked yet" as const),
+            Effect.retry({ schedule: Schedule.spaced(Duration.millis(20)), while: (e) => e === "not asked yet" })
+          )
+        )
+        // The entity's agent never saw it: the stored log has it open, so the session is reopened.
+        yield* bounded(client.approve("a2", question!.id, { name: "ana" }))
+        const ended = Effect.map(
+          Effect.provide(logOf("a2"), context),
+          (events) => events.filter((e) => e.type === "turn/end").length
+        )
+        yield* bounded(Effect.repeat(ended, { until: (n) => n === 2, schedule: Schedule.spaced(Duration.millis(50)) }))
+        const events = yield* Effect.provide(logOf("a2"), context)
+        expect(ran).toBe(1)
+        expect(events.filter((e) => e.type === "approval/decided").map((e) => e.data)).toEqual([
+          { id: question!.id, outcome: "allowed-once", by: { kind: "person", name: "ana" } }
+        ])
+        expect(events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([
+          { turn: 1, reason: { kind: "completed" } },
+          { turn: 2, reason: { kind: "completed" } }
         ])
         expect(Invariant.check(events)).toEqual([])
       }).pipe(Effect.scoped),
