@@ -38,8 +38,8 @@ import {
  * runs, its transcript printed as it grows; exits with the code of the last turn's end reason.
  * Without it nothing runs (exit 0). With `--continue-pending`, a turn that waits for approval
  * (§26: a question the log left open, reopened, or one a call of a `--ask TOOL` asks) cannot be
- * answered here: the agent is released with its questions open, each printed on stderr, exit 5. DSH v0 logs are refused (exit 2): we read them, we do not
- * append to them; so is a log that breaks an invariant of §12 its closers cannot fix (one line
+ * answered here: the agent is released with its questions open, each printed on stderr, exit 5.
+ * DSH v0 logs are refused (exit 2): we read them, we do not append to them; so is a log that breaks an invariant of §12 its closers cannot fix (one line
  * naming the first violation: its rule, seq and line; `check` lists them all). A log that needs no repair, with nothing pending to continue, is only read
  * (no writer lock), so that resume succeeds on a read-only file system.
  */

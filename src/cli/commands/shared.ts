@@ -234,7 +234,7 @@ export const questionLine = (q: Approval.Pending): string =>
   )
 
 /** How many characters of a question's arguments `questionLine` shows. */
-export const ARGUMENTS_SHOWN = 120
+const ARGUMENTS_SHOWN = 120
 
 /** `value` as JSON on one line, cut to `ARGUMENTS_SHOWN` code points with `…`. */
 const boundedJson = (value: unknown): string => {
