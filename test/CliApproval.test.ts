@@ -115,6 +115,14 @@ describe("agent-loop run --ask, resume and pending on a JSONL store", () => {
           err: `${line}\n${waiting}`
         })
         expect(yield* openIn(path)).toEqual([question])
+        // check: valid, and the open turn is said to wait rather than to need closing.
+        const events = (yield* Effect.provide(SessionStore.readFile(path), NodeContext.layer)).events.length
+        expect(yield* cli(["check", path])).toEqual({
+          code: 0,
+          out:
+            `${path}: ok (${events} events; turn 1 is open, waiting for approval (1 open question): resuming the session asks again and goes on (§26))`,
+          err: ""
+        })
       })
   )
 

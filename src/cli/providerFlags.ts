@@ -2,8 +2,8 @@
  * The provider flags of the commands that call a model (`run`, `chat`, `resume
  * --continue-pending`, `runner`; §14): `--provider`, `--base-url`, `--model`,
  * `--api-key-env`, `--max-steps` (`runOptions`), and the model layer they name (`modelLayer`),
- * the HTTP providers loaded on first use; and the compaction flags of the same commands (issue
- * 15): `--context-window`, `--compaction-reserve`, `--keep-recent-tokens` (`compactionOptions`),
+ * the HTTP providers loaded on first use; and the compaction flags of the same commands (§17):
+ * `--context-window`, `--compaction-reserve`, `--keep-recent-tokens` (`compactionOptions`),
  * and the `Compaction` layer they name (`compactionLayer`).
  *
  * @since 0.1.0

@@ -1,6 +1,7 @@
 /** `agent-loop check FILE | --pg URL --session ID`: checks a session log against the invariants (§12); exit 1 on a violation. */
 import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
+import * as Approval from "../../Approval.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as Invariant from "../../Invariant.js"
 import * as SessionEvent from "../../SessionEvent.js"
@@ -28,8 +29,13 @@ export const check = Command.make(
       const violations = Invariant.check(contents.events, { header: contents.header })
       if (violations.length === 0) {
         const open = openTurnOf(contents.events)
+        const waiting = open === undefined ? 0 : Approval.openQuestions(contents.events).length
         const note = open === undefined
           ? ""
+          : waiting > 0
+          ? `; turn ${open} is open, waiting for approval (${waiting} open ${
+            waiting === 1 ? "question" : "questions"
+          }): resuming the session asks again and goes on (§26)`
           : `; turn ${open} is open: the agent stopped in it (a crash) or is still running it; resuming the session closes it (§10)`
         yield* Console.log(escapeLine(`${label}: ok (${contents.events.length} events${note})`))
         return
