@@ -1426,12 +1426,13 @@ describe("the agent-loop binary", () => {
           "    [--provider offline | openai-compat | anthropic | openai] [--base-url text]",
           "    [--model text] [--api-key-env text] [--context-window text]",
           "    [--compaction-reserve text] [--keep-recent-tokens text]",
-          "    [--max-steps integer] [--otlp-endpoint text] [--store directory]"
+          "    [--max-steps integer] [--ask tool...] [--otlp-endpoint text]",
+          "    [--store directory]"
         ]
         // Before, the styling went into pipes and files, and the usage line read `$ run --prompt text …`.
         const piped = yield* spawn(["run", "--help"], tmpDir(), { env: { NO_COLOR: "" } })
         expect([piped.code, piped.stderr]).toEqual([0, ""])
-        expect(piped.stdout.split("\n").slice(0, 14)).toEqual([
+        expect(piped.stdout.split("\n").slice(0, 15)).toEqual([
           "agent-loop",
           "",
           "agent-loop 0.1.0",
@@ -1455,7 +1456,7 @@ describe("the agent-loop binary", () => {
         // A terminal gets the styling, unless NO_COLOR is set (not empty).
         const coloured = yield* inTerminal(["run", "--help"], { NO_COLOR: "" })
         expect(coloured.code).toBe(0)
-        expect(coloured.output.split("\r\n").slice(0, 11)).toEqual([
+        expect(coloured.output.split("\r\n").slice(0, 12)).toEqual([
           "\u001b[0;1m\u001b[0;37;1magent-loop\u001b[0;1m\u001b[0m",
           "",
           "agent-loop 0.1.0",
@@ -1466,7 +1467,7 @@ describe("the agent-loop binary", () => {
         ])
         const plain = yield* inTerminal(["run", "--help"], { NO_COLOR: "1" })
         expect(plain.code).toBe(0)
-        expect(plain.output.split("\r\n").slice(0, 11)).toEqual(piped.stdout.split("\n").slice(0, 11))
+        expect(plain.output.split("\r\n").slice(0, 12)).toEqual(piped.stdout.split("\n").slice(0, 12))
         expect(plain.output).not.toContain("\u001b")
       }),
     // Four runs of the CLI one after another.
@@ -1493,7 +1494,7 @@ describe("the agent-loop binary", () => {
           code: 2,
           stdout: "",
           stderr:
-            "Invalid subcommand for agent-loop - use one of 'chat', 'run', 'resume', 'transcript', 'check', 'stats', 'demo', 'simulate', 'runner', 'send', 'acp'\n"
+            "Invalid subcommand for agent-loop - use one of 'chat', 'run', 'resume', 'transcript', 'check', 'stats', 'pending', 'demo', 'simulate', 'runner', 'send', 'acp'\n"
         })
       }),
     3 * CLI_RUN_MS

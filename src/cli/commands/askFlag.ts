@@ -4,7 +4,7 @@
  * answers depends on the command (`acp`: the editor's permission request, §22).
  */
 import { Options } from "@effect/cli"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { escapeLine } from "../../internal/terminalText.js"
 import type * as Tool from "../../Tool.js"
 import { exit } from "../exit.js"
@@ -15,7 +15,10 @@ import { exit } from "../exit.js"
 export const askOption = Options.text("ask").pipe(
   Options.withPseudoName("tool"),
   Options.withDescription("the calls of this tool wait for a person's approval (repeatable; §26)"),
-  Options.repeated
+  Options.repeated,
+  // Shown as optional in the usage line (`[--ask tool...]`); absent is none.
+  Options.optional,
+  Options.map(Option.getOrElse((): ReadonlyArray<string> => []))
 )
 
 /**
