@@ -276,7 +276,9 @@ export interface AgentOptions {
    * How long a question may stay open, in milliseconds (§26 rule 5): then it is decided
    * `rejected` by `{kind:"timeout"}` and the call gets its `DENIED` result. Measured on the
    * Effect `Clock` (a `TestClock` in tests) from the moment the call starts waiting (after a
-   * resume: from the resume). Default: no timeout (a question waits until someone decides).
+   * resume: from the resume). The same bound holds the tool's `approval` function and the policy:
+   * one that has not answered by then decides `unavailable` (the call is refused). Default (also
+   * NaN, Infinity): no timeout, and a question waits until someone decides; below 0 counts as 0.
    */
   readonly approvalTimeoutMs?: number | undefined
   /** Retry schedule for retryable model errors (default: 3 attempts, exponential from 500 ms, §11). */
@@ -454,7 +456,7 @@ class AgentRecord extends AgentState implements Agent, Accessible {
 
 /** `by` of a person's decision. */
 const person = (name: string | undefined): Approval.DecidedBy =>
-  name === undefined ? { kind: "person" } : { kind: "person", name }
+  name === undefined || name === "" ? { kind: "person" } : { kind: "person", name }
 
 /** Whether any of the tools may need approval (§26): then calls are prepared one at a time. */
 const mayNeedApproval = (tools: ReadonlyArray<Tool.Tool<any>> | undefined): boolean =>
@@ -487,7 +489,8 @@ const configOf = (
     hooks: options.hooks ?? NONE,
     perCall: (options.guards !== undefined && options.guards.length > 0) || mayNeedApproval(tools),
     approvalListeners: services.approval?.listeners ?? NONE,
-    approvalTimeout: options.approvalTimeoutMs === undefined || Number.isNaN(options.approvalTimeoutMs)
+    approvalTimeout: options.approvalTimeoutMs === undefined || Number.isNaN(options.approvalTimeoutMs) ||
+        options.approvalTimeoutMs === Infinity
       ? undefined
       : Math.max(0, options.approvalTimeoutMs),
     retry: options.retry,

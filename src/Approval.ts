@@ -451,7 +451,7 @@ const describeRule = (rule: ByNameRule): string =>
 
 /**
  * A shipped policy by tool name (rule 1 of §26): a call that matches a `deny` rule is denied
- * (`Deny`, reason `denied by policy byName: tool "bash" with command matching "rm *"`), else
+ * (`Deny`, reason `it matches the deny rule tool "bash" with command matching "rm *"`), else
  * one that matches an `allow` rule is allowed (`Allow`); both name the policy `"byName"`. Deny
  * wins over allow; a call that matches no rule goes to `next()`. A rule is a tool name, e.g.
  * `{ tool: "read_file" }`, or a tool name and a glob (see `globMatch`) on one string argument,
@@ -488,7 +488,7 @@ export const byName = (options: {
   return (request, next) => {
     for (const rule of deny) {
       if (matches(rule, request)) {
-        return Effect.succeed(Answer.deny(`denied by policy byName: ${describeRule(rule)}`, "byName"))
+        return Effect.succeed(Answer.deny(`it matches the deny rule ${describeRule(rule)}`, "byName"))
       }
     }
     for (const rule of allow) {

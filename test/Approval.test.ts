@@ -396,12 +396,12 @@ describe("the approval policy (rule 1 of §26)", () => {
       Effect.gen(function*() {
         expect(yield* decideWith("rm", { path: "x" })).toEqual({
           _tag: "Deny",
-          reason: "denied by policy byName: tool \"rm\"",
+          reason: "it matches the deny rule tool \"rm\"",
           policy: "byName"
         })
         expect(yield* decideWith("bash", { command: "git status --porcelain=v2" })).toEqual({
           _tag: "Deny",
-          reason: "denied by policy byName: tool \"bash\" with command matching \"git status --porcelain*\"",
+          reason: "it matches the deny rule tool \"bash\" with command matching \"git status --porcelain*\"",
           policy: "byName"
         })
       }))

@@ -238,6 +238,29 @@ for (const mode of ["sync", "locked"] as const satisfies ReadonlyArray<StoreMode
       }).pipe(Effect.provide(layer(model)))
     })
 
+    it.scoped("a policy that never answers is bounded by approvalTimeoutMs too: unavailable, the call refused", () => {
+      const model = ScriptedModel.make([{ toolCalls: [{ id: "w", name: "write", arguments: { ms: 5 } }] }, { text: "ok" }])
+      const write = sleeper("write", "always")
+      const policy = Approval.layer([() => Effect.never])
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [write.tool], approvalTimeoutMs: 1000 })
+        yield* agent.followup("go")
+        yield* advance(999)
+        expect(agent.log.events().some((e) => e.type === "tool/call")).toBe(false)
+        yield* advance(1)
+        expect(decisions(agent).map((d) => [d.outcome, d.by, d.reason])).toEqual([
+          ["unavailable", undefined, "the approval check did not answer within 1000 ms"]
+        ])
+        expect(results(agent)).toEqual([[
+          "w",
+          "DENIED",
+          "result:The call to write was refused: no approval was available: the approval check did not answer within 1000 ms"
+        ]])
+        expect(write.runs).toEqual([])
+        yield* checkLog(agent)
+      }).pipe(Effect.provide(layer(model, policy)))
+    })
+
     it.scoped("allow always: later calls of the tool are decided by the remembered answer, without asking", () => {
       const model = ScriptedModel.make([
         { toolCalls: [{ id: "w1", name: "write", arguments: { ms: 1 } }] },
@@ -305,13 +328,13 @@ for (const mode of ["sync", "locked"] as const satisfies ReadonlyArray<StoreMode
         expect(rm.runs.concat(flaky.runs, broken.runs)).toEqual([])
         expect(decisions(agent).map((d) => [d.outcome, d.by, d.reason])).toEqual([
           ["allowed-once", { kind: "policy", policy: "byName" }, undefined],
-          ["rejected", { kind: "policy", policy: "byName" }, "denied by policy byName: tool \"rm\""],
+          ["rejected", { kind: "policy", policy: "byName" }, "it matches the deny rule tool \"rm\""],
           ["unavailable", undefined, "the approval policy failed: policy store down"],
           ["unavailable", undefined, "the approval check of tool \"broken\" failed: no answer"]
         ])
         expect(results(agent)).toEqual([
           ["r", null, "result:read ok"],
-          ["x", "DENIED", "result:The call to rm was rejected by the policy byName: denied by policy byName: tool \"rm\""],
+          ["x", "DENIED", "result:The call to rm was rejected by the policy byName: it matches the deny rule tool \"rm\""],
           [
             "f",
             "DENIED",
@@ -430,6 +453,9 @@ for (const mode of ["sync", "locked"] as const satisfies ReadonlyArray<StoreMode
         yield* advance(1)
         yield* first.release
         const agent = yield* Agent.resume(first.id, { tools: [] })
+        // Not open again: nobody may allow a call whose tool is gone.
+        expect(yield* agent.pendingApprovals).toEqual([])
+        expect(yield* agent.status).toBe("running")
         yield* advance(1)
         expect(decisions(agent).map((d) => [d.outcome, d.by, d.reason])).toEqual([
           ["unavailable", undefined, "Unknown tool \"write\". Available tools: none."]

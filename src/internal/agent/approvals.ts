@@ -118,6 +118,18 @@ export const decide = (
   )
 
 /**
+ * Appends the decision of a question the agent never opened again (a resumed waiting call that no
+ * longer validates, §26 rule 8), under the decision lock.
+ */
+export const decideClosed = (
+  a: AgentState,
+  id: string,
+  outcome: Approval.Outcome,
+  reason: string
+): Effect.Effect<void, SessionWriteError> =>
+  approvalState(a).lock.withPermits(1)(commit(a, [decidedDraft(decision(id, outcome, undefined, reason))], () => {}))
+
+/**
  * Waits for a question's decision. With `approvalTimeoutMs`, a question still open when it runs
  * out (on the Effect clock) is decided `rejected` by `{kind:"timeout"}`; when that decision cannot
  * be appended (a broken store), the question stays open and the wait goes on.

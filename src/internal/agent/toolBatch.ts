@@ -17,7 +17,7 @@
  * ends, which for a call that completed at once may be after the calls that followed it on
  * that fiber. A single call runs on the driver fiber.
  */
-import { Cause, Effect, Either, Exit, Fiber, FiberRef, type FiberRefs, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, FiberRef, type FiberRefs, Option, ParseResult, Runtime, Schema } from "effect"
 import * as Approval from "../../Approval.js"
 import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
@@ -129,7 +129,8 @@ export interface Waiting {
 /** The batch of a resumed step, its questions open again (`reopen`), to go on with (`continueBatch`). */
 export interface Reopened {
   readonly runs: ReadonlyArray<Run | undefined>
-  readonly invalid: ReadonlyArray<readonly [Question, ToolErrorCode, string]>
+  /** Waiting calls that no longer validate: their question id, call, error code and text. */
+  readonly invalid: ReadonlyArray<readonly [string, CallState, ToolErrorCode, string]>
   readonly from: number
 }
 
@@ -142,13 +143,13 @@ export interface Reopened {
 export const reopen = (a: AgentState, t: TurnState, waiting: ReadonlyArray<Waiting>, from: number): Reopened => {
   const calls = t.calls ?? []
   const runs = new Array<Run | undefined>(from).fill(undefined)
-  const invalid: Array<readonly [Question, ToolErrorCode, string]> = []
+  const invalid: Array<readonly [string, CallState, ToolErrorCode, string]> = []
   for (const w of waiting) {
     const call = calls[w.index]!
     const checked = validate(a, call)
-    const question = Approvals.open(a, w.id, call, checked.ok ? checked.args : undefined, t.turn, t.step, w.askedAt)
-    if (checked.ok) runs[w.index] = { ...checked, question }
-    else invalid.push([question, checked.code, checked.text])
+    // A call that no longer validates is not open again: nobody may allow it (`continueBatch`).
+    if (!checked.ok) invalid.push([w.id, call, checked.code, checked.text])
+    else runs[w.index] = { ...checked, question: Approvals.open(a, w.id, call, checked.args, t.turn, t.step, w.askedAt) }
   }
   return { runs, invalid, from }
 }
@@ -163,11 +164,7 @@ export const reopen = (a: AgentState, t: TurnState, waiting: ReadonlyArray<Waiti
 export const continueBatch = (a: AgentState, t: TurnState, batch: Reopened): Effect.Effect<void, SessionWriteError> => {
   const refused = Effect.forEach(
     batch.invalid,
-    ([question, code, text]) =>
-      Approvals.decide(a, question.id, "unavailable", undefined, text).pipe(
-        Effect.catchTag("ApprovalNotOpen", () => Effect.void),
-        Effect.tap(() => fail(question.call, code, text))
-      ),
+    ([id, call, code, text]) => Effect.tap(Approvals.decideClosed(a, id, "unavailable", text), () => fail(call, code, text)),
     { discard: true }
   )
   return Effect.zipRight(refused, runTools(a, t, { end: batch.from, runs: batch.runs }))
@@ -459,6 +456,20 @@ const ASK: Asking = { _tag: "Ask" }
  * policy decides `unavailable` (rule 3).
  */
 const asking = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Asking> => {
+  const timeout = a.config.approvalTimeout
+  if (timeout === undefined) return askingNow(a, t, run)
+  // The same bound holds the check and the policy: one that never answers decides `unavailable`.
+  return Effect.map(
+    Effect.timeoutOption(askingNow(a, t, run), timeout),
+    Option.getOrElse((): Asking => ({
+      _tag: "Decided",
+      outcome: "unavailable",
+      reason: `the approval check did not answer within ${timeout} ms`
+    }))
+  )
+}
+
+const askingNow = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Asking> => {
   const info = callInfo(t, run.call, run.args)
   return Effect.flatMap(Effect.exit(Tool.needsApproval(run.tool, run.args, info)), (needed): Effect.Effect<Asking> => {
     if (Exit.isFailure(needed)) {
