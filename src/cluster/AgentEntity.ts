@@ -53,20 +53,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import type { Sharding } from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import {
-  Cause,
-  Duration,
-  Effect,
-  ExecutionStrategy,
-  Exit,
-  Hash,
-  type Layer,
-  Option,
-  Schedule,
-  Schema,
-  Scope,
-  Stream
-} from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Exit, Hash, type Layer, Option, Schema, Scope, Stream } from "effect"
 import * as Agent from "../Agent.js"
 import {
   AgentDisposed,
@@ -77,15 +64,14 @@ import {
   MessageNotFound as AgentMessageNotFound
 } from "../AgentError.js"
 import type { AgentEvent } from "../AgentEvent.js"
-import type * as Approval from "../Approval.js"
-import * as IdGenerator from "../IdGenerator.js"
 import { isTransient, refusesEvents } from "../internal/store/common.js"
-import { ContentBlock, InvalidMessage, MessageSource, UserMessage } from "../Message.js"
+import { ContentBlock, InvalidMessage, MessageSource } from "../Message.js"
 import type { Model } from "../Model.js"
-import type { SessionEvent } from "../SessionEvent.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError, type SessionWriteError } from "../SessionLog.js"
 import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
+import { decideOn, type DecisionPayload, invalidField } from "./decisions.js"
+import { fromLog, insertedHere, type Kind, messageOf } from "./deliveries.js"
 
 /**
  * No message with this id was ever inserted into the session's inbox (`outcome`, §12):
@@ -467,38 +453,6 @@ export interface EntityOptions extends Omit<Agent.ResumeOptions, "continuePendin
   readonly healDelay?: Duration.DurationInput | undefined
 }
 
-type Kind = "followup" | "steer" | "inject"
-
-/** Whether `event` is a splice that inserted message `id`. */
-const insertedHere = (event: { readonly type: string; readonly data: unknown }, id: string): boolean =>
-  event.type === "agent/inbox/spliced" &&
-  ((event.data as { inserted?: ReadonlyArray<{ id: string }> }).inserted ?? []).some((m) => m.id === id)
-
-const INJECT_SOURCE = Object.freeze({ kind: "plugin", plugin: "cluster" })
-
-/** The `UserMessage` of a delivery payload (validated and frozen by `UserMessage.make`). */
-const messageOf = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) =>
-  // The id is given: the generator is never asked.
-  Effect.provideService(messageOfPayload(kind, payload), IdGenerator.IdGenerator, IdGenerator.random)
-
-const messageOfPayload = (kind: Kind, payload: { readonly messageId: string; readonly message: DeliveryMessage }) => {
-  const m = payload.message
-  if (payload.messageId === "") return Effect.fail(new InvalidMessage({ message: "the message id is empty", path: "id" }))
-  if (typeof m === "string") {
-    return UserMessage.make({ text: m, id: payload.messageId, source: kind === "inject" ? INJECT_SOURCE : undefined })
-  }
-  if (m.id !== undefined && m.id !== payload.messageId) {
-    return Effect.fail(
-      new InvalidMessage({ message: `the message's id ${m.id} is not the delivery's id ${payload.messageId}`, path: "id" })
-    )
-  }
-  return UserMessage.make({
-    content: m.content,
-    id: payload.messageId,
-    source: m.source ?? (kind === "inject" ? INJECT_SOURCE : undefined)
-  })
-}
-
 /** An rpc's failure that a later try cures (`persevere`); `wait`: back off before it. */
 class Retry {
   constructor(readonly error: { readonly message: string }, readonly wait: boolean) {}
@@ -506,76 +460,6 @@ class Retry {
 
 /** A message on one line (a log line of the runner). */
 const oneLine = (text: string): string => text.replace(/\s*\n\s*/g, " ")
-
-/**
- * What the log says of a delivery of `message` as `kind`: undefined when its id was never
- * inserted; else the answer `{messageId}` (the same kind, content and source: a retry), or
- * `DuplicateMessageId` (the id used for another kind, other content or another source).
- */
-const fromLog = (
-  agent: Agent.Agent,
-  kind: Kind,
-  message: UserMessage
-): Effect.Effect<Delivered, DuplicateMessageId> | undefined => {
-  const logged = agent.deliveryOf(message.id)
-  if (Option.isNone(logged)) return undefined
-  const first = logged.value
-  const differs = first.delivery !== kind
-    ? `as a ${first.delivery}`
-    : JSON.stringify(first.message.content) !== JSON.stringify(message.content) ||
-        JSON.stringify(first.message.source) !== JSON.stringify(message.source)
-    ? "with other content or source"
-    : undefined
-  return differs === undefined
-    ? Effect.succeed({ messageId: message.id })
-    : Effect.fail(
-      new DuplicateMessageId({ message: `message id ${message.id} is already in the log ${differs}`, messageId: message.id })
-    )
-}
-
-/** A decision rpc's payload (`reject`'s has a reason). */
-interface DecisionPayload {
-  readonly id: string
-  readonly always?: boolean | undefined
-  readonly name?: string | undefined
-  readonly reason?: string | undefined
-}
-
-/** Why a decision's payload cannot be taken as given (`InvalidDecision`), or undefined. */
-const invalidDecision = (payload: DecisionPayload): InvalidDecision | undefined =>
-  payload.id === ""
-    ? new InvalidDecision({ message: "the question id is empty", field: "id" })
-    : payload.name !== undefined && payload.name.trim() === ""
-    ? new InvalidDecision({ message: "the name of the person who decides is empty", field: "name" })
-    : payload.reason !== undefined && payload.reason.trim() === ""
-    ? new InvalidDecision({ message: "the reason is empty", field: "reason" })
-    : undefined
-
-/**
- * What `events` say of question `id`: `"open"` (asked, no decision), `"same"` (decided with
- * `outcome` by the person `payload.name` with `payload.reason`: the decision asked for),
- * `"other"` (decided otherwise), or `"unknown"` (never asked).
- */
-const questionIn = (
-  events: ReadonlyArray<SessionEvent>,
-  id: string,
-  outcome: Approval.Outcome,
-  payload: DecisionPayload
-): "open" | "same" | "other" | "unknown" => {
-  let asked = false
-  for (const event of events) {
-    const data = event.data as Partial<Approval.DecidedData> | null
-    if (data?.id !== id) continue
-    if (event.type === "approval/asked") asked = true
-    else if (event.type === "approval/decided") {
-      const by = data.by
-      return data.outcome === outcome && by?.kind === "person" && by.name === payload.name && data.reason === payload.reason
-        ? "same"
-        : "other"
-    }
-  }
-  return asked ? "open" : "unknown"
-}
 
 /**
  * The entity's handlers as a layer (registers `AgentEntity` with the `Sharding` in context):
@@ -840,62 +724,18 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
               Effect.fail(Option.getOrElse(cause, () => new SessionStoreError({ message: "the agent stopped" }))))
             : Effect.succeed(status))
 
-      /**
-       * `approve` and `reject` (§26 rule 5): the agent's decision. A question this agent does not
-       * hold open is answered from the logs: decided as asked (a redelivery of this rpc after a
-       * failover, or the same person's same answer) is done; decided otherwise or never asked is
-       * `ApprovalNotOpen`. One the stored log holds open was asked by a writer that took the
-       * session since (this agent does not know yet that it lost it), or a moment ago by this
-       * agent (durable, not registered yet): the agent is asked again every 100 ms for
-       * `fencedGrace`, then the session is reopened and asked.
-       */
+      /** `approve` and `reject` (§26 rule 5): `decisions.ts` `decideOn`, on the agent `persevere` gives. */
       const decideRpc = (kind: "approve" | "reject", payload: DecisionPayload) => {
-        const outcome: Approval.Outcome = kind === "approve"
-          ? payload.always === true ? "allowed-always" : "allowed-once"
-          : payload.always === true
-          ? "rejected-always"
-          : "rejected"
-        const take = (agent: Agent.Agent) =>
-          kind === "approve"
-            ? agent.approve(payload.id, { always: payload.always, name: payload.name })
-            : agent.reject(payload.id, { reason: payload.reason, always: payload.always, name: payload.name })
-        const answered = (state: "open" | "same" | "other" | "unknown", notOpen: ApprovalNotOpen) =>
-          state === "same" ? Effect.void : Effect.fail(notOpen)
+        const invalid = invalidField(payload)
+        if (invalid !== undefined) return Effect.fail(new InvalidDecision(invalid))
         const stored = Effect.flatMap(SessionStoreTag, (store) => store.read(sessionId)).pipe(
-          Effect.map((c) => questionIn(c.events, payload.id, outcome, payload)),
-          Effect.orElseSucceed(() => "unknown" as const),
+          Effect.map((c) => c.events),
           Effect.provide(context)
         )
-        const decideOn = (agent: Agent.Agent): Effect.Effect<void, ApprovalNotOpen | SessionWriteError | OpenError> =>
-          Effect.catchTag(take(agent), "ApprovalNotOpen", (notOpen) => {
-            const here = questionIn(agent.log.events(), payload.id, outcome, payload)
-            if (here !== "unknown") return answered(here, notOpen)
-            return Effect.flatMap(stored, (state) => {
-              if (state !== "open") return answered(state, notOpen)
-              const known = Effect.flatMap(
-                agent.pendingApprovals,
-                (open) => open.some((q) => q.id === payload.id) ? Effect.void : Effect.fail("not yet" as const)
-              )
-              return known.pipe(
-                Effect.retry(Schedule.spaced(Duration.millis(100)).pipe(Schedule.upTo(fencedGrace))),
-                Effect.matchEffect({
-                  onSuccess: () => take(agent),
-                  onFailure: () =>
-                    Effect.zipRight(
-                      forget(agent),
-                      Effect.flatMap(agentOf, (reopened) =>
-                        Effect.catchTag(
-                          take(reopened),
-                          "ApprovalNotOpen",
-                          (e) => answered(questionIn(reopened.log.events(), payload.id, outcome, payload), e)
-                        ))
-                    )
-                })
-              )
-            })
-          })
-        const invalid = invalidDecision(payload)
-        return invalid !== undefined ? Effect.fail(invalid) : persevere(`the ${kind} of ${payload.id}`, decideOn)
+        return persevere(
+          `the ${kind} of ${payload.id}`,
+          decideOn({ kind, payload, stored, agentOf, forget, fencedGrace })
+        )
       }
 
       return AgentEntity.of({

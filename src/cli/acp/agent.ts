@@ -118,7 +118,7 @@ import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import { MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
-import type { ToolCallData, TurnEndReason } from "../../SessionEvent.js"
+import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { withAsk } from "../commands/askFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
@@ -127,7 +127,7 @@ import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
 import * as Permission from "./permission.js"
 import { contentOf } from "./prompt.js"
-import { META_KEY, replayUpdates, toolCall } from "./replay.js"
+import { META_KEY, replayUpdates } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
 
 /**
@@ -258,13 +258,6 @@ const SECOND_INITIALIZE = "Invalid request: initialize was already answered on t
 
 const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
 const internal = (message: string) => new acp.RequestError(-32603, message)
-
-/** A client's error in a notice: its message, and its JSON-RPC code when it has one. */
-const describeError = (e: unknown): string => {
-  const code = (e as { readonly code?: unknown } | null)?.code
-  const message = e instanceof Error ? e.message : String(e)
-  return typeof code === "number" ? `${message} (${code})` : message
-}
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -483,7 +476,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         const controller = new AbortController()
         const response: Promise<unknown> = connection.client.request(
           acp.methods.client.session.requestPermission,
-          Permission.request(session.id, toolCallOf(session, question), question),
+          Permission.request(session.id, Permission.toolCallOf(session.agent.log.events(), session.cwd, question), question),
           { cancellationSignal: controller.signal, stopWaitingOnCancel: true }
         )
         // Awaited by the fiber; rejected before it awaits (dropped at once), it is no unhandled rejection.
@@ -534,22 +527,6 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         return Option.isSome(fiber) ? Effect.asVoid(Fiber.interruptFork(fiber.value)) : Effect.void
       })
 
-    /** The `tool_call` update of a question's call, from its `tool/call` in the log (the arguments as the model gave them). */
-    const toolCallOf = (session: Session, question: Approval.Pending): acp.SessionUpdate => {
-      const events = session.agent.log.events()
-      for (let i = events.length - 1; i >= 0; i--) {
-        const e = events[i]!
-        if (e.type === "tool/call" && (e.data as ToolCallData).callId === question.callId) {
-          return toolCall(e.data as ToolCallData, { cwd: session.cwd })
-        }
-      }
-      return toolCall({
-        callId: question.callId,
-        name: question.toolName,
-        arguments: JSON.stringify(question.arguments ?? {})
-      }, { cwd: session.cwd })
-    }
-
     /** Awaits the client's answer, then decides the question by it (uninterruptibly: a decision is never cut short). */
     const answered = (
       session: Session,
@@ -567,7 +544,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           return undecided(
             session,
             new Permission.PermissionRequestFailed({
-              message: `the client's session/request_permission failed: ${describeError(result.left)}`,
+              message: `the client's session/request_permission failed: ${Permission.describeError(result.left)}`,
               approvalId: question.id,
               cause: result.left
             })

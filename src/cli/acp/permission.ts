@@ -23,7 +23,8 @@
 import type { PermissionOption, RequestPermissionRequest, SessionUpdate, ToolCallUpdate } from "@agentclientprotocol/sdk"
 import { Either, Schema } from "effect"
 import type * as Approval from "../../Approval.js"
-import { META_KEY } from "./replay.js"
+import type { SessionEvent, ToolCallData } from "../../SessionEvent.js"
+import { META_KEY, toolCall } from "./replay.js"
 
 /**
  * The option ids of a permission request, one per ACP `PermissionOptionKind`, each the kind's
@@ -178,4 +179,30 @@ export const decisionOf = (approvalId: string, response: unknown): Either.Either
         reason: `the client selected an option this agent did not offer: ${JSON.stringify(optionId)}`
       })
   }
+}
+
+/** A client's error in a notice: its message, and its JSON-RPC code when it has one. */
+export const describeError = (e: unknown): string => {
+  const code = (e as { readonly code?: unknown } | null)?.code
+  const message = e instanceof Error ? e.message : String(e)
+  return typeof code === "number" ? `${message} (${code})` : message
+}
+
+/** The `tool_call` update of a question's call, from its `tool/call` in `events` (the arguments as the model gave them). */
+export const toolCallOf = (
+  events: ReadonlyArray<SessionEvent>,
+  cwd: string,
+  question: Approval.Pending
+): SessionUpdate => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "tool/call" && (e.data as ToolCallData).callId === question.callId) {
+      return toolCall(e.data as ToolCallData, { cwd })
+    }
+  }
+  return toolCall({
+    callId: question.callId,
+    name: question.toolName,
+    arguments: JSON.stringify(question.arguments ?? {})
+  }, { cwd })
 }
