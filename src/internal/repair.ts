@@ -46,33 +46,16 @@ export const repairDrafts = (events: ReadonlyArray<SessionEvent>, nextId: () => 
   const open = openTurnOf(events)
   if (open === undefined) return endSeed
   const { step, stepAt, turn } = open
+  const scan = step === undefined ? undefined : scanStep(events, stepAt + 1)
   // A step waiting for a person stays open: the resumed agent asks again and goes on (§26 rule 8).
-  if (step !== undefined && openQuestionsFrom(events, stepAt + 1) > 0) return []
+  if (scan !== undefined && scan.open.size > 0) return []
   const drafts: Array<EventDraft> = []
-  if (step !== undefined) {
-    const logged = new Set<string>()
-    const answered = new Set<string>()
-    // Questions of the step by id (their call), and the refusals by call id (§26).
-    const asked = new Map<string, string>()
-    const refused = new Map<string, Approval.DecidedData>()
-    let calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }> = []
-    for (let i = stepAt + 1; i < events.length; i++) {
-      const e = events[i]!
-      const data = e.data as any
-      if (e.type === "assistant/message") {
-        calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call")
-      } else if (e.type === "tool/call") logged.add(data.callId)
-      else if (e.type === "tool/result") answered.add(data.message.content[0].toolCallId)
-      else if (e.type === "approval/asked") asked.set(data.id, data.callId)
-      else if (e.type === "approval/decided") {
-        const callId = asked.get(data.id)
-        if (callId !== undefined && !Approval.isAllowed(data.outcome)) refused.set(callId, data)
-      }
-    }
+  if (scan !== undefined) {
+    const { answered, calls, decided, logged } = scan
     for (const call of calls) {
       if (answered.has(call.id)) continue
-      const refusal = refused.get(call.id)
-      if (refusal !== undefined && logged.has(call.id)) {
+      const refusal = decided.get(call.id)
+      if (refusal !== undefined && !Approval.isAllowed(refusal.outcome) && logged.has(call.id)) {
         // Refused before the crash, its result not yet committed: it never ran (§26 rule 8).
         drafts.push({
           type: "tool/result",
@@ -138,15 +121,52 @@ export const openTurnOf = (
   return { turn: (events[turnAt]!.data as { turn: number }).turn, step, stepAt }
 }
 
-/** The number of approval questions asked from `from` on that have no decision (§26). */
-export const openQuestionsFrom = (events: ReadonlyArray<SessionEvent>, from: number): number => {
-  const open = new Set<unknown>()
+/**
+ * What the events of an open step (from index `from`) say of its calls: the tool calls of its
+ * last `assistant/message`, the ids with a `tool/call` and with a `tool/result`, its open
+ * questions by call id (their id and the time asked), the decisions by call id (§26), and where
+ * the contexts spliced by its committed results end in `next-step` (§8; undefined: none).
+ */
+export const scanStep = (events: ReadonlyArray<SessionEvent>, from: number): {
+  readonly calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
+  readonly logged: ReadonlySet<string>
+  readonly answered: ReadonlySet<string>
+  readonly open: ReadonlyMap<string, { readonly id: string; readonly time: number }>
+  readonly decided: ReadonlyMap<string, Approval.DecidedData>
+  readonly contextsEnd: number | undefined
+} => {
+  let calls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }> = []
+  const logged = new Set<string>()
+  const answered = new Set<string>()
+  const asked = new Map<string, { readonly callId: string; readonly time: number }>()
+  const decided = new Map<string, Approval.DecidedData>()
+  let contextsEnd: number | undefined = undefined
+  let afterResult = false
   for (let i = from; i < events.length; i++) {
     const e = events[i]!
-    if (e.type === "approval/asked") open.add((e.data as { readonly id?: unknown }).id)
-    else if (e.type === "approval/decided") open.delete((e.data as { readonly id?: unknown }).id)
+    const data = e.data as any
+    const result = e.type === "tool/result"
+    if (e.type === "assistant/message") {
+      calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call")
+    } else if (e.type === "tool/call") logged.add(data.callId)
+    else if (result) answered.add(data.message.content[0].toolCallId)
+    else if (e.type === "approval/asked") asked.set(data.id, { callId: data.callId, time: e.time })
+    else if (e.type === "approval/decided") {
+      const question = asked.get(data.id)
+      if (question !== undefined) {
+        asked.delete(data.id)
+        decided.set(question.callId, data)
+      }
+    } else if (e.type === "agent/inbox/spliced" && afterResult && data.target === "next-step") {
+      // A result's additional contexts: the batch's next contexts go after them.
+      contextsEnd = data.start + data.inserted.length
+      continue
+    }
+    afterResult = result
   }
-  return open.size
+  const open = new Map<string, { readonly id: string; readonly time: number }>()
+  for (const [id, q] of asked) open.set(q.callId, { id, time: q.time })
+  return { calls, logged, answered, open, decided, contextsEnd }
 }
 
 /** The `compaction/start` data of a compaction still open at the end of `events` (our logs), if any. */

@@ -20,22 +20,13 @@ import {
 import { SessionStore } from "../../SessionStore.js"
 import { refusalText } from "../approvalText.js"
 import { flatten } from "../flat.js"
-import { openQuestionsFrom, openTurnOf, repairDrafts, resultText, unrepairable, unrepairableMessage } from "../repair.js"
+import { openTurnOf, repairDrafts, resultText, scanStep, unrepairable, unrepairableMessage } from "../repair.js"
 import { VirtualClock } from "../virtualClock.js"
 import * as Approvals from "./approvals.js"
 import { startResumed, startRun } from "./driver.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
-import {
-  type AgentState,
-  approvalState,
-  type CallState,
-  liveLogs,
-  newCall,
-  newTurnState,
-  requestKeyOf,
-  usedIds
-} from "./state.js"
+import { type AgentState, approvalState, liveLogs, newCall, newTurnState, requestKeyOf, usedIds } from "./state.js"
 import { fail } from "./toolResults.js"
 import { restoreUsage } from "./usage.js"
 
@@ -93,62 +84,34 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
   const remembered = Approvals.rememberedOf(events)
   if (remembered.size > 0) { for (const [tool, outcome] of remembered) approvalState(a).remembered.set(tool, outcome) }
   const open = openTurnOf(events)
-  if (open?.step === undefined || openQuestionsFrom(events, open.stepAt + 1) === 0) return Effect.void
+  if (open?.step === undefined) return Effect.void
+  const scan = scanStep(events, open.stepAt + 1)
+  if (scan.open.size === 0) return Effect.void
   const t = newTurnState()
   t.turn = open.turn
   t.turnOpen = true
   t.step = open.step
   t.stepOpen = true
   t.assistantLogged = true
-  const logged = new Set<string>()
-  const committed = new Set<string>()
-  const asked = new Map<string, { readonly callId: string; readonly time: number }>()
-  const decided = new Map<string, Approval.DecidedData>()
-  let calls: Array<CallState> = []
-  let afterResult = false
-  for (let i = open.stepAt + 1; i < events.length; i++) {
-    const e = events[i]!
-    const data = e.data as any
-    const result = e.type === "tool/result"
-    if (e.type === "assistant/message") {
-      calls = (data.message.content as ReadonlyArray<any>).filter((b) => b.type === "tool-call").map((b) =>
-        newCall({ id: b.id, name: b.name, rawArguments: b.arguments })
-      )
-    } else if (e.type === "tool/call") logged.add(data.callId)
-    else if (result) committed.add(data.message.content[0].toolCallId)
-    else if (e.type === "approval/asked") asked.set(data.id, { callId: data.callId, time: e.time })
-    else if (e.type === "approval/decided") {
-      const question = asked.get(data.id)
-      if (question !== undefined) {
-        asked.delete(data.id)
-        decided.set(question.callId, data)
-      }
-    } else if (e.type === "agent/inbox/spliced" && afterResult && data.target === "next-step") {
-      // A result's additional contexts (§8): the batch's next contexts go after them.
-      t.contextsInserted = data.start + data.inserted.length
-      continue
-    }
-    afterResult = result
-  }
-  const waitingBy = new Map<string, { readonly id: string; readonly time: number }>()
-  for (const [id, q] of asked) waitingBy.set(q.callId, { id, time: q.time })
+  if (scan.contextsEnd !== undefined) t.contextsInserted = scan.contextsEnd
+  const calls = scan.calls.map((b) => newCall({ id: b.id, name: b.name, rawArguments: b.arguments }))
   const waiting: Array<{ readonly index: number; readonly id: string; readonly askedAt: number }> = []
   let from = calls.length
   for (let k = 0; k < calls.length; k++) {
     const call = calls[k]!
-    if (committed.has(call.id)) {
+    if (scan.answered.has(call.id)) {
       call.callLogged = true
       call.phase = "committed"
       if (k === t.nextCommit) t.nextCommit++
       continue
     }
-    if (!logged.has(call.id)) {
+    if (!scan.logged.has(call.id)) {
       if (from === calls.length) from = k
       continue
     }
     call.callLogged = true
-    const question = waitingBy.get(call.id)
-    const decision = decided.get(call.id)
+    const question = scan.open.get(call.id)
+    const decision = scan.decided.get(call.id)
     if (question !== undefined) waiting.push({ index: k, id: question.id, askedAt: question.time })
     else if (decision !== undefined && !Approval.isAllowed(decision.outcome)) {
       fail(call, "DENIED", refusalText(call.name, decision))
