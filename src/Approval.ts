@@ -35,6 +35,7 @@
  * @since 0.1.0
  */
 import { Cause, Context, Effect, Layer, Schema } from "effect"
+import { messageOf } from "./internal/cause.js"
 import type { SessionEvent } from "./SessionEvent.js"
 
 /**
@@ -276,13 +277,6 @@ export interface ApprovalService {
  * @category services
  */
 export class Approval extends Context.Tag("effect-agent-loop/Approval")<Approval, ApprovalService>() {}
-
-const messageOf = (error: unknown): string =>
-  error instanceof Error
-    ? error.message
-    : typeof error === "object" && error !== null && "message" in error
-    ? String((error as { message: unknown }).message)
-    : String(error)
 
 const unavailable = (cause: Cause.Cause<unknown>): Unavailable => ({
   _tag: "Unavailable",

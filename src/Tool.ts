@@ -10,6 +10,7 @@
 import { Cause, Effect, JSONSchema, Schema } from "effect"
 import type { DeliveryError } from "./AgentError.js"
 import type { Delivery, DeliveryInput } from "./Delivery.js"
+import { messageOf } from "./internal/cause.js"
 import type { ContentBlock, InvalidMessage, UserMessage, UserMessageInput } from "./Message.js"
 import type { ToolDefinition } from "./Model.js"
 
@@ -233,13 +234,7 @@ const needsOne: Effect.Effect<boolean> = Effect.succeed(true)
 const checkFailed = (tool: Tool, call: ToolCall, cause: Cause.Cause<unknown>): ApprovalCheckFailed => {
   const error = Cause.squash(cause)
   return new ApprovalCheckFailed({
-    message: `the approval check of tool "${tool.name}" failed: ${
-      error instanceof Error
-        ? error.message
-        : typeof error === "object" && error !== null && "message" in error
-        ? String((error as { message: unknown }).message)
-        : String(error)
-    }`,
+    message: `the approval check of tool "${tool.name}" failed: ${messageOf(error)}`,
     toolName: tool.name,
     callId: call.callId,
     cause: error
