@@ -23,6 +23,7 @@ import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
 import { CHILD_WAIT_MS, note } from "./utils/bounds.js"
+import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const BIN = Path.resolve("dist/cli/bin.js")
@@ -30,14 +31,7 @@ const tmp = scratchDirs("agent-loop-acp-")
 const CLIENT = { name: "acp-test-client", version: "1.0.0" }
 
 /** Polls `check` every 10 ms until it holds, or fails after `CHILD_WAIT_MS`. */
-const until = async (what: string, check: () => boolean): Promise<void> => {
-  const start = Date.now()
-  while (!check()) {
-    if (Date.now() - start > CHILD_WAIT_MS) throw new Error(`timed out after ${CHILD_WAIT_MS} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  note(`Acp: ${what}`, Date.now() - start)
-}
+const until = pollUntil("Acp")
 
 /** A running `agent-loop acp`: its raw stdout lines, stderr, and exit. */
 interface Proc {

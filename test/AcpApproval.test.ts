@@ -26,7 +26,8 @@ import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
 import { checkPermissionRequest } from "./utils/acpSchema.js"
-import { CHILD_WAIT_MS, CLI_RUN_MS, note } from "./utils/bounds.js"
+import { CHILD_WAIT_MS, CLI_RUN_MS } from "./utils/bounds.js"
+import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const BIN = Path.resolve("dist/cli/bin.js")
@@ -34,14 +35,7 @@ const tmp = scratchDirs("agent-loop-acp-approval-")
 const CLIENT = { name: "acp-test-client", version: "1.0.0" }
 
 /** Polls `check` every 10 ms until it holds, or fails after `CHILD_WAIT_MS`. */
-const until = async (what: string, check: () => boolean): Promise<void> => {
-  const start = Date.now()
-  while (!check()) {
-    if (Date.now() - start > CHILD_WAIT_MS) throw new Error(`timed out after ${CHILD_WAIT_MS} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  note(`AcpApproval: ${what}`, Date.now() - start)
-}
+const until = pollUntil("AcpApproval")
 
 /** A permission request the client received: its params, and how to answer it. */
 interface Asked {
