@@ -315,6 +315,8 @@ describePg("a session heals after a transient PostgreSQL fault", () => {
         // Later appends go on from the committed events (no duplicate key).
         expect(yield* bounded(client.followup("s1", "third", { messageId: "m3" }))).toEqual({ messageId: "m3" })
         expect(yield* bounded(client.outcome("s1", "m3"))).toEqual({ _tag: "Entered", turn: 3, step: 1 })
+        // Entered is decided when the step enters; the turn ends once the model has answered.
+        yield* until("turn 3 ends", Effect.map(read("s1"), (events) => turnEnds(events).length === 3))
         const events = yield* read("s1")
         expect(insertedIds(events)).toEqual(["m1", "m2", "m3"])
         expect(turnEnds(events).map((e) => [e.turn, e.reason.kind])).toEqual([
