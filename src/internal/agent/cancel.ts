@@ -2,9 +2,10 @@
  * Cancel and dispose (§9). `cancel` durably clears both queues (unless `keepInbox`)
  * and interrupts the driver fiber; it does nothing else to the turn: the interrupted driver
  * closes its own turn (`driver.ts`), and `cancel` returns when that is done. `dispose` refuses
- * deliveries from the moment it is called, cancels with `{kind:"disposed"}` and waits for
- * quiescence. `release` (passivation) stops the agent without writing anything. Cancellation is
- * fiber interruption; no `AbortSignal` plumbing.
+ * deliveries from the moment it is called, clears the queues with `{kind:"disposed"}` and closes
+ * the agent's scope (`fibers.ts`), which interrupts and awaits every fiber the agent owns.
+ * `release` (passivation) closes it without writing anything. Cancellation is fiber
+ * interruption; no `AbortSignal` plumbing.
  */
 import { Effect, Equal, Fiber } from "effect"
 import { InvalidEvent } from "../../AgentError.js"
@@ -13,6 +14,7 @@ import type { AbortCause } from "../../SessionEvent.js"
 import { SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import { messageOf } from "../cause.js"
 import { checkJson, InvalidJson } from "../json.js"
+import { closeFibers } from "./fibers.js"
 import { awaitIdle, endEvents, endStopped, orphanWaiters } from "./observers.js"
 import { critical, type Section, spliceSection } from "./section.js"
 import { type AgentState, DISPOSED_CAUSE, liveLogs, USER_CAUSE } from "./state.js"
@@ -45,19 +47,7 @@ const cancelNow = (
   options?: { readonly keepInbox?: boolean | undefined }
 ): Effect.Effect<void, SessionWriteError> =>
   Effect.flatMap(
-    critical(a, (inbox): Section<Fiber.RuntimeFiber<void> | undefined> => {
-      const clear = options?.keepInbox === true ? undefined : spliceSection(a, inbox, Inbox.clearAll(inbox, c))
-      return {
-        drafts: clear === undefined ? [] : clear.drafts,
-        inbox: clear?.inbox,
-        apply: (events) => {
-          if (clear !== undefined) clear.apply(events)
-          if (!a.running) return undefined
-          if (a.cancelCause === undefined) a.cancelCause = c
-          return a.driver
-        }
-      }
-    }),
+    clearSection(a, c, options?.keepInbox === true),
     (fiber) =>
       fiber === undefined
         ? Effect.void
@@ -68,25 +58,56 @@ const cancelNow = (
   )
 
 /**
- * `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; cancel
- * `{kind:"disposed"}` (when its splice cannot be appended, the run is interrupted all the same
- * and dispose fails with the store's error once the agent is idle); wait until idle; then the
- * live events end (every subscriber's stream ends
+ * The section of a cancel (§9): clears both queues durably with cause `c` (unless `keepInbox`)
+ * and, when a run is on, records `c` as its cancel cause (the first one wins); returns the run's
+ * driver fiber, for the caller to interrupt.
+ */
+const clearSection = (
+  a: AgentState,
+  c: AbortCause,
+  keepInbox: boolean
+): Effect.Effect<Fiber.RuntimeFiber<void> | undefined, SessionWriteError> =>
+  critical(a, (inbox): Section<Fiber.RuntimeFiber<void> | undefined> => {
+    const clear = keepInbox ? undefined : spliceSection(a, inbox, Inbox.clearAll(inbox, c))
+    return {
+      drafts: clear === undefined ? [] : clear.drafts,
+      inbox: clear?.inbox,
+      apply: (events) => {
+        if (clear !== undefined) clear.apply(events)
+        if (!a.running) return undefined
+        if (a.cancelCause === undefined) a.cancelCause = c
+        return a.driver
+      }
+    }
+  })
+
+/**
+ * `agent.dispose` (§9): deliveries fail with `AgentDisposed` from now on; both queues are
+ * cleared durably with cause `{kind:"disposed"}`, which becomes the running turn's cancel cause;
+ * then the agent's scope is closed (`fibers.ts`): the run's driver fiber is interrupted, closes
+ * its turn durably (or stops the agent, `driver.ts`) and ends, its tool calls with it. When the
+ * splice cannot be appended (a full disk), the run stops all the same and dispose fails with the
+ * store's error once the agent is idle. Then the live events end (every subscriber's stream ends
  * after the disposal's last event, and a later subscription gets an empty stream).
  */
 export const dispose = (a: AgentState): Effect.Effect<void, SessionWriteError> =>
   Effect.suspend(() => {
-    // A stopped agent (driver.ts) is idle and writes nothing: there is nothing to dispose.
-    if (a.stopped !== undefined) return Effect.void
+    // A stopped agent (driver.ts) is idle and writes nothing: its scope is closed, nothing more.
+    if (a.stopped !== undefined) return closeFibers(a)
     a.disposed = true
     return Effect.ensuring(
-      Effect.flatMap(Effect.either(cancelNow(a, DISPOSED_CAUSE)), (cancelled) =>
-        cancelled._tag === "Right"
-          // A run that could not close its turn stopped the agent (driver.ts): its error.
-          ? Effect.zipRight(awaitIdle(a), Effect.suspend(() => a.stopped === undefined ? Effect.void : Effect.fail(a.stopped)))
-          // The queues could not be cleared (a full disk): the run still stops, its turn closed
-          // (or the agent stopped, driver.ts) before the log is released; then the error.
-          : Effect.zipRight(Effect.zipRight(interruptDriver(a, DISPOSED_CAUSE), awaitIdle(a)), Effect.fail(cancelled.left))),
+      Effect.flatMap(Effect.either(clearSection(a, DISPOSED_CAUSE, false)), (cleared) =>
+        Effect.zipRight(
+          Effect.suspend(() => {
+            if (a.running && a.cancelCause === undefined) a.cancelCause = DISPOSED_CAUSE
+            return Effect.zipRight(closeFibers(a), awaitIdle(a))
+          }),
+          Effect.suspend(() =>
+            // The queues could not be cleared (a full disk), or the run could not close its turn
+            // and stopped the agent (driver.ts): the error, once the agent is idle.
+            cleared._tag === "Left" ? Effect.fail(cleared.left) : a.stopped === undefined ? Effect.void : Effect.fail(a.stopped)
+          )
+        )),
       Effect.zipRight(Effect.sync(() => liveLogs.delete(a.sessionLog)), endEvents(a))
     )
   })
@@ -115,12 +136,9 @@ export const release = (a: AgentState): Effect.Effect<void, SessionStoreError> =
       message: `agent ${a.id} was released: it writes nothing more; resume the session to go on`,
       sessionId: a.id
     })
-    const fiber = a.running ? a.driver : undefined
-    const stopped = fiber === undefined ? Effect.void : Effect.flatMap(Effect.fiberId, (self) =>
-      // Released from the driver fiber itself (a tool): it stops at its next append.
-      Equal.equals(self, fiber.id()) ? Effect.void : Effect.asVoid(Fiber.interrupt(fiber)))
+    // Its scope is closed: the running driver is interrupted (it closes nothing) and ends.
     return Effect.ensuring(
-      stopped,
+      closeFibers(a),
       Effect.suspend(() => {
         orphanWaiters(a)
         return Effect.zipRight(
@@ -132,16 +150,6 @@ export const release = (a: AgentState): Effect.Effect<void, SessionStoreError> =
         )
       })
     )
-  })
-
-/** Interrupts the running driver with `c` (unless the caller is the driver itself). */
-const interruptDriver = (a: AgentState, c: AbortCause): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const fiber = a.running ? a.driver : undefined
-    if (fiber === undefined) return Effect.void
-    if (a.cancelCause === undefined) a.cancelCause = c
-    return Effect.flatMap(Effect.fiberId, (self) =>
-      Equal.equals(self, fiber.id()) ? Effect.void : Effect.asVoid(Fiber.interrupt(fiber)))
   })
 
 /** Disposes the agent when its scope closes; a store failure is logged. */

@@ -19,6 +19,7 @@ import { seedLengthOf } from "../logOptions.js"
 import { checkUserMessage, invalidMessage, textMessage, tooLarge } from "../message.js"
 import { noteCaller } from "../tracing.js"
 import { startRun } from "./driver.js"
+import { ownFibers } from "./fibers.js"
 import { markUndecided, outcomeOf, publish } from "./observers.js"
 import { commit, critical, type Section, spliceSection } from "./section.js"
 import { type AgentState, seen } from "./state.js"
@@ -84,8 +85,12 @@ export const deliver = (
       new InvalidMessage({ message: "inject takes a UserMessage whose source names its producer, not a string", path: "message" })
     )
   }
+  // A waking delivery may start a run: the agent's fibers (`fibers.ts`) are made first.
+  const message = mode === "inject" || a.fibers !== undefined
+    ? toMessage(a, input)
+    : Effect.zipRight(ownFibers(a), toMessage(a, input))
   return Effect.flatMap(
-    toMessage(a, input),
+    message,
     (message) =>
       a.disposed ? Effect.fail(refusal(a)) : critical(a, (inbox): Section<Delivery> | Effect.Effect<never, DeliveryError> => {
         if (a.disposed) return Effect.fail(refusal(a))

@@ -8,9 +8,10 @@
  *
  * Written as plain effect chains, not generators: this runs once per model step (STYLE.md "Hot
  * path"). The driver fiber is started with `Runtime.runFork` from inside the section that decides
- * the run (no `Effect.fork` per run, measured 8–9 µs).
+ * the run (no `Effect.fork` per run, measured 8–9 µs) and belongs to the agent's `runs`
+ * (`fibers.ts`): cancel interrupts it, disposal closes the scope that holds it.
  */
-import { Cause, Deferred, Duration, Effect, Either, Exit, Runtime, Schedule } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Schedule } from "effect"
 import type { CompactionReport } from "../../Compaction.js"
 import { dropped, dropReasonOfTurnEnd, entered as enteredOutcome } from "../../Delivery.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
@@ -20,13 +21,13 @@ import type { PreStepDecision } from "../../PreStep.js"
 import type { EventDraft, TurnEndReason } from "../../SessionEvent.js"
 import { SessionFenced, SessionStoreError, type SessionWriteError } from "../../SessionLog.js"
 import { causeMessage, messageOf } from "../cause.js"
-import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isUserMessageShape } from "../logCodec.js"
 import { isTransient } from "../store/common.js"
 import * as Trace from "../tracing.js"
 import { cancelOpen, forgetOpen } from "./approvals.js"
 import { abortRequest, compact, needsCompaction, noteUsage, requestCompaction } from "./compaction.js"
+import { forkRun, ownFibers } from "./fibers.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
 import { endStopped, orphanWaiters, publish, resolve, setIdle, status } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
@@ -46,7 +47,7 @@ export const requestCompact = (
   instructions: string | undefined,
   refused: () => Error | undefined
 ): Effect.Effect<CompactionReport, any> =>
-  Effect.flatMap(Deferred.make<CompactionReport>(), (done) =>
+  Effect.flatMap(Effect.zipRight(ownFibers(a), Deferred.make<CompactionReport>()), (done) =>
     Effect.zipRight(
       critical(a, () => {
         const error = refused()
@@ -81,19 +82,17 @@ export const startResumed = (a: AgentState, t: TurnState, waiting: ReadonlyArray
     continueBatch(a, t, batch),
     () => Effect.flatMap(endStep(a, t, true), (next) => next === "step" ? runStep(a, t, true) : Effect.succeed(next))
   )
-  a.driver = Runtime.runFork(currentRuntime(true))(runLoop(a, { t, body }), { immediate: false })
+  forkRun(a, runLoop(a, { t, body }))
   publish(a, { type: "agent/status", status: status(a) })
 }
 
 /**
- * Forks the driver fiber at once, from plain code inside a critical section, as a daemon that
- * inherits the current fiber's context and FiberRefs (as `Effect.forkDaemon` does); it starts
- * on the scheduler, after the section, uninterruptible until its first turn begins, so that a
- * cancel landing before it runs still closes the turn and settles the agent.
+ * Forks the driver fiber at once, from plain code inside a critical section, into the agent's
+ * `runs` (`fibers.ts`), with the current fiber's context and FiberRefs; it starts on the
+ * scheduler, after the section, uninterruptible until its first turn begins, so that a cancel
+ * landing before it runs still closes the turn and settles the agent.
  */
-const forkDriver = (a: AgentState): void => {
-  a.driver = Runtime.runFork(currentRuntime(true))(runLoop(a), { immediate: false })
-}
+const forkDriver = (a: AgentState): void => forkRun(a, runLoop(a))
 
 /**
  * The driver fiber's body: turns while the run goes on (§6.5); with `resumed`, first the rest

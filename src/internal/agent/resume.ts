@@ -24,6 +24,7 @@ import { openTurnOf, repairDrafts, resultText, scanStep, unrepairable, unrepaira
 import { VirtualClock } from "../virtualClock.js"
 import * as Approvals from "./approvals.js"
 import { startResumed, startRun } from "./driver.js"
+import { ownFibers } from "./fibers.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
 import { type AgentState, approvalState, liveLogs, newCall, newTurnState, requestKeyOf, usedIds } from "./state.js"
@@ -118,17 +119,20 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
     } else fail(call, "TOOL_OUTCOME_UNKNOWN", resultText.TOOL_OUTCOME_UNKNOWN!)
   }
   t.calls = calls
-  return critical(a, () => ({ drafts: [], apply: () => startResumed(a, t, waiting, from) }))
+  return Effect.zipRight(ownFibers(a), critical(a, () => ({ drafts: [], apply: () => startResumed(a, t, waiting, from) })))
 }
 
 /** Starts a run when the log left waking work pending (`continuePending`, §10). */
 export const continuePending = (a: AgentState): Effect.Effect<void, SessionWriteError> =>
-  critical(a, (inbox) => ({
-    drafts: [],
-    apply: () => {
-      if (!a.running && !a.disposed && Inbox.hasWakingWork(inbox)) startRun(a)
-    }
-  }))
+  Effect.zipRight(
+    ownFibers(a),
+    critical(a, (inbox) => ({
+      drafts: [],
+      apply: () => {
+        if (!a.running && !a.disposed && Inbox.hasWakingWork(inbox)) startRun(a)
+      }
+    }))
+  )
 
 const inUse = (sessionId: string): SessionWriteError =>
   new SessionStoreError({

@@ -7,7 +7,7 @@
  * An idle agent is the record alone: its `inbox` `Ref` holds the shared empty inbox, and the
  * driver fiber, events hub, outcome waiters, seen-id set and history are allocated on first use.
  */
-import { type Deferred, Effect, type Fiber, Ref, type Schedule, SynchronizedRef } from "effect"
+import { type Deferred, Effect, type Fiber, type FiberSet, Ref, type Schedule, type Scope, SynchronizedRef } from "effect"
 import type { AgentEvent } from "../../AgentEvent.js"
 import type * as Approval from "../../Approval.js"
 import type { CompactionPolicy, CompactionReport } from "../../Compaction.js"
@@ -159,6 +159,22 @@ export interface ApprovalState {
   readonly lock: Effect.Semaphore
 }
 
+/**
+ * The fibers an agent owns (§9 "The card, in code"): a `Scope` of its own, made at its first run
+ * (`fibers.ts` `ownFibers`) and closed by its disposal, holding two `FiberSet`s: `runs`, the
+ * driver fiber of each run (one at a time, but the fiber of a run that has just gone idle may
+ * still be finishing when the next starts), and `calls`, the tool-call fibers of the running
+ * step's batch. Cancel interrupts the current run's fiber, whose batch interrupts `calls`;
+ * closing `scope` interrupts and awaits both (runs first). Nothing else of the agent runs on a
+ * fiber of its own: a compaction runs on the driver, waiters are callbacks of their callers'
+ * fibers.
+ */
+export interface AgentFibers {
+  readonly scope: Scope.CloseableScope
+  readonly runs: FiberSet.FiberSet<void, never>
+  readonly calls: FiberSet.FiberSet<void, never>
+}
+
 /** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
 export interface AgentConfig {
   /**
@@ -249,6 +265,9 @@ export abstract class AgentState {
   cancelCause: AbortCause | undefined = undefined
   /** A waking delivery arrived during a cancel (§9). */
   latch = false
+  /** The fibers the agent owns (see `AgentFibers`), from its first run on. */
+  fibers: AgentFibers | undefined = undefined
+  /** The running run's driver fiber (a member of `fibers.runs`), while `running`. */
   driver: Fiber.RuntimeFiber<void, never> | undefined = undefined
   /** The turn the driver is running. */
   current: TurnState | undefined = undefined

@@ -7,7 +7,9 @@
  *
  * The calls of a group start at once, in model order, each running until it completes or
  * suspends, on fibers started with `Runtime.runFork` on the spot (a synchronous tool costs no
- * scheduling; an `Effect.fork` per call was measured too slow: §24). One fiber
+ * scheduling; an `Effect.fork` per call was measured too slow: §24); a fiber that suspends joins
+ * the agent's `calls` (`fibers.ts`), which the interrupted batch clears and the agent's disposal
+ * closes. One fiber
  * runs the group's calls one after another while each completes at once; when a call suspends,
  * its fiber keeps it and a new fiber starts the next call (`startGroup`). A fiber per call cost
  * ~1 µs each (its FiberRefs copied, its scope, its exit), 8 of every 8 calls of an instant
@@ -17,7 +19,7 @@
  * ends, which for a call that completed at once may be after the calls that followed it on
  * that fiber. A single call runs on the driver fiber.
  */
-import { Cause, Effect, Either, Exit, Fiber, FiberRef, type FiberRefs, Option, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Effect, Either, Exit, type Fiber, FiberRef, type FiberRefs, Option, ParseResult, Runtime, Schema } from "effect"
 import * as Approval from "../../Approval.js"
 import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
@@ -34,6 +36,7 @@ import { oversize, textBlock } from "../message.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
 import * as Approvals from "./approvals.js"
+import { interruptCalls, ownCall } from "./fibers.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, type Question, seen, type TurnState } from "./state.js"
@@ -208,7 +211,8 @@ const runTools = (
  * model order and started at once in its own fiber, which runs on the spot until it completes
  * or suspends; at most `toolConcurrency` run at a time; an `exclusive` call waits for the running
  * ones and runs alone. The driver commits the results in call order whenever it waits, and at
- * the end, several in one append. Interrupting the driver interrupts every started call.
+ * the end, several in one append. Interrupting the driver interrupts every started call (the
+ * agent's `calls`, `fibers.ts`).
  */
 const runBatch = (
   a: AgentState,
@@ -218,7 +222,6 @@ const runBatch = (
 ): Effect.Effect<void, SessionWriteError> => {
   const bound = a.config.toolBound
   const runtime = currentRuntime()
-  const fibers: Array<Fiber.RuntimeFiber<void>> = []
   let running = 0
   let wake: Resume<void> | undefined = undefined
   const settled = () => {
@@ -258,7 +261,7 @@ const runBatch = (
       const fiber = Runtime.runFork(runtime)(runGroup(a, t, group))
       if (fiber.unsafePoll() === null) {
         running++
-        fibers.push(fiber)
+        ownCall(a, fiber)
         fiber.addObserver(settled)
       }
     }
@@ -296,7 +299,7 @@ const runBatch = (
     startGroup(first.runs)
     return dispatch(first.end)
   })
-  return Effect.onInterrupt(begin, () => Fiber.interruptAll(fibers))
+  return Effect.onInterrupt(begin, () => interruptCalls(a))
 }
 
 /** The executions of a group (`undefined`: a call with its error result already) and the next to start. */
