@@ -469,7 +469,7 @@ const configOf = (
     readonly model: ModelService
     readonly preStep: PreStepService
     readonly compaction: CompactionPolicy | undefined
-    readonly approval: Approval.ApprovalService | undefined
+    readonly approval: Approval.ApprovalService
     readonly ids: IdGenerator.IdGeneratorService
   },
   options: AgentOptions
@@ -488,7 +488,7 @@ const configOf = (
     guards: options.guards ?? NONE,
     hooks: options.hooks ?? NONE,
     perCall: (options.guards !== undefined && options.guards.length > 0) || mayNeedApproval(tools),
-    approvalListeners: services.approval?.listeners ?? NONE,
+    approvalListeners: services.approval.listeners,
     approvalTimeout: options.approvalTimeoutMs === undefined || Number.isNaN(options.approvalTimeoutMs) ||
         options.approvalTimeoutMs === Infinity
       ? undefined
@@ -505,14 +505,19 @@ const configOf = (
   }
 }
 
-/** The services `make` and `resume` take from the context: the store, `Model`, and `PreStep`/`IdGenerator` when provided. */
+/**
+ * The services `make` and `resume` take from the context: the store and `Model` (required);
+ * `PreStep`, `Approval` and `IdGenerator`, references that give their default when none is
+ * provided (enter the claimed batch; ask a person; random UUIDs); `Compaction` when provided
+ * (none: no compaction, not a default policy).
+ */
 const services = Effect.all({
   store: SessionStore,
   model: Model,
-  preStep: Effect.map(Effect.serviceOption(PreStep), Option.getOrElse(() => defaultPreStep)),
+  preStep: PreStep,
   compaction: Effect.map(Effect.serviceOption(Compaction), Option.getOrUndefined),
-  approval: Effect.map(Effect.serviceOption(Approval.Approval), Option.getOrUndefined),
-  ids: IdGenerator.current
+  approval: Approval.Approval,
+  ids: IdGenerator.IdGenerator
 })
 
 /** Registers the record as its log's live writer and disposes it when the scope closes (§9). */
@@ -526,8 +531,9 @@ const own = (agent: AgentRecord): Effect.Effect<void, never, Scope.Scope> =>
 
 /**
  * Creates an agent on a new session of the `SessionStore` in context (§5). The agent
- * is disposed when the `Scope` closes (§9). Requires `Model`; uses `PreStep` and `IdGenerator`
- * when provided (defaults: enter the claimed batch; random UUIDs). Fails with
+ * is disposed when the `Scope` closes (§9). Requires `Model`; uses `PreStep`, `Approval`,
+ * `IdGenerator` and `Compaction` when provided (defaults: enter the claimed batch; ask a person;
+ * random UUIDs; no compaction). Fails with
  * `SessionStoreError` when the session cannot be created (an id in use, an I/O failure).
  *
  * @example

@@ -270,13 +270,17 @@ export interface ApprovalService {
 }
 
 /**
- * The approval policy (rule 1 of §26): `Agent.make` and `Agent.resume` read it from the context
- * (none: every call that needs approval asks a person).
+ * The approval policy in context (rule 1 of §26), a `Context.Reference`: `Agent.make` and
+ * `Agent.resume` read it; without a layer, `yield* Approval` gives `defaultService` (no
+ * listeners: every call that needs approval asks a person), so they do not require it.
+ * `Approval.layer(...)` or `Layer.succeed(Approval, ...)` replace it.
  *
  * @since 0.1.0
  * @category services
  */
-export class Approval extends Context.Tag("effect-agent-loop/Approval")<Approval, ApprovalService>() {}
+export class Approval extends Context.Reference<Approval>()("effect-agent-loop/Approval", {
+  defaultValue: (): ApprovalService => defaultService
+}) {}
 
 const unavailable = (cause: Cause.Cause<unknown>): Unavailable => ({
   _tag: "Unavailable",
@@ -356,6 +360,18 @@ export const make = (listeners: ReadonlyArray<Listener>): ApprovalService => {
   const own = [...listeners]
   return Approval.of({ listeners: own, decide: (request) => decide(own, request) })
 }
+
+/**
+ * The default policy: no listeners, so every call that needs approval asks a person (rule 1 of
+ * §26). The default of the `Approval` reference; `Approval.layer([])` decides the same.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultService: ApprovalService = Approval.of({
+  listeners: Object.freeze([]),
+  decide: () => askEffect
+})
 
 /**
  * The whole approval policy as one layer: `Approval.layer([outer, …, inner])`;

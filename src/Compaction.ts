@@ -23,6 +23,11 @@
  * - **The inbox is untouched.** A compaction reads and replaces only the history; what the step
  *   claimed enters after it; what arrives during it waits for the next boundary.
  *
+ * Unlike `PreStep`, `Approval` and `IdGenerator`, `Compaction` is a plain tag, not a
+ * `Context.Reference` with a default: its absence is not a policy but compaction turned off (no
+ * running estimate, no compaction on pressure or on `CONTEXT_OVERFLOW`), which no policy value
+ * expresses, so the agent reads it with `Effect.serviceOption`.
+ *
  * @example
  * ```ts
  * import { Agent, Compaction, Model } from "effect-agent-loop"
@@ -235,7 +240,8 @@ export interface CompactionPolicy {
 
 /**
  * The compaction policy of the agents made in its scope (`Agent.make`/`resume` read it once);
- * absent: no pressure or overflow compaction, and `agent.compact` uses `summarize({})`.
+ * absent: no pressure or overflow compaction, and `agent.compact` uses `summarize({})`. A tag,
+ * not a reference with a default: absent means off (see the module comment).
  *
  * @since 0.1.0
  * @category services

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { randomFillSync } from "node:crypto"
 import { flatten } from "./internal/flat.js"
 
@@ -24,11 +24,21 @@ export interface IdGeneratorService {
 }
 
 /**
+ * The id generator in context, a `Context.Reference`: without a layer, `yield* IdGenerator`
+ * gives `random` (§2), so `Agent.make`, `Agent.resume` and the stores' `create` do not require
+ * it; `layer`, `layerSeeded(seed)` or `Layer.succeed(IdGenerator, ...)` replace it.
+ *
  * @since 0.1.0
  * @category services
  */
-export class IdGenerator extends Context.Tag("effect-agent-loop/IdGenerator")<IdGenerator, IdGeneratorService>() {
-  /** A fresh id from the `IdGenerator` in context. */
+export class IdGenerator extends Context.Reference<IdGenerator>()("effect-agent-loop/IdGenerator", {
+  defaultValue: (): IdGeneratorService => random
+}) {
+  /**
+   * A fresh id from the `IdGenerator` in context (`random` when none is provided). Its type
+   * still names `IdGenerator`, as does that of `Message.UserMessage.make`: code that makes
+   * messages says where their ids come from (a seeded simulation, an agent's own generator).
+   */
   static readonly next: Effect.Effect<string, never, IdGenerator> = Effect.flatMap(IdGenerator, (g) => g.next)
 }
 
@@ -142,12 +152,10 @@ export const layerSeeded = (seed: number): Layer.Layer<IdGenerator> => Layer.syn
 
 /**
  * The `IdGenerator` in context, or `random` when there is none: how every constructor that takes
- * ids (`Agent.make`, the stores' `create`, `SessionReference`) picks its generator.
+ * ids (`Agent.make`, the stores' `create`, `SessionReference`) picks its generator. The same as
+ * `yield* IdGenerator` (the reference's default).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const current: Effect.Effect<IdGeneratorService> = Effect.map(
-  Effect.serviceOption(IdGenerator),
-  Option.getOrElse(() => random)
-)
+export const current: Effect.Effect<IdGeneratorService> = IdGenerator

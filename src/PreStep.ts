@@ -115,13 +115,9 @@ export interface PreStepService {
 }
 
 /**
- * @since 0.1.0
- * @category services
- */
-export class PreStep extends Context.Tag("effect-agent-loop/PreStep")<PreStep, PreStepService>() {}
-
-/**
- * The default waterfall: enter with the claimed batch.
+ * The default waterfall: enter with the claimed batch. One shared object: it is the default of
+ * the `PreStep` reference and what `PreStep.layer([])` provides, and an agent whose pre-step is
+ * this object enters a claimed batch in the same append as its claim (§7, §24).
  *
  * @since 0.1.0
  * @category constructors
@@ -129,6 +125,19 @@ export class PreStep extends Context.Tag("effect-agent-loop/PreStep")<PreStep, P
 export const defaultService: PreStepService = {
   run: (payload) => Effect.succeed({ _tag: "Enter", messages: payload.messages })
 }
+
+/**
+ * The pre-step waterfall in context, a `Context.Reference`: without a layer, `yield* PreStep`
+ * gives `defaultService` (enter with the claimed batch), so `Agent.make` and `Agent.resume` do
+ * not require it; `PreStep.layer(...)`, `PreStep.listener(...)` or `Layer.succeed(PreStep, ...)`
+ * replace it (§7).
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class PreStep extends Context.Reference<PreStep>()("effect-agent-loop/PreStep", {
+  defaultValue: () => defaultService
+}) {}
 
 const toFailed = (error: unknown): PreStepFailed =>
   error instanceof PreStepFailed

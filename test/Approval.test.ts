@@ -335,6 +335,18 @@ describe("the approval policy (rule 1 of §26)", () => {
       expect(yield* none.decide(request("bash", {}))).toEqual({ _tag: "Ask" })
     }))
 
+  it.effect("with no layer the Approval in context is the default: no listeners, every call asks a person", () =>
+    Effect.gen(function*() {
+      const service = yield* Approval.Approval
+      expect(service).toBe(Approval.defaultService)
+      expect([service.listeners, Object.isFrozen(service.listeners)]).toEqual([[], true])
+      expect(yield* service.decide(request("bash", { command: "rm -rf /" }))).toEqual({ _tag: "Ask" })
+      // A provided policy replaces it (how `Agent.make` reads it).
+      const denyAll: Approval.Listener = () => Effect.succeed(Approval.Answer.deny("no"))
+      const provided = yield* Approval.Approval.pipe(Effect.provide(Approval.layer([denyAll])))
+      expect(yield* provided.decide(request("bash", {}))).toEqual({ _tag: "Deny", reason: "no" })
+    }))
+
   it.effect("a failing listener gives Unavailable, never Allow, even when an outer one recovers", () =>
     Effect.gen(function*() {
       const fails: Approval.Listener = () => Effect.fail(new Error("policy store down"))

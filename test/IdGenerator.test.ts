@@ -1,6 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import * as Agent from "../src/Agent.js"
 import * as IdGenerator from "../src/IdGenerator.js"
+import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
+import * as SessionStore from "../src/SessionStore.js"
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -49,4 +53,51 @@ describe("IdGenerator.random", () => {
       for (const id of more) expect([id, seen.has(id)]).toEqual([expect.stringMatching(UUID_V4), false])
       expect(new Set(more).size).toBe(3)
     }))
+})
+
+describe("the IdGenerator in context (a Context.Reference, §2)", () => {
+  const idsOf = (events: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) =>
+    events.flatMap((e) =>
+      e.type === "user/message"
+        ? [(e.data as any).id as string]
+        : e.type === "assistant/message"
+        ? [(e.data as any).message.id as string]
+        : []
+    )
+
+  it.effect("none provided: `yield* IdGenerator` and `current` give `random`; a provided one replaces it", () =>
+    Effect.gen(function*() {
+      expect(yield* IdGenerator.IdGenerator).toBe(IdGenerator.random)
+      expect(yield* IdGenerator.current).toBe(IdGenerator.random)
+      const seeded = IdGenerator.seeded(5)
+      const provided = Layer.succeed(IdGenerator.IdGenerator, seeded)
+      expect(yield* Effect.provide(IdGenerator.IdGenerator, provided)).toBe(seeded)
+      expect(yield* Effect.provide(IdGenerator.current, provided)).toBe(seeded)
+      const two = Effect.all([IdGenerator.IdGenerator.next, IdGenerator.IdGenerator.next])
+      const expected = Array.from({ length: 2 }, IdGenerator.seeded(6).nextSync!)
+      expect(yield* Effect.provide(two, IdGenerator.layerSeeded(6))).toEqual(expected)
+    }))
+
+  it.scoped("an agent made without one names its session and messages with random UUIDs", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup("hi")
+      yield* agent.awaitIdle
+      const ids = [agent.id, ...idsOf(agent.log.events())]
+      expect(ids).toHaveLength(3)
+      for (const id of ids) expect(id).toMatch(UUID_V4)
+      expect(new Set(ids).size).toBe(3)
+    }).pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(ScriptedModel.make([{ text: "hello" }]))))))
+
+  it.scoped("an agent made under `layerSeeded` takes its ids from it, in order", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make()
+      yield* agent.followup("hi")
+      yield* agent.awaitIdle
+      expect([agent.id, ...idsOf(agent.log.events())]).toEqual(Array.from({ length: 3 }, IdGenerator.seeded(9).nextSync!))
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(SessionStore.layerMemory, IdGenerator.layerSeeded(9), Model.layer(ScriptedModel.make([{ text: "hello" }])))
+      )
+    ))
 })

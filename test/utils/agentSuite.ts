@@ -15,7 +15,7 @@ import * as ScriptedModel from "../../src/ScriptedModel.js"
 import * as SessionLog from "../../src/SessionLog.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as Tool from "../../src/Tool.js"
-import { advance, brief, checkLog, layer as agentLayer, layerTracked, type StoreMode, text } from "./agent.js"
+import { advance, brief, checkLog, layer as agentLayer, layerTracked, storeLayer, type StoreMode, text } from "./agent.js"
 
 const ctx = (t: string, plugin = "netwatch") =>
   UserMessage.make({ text: t, source: { kind: "plugin", plugin } }).pipe(Effect.provide(IdGenerator.layerSeeded(7 + t.length)))
@@ -972,6 +972,78 @@ export const agentSuite = (mode: StoreMode): void => {
         expect(users).toEqual(["prompt", "inner", "outer"])
         yield* checkLog(agent)
       }).pipe(Effect.provide(layer(model, composed)))
+    })
+
+    it.scoped("the PreStep in context: without a layer the default enters the claimed batch in its claim's append; a provided one runs instead", () => {
+      // The event types of each append of the session, in order.
+      const appends: Array<string> = []
+      const recording = Layer.effect(
+        SessionStore.SessionStore,
+        Effect.map(SessionStore.SessionStore, (store) => ({
+          ...store,
+          create: (options) =>
+            Effect.map(store.create(options), (log): SessionLog.SessionLog => ({
+              ...log,
+              append: (drafts) =>
+                Effect.suspend(() => {
+                  appends.push(drafts.map((d) => d.type).join(" "))
+                  return log.append(drafts)
+                }),
+              appendSync: log.appendSync === undefined ? undefined : (drafts, time) => {
+                appends.push(drafts.map((d) => d.type).join(" "))
+                return log.appendSync!(drafts, time)
+              }
+            }))
+        }))
+      ).pipe(Layer.provide(storeLayer(mode)))
+      const base = Layer.mergeAll(recording, IdGenerator.layerSeeded(42), layerTracked)
+      const seen: Array<string> = []
+      const passThrough: PreStep.Listener = (p, next) => {
+        seen.push(p.messages.map(text).join("|"))
+        return next()
+      }
+      const session = Effect.scoped(Effect.gen(function*() {
+        appends.length = 0
+        const agent = yield* Agent.make()
+        const d = yield* agent.followup("hi")
+        yield* advance(10)
+        expect(yield* d.outcome).toEqual({ _tag: "Entered", turn: 1, step: 1 })
+        expect(brief(agent.log.events())).toEqual([
+          "splice next-turn 0 +[hi]",
+          "turn/start 1",
+          "splice next-turn 0 -1",
+          "step/start 1.1",
+          "user hi",
+          "request/header",
+          "assistant hello",
+          "step/end 1.1",
+          "turn/end 1 completed"
+        ])
+        yield* checkLog(agent, [d])
+        return appends.slice()
+      }))
+      const model = () => Model.layer(ScriptedModel.make([{ text: "hello" }]))
+      return Effect.gen(function*() {
+        // No PreStep provided: the reference's default, the claim and the step it enters one append (§7, §24).
+        const byDefault = yield* session.pipe(Effect.provide(Layer.merge(base, model())))
+        expect(seen).toEqual([])
+        // A provided waterfall runs on the claimed batch; its decision is appended after the claim.
+        const byListener = yield* session.pipe(Effect.provide(Layer.mergeAll(base, model(), PreStep.layer([passThrough]))))
+        expect(seen).toEqual(["hi"])
+        expect({ byDefault, byListener }).toEqual({
+          byDefault: [
+            "agent/inbox/spliced",
+            "turn/start agent/inbox/spliced step/start user/message request/header",
+            "assistant/message step/end turn/end"
+          ],
+          byListener: [
+            "agent/inbox/spliced",
+            "turn/start agent/inbox/spliced",
+            "step/start user/message request/header",
+            "assistant/message step/end turn/end"
+          ]
+        })
+      })
     })
 
     it.effect("merging listener layers fails loudly", () =>
