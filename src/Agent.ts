@@ -30,15 +30,17 @@ import { Compaction, type CompactionPolicy, type CompactionReport } from "./Comp
 import type { Delivery, DeliveryInput, DeliveryOutcome } from "./Delivery.js"
 import * as IdGenerator from "./IdGenerator.js"
 import type { InboxState } from "./Inbox.js"
-import { type Accessible, type AgentAccess, AgentAccessId } from "./internal/agent/access.js"
+import { type Accessible, type AgentAccess, AgentAccessId, type ParentAccess, ParentAccessId } from "./internal/agent/access.js"
 import * as approvals from "./internal/agent/approvals.js"
 import { cancel, dispose, finalize, release } from "./internal/agent/cancel.js"
 import { appendEvent, clear, deliver, deliveryOf, refusal, remove, replace } from "./internal/agent/delivery.js"
 import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore, resumeWaiting } from "./internal/agent/resume.js"
-import { type AgentConfig, AgentState, countOption, history, liveLogs, seen } from "./internal/agent/state.js"
+import { commit } from "./internal/agent/section.js"
+import { type AgentConfig, AgentState, countOption, history, liveLogs, seen, usedIds } from "./internal/agent/state.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
+import { type ChildSession, ChildSessionId, depthOf } from "./internal/subagent.js"
 import type { InvalidMessage, Message, UserMessage } from "./Message.js"
 import { Model, type ModelError, type ModelService, type ToolDefinition } from "./Model.js"
 import { defaultService as defaultPreStep, PreStep, type PreStepService } from "./PreStep.js"
@@ -347,7 +349,23 @@ class AgentRecord extends AgentState implements Agent, Accessible {
   }
   /** What a running tool gets as `ctx.agent` (§8). */
   get toolAgent(): Tool.ToolAgent {
-    return this.bind("toolAgent", (): Tool.ToolAgent => ({ followup: this.followup, steer: this.steer, inject: this.inject }))
+    return this.bind("toolAgent", (): Tool.ToolAgent & { readonly [ParentAccessId]: ParentAccess } => ({
+      followup: this.followup,
+      steer: this.steer,
+      inject: this.inject,
+      [ParentAccessId]: {
+        sessionId: this.id,
+        depth: depthOf(this.sessionLog.header),
+        cwd: this.sessionLog.header.cwd,
+        store: this.config.store,
+        model: this.config.model,
+        ids: this.config.ids,
+        approvalListeners: this.config.approvalListeners,
+        events: () => this.sessionLog.events(),
+        record: (type, data) => commit(this, [{ type, data }], () => undefined),
+        adopt: (callId, child) => child instanceof AgentState ? approvals.adoptChild(this, callId, child) : () => {}
+      }
+    }))
   }
   get replace() {
     return this.bind("replace", () => (id: string, message: UserMessage) => replace(this, id, message))
@@ -520,6 +538,17 @@ const services = Effect.all({
   ids: IdGenerator.IdGenerator
 })
 
+/** The store's create options of a child session (§27): its header fields and a fork's seed. */
+const childCreate = (id: string, cwd: string | undefined, child: ChildSession) => ({
+  id,
+  cwd,
+  parentSession: child.parentSession,
+  parentCallId: child.parentCallId,
+  origin: child.origin,
+  delegationDepth: child.delegationDepth,
+  seed: child.seed
+})
+
 /** Registers the record as its log's live writer and disposes it when the scope closes (§9). */
 const own = (agent: AgentRecord): Effect.Effect<void, never, Scope.Scope> =>
   // The scope's own finalizer API: `Effect.addFinalizer` also keeps the FiberRefs of this
@@ -559,8 +588,20 @@ export const make = (
   Effect.gen(function*() {
     const { approval, compaction, ids, model, preStep, store } = yield* services
     const sessionId = options.sessionId ?? (yield* ids.next)
-    const log = yield* store.create({ id: sessionId, cwd: options.cwd })
+    // A sub-agent's session (§27, `Subagent.ts`): its header names the parent; a fork's log
+    // starts with the parent's completed turns, which the agent is rebuilt from.
+    const child = (options as { readonly [ChildSessionId]?: ChildSession })[ChildSessionId]
+    const log = yield* store.create(
+      child === undefined ? { id: sessionId, cwd: options.cwd } : childCreate(sessionId, options.cwd, child)
+    )
     const agent = new AgentRecord(log, configOf({ store, ids, model, preStep, compaction, approval }, options))
+    if (child !== undefined) {
+      if (child.seed !== undefined) {
+        const events = log.events()
+        yield* restore(agent, events, usedIds(events))
+      }
+      yield* Effect.orDie(commit(agent, [{ type: "subagent/descriptor", data: child.descriptor }], () => undefined))
+    }
     yield* own(agent)
     return agent as Agent
   })

@@ -179,6 +179,11 @@ export interface Pending {
   readonly turn: number
   readonly step: number
   readonly askedAt: number
+  /**
+   * The session the question is in, when it is a sub-agent's (§27): a question of a child
+   * session that a running call of this agent started; absent for the agent's own.
+   */
+  readonly sessionId?: string | undefined
 }
 
 /**

@@ -161,6 +161,12 @@ export * as SessionStore from "./SessionStore.js"
  */
 export * as Simulator from "./Simulator.js"
 /**
+ * Sub-agents: a tool that hands a task to a child agent on a session of its own (§27).
+ *
+ * @since 0.1.0
+ */
+export * as Subagent from "./Subagent.js"
+/**
  * Tools: definitions, validation, guards and hooks (§8).
  *
  * @since 0.1.0

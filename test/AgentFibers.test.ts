@@ -83,7 +83,7 @@ for (const mode of ["sync", "locked"] as const) {
             description: "",
             parameters: Schema.Struct({}),
             execute: () =>
-              Effect.flatMap(Effect.flatMap(Deferred.await(self), (agent) => agent.dispose), () => Effect.succeed("unreachable"))
+              Effect.as(Effect.orDie(Effect.flatMap(Deferred.await(self), (agent) => agent.dispose)), { content: "unreachable" })
           })
           const idle = Tool.make({ name: "idle", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
           const scope = yield* Scope.make()
@@ -122,7 +122,7 @@ for (const mode of ["sync", "locked"] as const) {
           description: "",
           parameters: Schema.Struct({}),
           execute: () =>
-            Effect.flatMap(Effect.flatMap(Deferred.await(self), (agent) => agent.cancel()), () => Effect.succeed("unreachable"))
+            Effect.as(Effect.orDie(Effect.flatMap(Deferred.await(self), (agent) => agent.cancel())), { content: "unreachable" })
         })
         const idle = Tool.make({ name: "idle", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
         const agent = yield* Agent.make({ tools: [stop, idle] })

@@ -5,7 +5,14 @@
  * public `Agent` to the agent's record. An `Agent` made otherwise (a caller's own
  * implementation of the interface) has none, and those modules fall back to its public members.
  */
+import type { Effect } from "effect"
+import type * as Approval from "../../Approval.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
+import type { IdGeneratorService } from "../../IdGenerator.js"
+import type { ModelService } from "../../Model.js"
+import type { SessionEvent } from "../../SessionEvent.js"
+import type { SessionWriteError } from "../../SessionLog.js"
+import type { SessionStoreService } from "../../SessionStore.js"
 
 /** The key of an agent's accessor (on the prototype: no field per agent). */
 export const AgentAccessId: unique symbol = Symbol.for("effect-agent-loop/AgentAccess")
@@ -33,3 +40,35 @@ const isAccessible = (agent: object): agent is Accessible => AgentAccessId in ag
 
 /** The accessor of an agent this library made, else undefined. */
 export const accessOf = (agent: object): AgentAccess | undefined => isAccessible(agent) ? agent[AgentAccessId] : undefined
+
+/**
+ * What a sub-agent tool (`Subagent.ts`, §27) may ask of the agent whose call runs it: found on
+ * the call's `ctx.agent` under a symbol no public type names. A `ToolAgent` made otherwise (a
+ * test calling `execute` itself) has none, and the sub-agent tool fails with a clear error.
+ */
+export const ParentAccessId: unique symbol = Symbol.for("effect-agent-loop/ParentAccess")
+
+/** The parent agent as its sub-agent tools see it. */
+export interface ParentAccess {
+  readonly sessionId: string
+  /** The parent's `delegationDepth` (its header's; 0 for a session no agent delegated to). */
+  readonly depth: number
+  readonly cwd: string | undefined
+  readonly store: SessionStoreService
+  readonly model: ModelService
+  readonly ids: IdGeneratorService
+  readonly approvalListeners: ReadonlyArray<Approval.Listener>
+  /** The parent's committed events (for a fork child's seed). */
+  readonly events: () => ReadonlyArray<SessionEvent>
+  /** Appends a runtime event (`subagent/start`, `subagent/end`) to the parent's log. */
+  readonly record: (type: string, data: unknown) => Effect.Effect<void, SessionWriteError>
+  /**
+   * Links the child agent of call `callId` to the parent while the call runs: its questions are
+   * listed and decided through the parent. Returns the unlink.
+   */
+  readonly adopt: (callId: string, child: object) => () => void
+}
+
+/** The parent access of a tool call's `ctx.agent`, else undefined. */
+export const parentOf = (agent: object): ParentAccess | undefined =>
+  ParentAccessId in agent ? (agent as { readonly [ParentAccessId]: ParentAccess })[ParentAccessId] : undefined

@@ -38,11 +38,50 @@ export const decision = (
   return data
 }
 
-/** The status changed with the open questions (§5.2): published when the first opens and the last closes. */
-const statusChanged = (a: AgentState, wasOpen: number): void => {
-  const open = a.approvalCell?.open.size ?? 0
-  if (a.running && (wasOpen === 0) !== (open === 0)) {
-    publish(a, { type: "agent/status", status: open > 0 ? "awaiting-approval" : "running" })
+/**
+ * Whether the agent waits for a person (§5.2, §26, §27): a question of its own is open, or one of
+ * a sub-agent its running calls started.
+ */
+export const awaitingPerson = (a: AgentState): boolean => (a.approvalCell?.open.size ?? 0) > 0 || a.childrenAwaiting > 0
+
+/**
+ * The status changed with the open questions (§5.2): published when the first opens and the last
+ * closes; a sub-agent's change goes up to the agent whose call runs it (§27).
+ */
+const statusChanged = (a: AgentState, was: boolean): void => {
+  const now = awaitingPerson(a)
+  if (was === now) return
+  if (a.running) publish(a, { type: "agent/status", status: now ? "awaiting-approval" : "running" })
+  const parent = a.parentLink
+  if (parent !== undefined) {
+    const before = awaitingPerson(parent)
+    parent.childrenAwaiting += now ? 1 : -1
+    statusChanged(parent, before)
+  }
+}
+
+/**
+ * Links a sub-agent to the agent whose call `callId` runs it (§27): its questions are listed and
+ * decided through the parent, its waiting is the parent's. Returns the unlink.
+ */
+export const adoptChild = (parent: AgentState, callId: string, child: AgentState): () => void => {
+  const children = parent.children ?? (parent.children = new Map())
+  children.set(callId, child)
+  child.parentLink = parent
+  if (awaitingPerson(child)) {
+    const before = awaitingPerson(parent)
+    parent.childrenAwaiting++
+    statusChanged(parent, before)
+  }
+  return () => {
+    if (children.get(callId) === child) children.delete(callId)
+    if (child.parentLink !== parent) return
+    if (awaitingPerson(child)) {
+      const before = awaitingPerson(parent)
+      parent.childrenAwaiting--
+      statusChanged(parent, before)
+    }
+    child.parentLink = undefined
   }
 }
 
@@ -66,7 +105,7 @@ export const open = (
     askedAt,
     decided: Deferred.unsafeMake<Approval.DecidedData>(FiberId.none)
   }
-  const was = state.open.size
+  const was = awaitingPerson(a)
   state.open.set(id, question)
   statusChanged(a, was)
   return question
@@ -75,7 +114,7 @@ export const open = (
 /** Applies a durable decision: the question closes, an "always" answer is remembered, the call's fiber wakes. */
 const applyDecision = (a: AgentState, question: Question, data: Approval.DecidedData): void => {
   const state = approvalState(a)
-  const was = state.open.size
+  const was = awaitingPerson(a)
   state.open.delete(question.id)
   if (data.outcome === "allowed-always" || data.outcome === "rejected-always") {
     state.remembered.set(question.call.name, data.outcome)
@@ -100,6 +139,9 @@ export const decide = (
   approvalState(a).lock.withPermits(1)(
     Effect.suspend((): Effect.Effect<Approval.DecidedData, ApprovalNotOpen | SessionWriteError> => {
       const question = a.approvalCell?.open.get(id)
+      // A question of a sub-agent of a running call is decided in its session (§27).
+      const holder = question === undefined ? holderOf(a, id) : undefined
+      if (holder !== undefined) return decide(holder, id, outcome, by, reason)
       if (question === undefined) {
         return Effect.fail(
           new ApprovalNotOpen({
@@ -180,14 +222,20 @@ export const cancelOpen = (a: AgentState): Effect.Effect<void, SessionWriteError
  * open in the log, for the next resume (§26 rule 8).
  */
 export const forgetOpen = (a: AgentState): void => {
-  a.approvalCell?.open.clear()
+  const state = a.approvalCell
+  if (state === undefined || state.open.size === 0) return
+  const was = awaitingPerson(a)
+  state.open.clear()
+  statusChanged(a, was)
 }
 
-/** The open questions, in the order they were asked (`agent.pendingApprovals`). */
+/**
+ * The open questions, in the order they were asked (`agent.pendingApprovals`), then those of the
+ * sub-agents of the running calls (§27), each with its session's id, in the order of the calls.
+ */
 export const pending = (a: AgentState): ReadonlyArray<Approval.Pending> => {
   const state = a.approvalCell
-  if (state === undefined || state.open.size === 0) return []
-  return [...state.open.values()].map((q) => ({
+  const own: Array<Approval.Pending> = state === undefined || state.open.size === 0 ? [] : [...state.open.values()].map((q) => ({
     id: q.id,
     toolName: q.call.name,
     callId: q.call.id,
@@ -196,6 +244,22 @@ export const pending = (a: AgentState): ReadonlyArray<Approval.Pending> => {
     step: q.step,
     askedAt: q.askedAt
   }))
+  if (a.childrenAwaiting === 0 || a.children === undefined) return own
+  for (const child of a.children.values()) {
+    for (const p of pending(child)) own.push(p.sessionId === undefined ? { ...p, sessionId: child.id } : p)
+  }
+  return own
+}
+
+/** The sub-agent (or its own sub-agent, §27) whose open question `id` is, if any. */
+const holderOf = (a: AgentState, id: string): AgentState | undefined => {
+  if (a.children === undefined || a.childrenAwaiting === 0) return undefined
+  for (const child of a.children.values()) {
+    if (child.approvalCell?.open.has(id) === true) return child
+    const deeper = holderOf(child, id)
+    if (deeper !== undefined) return deeper
+  }
+  return undefined
 }
 
 /**

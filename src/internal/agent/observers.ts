@@ -266,7 +266,7 @@ export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
  */
 export const status = (a: AgentState): AgentStatus =>
   a.running
-    ? ((a.approvalCell?.open.size ?? 0) > 0 ? "awaiting-approval" : "running")
+    ? ((a.approvalCell?.open.size ?? 0) > 0 || a.childrenAwaiting > 0 ? "awaiting-approval" : "running")
     : a.stopped !== undefined && !a.released
     ? "stopped"
     : "idle"

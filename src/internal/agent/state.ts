@@ -265,6 +265,12 @@ export abstract class AgentState {
   cancelCause: AbortCause | undefined = undefined
   /** A waking delivery arrived during a cancel (§9). */
   latch = false
+  /** The live sub-agents of the running calls, by call id (§27), while they run. */
+  children: Map<string, AgentState> | undefined = undefined
+  /** The agent whose call runs this one, while it runs (§27): its status follows this one's questions. */
+  parentLink: AgentState | undefined = undefined
+  /** How many of `children` wait for a person (§26, §27): the agent waits for one too. */
+  childrenAwaiting = 0
   /** The fibers the agent owns (see `AgentFibers`), from its first run on. */
   fibers: AgentFibers | undefined = undefined
   /** The running run's driver fiber (a member of `fibers.runs`), while `running`. */

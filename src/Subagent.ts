@@ -1,0 +1,289 @@
+/**
+ * Sub-agents (§27): a tool whose call hands a task to a child agent with its own instructions,
+ * tools and context window, on a new session of the parent's store, and returns the child's
+ * final answer as the call's result.
+ *
+ * - The child's log is an ordinary session whose header names its parent (`parentSession`,
+ *   `parentCallId`, `origin:"subagent"`, `delegationDepth`; a fork's `seedLength`), with a
+ *   `subagent/descriptor` first; the parent's log records `subagent/start` and `subagent/end`
+ *   between the call's `tool/call` and its `tool/result` (§27 has the shapes).
+ * - The task is the child's first followup (source `{kind:"subagent", parentSession, callId}`);
+ *   the call waits until the child is idle and answers with the text of the child's last
+ *   assistant message and the child's session id.
+ * - The child runs inside the call's fiber, in a scope the call owns: cancelling the parent's
+ *   turn interrupts the call, which cancels the child's turn (cause
+ *   `{kind:"parent", parentSession, callId}`) and disposes it; disposing the parent does the same.
+ * - A child whose turn does not complete, or a delegation deeper than `maxDepth`, fails the
+ *   call with a `ToolError` (an error result `TOOL_FAILED` naming the child's session), never the
+ *   parent's run.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Schema } from "effect"
+import * as Agent from "./Agent.js"
+import * as Approval from "./Approval.js"
+import { IdGenerator } from "./IdGenerator.js"
+import { type ParentAccess, parentOf } from "./internal/agent/access.js"
+import { ChildSessionId } from "./internal/subagent.js"
+import type { ContentBlock, MessageId } from "./Message.js"
+import { Model, type ModelService } from "./Model.js"
+import type { SessionEvent, TurnEndReason } from "./SessionEvent.js"
+import { SessionStore } from "./SessionStore.js"
+import * as Tool from "./Tool.js"
+import * as Usage from "./Usage.js"
+
+/**
+ * The arguments the model gives a sub-agent tool (DSH's `subagent` tool's): the task (`prompt`,
+ * everything the child needs to know: it sees nothing of the parent's conversation unless the
+ * tool forks) and a short `description`, the child's label.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Arguments = Schema.Struct({
+  description: Schema.optional(Schema.String.annotations({ description: "A short label for the task (3 to 8 words)." })),
+  prompt: Schema.String.annotations({
+    description: "The task for the sub-agent, with everything it needs to know to do it on its own."
+  })
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Arguments = typeof Arguments.Type
+
+/**
+ * Options of `Subagent.tool`.
+ *
+ * - `name` (default `"subagent"`, `"subagent_fork"` with `fork`) and `description`: the tool's.
+ * - `instructions`, `tools`, `maxSteps`, `toolConcurrency`, `approvalTimeoutMs`: the child
+ *   agent's (`AgentOptions`). A child's tools may include sub-agent tools of their own.
+ * - `model`: the child's model; default the parent's.
+ * - `fork`: seed the child with the parent's completed turns (§27; DSH's `subagent_fork`).
+ * - `maxDepth` (default 2, DSH's): the deepest `delegationDepth` a child may have; a call that
+ *   would go deeper fails `subagent depth D exceeds maxDepth M` and starts nothing.
+ * - `approval`: whether a call of this tool needs approval (§26 rule 1; default `"never"`).
+ *
+ * The child's store, id generator and approval policy are the parent's: a child's call that
+ * needs a person asks the parent's person.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly name?: string | undefined
+  readonly description?: string | undefined
+  readonly instructions?: string | undefined
+  readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
+  readonly model?: ModelService | undefined
+  readonly fork?: boolean | undefined
+  readonly maxDepth?: number | undefined
+  readonly maxSteps?: number | undefined
+  readonly toolConcurrency?: number | undefined
+  readonly approvalTimeoutMs?: number | undefined
+  readonly approval?: Tool.ToolApproval<Arguments> | undefined
+}
+
+/** DSH's default depth limit: a child of a child may delegate no further. */
+const DEFAULT_MAX_DEPTH = 2
+
+/**
+ * A tool that delegates a task to a child agent (§27). See the module comment for what a call
+ * does; `Options` for the knobs.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Agent, Model, Offline, SessionStore, Subagent } from "effect-agent-loop"
+ *
+ * const research = Subagent.tool({ name: "research", instructions: "Answer in one sentence." })
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const agent = yield* Agent.make({ tools: [research] })
+ *   yield* agent.followup("Ask the research sub-agent what a turn is.")
+ *   yield* agent.awaitIdle
+ * }))
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(SessionStore.layerMemory, Model.layer(Offline.make())))))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
+  const fork = options.fork === true
+  return Tool.make({
+    name: options.name ?? (fork ? "subagent_fork" : "subagent"),
+    description: options.description ??
+      (fork
+        ? "Hand a task to a sub-agent that starts with this conversation's completed turns, and get its answer."
+        : "Hand a self-contained task to a sub-agent with its own context, and get its answer."),
+    parameters: Arguments,
+    approval: options.approval ?? "never",
+    execute: (args, ctx) => {
+      const parent = parentOf(ctx.agent)
+      if (parent === undefined) {
+        return Effect.fail(
+          new Tool.ToolError({ message: "a sub-agent tool runs only in an agent made by Agent.make or Agent.resume" })
+        )
+      }
+      const depth = parent.depth + 1
+      const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+      if (depth > maxDepth) {
+        return Effect.fail(new Tool.ToolError({ message: `subagent depth ${depth} exceeds maxDepth ${maxDepth}` }))
+      }
+      return delegate(parent, options, fork, depth, args, ctx.callId)
+    }
+  })
+}
+
+/** What a child's run gave: its session, its last turn's end and answer, its usage. */
+interface ChildRun {
+  readonly sessionId: string
+  readonly reason: TurnEndReason | undefined
+  readonly answer: string
+  readonly usage: Usage.SessionUsage
+}
+
+const delegate = (
+  parent: ParentAccess,
+  options: Options,
+  fork: boolean,
+  depth: number,
+  args: Arguments,
+  callId: string
+): Effect.Effect<Tool.ToolOutput, Tool.ToolError> =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const sessionId = yield* parent.ids.next
+      const mode = fork ? "fork" : "one-shot"
+      const label = args.description ?? firstLine(args.prompt)
+      yield* recordOrFail(parent, "subagent/start", { callId, sessionId, depth, mode, label })
+      const ended = (outcome: string, extra: { readonly [key: string]: unknown }) =>
+        Effect.ignore(parent.record("subagent/end", { callId, sessionId, outcome, ...extra }))
+      const child = yield* Agent.make({
+        sessionId,
+        cwd: parent.cwd,
+        instructions: options.instructions,
+        tools: options.tools,
+        maxSteps: options.maxSteps,
+        toolConcurrency: options.toolConcurrency,
+        approvalTimeoutMs: options.approvalTimeoutMs,
+        [ChildSessionId]: {
+          parentSession: parent.sessionId,
+          parentCallId: callId,
+          origin: "subagent",
+          delegationDepth: depth,
+          seed: fork ? completedTurns(parent.events()) : undefined,
+          descriptor: { version: 2, mode, provider: "spawn", label }
+        }
+      } as Agent.AgentOptions).pipe(
+        Effect.provideService(SessionStore, parent.store),
+        Effect.provideService(Model, options.model ?? parent.model),
+        Effect.provideService(IdGenerator, parent.ids),
+        Effect.provideService(Approval.Approval, Approval.make(parent.approvalListeners)),
+        Effect.catchAll((e) => Effect.zipRight(ended("failed", { error: e.message }), Effect.fail(e)))
+      )
+      // Its questions are the parent's to list and decide while the call runs (§27).
+      const unlink = parent.adopt(callId, child)
+      yield* Effect.addFinalizer(() => Effect.sync(unlink))
+      const cause = { kind: "parent", parentSession: parent.sessionId, callId }
+      const run = yield* Effect.onInterrupt(
+        runChild(child, parent, args.prompt, callId),
+        () =>
+          Effect.zipRight(Effect.ignore(child.cancel(cause)), ended("aborted", { reason: { kind: "aborted", reason: cause } }))
+      )
+      const usage = run.usage.usage
+      if (run.reason?.kind !== "completed") {
+        yield* ended("failed", { reason: run.reason ?? { kind: "interrupted" }, usage })
+        return yield* Effect.fail(
+          new Tool.ToolError({
+            message: `the sub-agent (session ${sessionId}) did not complete its task: ${reasonText(run.reason)}`
+          })
+        )
+      }
+      yield* ended("completed", { reason: run.reason, usage })
+      const content: ReadonlyArray<ContentBlock> = [
+        { type: "text", text: run.answer === "" ? "(the sub-agent gave no answer)" : run.answer },
+        { type: "text", text: `[sub-agent session ${sessionId}]` }
+      ]
+      return { content }
+    }).pipe(
+      Effect.catchAll((e) => Effect.fail(e instanceof Tool.ToolError ? e : new Tool.ToolError({ message: e.message, cause: e })))
+    )
+  )
+
+/** Delivers the task and waits until the child is idle: the end of its last turn, its answer. */
+const runChild = (
+  child: Agent.Agent,
+  parent: ParentAccess,
+  prompt: string,
+  callId: string
+): Effect.Effect<ChildRun, Tool.ToolError> =>
+  Effect.gen(function*() {
+    const task = yield* Effect.orDie(parent.ids.next)
+    const delivery = yield* child.followup({
+      id: task as MessageId,
+      role: "user",
+      content: [{ type: "text", text: prompt }],
+      source: { kind: "subagent", parentSession: parent.sessionId, callId }
+    }).pipe(Effect.mapError((e) => new Tool.ToolError({ message: `the task could not be delivered: ${e.message}`, cause: e })))
+    yield* delivery.outcome
+    yield* child.awaitIdle
+    const events = child.log.events()
+    return {
+      sessionId: child.id,
+      ...lastTurn(events),
+      usage: Usage.fromEvents(events, { header: child.log.header })
+    }
+  })
+
+/** The end of the log's last turn and the text of its last assistant message. */
+const lastTurn = (
+  events: ReadonlyArray<SessionEvent>
+): { readonly reason: TurnEndReason | undefined; readonly answer: string } => {
+  let reason: TurnEndReason | undefined
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.type === "turn/end" && reason === undefined) reason = (e.data as { readonly reason: TurnEndReason }).reason
+    if (e.type === "assistant/message") {
+      const content = (e.data as { readonly message: { readonly content: ReadonlyArray<ContentBlock> } }).message.content
+      return { reason, answer: content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("") }
+    }
+    if (e.type === "turn/start" && reason !== undefined) break
+  }
+  return { reason, answer: "" }
+}
+
+/**
+ * A fork's seed (§27): the parent's events up to its last `turn/end` (its completed turns), or
+ * none when it has none yet.
+ */
+const completedTurns = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<SessionEvent> => {
+  for (let i = events.length - 1; i >= 0; i--) if (events[i]!.type === "turn/end") return events.slice(0, i + 1)
+  return []
+}
+
+const reasonText = (reason: TurnEndReason | undefined): string => {
+  if (reason === undefined) return "it ended no turn"
+  switch (reason.kind) {
+    case "error":
+      return `error ${reason.error.code ?? ""}: ${reason.error.message}`.replace("error : ", "error: ")
+    case "aborted":
+      return `aborted (${JSON.stringify(reason.reason)})`
+    case "blocked":
+      return `blocked${reason.reason === undefined ? "" : ` (${reason.reason})`}`
+    default:
+      return reason.kind
+  }
+}
+
+const firstLine = (text: string): string => {
+  const line = text.split("\n", 1)[0]!.trim()
+  return line.length > 80 ? `${line.slice(0, 79)}…` : line
+}
+
+const recordOrFail = (parent: ParentAccess, type: string, data: unknown): Effect.Effect<void, Tool.ToolError> =>
+  Effect.mapError(
+    parent.record(type, data),
+    (e) => new Tool.ToolError({ message: `the parent's log refused ${type}: ${e.message}`, cause: e })
+  )
