@@ -23,7 +23,11 @@ const Open = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 /**
  * Header line of a JSONL log: `{"type":"session","format":"effect-agent-loop","version":1,
  * "id","createdAt","cwd"?}`; DSH v0 logs have `version: 0`, no `format`, and may carry
- * `seedLength` (the inherited prefix, §3.1) and other fields (kept).
+ * `seedLength` (the inherited prefix, §3.1) and other fields (kept). A child session (a
+ * sub-agent's, DSH's shape) names its lineage: `parentSession` (the parent's session id),
+ * `origin: "subagent"`, `delegationDepth` (0 or absent for a top-level session, the parent's
+ * depth + 1 for a child) and, when it was seeded with the parent's history, `seedLength`; DSH
+ * also writes `agentPreset` (the preset the session's agent was composed from).
  *
  * @since 0.1.0
  * @category models
@@ -36,7 +40,11 @@ export const SessionHeaderSchema = Schema.Struct(
     id: Schema.String,
     createdAt: Schema.Number,
     cwd: Schema.optional(Schema.String),
-    seedLength: Schema.optional(Schema.Number)
+    seedLength: Schema.optional(Schema.Number),
+    parentSession: Schema.optional(Schema.String),
+    origin: Schema.optional(Schema.Literal("subagent")),
+    delegationDepth: Schema.optional(Int),
+    agentPreset: Schema.optional(Schema.String)
   },
   Open
 )

@@ -17,7 +17,16 @@
  *   without `outcome` (success) or with `error: string` (a failed or aborted compaction);
  * - `{kind:"checkpoint", turn, step, id, compactionId?, replaces, text, source}` for a compaction
  *   checkpoint outside any bracket (a DSH log's `user/message` of plugin `compact` with
- *   `surfaceOp: {op:"replace"}`).
+ *   `surfaceOp: {op:"replace"}`);
+ * - `{kind:"approval", event, turn, step, id, …}` for a question about a tool call (§26);
+ * - `{kind:"session", turn: 0, step: 0, id, parentSession?, origin?, delegationDepth?,
+ *   seedLength?}` first, for a child session (a sub-agent's: its header names its lineage), when
+ *   `fromEvents` is given the header;
+ * - `{kind:"subagent", event:"descriptor", turn, step, mode?, provider?, label?, agentProvider?,
+ *   agentModel?}` for a child's `subagent/descriptor`, and `{kind:"subagent", event:"start"|"end",
+ *   turn, step, id, provider?, runId?, callId?, stopReason?, text?}` for a parent's
+ *   `subagent/start` and `subagent/end` (`id` the child's session, `text` the child's final
+ *   answer). DSH's shapes: `src/internal/subagentLog.ts`.
  * `text` joins a message's text blocks with "\n" (images and reasoning are not part of it).
  * `toJsonLines` prints one JSON object a line; `TranscriptText.render` prints entries as
  * readable text. Works on our logs and DSH v0 logs alike; other event types are skipped. One
@@ -25,10 +34,18 @@
  *
  * @since 0.1.0
  */
+import { lineageOf } from "./internal/subagentLog.js"
 import { escapeJson } from "./internal/terminalText.js"
 import type { ContentBlock, MessageSource, UserMessage } from "./Message.js"
 import { textOf } from "./Message.js"
-import type { AssistantMessageData, SessionEvent, ToolCallData, ToolResultData, TurnEndReason } from "./SessionEvent.js"
+import type {
+  AssistantMessageData,
+  SessionEvent,
+  SessionHeader,
+  ToolCallData,
+  ToolResultData,
+  TurnEndReason
+} from "./SessionEvent.js"
 
 /**
  * A user-role message that entered a step: `user` when `source.kind === "user"`, else `context`
@@ -178,6 +195,54 @@ export interface ApprovalEntry {
 }
 
 /**
+ * A child session's lineage, from its header (§14): the first entry of `fromEvents` when given
+ * the header of a session that has a `parentSession`, an `origin` or a `seedLength` (a
+ * sub-agent's session, DSH's shape: `parentSession` the parent's session id, `origin:
+ * "subagent"`, `delegationDepth` the number of delegations above it, `seedLength` the seqs
+ * inherited from the parent, which the entries that follow include).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SessionEntry {
+  readonly kind: "session"
+  readonly turn: number
+  readonly step: number
+  readonly id: string
+  readonly parentSession?: string | undefined
+  readonly origin?: string | undefined
+  readonly delegationDepth?: number | undefined
+  readonly seedLength?: number | undefined
+}
+
+/**
+ * A sub-agent event (§14): a child's `subagent/descriptor` (`event: "descriptor"`: how it was made,
+ * `mode` `one-shot` or `continuable`, the `provider` that made it, its `label`, and for a
+ * continuable child the model it runs), or a parent's `subagent/start` / `subagent/end` (`id` the
+ * child's session id, `runId` and `callId` as logged, `stopReason` and the `text` of the child's
+ * final answer at the end). Fields the event does not hold are absent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SubagentEntry {
+  readonly kind: "subagent"
+  readonly event: "descriptor" | "start" | "end"
+  readonly turn: number
+  readonly step: number
+  readonly id?: string | undefined
+  readonly provider?: string | undefined
+  readonly mode?: string | undefined
+  readonly label?: string | undefined
+  readonly agentProvider?: string | undefined
+  readonly agentModel?: string | undefined
+  readonly runId?: string | undefined
+  readonly callId?: string | undefined
+  readonly stopReason?: string | undefined
+  readonly text?: string | undefined
+}
+
+/**
  * One transcript entry: exactly one `transcript --json` line (§14).
  *
  * @since 0.1.0
@@ -192,6 +257,8 @@ export type Entry =
   | CompactionMarkerEntry
   | CheckpointEntry
   | ApprovalEntry
+  | SessionEntry
+  | SubagentEntry
 
 const toolResultOf = (
   message: UserMessage
@@ -308,6 +375,41 @@ export interface Projector {
 const NONE: ReadonlyArray<Entry> = []
 
 const stringOr = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
+
+/** The string fields `keys` of `data` that are strings, in that order. */
+const strings = (data: Record<string, unknown>, keys: ReadonlyArray<string>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const key of keys) if (typeof data[key] === "string") out[key] = data[key]
+  return out
+}
+
+/** The entry of a `subagent/*` event, read leniently (fields of the wrong type are left out). */
+const subagentEntry = (
+  event: "descriptor" | "start" | "end",
+  data: Record<string, unknown>,
+  turn: number,
+  step: number
+): SubagentEntry => {
+  if (event === "descriptor") {
+    return {
+      kind: "subagent",
+      event,
+      turn,
+      step,
+      ...strings(data, ["mode", "provider", "label", "agentProvider", "agentModel"])
+    }
+  }
+  const last = data.lastAssistantMessage
+  const text = event === "end" && Array.isArray(last) ? textOf(last as ReadonlyArray<ContentBlock>) : undefined
+  return {
+    kind: "subagent",
+    event,
+    turn,
+    step,
+    ...strings(data, ["id", "provider", "runId", "callId", "stopReason"]),
+    ...(text !== undefined ? { text } : {})
+  }
+}
 
 /**
  * A new transcript projection (see `Projector`).
@@ -515,6 +617,13 @@ export const projector = (): Projector => {
           reason: stringOr(data.reason)
         })
       }
+      case "subagent/descriptor":
+      case "subagent/start":
+      case "subagent/end": {
+        const data = event.data as Record<string, unknown> | null
+        if (data === null || typeof data !== "object") return NONE
+        return one(subagentEntry(event.type.slice(9) as "descriptor" | "start" | "end", data, turn, step))
+      }
       default:
         return NONE
     }
@@ -523,15 +632,36 @@ export const projector = (): Projector => {
 }
 
 /**
+ * Options of `fromEvents`: the log's `header`, whose lineage (a child session's) is the first
+ * entry.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FromEventsOptions {
+  readonly header?: SessionHeader | undefined
+}
+
+/** The `session` entry of a child session's header, or undefined for a top-level session. */
+const sessionEntry = (header: SessionHeader | undefined): SessionEntry | undefined => {
+  const lineage = lineageOf(header)
+  return header === undefined || lineage === undefined
+    ? undefined
+    : { kind: "session", turn: 0, step: 0, id: header.id, ...lineage }
+}
+
+/**
  * The transcript entries of a log, in log order (§12, §14): a compaction bracket the
- * log leaves open is shown at the end (its marker without `outcome`). One pass.
+ * log leaves open is shown at the end (its marker without `outcome`). With the log's `header`,
+ * a child session's lineage comes first (`SessionEntry`). One pass.
  *
  * @since 0.1.0
  * @category projections
  */
-export const fromEvents = (events: ReadonlyArray<SessionEvent>): Array<Entry> => {
+export const fromEvents = (events: ReadonlyArray<SessionEvent>, options?: FromEventsOptions): Array<Entry> => {
   const p = projector()
-  const out: Array<Entry> = []
+  const first = sessionEntry(options?.header)
+  const out: Array<Entry> = first === undefined ? [] : [first]
   for (const event of events) {
     const entries = p.push(event)
     for (let i = 0; i < entries.length; i++) out.push(entries[i]!)

@@ -11,12 +11,14 @@
 import { escapeText } from "./internal/terminalText.js"
 import type { MessageSource } from "./Message.js"
 import type { TurnEndReason } from "./SessionEvent.js"
-import type { ApprovalEntry, CheckpointEntry, CompactionMarkerEntry, Entry } from "./Transcript.js"
+import type { ApprovalEntry, CheckpointEntry, CompactionMarkerEntry, Entry, SessionEntry, SubagentEntry } from "./Transcript.js"
 
 /**
  * A short label naming the producer of a context message (§2, §14):
  * `plugin:<plugin>`, `tool:<callId>`, `hook:<hook>`, `session-reference:<sessionId>@<throughSeq>`,
- * or the bare kind for other producers; a string `form` is added in parentheses.
+ * `<kind>:<senderSessionId>` for a message another session sent (DSH's `coordinator` relay to a
+ * sub-agent, a sub-agent's `subagent-settled` notice or `subagent-report` to its parent), or the
+ * bare kind for other producers; a string `form` is added in parentheses.
  *
  * @since 0.1.0
  * @category rendering
@@ -30,7 +32,7 @@ export const sourceLabel = (source: MessageSource): string => {
   else if (typeof s.callId === "string") label = `${kind}:${s.callId}`
   else if (typeof s.sessionId === "string") {
     label = `${kind}:${s.sessionId}` + (typeof s.throughSeq === "number" ? `@${s.throughSeq}` : "")
-  }
+  } else if (typeof s.senderSessionId === "string") label = `${kind}:${s.senderSessionId}`
   if (typeof s.form === "string") label += ` (${s.form})`
   return label
 }
@@ -152,6 +154,56 @@ export const approvalLabel = (entry: ApprovalEntry): string => {
 }
 
 /**
+ * The line of a child session's lineage (§14): `[subagent session S of P, depth 1]`, with `; seq
+ * 0..41 inherited from the parent` for a child seeded with the parent's history; a session with
+ * a `parentSession` but no `origin` is `[session S forked from P]`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const sessionLabel = (entry: SessionEntry): string => {
+  const what = entry.origin === undefined ? "session" : `${entry.origin} session`
+  const of = entry.parentSession === undefined
+    ? ""
+    : entry.origin === undefined
+    ? ` forked from ${entry.parentSession}`
+    : ` of ${entry.parentSession}`
+  const depth = entry.delegationDepth === undefined ? "" : `, depth ${entry.delegationDepth}`
+  const seed = entry.seedLength === undefined
+    ? ""
+    : `; seq ${entry.seedLength === 1 ? "0" : `0..${entry.seedLength - 1}`} inherited from the parent`
+  return `[${what} ${entry.id}${of}${depth}${seed}]`
+}
+
+/**
+ * The line of a sub-agent entry (§14): a descriptor as `[subagent: one-shot via spawn, "label"]`
+ * (a continuable child's model appended: `, model deepseek-official/deepseek-v4-flash`); a start
+ * as `⇒ subagent CHILD started via spawn`; an end as `⇐ subagent CHILD ended: completed`, with
+ * the child's final answer after a colon (on the lines below when it has several).
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const subagentLabel = (entry: SubagentEntry): string => {
+  const via = entry.provider === undefined ? "" : ` via ${entry.provider}`
+  switch (entry.event) {
+    case "descriptor": {
+      const label = entry.label === undefined ? "" : `, ${JSON.stringify(entry.label)}`
+      const model = entry.agentModel === undefined
+        ? ""
+        : `, model ${entry.agentProvider === undefined ? "" : `${entry.agentProvider}/`}${entry.agentModel}`
+      return `[subagent: ${entry.mode ?? "unknown mode"}${via}${label}${model}]`
+    }
+    case "start":
+      return `⇒ subagent ${entry.id ?? "?"} started${via}`
+    case "end": {
+      const answer = entry.text === undefined || entry.text === "" ? "" : `: ${entry.text}`
+      return `⇐ subagent ${entry.id ?? "?"} ended: ${entry.stopReason ?? "unknown"}${answer}`
+    }
+  }
+}
+
+/**
  * The label of a checkpoint outside any bracket: `[compaction checkpoint replacing seq 5]`,
  * `[compaction checkpoint replacing seq 4..9]`.
  *
@@ -174,7 +226,8 @@ const block = (text: string, first: string, rest: string): string =>
  * for a kept prefix); `→ name(arguments)` for a tool call; `← text` (`← error: text`) for its
  * result; `turn N ended: <reason>` at a turn's end; a compaction's marker line (`compactionLabel`)
  * with its summary below, indented; `[compaction checkpoint replacing seq N] text` for a checkpoint
- * outside a bracket. Continuation lines are indented. The text
+ * outside a bracket; a child session's lineage first (`sessionLabel`) and the sub-agent lines
+ * (`subagentLabel`). Continuation lines are indented. The text
  * is safe to print: what could drive or disguise a terminal is shown escaped (`\x1b`, `\u202e`;
  * see `escapeControl`), newline and tab kept. The entries of `fromEvents` stay raw: escaping
  * belongs to rendering, and a program that prints entries itself escapes them.
@@ -219,6 +272,12 @@ export const render = (entries: ReadonlyArray<Entry>): string => {
         break
       case "approval":
         lines.push(block(approvalLabel(entry), "", "  "))
+        break
+      case "session":
+        lines.push(sessionLabel(entry))
+        break
+      case "subagent":
+        lines.push(block(subagentLabel(entry), "", "  "))
         break
     }
   }

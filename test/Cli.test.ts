@@ -51,7 +51,19 @@ describe("agent-loop transcript / check on DSH logs", () => {
         const json = yield* cli(["transcript", path, "--json"])
         expect([file, json.code]).toEqual([file, 0])
         for (const line of json.out.split("\n").filter((l) => l.length > 0)) {
-          expect(["user", "context", "assistant", "tool-call", "tool-result", "turn-end", "compaction", "checkpoint", "approval"])
+          expect([
+            "user",
+            "context",
+            "assistant",
+            "tool-call",
+            "tool-result",
+            "turn-end",
+            "compaction",
+            "checkpoint",
+            "approval",
+            "session",
+            "subagent"
+          ])
             .toContain(
               JSON.parse(line).kind
             )

@@ -106,6 +106,8 @@ describe("agent-loop stats", () => {
       toolCalls: 4,
       toolCallsByName: { read: 2, bash: 1, write: 1 },
       approvals: { asked: 0, outcomes: {}, open: 0 },
+      subagent: null,
+      subagents: { started: 0, ended: 0, stopReasons: {}, children: [] },
       tokens,
       tokensByModel: { "deepseek-v4-flash": tokens },
       cost: { total: null, byModel: { "deepseek-v4-flash": null }, unpriced: ["deepseek-v4-flash"] },

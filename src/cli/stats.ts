@@ -2,7 +2,9 @@
  * `agent-loop stats FILE [--json] [--prices FILE]` (§18): what a session did and used, from
  * its log (ours or DSH v0) through `Usage.fromEvents`. Counts: turns (by end reason), steps,
  * model requests (a compaction's summarization among them), tool calls by name, questions about
- * tool calls (§26: asked, decided by outcome, open); tokens by kind
+ * tool calls (§26: asked, decided by outcome, open), sub-agents (the lineage of a child session
+ * from its header and `subagent/descriptor`; the children a parent's `subagent/start` and
+ * `subagent/end` name, with their stop reasons); tokens by kind
  * and by model; the cost by model when a price table is given ("unknown" for a model without a
  * price, and then for the total); the time of each turn (`turn/start` to `turn/end`) and of each
  * model request (`step/start`, or `compaction/start`, to the logged response), from the events'
@@ -14,6 +16,7 @@
  */
 import * as Approval from "../Approval.js"
 import { isDsh, seedLengthOf } from "../internal/logOptions.js"
+import { descriptorOf, lineageOf } from "../internal/subagentLog.js"
 import { escapeLine } from "../internal/terminalText.js"
 import * as Prices from "../Prices.js"
 import type { LogContents } from "../SessionLog.js"
@@ -71,6 +74,30 @@ export interface Stats {
     readonly asked: number
     readonly outcomes: { readonly [outcome: string]: number }
     readonly open: number
+  }
+  /**
+   * This session as a child (a sub-agent's session, its header's lineage), `null` for a top-level
+   * one: the parent's session id, `origin`, `delegationDepth` (0 when the header has none), the
+   * seqs inherited from the parent (`seedLength`, 0 when none), and its `subagent/descriptor`
+   * (`null` when it has none that reads).
+   */
+  readonly subagent: {
+    readonly parentSession: string | null
+    readonly origin: string | null
+    readonly delegationDepth: number
+    readonly seedLength: number
+    readonly descriptor: { readonly mode: string; readonly provider: string; readonly label: string | null } | null
+  } | null
+  /**
+   * The children this session started, from its `subagent/start` and `subagent/end` events (a DSH
+   * log has none: DSH does not log them): how many started and ended, the ends by stop reason,
+   * and the child session ids in the order they started.
+   */
+  readonly subagents: {
+    readonly started: number
+    readonly ended: number
+    readonly stopReasons: { readonly [stopReason: string]: number }
+    readonly children: ReadonlyArray<string>
   }
   readonly tokens: TokenCounts
   readonly tokensByModel: { readonly [model: string]: TokenCounts }
@@ -137,6 +164,33 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
     }
   }
+  const stopReasons: Record<string, number> = {}
+  const children: Array<string> = []
+  let started = 0
+  let ended = 0
+  for (const e of events) {
+    if (e.seq < seed) continue
+    if (e.type === "subagent/start") {
+      started++
+      const id = (e.data as { id?: unknown } | null)?.id
+      if (typeof id === "string") children.push(id)
+    } else if (e.type === "subagent/end") {
+      ended++
+      const stopReason = String((e.data as { stopReason?: unknown } | null)?.stopReason)
+      stopReasons[stopReason] = (stopReasons[stopReason] ?? 0) + 1
+    }
+  }
+  const lineage = lineageOf(header)
+  const descriptor = lineage === undefined ? undefined : descriptorOf(events, seed)
+  const subagent: Stats["subagent"] = lineage === undefined ? null : {
+    parentSession: lineage.parentSession ?? null,
+    origin: lineage.origin ?? null,
+    delegationDepth: lineage.delegationDepth ?? 0,
+    seedLength: lineage.seedLength ?? 0,
+    descriptor: descriptor === undefined
+      ? null
+      : { mode: descriptor.mode, provider: descriptor.provider, label: descriptor.label ?? null }
+  }
   const turnEnds: Record<string, number> = {}
   for (const t of usage.turns) {
     const kind = t.end?.kind ?? "open"
@@ -178,6 +232,8 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
     toolCalls,
     toolCallsByName,
     approvals: { asked, outcomes, open: Approval.openQuestions(own).length },
+    subagent,
+    subagents: { started, ended, stopReasons, children },
     tokens: counts(usage.usage),
     tokensByModel,
     cost,
@@ -205,6 +261,22 @@ const spreadLine = (s: Spread | null): string =>
   s === null ? "none" : `min ${n(s.min)}, median ${n(s.median)}, max ${n(s.max)} (${n(s.count)})`
 
 /**
+ * `PARENT (depth 1, one-shot via spawn "label", seq 0..41 inherited)`, each part when known;
+ * a session without a parent is `no parent session (…)`.
+ */
+const subagentLine = (s: NonNullable<Stats["subagent"]>): string => {
+  const parts = [`depth ${n(s.delegationDepth)}`]
+  const d = s.descriptor
+  if (d !== null) {
+    parts.push(
+      `${escapeLine(d.mode)} via ${escapeLine(d.provider)}${d.label === null ? "" : ` ${escapeLine(JSON.stringify(d.label))}`}`
+    )
+  }
+  if (s.seedLength > 0) parts.push(`seq ${s.seedLength === 1 ? "0" : `0..${s.seedLength - 1}`} inherited`)
+  return `${s.parentSession === null ? "no parent session" : escapeLine(s.parentSession)} (${parts.join(", ")})`
+}
+
+/**
  * The text form of `stats` (lines, no trailing newline). Strings from the log (session id, model
  * and tool names, end reasons) are escaped as one line each (`escapeLine`: a newline in a model's
  * name cannot break a table or forge a line); the caller escapes the whole for the terminal.
@@ -230,6 +302,11 @@ export const renderStats = (s: Stats, file: string): string => {
   if (s.approvals.asked > 0) {
     const decided = Object.keys(s.approvals.outcomes).length > 0 ? ` (${byCount(s.approvals.outcomes)})` : ""
     lines.push(`approvals       ${n(s.approvals.asked)} asked${decided}, ${n(s.approvals.open)} open`)
+  }
+  if (s.subagent !== null) lines.push(`subagent of     ${subagentLine(s.subagent)}`)
+  if (s.subagents.started > 0 || s.subagents.ended > 0) {
+    const ends = Object.keys(s.subagents.stopReasons).length > 0 ? ` (${byCount(s.subagents.stopReasons)})` : ""
+    lines.push(`subagents       ${n(s.subagents.started)} started, ${n(s.subagents.ended)} ended${ends}`)
   }
   lines.push("")
   const row = (label: string, t: TokenCounts) => [

@@ -48,7 +48,9 @@
  *   integers; …): `request/header` is `{header, reason}` there,
  *   `assistant/message` has no `finish`, blocks may be `image {attachment}`;
  * - envelope fields other than `type`/`seq`/`time`/`data` (`surfaceOp`, `sourceEventSeqs`,
- *   `ignorable`, …) are kept; header fields (`seedLength`, `parentSession`, …) are kept.
+ *   `ignorable`, …) are kept; header fields are kept, and a child session's lineage is checked
+ *   against `SessionHeaderSchema` (`parentSession` a string, `origin` `"subagent"`,
+ *   `delegationDepth` a non-negative integer, as DSH's own header check requires).
  */
 import { Either, ParseResult, Schema } from "effect"
 import {

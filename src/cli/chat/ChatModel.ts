@@ -222,8 +222,10 @@ const weight = (entry: Transcript.Entry): number => {
     ? entry.name.length + entry.arguments.length
     : entry.kind === "turn-end"
     ? 0
-    : entry.kind === "compaction" || entry.kind === "approval"
+    : entry.kind === "compaction" || entry.kind === "approval" || entry.kind === "session"
     ? 160
+    : entry.kind === "subagent"
+    ? 160 + (entry.text?.length ?? 0)
     : entry.text.length
   return Math.min(size, SHOWN_BYTES) + 80
 }
@@ -742,6 +744,12 @@ export class ChatModel {
             : "error"
         })
         return
+      case "session":
+      case "subagent": {
+        const text = entry.kind === "session" ? TranscriptText.sessionLabel(entry) : TranscriptText.subagentLabel(entry)
+        this.push({ kind: "notice", key: this.key(), text: shown(text), tone: "ok" })
+        return
+      }
     }
   }
 

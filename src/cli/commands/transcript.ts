@@ -18,7 +18,7 @@ export const transcript = Command.make(
     Effect.gen(function*() {
       const { contents, label } = yield* readSession("transcript", options)
       for (const w of contents.warnings) yield* Console.error(escapeLine(`warning: ${label}: ${w}`))
-      const entries = Transcript.fromEvents(contents.events)
+      const entries = Transcript.fromEvents(contents.events, { header: contents.header })
       if (options.json) {
         const lines = Transcript.toJsonLines(entries)
         if (lines.length > 0) yield* Console.log(lines.trimEnd())
