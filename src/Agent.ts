@@ -152,7 +152,7 @@ export interface Agent {
   readonly remove: (id: string) => Effect.Effect<void, MessageNotPending | SessionWriteError>
   /** Plugin operation (§4): clear one queue or both (`next-step` first). */
   readonly clear: (target?: "next-turn" | "next-step" | undefined) => Effect.Effect<void, SessionWriteError>
-  /** Appends a standalone log-only plugin event `<plugin>/<name>`; it opens no turn (§3.2). Core types and the compaction bracket's (`compaction/start`, `compaction/summary`, `compaction/end`: the loop writes them) are `InvalidEvent`. */
+  /** Appends a standalone log-only plugin event `<plugin>/<name>`; it opens no turn (§3.2). Core types, the compaction bracket's (`compaction/start`, `compaction/summary`, `compaction/end`) and the sub-agent events (`subagent/start`, `subagent/end`, `subagent/descriptor`, §27): the loop writes them; they are `InvalidEvent`. */
   readonly appendEvent: (type: string, data: unknown) => Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError>
   /**
    * The outcome (§5.1, §12) of any message this session delivered, also before a resume:

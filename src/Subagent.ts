@@ -136,13 +136,20 @@ export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
   })
 }
 
-/** What a child's run gave: its session, its last turn's end and answer, its usage. */
+/** What a child's run gave: its session, its last turn's end and last assistant content, its usage. */
 interface ChildRun {
   readonly sessionId: string
   readonly reason: TurnEndReason | undefined
-  readonly answer: string
+  readonly answer: ReadonlyArray<ContentBlock> | undefined
   readonly usage: Usage.SessionUsage
 }
+
+/** DSH's `stopReason` of a turn's end: its kind (an interrupted turn is `aborted`). */
+const stopReasonOf = (reason: TurnEndReason): string => reason.kind === "interrupted" ? "aborted" : reason.kind
+
+/** The text blocks of content, joined. */
+const textOf = (content: ReadonlyArray<ContentBlock> | undefined): string =>
+  content === undefined ? "" : content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("")
 
 const delegate = (
   parent: ParentAccess,
@@ -155,11 +162,14 @@ const delegate = (
   Effect.scoped(
     Effect.gen(function*() {
       const sessionId = yield* parent.ids.next
-      const mode = fork ? "fork" : "one-shot"
+      const runId = yield* parent.ids.next
+      const provider = fork ? "fork" : "spawn"
       const label = args.description ?? firstLine(args.prompt)
-      yield* recordOrFail(parent, "subagent/start", { callId, sessionId, depth, mode, label })
-      const ended = (outcome: string, extra: { readonly [key: string]: unknown }) =>
-        Effect.ignore(parent.record("subagent/end", { callId, sessionId, outcome, ...extra }))
+      // DSH's run info (`subagent/start`), with the call and the depth.
+      const info = { runId, provider, id: sessionId, local: true, callId }
+      yield* recordOrFail(parent, "subagent/start", { ...info, depth, label })
+      const ended = (stopReason: string, extra: { readonly [key: string]: unknown }) =>
+        Effect.ignore(parent.record("subagent/end", { ...info, stopReason, ...extra }))
       const child = yield* Agent.make({
         sessionId,
         cwd: parent.cwd,
@@ -174,36 +184,39 @@ const delegate = (
           origin: "subagent",
           delegationDepth: depth,
           seed: fork ? completedTurns(parent.events()) : undefined,
-          descriptor: { version: 2, mode, provider: "spawn", label }
+          descriptor: { version: 2, mode: "one-shot", provider, label }
         }
       } as Agent.AgentOptions).pipe(
         Effect.provideService(SessionStore, parent.store),
         Effect.provideService(Model, options.model ?? parent.model),
         Effect.provideService(IdGenerator, parent.ids),
         Effect.provideService(Approval.Approval, Approval.make(parent.approvalListeners)),
-        Effect.catchAll((e) => Effect.zipRight(ended("failed", { error: e.message }), Effect.fail(e)))
+        Effect.catchAll((e) => Effect.zipRight(ended("error", { error: e.message }), Effect.fail(e)))
       )
       // Its questions are the parent's to list and decide while the call runs (§27).
       const unlink = parent.adopt(callId, child)
       yield* Effect.addFinalizer(() => Effect.sync(unlink))
       const cause = { kind: "parent", parentSession: parent.sessionId, callId }
-      const run = yield* Effect.onInterrupt(
+      const result = yield* Effect.onInterrupt(
         runChild(child, parent, args.prompt, callId),
         () =>
           Effect.zipRight(Effect.ignore(child.cancel(cause)), ended("aborted", { reason: { kind: "aborted", reason: cause } }))
       )
-      const usage = run.usage.usage
-      if (run.reason?.kind !== "completed") {
-        yield* ended("failed", { reason: run.reason ?? { kind: "interrupted" }, usage })
+      const usage = result.usage.usage
+      const last = result.answer === undefined ? {} : { lastAssistantMessage: result.answer }
+      if (result.reason?.kind !== "completed") {
+        const reason = result.reason ?? { kind: "interrupted" as const }
+        yield* ended(stopReasonOf(reason), { ...last, reason, usage })
         return yield* Effect.fail(
           new Tool.ToolError({
-            message: `the sub-agent (session ${sessionId}) did not complete its task: ${reasonText(run.reason)}`
+            message: `the sub-agent (session ${sessionId}) did not complete its task: ${reasonText(result.reason)}`
           })
         )
       }
-      yield* ended("completed", { reason: run.reason, usage })
+      yield* ended("completed", { ...last, reason: result.reason, usage })
+      const answer = textOf(result.answer)
       const content: ReadonlyArray<ContentBlock> = [
-        { type: "text", text: run.answer === "" ? "(the sub-agent gave no answer)" : run.answer },
+        { type: "text", text: answer === "" ? "(the sub-agent gave no answer)" : answer },
         { type: "text", text: `[sub-agent session ${sessionId}]` }
       ]
       return { content }
@@ -237,21 +250,23 @@ const runChild = (
     }
   })
 
-/** The end of the log's last turn and the text of its last assistant message. */
+/** The end of the log's last turn and the content of its last assistant message. */
 const lastTurn = (
   events: ReadonlyArray<SessionEvent>
-): { readonly reason: TurnEndReason | undefined; readonly answer: string } => {
+): { readonly reason: TurnEndReason | undefined; readonly answer: ReadonlyArray<ContentBlock> | undefined } => {
   let reason: TurnEndReason | undefined
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!
     if (e.type === "turn/end" && reason === undefined) reason = (e.data as { readonly reason: TurnEndReason }).reason
     if (e.type === "assistant/message") {
-      const content = (e.data as { readonly message: { readonly content: ReadonlyArray<ContentBlock> } }).message.content
-      return { reason, answer: content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("") }
+      return {
+        reason,
+        answer: (e.data as { readonly message: { readonly content: ReadonlyArray<ContentBlock> } }).message.content
+      }
     }
     if (e.type === "turn/start" && reason !== undefined) break
   }
-  return { reason, answer: "" }
+  return { reason, answer: undefined }
 }
 
 /**

@@ -17,6 +17,7 @@ import { flatten } from "../flat.js"
 import { checkJson } from "../json.js"
 import { seedLengthOf } from "../logOptions.js"
 import { checkUserMessage, invalidMessage, textMessage, tooLarge } from "../message.js"
+import { eventTypes as subagentEventTypes } from "../subagentLog.js"
 import { noteCaller } from "../tracing.js"
 import { startRun } from "./driver.js"
 import { ownFibers } from "./fibers.js"
@@ -212,8 +213,9 @@ export const clear = (a: AgentState, target: "next-turn" | "next-step" | undefin
 
 /**
  * Appends a standalone log-only plugin event `<plugin>/<name>` (§3.2): it opens no turn. Core
- * types and the compaction bracket's types (`compaction/start`, `compaction/summary`,
- * `compaction/end`: the runtime's, §17) are refused with `InvalidEvent`.
+ * types, the compaction bracket's types (`compaction/start`, `compaction/summary`,
+ * `compaction/end`: the runtime's, §17) and the sub-agent types (`subagent/start`, `subagent/end`,
+ * `subagent/descriptor`, §27) are refused with `InvalidEvent`.
  */
 export const appendEvent = (
   a: AgentState,
@@ -222,6 +224,11 @@ export const appendEvent = (
 ): Effect.Effect<SessionEvent, InvalidEvent | SessionWriteError> => {
   if (coreEventTypes.has(type) || !type.includes("/") || type === "session") {
     return Effect.fail(new InvalidEvent({ message: `"${type}" is not a plugin event type (<plugin>/<name>, not a core type)` }))
+  }
+  if (subagentEventTypes.has(type)) {
+    return Effect.fail(
+      new InvalidEvent({ message: `"${type}" is not a plugin event type (a sub-agent event, appended by the runtime only)` })
+    )
   }
   if (compactionEventTypes.has(type)) {
     return Effect.fail(
