@@ -27,7 +27,10 @@ export type AgentStatus = "idle" | "running" | "awaiting-approval" | "stopped"
  * `agent/inbox/claimed` (with the turn), `agent/inbox/discarded` (ordinary removal, cancel,
  * dispose; never on a claim), `agent/status`, `assistant/delta` (one of `text`, `reasoning`,
  * `toolCall`), `assistant/retry` (a failed attempt's deltas are withdrawn; `attempt` ≥ 2),
- * `agent/disposed` (the last one: the agent is disposed and idle; `agent.events` ends after it).
+ * `agent/disposed` (the last one: the agent is disposed and idle; `agent.events` ends after it),
+ * `subagent/event` (an event of a sub-agent that a running call of this agent started, §27: its
+ * session id, the call, and the child's event as its own `agent.events` has it; a child's own
+ * sub-agents' events come wrapped twice).
  *
  * @since 0.1.0
  * @category models
@@ -47,6 +50,7 @@ export type AgentNotification =
   }
   | { readonly type: "assistant/retry"; readonly turn: number; readonly step: number; readonly attempt: number }
   | { readonly type: "agent/disposed" }
+  | { readonly type: "subagent/event"; readonly sessionId: string; readonly callId: string; readonly event: AgentEvent }
 
 /**
  * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live

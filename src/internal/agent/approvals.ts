@@ -52,7 +52,7 @@ const statusChanged = (a: AgentState, was: boolean): void => {
   const now = awaitingPerson(a)
   if (was === now) return
   if (a.running) publish(a, { type: "agent/status", status: now ? "awaiting-approval" : "running" })
-  const parent = a.parentLink
+  const parent = a.parentLink?.parent
   if (parent !== undefined) {
     const before = awaitingPerson(parent)
     parent.childrenAwaiting += now ? 1 : -1
@@ -67,7 +67,8 @@ const statusChanged = (a: AgentState, was: boolean): void => {
 export const adoptChild = (parent: AgentState, callId: string, child: AgentState): () => void => {
   const children = parent.children ?? (parent.children = new Map())
   children.set(callId, child)
-  child.parentLink = parent
+  const link = { parent, callId }
+  child.parentLink = link
   if (awaitingPerson(child)) {
     const before = awaitingPerson(parent)
     parent.childrenAwaiting++
@@ -75,7 +76,7 @@ export const adoptChild = (parent: AgentState, callId: string, child: AgentState
   }
   return () => {
     if (children.get(callId) === child) children.delete(callId)
-    if (child.parentLink !== parent) return
+    if (child.parentLink !== link) return
     if (awaitingPerson(child)) {
       const before = awaitingPerson(parent)
       parent.childrenAwaiting--

@@ -147,7 +147,7 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.Chat
             content[content.length - 1] = { type: "text", text: join(acc, last.text, part.text) }
           } else content.push({ type: "text", text: part.text })
           acc.streamed = true
-          if (a.hub) {
+          if (a.hub !== undefined || a.parentLink !== undefined) {
             publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
           }
           return
@@ -167,22 +167,28 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.Chat
             )
           }
           acc.streamed = true
-          if (a.hub) publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, reasoning: part.text })
+          if (a.hub !== undefined || a.parentLink !== undefined) {
+            publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, reasoning: part.text })
+          }
           return
         }
         case "tool-call": {
           // A call id repeated within one response would pair results ambiguously (§12 rule 3):
           // later duplicates get a suffix, in the logged message and in their tool events alike.
           let id = part.id
-          if (acc.toolCalls.some((c) => c.id === id)) {
+          if (
+            acc.toolCalls.some((c) => c.id === id)
+          ) {
             let n = 2
-            while (acc.toolCalls.some((c) => c.id === `${part.id}#${n}`)) n++
+            while (
+              acc.toolCalls.some((c) => c.id === `${part.id}#${n}`)
+            ) n++
             id = `${part.id}#${n}`
           }
           content.push({ type: "tool-call", id, name: part.name, arguments: part.rawArguments })
           acc.toolCalls.push(id === part.id ? part : { ...part, id })
           acc.streamed = true
-          if (a.hub) {
+          if (a.hub !== undefined || a.parentLink !== undefined) {
             publish(a, {
               type: "assistant/delta",
               turn: t.turn,

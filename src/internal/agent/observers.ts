@@ -17,12 +17,23 @@ import { type AgentState, undecided } from "./state.js"
 /** Publishes a live event when someone subscribed (0.2 µs otherwise saved per event). */
 export const publish = (a: AgentState, event: AgentEvent): void => {
   if (a.hub !== undefined) a.hub.publish(event)
+  if (a.parentLink !== undefined) forward(a, event)
 }
 
 /** Publishes committed events, in order. */
 export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): void => {
   const hub = a.hub
   if (hub !== undefined) { for (let i = 0; i < events.length; i++) hub.publish(events[i]!) }
+  if (a.parentLink !== undefined) { for (let i = 0; i < events.length; i++) forward(a, events[i]!) }
+}
+
+/**
+ * A sub-agent's live event, published by the agent whose call runs it (§27), wrapped with the
+ * child's session id and the call (and so on up, for a child's own sub-agents).
+ */
+const forward = (a: AgentState, event: AgentEvent): void => {
+  const link = a.parentLink!
+  publish(link.parent, { type: "subagent/event", sessionId: a.id, callId: link.callId, event })
 }
 
 /** Decides the outcome of a delivered (or pre-step-entered) message: observers, then waiters. */

@@ -267,8 +267,11 @@ export abstract class AgentState {
   latch = false
   /** The live sub-agents of the running calls, by call id (§27), while they run. */
   children: Map<string, AgentState> | undefined = undefined
-  /** The agent whose call runs this one, while it runs (§27): its status follows this one's questions. */
-  parentLink: AgentState | undefined = undefined
+  /**
+   * The agent whose call runs this one, and the call, while it runs (§27): its status follows
+   * this one's questions, its live events carry this one's.
+   */
+  parentLink: { readonly parent: AgentState; readonly callId: string } | undefined = undefined
   /** How many of `children` wait for a person (§26, §27): the agent waits for one too. */
   childrenAwaiting = 0
   /** The fibers the agent owns (see `AgentFibers`), from its first run on. */
