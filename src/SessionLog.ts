@@ -134,8 +134,16 @@ export interface CreateOptions {
    * The store does not check that the parent exists.
    */
   readonly parentSession?: SessionId | undefined
-  /** Why the session exists, as the header's `origin` (§3.1): a non-empty string; a sub-agent's child is `"subagent"`. */
-  readonly origin?: string | undefined
+  /**
+   * The id of the parent's tool call that started this session: the header's `parentCallId`
+   * (§3.1), a non-empty string.
+   */
+  readonly parentCallId?: string | undefined
+  /**
+   * Why the session exists, as the header's `origin` (§3.1): `"subagent"`, the only value the
+   * log reader accepts (as DSH's own header check).
+   */
+  readonly origin?: "subagent" | undefined
   /**
    * How many delegations deep the session is: the header's `delegationDepth` (§3.1), a whole
    * number ≥ 1 (a parent's direct child is 1).

@@ -377,12 +377,13 @@ for (const kind of kinds) {
           createdAt: 9,
           cwd: "/w",
           parentSession: "p",
+          parentCallId: "call-1",
           origin: "subagent",
           delegationDepth: 1,
           seed
         })
         const headerLine = `{"type":"session","format":"effect-agent-loop","version":1,"id":"c","createdAt":9,"cwd":"/w",` +
-          `"parentSession":"p","origin":"subagent","delegationDepth":1,"seedLength":${n}}`
+          `"parentSession":"p","parentCallId":"call-1","origin":"subagent","delegationDepth":1,"seedLength":${n}}`
         expect(JSON.stringify(child.header)).toBe(headerLine)
         const expected = [...seed, { type: "session/end-seed", seq: n, time: lastTime, data: {} }]
         expect(child.events()).toEqual(expected)
@@ -394,6 +395,7 @@ for (const kind of kinds) {
           createdAt: 9,
           cwd: "/w",
           parentSession: "p",
+          parentCallId: "call-1",
           origin: "subagent",
           delegationDepth: 1,
           seed: seed.map((e) => ({ ...e, seq: e.seq + 100 }))
@@ -486,7 +488,8 @@ for (const kind of kinds) {
           cannot("parentSession must be a session id ([A-Za-z0-9_-][A-Za-z0-9._-]*), not \"../p\"")
         )
         expect(yield* refused({ parentSession: "x" })).toEqual(cannot("parentSession names the session itself"))
-        expect(yield* refused({ origin: "" })).toEqual(cannot("origin must be a non-empty string, not \"\""))
+        expect(yield* refused({ origin: "helper" as never })).toEqual(cannot("origin must be \"subagent\", not \"helper\""))
+        expect(yield* refused({ parentCallId: "" })).toEqual(cannot("parentCallId must be a non-empty string, not \"\""))
         expect(yield* refused({ seed: { length: 1 } as never })).toEqual(
           cannot("seed must be an array of events, not {\"length\":1}")
         )

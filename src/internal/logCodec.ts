@@ -81,7 +81,7 @@ export const VERSION = 1
 
 /**
  * The frozen header of a new log of our format: `type`, `format`, `version`, `id`, `createdAt`,
- * then, each only when given and in this order, `cwd`, `parentSession`, `origin`,
+ * then, each only when given and in this order, `cwd`, `parentSession`, `parentCallId`, `origin`,
  * `delegationDepth`, `seedLength` (§3.1). Without the optional fields the header is what it
  * always was, byte for byte.
  */
@@ -90,7 +90,8 @@ export const makeHeader = (options: {
   readonly createdAt: number
   readonly cwd?: string | undefined
   readonly parentSession?: string | undefined
-  readonly origin?: string | undefined
+  readonly parentCallId?: string | undefined
+  readonly origin?: "subagent" | undefined
   readonly delegationDepth?: number | undefined
   readonly seedLength?: number | undefined
 }): SessionHeader => {
@@ -103,6 +104,7 @@ export const makeHeader = (options: {
   }
   if (options.cwd !== undefined) header.cwd = options.cwd
   if (options.parentSession !== undefined) header.parentSession = options.parentSession
+  if (options.parentCallId !== undefined) header.parentCallId = options.parentCallId
   if (options.origin !== undefined) header.origin = options.origin
   if (options.delegationDepth !== undefined) header.delegationDepth = options.delegationDepth
   if (options.seedLength !== undefined) header.seedLength = options.seedLength

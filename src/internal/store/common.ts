@@ -42,8 +42,8 @@ const NO_EVENTS: ReadonlyArray<string> = Object.freeze([])
 /**
  * The header and first events of a new session (`SessionStore.create`, §3.1): `id` from the
  * options, else the `IdGenerator` in context (random UUIDs without one); `createdAt` from the
- * options, else the `Clock`; `cwd`, `parentSession`, `origin`, `delegationDepth` as given; with a
- * `seed`, `seedLength` = the seed's length and the events of `NewSession`. Validates everything
+ * options, else the `Clock`; `cwd`, `parentSession`, `parentCallId`, `origin`, `delegationDepth`
+ * as given; with a `seed`, `seedLength` = the seed's length and the events of `NewSession`. Validates everything
  * before anything is written: an option of the wrong shape, a seed event the reader would refuse,
  * or a seed that breaks §12 as the child's prefix or ends inside a turn or a compaction is a
  * `SessionStoreError` naming it (an invalid id is checked by the stores, as before).
@@ -72,9 +72,13 @@ const buildSession = (id: string, createdAt: number, options: CreateOptions | un
     }
     if (parentSession === id) return refuse("parentSession names the session itself")
   }
+  const parentCallId: unknown = options?.parentCallId
+  if (parentCallId !== undefined && (typeof parentCallId !== "string" || parentCallId.length === 0)) {
+    return refuse(`parentCallId must be a non-empty string, not ${describeValue(parentCallId)}`)
+  }
   const origin: unknown = options?.origin
-  if (origin !== undefined && (typeof origin !== "string" || origin.length === 0)) {
-    return refuse(`origin must be a non-empty string, not ${describeValue(origin)}`)
+  if (origin !== undefined && origin !== "subagent") {
+    return refuse(`origin must be "subagent", not ${describeValue(origin)}`)
   }
   const depth: unknown = options?.delegationDepth
   if (depth !== undefined && !(typeof depth === "number" && Number.isSafeInteger(depth) && depth >= 1)) {
@@ -87,7 +91,8 @@ const buildSession = (id: string, createdAt: number, options: CreateOptions | un
     createdAt,
     cwd: options?.cwd,
     parentSession: parentSession as string | undefined,
-    origin: origin as string | undefined,
+    parentCallId: parentCallId as string | undefined,
+    origin: origin as "subagent" | undefined,
     delegationDepth: depth as number | undefined,
     seedLength: seed === undefined ? undefined : seed.length
   })
