@@ -110,17 +110,60 @@ export interface LogContents {
 }
 
 /**
- * What `SessionStore.create` takes: `id` (default: the `IdGenerator` in context, else a random
- * UUID; it must name a file: `[A-Za-z0-9_-][A-Za-z0-9._-]*`), `cwd` (recorded in the header),
- * `createdAt` (epoch ms; default: the `Clock`).
+ * What `SessionStore.create` takes. Every field is optional; a field left out writes nothing
+ * into the header, so a session created without the child fields has the header it always had.
+ * A value of the wrong shape is a `SessionStoreError` (`cannot create session "ID": …`) and
+ * nothing is created.
  *
  * @since 0.1.0
  * @category models
  */
 export interface CreateOptions {
+  /**
+   * The session id (default: the `IdGenerator` in context, else a random UUID); it must name a
+   * file: `[A-Za-z0-9_-][A-Za-z0-9._-]*`.
+   */
   readonly id?: SessionId | undefined
+  /** The working directory, recorded in the header (`cwd`). */
   readonly cwd?: string | undefined
+  /** Epoch ms, recorded in the header (`createdAt`; default: the `Clock`). */
   readonly createdAt?: number | undefined
+  /**
+   * The id of the session that started this one as a child (a sub-agent): the header's
+   * `parentSession` (§3.1). A session id (same rule as `id`), not this session's own.
+   * The store does not check that the parent exists.
+   */
+  readonly parentSession?: SessionId | undefined
+  /**
+   * The id of the parent's tool call that started this session: the header's `parentCallId`
+   * (§3.1), a non-empty string.
+   */
+  readonly parentCallId?: string | undefined
+  /**
+   * Why the session exists, as the header's `origin` (§3.1): `"subagent"`, the only value the
+   * log reader accepts (as DSH's own header check).
+   */
+  readonly origin?: "subagent" | undefined
+  /**
+   * How many delegations deep the session is: the header's `delegationDepth` (§3.1), a whole
+   * number ≥ 1 (a parent's direct child is 1).
+   */
+  readonly delegationDepth?: number | undefined
+  /**
+   * The events a fork child inherits from its parent (typically a prefix of the parent's log,
+   * ending after a `turn/end`), written by the create's one durable write (one `write(2)` of
+   * the JSONL file, one SQL transaction) as DSH writes a fork child (§3.1): the header gets
+   * `seedLength` = the seed's length; the log's first events are the seed's, renumbered `seq`
+   * 0, 1, … (times, `data` and other envelope fields kept), followed by a `session/end-seed`
+   * (`seq` = `seedLength`, the last seed event's time), unless the seed is empty or already ends
+   * with one. So the seed is exactly the events before `seedLength` (history includes them; the
+   * inbox, usage and rules 4–6 of §12 start after them), and `Agent.resume` of the fresh child
+   * appends nothing: its turn numbering continues after the seed's last turn. A seed event that
+   * the log reader would refuse (not an object, no string `type`, no numeric `time`, core `data`
+   * of the wrong shape, not JSON), a seed that breaks a rule of §12 as the child's log, or one
+   * that ends inside a turn or a compaction bracket is a `SessionStoreError` naming the event.
+   */
+  readonly seed?: ReadonlyArray<SessionEvent> | undefined
 }
 
 /**

@@ -36,10 +36,13 @@ import {
  */
 export interface SessionStoreService {
   /**
-   * Creates a new empty session and writes its header durably. `id` defaults to the
-   * `IdGenerator` in context when there is one, else a random UUID; `createdAt` (epoch ms) to
-   * `Clock.currentTimeMillis`. An id that exists, or that cannot name a file
-   * (`[A-Za-z0-9_-][A-Za-z0-9._-]*`), is a `SessionStoreError`.
+   * Creates a new session and writes its header durably: an empty session, or a child session
+   * whose header names its parent and, with a `seed`, a fork child that starts with its
+   * parent's events (§3.1; the fields and their rules: `CreateOptions`), header and
+   * events in one durable write. `id` defaults to the `IdGenerator` in context when there is
+   * one, else a random UUID; `createdAt` (epoch ms) to `Clock.currentTimeMillis`. An id that
+   * exists, or that cannot name a file (`[A-Za-z0-9_-][A-Za-z0-9._-]*`), or an option of the
+   * wrong shape, is a `SessionStoreError`, and nothing is created.
    */
   readonly create: (options?: CreateOptions | undefined) => Effect.Effect<SessionLog, SessionStoreError>
   /**
@@ -116,8 +119,7 @@ export const readFile = (
 // Memory store
 // ---------------------------------------------------------------------------------------------
 
-const makeMemoryLog = (header: SessionHeader): SessionLog => {
-  const events: Array<SessionEvent> = []
+const makeMemoryLog = (header: SessionHeader, events: Array<SessionEvent>): SessionLog => {
   // One synchronous step: nothing can interleave, so no lock is needed.
   const commit = (drafts: ReadonlyArray<EventDraft>, time: number): ReadonlyArray<SessionEvent> | SessionStoreError => {
     let committed: ReadonlyArray<SessionEvent>
@@ -157,10 +159,10 @@ export const makeMemory: Effect.Effect<SessionStoreService> = Effect.sync(() => 
   }
   return SessionStore.of({
     create: (options) =>
-      Effect.flatMap(Store.newHeader(options), (header) => {
+      Effect.flatMap(Store.newSession(options), ({ events, header }) => {
         if (!Store.isSessionId(header.id)) return Effect.fail(Store.invalidId(header.id))
         if (sessions.has(header.id)) return Effect.fail(Store.alreadyExists(header.id))
-        const log = makeMemoryLog(header)
+        const log = makeMemoryLog(header, events)
         sessions.set(header.id, log)
         return Effect.succeed(log)
       }).pipe(Effect.withSpan("SessionStore.create")),

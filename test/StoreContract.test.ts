@@ -17,7 +17,7 @@ import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
 import * as Model from "../src/Model.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
-import type { EventDraft } from "../src/SessionEvent.js"
+import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionLog from "../src/SessionLog.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
@@ -325,6 +325,195 @@ for (const kind of kinds) {
           : yield* store.read("s")
         expect(after.events.length).toBe(13)
         expect(Invariant.check(after.events)).toEqual([])
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("child sessions (§3.1): the header names the parent; a seed is copied renumbered, then session/end-seed, in one write; resume appends nothing and continues the turns", () =>
+      Effect.gen(function*() {
+        const { backing, store, other, closeStore } = yield* setup(kind)
+        const ids = Layer.merge(IdGenerator.layerSeeded(3), layerTracked)
+        // The parent: two completed turns.
+        const parent = yield* Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.make({ sessionId: "p" })
+          yield* agent.followup("the codeword is MARMALADE")
+          yield* advance(10)
+          yield* agent.awaitIdle
+          yield* advance(10)
+          yield* agent.followup("say OK again")
+          yield* advance(10)
+          yield* agent.awaitIdle
+          return { events: agent.log.events().slice(), history: yield* agent.history }
+        })).pipe(
+          Effect.provideService(SessionStore.SessionStore, store),
+          Effect.provideService(Model.Model, ScriptedModel.make([{ text: "OK" }, { text: "OK again" }])),
+          Effect.provide(ids)
+        )
+        const seed = parent.events
+        const n = seed.length
+        expect(seed.filter((e) => e.type === "turn/start").map((e) => (e.data as any).turn)).toEqual([1, 2])
+        expect(seed[n - 1]!.type).toBe("turn/end")
+        // Times differ along the seed (the clock moved between the turns), so keeping them shows.
+        const lastTime = seed[n - 1]!.time
+        expect(seed[0]!.time).toBe(0)
+        expect(lastTime).toBeGreaterThan(0)
+
+        // A spawned child: the header's new fields, in order after the old ones; no events.
+        const spawned = yield* store.create({
+          id: "k",
+          createdAt: 5,
+          parentSession: "p",
+          origin: "subagent",
+          delegationDepth: 2
+        })
+        expect(JSON.stringify(spawned.header)).toBe(
+          `{"type":"session","format":"effect-agent-loop","version":1,"id":"k","createdAt":5,` +
+            `"parentSession":"p","origin":"subagent","delegationDepth":2}`
+        )
+        expect(spawned.events()).toEqual([])
+
+        // A fork child: seedLength = the seed's length; the seed's events at their seqs, their
+        // times kept; then session/end-seed at seq = seedLength, with the last seed event's time.
+        const child = yield* store.create({
+          id: "c",
+          createdAt: 9,
+          cwd: "/w",
+          parentSession: "p",
+          parentCallId: "call-1",
+          origin: "subagent",
+          delegationDepth: 1,
+          seed
+        })
+        const headerLine = `{"type":"session","format":"effect-agent-loop","version":1,"id":"c","createdAt":9,"cwd":"/w",` +
+          `"parentSession":"p","parentCallId":"call-1","origin":"subagent","delegationDepth":1,"seedLength":${n}}`
+        expect(JSON.stringify(child.header)).toBe(headerLine)
+        const expected = [...seed, { type: "session/end-seed", seq: n, time: lastTime, data: {} }]
+        expect(child.events()).toEqual(expected)
+        expect(child.events().map((e) => JSON.stringify(e))).toEqual(expected.map((e) => JSON.stringify(e)))
+        expect(Invariant.check(child.events(), { header: child.header })).toEqual([])
+        // A seed is renumbered from seq 0 whatever its events' seqs were.
+        const shifted = yield* store.create({
+          id: "c2",
+          createdAt: 9,
+          cwd: "/w",
+          parentSession: "p",
+          parentCallId: "call-1",
+          origin: "subagent",
+          delegationDepth: 1,
+          seed: seed.map((e) => ({ ...e, seq: e.seq + 100 }))
+        })
+        expect(shifted.events()).toEqual(expected)
+        // A seed that already ends with session/end-seed gets no second one.
+        const ended = yield* store.create({ id: "c3", createdAt: 9, seed: expected })
+        expect(ended.header.seedLength).toBe(n + 1)
+        expect(ended.events()).toEqual(expected)
+        // An empty seed: seedLength 0 and no events.
+        const empty = yield* store.create({ id: "c4", createdAt: 9, seed: [] })
+        expect(JSON.stringify(empty.header)).toBe(
+          `{"type":"session","format":"effect-agent-loop","version":1,"id":"c4","createdAt":9,"seedLength":0}`
+        )
+        expect(empty.events()).toEqual([])
+        if (kind.name.startsWith("jsonl")) {
+          const lines = NodeFs.readFileSync(Path.join(backing, "c.jsonl"), "utf8").split("\n")
+          expect(lines).toEqual([headerLine, ...expected.map((e) => JSON.stringify(e)), ""])
+        }
+
+        // Read by an independent store: the same header (key order too) and events.
+        const back = yield* other((s) => s.read("c"))
+        expect(JSON.stringify(back.header)).toBe(headerLine)
+        expect(back.events).toEqual(expected)
+        expect(back.warnings).toEqual([])
+
+        // Resumed (after a restart): nothing appended; the history is the parent's; the first new
+        // turn is numbered after the seed's last (turn/start 3), its followup splices at 0 of an
+        // empty inbox (the seed is not replayed).
+        if (kind.closes) yield* closeStore
+        const scope = yield* Scope.make()
+        const fresh = yield* Effect.orDie(kind.make(backing, scope))
+        const resumed = yield* Effect.scoped(Effect.gen(function*() {
+          const agent = yield* Agent.resume("c")
+          expect(agent.log.events().length).toBe(n + 1)
+          expect(yield* agent.history).toEqual(parent.history)
+          expect(History.derive(agent.log.events(), { header: agent.log.header })).toEqual(parent.history)
+          yield* agent.followup("what is the codeword?")
+          yield* advance(10)
+          yield* agent.awaitIdle
+          return { events: agent.log.events().slice(), history: yield* agent.history }
+        })).pipe(
+          Effect.provideService(SessionStore.SessionStore, fresh),
+          Effect.provideService(Model.Model, ScriptedModel.make([{ text: "MARMALADE" }])),
+          Effect.provide(ids)
+        )
+        const added = resumed.events.slice(n + 1)
+        expect(resumed.events.slice(0, n + 1)).toEqual(expected)
+        expect(added.map((e) => e.type)).toEqual([
+          "agent/inbox/spliced",
+          "turn/start",
+          "agent/inbox/spliced",
+          "step/start",
+          "user/message",
+          "assistant/message",
+          "step/end",
+          "turn/end"
+        ])
+        expect(added.map((e) => (e.data as any).turn ?? (e.data as any).start)).toEqual([0, 3, 0, 3, undefined, 3, 3, 3])
+        expect(Invariant.check(resumed.events, { header: child.header })).toEqual([])
+        expect(resumed.history.slice(0, parent.history.length)).toEqual(parent.history)
+        expect(resumed.history.length).toBe(parent.history.length + 2)
+        yield* Scope.close(scope, Exit.void)
+        // Reopened: the same header.
+        const reopened = yield* other((s) => Effect.map(s.open("c"), (log) => JSON.stringify(log.header)))
+        expect(reopened).toBe(headerLine)
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
+    it.scoped("child sessions: a bad option or seed is a SessionStoreError and creates nothing", () =>
+      Effect.gen(function*() {
+        const { store } = yield* setup(kind)
+        const prompt = msg("u1", "go")
+        const turn: ReadonlyArray<EventDraft> = [
+          followup(prompt),
+          turnStart(1),
+          draft("agent/inbox/spliced", { target: "next-turn", start: 0, removedCount: 1, inserted: [] }),
+          stepStart(1, 1),
+          { type: "user/message", data: prompt },
+          assistant(1, 1, "hi"),
+          draft("step/end", { turn: 1, step: 1 }),
+          draft("turn/end", { turn: 1, reason: { kind: "completed" } })
+        ]
+        const seedOf = (drafts: ReadonlyArray<EventDraft>) => drafts.map((d, seq) => ({ ...d, seq, time: seq }) as SessionEvent)
+        const refused = (options: SessionLog.CreateOptions) =>
+          Effect.map(Effect.flip(store.create({ id: "x", ...options })), (e) => [e._tag, e.message])
+        const cannot = (what: string) => ["SessionStoreError", `cannot create session "x": ${what}`]
+        expect(yield* refused({ delegationDepth: 0 })).toEqual(cannot("delegationDepth must be a whole number ≥ 1, not 0"))
+        expect(yield* refused({ delegationDepth: 1.5 })).toEqual(cannot("delegationDepth must be a whole number ≥ 1, not 1.5"))
+        expect(yield* refused({ parentSession: "../p" })).toEqual(
+          cannot("parentSession must be a session id ([A-Za-z0-9_-][A-Za-z0-9._-]*), not \"../p\"")
+        )
+        expect(yield* refused({ parentSession: "x" })).toEqual(cannot("parentSession names the session itself"))
+        expect(yield* refused({ origin: "helper" as never })).toEqual(cannot("origin must be \"subagent\", not \"helper\""))
+        expect(yield* refused({ parentCallId: "" })).toEqual(cannot("parentCallId must be a non-empty string, not \"\""))
+        expect(yield* refused({ seed: { length: 1 } as never })).toEqual(
+          cannot("seed must be an array of events, not {\"length\":1}")
+        )
+        expect(yield* refused({ seed: [7 as never] })).toEqual(cannot("seed event 0 is 7, not an event object"))
+        expect(yield* refused({ seed: seedOf([turnStart(1)]).concat([{ type: "turn/end", seq: 1 } as never]) })).toEqual(
+          cannot("seed event 1: \"turn/end\" has no numeric \"time\"")
+        )
+        expect(yield* refused({ seed: seedOf([draft("turn/start", { turn: "one" })]) })).toEqual(
+          cannot("seed event 0: invalid \"turn/start\" data: Expected number, actual \"one\" at .turn")
+        )
+        expect(yield* refused({ seed: seedOf([draft("plugin/note", { n: 1n })]) })).toEqual(
+          cannot("seed event 0 is not JSON: Do not know how to serialize a BigInt")
+        )
+        expect(yield* refused({ seed: seedOf([turnStart(2), draft("turn/end", { turn: 2, reason: { kind: "completed" } })]) }))
+          .toEqual(cannot("the seed breaks rule 1 of §12 at seq 0: turn/start of turn 2 where turn 1 was expected"))
+        expect(yield* refused({ seed: seedOf(turn.slice(0, 5)) })).toEqual(
+          cannot("the seed ends inside turn 1 (a fork child inherits whole turns)")
+        )
+        // Nothing was created: the id is free, and the whole turn is a valid seed.
+        expect(yield* store.list).toEqual([])
+        const log = yield* store.create({ id: "x", seed: seedOf(turn) })
+        expect(log.header.seedLength).toBe(8)
+        expect(log.events().map((e) => e.type).slice(-2)).toEqual(["turn/end", "session/end-seed"])
+        expect(yield* store.list).toEqual(["x"])
       }).pipe(Effect.provide(NodeFileSystem.layer)))
 
     if (kind.closes) {

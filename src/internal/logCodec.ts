@@ -79,24 +79,37 @@ export const VERSION = 1
 // Writing
 // ---------------------------------------------------------------------------------------------
 
-/** The frozen header of a new log of our format (`cwd` omitted when not given). */
+/**
+ * The frozen header of a new log of our format: `type`, `format`, `version`, `id`, `createdAt`,
+ * then, each only when given and in this order, `cwd`, `parentSession`, `parentCallId`, `origin`,
+ * `delegationDepth`, `seedLength` (§3.1). Without the optional fields the header is what it
+ * always was, byte for byte.
+ */
 export const makeHeader = (options: {
   readonly id: string
   readonly createdAt: number
   readonly cwd?: string | undefined
-}): SessionHeader =>
-  Object.freeze(
-    options.cwd === undefined
-      ? { type: "session" as const, format: FORMAT, version: VERSION, id: options.id, createdAt: options.createdAt }
-      : {
-        type: "session" as const,
-        format: FORMAT,
-        version: VERSION,
-        id: options.id,
-        createdAt: options.createdAt,
-        cwd: options.cwd
-      }
-  )
+  readonly parentSession?: string | undefined
+  readonly parentCallId?: string | undefined
+  readonly origin?: "subagent" | undefined
+  readonly delegationDepth?: number | undefined
+  readonly seedLength?: number | undefined
+}): SessionHeader => {
+  const header: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = {
+    type: "session",
+    format: FORMAT,
+    version: VERSION,
+    id: options.id,
+    createdAt: options.createdAt
+  }
+  if (options.cwd !== undefined) header.cwd = options.cwd
+  if (options.parentSession !== undefined) header.parentSession = options.parentSession
+  if (options.parentCallId !== undefined) header.parentCallId = options.parentCallId
+  if (options.origin !== undefined) header.origin = options.origin
+  if (options.delegationDepth !== undefined) header.delegationDepth = options.delegationDepth
+  if (options.seedLength !== undefined) header.seedLength = options.seedLength
+  return Object.freeze(header)
+}
 
 /** Serializes a header as one line (with its newline). */
 export const encodeHeader = (header: SessionHeader): string => JSON.stringify(header) + "\n"

@@ -1,12 +1,13 @@
 /**
- * What every session store shares (§3): the session id rule, the header of a new
- * session, and the store errors built the same way by the memory, JSONL and SQL stores.
+ * What every session store shares (§3): the session id rule, the header and first events
+ * of a new session, and the store errors built the same way by the memory, JSONL and SQL stores.
  */
 import { Effect, Either } from "effect"
 import * as IdGenerator from "../../IdGenerator.js"
+import * as Invariant from "../../Invariant.js"
 import type { SessionEvent, SessionHeader } from "../../SessionEvent.js"
 import { type CreateOptions, type LogContents, SessionLogError, SessionNotFound, SessionStoreError } from "../../SessionLog.js"
-import { decodeLog, InvalidDraft, makeHeader } from "../logCodec.js"
+import { decodeLog, encodeHeader, InvalidDraft, makeHeader } from "../logCodec.js"
 
 /** No events: what an append of no drafts returns (nothing is written). */
 export const EMPTY: Effect.Effect<ReadonlyArray<SessionEvent>> = Effect.succeed(Object.freeze([]))
@@ -21,18 +22,162 @@ const SESSION_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/
 export const isSessionId = (id: string): boolean => SESSION_ID.test(id)
 
 /**
- * The header of a new session: `id` from the options, else the `IdGenerator` in context (random
- * UUIDs without one); `createdAt` from the options, else the `Clock`.
+ * What a new session starts with (§3.1): its header and, for a fork child (`seed`), its first
+ * events, all written by the create's one durable write.
  */
-export const newHeader = (options: CreateOptions | undefined): Effect.Effect<SessionHeader> =>
+export interface NewSession {
+  readonly header: SessionHeader
+  /**
+   * The seed's events renumbered from seq 0 (times and other envelope fields kept), then a
+   * `session/end-seed` unless the seed is empty or already ends with one; as the log reader reads
+   * them back (deep-frozen). Empty without a seed.
+   */
+  readonly events: Array<SessionEvent>
+  /** `JSON.stringify` of each of `events`, without a newline: the JSONL lines and the SQL rows. */
+  readonly lines: ReadonlyArray<string>
+}
+
+const NO_EVENTS: ReadonlyArray<string> = Object.freeze([])
+
+/**
+ * The header and first events of a new session (`SessionStore.create`, §3.1): `id` from the
+ * options, else the `IdGenerator` in context (random UUIDs without one); `createdAt` from the
+ * options, else the `Clock`; `cwd`, `parentSession`, `parentCallId`, `origin`, `delegationDepth`
+ * as given; with a `seed`, `seedLength` = the seed's length and the events of `NewSession`. Validates everything
+ * before anything is written: an option of the wrong shape, a seed event the reader would refuse,
+ * or a seed that breaks §12 as the child's prefix or ends inside a turn or a compaction is a
+ * `SessionStoreError` naming it (an invalid id is checked by the stores, as before).
+ */
+export const newSession = (options: CreateOptions | undefined): Effect.Effect<NewSession, SessionStoreError> =>
   Effect.flatMap(
     options?.id !== undefined ? Effect.succeed(options.id) : Effect.flatMap(IdGenerator.current, (ids) => ids.next),
     (id) =>
-      Effect.map(
+      Effect.flatMap(
         options?.createdAt !== undefined ? Effect.succeed(options.createdAt) : Effect.clockWith((c) => c.currentTimeMillis),
-        (createdAt) => makeHeader({ id, createdAt, cwd: options?.cwd })
+        (createdAt) => {
+          const result = buildSession(id, createdAt, options)
+          return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
+        }
       )
   )
+
+const buildSession = (id: string, createdAt: number, options: CreateOptions | undefined): NewSession | SessionStoreError => {
+  const refuse = (what: string) => storeError(`cannot create session ${JSON.stringify(id)}: ${what}`, id)
+  const parentSession: unknown = options?.parentSession
+  if (parentSession !== undefined) {
+    if (typeof parentSession !== "string" || !isSessionId(parentSession)) {
+      return refuse(
+        `parentSession must be a session id ([A-Za-z0-9_-][A-Za-z0-9._-]*), not ${describeValue(parentSession)}`
+      )
+    }
+    if (parentSession === id) return refuse("parentSession names the session itself")
+  }
+  const parentCallId: unknown = options?.parentCallId
+  if (parentCallId !== undefined && (typeof parentCallId !== "string" || parentCallId.length === 0)) {
+    return refuse(`parentCallId must be a non-empty string, not ${describeValue(parentCallId)}`)
+  }
+  const origin: unknown = options?.origin
+  if (origin !== undefined && origin !== "subagent") {
+    return refuse(`origin must be "subagent", not ${describeValue(origin)}`)
+  }
+  const depth: unknown = options?.delegationDepth
+  if (depth !== undefined && !(typeof depth === "number" && Number.isSafeInteger(depth) && depth >= 1)) {
+    return refuse(`delegationDepth must be a whole number ≥ 1, not ${describeValue(depth)}`)
+  }
+  const seed: unknown = options?.seed
+  if (seed !== undefined && !Array.isArray(seed)) return refuse(`seed must be an array of events, not ${describeValue(seed)}`)
+  const header = makeHeader({
+    id,
+    createdAt,
+    cwd: options?.cwd,
+    parentSession: parentSession as string | undefined,
+    parentCallId: parentCallId as string | undefined,
+    origin: origin as "subagent" | undefined,
+    delegationDepth: depth as number | undefined,
+    seedLength: seed === undefined ? undefined : seed.length
+  })
+  if (seed === undefined || seed.length === 0) return { header, events: [], lines: NO_EVENTS }
+  return seedEvents(header, seed as ReadonlyArray<unknown>, refuse)
+}
+
+/** `JSON.stringify` of a value for a message, or its kind when it has none (a function, a BigInt). */
+const describeValue = (u: unknown): string => {
+  try {
+    return JSON.stringify(u) ?? typeof u
+  } catch {
+    return typeof u
+  }
+}
+
+const ENVELOPE: ReadonlySet<string> = new Set(["type", "seq", "time", "data"])
+
+/**
+ * The first events of a fork child (§3.1): each seed event renumbered (`seq` = its index; `type`,
+ * `seq`, `time`, `data` first, its other envelope fields after, in their order), then
+ * `session/end-seed` (time: the last seed event's) unless the seed already ends with one. The
+ * lines are read back by the log reader itself (the events are what any reader of the child will
+ * read), then checked against §12 as the child's log (rules 4–6 start after `seedLength`) and
+ * for a last turn or compaction left open.
+ */
+const seedEvents = (
+  header: SessionHeader,
+  seed: ReadonlyArray<unknown>,
+  refuse: (what: string) => SessionStoreError
+): NewSession | SessionStoreError => {
+  const lines: Array<string> = []
+  for (let i = 0; i < seed.length; i++) {
+    const event = seed[i]
+    if (typeof event !== "object" || event === null || Array.isArray(event)) {
+      return refuse(`seed event ${i} is ${describeValue(event)}, not an event object`)
+    }
+    const source = event as Record<string, unknown>
+    const copy: Record<string, unknown> = { type: source.type, seq: i, time: source.time, data: source.data }
+    for (const key in source) if (!ENVELOPE.has(key)) copy[key] = source[key]
+    let line: string
+    try {
+      line = JSON.stringify(copy)
+    } catch (cause) {
+      return storeError(`cannot create session ${JSON.stringify(header.id)}: seed event ${i} is not JSON`, header.id, cause)
+    }
+    lines.push(line)
+  }
+  const last = seed[seed.length - 1] as { readonly type?: unknown }
+  if (last.type !== "session/end-seed") {
+    const time = (last as { readonly time?: unknown }).time
+    lines.push(JSON.stringify({ type: "session/end-seed", seq: seed.length, time, data: {} }))
+  }
+  const decoded = decodeLog(encodeHeader(header) + lines.join("\n") + "\n")
+  if (Either.isLeft(decoded)) {
+    const { line, message } = decoded.left
+    return refuse(line >= 2 ? `seed event ${line - 2}: ${message}` : message)
+  }
+  const events = decoded.right.events as Array<SessionEvent>
+  const violation = Invariant.check(events, { header })[0]
+  if (violation !== undefined) {
+    return refuse(`the seed breaks rule ${violation.rule} of §12 at seq ${violation.seq}: ${violation.message}`)
+  }
+  const open = openAtEnd(events)
+  if (open !== undefined) return refuse(`the seed ends inside ${open} (a fork child inherits whole turns)`)
+  return { header, events, lines }
+}
+
+/** The turn or compaction bracket left open at the end of `events`, in words, if any. */
+const openAtEnd = (events: ReadonlyArray<SessionEvent>): string | undefined => {
+  let turn: unknown = undefined
+  let compaction: unknown = undefined
+  for (const e of events) {
+    const data = e.data as { readonly turn?: unknown; readonly compactionId?: unknown }
+    if (e.type === "turn/start") turn = data.turn
+    else if (e.type === "turn/end") turn = undefined
+    else if (e.type === "compaction/start") compaction = data.compactionId
+    else if (e.type === "compaction/end") compaction = undefined
+  }
+  return compaction !== undefined
+    ? `compaction ${JSON.stringify(compaction)}`
+    : turn !== undefined
+    ? `turn ${JSON.stringify(turn)}`
+    : undefined
+}
 
 /** The message of a cause; for an error that wraps another (an `SqlError`), both messages. */
 export const causeMessage = (cause: unknown): string => {

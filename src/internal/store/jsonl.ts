@@ -547,7 +547,7 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       )
 
     const create = Effect.fnUntraced(function*(createOptions?: CreateOptions | undefined) {
-      const header = yield* Store.newHeader(createOptions)
+      const { events, header, lines } = yield* Store.newSession(createOptions)
       const id = header.id
       if (!Store.isSessionId(id)) {
         return yield* Effect.fail(Store.invalidId(id))
@@ -568,14 +568,16 @@ export const makeJsonlWith = (options: JsonlStoreOptions, io: JsonlIo) =>
       }
       const path = pathOf(id)
       const [scope, fd] = yield* openFile(id, path, createFd(id, path))
-      const writeHeader = Effect.try({ try: () => writeAllSync(io, fd, encodeHeader(header)), catch: (error) => error })
+      // Header and seed (a fork child's first events) in one write (§3.1).
+      const text = lines.length === 0 ? encodeHeader(header) : encodeHeader(header) + lines.join("\n") + "\n"
+      const writeHeader = Effect.try({ try: () => writeAllSync(io, fd, text), catch: (error) => error })
       const size = yield* (batch ? Effect.zipLeft(writeHeader, datasync(io, fd)) : writeHeader).pipe(
         Effect.mapError((error) => Store.storeError(`cannot write the header of ${path}`, id, error)),
         Effect.onError(() =>
           Effect.zipRight(Scope.close(scope, Exit.void), Effect.sync(() => NodeFs.rmSync(path, { force: true })))
         )
       )
-      return yield* attach(scope, fd, header, path, [], size, false)
+      return yield* attach(scope, fd, header, path, events, size, false)
     })
 
     /** Reads the whole file (`read`); one that is not a regular file is refused, never read (`OPEN_READ`). */

@@ -141,15 +141,15 @@ const holderOf = (
  * the writers row becomes ours (`exclusive`: unless a live writer holds it; a stale row is
  * deleted only if it is still the one that was read, compare and delete, and the insert
  * fails on the key if another writer's row is there by then; `takeover`: whoever holds it),
- * and the session's `writer_epoch` is incremented (`header`: the session row is inserted
- * with epoch 1). The increment waits for an append of the former writer that is running
+ * and the session's `writer_epoch` is incremented (`created`: the session row is inserted
+ * with epoch 1, and a fork child's seed rows with it). The increment waits for an append of the former writer that is running
  * (PostgreSQL: its `FOR SHARE` lock on the session row), so that the events read after the
  * take are all the former writer will ever have appended. `open` reads after this commits.
  */
 const take = (
   s: SqlStore,
   id: string,
-  header: string | undefined
+  created: { readonly header: string; readonly rows: ReadonlyArray<Row> } | undefined
 ): Effect.Effect<number, SessionStoreError | SessionNotFound> =>
   transaction(
     s,
@@ -168,8 +168,9 @@ const take = (
         }
         yield* s.sql`INSERT INTO ${s.writersTable} ${s.sql.insert({ session_id: id, writer: s.me })}`
       }
-      if (header !== undefined) {
-        yield* s.sql`INSERT INTO ${s.sessionsTable} ${s.sql.insert({ id, header, writer_epoch: 1 })}`
+      if (created !== undefined) {
+        yield* s.sql`INSERT INTO ${s.sessionsTable} ${s.sql.insert({ id, header: created.header, writer_epoch: 1 })}`
+        if (created.rows.length > 0) yield* insertRows(s, created.rows)
         return taken({ epoch: 1 })
       }
       const rows = yield* s.sql<
@@ -611,7 +612,7 @@ const readRows = Effect.fnUntraced(function*(s: SqlStore, id: SessionId) {
 })
 
 export const create = Effect.fnUntraced(function*(s: SqlStore, createOptions: CreateOptions | undefined) {
-  const header = yield* Store.newHeader(createOptions)
+  const { events, header, lines } = yield* Store.newSession(createOptions)
   const id = header.id
   if (!Store.isSessionId(id)) return yield* Effect.fail(Store.invalidId(id))
   if (s.closed) return yield* Effect.fail(Store.storeError("the store is closed", id))
@@ -619,8 +620,14 @@ export const create = Effect.fnUntraced(function*(s: SqlStore, createOptions: Cr
   const existing = yield* Effect.mapError(s.sql<{ id: string }>`SELECT id FROM ${s.sessionsTable} WHERE id = ${id}`, createFailed)
   if (existing.length > 0 || s.openLogs.has(id)) return yield* Effect.fail(Store.alreadyExists(id))
   // (A take with a header inserts the session row: it never finds no session.)
-  const epoch = yield* Effect.catchTag(take(s, id, encodeHeader(header).slice(0, -1)), "SessionNotFound", Effect.die)
-  return attach(s, header, [], epoch)
+  // The session row and a fork child's seed rows in the take's one transaction (§3.1).
+  const rows = lines.map((event, seq): Row => ({ session_id: id, seq, event }))
+  const epoch = yield* Effect.catchTag(
+    take(s, id, { header: encodeHeader(header).slice(0, -1), rows }),
+    "SessionNotFound",
+    Effect.die
+  )
+  return attach(s, header, events, epoch)
 })
 
 export const open = Effect.fnUntraced(function*(s: SqlStore, id: SessionId) {
