@@ -119,7 +119,7 @@ for (const mode of ["sync", "locked"] as const) {
         expect(Invariant.check(events)).toEqual([])
         expect(Invariant.check(child.events, { header: child.header })).toEqual([])
         // The model saw the answer as the call's result.
-        expect(History.derive(events).map(text).at(-2)).toBe(`4[sub-agent session ${childId}]`)
+        expect(History.derive(events).map(text).at(-2)).toBe(`result:4[sub-agent session ${childId}]`)
       }).pipe(Effect.provide(layers(mode, parentModel)))
     })
 
@@ -278,6 +278,33 @@ for (const mode of ["sync", "locked"] as const) {
         // Deciding it again, through the parent or not, is refused.
         const again = yield* Effect.flip(agent.approve(pending[0]!.id))
         expect(again._tag).toBe("ApprovalNotOpen")
+      }).pipe(Effect.provide(layers(mode, parentModel)))
+    })
+
+    it.scoped("the parent's live events carry the child's, wrapped with its session and the call", () => {
+      const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "hi")] }, { text: "done" }])
+      const childModel = ScriptedModel.make([{ text: "hello" }])
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [Subagent.tool({ model: childModel })] })
+        const queue = yield* agent.subscribe
+        yield* agent.followup("go")
+        yield* advance(10)
+        yield* agent.awaitIdle
+        const live = [...(yield* queue.takeAll)]
+        const childId = dataOf(agent.log.events(), "subagent/start")[0].id
+        const wrapped = live.flatMap((e) =>
+          e.type === "subagent/event" ? [e as { readonly sessionId: string; readonly callId: string; readonly event: any }] : []
+        )
+        expect(new Set(wrapped.map((e) => `${e.sessionId} ${e.callId}`))).toEqual(new Set([`${childId} c1`]))
+        const child = yield* childLog(childId)
+        // Every durable event of the child from the task's delivery on (its descriptor is
+        // appended as it is made, before the link), in order.
+        expect(wrapped.flatMap((e) => ("seq" in e.event ? [e.event.type] : []))).toEqual(child.events.slice(1).map((e) => e.type))
+        expect(wrapped.flatMap((e) => (e.event.type === "agent/status" ? [e.event.status] : []))).toEqual(["running", "idle"])
+        // They come between the parent's subagent/start and subagent/end.
+        const types = live.map((e) => e.type)
+        expect(types.indexOf("subagent/start")).toBeLessThan(types.indexOf("subagent/event"))
+        expect(types.lastIndexOf("subagent/event")).toBeLessThan(types.indexOf("subagent/end"))
       }).pipe(Effect.provide(layers(mode, parentModel)))
     })
 
