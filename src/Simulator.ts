@@ -9,7 +9,7 @@
  * test take minutes; the simulator does its own settling across all fibers of the run (a
  * `Supervisor`), so it needs a clock that only moves when told. Each advance wakes one sleep.
  *
- * Determinism: the memory store, written out once at the end; ids from an `IdGenerator` seeded
+ * Determinism: the memory store (or the `store` given to `run`), written out once at the end; ids from an `IdGenerator` seeded
  * with a hash of the scenario file; a header with `createdAt: 0` and no `cwd`; before applying an
  * action and before each clock advance the simulator waits until every fiber of the run is
  * suspended or done (the runtime has no runnable work), then advances the clock to the earlier
@@ -211,6 +211,10 @@ export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("Re
  * `compaction` block the agent gets its `Compaction` layer; summarization requests are recorded
  * with `purpose: "compaction"`, and each `compact` action's report is in `compactions`. What
  * each `approve` and `reject` action decided (or its `ApprovalNotOpen`) is in `decisions` (§26).
+ * `store` (default `SessionStore.layerMemory`) is the store the session is created in and read
+ * back from at the end: e.g. one without `appendSync`, whose critical sections take the lock
+ * path (§24 rule 2); the run stays deterministic while the store's appends end without the
+ * virtual clock moving.
  *
  * @example
  * ```ts
@@ -233,7 +237,11 @@ export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("Re
  */
 export const run = (
   scenario: Scenario,
-  options: { readonly seed: number; readonly requests?: boolean | undefined }
+  options: {
+    readonly seed: number
+    readonly requests?: boolean | undefined
+    readonly store?: Layer.Layer<SessionStore.SessionStore> | undefined
+  }
 ): Effect.Effect<RunResult, RequestsTooLarge> => {
   const scripted = ScriptedModel.make(scenario.model, {
     provider: "scenario",
@@ -322,7 +330,7 @@ export const run = (
   })
   const compaction = compactionLayer(scenario.compaction)
   const layers = Layer.mergeAll(
-    SessionStore.layerMemory,
+    options.store ?? SessionStore.layerMemory,
     Layer.succeed(IdGenerator.IdGenerator, ids),
     Model.layer(model),
     PreStep.layer(

@@ -56,6 +56,7 @@
  * | a `Chat` test that first writes its 8 MiB session through the  | 18.9 s (16.7 s the   | CHAT_BIG_TEST_MS 120 s      |
  * |   library (65,536 text deltas)                                 | session)             |                             |
  * | a property of `Property`: 1,000 runs; 400 with compaction      | 27.5 s; 12.4 s       | PROPERTY_TEST_MS 120 s      |
+ * |   a property of `FastPaths`: 250–300 scenarios run twice       | 2.9–9.2 s (load 5–6) |                             |
  * |   (the fast checks of `SessionEvent`, `LogEncode`: ≤ 0.34 s)   |                      |   (they keep the default)   |
  * | a test under vitest's default bound: the CLI's tests           | up to 17.1 s         | TEST_TIMEOUT_MS 60 s        |
  * |   (`Cli`, `CliOtlp`; most tests take milliseconds)             |                      |   (was 30 s)                |
@@ -124,7 +125,10 @@ export const CHAT_BIG_TEST_MS = 120_000
  */
 export const IN_PROCESS_MS = 5_000
 
-/** The timeout of a property of `Property` (1,000 or 400 simulated runs, no real waits). */
+/**
+ * The timeout of a property of `Property` (1,000 or 400 simulated runs) and of `FastPaths`
+ * (250–300 scenarios, each run twice); no real waits.
+ */
 export const PROPERTY_TEST_MS = 120_000
 
 /** vitest's `testTimeout`: a test that sets no bound of its own. */

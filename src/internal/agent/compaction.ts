@@ -236,13 +236,17 @@ const abortedReport = (compactionId: string, before: number, cause?: Cause.Cause
       error: { code: "RUN_FAILED", message: causeMessage(cause) }
     }
 
-/** Pending `compact` waiters of a run that stopped before serving them get `aborted`. */
+/**
+ * Pending `compact` waiters of a run that stopped before serving them get `aborted`, with the
+ * estimate of the history as it is (the count brought up to date: how far it had been counted
+ * depends on which paths ran, §24).
+ */
 export const abortRequest = (a: AgentState): void => {
   const c = a.compactionCell
   const request = c?.request
   if (c === undefined || request === undefined) return
   c.request = undefined
-  resumeAll(request.waiters, Effect.succeed(abortedReport("", c.tokens)))
+  resumeAll(request.waiters, Effect.succeed(abortedReport("", historyTokens(c, history(a)))))
 }
 
 /** A policy's failure as `{code, message}`: a `CompactionError`'s own, else `POLICY_FAILED` with the value shown. */

@@ -536,7 +536,9 @@ const openTurn = (
   drafts.push({ type: "turn/start", data: { turn } })
   for (const data of claim.splices) drafts.push({ type: "agent/inbox/spliced", data })
   const claimed = claim.batch.length > 0 ? { after: drafts.length - 1, batch: claim.batch, turn } : undefined
-  const enter = enterNow(a, claim.batch, false) ? stepDrafts(a, turn, 1, claim.batch, claim.batch, drafts) : undefined
+  // `drafts` holds what is appended with this claim: after a turn, its last response or results,
+  // which the estimate of the step's request must count (§17).
+  const enter = enterNow(a, claim.batch, false, drafts) ? stepDrafts(a, turn, 1, claim.batch, claim.batch, drafts) : undefined
   const kinds = a.trace?.run !== undefined ? Trace.claimKinds(inbox, claim.batch.length) : undefined
   return {
     inbox: Inbox.applyAll(inbox, claim.splices),

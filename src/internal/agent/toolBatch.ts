@@ -184,6 +184,13 @@ const groupEnd = (a: AgentState, calls: ReadonlyArray<CallState>, start: number,
   return end
 }
 
+/**
+ * Whether a step with a single call runs it on the driver fiber (rule 4 of §24). Only the
+ * differential test of the fast paths (`test/FastPaths.test.ts`) turns it off, to compare the
+ * fast path with the batch of one it must be equivalent to.
+ */
+export const fastPaths = { singleCall: true }
+
 /** Runs the calls of `t`, the first group already logged when `first` is given. */
 const runTools = (
   a: AgentState,
@@ -191,7 +198,7 @@ const runTools = (
   first: { readonly end: number; readonly runs: ReadonlyArray<Run | undefined> } | undefined
 ): Effect.Effect<void, SessionWriteError> => {
   const calls = t.calls ?? []
-  if (calls.length === 1) {
+  if (calls.length === 1 && fastPaths.singleCall) {
     // Fast path: no fiber for a single call.
     const prepared = first !== undefined
       ? Effect.succeed(first.runs[0])
