@@ -363,7 +363,8 @@ class AgentRecord extends AgentState implements Agent, Accessible {
         approvalListeners: this.config.approvalListeners,
         events: () => this.sessionLog.events(),
         record: (type, data) => commit(this, [{ type, data }], () => undefined),
-        adopt: (callId, child) => child instanceof AgentState ? approvals.adoptChild(this, callId, child) : () => {}
+        adopt: (callId, child) => child instanceof AgentState ? approvals.adoptChild(this, callId, child) : () => {},
+        released: () => this.released
       }
     }))
   }

@@ -12,7 +12,8 @@
  *   assistant message and the child's session id.
  * - The child runs inside the call's fiber, in a scope the call owns: cancelling the parent's
  *   turn interrupts the call, which cancels the child's turn (cause
- *   `{kind:"parent", parentSession, callId}`) and disposes it; disposing the parent does the same.
+ *   `{kind:"parent", parentSession, callId}`) and disposes it; disposing the parent does the same;
+ *   releasing the parent (passivation) releases the child, its turn left open.
  * - A child whose turn does not complete, or a delegation deeper than `maxDepth`, fails the
  *   call with a `ToolError` (an error result `TOOL_FAILED` naming the child's session), never the
  *   parent's run.
@@ -200,7 +201,14 @@ const delegate = (
       const result = yield* Effect.onInterrupt(
         runChild(child, parent, args.prompt, callId),
         () =>
-          Effect.zipRight(Effect.ignore(child.cancel(cause)), ended("aborted", { reason: { kind: "aborted", reason: cause } }))
+          // A released parent (passivation) writes nothing more: the child is released too, its
+          // turn left open for the parent's next resume; else it is cancelled.
+          parent.released()
+            ? Effect.ignore(child.release)
+            : Effect.zipRight(
+              Effect.ignore(child.cancel(cause)),
+              ended("aborted", { reason: { kind: "aborted", reason: cause } })
+            )
       )
       const usage = result.usage.usage
       const last = result.answer === undefined ? {} : { lastAssistantMessage: result.answer }

@@ -241,6 +241,30 @@ for (const mode of ["sync", "locked"] as const) {
       })
     }
 
+    it.scoped("release of the parent during the child's tool call releases the child: both turns left open, nothing more written", () => {
+      const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "wait")] }, { text: "unused" }])
+      const childModel = ScriptedModel.make([{ toolCalls: [{ id: "k1", name: "wait", arguments: {} }] }, { text: "unused" }])
+      return Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const wait = Tool.make({
+          name: "wait",
+          description: "",
+          parameters: Schema.Struct({}),
+          execute: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        })
+        const agent = yield* Agent.make({ tools: [Subagent.tool({ model: childModel, tools: [wait] })] })
+        yield* agent.followup("go")
+        yield* advance(10)
+        yield* Deferred.await(started)
+        yield* agent.release
+        yield* settle
+        const events = agent.log.events()
+        expect(brief(events).slice(-2)).toEqual(["tool/call c1 subagent", "subagent/start"])
+        const child = yield* childLog(dataOf(events, "subagent/start")[0].id)
+        expect(brief(child.events).slice(-2)).toEqual(["assistant wait({})", "tool/call k1 wait"])
+      }).pipe(Effect.provide(layers(mode, parentModel)))
+    })
+
     it.scoped("a child's call that needs a person is listed and decided through the parent, which waits meanwhile", () => {
       const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "what time is it")] }, { text: "noon" }])
       const childModel = ScriptedModel.make([{ toolCalls: [{ id: "k1", name: "guarded", arguments: {} }] }, { text: "12:00" }])

@@ -67,6 +67,8 @@ export interface ParentAccess {
    * listed and decided through the parent. Returns the unlink.
    */
   readonly adopt: (callId: string, child: object) => () => void
+  /** Whether the parent was released (passivation, §9): its sub-agents are released too. */
+  readonly released: () => boolean
 }
 
 /** The parent access of a tool call's `ctx.agent`, else undefined. */
