@@ -5,7 +5,7 @@
  * `DescriptorData`, `Invariant.check` accepts every parent and child, the transcript shows a
  * child's lineage and descriptor (and a parent's `subagent/start` / `subagent/end`, which DSH
  * never logs: a log of ours is made by hand for them), and `stats` reports both sides. The
- * expected values were read off the fixture lines by hand (`docs/notes-dsh-subagents.md`).
+ * expected values were read off the fixture lines by hand (`docs/dsh-subagent-logs.md`).
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"

@@ -17,7 +17,7 @@
  *   DSH parent log names a child only in the text of a tool result (`started subagent <id>`)
  *   and in `subagent-settled` notices (`source.senderSessionId`).
  *
- * The full account, with fixture lines: `docs/notes-dsh-subagents.md`.
+ * The full account, with fixture lines: `docs/dsh-subagent-logs.md`.
  */
 import { Schema } from "effect"
 import type { SessionEvent, SessionHeader } from "../SessionEvent.js"
