@@ -143,7 +143,8 @@ describe("@example blocks", () => {
         "docs/approvals.md approvals",
         "docs/compaction.md compaction",
         "docs/delivering-input.md delivering-input",
-        "docs/getting-started.md getting-started"
+        "docs/getting-started.md getting-started",
+        "docs/subagents.md subagents"
       ])
   })
 
@@ -158,6 +159,7 @@ describe("@example blocks", () => {
         "docs/getting-started.md getting-started",
         "docs/getting-started.md session-on-disk",
         "docs/observability.md tracing",
+        "docs/subagents.md subagents",
         "docs/tools-and-pre-step.md pre-step-listeners"
       ])
       for (const block of runnable) {
