@@ -14,7 +14,7 @@ import type { EventDraft, SessionEvent } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import { publish } from "./observers.js"
 import { commit } from "./section.js"
-import { type AgentState, approvalState, type CallState, type Question } from "./state.js"
+import { type AgentState, approvalState, type CallState, familyOf, type Question } from "./state.js"
 
 /** The `approval/asked` draft of a call's question (rule 2). */
 export const askedDraft = (id: string, call: CallState): EventDraft => ({
@@ -42,7 +42,8 @@ export const decision = (
  * Whether the agent waits for a person (§5.2, §26, §27): a question of its own is open, or one of
  * a sub-agent its running calls started.
  */
-export const awaitingPerson = (a: AgentState): boolean => (a.approvalCell?.open.size ?? 0) > 0 || a.childrenAwaiting > 0
+export const awaitingPerson = (a: AgentState): boolean =>
+  (a.approvalCell?.open.size ?? 0) > 0 || (a.family?.childrenAwaiting ?? 0) > 0
 
 /**
  * The status changed with the open questions (§5.2): published when the first opens and the last
@@ -52,10 +53,10 @@ const statusChanged = (a: AgentState, was: boolean): void => {
   const now = awaitingPerson(a)
   if (was === now) return
   if (a.running) publish(a, { type: "agent/status", status: now ? "awaiting-approval" : "running" })
-  const parent = a.parentLink?.parent
+  const parent = a.family?.parentLink?.parent
   if (parent !== undefined) {
     const before = awaitingPerson(parent)
-    parent.childrenAwaiting += now ? 1 : -1
+    familyOf(parent).childrenAwaiting += now ? 1 : -1
     statusChanged(parent, before)
   }
 }
@@ -65,24 +66,25 @@ const statusChanged = (a: AgentState, was: boolean): void => {
  * decided through the parent, its waiting is the parent's. Returns the unlink.
  */
 export const adoptChild = (parent: AgentState, callId: string, child: AgentState): () => void => {
-  const children = parent.children ?? (parent.children = new Map())
+  const family = familyOf(parent)
+  const children = family.children ?? (family.children = new Map())
   children.set(callId, child)
   const link = { parent, callId }
-  child.parentLink = link
+  familyOf(child).parentLink = link
   if (awaitingPerson(child)) {
     const before = awaitingPerson(parent)
-    parent.childrenAwaiting++
+    family.childrenAwaiting++
     statusChanged(parent, before)
   }
   return () => {
     if (children.get(callId) === child) children.delete(callId)
-    if (child.parentLink !== link) return
+    if (child.family?.parentLink !== link) return
     if (awaitingPerson(child)) {
       const before = awaitingPerson(parent)
-      parent.childrenAwaiting--
+      family.childrenAwaiting--
       statusChanged(parent, before)
     }
-    child.parentLink = undefined
+    child.family.parentLink = undefined
   }
 }
 
@@ -245,8 +247,9 @@ export const pending = (a: AgentState): ReadonlyArray<Approval.Pending> => {
     step: q.step,
     askedAt: q.askedAt
   }))
-  if (a.childrenAwaiting === 0 || a.children === undefined) return own
-  for (const child of a.children.values()) {
+  const children = a.family?.childrenAwaiting === 0 ? undefined : a.family?.children
+  if (children === undefined) return own
+  for (const child of children.values()) {
     for (const p of pending(child)) own.push(p.sessionId === undefined ? { ...p, sessionId: child.id } : p)
   }
   return own
@@ -254,8 +257,9 @@ export const pending = (a: AgentState): ReadonlyArray<Approval.Pending> => {
 
 /** The sub-agent (or its own sub-agent, §27) whose open question `id` is, if any. */
 const holderOf = (a: AgentState, id: string): AgentState | undefined => {
-  if (a.children === undefined || a.childrenAwaiting === 0) return undefined
-  for (const child of a.children.values()) {
+  const children = a.family?.childrenAwaiting === 0 ? undefined : a.family?.children
+  if (children === undefined) return undefined
+  for (const child of children.values()) {
     if (child.approvalCell?.open.has(id) === true) return child
     const deeper = holderOf(child, id)
     if (deeper !== undefined) return deeper

@@ -147,7 +147,7 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.Chat
             content[content.length - 1] = { type: "text", text: join(acc, last.text, part.text) }
           } else content.push({ type: "text", text: part.text })
           acc.streamed = true
-          if (a.hub !== undefined || a.parentLink !== undefined) {
+          if (a.hub !== undefined || a.family?.parentLink !== undefined) {
             publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, text: part.text })
           }
           return
@@ -167,7 +167,7 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.Chat
             )
           }
           acc.streamed = true
-          if (a.hub !== undefined || a.parentLink !== undefined) {
+          if (a.hub !== undefined || a.family?.parentLink !== undefined) {
             publish(a, { type: "assistant/delta", turn: t.turn, step: t.step, reasoning: part.text })
           }
           return
@@ -188,7 +188,7 @@ const sinkFor = (a: AgentState, t: TurnState, acc: Accumulator, chat: Trace.Chat
           content.push({ type: "tool-call", id, name: part.name, arguments: part.rawArguments })
           acc.toolCalls.push(id === part.id ? part : { ...part, id })
           acc.streamed = true
-          if (a.hub !== undefined || a.parentLink !== undefined) {
+          if (a.hub !== undefined || a.family?.parentLink !== undefined) {
             publish(a, {
               type: "assistant/delta",
               turn: t.turn,

@@ -17,14 +17,14 @@ import { type AgentState, undecided } from "./state.js"
 /** Publishes a live event when someone subscribed (0.2 µs otherwise saved per event). */
 export const publish = (a: AgentState, event: AgentEvent): void => {
   if (a.hub !== undefined) a.hub.publish(event)
-  if (a.parentLink !== undefined) forward(a, event)
+  if (a.family?.parentLink !== undefined) forward(a, event)
 }
 
 /** Publishes committed events, in order. */
 export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): void => {
   const hub = a.hub
   if (hub !== undefined) { for (let i = 0; i < events.length; i++) hub.publish(events[i]!) }
-  if (a.parentLink !== undefined) { for (let i = 0; i < events.length; i++) forward(a, events[i]!) }
+  if (a.family?.parentLink !== undefined) { for (let i = 0; i < events.length; i++) forward(a, events[i]!) }
 }
 
 /**
@@ -32,7 +32,7 @@ export const publishAll = (a: AgentState, events: ReadonlyArray<SessionEvent>): 
  * child's session id and the call (and so on up, for a child's own sub-agents).
  */
 const forward = (a: AgentState, event: AgentEvent): void => {
-  const link = a.parentLink!
+  const link = a.family!.parentLink!
   publish(link.parent, { type: "subagent/event", sessionId: a.id, callId: link.callId, event })
 }
 
@@ -277,7 +277,7 @@ export const awaitIdle = (a: AgentState): Effect.Effect<void> =>
  */
 export const status = (a: AgentState): AgentStatus =>
   a.running
-    ? ((a.approvalCell?.open.size ?? 0) > 0 || a.childrenAwaiting > 0 ? "awaiting-approval" : "running")
+    ? ((a.approvalCell?.open.size ?? 0) > 0 || (a.family?.childrenAwaiting ?? 0) > 0 ? "awaiting-approval" : "running")
     : a.stopped !== undefined && !a.released
     ? "stopped"
     : "idle"

@@ -51,7 +51,7 @@ const NO_EVENTS: ReadonlyArray<SessionEvent> = Object.freeze([])
 
 /** Publishes committed events, and a claim's notifications right after its splices. */
 const publishEvents = (a: AgentState, events: ReadonlyArray<SessionEvent>, claimed: Claimed | undefined): void => {
-  if (a.hub === undefined && a.parentLink === undefined) return
+  if (a.hub === undefined && a.family?.parentLink === undefined) return
   if (claimed === undefined) return publishAll(a, events)
   for (let i = 0; i < events.length; i++) {
     publish(a, events[i]!)

@@ -175,6 +175,22 @@ export interface AgentFibers {
   readonly calls: FiberSet.FiberSet<void, never>
 }
 
+/**
+ * An agent's links to its sub-agents (§27): the live children of its running calls by call id,
+ * how many of them wait for a person (then it waits for one too), and the agent whose call runs
+ * it with the call, while it runs (its status follows this one's questions, its live events
+ * carry this one's).
+ */
+export interface Family {
+  children: Map<string, AgentState> | undefined
+  childrenAwaiting: number
+  parentLink: { readonly parent: AgentState; readonly callId: string } | undefined
+}
+
+/** The agent's family record, made on first use. */
+export const familyOf = (a: AgentState): Family =>
+  a.family ?? (a.family = { children: undefined, childrenAwaiting: 0, parentLink: undefined })
+
 /** What an agent is made with (built by `Agent.make`/`resume` from `AgentOptions`), fixed for its life. */
 export interface AgentConfig {
   /**
@@ -265,15 +281,8 @@ export abstract class AgentState {
   cancelCause: AbortCause | undefined = undefined
   /** A waking delivery arrived during a cancel (§9). */
   latch = false
-  /** The live sub-agents of the running calls, by call id (§27), while they run. */
-  children: Map<string, AgentState> | undefined = undefined
-  /**
-   * The agent whose call runs this one, and the call, while it runs (§27): its status follows
-   * this one's questions, its live events carry this one's.
-   */
-  parentLink: { readonly parent: AgentState; readonly callId: string } | undefined = undefined
-  /** How many of `children` wait for a person (§26, §27): the agent waits for one too. */
-  childrenAwaiting = 0
+  /** Its sub-agents and its parent (§27): allocated when it starts a child or is one. */
+  family: Family | undefined = undefined
   /** The fibers the agent owns (see `AgentFibers`), from its first run on. */
   fibers: AgentFibers | undefined = undefined
   /** The running run's driver fiber (a member of `fibers.runs`), while `running`. */
