@@ -361,6 +361,7 @@ class AgentRecord extends AgentState implements Agent, Accessible {
         model: this.config.model,
         ids: this.config.ids,
         approvalListeners: this.config.approvalListeners,
+        approvalTimeoutMs: this.config.approvalTimeout,
         events: () => this.sessionLog.events(),
         record: (type, data) => commit(this, [{ type, data }], () => undefined),
         adopt: (callId, child) => child instanceof AgentState ? approvals.adoptChild(this, callId, child) : () => {},

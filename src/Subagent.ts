@@ -59,7 +59,8 @@ export type Arguments = typeof Arguments.Type
  *
  * - `name` (default `"subagent"`, `"subagent_fork"` with `fork`) and `description`: the tool's.
  * - `instructions`, `tools`, `maxSteps`, `toolConcurrency`, `approvalTimeoutMs`: the child
- *   agent's (`AgentOptions`). A child's tools may include sub-agent tools of their own.
+ *   agent's (`AgentOptions`; `approvalTimeoutMs` defaults to the parent's). A child's tools may
+ *   include sub-agent tools of their own.
  * - `model`: the child's model; default the parent's.
  * - `fork`: seed the child with the parent's completed turns (§27; DSH's `subagent_fork`).
  * - `maxDepth` (default 2, DSH's): the deepest `delegationDepth` a child may have; a call that
@@ -178,7 +179,7 @@ const delegate = (
         tools: options.tools,
         maxSteps: options.maxSteps,
         toolConcurrency: options.toolConcurrency,
-        approvalTimeoutMs: options.approvalTimeoutMs,
+        approvalTimeoutMs: options.approvalTimeoutMs ?? parent.approvalTimeoutMs,
         [ChildSessionId]: {
           parentSession: parent.sessionId,
           parentCallId: callId,

@@ -58,6 +58,8 @@ export interface ParentAccess {
   readonly model: ModelService
   readonly ids: IdGeneratorService
   readonly approvalListeners: ReadonlyArray<Approval.Listener>
+  /** The parent's `approvalTimeoutMs` (§26 rule 5), the default of its sub-agents'. */
+  readonly approvalTimeoutMs: number | undefined
   /** The parent's committed events (for a fork child's seed). */
   readonly events: () => ReadonlyArray<SessionEvent>
   /** Appends a runtime event (`subagent/start`, `subagent/end`) to the parent's log. */
