@@ -305,6 +305,35 @@ for (const mode of ["sync", "locked"] as const) {
       }).pipe(Effect.provide(layers(mode, parentModel)))
     })
 
+    it.scoped("the parent's approvalTimeoutMs is the child's: an unanswered child question is rejected by timeout", () => {
+      const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "what time is it")] }, { text: "no time" }])
+      const childModel = ScriptedModel.make([{ toolCalls: [{ id: "k1", name: "guarded", arguments: {} }] }, { text: "denied" }])
+      const guarded = Tool.make({
+        name: "guarded",
+        description: "",
+        parameters: Schema.Struct({}),
+        approval: "always",
+        execute: () => Effect.succeed({ content: "12:00" })
+      })
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          approvalTimeoutMs: 100,
+          tools: [Subagent.tool({ model: childModel, tools: [guarded] })]
+        })
+        yield* agent.followup("go")
+        yield* advance(50)
+        expect(yield* agent.status).toBe("awaiting-approval")
+        yield* advance(60)
+        yield* agent.awaitIdle
+        const child = yield* childLog(dataOf(agent.log.events(), "subagent/start")[0].id)
+        expect(dataOf(child.events, "approval/decided").map((d) => [d.outcome, d.by])).toEqual([["rejected", {
+          kind: "timeout"
+        }]])
+        expect(dataOf(child.events, "tool/result")[0].error.code).toBe("DENIED")
+        expect(brief(agent.log.events()).at(-1)).toBe("turn/end 1 completed")
+      }).pipe(Effect.provide(layers(mode, parentModel)))
+    })
+
     it.scoped("the parent's live events carry the child's, wrapped with its session and the call", () => {
       const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "hi")] }, { text: "done" }])
       const childModel = ScriptedModel.make([{ text: "hello" }])
