@@ -17,6 +17,9 @@
  * generated), its `index` among the open ones or its `id`; `approvalTimeoutMs` is the agent's;
  * a `resume` action releases the agent and resumes the session from the store.
  *
+ * Sub-agents (§27): a tool with a `subagent` block is `Subagent.tool` with a scripted child
+ * (its own model script and tools); the child's questions are named like the parent's.
+ *
  * @since 0.1.0
  */
 import { Either, ParseResult, Schema } from "effect"
@@ -79,7 +82,38 @@ const ModelEntry = Schema.Struct({
 }).annotations({ identifier: "a model response object" })
 const ModelScript = Schema.Array(ModelEntry).annotations({ identifier: "an array of model responses" })
 
-const ToolSpec = Schema.Struct({
+/**
+ * A sub-agent tool's child (§15, §27): its model script (shared by every call of the tool, each
+ * request taking the next response), its tools (which may be sub-agent tools themselves), and
+ * `Subagent.tool`'s options.
+ */
+interface SubagentSpec {
+  readonly model: typeof ModelScript.Type
+  readonly tools?: Tools | undefined
+  readonly fork?: boolean | undefined
+  readonly maxDepth?: number | undefined
+  readonly maxSteps?: number | undefined
+  readonly instructions?: string | undefined
+  readonly description?: string | undefined
+  readonly approvalTimeoutMs?: number | undefined
+}
+
+/** A tool of a scenario: scripted (`result`, `error`, …), or a sub-agent (`subagent`). */
+interface ToolSpec {
+  readonly result?: string | undefined
+  readonly error?: string | undefined
+  readonly durationMs?: number | undefined
+  readonly additionalContexts?: ReadonlyArray<string> | undefined
+  readonly exclusive?: boolean | undefined
+  readonly approval?: "never" | "always" | undefined
+  readonly subagent?: SubagentSpec | undefined
+}
+
+interface Tools {
+  readonly [name: string]: ToolSpec
+}
+
+const ToolSpec: Schema.Schema<ToolSpec> = Schema.Struct({
   result: Schema.optional(Schema.String),
   error: Schema.optional(Schema.String),
   durationMs: Schema.optional(NonNegative),
@@ -89,9 +123,25 @@ const ToolSpec = Schema.Struct({
     Schema.Literal("never", "always").annotations({
       message: (issue) => ({ message: `Expected "never" or "always", actual ${actual(issue.actual)}`, override: true })
     })
-  )
+  ),
+  subagent: Schema.optional(Schema.suspend((): Schema.Schema<SubagentSpec> => SubagentSchema))
 }).annotations({ identifier: "a tool object" })
-const Tools = Schema.Record({ key: Schema.String, value: ToolSpec }).annotations({ identifier: "an object of tools by name" })
+const Tools: Schema.Schema<Tools> = Schema.Record({ key: Schema.String, value: ToolSpec }).annotations({
+  identifier: "an object of tools by name"
+})
+
+const SubagentSchema: Schema.Schema<SubagentSpec> = Schema.Struct({
+  model: ModelScript,
+  tools: Schema.optional(Tools),
+  fork: Schema.optional(Schema.Boolean),
+  maxDepth: Schema.optional(TokenCount),
+  maxSteps: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
+  instructions: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  approvalTimeoutMs: Schema.optional(NonNegative)
+}).annotations({
+  identifier: "a sub-agent object {model, tools?, fork?, maxDepth?, maxSteps?, instructions?, description?, approvalTimeoutMs?}"
+})
 
 // A union reports its first member's error ("errors: first"), so each member has the union's name.
 const preStep = { identifier: "a pre-step listener ({rejectIfTextIncludes}, {failIfTextIncludes} or {appendText})" }
@@ -238,6 +288,15 @@ const Action = Schema.Union(
  * first asked); a `callId` must be a call of the script to a tool with `approval: "always"`; and
  * `{at, resume: {}}`: `agent.release`, then `Agent.resume` of the session with `continuePending`.
  *
+ * For sub-agents (§27, §15): a tool with `subagent {model, tools?, fork?, maxDepth?, maxSteps?,
+ * instructions?, description?, approvalTimeoutMs?}` is `Subagent.tool` named after its key, with
+ * a scripted child model (`model`, the same entries as the top-level script, shared by every
+ * call of the tool in request order) and the child's `tools` (scenario tools, sub-agent tools
+ * among them); the tool's own `approval` is the call's (§26). Such a tool takes none of the
+ * scripted fields (`result`, `error`, `durationMs`, `additionalContexts`, `exclusive`). An
+ * `approve`/`reject` `callId` may be a call of a child's script (a child's question is decided
+ * through the parent, §27 rule 7); a call id found in two scripts is refused.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -345,6 +404,8 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
       )
     }
   }
+  const toolProblem = scriptedFieldOfSubagent(top.right.tools, ["tools"])
+  if (toolProblem !== undefined) return Either.left(toolProblem)
   if (top.right.actions.length > MAX_ACTIONS) {
     return Either.left(
       new InvalidScenario({
@@ -408,12 +469,57 @@ export const decode = (input: unknown): Either.Either<Scenario, InvalidScenario>
   return Either.right({ ...top.right, actions })
 }
 
+/** The fields of a scripted tool, which a sub-agent tool (its answer is its child's) does not take. */
+const SCRIPTED_FIELDS = ["result", "error", "durationMs", "additionalContexts", "exclusive"] as const
+
+/**
+ * The first tool, depth first, that has both `subagent` and a field of a scripted tool: refused
+ * at that field's path (`$.tools.research.result`).
+ */
+const scriptedFieldOfSubagent = (
+  tools: Tools | undefined,
+  path: ReadonlyArray<string>
+): InvalidScenario | undefined => {
+  for (const [name, spec] of Object.entries(tools ?? {})) {
+    if (spec.subagent === undefined) continue
+    const field = SCRIPTED_FIELDS.find((f) => spec[f] !== undefined)
+    if (field !== undefined) {
+      return new InvalidScenario({
+        message: `is for a scripted tool: a sub-agent tool answers with its child's answer (§27)`,
+        path: jsonPath([...path, name, field])
+      })
+    }
+    const inner = scriptedFieldOfSubagent(spec.subagent.tools, [...path, name, "subagent", "tools"])
+    if (inner !== undefined) return inner
+  }
+  return undefined
+}
+
+/**
+ * The model scripts of a scenario with the tools each one's agent has: the scenario's own
+ * (`$.model`), then each sub-agent tool's child's (`$.tools.NAME.subagent.model`), depth first.
+ */
+const scriptsOf = (
+  scenario: { readonly model: Scenario["model"]; readonly tools?: Scenario["tools"] }
+): ReadonlyArray<{ readonly path: string; readonly model: Scenario["model"]; readonly tools: Tools | undefined }> => {
+  const out: Array<{ readonly path: string; readonly model: Scenario["model"]; readonly tools: Tools | undefined }> = []
+  const walk = (model: Scenario["model"], tools: Tools | undefined, path: ReadonlyArray<string>) => {
+    out.push({ path: jsonPath([...path, "model"]), model, tools })
+    for (const [name, spec] of Object.entries(tools ?? {})) {
+      if (spec.subagent !== undefined) walk(spec.subagent.model, spec.subagent.tools, [...path, "tools", name, "subagent"])
+    }
+  }
+  walk(scenario.model, scenario.tools, [])
+  return out
+}
+
 /**
  * What is wrong with how an `approve` or `reject` action names its question, if anything: it
- * names it by exactly one of `callId`, `id`, `index`; a `callId` must be a call of the model
- * script to a tool of the scenario with `approval: "always"` (another call never asks). What can
- * only be known when the action is applied (the question not asked yet, decided already) is the
- * run's: `Simulator.run` records it as the action's `ApprovalNotOpen`.
+ * names it by exactly one of `callId`, `id`, `index`; a `callId` must be a call of one model
+ * script (the scenario's or a sub-agent's: a child's question is the parent's to decide, §27
+ * rule 7) to a tool of that script's agent with `approval: "always"` (another call never asks).
+ * What can only be known when the action is applied (the question not asked yet, decided
+ * already) is the run's: `Simulator.run` records it as the action's `ApprovalNotOpen`.
  */
 const questionProblem = (
   scenario: { readonly model: Scenario["model"]; readonly tools?: Scenario["tools"] },
@@ -430,15 +536,35 @@ const questionProblem = (
   }
   const callId = question.callId
   if (callId === undefined) return undefined
-  const calls = scenario.model.flatMap((entry) => (entry.toolCalls ?? []).filter((call) => call.id === callId))
-  if (calls.length === 0) {
-    return { message: `no tool call of the model script has the id ${JSON.stringify(callId)}`, field: ["callId"] }
+  const scripts = scriptsOf(scenario)
+  const holders = scripts.flatMap((script) => {
+    const calls = script.model.flatMap((entry) => (entry.toolCalls ?? []).filter((call) => call.id === callId))
+    return calls.length === 0 ? [] : [{ ...script, calls }]
+  })
+  if (holders.length === 0) {
+    return {
+      message: scripts.length === 1
+        ? `no tool call of the model script has the id ${JSON.stringify(callId)}`
+        : `no tool call of the model scripts (${scripts.map((s) => s.path).join(", ")}) has the id ${JSON.stringify(callId)}`,
+      field: ["callId"]
+    }
   }
-  if (!calls.some((call) => scenario.tools?.[call.name]?.approval === "always")) {
+  if (holders.length > 1) {
+    return {
+      message: `the call id ${JSON.stringify(callId)} is in more than one model script (${
+        holders.map((s) => s.path).join(", ")
+      }): give the calls their own ids, or name the question by index or id`,
+      field: ["callId"]
+    }
+  }
+  const { calls, path, tools } = holders[0]!
+  if (!calls.some((call) => tools?.[call.name]?.approval === "always")) {
     const name = calls[0]!.name
     return {
-      message: scenario.tools?.[name] === undefined
-        ? `the call ${JSON.stringify(callId)} is to ${JSON.stringify(name)}, which is not a tool of the scenario`
+      message: tools?.[name] === undefined
+        ? `the call ${JSON.stringify(callId)} is to ${JSON.stringify(name)}, which is not a tool of ${
+          path === "$.model" ? "the scenario" : `the sub-agent of ${path}`
+        }`
         : `the call ${JSON.stringify(callId)} is to ${
           JSON.stringify(name)
         }, which needs no approval (its tool has no approval: "always")`,

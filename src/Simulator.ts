@@ -34,6 +34,12 @@
  * open) and resumes the session from the memory store with `continuePending`; the actions after
  * it go to the resumed agent.
  *
+ * Sub-agents (§27): a tool with a `subagent` block is `Subagent.tool` with a scripted child model
+ * (named `NAME/TOOL`, e.g. `script/research`, its requests recorded like the parent's); the
+ * children run on the run's store, ids and clock, and the simulator settles their fibers with the
+ * rest. `children` of the result holds each child session (path of call ids, header, events,
+ * log, requests); a child's question is the parent's to decide (`approve`/`reject` actions).
+ *
  * @since 0.1.0
  */
 import { Effect, Either, Layer, Schema } from "effect"
@@ -53,7 +59,8 @@ import * as Model from "./Model.js"
 import * as PreStep from "./PreStep.js"
 import type { Scenario } from "./Scenario.js"
 import * as ScriptedModel from "./ScriptedModel.js"
-import type { SessionEvent, SessionHeader } from "./SessionEvent.js"
+import type { SessionEvent, SessionHeader, SessionId } from "./SessionEvent.js"
+import type { LogContents } from "./SessionLog.js"
 import * as SessionStore from "./SessionStore.js"
 
 /**
@@ -131,6 +138,33 @@ export interface RunResult {
    * then, e.g. one not asked yet or already decided).
    */
   readonly decisions: ReadonlyArray<DecisionRecord>
+  /**
+   * The sessions of the run's sub-agents (§27), in the order their `subagent/start` was
+   * logged, each child's own children right after it: each one's path, header, events, log and
+   * model requests, read from the store like the parent's.
+   */
+  readonly children: ReadonlyArray<ChildResult>
+}
+
+/**
+ * A sub-agent's session in a run (§15, §27). `path` names it by the call ids that lead to it
+ * from the scenario's agent, joined with `/`: `"c1"` for the child of the parent's call `c1`,
+ * `"c1/k1"` for the child of that child's call `k1`. `header` carries the lineage
+ * (`parentSession`, `parentCallId`, `origin`, `delegationDepth`, a fork's `seedLength`);
+ * `events`, `log`, `requests` and `requestLines` are as in `RunResult` (a fork's seed is in
+ * `events`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChildResult {
+  readonly path: string
+  readonly callId: string
+  readonly header: SessionHeader
+  readonly events: ReadonlyArray<SessionEvent>
+  readonly requests: ReadonlyArray<RequestLine>
+  readonly log: string
+  readonly requestLines: string
 }
 
 /**
@@ -163,9 +197,10 @@ export interface CompactRecord {
 
 /**
  * What became of one `approve` or `reject` action of a run (§26): `id` and `callId` of the
- * question it decided, or `error`, the tag of the typed error it failed with (`ApprovalNotOpen`
- * when no question was open under the name it gave; then `callId`, `id` or `index` is the name,
- * as the action gave it).
+ * question it decided (and `sessionId`, the child's session, when it was a sub-agent's question,
+ * §27 rule 7), or `error`, the tag of the typed error it failed with (`ApprovalNotOpen` when no
+ * question was open under the name it gave; then `callId`, `id` or `index` is the name, as the
+ * action gave it).
  *
  * @since 0.1.0
  * @category models
@@ -176,6 +211,7 @@ export interface DecisionRecord {
   readonly at: number
   readonly id?: string | undefined
   readonly callId?: string | undefined
+  readonly sessionId?: string | undefined
   readonly index?: number | undefined
   readonly error?: string | undefined
 }
@@ -211,6 +247,8 @@ export class RequestsTooLarge extends Schema.TaggedError<RequestsTooLarge>()("Re
  * `compaction` block the agent gets its `Compaction` layer; summarization requests are recorded
  * with `purpose: "compaction"`, and each `compact` action's report is in `compactions`. What
  * each `approve` and `reject` action decided (or its `ApprovalNotOpen`) is in `decisions` (§26).
+ * The sessions of sub-agents (§27) are in `children`, read from the store like the parent's,
+ * each with its own requests (`requests` and `requestLines` are the parent's only).
  * `store` (default `SessionStore.layerMemory`) is the store the session is created in and read
  * back from at the end: e.g. one without `appendSync`, whose critical sections take the lock
  * path (§24 rule 2); the run stays deterministic while the store's appends end without the
@@ -243,40 +281,43 @@ export const run = (
     readonly store?: Layer.Layer<SessionStore.SessionStore> | undefined
   }
 ): Effect.Effect<RunResult, RequestsTooLarge> => {
-  const scripted = ScriptedModel.make(scenario.model, {
-    provider: "scenario",
-    model: scenario.name ?? "script",
-    record: false
-  })
-  // Requests are recorded here, in their `--requests` form, and counted as they come.
+  // Requests are recorded here, in their `--requests` form, by session, and counted as they come.
   const recording = options.requests ?? true
-  const requests: Array<RequestLine> = []
+  const requests = new Map<string, Array<RequestLine>>()
   let requestMessages = 0
-  const model: Model.ModelService = {
-    provider: scripted.provider,
-    model: scripted.model,
-    respond: (request, sink) => {
-      if (recording && requestMessages <= MAX_REQUEST_MESSAGES) {
-        requestMessages += request.messages.length
-        if (requestMessages > MAX_REQUEST_MESSAGES) requests.length = 0
-        else {
-          requests.push({
-            turn: request.turn,
-            step: request.step,
-            ...(request.purpose !== undefined ? { purpose: request.purpose } : {}),
-            messages: request.messages.map(requestMessage)
-          })
+  const scriptedModel = (script: Scenario["model"], name: string): Model.ModelService => {
+    const scripted = ScriptedModel.make(script, { provider: "scenario", model: name, record: false })
+    return {
+      provider: scripted.provider,
+      model: scripted.model,
+      respond: (request, sink) => {
+        if (recording && requestMessages <= MAX_REQUEST_MESSAGES) {
+          requestMessages += request.messages.length
+          if (requestMessages > MAX_REQUEST_MESSAGES) requests.clear()
+          else {
+            let lines = requests.get(request.sessionId)
+            if (lines === undefined) requests.set(request.sessionId, lines = [])
+            lines.push({
+              turn: request.turn,
+              step: request.step,
+              ...(request.purpose !== undefined ? { purpose: request.purpose } : {}),
+              messages: request.messages.map(requestMessage)
+            })
+          }
         }
+        return scripted.respond(request, sink)
       }
-      return scripted.respond(request, sink)
     }
   }
+  const modelName = scenario.name ?? "script"
+  const model = scriptedModel(scenario.model, modelName)
   const ids = IdGenerator.seeded(options.seed)
   const clock = new VirtualClock()
   const records: Array<DeliveryRecord> = []
   const compacts: Array<CompactRecord> = []
   const decisions: Array<DecisionRecord> = []
-  const agentTools = tools(scenario.tools)
+  // A sub-agent tool's child model is named after the tools that lead to it: `script/research`.
+  const agentTools = tools(scenario.tools, (script, path) => scriptedModel(script, [modelName, ...path].join("/")))
   const program = Effect.gen(function*() {
     const supervisor = new FiberTracker()
     const store = yield* SessionStore.SessionStore
@@ -324,7 +365,14 @@ export const run = (
         // Read the log and the outcomes before the scope closes: closing it disposes the agent,
         // which is the simulator's housekeeping, not part of the scenario.
         const contents = yield* Effect.orDie(store.read(current.agent.id))
-        return { contents, deliveries: records.slice(), compactions: compacts.slice(), decisions: decisions.slice() }
+        const children = yield* childSessions(store, contents.events)
+        return {
+          contents,
+          children,
+          deliveries: records.slice(),
+          compactions: compacts.slice(),
+          decisions: decisions.slice()
+        }
       }).pipe(Effect.supervised(supervisor))
     )
   })
@@ -342,7 +390,7 @@ export const run = (
   return program.pipe(
     Effect.provide(compaction === undefined ? layers : Layer.merge(layers, compaction)),
     Effect.withClock(clock),
-    Effect.flatMap(({ compactions, contents, decisions, deliveries }) =>
+    Effect.flatMap(({ children, compactions, contents, decisions, deliveries }) =>
       requestMessages > MAX_REQUEST_MESSAGES
         ? Effect.fail(
           new RequestsTooLarge({
@@ -351,25 +399,63 @@ export const run = (
             } messages in all (each request repeats the history), the simulator's limit for recording them`
           })
         )
-        : Effect.sync((): RunResult => {
-          let lines: string | undefined
-          return {
-            header: contents.header,
-            events: contents.events,
-            requests,
-            log: encodeHeader(contents.header) + encodeEvents(contents.events),
-            // Built on first use: it can be large, and `agent-loop simulate` writes the lines itself.
-            get requestLines() {
-              return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
-            },
-            deliveries,
-            compactions,
-            decisions
-          }
-        })
+        : Effect.sync((): RunResult => ({
+          ...sessionResult(contents, requests.get(contents.header.id) ?? []),
+          deliveries,
+          compactions,
+          decisions,
+          children: children.map((child) => ({
+            path: child.path,
+            callId: child.callId,
+            ...sessionResult(child.contents, requests.get(child.contents.header.id) ?? [])
+          }))
+        }))
     )
   )
 }
+
+/** A session's part of a run's result: its header, events, log, requests and their lines. */
+const sessionResult = (
+  contents: LogContents,
+  requests: ReadonlyArray<RequestLine>
+): Pick<RunResult, "header" | "events" | "log" | "requests" | "requestLines"> => {
+  let lines: string | undefined
+  return {
+    header: contents.header,
+    events: contents.events,
+    requests,
+    log: encodeHeader(contents.header) + encodeEvents(contents.events),
+    // Built on first use: it can be large, and `agent-loop simulate` writes the lines itself.
+    get requestLines() {
+      return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
+    }
+  }
+}
+
+/**
+ * The sub-agent sessions a log started (its `subagent/start` events, §27), read from the store,
+ * each followed by its own, depth first; `prefix` is the path of the log's session. A child
+ * whose session was never made (its agent failed to start) is not there.
+ */
+const childSessions = (
+  store: SessionStore.SessionStoreService,
+  events: ReadonlyArray<SessionEvent>,
+  prefix = ""
+): Effect.Effect<Array<{ readonly path: string; readonly callId: string; readonly contents: LogContents }>> =>
+  Effect.map(
+    Effect.forEach(events, (e) => {
+      if (e.type !== "subagent/start") return Effect.succeed([])
+      const { callId, id } = e.data as { readonly id: string; readonly callId: string }
+      const path = prefix === "" ? callId : `${prefix}/${callId}`
+      return store.read(id as SessionId).pipe(
+        Effect.flatMap((contents) =>
+          Effect.map(childSessions(store, contents.events, path), (inner) => [{ path, callId, contents }, ...inner])
+        ),
+        Effect.catchAll(() => Effect.succeed([]))
+      )
+    }),
+    (lists) => lists.flat()
+  )
 
 const apply = (
   agent: Agent.Agent,
@@ -458,6 +544,7 @@ const apply = (
           at: action.at,
           id: question.id,
           callId: question.callId,
+          ...(question.sessionId !== undefined ? { sessionId: question.sessionId } : {}),
           ...(Either.isLeft(result) ? { error: result.left._tag } : {})
         })
       })

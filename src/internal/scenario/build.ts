@@ -1,14 +1,16 @@
 /**
  * What a scenario's run is built from (§15): its pre-step listeners, its tools, the `Compaction`
  * layer of its `compaction` block, and the messages of its delivery actions. `Simulator.run`
- * puts them around one agent.
+ * puts them around one agent (and the sub-agent tools of its tools around their children).
  */
 import { Effect, type Layer, Schema } from "effect"
 import * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { type MessageSource, textOf, UserMessage } from "../../Message.js"
+import type * as Model from "../../Model.js"
 import * as PreStep from "../../PreStep.js"
 import type { Scenario } from "../../Scenario.js"
+import * as Subagent from "../../Subagent.js"
 import * as Tool from "../../Tool.js"
 import { textMessage } from "../message.js"
 
@@ -45,10 +47,34 @@ export const listeners = (
           ))
   })
 
-/** The tools of a scenario (§15): arguments are any JSON object; `approval` as §26 rule 1 says. */
-export const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =>
-  Object.entries(specs ?? {}).map(([name, spec]) =>
-    Tool.make({
+/**
+ * The tools of a scenario (§15): arguments are any JSON object; `approval` as §26 rule 1 says. A
+ * tool with a `subagent` block is `Subagent.tool` (§27) named after its key, its child's model
+ * `childModel(script, path)` (`path`: the tool names from the scenario's agent down, e.g.
+ * `["research"]`), its child's tools built the same way.
+ */
+export const tools = (
+  specs: Scenario["tools"],
+  childModel: (script: Scenario["model"], path: ReadonlyArray<string>) => Model.ModelService,
+  path: ReadonlyArray<string> = []
+): ReadonlyArray<Tool.Tool<any>> =>
+  Object.entries(specs ?? {}).map(([name, spec]): Tool.Tool<any> => {
+    const child = spec.subagent
+    if (child !== undefined) {
+      return Subagent.tool({
+        name,
+        description: child.description,
+        instructions: child.instructions,
+        tools: tools(child.tools, childModel, [...path, name]),
+        model: childModel(child.model, [...path, name]),
+        fork: child.fork,
+        maxDepth: child.maxDepth,
+        maxSteps: child.maxSteps,
+        approvalTimeoutMs: child.approvalTimeoutMs,
+        approval: spec.approval ?? "never"
+      })
+    }
+    return Tool.make({
       name,
       description: `scenario tool ${name}`,
       parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
@@ -67,7 +93,7 @@ export const tools = (specs: Scenario["tools"]): ReadonlyArray<Tool.Tool<any>> =
           return { content: spec.result ?? "", additionalContexts }
         })
     })
-  )
+  })
 
 /** The `Compaction` layer of a scenario's `compaction` block (§17); none without one. */
 export const compactionLayer = (spec: Scenario["compaction"]): Layer.Layer<Compaction.Compaction> | undefined => {
