@@ -1369,6 +1369,43 @@ describe("agent-loop simulate", () => {
       expect(written.events.filter((e) => e.type === "approval/decided").map((e) => (e.data as { outcome: string }).outcome))
         .toEqual(["allowed-once"])
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("a sub-agent scenario (§27) with --store: every session of the run, the child's too, as <id>.jsonl that the JSONL store and transcript read", () =>
+    Effect.gen(function*() {
+      const file = Path.resolve("test/scenarios/subagent/approval.json")
+      const dir = tmpDir()
+      const [out, store] = [Path.join(dir, "log.jsonl"), Path.join(dir, "sessions")]
+      expect(yield* cli(["simulate", file, "--out", out, "--store", store])).toEqual({ code: 0, out: "", err: "" })
+      const text = Fs.readFileSync(file, "utf8")
+      const expected = yield* Simulator.run(Either.getOrThrow(Scenario.parse(text)), { seed: Scenario.seedOf(text) })
+      const [parent, child] = [expected.header.id, expected.children[0]!.header.id]
+      expect(Fs.readFileSync(out, "utf8")).toBe(expected.log)
+      expect(Fs.readdirSync(store).sort()).toEqual([`${child}.jsonl`, `${parent}.jsonl`].sort())
+      expect(Fs.readFileSync(Path.join(store, `${parent}.jsonl`), "utf8")).toBe(expected.log)
+      expect(Fs.readFileSync(Path.join(store, `${child}.jsonl`), "utf8")).toBe(expected.children[0]!.log)
+      // The JSONL store reads them as its own sessions, lineage and all.
+      const read = yield* Effect.scoped(Effect.gen(function*() {
+        const sessions = yield* SessionStore.SessionStore
+        return { ids: yield* sessions.list, child: yield* sessions.read(child as never) }
+      })).pipe(Effect.provide(SessionStore.layerJsonl({ directory: store })))
+      expect(read.ids).toEqual([child, parent].sort())
+      expect(read.child.header).toMatchObject({ parentSession: parent, parentCallId: "c1", delegationDepth: 1 })
+      expect(Invariant.check(read.child.events, { header: read.child.header })).toEqual([])
+      const transcript = yield* cli(["transcript", Path.join(store, `${parent}.jsonl`)])
+      expect(transcript.code).toBe(0)
+      expect(transcript.out).toContain(`⇒ subagent ${child} started via spawn`)
+      // A second run replaces the files with the same bytes.
+      expect(yield* cli(["simulate", file, "--out", out, "--store", store])).toEqual({ code: 0, out: "", err: "" })
+      expect(Fs.readFileSync(Path.join(store, `${child}.jsonl`), "utf8")).toBe(expected.children[0]!.log)
+      expect(Fs.readdirSync(store)).toHaveLength(2)
+      // A --store that cannot be a directory exits 2 before the run.
+      const under = Path.join(out, "sessions")
+      expect(yield* cli(["simulate", file, "--store", under])).toEqual({
+        code: 2,
+        out: "",
+        err: `--store ${under}: cannot create the directory: ${out} is not a directory (a regular file)`
+      })
+    }).pipe(Effect.provide(NodeContext.layer)))
 })
 
 describe("the agent-loop binary", () => {

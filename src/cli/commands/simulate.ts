@@ -10,10 +10,15 @@ import * as Scenario from "../../Scenario.js"
 import * as Simulator from "../../Simulator.js"
 import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
+import { storeDirectory } from "./shared.js"
 
 /**
- * `simulate SCENARIO [--out FILE] [--requests FILE]` (§15): runs a scenario on the
+ * `simulate SCENARIO [--out FILE] [--requests FILE] [--store DIR]` (§15): runs a scenario on the
  * virtual clock; writes the session log (default stdout) and, optionally, the model requests.
+ * `--store DIR` also writes every session of the run, the scenario's agent's and each
+ * sub-agent's (§27), as `DIR/<id>.jsonl` (the JSONL store's layout, so `transcript`, `stats` and
+ * `pending --store DIR` read them); the directory is made if missing, and a file of the same name
+ * is replaced (a file's ids are the same on every run).
  * An invalid scenario exits 2 with the JSON path of the problem, before anything runs; so does an
  * `--out` or `--requests` that cannot be written (a directory, a missing directory), and a
  * scenario over `Scenario.MAX_ACTIONS` actions. A delivery that failed (anything but
@@ -30,9 +35,14 @@ export const simulate = Command.make(
       Options.optional,
       Options.withDescription("where to write the model requests, one JSON line each")
     ),
+    store: Options.text("store").pipe(
+      Options.withPseudoName("directory"),
+      Options.optional,
+      Options.withDescription("also write every session of the run, sub-agents' too, as <id>.jsonl in this directory")
+    ),
     ...otlpOptions
   },
-  ({ otlpEndpoint, out, requests, scenario }) =>
+  ({ otlpEndpoint, out, requests, scenario, store }) =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       // Stat first: opening a fifo blocks, and a device such as /dev/zero never ends.
@@ -46,6 +56,7 @@ export const simulate = Command.make(
       }
       if (Option.isSome(out)) yield* checkWritable("--out", out.value)
       if (Option.isSome(requests)) yield* checkWritable("--requests", requests.value)
+      const directory = Option.isSome(store) ? yield* storeDirectory(store.value) : undefined
       const result = yield* Simulator.run(decoded.right, { seed: Scenario.seedOf(text), requests: Option.isSome(requests) })
         .pipe(Effect.catchTag("RequestsTooLarge", (e) => exit(2, `${scenario}: --requests: ${e.message}`)))
       // A delivery the scenario could not make is a failed run (exit 2), except `AgentDisposed`
@@ -78,6 +89,13 @@ export const simulate = Command.make(
       // On a terminal, the code points JSON leaves raw (C1, bidi, U+2028) as JSON escapes: the same values.
       else yield* Effect.sync(() => process.stdout.write(process.stdout.isTTY ? escapeJson(result.log) : result.log))
       if (Option.isSome(requests)) yield* writeLines(requests.value, result.requests)
+      if (directory !== undefined) {
+        const path = yield* Path.Path
+        for (const session of [result, ...result.children]) {
+          const file = path.join(directory, `${session.header.id}.jsonl`)
+          yield* fs.writeFileString(file, session.log).pipe(Effect.catchAll((e) => cannotWrite("--store", file, e)))
+        }
+      }
       if (unexpected > 0 || undecided > 0) {
         const failed = [
           ...(unexpected > 0 ? [`${unexpected} deliver${unexpected === 1 ? "y" : "ies"}`] : []),
