@@ -141,7 +141,8 @@ export interface RunResult {
   /**
    * The sessions of the run's sub-agents (§27), in the order their `subagent/start` was
    * logged, each child's own children right after it: each one's path, header, events, log and
-   * model requests, read from the store like the parent's.
+   * model requests, read from the store like the parent's. (A fork's seed copies its parent's
+   * `subagent/start` events: those children are the parent's, listed once.)
    */
   readonly children: ReadonlyArray<ChildResult>
 }
@@ -399,37 +400,48 @@ export const run = (
             } messages in all (each request repeats the history), the simulator's limit for recording them`
           })
         )
-        : Effect.sync((): RunResult => ({
-          ...sessionResult(contents, requests.get(contents.header.id) ?? []),
-          deliveries,
-          compactions,
-          decisions,
-          children: children.map((child) => ({
-            path: child.path,
-            callId: child.callId,
-            ...sessionResult(child.contents, requests.get(child.contents.header.id) ?? [])
-          }))
-        }))
+        : Effect.sync((): RunResult => {
+          const own = requests.get(contents.header.id) ?? []
+          const lines = requestLinesOf(own)
+          return {
+            header: contents.header,
+            events: contents.events,
+            requests: own,
+            log: encodeHeader(contents.header) + encodeEvents(contents.events),
+            get requestLines() {
+              return lines()
+            },
+            deliveries,
+            compactions,
+            decisions,
+            children: children.map((child): ChildResult => {
+              const its = requests.get(child.contents.header.id) ?? []
+              const lines = requestLinesOf(its)
+              return {
+                path: child.path,
+                callId: child.callId,
+                header: child.contents.header,
+                events: child.contents.events,
+                requests: its,
+                log: encodeHeader(child.contents.header) + encodeEvents(child.contents.events),
+                get requestLines() {
+                  return lines()
+                }
+              }
+            })
+          }
+        })
     )
   )
 }
 
-/** A session's part of a run's result: its header, events, log, requests and their lines. */
-const sessionResult = (
-  contents: LogContents,
-  requests: ReadonlyArray<RequestLine>
-): Pick<RunResult, "header" | "events" | "log" | "requests" | "requestLines"> => {
+/**
+ * The `--requests` lines of requests, built on first use (not by a spread, which would call the
+ * getter): they can be large, and `agent-loop simulate` writes the lines itself.
+ */
+const requestLinesOf = (requests: ReadonlyArray<RequestLine>): () => string => {
   let lines: string | undefined
-  return {
-    header: contents.header,
-    events: contents.events,
-    requests,
-    log: encodeHeader(contents.header) + encodeEvents(contents.events),
-    // Built on first use: it can be large, and `agent-loop simulate` writes the lines itself.
-    get requestLines() {
-      return lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
-    }
-  }
+  return () => lines ??= requests.map((r) => JSON.stringify(r) + "\n").join("")
 }
 
 /**
@@ -443,13 +455,16 @@ const childSessions = (
   prefix = ""
 ): Effect.Effect<Array<{ readonly path: string; readonly callId: string; readonly contents: LogContents }>> =>
   Effect.map(
-    Effect.forEach(events, (e) => {
-      if (e.type !== "subagent/start") return Effect.succeed([])
+    Effect.forEach(events.filter((e) => e.type === "subagent/start"), (e) => {
       const { callId, id } = e.data as { readonly id: string; readonly callId: string }
       const path = prefix === "" ? callId : `${prefix}/${callId}`
       return store.read(id as SessionId).pipe(
         Effect.flatMap((contents) =>
-          Effect.map(childSessions(store, contents.events, path), (inner) => [{ path, callId, contents }, ...inner])
+          Effect.map(
+            // A fork's seed is its parent's: the children it names are the parent's, listed already.
+            childSessions(store, contents.events.slice(contents.header.seedLength ?? 0), path),
+            (inner) => [{ path, callId, contents }, ...inner]
+          )
         ),
         Effect.catchAll(() => Effect.succeed([]))
       )

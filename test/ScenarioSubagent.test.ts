@@ -539,6 +539,30 @@ describe("sub-agent tools in scenarios (§15, §27)", () => {
       expect(result.children.map(model)).toEqual(["script/outer", "script/outer/inner", "script/outer/inner"])
     }))
 
+  it.effect("a fork after a spawn: the fork's seed holds the parent's subagent/start, yet each child is listed once", () =>
+    Effect.gen(function*() {
+      const result = yield* Simulator.run(
+        Either.getOrThrow(Scenario.decode({
+          model: [
+            { toolCalls: [{ id: "c1", name: "spawn", arguments: { prompt: "first" } }] },
+            { text: "one" },
+            { toolCalls: [{ id: "c2", name: "fork", arguments: { prompt: "second" } }] },
+            { text: "two" }
+          ],
+          tools: {
+            spawn: { subagent: { model: [{ text: "spawned" }] } },
+            fork: { subagent: { fork: true, model: [{ text: "forked" }] } }
+          },
+          actions: [{ at: 0, followup: "go" }, { at: 10, followup: "again" }]
+        })),
+        { seed: 5 }
+      )
+      expect(result.children.map((c) => [c.path, c.header.seedLength])).toEqual([["c1", undefined], ["c2", 16]])
+      const fork = result.children[1]!
+      expect(fork.events.filter((e) => e.type === "subagent/start").map((e) => (e.data as any).callId)).toEqual(["c1"])
+      expect(fork.requests.map((r) => r.messages.at(-1)!.content)).toEqual(["second"])
+    }))
+
   const invalid = (input: unknown) => {
     const decoded = Scenario.decode(input)
     return Either.isLeft(decoded) ? { path: decoded.left.path, message: decoded.left.message } : undefined
