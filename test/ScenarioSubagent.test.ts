@@ -539,6 +539,22 @@ describe("sub-agent tools in scenarios (§15, §27)", () => {
       expect(result.children.map(model)).toEqual(["script/outer", "script/outer/inner", "script/outer/inner"])
     }))
 
+  it.effect("a child's question named by its index among the parent's open questions, or by its id, gives the same logs as by its call id", () =>
+    Effect.gen(function*() {
+      const { scenario, text } = load("approval.json")
+      const seed = Scenario.seedOf(text)
+      const byCall = yield* Simulator.run(scenario, { seed })
+      const asked = byCall.children[0]!.events.find((e) => e.type === "approval/asked")!.data as { id: string }
+      for (const name of [{ index: 0 }, { id: asked.id }]) {
+        const approve = { ...name, name: "ana" }
+        const other = yield* Simulator.run({ ...scenario, actions: [scenario.actions[0]!, { at: 100, approve }] }, { seed })
+        expect(other.log).toBe(byCall.log)
+        expect(other.children.map((c) => c.log)).toEqual(byCall.children.map((c) => c.log))
+        // The record names the question it decided, whatever name the action gave.
+        expect(other.decisions).toEqual(byCall.decisions)
+      }
+    }))
+
   it.effect("a fork after a spawn: the fork's seed holds the parent's subagent/start, yet each child is listed once", () =>
     Effect.gen(function*() {
       const result = yield* Simulator.run(
