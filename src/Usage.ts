@@ -19,6 +19,12 @@
  * - A response that reported no usage counts 0 (a scripted model, a provider that sends none, a
  *   log written before the adapters reported usage) and is counted in `unreported`; a missing
  *   or malformed count is 0.
+ * - A sub-agent's usage (§27) is read from the parent's own log, never from the child's: each
+ *   `subagent/end` records what the child's run spent (its own requests and, recursively, its
+ *   children's), and counts in `subagents` (of the session, and of the turn it ended in), apart
+ *   from the session's own requests (`usage`, `byModel`, `unreported`, `requests`); `withSubagents`
+ *   adds the two. A child's own log counts only its own requests and its children: a parent and a
+ *   child never count the same request twice.
  *
  * @since 0.1.0
  */
@@ -206,6 +212,57 @@ export interface StepUsage {
 }
 
 /**
+ * One sub-agent run as its parent's `subagent/end` records it (§27): the child's session id and
+ * the call (undefined when the event lacks them), the parent's turn it ended in (`null`: none
+ * open), its stop reason, and what the child's run spent: `usage` and `byModel` (its own requests
+ * and its children's; a `usage` without `byModel` counts under `"unknown"`), `unreported` (its
+ * responses that reported no usage). `reported` is false for an end that records no usage (a
+ * child that never ran: counted 0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SubagentRun {
+  readonly seq: number
+  readonly id: string | undefined
+  readonly callId: string | undefined
+  readonly turn: number | null
+  readonly stopReason: string | undefined
+  readonly usage: Totals
+  readonly byModel: ByModel
+  readonly unreported: number
+  readonly reported: boolean
+}
+
+/**
+ * The usage of the sub-agents a session (or a turn) ran: the sums of their runs (`SubagentRun`),
+ * in log order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SubagentUsage {
+  readonly usage: Totals
+  readonly byModel: ByModel
+  /** Responses of the children that reported no usage (their 0 is unknown). */
+  readonly unreported: number
+  readonly runs: ReadonlyArray<SubagentRun>
+}
+
+/**
+ * No sub-agents.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const noSubagents: SubagentUsage = Object.freeze({
+  usage: zero,
+  byModel: Object.freeze({}),
+  unreported: 0,
+  runs: Object.freeze([])
+})
+
+/**
  * One turn: its steps' and compactions' usage, by model too, its times and end reason.
  *
  * @since 0.1.0
@@ -213,12 +270,15 @@ export interface StepUsage {
  */
 export interface TurnUsage {
   readonly turn: number
+  /** Its own requests' usage (its sub-agents' is `subagents`; both: `withSubagents`). */
   readonly usage: Totals
   readonly byModel: ByModel
   readonly steps: number
   readonly requests: number
   /** Its requests whose response reported no usage (counted 0: the turn's true usage is unknown). */
   readonly unreported: number
+  /** The sub-agents whose run ended in this turn (§27). */
+  readonly subagents: SubagentUsage
   readonly startTime: number
   /** The `turn/end` time and reason (undefined while the turn is open). */
   readonly endTime: number | undefined
@@ -226,7 +286,9 @@ export interface TurnUsage {
 }
 
 /**
- * A session's usage: the whole session, by model, and per turn, step and request (in log order).
+ * A session's usage: the session's own requests, by model, and per turn, step and request (in log
+ * order); and its sub-agents' (`subagents`, from its `subagent/end` events). `withSubagents`
+ * gives everything the session spent.
  *
  * @since 0.1.0
  * @category models
@@ -239,6 +301,74 @@ export interface SessionUsage {
   readonly turns: ReadonlyArray<TurnUsage>
   readonly steps: ReadonlyArray<StepUsage>
   readonly requests: ReadonlyArray<RequestUsage>
+  readonly subagents: SubagentUsage
+}
+
+/**
+ * Everything a session (or a turn) spent: its own requests plus its sub-agents' runs (§27), by
+ * model too, and the responses of both that reported no usage.
+ *
+ * @example
+ * ```ts
+ * import { Usage } from "effect-agent-loop"
+ * import type { SessionEvent } from "effect-agent-loop"
+ *
+ * declare const events: ReadonlyArray<SessionEvent.SessionEvent>
+ * const u = Usage.fromEvents(events)
+ * console.log(Usage.total(Usage.withSubagents(u).usage), "of which sub-agents", Usage.total(u.subagents.usage))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const withSubagents = (
+  u: { readonly usage: Totals; readonly byModel: ByModel; readonly unreported: number; readonly subagents: SubagentUsage }
+): { readonly usage: Totals; readonly byModel: ByModel; readonly unreported: number } => {
+  const sub = u.subagents
+  if (sub.runs.length === 0) return { usage: u.usage, byModel: u.byModel, unreported: u.unreported }
+  return {
+    usage: plus(u.usage, sub.usage),
+    byModel: mergeByModel(u.byModel, sub.byModel),
+    unreported: u.unreported + sub.unreported
+  }
+}
+
+/**
+ * The sum of two `ByModel`s (a new record).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const mergeByModel = (a: ByModel, b: ByModel): ByModel => {
+  let out = a
+  for (const model in b) out = addByModel(out, model, b[model]!)
+  return out
+}
+
+/**
+ * The usage a `subagent/end` records (§27), read as the projections read it: its `usage` (complete
+ * counts, normalized), its `byModel` (a `usage` without one counts under `"unknown"`), its
+ * `unreported` (a count ≥ 0), and whether it records a usage at all.
+ *
+ * @since 0.1.0
+ */
+export const ofSubagentEnd = (data: unknown): {
+  readonly usage: Totals
+  readonly byModel: ByModel
+  readonly unreported: number
+  readonly reported: boolean
+} => {
+  const d = data as { usage?: unknown; byModel?: unknown; unreported?: unknown } | null | undefined
+  const raw = d?.usage
+  if (typeof raw !== "object" || raw === null) return { usage: zero, byModel: {}, unreported: 0, reported: false }
+  const usage = of(raw as Usage)
+  let byModel: ByModel = {}
+  if (typeof d!.byModel === "object" && d!.byModel !== null) {
+    for (const [model, u] of Object.entries(d!.byModel as Record<string, unknown>)) {
+      byModel = addByModel(byModel, model, of(u as Usage))
+    }
+  } else if (total(usage) > 0) byModel = { unknown: usage }
+  return { usage, byModel, unreported: count(d!.unreported), reported: true }
 }
 
 /**
@@ -269,6 +399,14 @@ export const modelOf = (data: unknown): string => {
   return typeof asked === "string" && asked !== "" ? asked : "unknown"
 }
 
+/** `u` with one more run (new records: a projector's results stay as they were). */
+const addRun = (u: SubagentUsage, run: SubagentRun): SubagentUsage => ({
+  usage: plus(u.usage, run.usage),
+  byModel: mergeByModel(u.byModel, run.byModel),
+  unreported: u.unreported + run.unreported,
+  runs: [...u.runs, run]
+})
+
 /**
  * The incremental form of `fromEvents` (same options).
  *
@@ -281,6 +419,7 @@ export const projector = (options?: LogOptions): Projector => {
   let session: Totals = zero
   let byModel: ByModel = {}
   let unreported = 0
+  let subagents: SubagentUsage = noSubagents
   const turns: Array<Mutable<TurnUsage>> = []
   const steps: Array<Mutable<StepUsage>> = []
   const requests: Array<RequestUsage> = []
@@ -314,6 +453,7 @@ export const projector = (options?: LogOptions): Projector => {
           steps: 0,
           requests: 0,
           unreported: 0,
+          subagents: noSubagents,
           startTime: e.time,
           endTime: undefined,
           end: undefined
@@ -385,20 +525,35 @@ export const projector = (options?: LogOptions): Projector => {
         note(usage, model, false, reported)
         return
       }
+      case "subagent/end": {
+        const ended = ofSubagentEnd(d)
+        const open = turn !== undefined && turn.endTime === undefined ? turn : undefined
+        const run: SubagentRun = {
+          seq: e.seq,
+          id: typeof d?.id === "string" ? d.id : undefined,
+          callId: typeof d?.callId === "string" ? d.callId : undefined,
+          turn: open?.turn ?? null,
+          stopReason: typeof d?.stopReason === "string" ? d.stopReason : undefined,
+          ...ended
+        }
+        subagents = addRun(subagents, run)
+        if (open !== undefined) open.subagents = addRun(open.subagents, run)
+        return
+      }
       default:
         return
     }
   }
   return {
     push,
-    result: () => ({ usage: session, byModel, unreported, turns, steps, requests })
+    result: () => ({ usage: session, byModel, unreported, turns, steps, requests, subagents })
   }
 }
 
 /**
  * The usage of a session log (ours or DSH v0: `options.header` with `version: 0`, or `dsh`):
- * every model request, and their sums per step, per turn, per session and per model. Pure;
- * O(events).
+ * every model request, and their sums per step, per turn, per session and per model; and the
+ * sub-agent runs its `subagent/end` events record (`subagents`). Pure; O(events).
  *
  * @example
  * ```ts

@@ -15,6 +15,7 @@ import {
   entered,
   events,
   followup,
+  foreign,
   msg,
   readDsh,
   stepEnd,
@@ -188,6 +189,7 @@ describe("Usage.fromEvents over a scripted log", () => {
         steps: 2,
         requests: 2,
         unreported: 0,
+        subagents: Usage.noSubagents,
         startTime: 10,
         endTime: 120,
         end: { kind: "completed" }
@@ -199,6 +201,7 @@ describe("Usage.fromEvents over a scripted log", () => {
         steps: 1,
         requests: 2,
         unreported: 1,
+        subagents: Usage.noSubagents,
         startTime: 140,
         endTime: 230,
         end: { kind: "completed" }
@@ -210,6 +213,7 @@ describe("Usage.fromEvents over a scripted log", () => {
         steps: 1,
         requests: 1,
         unreported: 0,
+        subagents: Usage.noSubagents,
         startTime: 250,
         endTime: undefined,
         end: undefined
@@ -247,6 +251,109 @@ describe("Usage.fromEvents over a scripted log", () => {
     // A model that answered with no usage (0 tokens) and has no price: the cost is unknown, not $0.
     const unpriced = Prices.costs({ test: prices.test }, { test: Usage.zero, offline: Usage.zero })
     expect(unpriced).toEqual({ total: undefined, known: 0, byModel: { test: 0, offline: undefined }, unpriced: ["offline"] })
+  })
+})
+
+describe("Usage.fromEvents: sub-agents from the parent's own subagent/end events (§27)", () => {
+  const end = (id: string, callId: string, stopReason: string, spent: Record<string, unknown>) =>
+    foreign("subagent/end", { runId: `r-${id}`, provider: "spawn", id, local: true, callId, stopReason, ...spent })
+  // Turn 1: a step that delegates twice (one child priced by model, one that never ran), then
+  // answers; turn 2: a child of an older log whose end has a usage but no byModel.
+  const PARENT = events(
+    followup(msg("u1", "go")),
+    turnStart(1), // 1
+    claim("next-turn", 1),
+    stepStart(1, 1),
+    entered(msg("u1", "go")),
+    answered(assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "subagent" }] }), t(100, 10)), // 5
+    toolCall(1, 1, "c1", "subagent"),
+    end("k1", "c1", "completed", {
+      usage: t(500, 50, 200),
+      byModel: { small: t(300, 30, 200), big: t(200, 20) },
+      unreported: 1
+    }), // 7
+    end("k2", "c2", "error", {}),
+    toolResult(1, 1, "c1", "ok"),
+    stepEnd(1, 1),
+    stepStart(1, 2), // 11
+    answered(assistant(1, 2, "done"), t(150, 5)),
+    stepEnd(1, 2),
+    turnEnd(1), // 14
+    turnStart(2),
+    end("k3", "c3", "aborted", { usage: t(40, 4) }), // 16
+    turnEnd(2)
+  )
+  const u = Usage.fromEvents(PARENT)
+
+  it("the runs, their sums per session and per turn, apart from the session's own requests; withSubagents adds them", () => {
+    const k1 = {
+      seq: 7,
+      id: "k1",
+      callId: "c1",
+      turn: 1,
+      stopReason: "completed",
+      usage: t(500, 50, 200),
+      byModel: { small: t(300, 30, 200), big: t(200, 20) },
+      unreported: 1,
+      reported: true
+    }
+    const k2 = {
+      seq: 8,
+      id: "k2",
+      callId: "c2",
+      turn: 1,
+      stopReason: "error",
+      usage: Usage.zero,
+      byModel: {},
+      unreported: 0,
+      reported: false
+    }
+    const k3 = {
+      seq: 16,
+      id: "k3",
+      callId: "c3",
+      turn: 2,
+      stopReason: "aborted",
+      usage: t(40, 4),
+      byModel: { unknown: t(40, 4) },
+      unreported: 0,
+      reported: true
+    }
+    expect(u.subagents).toEqual({
+      usage: t(540, 54, 200),
+      byModel: { small: t(300, 30, 200), big: t(200, 20), unknown: t(40, 4) },
+      unreported: 1,
+      runs: [k1, k2, k3]
+    })
+    expect(u.turns.map((turn) => turn.subagents)).toEqual([
+      { usage: t(500, 50, 200), byModel: k1.byModel, unreported: 1, runs: [k1, k2] },
+      { usage: t(40, 4), byModel: k3.byModel, unreported: 0, runs: [k3] }
+    ])
+    // The session's own requests only: the 2 responses.
+    expect([u.usage, u.byModel, u.unreported, u.requests.length]).toEqual([t(250, 15), { test: t(250, 15) }, 0, 2])
+    expect(Usage.withSubagents(u)).toEqual({
+      usage: t(790, 69, 200),
+      byModel: { test: t(250, 15), small: t(300, 30, 200), big: t(200, 20), unknown: t(40, 4) },
+      unreported: 1
+    })
+    expect(Usage.withSubagents(u.turns[0]!)).toEqual({
+      usage: t(750, 65, 200),
+      byModel: { test: t(250, 15), small: t(300, 30, 200), big: t(200, 20) },
+      unreported: 1
+    })
+    // A turn without children: its own.
+    expect(Usage.withSubagents(Usage.fromEvents(LOG).turns[0]!).usage).toEqual(t(2100, 80, 600, 100, 20))
+  })
+
+  it("the projector's sub-agents at each prefix are fromEvents' of that prefix; the events before seedLength are not counted", () => {
+    const p = Usage.projector()
+    PARENT.forEach((e, i) => {
+      p.push(e)
+      expect(p.result().subagents).toEqual(Usage.fromEvents(PARENT.slice(0, i + 1)).subagents)
+    })
+    // A fork child whose seed is this log: the parent's children are not the child's.
+    const seeded = Usage.fromEvents(PARENT, { seedLength: 17 })
+    expect(seeded.subagents).toEqual(Usage.noSubagents)
   })
 })
 
