@@ -39,6 +39,7 @@ import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore, resumeWaiting } from "./internal/agent/resume.js"
 import { commit } from "./internal/agent/section.js"
 import { type AgentConfig, AgentState, countOption, history, liveLogs, seen, usedIds } from "./internal/agent/state.js"
+import { inheritUsage, subagentEnded, usageNow } from "./internal/agent/usage.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import { type ChildSession, ChildSessionId, depthOf } from "./internal/subagent.js"
 import type { InvalidMessage, Message, UserMessage } from "./Message.js"
@@ -362,8 +363,14 @@ class AgentRecord extends AgentState implements Agent, Accessible {
         ids: this.config.ids,
         approvalListeners: this.config.approvalListeners,
         approvalTimeoutMs: this.config.approvalTimeout,
+        recordContent: this.config.recordContent,
+        preStep: this.config.preStep,
+        usage: () => usageNow(this, this.current?.turn),
         events: () => this.sessionLog.events(),
-        record: (type, data) => commit(this, [{ type, data }], () => undefined),
+        record: (type, data) =>
+          type === "subagent/end"
+            ? Effect.tap(commit(this, [{ type, data }], () => undefined), () => Effect.sync(() => subagentEnded(this, data)))
+            : commit(this, [{ type, data }], () => undefined),
         adopt: (callId, child) => child instanceof AgentState ? approvals.adoptChild(this, callId, child) : () => {},
         released: () => this.released
       }
@@ -602,6 +609,9 @@ export const make = (
         const events = log.events()
         yield* restore(agent, events, usedIds(events))
       }
+      // Its budget counts from its parent's usage (§18, §27); its turns nest in the call's span (§19).
+      if (child.usage !== undefined) inheritUsage(agent, child.usage)
+      if (child.parentSpan !== undefined) agent.trace = { run: undefined, callers: new Map(), parent: child.parentSpan }
       yield* Effect.orDie(commit(agent, [{ type: "subagent/descriptor", data: child.descriptor }], () => undefined))
     }
     yield* own(agent)

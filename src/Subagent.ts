@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import * as Agent from "./Agent.js"
 import * as Approval from "./Approval.js"
 import { IdGenerator } from "./IdGenerator.js"
@@ -28,6 +28,7 @@ import { type ParentAccess, parentOf } from "./internal/agent/access.js"
 import { ChildSessionId } from "./internal/subagent.js"
 import type { ContentBlock, MessageId } from "./Message.js"
 import { Model, type ModelService } from "./Model.js"
+import { PreStep } from "./PreStep.js"
 import type { SessionEvent, TurnEndReason } from "./SessionEvent.js"
 import { SessionStore } from "./SessionStore.js"
 import * as Tool from "./Tool.js"
@@ -113,8 +114,9 @@ const DEFAULT_MAX_DEPTH = 2
  */
 export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
   const fork = options.fork === true
+  const name = options.name ?? (fork ? "subagent_fork" : "subagent")
   return Tool.make({
-    name: options.name ?? (fork ? "subagent_fork" : "subagent"),
+    name,
     description: options.description ??
       (fork
         ? "Hand a task to a sub-agent that starts with this conversation's completed turns, and get its answer."
@@ -133,17 +135,26 @@ export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
       if (depth > maxDepth) {
         return Effect.fail(new Tool.ToolError({ message: `subagent depth ${depth} exceeds maxDepth ${maxDepth}` }))
       }
-      return delegate(parent, options, fork, depth, args, ctx.callId)
+      return delegate(parent, options, name, fork, depth, args, ctx.callId)
     }
   })
 }
 
-/** What a child's run gave: its session, its last turn's end and last assistant content, its usage. */
+/** What a child's run gave: its session, its last turn's end and last assistant content. */
 interface ChildRun {
   readonly sessionId: string
   readonly reason: TurnEndReason | undefined
   readonly answer: ReadonlyArray<ContentBlock> | undefined
-  readonly usage: Usage.SessionUsage
+}
+
+/**
+ * What a child's run spent, as `subagent/end` records it (§27, §18): its own requests and its
+ * children's (`Usage.withSubagents` of its log), by model, and its responses that reported no
+ * usage. The parent counts it from its own log and never reads the child's.
+ */
+const spentBy = (child: Agent.Agent) => {
+  const all = Usage.withSubagents(Usage.fromEvents(child.log.events(), { header: child.log.header }))
+  return { usage: all.usage, byModel: all.byModel, unreported: all.unreported }
 }
 
 /** DSH's `stopReason` of a turn's end: its kind (an interrupted turn is `aborted`). */
@@ -156,6 +167,7 @@ const textOf = (content: ReadonlyArray<ContentBlock> | undefined): string =>
 const delegate = (
   parent: ParentAccess,
   options: Options,
+  name: string,
   fork: boolean,
   depth: number,
   args: Arguments,
@@ -172,9 +184,13 @@ const delegate = (
       yield* recordOrFail(parent, "subagent/start", { ...info, depth, label })
       const ended = (stopReason: string, extra: { readonly [key: string]: unknown }) =>
         Effect.ignore(parent.record("subagent/end", { ...info, stopReason, ...extra }))
+      // The call's span (its `execute_tool`, §19): the child's turns are its children.
+      const span = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
       const child = yield* Agent.make({
         sessionId,
         cwd: parent.cwd,
+        name,
+        tracing: { recordContent: parent.recordContent },
         instructions: options.instructions,
         tools: options.tools,
         maxSteps: options.maxSteps,
@@ -186,11 +202,14 @@ const delegate = (
           origin: "subagent",
           delegationDepth: depth,
           seed: fork ? completedTurns(parent.events()) : undefined,
-          descriptor: { version: 2, mode: "one-shot", provider, label }
+          descriptor: { version: 2, mode: "one-shot", provider, label },
+          usage: parent.usage(),
+          parentSpan: span
         }
       } as Agent.AgentOptions).pipe(
         Effect.provideService(SessionStore, parent.store),
         Effect.provideService(Model, options.model ?? parent.model),
+        Effect.provideService(PreStep, parent.preStep),
         Effect.provideService(IdGenerator, parent.ids),
         Effect.provideService(Approval.Approval, Approval.make(parent.approvalListeners)),
         Effect.catchAll((e) => Effect.zipRight(ended("error", { error: e.message }), Effect.fail(e)))
@@ -208,21 +227,21 @@ const delegate = (
             ? Effect.ignore(child.release)
             : Effect.zipRight(
               Effect.ignore(child.cancel(cause)),
-              ended("aborted", { reason: { kind: "aborted", reason: cause } })
+              Effect.suspend(() => ended("aborted", { reason: { kind: "aborted", reason: cause }, ...spentBy(child) }))
             )
       )
-      const usage = result.usage.usage
+      const spent = spentBy(child)
       const last = result.answer === undefined ? {} : { lastAssistantMessage: result.answer }
       if (result.reason?.kind !== "completed") {
         const reason = result.reason ?? { kind: "interrupted" as const }
-        yield* ended(stopReasonOf(reason), { ...last, reason, usage })
+        yield* ended(stopReasonOf(reason), { ...last, reason, ...spent })
         return yield* Effect.fail(
           new Tool.ToolError({
             message: `the sub-agent (session ${sessionId}) did not complete its task: ${reasonText(result.reason)}`
           })
         )
       }
-      yield* ended("completed", { ...last, reason: result.reason, usage })
+      yield* ended("completed", { ...last, reason: result.reason, ...spent })
       const answer = textOf(result.answer)
       const content: ReadonlyArray<ContentBlock> = [
         { type: "text", text: answer === "" ? "(the sub-agent gave no answer)" : answer },
@@ -251,12 +270,7 @@ const runChild = (
     }).pipe(Effect.mapError((e) => new Tool.ToolError({ message: `the task could not be delivered: ${e.message}`, cause: e })))
     yield* delivery.outcome
     yield* child.awaitIdle
-    const events = child.log.events()
-    return {
-      sessionId: child.id,
-      ...lastTurn(events),
-      usage: Usage.fromEvents(events, { header: child.log.header })
-    }
+    return { sessionId: child.id, ...lastTurn(child.log.events()) }
   })
 
 /** The end of the log's last turn and the content of its last assistant message. */

@@ -77,7 +77,10 @@ for (const mode of ["sync", "locked"] as const) {
           stopReason: "completed",
           lastAssistantMessage: [{ type: "text", text: "4" }],
           reason: { kind: "completed" },
-          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+          // What the child spent: its scripted response reported no usage (counted 0, unknown).
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+          byModel: { script: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 } },
+          unreported: 1
         }])
         const result = dataOf(events, "tool/result")[0]
         expect(result.message.content[0].content).toEqual([
@@ -189,7 +192,10 @@ for (const mode of ["sync", "locked"] as const) {
     for (const how of ["cancel", "dispose"] as const) {
       it.scoped(`${how} of the parent during the child's tool call: the child's turn aborted {parent}, the parent's call ABORTED`, () => {
         const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "wait")] }, { text: "unused" }])
-        const childModel = ScriptedModel.make([{ toolCalls: [{ id: "k1", name: "wait", arguments: {} }] }, { text: "unused" }])
+        const childModel = ScriptedModel.make([
+          { toolCalls: [{ id: "k1", name: "wait", arguments: {} }], usage: { inputTokens: 12, outputTokens: 3 } },
+          { text: "unused" }
+        ])
         return Effect.gen(function*() {
           const started = yield* Deferred.make<void>()
           const interrupted = yield* Ref.make(false)
@@ -230,7 +236,13 @@ for (const mode of ["sync", "locked"] as const) {
             local: true,
             callId: "c1",
             stopReason: "aborted",
-            reason: { kind: "aborted", reason: cause }
+            reason: { kind: "aborted", reason: cause },
+            // What the aborted child had spent: its one response.
+            usage: { inputTokens: 12, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 },
+            byModel: {
+              script: { inputTokens: 12, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+            },
+            unreported: 0
           })
           const child = yield* childLog(childId)
           expect(brief(child.events).slice(-3)).toEqual(["tool/result k1 ABORTED", "step/end 1.1", "turn/end 1 aborted:parent"])

@@ -39,6 +39,8 @@ import type { ModelService } from "../src/Model.js"
 import * as PreStep from "../src/PreStep.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent } from "../src/SessionEvent.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Subagent from "../src/Subagent.js"
 import * as Tool from "../src/Tool.js"
 import * as Usage from "../src/Usage.js"
 import { advance, Agent, brief, checkLog, layer } from "./utils/agent.js"
@@ -103,6 +105,10 @@ const trees = (spans: ReadonlyArray<ReadableSpan>): Array<Node> => {
   }
   return spans.filter((s) => s.parentSpanContext === undefined || !byId.has(s.parentSpanContext.spanId)).sort(order).map(node)
 }
+
+/** A child session's events, from the store. */
+const childEvents = (id: string) =>
+  Effect.flatMap(SessionStore.SessionStore, (store) => Effect.map(store.open(id as never), (log) => log.events()))
 
 /** A tool that sleeps (virtual time) 100 ms for "a", 200 ms for anything else, and finds it. */
 const lookup = Tool.make({
@@ -732,5 +738,166 @@ describe("Tracing", () => {
         exporterLayer(exporter)
       ))
     )
+  })
+
+  it.scoped("a sub-agent's turn is a child of its call's execute_tool span; the parent's turn sums its usage (recordContent off)", () => {
+    const exporter = new InMemorySpanExporter()
+    const parentModel = ScriptedModel.make([
+      {
+        toolCalls: [{ id: "c1", name: "research", arguments: { prompt: "What time is it?", description: "the time" } }],
+        latencyMs: 10,
+        usage: { inputTokens: 100, outputTokens: 10 }
+      },
+      { text: "noon", latencyMs: 10, usage: { inputTokens: 150, outputTokens: 5, cacheReadTokens: 100 } }
+    ], { provider: "scripted", model: "big" })
+    const childModel = ScriptedModel.make([
+      {
+        toolCalls: [{ id: "k1", name: "lookup", arguments: { q: "a" } }],
+        latencyMs: 10,
+        usage: { inputTokens: 40, outputTokens: 4 }
+      },
+      { text: "12:00", latencyMs: 10, usage: { inputTokens: 60, outputTokens: 6, reasoningTokens: 2 } }
+    ], { provider: "scripted", model: "small" })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        sessionId: "p-1",
+        name: "boss",
+        tools: [Subagent.tool({ name: "research", model: childModel, tools: [lookup] })]
+      })
+      const f = yield* agent.followup("ask")
+      yield* advance(300)
+      yield* agent.awaitIdle
+      const events = agent.log.events()
+      const child = (events.find((e) => e.type === "subagent/end")!.data as { id: string }).id
+      const task = (yield* childEvents(child)).find((e) => e.type === "user/message")!.data as { id: string }
+      const chat = (conversation: string, model: string, step: number, start: number, response: Record<string, unknown>) => ({
+        name: `chat ${model}`,
+        kind: "CLIENT",
+        start,
+        end: start + 10,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "chat",
+          [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+          [ATTR_GEN_AI_CONVERSATION_ID]: conversation,
+          [ATTR_GEN_AI_REQUEST_MODEL]: model,
+          [ATTR_GEN_AI_REQUEST_STREAM]: true,
+          "agent_loop.turn": 1,
+          "agent_loop.step": step,
+          [ATTR_GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]: 0.01,
+          ...response
+        }
+      })
+      const tool = (conversation: string, name: string, callId: string, start: number, end: number) => ({
+        name: `execute_tool ${name}`,
+        kind: "INTERNAL",
+        start,
+        end,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "execute_tool",
+          [ATTR_GEN_AI_CONVERSATION_ID]: conversation,
+          [ATTR_GEN_AI_TOOL_NAME]: name,
+          [ATTR_GEN_AI_TOOL_CALL_ID]: callId,
+          "agent_loop.turn": 1,
+          "agent_loop.step": 1
+        }
+      })
+      const turn = (conversation: string, name: string, start: number, end: number, usage: Record<string, unknown>) => ({
+        name: `invoke_agent ${name}`,
+        kind: "INTERNAL",
+        start,
+        end,
+        status: "OK",
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: "invoke_agent",
+          [ATTR_GEN_AI_PROVIDER_NAME]: "scripted",
+          [ATTR_GEN_AI_CONVERSATION_ID]: conversation,
+          [ATTR_GEN_AI_AGENT_NAME]: name,
+          [ATTR_GEN_AI_AGENT_ID]: conversation,
+          "agent_loop.turn": 1,
+          ...usage,
+          "agent_loop.turn.end": "completed"
+        }
+      })
+      const deliveryOf = (id: string, source: string, at: number) => ({
+        name: "agent_loop.delivery",
+        at,
+        attributes: {
+          "agent_loop.message.id": id,
+          "agent_loop.delivery.kind": "followup",
+          "agent_loop.delivery.source": source,
+          "agent_loop.step": 1
+        }
+      })
+      expect(trees(exporter.getFinishedSpans())).toEqual([
+        caller("SessionStore.create", 0),
+        {
+          // The parent's turn: its two responses and the child's run (100 + 150 + 100 input tokens).
+          ...turn("p-1", "boss", 0, 140, {
+            [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 350,
+            [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 25,
+            [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: 100,
+            [ATTR_GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS]: 0,
+            [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 2,
+            // of which the sub-agents' (the one run's complete counts, as its subagent/end records them)
+            "agent_loop.subagents.count": 1,
+            "agent_loop.subagents.usage.input_tokens": 100,
+            "agent_loop.subagents.usage.output_tokens": 10,
+            "agent_loop.subagents.usage.cache_read.input_tokens": 0,
+            "agent_loop.subagents.usage.cache_creation.input_tokens": 0,
+            "agent_loop.subagents.usage.reasoning.output_tokens": 2
+          }),
+          events: [deliveryOf(f.messageId, "user", 0)],
+          children: [
+            chat("p-1", "big", 1, 0, {
+              [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("tool-calls"),
+              [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 100,
+              [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 10
+            }),
+            {
+              // The call's span: the child's session is created in it, and its turn is its child.
+              ...tool("p-1", "research", "c1", 10, 130),
+              children: [
+                caller("SessionStore.create", 10),
+                {
+                  ...turn(child, "research", 10, 130, {
+                    [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 100,
+                    [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 10,
+                    [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 2
+                  }),
+                  events: [deliveryOf(task.id, "subagent", 10)],
+                  // The task was delivered from the call: a link to it as to any caller (§19 rule 4).
+                  links: [link("execute_tool research", task.id, "followup")],
+                  children: [
+                    chat(child, "small", 1, 10, {
+                      [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("tool-calls"),
+                      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 40,
+                      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 4
+                    }),
+                    tool(child, "lookup", "k1", 20, 120),
+                    chat(child, "small", 2, 120, {
+                      [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+                      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 60,
+                      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 6,
+                      [ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS]: 2
+                    })
+                  ]
+                }
+              ]
+            },
+            chat("p-1", "big", 2, 130, {
+              [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: finish("stop"),
+              [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: 150,
+              [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: 5,
+              [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: 100
+            })
+          ]
+        }
+      ])
+      // The turn's sums are the turn's usage with its sub-agents' (§18), by the log's projection.
+      const projected = Usage.withSubagents(Usage.fromEvents(events).turns[0]!).usage
+      expect([projected.inputTokens, projected.outputTokens, projected.cacheReadTokens]).toEqual([350, 25, 100])
+    }).pipe(Effect.provide(Layer.merge(layer(parentModel), exporterLayer(exporter))))
   })
 })

@@ -2,6 +2,8 @@
  * What the agent module and the sub-agent tool share (§27): how `Agent.make` is asked for a
  * child session (an option under a symbol no public type names), and the depth of a session.
  */
+import type { Tracer } from "effect"
+import type { PreStepUsage } from "../PreStep.js"
 import type { SessionEvent, SessionHeader } from "../SessionEvent.js"
 
 /** The key of `Agent.make`'s child-session option (`Subagent.ts` sets it). */
@@ -16,6 +18,14 @@ export interface ChildSession {
   readonly seed?: ReadonlyArray<SessionEvent> | undefined
   /** The child's `subagent/descriptor` data, its first event after the header (and seed). */
   readonly descriptor: { readonly [key: string]: unknown }
+  /**
+   * The parent's pre-step usage when the call started (undefined: the parent keeps none, its
+   * pre-step is the default): the child's `PreStepPayload.usage` starts from it, so that a
+   * budget counts the whole delegation (§18, §27).
+   */
+  readonly usage?: PreStepUsage | undefined
+  /** The span of the parent's call (its `execute_tool`, §19): the parent of the child's turn spans. */
+  readonly parentSpan?: Tracer.AnySpan | undefined
 }
 
 /** A session's delegation depth: its header's `delegationDepth`, 0 when it has none. */

@@ -5,8 +5,9 @@
  * `NodeSdk.layer`). One tree per turn:
  *
  * ```text
- * invoke_agent {name}   INTERNAL, a root span per turn; a link to the caller's span of each
- * │                     delivery that entered the turn, an `agent_loop.delivery` event per entry
+ * invoke_agent {name}   INTERNAL, a root span per turn (a sub-agent's: a child of its parent's
+ * │                     `execute_tool` span); a link to the caller's span of each delivery that
+ * │                     entered the turn, an `agent_loop.delivery` event per entry
  * ├─ pre_step           INTERNAL, per pre-step waterfall run (none with the default pre-step)
  * ├─ compaction         INTERNAL, per compaction bracket (a root span between turns)
  * │  └─ chat {model}     CLIENT, per summarization request of its policy (the usage counts in the turn)
@@ -52,6 +53,11 @@ export interface AgentTrace {
   run: RunTracing | undefined
   /** The caller's span of each delivery not decided yet (by message id), for the turn's links. */
   readonly callers: Map<string, Tracer.AnySpan>
+  /**
+   * The span the agent's turns are children of: a sub-agent's, the `execute_tool` span of its
+   * parent's call (§27); none for an agent of its own (each turn a root).
+   */
+  readonly parent?: Tracer.AnySpan | undefined
 }
 
 /** The span of a turn and what it sums (`TurnState.trace`). */
@@ -60,8 +66,10 @@ export interface TurnTrace {
   readonly span: Tracer.Span
   /** The delivery kinds of the current claim, aligned with `TurnState.claimed`. */
   kinds: ReadonlyArray<DeliveryKind> | undefined
-  /** The usage the turn's responses reported, summed per `gen_ai.usage.*` attribute. */
+  /** The usage the turn's responses reported and its sub-agents' runs, summed per `gen_ai.usage.*` attribute. */
   usage: Record<string, number> | undefined
+  /** The sub-agent runs that ended in the turn: their count and usage (`agent_loop.subagents.*`). */
+  subagents: Record<string, number> | undefined
 }
 
 /** The span of a model request, with the start of its current attempt and its first part (ms). */
@@ -158,7 +166,10 @@ const failed = (message: string, name: string): Exit.Exit<never, Error> => {
   return Exit.fail(error)
 }
 
-/** Opens the span of turn `turn` (`invoke_agent {name}`, a root), when the run is traced. */
+/**
+ * Opens the span of turn `turn` (`invoke_agent {name}`), when the run is traced: a root, or for a
+ * sub-agent a child of its parent's call span (`AgentTrace.parent`).
+ */
 export const startTurn = (
   a: Traced,
   turn: number,
@@ -168,7 +179,7 @@ export const startTurn = (
   if (run === undefined) return undefined
   return {
     run,
-    span: span(run, `invoke_agent ${a.config.name}`, undefined, "internal", {
+    span: span(run, `invoke_agent ${a.config.name}`, a.trace?.parent, "internal", {
       "gen_ai.operation.name": "invoke_agent",
       "gen_ai.provider.name": a.config.model.provider,
       "gen_ai.conversation.id": a.id,
@@ -177,7 +188,8 @@ export const startTurn = (
       "agent_loop.turn": turn
     }),
     kinds,
-    usage: undefined
+    usage: undefined,
+    subagents: undefined
   }
 }
 
@@ -243,6 +255,7 @@ const setAll = (s: Tracer.Span, attributes: Readonly<Record<string, unknown>>): 
 export const endTurn = (t: TurnTrace, reason: TurnEndReason | undefined): void => {
   const s = t.span
   if (t.usage !== undefined) setAll(s, t.usage)
+  if (t.subagents !== undefined) setAll(s, t.subagents)
   if (reason === undefined) {
     s.end(now(t.run), Exit.interrupt(FiberId.none))
     return
@@ -331,6 +344,30 @@ const sum = (t: TurnTrace, usage: Usage): void => {
  */
 export const summaryUsage = (t: TurnTrace | undefined, usage: Usage | undefined): void => {
   if (t !== undefined && usage !== undefined) sum(t, usage)
+}
+
+/** The `agent_loop.subagents.usage.*` attribute of each count (the `gen_ai.usage.*` names' suffixes). */
+const SUBAGENT_ATTRIBUTES = USAGE_ATTRIBUTES.map(([field, key]) =>
+  [field, key.replace("gen_ai.usage.", "agent_loop.subagents.usage.")] as const
+)
+
+/**
+ * A sub-agent's `subagent/end` is durable in a traced turn (§27; its data): the run's usage (its
+ * complete counts, children included) counts in the turn's `gen_ai.usage.*` sums, as
+ * `Usage.withSubagents` counts it, and in `agent_loop.subagents.usage.*` (how much of the sums came
+ * from sub-agents), with `agent_loop.subagents.count` (the runs that ended in the turn).
+ */
+export const subagentUsage = (t: TurnTrace, data: unknown): void => {
+  const u = (data as { readonly usage?: unknown } | null)?.usage
+  const sub = t.subagents ?? (t.subagents = { "agent_loop.subagents.count": 0 })
+  sub["agent_loop.subagents.count"]!++
+  if (typeof u !== "object" || u === null) return
+  const usage = u as Usage
+  sum(t, usage)
+  for (const [field, key] of SUBAGENT_ATTRIBUTES) {
+    const n = usage[field]
+    if (typeof n === "number") sub[key] = (sub[key] ?? 0) + n
+  }
 }
 
 /**

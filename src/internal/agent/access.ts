@@ -10,6 +10,7 @@ import type * as Approval from "../../Approval.js"
 import type { DeliveryOutcome } from "../../Delivery.js"
 import type { IdGeneratorService } from "../../IdGenerator.js"
 import type { ModelService } from "../../Model.js"
+import type { PreStepService, PreStepUsage } from "../../PreStep.js"
 import type { SessionEvent } from "../../SessionEvent.js"
 import type { SessionWriteError } from "../../SessionLog.js"
 import type { SessionStoreService } from "../../SessionStore.js"
@@ -60,9 +61,21 @@ export interface ParentAccess {
   readonly approvalListeners: ReadonlyArray<Approval.Listener>
   /** The parent's `approvalTimeoutMs` (§26 rule 5), the default of its sub-agents'. */
   readonly approvalTimeoutMs: number | undefined
+  /** Whether the parent's spans record content (§19 rule 6): the child's do too. */
+  readonly recordContent: boolean
+  /** The parent's pre-step waterfall (§7): the child's too (§27). */
+  readonly preStep: PreStepService
+  /**
+   * The parent's pre-step usage now (its own, its ended children's, and what it inherited;
+   * §18), undefined when it keeps none (the default pre-step).
+   */
+  readonly usage: () => PreStepUsage | undefined
   /** The parent's committed events (for a fork child's seed). */
   readonly events: () => ReadonlyArray<SessionEvent>
-  /** Appends a runtime event (`subagent/start`, `subagent/end`) to the parent's log. */
+  /**
+   * Appends a runtime event (`subagent/start`, `subagent/end`) to the parent's log; a
+   * `subagent/end`'s usage then counts in the parent's pre-step usage and its turn's span (§18, §19).
+   */
   readonly record: (type: string, data: unknown) => Effect.Effect<void, SessionWriteError>
   /**
    * Links the child agent of call `callId` to the parent while the call runs: its questions are
