@@ -4,9 +4,11 @@
  * model requests (a compaction's summarization among them), tool calls by name, questions about
  * tool calls (§26: asked, decided by outcome, open), sub-agents (the lineage of a child session
  * from its header and `subagent/descriptor`; the children a parent's `subagent/start` and
- * `subagent/end` name, with their stop reasons); tokens by kind
- * and by model; the cost by model when a price table is given ("unknown" for a model without a
- * price, and then for the total); the time of each turn (`turn/start` to `turn/end`) and of each
+ * `subagent/end` name, with their stop reasons and usage); tokens by kind and by model, the
+ * children's included (read from the parent's own `subagent/end` events, never from the
+ * children's logs: a child's stats is its own session's, so nothing is counted twice); the cost
+ * by model when a price table is given ("unknown" for a model without a price, and then for the
+ * total), and how much of it was the children's; the time of each turn (`turn/start` to `turn/end`) and of each
  * model request (`step/start`, or `compaction/start`, to the logged response), from the events'
  * times, in ms, with min/median/max (the median of an even count is the mean of the middle two).
  * A DSH v0 log whose events carry no time (the upstream snapshot fixtures: every event reads as
@@ -91,22 +93,38 @@ export interface Stats {
   /**
    * The children this session started, from its `subagent/start` and `subagent/end` events (a DSH
    * log has none: DSH does not log them): how many started and ended, the ends by stop reason,
-   * and the child session ids in the order they started.
+   * the child session ids in the order they started; what they spent as the ends record it
+   * (`tokens`, `tokensByModel`, their responses without usage), included in the session's
+   * `tokens`, `tokensByModel` and `cost`; and each run that ended (`runs`, in log order).
    */
   readonly subagents: {
     readonly started: number
     readonly ended: number
     readonly stopReasons: { readonly [stopReason: string]: number }
     readonly children: ReadonlyArray<string>
+    readonly tokens: TokenCounts
+    readonly tokensByModel: { readonly [model: string]: TokenCounts }
+    readonly unreportedRequests: number
+    readonly runs: ReadonlyArray<{
+      readonly id: string | null
+      readonly callId: string | null
+      readonly stopReason: string | null
+      readonly tokens: TokenCounts
+    }>
   }
+  /** Everything the session spent: its own requests and its children's runs (`subagents.tokens`). */
   readonly tokens: TokenCounts
   readonly tokensByModel: { readonly [model: string]: TokenCounts }
-  /** With `--prices`: USD; `null` is unknown (a model without a price). */
+  /**
+   * With `--prices`: USD, the children's included (`subagents`: their part); `null` is unknown (a
+   * model without a price).
+   */
   readonly cost:
     | {
       readonly total: number | null
       readonly byModel: { readonly [model: string]: number | null }
       readonly unpriced: ReadonlyArray<string>
+      readonly subagents: number | null
     }
     | null
   /** `null` when the log records no event times. */
@@ -146,6 +164,7 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
   const dsh = isDsh({ header })
   const seed = seedLengthOf({ header })
   const usage = Usage.fromEvents(events, { header })
+  const all = Usage.withSubagents(usage)
   const toolCallsByName: Record<string, number> = {}
   let toolCalls = 0
   for (const e of events) {
@@ -196,16 +215,25 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
     const kind = t.end?.kind ?? "open"
     turnEnds[kind] = (turnEnds[kind] ?? 0) + 1
   }
-  const tokensByModel: Record<string, TokenCounts> = {}
-  for (const [model, u] of Object.entries(usage.byModel)) tokensByModel[model] = counts(u)
+  const byModelCounts = (byModel: Usage.ByModel) => {
+    const out: Record<string, TokenCounts> = {}
+    for (const [model, u] of Object.entries(byModel)) out[model] = counts(u)
+    return out
+  }
+  const tokensByModel = byModelCounts(all.byModel)
   let cost: Stats["cost"] = null
   if (prices !== undefined) {
-    const c = Prices.costs(prices, usage.byModel)
+    const c = Prices.costs(prices, all.byModel)
     const byModel: Record<string, number | null> = {}
     // USD to 12 decimals (a millionth of a micro-dollar): no binary float noise in the JSON.
     const round = (usd: number | undefined) => (usd === undefined ? null : Math.round(usd * 1e12) / 1e12)
     for (const [model, usd] of Object.entries(c.byModel)) byModel[model] = round(usd)
-    cost = { total: round(c.total), byModel, unpriced: c.unpriced }
+    cost = {
+      total: round(c.total),
+      byModel,
+      unpriced: c.unpriced,
+      subagents: round(Prices.costs(prices, usage.subagents.byModel).total)
+    }
   }
   const own = events.filter((e) => e.seq >= seed)
   const timed = !(dsh && own.every((e) => e.time === own[0]?.time))
@@ -233,8 +261,22 @@ export const statsOf = (contents: LogContents, prices: Prices.Prices | undefined
     toolCallsByName,
     approvals: { asked, outcomes, open: Approval.openQuestions(own).length },
     subagent,
-    subagents: { started, ended, stopReasons, children },
-    tokens: counts(usage.usage),
+    subagents: {
+      started,
+      ended,
+      stopReasons,
+      children,
+      tokens: counts(usage.subagents.usage),
+      tokensByModel: byModelCounts(usage.subagents.byModel),
+      unreportedRequests: usage.subagents.unreported,
+      runs: usage.subagents.runs.map((r) => ({
+        id: r.id ?? null,
+        callId: r.callId ?? null,
+        stopReason: r.stopReason ?? null,
+        tokens: counts(r.usage)
+      }))
+    },
+    tokens: counts(all.usage),
     tokensByModel,
     cost,
     time
@@ -307,6 +349,13 @@ export const renderStats = (s: Stats, file: string): string => {
   if (s.subagents.started > 0 || s.subagents.ended > 0) {
     const ends = Object.keys(s.subagents.stopReasons).length > 0 ? ` (${byCount(s.subagents.stopReasons)})` : ""
     lines.push(`subagents       ${n(s.subagents.started)} started, ${n(s.subagents.ended)} ended${ends}`)
+    for (const r of s.subagents.runs) {
+      lines.push(
+        `  child ${r.id === null ? "?" : escapeLine(r.id)}: ${r.stopReason === null ? "?" : escapeLine(r.stopReason)}, ${
+          n(r.tokens.totalTokens)
+        } tokens`
+      )
+    }
   }
   lines.push("")
   const row = (label: string, t: TokenCounts) => [
@@ -319,18 +368,24 @@ export const renderStats = (s: Stats, file: string): string => {
     n(t.totalTokens)
   ]
   const models = Object.keys(s.tokensByModel).sort()
+  const children = s.subagents.runs.length > 0
   push(
     table([
       ["tokens", "input", "cache read", "cache write", "output", "reasoning", "total"],
       ...models.map((m) => row(escapeLine(m), s.tokensByModel[m]!)),
-      row("session", s.tokens)
+      row("session", s.tokens),
+      ...(children ? [row("of which children", s.subagents.tokens)] : [])
     ])
   )
   lines.push("(cache read and cache write are parts of input, reasoning a part of output; total = input + output)")
-  if (s.unreportedRequests > 0) {
+  if (children) {
+    lines.push("(children: what the sub-agents' runs spent, as this log's subagent/end events record it)")
+  }
+  const unreported = s.unreportedRequests + s.subagents.unreportedRequests
+  if (unreported > 0) {
     lines.push(
-      `(${n(s.unreportedRequests)} model ${
-        s.unreportedRequests === 1 ? "response" : "responses"
+      `(${n(unreported)} model ${unreported === 1 ? "response" : "responses"}${
+        s.subagents.unreportedRequests > 0 ? ` (${n(s.subagents.unreportedRequests)} of the children's)` : ""
       } reported no usage: counted 0, so these totals are a lower bound)`
     )
   }
@@ -342,7 +397,8 @@ export const renderStats = (s: Stats, file: string): string => {
       table([
         ["cost (USD)", ""],
         ...models.map((m) => [escapeLine(m), usd(s.cost!.byModel[m] ?? null)]),
-        ["session", s.cost.total === null ? "unknown" : Prices.formatUsd(s.cost.total)]
+        ["session", s.cost.total === null ? "unknown" : Prices.formatUsd(s.cost.total)],
+        ...(children ? [["of which children", s.cost.subagents === null ? "unknown" : Prices.formatUsd(s.cost.subagents)]] : [])
       ])
     )
   }

@@ -483,9 +483,9 @@ export class ChatModel {
     }
   }
 
-  /** The status line's tokens and cost. */
+  /** The status line's tokens and cost: the session's requests and its sub-agents' runs (§18, §27). */
   private spent(): { readonly tokens: number; readonly cost: string | undefined } {
-    const u = this.usage.result()
+    const u = Usage.withSubagents(this.usage.result())
     if (this.prices === undefined) return { tokens: Usage.total(u.usage), cost: undefined }
     const c = Prices.costs(this.prices, u.byModel).total
     return { tokens: Usage.total(u.usage), cost: c === undefined ? "cost unknown" : Prices.formatUsd(c) }
