@@ -5,10 +5,18 @@
  * `simulate` (virtual times, so the times are exact), priced by `examples/prices.example.json`;
  * a missing log, an unreadable log and a bad price table exit 2 with one line.
  */
+import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as Agent from "../src/Agent.js"
+import * as IdGenerator from "../src/IdGenerator.js"
+import * as Model from "../src/Model.js"
+import * as ScriptedModel from "../src/ScriptedModel.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as Subagent from "../src/Subagent.js"
 import { CLI_RUN_MS } from "./utils/bounds.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -107,10 +115,19 @@ describe("agent-loop stats", () => {
       toolCallsByName: { read: 2, bash: 1, write: 1 },
       approvals: { asked: 0, outcomes: {}, open: 0 },
       subagent: null,
-      subagents: { started: 0, ended: 0, stopReasons: {}, children: [] },
+      subagents: {
+        started: 0,
+        ended: 0,
+        stopReasons: {},
+        children: [],
+        tokens: { inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0, totalTokens: 0 },
+        tokensByModel: {},
+        unreportedRequests: 0,
+        runs: []
+      },
       tokens,
       tokensByModel: { "deepseek-v4-flash": tokens },
-      cost: { total: null, byModel: { "deepseek-v4-flash": null }, unpriced: ["deepseek-v4-flash"] },
+      cost: { total: null, byModel: { "deepseek-v4-flash": null }, unpriced: ["deepseek-v4-flash"], subagents: 0 },
       time: null
     })
   })
@@ -161,7 +178,7 @@ describe("agent-loop stats", () => {
       ].join("\n")
     )
     const json = JSON.parse(stats(log, "--json", "--prices", PRICES).out)
-    expect(json.cost).toEqual({ total: 0.000495, byModel: { "my-model-mini-2026": 0.000495 }, unpriced: [] })
+    expect(json.cost).toEqual({ total: 0.000495, byModel: { "my-model-mini-2026": 0.000495 }, unpriced: [], subagents: 0 })
     expect(json.time).toEqual({
       turns: [{ turn: 1, ms: 55, end: "completed" }, { turn: 2, ms: 10, end: "completed" }],
       perTurn: { count: 2, min: 10, median: 32.5, max: 55 },
@@ -194,6 +211,104 @@ describe("agent-loop stats", () => {
       "(1 model response reported no usage: counted 0, so these totals are a lower bound)"
     ])
     expect(JSON.parse(stats(log, "--json").out).unreportedRequests).toBe(1)
+  })
+
+  it.scoped("a parent, its child and its grandchild: each one's totals include its descendants' runs from its own log, never twice", () => {
+    const dir = tmp()
+    // parent (my-model) → child (my-model-mini) → grandchild (my-model-mini): a task each.
+    const grandchild = Subagent.tool({
+      name: "deeper",
+      model: ScriptedModel.make([{ text: "noon", usage: { inputTokens: 100, outputTokens: 5 } }], {
+        model: "my-model-mini-2026"
+      })
+    })
+    const child = Subagent.tool({
+      name: "research",
+      tools: [grandchild],
+      model: ScriptedModel.make([
+        {
+          toolCalls: [{ id: "k1", name: "deeper", arguments: { prompt: "ask" } }],
+          usage: { inputTokens: 400, outputTokens: 40 }
+        },
+        { text: "12:00", usage: { inputTokens: 500, cacheReadTokens: 400, outputTokens: 10 } }
+      ], { model: "my-model-mini-2026" })
+    })
+    const parentModel = ScriptedModel.make([
+      {
+        toolCalls: [{ id: "c1", name: "research", arguments: { prompt: "time?" } }],
+        usage: { inputTokens: 1000, outputTokens: 100 }
+      },
+      { text: "It is noon.", usage: { inputTokens: 1200, cacheReadTokens: 1000, outputTokens: 20 } }
+    ], { model: "my-model" })
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ sessionId: "parent", tools: [child] })
+      yield* agent.followup("What time is it?")
+      yield* agent.awaitIdle
+      const ends = (events: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) =>
+        events.filter((e) => e.type === "subagent/end").map((e) => (e.data as { id: string }).id)
+      const [childId] = ends(agent.log.events())
+      const file = (id: string) => Path.join(dir, `${id}.jsonl`)
+      const [grandchildId] = ends(Fs.readFileSync(file(childId!), "utf8").trim().split("\n").slice(1).map((l) => JSON.parse(l)))
+      const r = stats(file("parent"), "--prices", PRICES)
+      expect([r.code, r.err]).toEqual([0, ""])
+      // my-model: 1,200·2.5 + 1,000·0.25 + 120·10 = 4,450 µUSD; the children (my-model-mini): the child's
+      // 500·0.5 + 400·0.05 + 50·2 = 370 and the grandchild's 100·0.5 + 5·2 = 60, as the child's end records them.
+      expect(r.out.split("\n").slice(1, 19)).toEqual([
+        "turns           1 (completed 1)",
+        "steps           2",
+        "model requests  2",
+        "tool calls      1 (research 1)",
+        "subagents       1 started, 1 ended (completed 1)",
+        `  child ${childId}: completed, 1,055 tokens`,
+        "",
+        "tokens              input  cache read  cache write  output  reasoning  total",
+        "my-model            2,200       1,000            0     120          0  2,320",
+        "my-model-mini-2026  1,000         400            0      55          0  1,055",
+        "session             3,200       1,400            0     175          0  3,375",
+        "of which children   1,000         400            0      55          0  1,055",
+        "(cache read and cache write are parts of input, reasoning a part of output; total = input + output)",
+        "(children: what the sub-agents' runs spent, as this log's subagent/end events record it)",
+        "",
+        "cost (USD)",
+        "my-model            $0.00445",
+        "my-model-mini-2026  $0.00043"
+      ])
+      expect(r.out.split("\n").slice(19, 21)).toEqual(["session             $0.00488", "of which children   $0.00043"])
+      // The child's stats: its own requests and its child's; the grandchild's: its own. Nothing twice.
+      const json = (id: string) => JSON.parse(stats(file(id), "--json", "--prices", PRICES).out)
+      const [p, c, g] = [json("parent"), json(childId!), json(grandchildId!)]
+      expect([p, c, g].map((s) => [s.tokens.totalTokens, s.subagents.tokens.totalTokens, s.cost.total, s.cost.subagents]))
+        .toEqual([[3375, 1055, 0.00488, 0.00043], [1055, 105, 0.00043, 0.00006], [105, 0, 0.00006, 0]])
+      expect(c.subagents.runs).toEqual([{
+        id: grandchildId,
+        callId: "k1",
+        stopReason: "completed",
+        tokens: {
+          inputTokens: 100,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          outputTokens: 5,
+          reasoningTokens: 0,
+          totalTokens: 105
+        }
+      }])
+      expect(p.subagents.tokensByModel).toEqual({
+        "my-model-mini-2026": {
+          inputTokens: 1000,
+          cacheReadTokens: 400,
+          cacheWriteTokens: 0,
+          outputTokens: 55,
+          reasoningTokens: 0,
+          totalTokens: 1055
+        }
+      })
+    }).pipe(
+      Effect.provide(Layer.mergeAll(
+        SessionStore.layerJsonl({ directory: dir }).pipe(Layer.provide(NodeContext.layer)),
+        IdGenerator.layerSeeded(7),
+        Model.layer(parentModel)
+      ))
+    )
   })
 
   it("a missing log, a log that is not one, a price table that is not one: one line on stderr, exit 2", () => {

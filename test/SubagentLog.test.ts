@@ -451,11 +451,27 @@ describe("a parent log of ours with subagent/start and subagent/end", () => {
 
   it("stats counts the children it started and their stop reasons", () => {
     const stats = statsOf({ header: OURS, events: PARENT, warnings: [], validBytes: 0, tornTail: false }, undefined)
+    // Its ends record no usage (a log from before they did): each run counts 0.
+    const none = {
+      inputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 0,
+      reasoningTokens: 0,
+      totalTokens: 0
+    }
     expect([stats.subagent, stats.subagents]).toEqual([null, {
       started: 2,
       ended: 2,
       stopReasons: { completed: 1, "max-tokens": 1 },
-      children: ["child-a", "child-b"]
+      children: ["child-a", "child-b"],
+      tokens: none,
+      tokensByModel: {},
+      unreportedRequests: 0,
+      runs: [
+        { id: "child-a", callId: "c1", stopReason: "completed", tokens: none },
+        { id: "child-b", callId: "c2", stopReason: "max-tokens", tokens: none }
+      ]
     }])
   })
 })
@@ -485,7 +501,16 @@ describe("DSH sub-agent logs: stats and the CLI", () => {
     const parent = statsOf(await readDsh(fixture("subagent-multi")), undefined)
     expect([parent.subagent, parent.subagents, parent.toolCallsByName]).toEqual([
       null,
-      { started: 0, ended: 0, stopReasons: {}, children: [] },
+      {
+        started: 0,
+        ended: 0,
+        stopReasons: {},
+        children: [],
+        tokens: { inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0, totalTokens: 0 },
+        tokensByModel: {},
+        unreportedRequests: 0,
+        runs: []
+      },
       { subagent: 2 }
     ])
   })
