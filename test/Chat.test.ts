@@ -226,6 +226,43 @@ describe("ChatModel (the screen state fed by live events)", () => {
     ])
   })
 
+  it("the status line's tokens and cost include the sub-agents' runs, from the parent's subagent/end (§27 rule 8)", () => {
+    const go = E.msg("m1", "go")
+    const step = E.assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "subagent" }] })
+    const all = E.events(
+      E.followup(go),
+      E.turnStart(1),
+      E.claim("next-turn", 1),
+      E.stepStart(1, 1),
+      E.entered(go),
+      {
+        ...step,
+        data: { ...(step.data as object), usage: { inputTokens: 1000, outputTokens: 100 }, response: { model: "big" } }
+      } as EventDraft,
+      E.toolCall(1, 1, "c1", "subagent"),
+      E.foreign("subagent/end", {
+        runId: "r1",
+        provider: "spawn",
+        id: "k1",
+        local: true,
+        callId: "c1",
+        stopReason: "completed",
+        usage: { inputTokens: 400, outputTokens: 40 },
+        byModel: { small: { inputTokens: 400, outputTokens: 40 } },
+        unreported: 0
+      })
+    )
+    const model = new ChatModel("s1", [], { nextStep: [], nextTurn: [] }, "idle", () => 0, {
+      big: { input: 2, output: 10 },
+      small: { input: 1, output: 5 }
+    })
+    model.apply(all.slice(0, 6))
+    expect([model.getSnapshot().tokens, model.getSnapshot().cost]).toEqual([1100, "$0.003"])
+    // + 440 tokens; + 400·1 + 40·5 = 600 µUSD
+    model.apply(all.slice(6))
+    expect([model.getSnapshot().tokens, model.getSnapshot().cost]).toEqual([1540, "$0.0036"])
+  })
+
   it("shows a message's first 8 KiB and 100 lines, then how many lines and bytes were left out; never cuts a character", () => {
     const more = (n: number, lines = 0) =>
       `\n… ${lines === 0 ? "the rest of the line" : `${lines} more lines`} not shown (${
