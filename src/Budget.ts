@@ -6,7 +6,7 @@
  * response in the budget's scope reported none); the turn ends `blocked` and its claimed input is
  * dropped `rejected`. It reads the usage the pre-step payload carries (`PreStep.PreStepUsage`,
  * the sums `Usage.fromEvents` gives from the log, the sub-agents' runs included) and prices it
- * with `Prices`. A budget covers the sub-agents (§27 rule 9): a child runs its parent's waterfall
+ * with `Prices`. A budget covers the sub-agents (§27 rule 10): a child runs its parent's waterfall
  * with its usage starting from its parent's, and the parent counts the child's run once it ends.
  *
  * @since 0.1.0
@@ -127,7 +127,7 @@ export const make = (options: BudgetOptions): Either.Either<PreStep.Listener, In
  * (`budget: the usage is unknown, 1 model response reported no token counts (maxTokens 250)`). The
  * turn ends `blocked`, its claimed input is dropped `rejected`; a later followup runs when the
  * budget allows it (a turn budget starts each turn at 0; a session budget stays reached). A
- * sub-agent's tokens count against its parent's budget (§27 rule 9): the child is stopped at the
+ * sub-agent's tokens count against its parent's budget (§27 rule 10): the child is stopped at the
  * parent's limit (its call fails `TOOL_FAILED`), and so is the parent's next step.
  * Otherwise it calls the inner listeners. Like `PreStep.listener`, it wraps the `PreStep` it is
  * provided with; invalid options fail the layer with `InvalidBudget`.

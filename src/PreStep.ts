@@ -23,8 +23,8 @@ import type { ByModel, Totals } from "./Usage.js"
  * `session` (every model request the session's log records, across turns and resumes: a resumed
  * agent rebuilds it from the log), `turn` (this turn's so far; all 0 at step 1 unless a
  * compaction ran in the turn), and both by model. A compaction's summarization request counts
- * too, and so does each sub-agent run that ended (its `subagent/end` usage, §27 rule 8); a
- * sub-agent's sums start from its parent's at the call (rule 9). What `Budget.layer` reads;
+ * too, and so does each sub-agent run that ended (its `subagent/end` usage, §27 rule 9); a
+ * sub-agent's sums start from its parent's at the call (rule 10). What `Budget.layer` reads;
  * `Usage.withSubagents` of `Usage.fromEvents` gives the same sums from the log.
  *
  * @since 0.1.0

@@ -18,9 +18,9 @@
  *   call with a `ToolError` (an error result `TOOL_FAILED` naming the child's session), never the
  *   parent's run.
  * - `subagent/end` records what the child's run spent (`usage`, `byModel`, `unreported`: its own
- *   requests and its children's), which the parent's usage counts (§27 rules 8, 9): the child
+ *   requests and its children's), which the parent's usage counts (§27 rules 9, 10): the child
  *   runs the parent's pre-step waterfall with its usage starting from the parent's, so that a
- *   budget covers the delegation; its turn spans are children of the call's span (rule 10).
+ *   budget covers the delegation; its turn spans are children of the call's span (rule 11).
  *
  * @since 0.1.0
  */
@@ -74,7 +74,7 @@ export type Arguments = typeof Arguments.Type
  *
  * The child's store, id generator, approval policy and pre-step waterfall are the parent's: a
  * child's call that needs a person asks the parent's person, and the parent's budget covers the
- * child (§27 rule 9). The child's agent name (`gen_ai.agent.name` of its spans) is the tool's
+ * child (§27 rule 10). The child's agent name (`gen_ai.agent.name` of its spans) is the tool's
  * name; its spans record content when the parent's do.
  *
  * @since 0.1.0

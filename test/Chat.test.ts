@@ -226,7 +226,7 @@ describe("ChatModel (the screen state fed by live events)", () => {
     ])
   })
 
-  it("the status line's tokens and cost include the sub-agents' runs, from the parent's subagent/end (§27 rule 8)", () => {
+  it("the status line's tokens and cost include the sub-agents' runs, from the parent's subagent/end (§27 rule 9)", () => {
     const go = E.msg("m1", "go")
     const step = E.assistant(1, 1, undefined, { toolCalls: [{ id: "c1", name: "subagent" }] })
     const all = E.events(
