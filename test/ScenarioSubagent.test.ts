@@ -173,7 +173,9 @@ describe("sub-agent scenarios (test/scenarios/subagent, §27)", () => {
         stopReason: "completed",
         lastAssistantMessage: [{ type: "text", text: "4" }],
         reason: { kind: "completed" },
-        usage: { ...zeroUsage, inputTokens: 12, outputTokens: 1 }
+        usage: { ...zeroUsage, inputTokens: 12, outputTokens: 1 },
+        byModel: { "a sub-agent that answers/research": { ...zeroUsage, inputTokens: 12, outputTokens: 1 } },
+        unreported: 0
       }])
       // The child's request: its instructions are in its request header; its task is its only message.
       expect(child!.requests).toEqual([{ turn: 1, step: 1, messages: [{ role: "user", content: "What is 2+2?" }] }])
@@ -295,7 +297,11 @@ describe("sub-agent scenarios (test/scenarios/subagent, §27)", () => {
         local: true,
         callId: "c1",
         stopReason: "aborted",
-        reason: { kind: "aborted", reason: cause }
+        reason: { kind: "aborted", reason: cause },
+        // What the child had spent when it was cancelled: its one response, which reported no usage.
+        usage: zeroUsage,
+        byModel: { "the parent is cancelled while its sub-agent's tool runs/research": zeroUsage },
+        unreported: 1
       }])
       const child = result.children[0]!
       expect(child.events.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([
@@ -339,7 +345,17 @@ describe("sub-agent scenarios (test/scenarios/subagent, §27)", () => {
       ])
       const error = { kind: "error", error: { message: "overloaded", code: "MODEL_FAILED" } }
       expect(ends(result)).toEqual([
-        { provider: "spawn", local: true, callId: "c1", stopReason: "error", reason: error, usage: zeroUsage }
+        {
+          provider: "spawn",
+          local: true,
+          callId: "c1",
+          stopReason: "error",
+          reason: error,
+          // Its only request failed: nothing was spent.
+          usage: zeroUsage,
+          byModel: {},
+          unreported: 0
+        }
       ])
       expect(resultText(result, "c1")).toBe(
         `Tool research failed: the sub-agent (session ${
