@@ -112,6 +112,30 @@ describe("Offline.make (§14)", () => {
     expect(Offline.plan(request([user("u", "wait 2 seconds")], [])).toolCalls).toBeUndefined()
   })
 
+  it("asked to ask a sub-agent, it calls subagent with the rest as the task; a sub-agent's task it does as a prompt (§27)", () => {
+    const tools = ["wait", "clock", "read_file", "subagent", "subagent_fork"]
+    // The task is the rest of the text: the wait it mentions is the sub-agent's to do.
+    expect(Offline.plan(request([user("u", "Please ask a sub-agent to wait 2 seconds")], tools))).toEqual({
+      text: "I received 1 message in this step: 1 from you (\"Please ask a sub-agent to wait 2 seconds\").",
+      toolCalls: [{ id: "call_1_1_1", name: "subagent", arguments: { prompt: "wait 2 seconds" } }]
+    })
+    // What comes before it is done first, in the order of the text.
+    expect(Offline.plan(request([user("u", "tell me the time, then have the forked subagent read file a.txt")], tools)))
+      .toEqual({
+        text: "I received 1 message in this step: 1 from you (\"tell me the time, then have the forked subagent read file a…\").",
+        toolCalls: [{ id: "call_1_1_1", name: "clock", arguments: {} }]
+      })
+    // Without the tool, no delegation: the task's own requests are its own.
+    expect(Offline.plan(request([user("u", "ask a sub-agent to wait 2 seconds")])).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }
+    ])
+    const task = user("t", "wait 2 seconds", { kind: "subagent", parentSession: "p", callId: "c" })
+    expect(Offline.plan(request([task], tools))).toEqual({
+      text: "I received 1 message in this step: a task from the parent session (\"wait 2 seconds\").",
+      toolCalls: [{ id: "call_1_1_1", name: "wait", arguments: { seconds: 2 } }]
+    })
+  })
+
   it("otherwise it summarizes the step's messages by source, and reports tool results", () => {
     expect(Offline.plan(request([
       user("c", "git branch: main", { kind: "plugin", plugin: "git" }),

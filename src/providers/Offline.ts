@@ -59,12 +59,14 @@ export const plan = (request: ModelRequest): ScriptedResponse => {
     }
   }
   const direct = others.filter((m) => m.source.kind === "user")
-  const context = others.filter((m) => m.source.kind !== "user")
+  const tasks = others.filter((m) => m.source.kind === "subagent")
+  const context = others.filter((m) => m.source.kind !== "user" && m.source.kind !== "subagent")
   if (others.length > 0) {
     const parts: Array<string> = []
     if (direct.length > 0) {
       parts.push(`${direct.length} from you (${direct.map((m) => quote(textOfBlocks(m.content))).join(", ")})`)
     }
+    for (const m of tasks) parts.push(`a task from the parent session (${quote(textOfBlocks(m.content))})`)
     for (const m of context) parts.push(`context from ${describeSource(m.source)} (${quote(textOfBlocks(m.content))})`)
     lines.push(`I received ${others.length} message${others.length === 1 ? "" : "s"} in this step: ${parts.join("; ")}.`)
   }
@@ -76,24 +78,42 @@ export const plan = (request: ModelRequest): ScriptedResponse => {
 }
 
 /**
- * The tools the last direct user message asks for, in the order of the text ("wait 2 seconds
- * and tell me the time" → wait, then clock), minus those already called since that message:
- * the offline model runs them one step at a time, so `clock` tells the time after the wait.
+ * A request to delegate: "ask a sub-agent to TASK" (`subagent {prompt: TASK}`) or "ask a forked
+ * sub-agent to TASK" (`subagent_fork`); "a", "the" or "your" before it, "have" or "let" for
+ * "ask". The task is the rest of the message.
+ */
+const DELEGATE = /\b(?:ask|have|let)\s+(?:a|the|your)\s+(forked\s+)?sub-?agent\s+(?:to\s+)?(\S[\s\S]*)$/i
+
+/**
+ * The tools the last direct message asks for (the user's, or a sub-agent's task from its parent,
+ * §27), in the order of the text ("wait 2 seconds and tell me the time" → wait, then clock),
+ * minus those already called since that message: the offline model runs them one step at a
+ * time, so `clock` tells the time after the wait. A delegation ("ask a sub-agent to …") takes
+ * the rest of the text as its task: what it asks for is the sub-agent's to do.
  */
 const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arguments: unknown } | undefined => {
   const messages = request.messages
   let last = -1
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!
-    if (m.role === "user" && m.source.kind === "user" && !m.content.some((b) => b.type === "tool-result")) {
+    if (
+      m.role === "user" && (m.source.kind === "user" || m.source.kind === "subagent") &&
+      !m.content.some((b) => b.type === "tool-result")
+    ) {
       last = i
       break
     }
   }
   if (last < 0) return undefined
   const known = new Set(request.tools.map((t) => t.name))
-  const asked = textOfBlocks(messages[last]!.content)
+  let asked = textOfBlocks(messages[last]!.content)
   const wanted: Array<{ at: number; name: string; arguments: unknown }> = []
+  const delegate = DELEGATE.exec(asked)
+  const delegateTo = delegate === null ? undefined : delegate[1] === undefined ? "subagent" : "subagent_fork"
+  if (delegate !== null && delegateTo !== undefined && known.has(delegateTo)) {
+    wanted.push({ at: delegate.index, name: delegateTo, arguments: { prompt: delegate[2]!.trim() } })
+    asked = asked.slice(0, delegate.index)
+  }
   const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
   if (wait && known.has("wait")) wanted.push({ at: wait.index, name: "wait", arguments: { seconds: Number(wait[1]) } })
   const time = /\b(what time|the time|time is it|clock)\b/i.exec(asked)
@@ -140,8 +160,10 @@ const offlineSummary = (request: ModelRequest): string => {
 /**
  * The offline model (§14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
- * PATH" it calls `read_file`; several requests in one message run one step after another, in
- * the order of the text. Its text reports each tool result it received (quoted, cut to 80
+ * PATH" it calls `read_file`; asked to "ask a sub-agent to TASK" it calls `subagent {prompt:
+ * TASK}` ("a forked sub-agent": `subagent_fork`, §27), and a sub-agent's task (a message from
+ * its parent session) it does as a prompt of its own; several requests in one message run one
+ * step after another, in the order of the text. Its text reports each tool result it received (quoted, cut to 80
  * characters) and summarizes the other messages of this step (direct and context, by source). A compaction's summarization
  * request (`purpose: "compaction"`) gets a one-line summary quoting the earlier prompts. Tools it calls must be among the
  * request's tools (see `OfflineTools`). `wordDelayMs` spaces the text deltas (Effect `Clock`).

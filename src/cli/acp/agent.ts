@@ -120,7 +120,7 @@ import { MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
-import { withAsk } from "../commands/askFlag.js"
+import { type SubagentFlags, withSubagents } from "../commands/subagentFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
@@ -146,6 +146,8 @@ export interface AcpOptions {
   readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
   /** `--ask`: the tools whose calls need approval (`approval: "always"`, §26), asked with `session/request_permission`. */
   readonly ask?: ReadonlyArray<string> | undefined
+  /** `--subagent`, `--subagent-fork`: the sub-agent tools (§27), a child with the session's tools. */
+  readonly subagents?: SubagentFlags | undefined
   /** The agent's version in `agentInfo`. */
   readonly version: string
   /** Where messages are read and written (default: the process's stdin and stdout). */
@@ -663,7 +665,10 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
               )
             : undefined
         }),
-        (tools) => ({ tools: withAsk(tools, options.ask ?? []), maxSteps: options.maxSteps })
+        (tools) => ({
+          tools: withSubagents(tools, options.subagents ?? { subagent: false, subagentFork: false }, options.ask ?? []),
+          maxSteps: options.maxSteps
+        })
       )
 
     /** The user message of a prompt's blocks, or -32602 naming the block (nothing is logged). */

@@ -6,6 +6,7 @@ import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { VERSION } from "../version.js"
 import { askOption, checkAsk } from "./askFlag.js"
 import { storeDirectory, storeOption } from "./shared.js"
+import { subagentNames, subagentOptions } from "./subagentFlag.js"
 
 /**
  * `acp [--store DIR] [--ask TOOL]… [provider flags, compaction flags and --max-steps, as run]`
@@ -17,10 +18,10 @@ import { storeDirectory, storeOption } from "./shared.js"
  */
 export const acp = Command.make(
   "acp",
-  { ...runOptions, store: storeOption, ask: askOption },
+  { ...runOptions, store: storeOption, ask: askOption, ...subagentOptions },
   (options) =>
     Effect.gen(function*() {
-      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
+      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
@@ -33,6 +34,7 @@ export const acp = Command.make(
         model,
         compaction,
         ask: options.ask,
+        subagents: { subagent: options.subagent, subagentFork: options.subagentFork },
         version: VERSION
       })
     })

@@ -9,8 +9,9 @@ import { exit } from "../exit.js"
 import { loadWith, requirePackages } from "../optional.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
-import { askOption, checkAsk, withAsk } from "./askFlag.js"
+import { askOption, checkAsk } from "./askFlag.js"
 import { instructionsOptions, readInstructions, readPrices, storeDirectory, storeOption } from "./shared.js"
+import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js"
 
 /**
  * `chat [--session ID] [--prices FILE] [--ask TOOL]…`: the interactive terminal UI (§14;
@@ -34,6 +35,7 @@ export const chat = Command.make(
       Options.withDescription("a price table (JSON, USD per 1e6 tokens by model): the status line shows the session's cost")
     ),
     ask: askOption,
+    ...subagentOptions,
     ...instructionsOptions,
     ...providerOptions,
     ...otlpOptions,
@@ -46,8 +48,8 @@ export const chat = Command.make(
       yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
       const instructions = yield* readInstructions(options)
       const offline = yield* OfflineTools.all()
-      yield* checkAsk(options.ask, offline.map((tool) => tool.name))
-      const tools = withAsk(offline, options.ask)
+      yield* checkAsk(options.ask, [...offline.map((tool) => tool.name), ...subagentNames(options)])
+      const tools = withSubagents(offline, options, options.ask)
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(
           2,

@@ -19,17 +19,20 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
-import { askOption, checkAsk, withAsk } from "./askFlag.js"
+import { askOption, checkAsk } from "./askFlag.js"
 import {
+  CHILD_ASKED,
   exitCodeOf,
   idleOrAsked,
   lastTurnEnd,
+  leaveAsked,
   livePrinter,
   openPending,
   questionLine,
   readLog,
   waitingMessage
 } from "./shared.js"
+import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js"
 
 /**
  * `resume FILE [--continue-pending]`: reopens a session log of ours after a crash (docs/design.md
@@ -52,13 +55,14 @@ export const resume = Command.make(
     ),
     ...runOptions,
     ask: askOption,
+    ...subagentOptions,
     ...otlpOptions
   },
   (options) =>
     Effect.gen(function*() {
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
+      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
       const path = yield* Path.Path
       const file = path.resolve(options.file)
       if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
@@ -118,7 +122,7 @@ export const resume = Command.make(
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
-        const tools = withAsk(yield* OfflineTools.all(), options.ask)
+        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask)
         const agent = yield* Agent.resume(id, { tools, maxSteps: options.maxSteps, continuePending: options.continuePending })
         // The repair, if any, is what was appended up to its `session/end-seed`.
         const tail = agent.log.events().slice(before)
@@ -133,19 +137,19 @@ export const resume = Command.make(
         )
         const end = yield* idleOrAsked(agent).pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
         if (end === "asked") {
-          // Nobody here can answer: the question stays open in the log (§26 rule 8).
-          const waiting = yield* agent.pendingApprovals
-          yield* agent.release
-          return { events: agent.log.events().slice(before + repaired.length), waiting }
+          // Nobody here can answer: the question stays open in the log (§26 rule 8), a
+          // sub-agent's cancels the turn.
+          const left = yield* leaveAsked(agent)
+          return { events: agent.log.events().slice(before + repaired.length), ...left }
         }
         if (agent.log.events().length === before + repaired.length) yield* Console.log("no queued followup or steering to run")
-        return { events: agent.log.events().slice(before + repaired.length), waiting: [] }
+        return { events: agent.log.events().slice(before + repaired.length), waiting: [], cancelled: false }
       })).pipe(Effect.provide(layers), Effect.catchTags(failures))
       const failed = store.failure()
       if (failed !== undefined) return yield* exit(2, `${options.file}: cannot write the session log: ${failed.message}`)
       if (ran.waiting.length > 0) {
         for (const question of ran.waiting) yield* Console.error(questionLine(question))
-        return yield* exit(5, waitingMessage(file))
+        return yield* exit(5, ran.cancelled ? CHILD_ASKED : waitingMessage(file))
       }
       if (ran.events.length === 0) return
       const reason = lastTurnEnd(ran.events)

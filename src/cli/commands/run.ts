@@ -13,12 +13,14 @@ import { exit } from "../exit.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
-import { askOption, checkAsk, withAsk } from "./askFlag.js"
+import { askOption, checkAsk } from "./askFlag.js"
 import {
+  CHILD_ASKED,
   exitCodeOf,
   idleOrAsked,
   instructionsOptions,
   lastTurnEnd,
+  leaveAsked,
   livePrinter,
   questionLine,
   readInstructions,
@@ -26,6 +28,7 @@ import {
   storeOption,
   waitingMessage
 } from "./shared.js"
+import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js"
 
 /**
  * `run --prompt TEXT`: one followup on a new session of the JSONL store. Prints the transcript
@@ -33,7 +36,9 @@ import {
  * (Ctrl-C cancels the turn first); exits with the code of the turn's end reason. With `--ask
  * TOOL`, a call of that tool asks for approval (§26), which nobody can give here: once a question
  * is open the agent is released (the question stays open in the log, the turn with it), each
- * open question is printed on stderr (`questionLine`), and it exits 5.
+ * open question is printed on stderr (`questionLine`), and it exits 5. `--subagent` and
+ * `--subagent-fork` add the sub-agent tools (§27; `subagentFlag.ts`): the transcript shows each
+ * child's start and end (`agent-loop transcript --follow-children` shows its own transcript).
  */
 export const run = Command.make(
   "run",
@@ -42,6 +47,7 @@ export const run = Command.make(
     ...instructionsOptions,
     ...runOptions,
     ask: askOption,
+    ...subagentOptions,
     ...otlpOptions,
     store: storeOption
   },
@@ -49,14 +55,14 @@ export const run = Command.make(
     Effect.gen(function*() {
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
       const instructions = yield* readInstructions(options)
-      yield* checkAsk(options.ask, (yield* OfflineTools.all()).map((tool) => tool.name))
+      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
       let logPath: string | undefined
       const ran = yield* Effect.scoped(Effect.gen(function*() {
-        const tools = withAsk(yield* OfflineTools.all(), options.ask)
+        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask)
         const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps, instructions })
         logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
@@ -73,11 +79,11 @@ export const run = Command.make(
             : Effect.void)))
         yield* agent.followup(options.prompt)
         const end = yield* idleOrAsked(agent).pipe(Effect.onInterrupt(() => Effect.orDie(agent.cancel({ kind: "user" }))))
-        if (end === "idle") return { events: agent.log.events(), waiting: [] }
-        // Nobody here can answer: the question stays open in the log (§26 rule 8).
-        const waiting = yield* agent.pendingApprovals
-        yield* agent.release
-        return { events: agent.log.events(), waiting }
+        if (end === "idle") return { events: agent.log.events(), waiting: [], cancelled: false }
+        // Nobody here can answer: the question stays open in the log (§26 rule 8), a sub-agent's
+        // cancels the turn.
+        const left = yield* leaveAsked(agent)
+        return { events: agent.log.events(), ...left }
       })).pipe(
         Effect.provide(Layer.mergeAll(model, compaction ?? Layer.empty, store.layer, IdGenerator.layer, oneLineLogger)),
         Effect.catchTags({
@@ -92,7 +98,7 @@ export const run = Command.make(
       if (failed !== undefined) return yield* exit(2, `cannot write the session log ${logPath ?? ""}: ${failed.message}`)
       if (ran.waiting.length > 0) {
         for (const question of ran.waiting) yield* Console.error(questionLine(question))
-        return yield* exit(5, waitingMessage(logPath))
+        return yield* exit(5, ran.cancelled ? CHILD_ASKED : waitingMessage(logPath))
       }
       const reason = lastTurnEnd(ran.events)
       const code = exitCodeOf(reason)

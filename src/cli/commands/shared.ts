@@ -222,15 +222,44 @@ export const idleOrAsked = (agent: Agent.Agent): Effect.Effect<"idle" | "asked">
   )
 
 /**
+ * What `run` and `resume` do once a question is open (`idleOrAsked` gave `"asked"`), where
+ * nobody can answer it: the agent is released, its questions left open in the log (§26 rule 8).
+ * A sub-agent's question cannot be left so: the child lives only inside its parent's call
+ * (§27), so the turn is cancelled instead (cause `{kind:"no-approver"}`: the questions are
+ * decided `cancelled`, the child's turn and the call end aborted), and `cancelled` is true.
+ * `waiting`: the questions that were open.
+ */
+export const leaveAsked = (
+  agent: Agent.Agent
+): Effect.Effect<{ readonly waiting: ReadonlyArray<Approval.Pending>; readonly cancelled: boolean }> =>
+  Effect.gen(function*() {
+    const waiting = yield* agent.pendingApprovals
+    if (waiting.some((q) => q.sessionId !== undefined)) {
+      yield* Effect.ignore(agent.cancel({ kind: "no-approver" }))
+      yield* agent.awaitIdle
+      return { waiting, cancelled: true }
+    }
+    yield* Effect.ignore(agent.release)
+    return { waiting, cancelled: false }
+  })
+
+/**
+ * The exit line of `run` and `resume` when a sub-agent's call needed approval (exit 5, the turn
+ * cancelled: `leaveAsked`).
+ */
+export const CHILD_ASKED =
+  "a sub-agent's call needs approval, which nobody can give here; a sub-agent cannot be left waiting (it runs inside its parent's call), so the turn was cancelled (agent-loop chat and acp answer a sub-agent's questions)"
+
+/**
  * The line of an open question, for `run`, `resume` and `pending`: `question ID: TOOL ARGS (call
- * CALL, turn T.S, asked ISO)`, the arguments as JSON cut to `ARGUMENTS_SHOWN` characters (with
- * `…`), escaped.
+ * CALL, turn T.S, asked ISO)`, with `, session ID` before `asked` for a sub-agent's question
+ * (§27), the arguments as JSON cut to `ARGUMENTS_SHOWN` characters (with `…`), escaped.
  */
 export const questionLine = (q: Approval.Pending): string =>
   escapeLine(
-    `question ${q.id}: ${q.toolName} ${boundedJson(q.arguments)} (call ${q.callId}, turn ${q.turn}.${q.step}, asked ${
-      new Date(q.askedAt).toISOString()
-    })`
+    `question ${q.id}: ${q.toolName} ${boundedJson(q.arguments)} (call ${q.callId}, turn ${q.turn}.${q.step}${
+      q.sessionId === undefined ? "" : `, session ${q.sessionId}`
+    }, asked ${new Date(q.askedAt).toISOString()})`
   )
 
 /** How many characters of a question's arguments `questionLine` shows. */
