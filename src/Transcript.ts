@@ -671,6 +671,24 @@ export const fromEvents = (events: ReadonlyArray<SessionEvent>, options?: FromEv
 }
 
 /**
+ * The child sessions the entries name, in order, each once: the `id` of each sub-agent start
+ * entry (a parent's `subagent/start`, §27). A DSH parent log names none (DSH does not log
+ * `subagent/start`): its children name it instead, in their headers.
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const childSessions = (entries: ReadonlyArray<Entry>): Array<string> => {
+  const ids: Array<string> = []
+  for (const entry of entries) {
+    if (entry.kind === "subagent" && entry.event === "start" && entry.id !== undefined && !ids.includes(entry.id)) {
+      ids.push(entry.id)
+    }
+  }
+  return ids
+}
+
+/**
  * The entries as JSON lines, one object a line, each ending with "\n" (§14
  * `transcript --json`). Safe to print: the control, format and separator characters that
  * `JSON.stringify` leaves raw (C1, bidi, zero-width, U+2028) are written as `\uNNNN` escapes, so

@@ -220,6 +220,51 @@ const block = (text: string, first: string, rest: string): string =>
   first + (text.includes("\n") ? text.split("\n").join("\n" + rest) : text)
 
 /**
+ * What `render` nests under a sub-agent's start line (`RenderOptions.child`): the child session's
+ * transcript entries, or why it cannot be shown (one line: `not in the store`, `cannot read: …`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChildTranscript =
+  | { readonly _tag: "Entries"; readonly entries: ReadonlyArray<Entry> }
+  | { readonly _tag: "Unavailable"; readonly reason: string }
+
+/**
+ * Options of `render`.
+ *
+ * - `child`: the transcript of a child session that a sub-agent start entry names (its `id`),
+ *   nested under that line, indented with `  │ ` a level (§27); `undefined` for a child not
+ *   followed (nothing is nested). Pure: the caller reads the children (`agent-loop transcript
+ *   --follow-children` reads them from the parent's store).
+ * - `maxDepth` (default `FOLLOW_DEPTH`): the deepest level nested; a child below it is one line,
+ *   `[subagent session ID: not shown, deeper than N levels]`. A child that is one of its own
+ *   ancestors (a cycle, which only a hand-made log can hold) is one line too.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RenderOptions {
+  readonly child?: ((sessionId: string) => ChildTranscript | undefined) | undefined
+  readonly maxDepth?: number | undefined
+  /** The id of the session the entries are of: a child that names it is a cycle. */
+  readonly sessionId?: string | undefined
+}
+
+/**
+ * How many levels of children `render` nests by default (and `agent-loop transcript
+ * --follow-children` reads): DSH's and `Subagent.tool`'s depth limit is 2, so a real tree fits;
+ * the bound stops a hand-made chain.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const FOLLOW_DEPTH = 8
+
+/** The prefix of each line of a nested child transcript, a level. */
+const NESTED = "  │ "
+
+/**
  * Human-readable text of the entries (§14): a `── turn N ──` header whenever the turn
  * changes; `> text` for what the user typed; `[context from <producer>] text` for every other
  * user-role message, labelled by `sourceLabel`; assistant text as is (`[interrupted]` appended
@@ -227,7 +272,8 @@ const block = (text: string, first: string, rest: string): string =>
  * result; `turn N ended: <reason>` at a turn's end; a compaction's marker line (`compactionLabel`)
  * with its summary below, indented; `[compaction checkpoint replacing seq N] text` for a checkpoint
  * outside a bracket; a child session's lineage first (`sessionLabel`) and the sub-agent lines
- * (`subagentLabel`). Continuation lines are indented. The text
+ * (`subagentLabel`). Continuation lines are indented. With `options.child`, each child's
+ * transcript is nested under its start line (`RenderOptions`). The text
  * is safe to print: what could drive or disguise a terminal is shown escaped (`\x1b`, `\u202e`;
  * see `escapeControl`), newline and tab kept. The entries of `fromEvents` stay raw: escaping
  * belongs to rendering, and a program that prints entries itself escapes them.
@@ -236,52 +282,85 @@ const block = (text: string, first: string, rest: string): string =>
  * @since 0.1.0
  * @category rendering
  */
-export const render = (entries: ReadonlyArray<Entry>): string => {
+export const render = (entries: ReadonlyArray<Entry>, options?: RenderOptions): string => {
+  const lines = renderLines(entries, options, 0, options?.sessionId === undefined ? [] : [options.sessionId])
+  return lines.length === 0 ? "" : lines.join("\n") + "\n"
+}
+
+/** The escaped lines of `entries` at `depth` below the top, `ancestors` the sessions above them. */
+const renderLines = (
+  entries: ReadonlyArray<Entry>,
+  options: RenderOptions | undefined,
+  depth: number,
+  ancestors: ReadonlyArray<string>
+): Array<string> => {
   const lines: Array<string> = []
+  const add = (text: string) => lines.push(escapeControl(text))
   let current = -1
   for (const entry of entries) {
     if (entry.turn !== current) {
       current = entry.turn
-      if (entry.turn > 0) lines.push(`── turn ${entry.turn} ──`)
+      if (entry.turn > 0) add(`── turn ${entry.turn} ──`)
     }
     switch (entry.kind) {
       case "user":
-        lines.push(block(entry.text, "> ", "> "))
+        add(block(entry.text, "> ", "> "))
         break
       case "context":
-        lines.push(block(entry.text, `[context from ${sourceLabel(entry.source)}] `, "  "))
+        add(block(entry.text, `[context from ${sourceLabel(entry.source)}] `, "  "))
         break
       case "assistant":
-        lines.push(entry.interrupted ? (entry.text === "" ? "[interrupted]" : `${entry.text} [interrupted]`) : entry.text)
+        add(entry.interrupted ? (entry.text === "" ? "[interrupted]" : `${entry.text} [interrupted]`) : entry.text)
         break
       case "tool-call":
-        lines.push(block(`${entry.name}(${entry.arguments})`, "→ ", "  "))
+        add(block(`${entry.name}(${entry.arguments})`, "→ ", "  "))
         break
       case "tool-result":
-        lines.push(block(entry.text, entry.isError ? "← error: " : "← ", "  "))
+        add(block(entry.text, entry.isError ? "← error: " : "← ", "  "))
         break
       case "turn-end":
-        lines.push(`turn ${entry.turn} ended: ${reasonLabel(entry.reason)}`)
+        add(`turn ${entry.turn} ended: ${reasonLabel(entry.reason)}`)
         break
       case "compaction":
-        lines.push(compactionLabel(entry))
-        if (entry.summary !== undefined) lines.push(block(entry.summary, "  ", "  "))
+        add(compactionLabel(entry))
+        if (entry.summary !== undefined) add(block(entry.summary, "  ", "  "))
         break
       case "checkpoint":
-        lines.push(block(entry.text, `${checkpointLabel(entry)} `, "  "))
+        add(block(entry.text, `${checkpointLabel(entry)} `, "  "))
         break
       case "approval":
-        lines.push(block(approvalLabel(entry), "", "  "))
+        add(block(approvalLabel(entry), "", "  "))
         break
       case "session":
-        lines.push(sessionLabel(entry))
+        add(sessionLabel(entry))
         break
       case "subagent":
-        lines.push(block(subagentLabel(entry), "", "  "))
+        add(block(subagentLabel(entry), "", "  "))
+        if (entry.event === "start" && entry.id !== undefined && options?.child !== undefined) {
+          for (const line of childLines(entry.id, options, depth + 1, ancestors)) lines.push(NESTED + line)
+        }
         break
     }
   }
-  return lines.length === 0 ? "" : lines.map(escapeControl).join("\n") + "\n"
+  return lines
+}
+
+/** The lines of child `id` nested at `depth` (each physical line, without its prefix). */
+const childLines = (
+  id: string,
+  options: RenderOptions,
+  depth: number,
+  ancestors: ReadonlyArray<string>
+): Array<string> => {
+  const maxDepth = options.maxDepth ?? FOLLOW_DEPTH
+  const note = (why: string) => [escapeControl(`[subagent session ${id}: ${why}]`)]
+  if (ancestors.includes(id)) return note("not shown again, it is one of its own parents (a cycle in the logs)")
+  if (depth > maxDepth) return note(`not shown, deeper than ${maxDepth} level${maxDepth === 1 ? "" : "s"}`)
+  const child = options.child!(id)
+  if (child === undefined) return []
+  if (child._tag === "Unavailable") return note(child.reason)
+  const nested = renderLines(child.entries, options, depth, [...ancestors, id])
+  return nested.length === 0 ? note("its log holds nothing to show") : nested.flatMap((line) => line.split("\n"))
 }
 
 /**

@@ -509,3 +509,124 @@ describe("compaction: the loop side the views rely on (§17)", () => {
     }).pipe(Effect.provide(layer(model)), Effect.provide(Compaction.layer({ keepRecentTokens: 1 })))
   })
 })
+
+describe("TranscriptText.render with children (§27: transcript --follow-children)", () => {
+  /** A parent's sub-agent call: its `tool/call`, `subagent/start` of `child`, `subagent/end`, result. */
+  const delegation = (callId: string, child: string, answer: string) => [
+    toolCall(1, 1, callId, "subagent", JSON.stringify({ prompt: answer })),
+    foreign("subagent/start", { runId: `r.${child}`, provider: "spawn", id: child, local: true, callId, depth: 1 }),
+    foreign("subagent/end", {
+      runId: `r.${child}`,
+      provider: "spawn",
+      id: child,
+      local: true,
+      callId,
+      stopReason: "completed",
+      lastAssistantMessage: [{ type: "text", text: answer }]
+    }),
+    toolResult(1, 1, callId, `${answer}\n[sub-agent session ${child}]`)
+  ]
+  const session = (id: string, parent: string, ...drafts: Array<EventDraft | ReadonlyArray<EventDraft>>) =>
+    Transcript.fromEvents(events(...drafts), {
+      header: {
+        type: "session",
+        format: "effect-agent-loop",
+        version: 1,
+        id,
+        createdAt: 0,
+        parentSession: parent,
+        origin: "subagent",
+        delegationDepth: 1
+      } as any
+    })
+  const parent = Transcript.fromEvents(events(
+    followup(msg("u", "delegate")),
+    turnStart(1),
+    claim("next-turn", 1),
+    stepStart(1, 1),
+    entered(msg("u", "delegate")),
+    delegation("c1", "kid", "done"),
+    delegation("c2", "gone", "lost"),
+    stepEnd(1, 1),
+    turnEnd(1)
+  ))
+  const kid = session(
+    "kid",
+    "p",
+    foreign("subagent/descriptor", { version: 2, mode: "one-shot", provider: "spawn", label: "do it" }),
+    turnStart(1),
+    stepStart(1, 1),
+    entered(msg("t", "do it", { kind: "subagent", parentSession: "p", callId: "c1" } as any)),
+    delegation("k1", "grandkid", "deep\nanswer"),
+    assistant(1, 2, "done \u001b[31m"),
+    turnEnd(1)
+  )
+  const grandkid = session("grandkid", "kid", turnStart(1), assistant(1, 1, "deep\nanswer"), turnEnd(1))
+
+  it("nests each child under its start line, indented a level, recursively; a child not there is one line", () => {
+    const children = new Map<string, TranscriptText.ChildTranscript>([
+      ["kid", { _tag: "Entries", entries: kid }],
+      ["grandkid", { _tag: "Entries", entries: grandkid }],
+      ["gone", { _tag: "Unavailable", reason: "not in the store (no gone.jsonl in /s)" }]
+    ])
+    const text = TranscriptText.render(parent, { child: (id) => children.get(id), sessionId: "p" })
+    expect(text.split("\n")).toEqual([
+      "── turn 1 ──",
+      "> delegate",
+      "→ subagent({\"prompt\":\"done\"})",
+      "⇒ subagent kid started via spawn",
+      "  │ [subagent session kid of p, depth 1]",
+      "  │ [subagent: one-shot via spawn, \"do it\"]",
+      "  │ ── turn 1 ──",
+      "  │ [context from subagent:c1] do it",
+      "  │ → subagent({\"prompt\":\"deep\\nanswer\"})",
+      "  │ ⇒ subagent grandkid started via spawn",
+      "  │   │ [subagent session grandkid of kid, depth 1]",
+      "  │   │ ── turn 1 ──",
+      "  │   │ deep",
+      "  │   │ answer",
+      "  │   │ turn 1 ended: completed",
+      "  │ ⇐ subagent grandkid ended: completed: deep",
+      "  │   answer",
+      "  │ ← deep",
+      "  │   answer",
+      "  │   [sub-agent session grandkid]",
+      "  │ done \\x1b[31m",
+      "  │ turn 1 ended: completed",
+      "⇐ subagent kid ended: completed: done",
+      "← done",
+      "  [sub-agent session kid]",
+      "→ subagent({\"prompt\":\"lost\"})",
+      "⇒ subagent gone started via spawn",
+      "  │ [subagent session gone: not in the store (no gone.jsonl in /s)]",
+      "⇐ subagent gone ended: completed: lost",
+      "← lost",
+      "  [sub-agent session gone]",
+      "turn 1 ended: completed",
+      ""
+    ])
+    // Without `child`, or with children not followed (undefined), the text is the plain one.
+    const plain = TranscriptText.render(parent)
+    expect(TranscriptText.render(parent, { child: () => undefined })).toBe(plain)
+    expect(plain).not.toContain("│")
+    expect(Transcript.childSessions(parent)).toEqual(["kid", "gone"])
+    expect(Transcript.childSessions(kid)).toEqual(["grandkid"])
+  })
+
+  it("stops below maxDepth and at a cycle, with a line each", () => {
+    const children = new Map<string, TranscriptText.ChildTranscript>([
+      ["kid", { _tag: "Entries", entries: kid }],
+      // A hand-made log whose grandchild names its own grandparent.
+      ["grandkid", { _tag: "Entries", entries: Transcript.fromEvents(events(turnStart(1), delegation("g1", "p", "loop"))) }]
+    ])
+    const lines = (options: TranscriptText.RenderOptions) =>
+      TranscriptText.render(parent, { child: (id) => children.get(id), ...options }).split("\n").filter((l) =>
+        l.includes("[subagent session") && l.includes(": ")
+      )
+    // "gone" is not followed (`child` gives undefined): nothing is nested under it.
+    expect(lines({ maxDepth: 1 })).toEqual(["  │   │ [subagent session grandkid: not shown, deeper than 1 level]"])
+    expect(lines({ sessionId: "p" })).toEqual([
+      "  │   │   │ [subagent session p: not shown again, it is one of its own parents (a cycle in the logs)]"
+    ])
+  })
+})
