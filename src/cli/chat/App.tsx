@@ -18,7 +18,13 @@
  * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
  * pressed at each break.
  *
- * Approval questions (§26) are shown under their tool call, the first one with the answer keys.
+ * A running sub-agent (§27) is shown under the call that runs it, one line each (a grandchild
+ * indented under its parent): `↳ sub-agent 1a2b3c4d: → read_file({"path":"notes.txt"})`, what
+ * it does now (its step, the last line of its text, its call, its result, its question), at
+ * most `CHILD_TEXT` characters, escaped; at most a few such lines, then how many more.
+ *
+ * Approval questions (§26) are shown under their tool call, the first one with the answer keys;
+ * a sub-agent's question names its session (`· sub-agent 1a2b3c4d`) and is answered the same way.
  * While one is open, a line that is only `y` (allow once), `a` (allow always), `n` (reject) or
  * `r` (reject always), sent with Enter, answers the first question that has no answer yet; `n`
  * and `r` then ask for a reason on the input line (`reason ›`: Enter sends it, an empty one
@@ -28,7 +34,17 @@
  */
 import { Box, type Key, Static, Text, useInput, useStdout } from "ink"
 import { useEffect, useReducer, useRef, useState, useSyncExternalStore } from "react"
-import { busy, type ChatModel, type Item, type PendingItem, type Question, type RunningTool, type Snapshot } from "./ChatModel.js"
+import {
+  busy,
+  type ChatModel,
+  type Item,
+  oneLine,
+  type PendingItem,
+  type Question,
+  type RunningTool,
+  type Snapshot
+} from "./ChatModel.js"
+import type { ChildLine } from "./children.js"
 
 /**
  * What the view may ask of the session: plain callbacks, each returning at once (the work is
@@ -169,17 +185,51 @@ const PendingView = ({ pending, max }: { readonly pending: ReadonlyArray<Pending
   )
 }
 
-const ToolsView = (
-  { tools, now, frame }: { readonly tools: ReadonlyArray<RunningTool>; readonly now: number; readonly frame: string }
-) => (
-  <>
-    {tools.map((t) => (
-      <Text key={t.callId} color="blue" wrap="truncate-end">
-        {`${frame} → ${t.name}(${t.args.replace(/\n/g, " ")}) running ${seconds(now - t.since)}`}
-      </Text>
-    ))}
-  </>
+/** The most characters of a sub-agent's line the chat shows (`oneLine`). */
+const CHILD_TEXT = 120
+
+/** A sub-agent's session id, shortened: its first 8 characters. */
+const short = (sessionId: string): string => oneLine(sessionId, 8).replace(/…$/, "")
+
+/** One sub-agent's line (see the module comment). */
+const ChildView = ({ child }: { readonly child: ChildLine }) => (
+  <Text color="gray" wrap="truncate-end">
+    {`${"  ".repeat(child.depth)}↳ sub-agent ${short(child.sessionId)}: ${oneLine(child.text, CHILD_TEXT)}`}
+  </Text>
 )
+
+/**
+ * The running calls, each with the sub-agents it runs under it (at most `maxChildren` lines of
+ * them in all; sub-agents of a call not shown come last).
+ */
+const ToolsView = (
+  { frame, maxChildren, now, subagents, tools }: {
+    readonly tools: ReadonlyArray<RunningTool>
+    readonly subagents: ReadonlyArray<ChildLine>
+    readonly maxChildren: number
+    readonly now: number
+    readonly frame: string
+  }
+) => {
+  const shown = subagents.slice(0, maxChildren)
+  const calls = new Set(tools.map((t) => t.callId))
+  return (
+    <>
+      {tools.map((t) => (
+        <Box key={t.callId} flexDirection="column">
+          <Text color="blue" wrap="truncate-end">
+            {`${frame} → ${t.name}(${t.args.replace(/\n/g, " ")}) running ${seconds(now - t.since)}`}
+          </Text>
+          {shown.filter((c) => c.callId === t.callId).map((c) => <ChildView key={c.sessionId} child={c} />)}
+        </Box>
+      ))}
+      {shown.filter((c) => !calls.has(c.callId)).map((c) => <ChildView key={c.sessionId} child={c} />)}
+      {subagents.length > maxChildren
+        ? <Text dimColor>{`  … ${subagents.length - maxChildren} more sub-agents`}</Text>
+        : null}
+    </>
+  )
+}
 
 /**
  * The open questions, each under its call: `? → clock({}) awaiting approval 2.1s`, then the
@@ -194,7 +244,9 @@ const QuestionsView = (
       {questions.slice(0, max).map((q) => (
         <Box key={q.id} flexDirection="column">
           <Text color="yellow" wrap="truncate-end">
-            {`? → ${q.toolName}(${q.args}) awaiting approval ${seconds(now - q.since)}`}
+            {`? → ${q.toolName}(${q.args}) awaiting approval ${seconds(now - q.since)}${
+              q.sessionId === undefined ? "" : ` · sub-agent ${short(q.sessionId)}`
+            }`}
           </Text>
           <Text color={q === first ? "yellow" : "gray"} wrap="truncate-end">
             {q.answering
@@ -429,10 +481,11 @@ export const App = ({ controller, model }: AppProps) => {
   // The live area stays below the terminal's height: streaming text and the queue are cut.
   const pendingMax = Math.max(1, Math.min(6, rows - 14))
   const questionsMax = Math.max(1, Math.min(4, Math.floor((rows - 14) / 2)))
+  const childrenMax = Math.max(1, Math.min(6, rows - 16))
   const streamMax = Math.max(
     2,
     rows - 12 - Math.min(snap.pending.length, pendingMax) - snap.tools.length -
-      2 * Math.min(snap.questions.length, questionsMax)
+      2 * Math.min(snap.questions.length, questionsMax) - Math.min(snap.children.length, childrenMax + 1)
   )
   const { chars, cursor } = line.current
   return (
@@ -447,7 +500,7 @@ export const App = ({ controller, model }: AppProps) => {
         {snap.streaming !== undefined && snap.streaming.text !== ""
           ? <Text>{lastRows(snap.streaming.text, streamMax, columns)}</Text>
           : null}
-        <ToolsView tools={snap.tools} now={now} frame={frame} />
+        <ToolsView tools={snap.tools} subagents={snap.children} maxChildren={childrenMax} now={now} frame={frame} />
         <QuestionsView questions={snap.questions} now={now} max={questionsMax} />
         <PendingView pending={snap.pending} max={pendingMax} />
         <StatusLine snap={snap} now={now} frame={frame} />

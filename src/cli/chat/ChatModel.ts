@@ -35,6 +35,7 @@ import * as Transcript from "../../Transcript.js"
 import * as TranscriptText from "../../TranscriptText.js"
 import * as Usage from "../../Usage.js"
 import { firstLine, historyStart, oneLine, shown, SHOWN_RESULT_LINES, stream, visible } from "./chatText.js"
+import { type ChildLine, Children } from "./children.js"
 
 export {
   ARGS_SHOWN,
@@ -111,6 +112,8 @@ export interface Question {
   readonly args: string
   readonly since: number
   readonly answering: boolean
+  /** A sub-agent's question (§27): its session (`callId` is its call); absent for the agent's own. */
+  readonly sessionId?: string | undefined
 }
 
 /** A compaction that runs (from its `compaction/start`): why, and the estimate when it started. */
@@ -135,8 +138,10 @@ export interface Snapshot {
   readonly streaming: { readonly text: string; readonly reasoning: string } | undefined
   /** Logged calls without a result and without an open question, in call order. */
   readonly tools: ReadonlyArray<RunningTool>
-  /** The open approval questions, in the order they were asked. */
+  /** The open approval questions, in the order they were asked (a sub-agent's too, §27). */
   readonly questions: ReadonlyArray<Question>
+  /** What each running sub-agent does now (`children.ts`; raw text: shown through `oneLine`). */
+  readonly children: ReadonlyArray<ChildLine>
   readonly pending: ReadonlyArray<PendingItem>
   /** The compaction that runs now, if any. */
   readonly compacting: RunningCompaction | undefined
@@ -178,6 +183,8 @@ export class ChatModel {
   private readonly callArguments = new Map<string, string>()
   /** The open approval questions by id, in the order they were asked. */
   private readonly questions = new Map<string, Question>()
+  /** The sub-agents the running calls run (§27), from the `subagent/event`s. */
+  private readonly children = new Children()
   private readonly listeners = new Set<() => void>()
   private nextKey = 0
   private headerTurn = 0
@@ -361,6 +368,7 @@ export class ChatModel {
         ? Array.from(this.calls.values())
         : Array.from(this.calls.values()).filter((call) => !this.asked(call.callId)),
       questions: Array.from(this.questions.values()),
+      children: this.children.size === 0 ? [] : this.children.lines(),
       pending,
       compacting: this.compacting,
       ...this.spent()
@@ -395,6 +403,7 @@ export class ChatModel {
         this.calls.clear()
         this.callArguments.clear()
         this.questions.clear()
+        this.children.clear()
         this.streaming = undefined
         this.compacting = undefined
         this.status = "idle"
@@ -423,6 +432,14 @@ export class ChatModel {
           text: `the model request failed; retrying (attempt ${event.attempt})`,
           tone: "warn"
         })
+        return
+      }
+      case "subagent/event": {
+        // A sub-agent's question is listed here and answered through this agent (§27).
+        for (const change of this.children.apply(event)) {
+          if (change._tag === "decided") this.questions.delete(change.id)
+          else this.ask(change, change.args)
+        }
         return
       }
       default:
@@ -578,6 +595,7 @@ export class ChatModel {
         const call = this.calls.get(entry.callId)
         this.calls.delete(entry.callId)
         this.callArguments.delete(entry.callId)
+        this.children.ended(entry.callId)
         this.push({
           kind: "tool",
           key: this.key(),
@@ -592,6 +610,7 @@ export class ChatModel {
         this.flushCalls()
         // A turn never ends with a question open (§26 rule 4); a log that says otherwise shows none.
         this.questions.clear()
+        this.children.clear()
         this.push({
           kind: "turn-end",
           key: this.key(),
@@ -646,22 +665,36 @@ export class ChatModel {
     this.callArguments.clear()
   }
 
-  /** Opens question `id` about call `callId` (its arguments from the call's `tool/call`). */
-  private ask(question: { readonly id: string; readonly callId: string; readonly toolName: string }): void {
+  /**
+   * Opens question `id` about call `callId` (its arguments from the call's `tool/call`, or `args`
+   * for a sub-agent's question, which names its session).
+   */
+  private ask(
+    question: {
+      readonly id: string
+      readonly callId: string
+      readonly toolName: string
+      readonly sessionId?: string | undefined
+    },
+    args?: string
+  ): void {
     if (this.questions.has(question.id)) return
     this.questions.set(question.id, {
       id: question.id,
       callId: question.callId,
       toolName: oneLine(question.toolName, 64),
-      args: oneLine(this.callArguments.get(question.callId) ?? ""),
+      args: oneLine(args ?? this.callArguments.get(question.callId) ?? ""),
       since: this.now(),
-      answering: false
+      answering: false,
+      ...(question.sessionId === undefined ? {} : { sessionId: question.sessionId })
     })
   }
 
-  /** Whether an open question is about call `callId`. */
+  /** Whether an open question of this agent's own is about its call `callId`. */
   private asked(callId: string): boolean {
-    for (const question of this.questions.values()) if (question.callId === callId) return true
+    for (const question of this.questions.values()) {
+      if (question.callId === callId && question.sessionId === undefined) return true
+    }
     return false
   }
 }
