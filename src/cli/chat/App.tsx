@@ -44,7 +44,7 @@ import {
   type RunningTool,
   type Snapshot
 } from "./ChatModel.js"
-import type { ChildLine } from "./children.js"
+import type { ChildLine } from "../subagentProgress.js"
 
 /**
  * What the view may ask of the session: plain callbacks, each returning at once (the work is

@@ -35,7 +35,7 @@ import * as Transcript from "../../Transcript.js"
 import * as TranscriptText from "../../TranscriptText.js"
 import * as Usage from "../../Usage.js"
 import { firstLine, historyStart, oneLine, shown, SHOWN_RESULT_LINES, stream, visible } from "./chatText.js"
-import { type ChildLine, Children } from "./children.js"
+import { type ChildLine, Children } from "../subagentProgress.js"
 
 export {
   ARGS_SHOWN,

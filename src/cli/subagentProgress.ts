@@ -1,22 +1,23 @@
 /**
- * The chat's view of the sub-agents its agent's calls run (§27), kept outside React like
- * `ChatModel`, which feeds it: the parent's live events carry each child's events as
+ * What the sub-agents an agent's calls run are doing (§27), for the live views: the chat
+ * (`chat/ChatModel.ts`, kept outside React) and `acp` without the client's sub-agent sessions
+ * (`acp/children.ts`). The parent's live events carry each child's events as
  * `{type: "subagent/event", sessionId, callId, event}` (a grandchild's wrapped twice), and this
  * keeps, for each child, one line of what it does now (`ChildLine`): `starting`, its step, the
  * last line of the text it streams, its running tool call, its result, a question it waits on, its
- * turn's end. A child's questions (§26) are returned as changes for the chat's question list: the
+ * turn's end. A child's questions (§26) are returned as changes for the view's question list: the
  * parent lists them and answers them (`agent.approve`/`reject` decide a child's question). A
  * child's lines go when the call that runs it gets its result (its parent's `tool/result`, or for
- * a child of the chat's own agent `ended`). Nothing here is escaped: the view shows `text`
+ * a child of the watched agent `ended`). Nothing here is escaped: the view shows `text`
  * through `oneLine` (one line, bounded, escaped).
  */
-import type { AgentEvent } from "../../AgentEvent.js"
-import type { TurnEndReason } from "../../SessionEvent.js"
-import * as TranscriptText from "../../TranscriptText.js"
+import type { AgentEvent } from "../AgentEvent.js"
+import type { TurnEndReason } from "../SessionEvent.js"
+import * as TranscriptText from "../TranscriptText.js"
 
 /**
- * What a sub-agent does now, under the call of the chat's agent that runs it (`callId`) or runs
- * its ancestor: `depth` 1 for a child of the chat's agent, 2 for a grandchild, …
+ * What a sub-agent does now, under the call of the watched agent that runs it (`callId`) or runs
+ * its ancestor: `depth` 1 for a child of the watched agent, 2 for a grandchild, …
  */
 export interface ChildLine {
   readonly sessionId: string
@@ -41,11 +42,11 @@ export type ChildChange =
 
 interface Child {
   readonly sessionId: string
-  /** The session of the agent whose call runs it; undefined: the chat's agent. */
+  /** The session of the agent whose call runs it; undefined: the watched agent. */
   readonly parent: string | undefined
   /** Its call in `parent`'s log. */
   readonly callId: string
-  /** The call of the chat's agent under which it is shown. */
+  /** The call of the watched agent under which it is shown. */
   readonly top: string
   readonly depth: number
   text: string
@@ -83,23 +84,23 @@ const textOf = (content: unknown): string =>
     ? content.map((b) => (b?.type === "text" && typeof b.text === "string" ? b.text : "")).join("")
     : ""
 
-/** The sub-agents of the chat's agent and what each does now (see the module comment). */
+/** The sub-agents of an agent and what each does now (see the module comment). */
 export class Children {
   private readonly children = new Map<string, Child>()
 
-  /** Applies one `subagent/event` of the chat's agent; returns the question changes it makes. */
+  /** Applies one `subagent/event` of the watched agent; returns the question changes it makes. */
   apply(event: Wrapped): ReadonlyArray<ChildChange> {
     return this.applyAt(event, 1, undefined, event.callId)
   }
 
-  /** The call `callId` of the chat's agent got its result: its sub-agents are gone. */
+  /** The call `callId` of the watched agent got its result: its sub-agents are gone. */
   ended(callId: string): void {
     for (const child of [...this.children.values()]) {
       if (child.parent === undefined && child.callId === callId) this.remove(child.sessionId)
     }
   }
 
-  /** Forgets every sub-agent (the chat's agent's turn ended, or the agent stopped). */
+  /** Forgets every sub-agent (the watched agent's turn ended, or the agent stopped). */
   clear(): void {
     this.children.clear()
   }
