@@ -97,7 +97,6 @@ import {
   Either,
   ExecutionStrategy,
   Exit,
-  Fiber,
   FiberId,
   FiberMap,
   Layer,
@@ -111,7 +110,6 @@ import * as NodePath from "node:path"
 import { Readable, Writable } from "node:stream"
 import * as Agent from "../../Agent.js"
 import type { AgentEvent, AgentNotification } from "../../AgentEvent.js"
-import type * as Approval from "../../Approval.js"
 import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
@@ -122,10 +120,10 @@ import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import { type SubagentFlags, withSubagents } from "../commands/subagentFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
+import * as Asking from "./asking.js"
 import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
-import * as Permission from "./permission.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
@@ -334,6 +332,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     let compaction = false
     /** The client offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): `read_file` reads through it. */
     let clientFs = false
+    /** The client takes sub-agent sessions (`clientCapabilities.subagents`, unstable: `children.ts`). */
+    const subagentSessions = false
 
     /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
     const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
@@ -460,128 +460,14 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
       }
     }
 
-    /**
-     * Permission requests (§26, `permission.ts`). Each open question of a session is asked once
-     * on this connection: `session/request_permission` is written at once, in the order the
-     * questions were asked (the forwarder for a live `approval/asked`, after its call's
-     * updates; `session/load` for the questions a loaded log left open, once its response is
-     * written), and its answer is awaited in a fiber of the session's `requests`, so that a
-     * client that never answers holds up nothing but that call. The answer decides the question
-     * (`Permission.decisionOf`: `approve`/`reject` named by the client's `clientInfo.name`, or a
-     * cancel of the turn); an answer that decides nothing (malformed, an error response) is
-     * noticed and leaves the question open, to be asked again by the next `session/load`. A
-     * question decided otherwise (a cancel, a dispose) drops its request (`drop`).
-     */
-    const ask = (session: Session, question: Approval.Pending): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (FiberMap.unsafeHas(session.requests, question.id)) return Effect.void
-        const controller = new AbortController()
-        const response: Promise<unknown> = connection.client.request(
-          acp.methods.client.session.requestPermission,
-          Permission.request(session.id, Permission.toolCallOf(session.agent.log.events(), session.cwd, question), question),
-          { cancellationSignal: controller.signal, stopWaitingOnCancel: true }
-        )
-        // Awaited by the fiber; rejected before it awaits (dropped at once), it is no unhandled rejection.
-        response.then(undefined, () => {})
-        session.asking.set(question.id, controller)
-        return Effect.asVoid(FiberMap.run(
-          session.requests,
-          question.id,
-          Effect.onInterrupt(answered(session, question, response, controller), () =>
-            Effect.sync(() => abort(session, question.id)))
-        ))
-      })
-
-    /** Asks a question the forwarder saw asked, if it is still open (a policy may have decided it in the same append). */
-    const askOne = (session: Session, data: unknown): Effect.Effect<void> =>
-      Effect.flatMap(session.agent.pendingApprovals, (pending) => {
-        const id = (data as { readonly id?: unknown } | null)?.id
-        const question = pending.find((q) => q.id === id)
-        return question === undefined ? Effect.void : ask(session, question)
-      })
-
-    /** Asks every open question of the session that has no request on this connection, in the order they were asked. */
-    const askOpen = (session: Session): Effect.Effect<void> =>
-      session.sending.withPermits(1)(
-        Effect.flatMap(session.agent.pendingApprovals, (pending) =>
-          Effect.forEach(pending, (q) => ask(session, q), { discard: true }))
-      )
-
-    /** Aborts a request not yet answered: the SDK sends `$/cancel_request` for it and stops waiting. */
-    const abort = (session: Session, id: string): void => {
-      const controller = session.asking.get(id)
-      if (controller === undefined) return
-      session.asking.delete(id)
-      controller.abort()
-    }
-
-    /**
-     * Drops the request of a question decided otherwise: aborted at once (so its
-     * `$/cancel_request` comes before the updates that follow the decision), its fiber
-     * interrupted, not awaited (the forwarder goes on). A request already answered is left alone.
-     */
-    const drop = (session: Session, data: unknown): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const id = (data as { readonly id?: unknown } | null)?.id
-        if (typeof id !== "string") return Effect.void
-        abort(session, id)
-        const fiber = FiberMap.unsafeGet(session.requests, id)
-        return Option.isSome(fiber) ? Effect.asVoid(Fiber.interruptFork(fiber.value)) : Effect.void
-      })
-
-    /** Awaits the client's answer, then decides the question by it (uninterruptibly: a decision is never cut short). */
-    const answered = (
-      session: Session,
-      question: Approval.Pending,
-      response: Promise<unknown>,
-      controller: AbortController
-    ): Effect.Effect<void> =>
-      Effect.flatMap(Effect.either(Effect.tryPromise({ try: () => response, catch: (cause) => cause })), (result) => {
-        // Dropped (the question was decided otherwise): nothing to decide.
-        if (controller.signal.aborted) return Effect.void
-        session.asking.delete(question.id)
-        if (Either.isLeft(result)) {
-          // The connection closed (stdin ended): no answer; the dispose that follows decides the question.
-          if (connection.signal.aborted) return Effect.never
-          return undecided(
-            session,
-            new Permission.PermissionRequestFailed({
-              message: `the client's session/request_permission failed: ${Permission.describeError(result.left)}`,
-              approvalId: question.id,
-              cause: result.left
-            })
-          )
-        }
-        const decision = Permission.decisionOf(question.id, result.right)
-        if (Either.isLeft(decision)) return undecided(session, decision.left)
-        return Effect.uninterruptible(decideBy(session, question, decision.right))
-      })
-
-    const undecided = (session: Session, error: Permission.PermissionError) =>
-      notice(
-        `session ${session.id}: approval ${error.approvalId}: ${error.message}; the question stays open ` +
-          `(a session/load asks again, session/cancel cancels the turn)`
-      )
-
-    /** Decides a question as the client answered (§26): approve or reject named by the client, or cancel the turn. */
-    const decideBy = (session: Session, question: Approval.Pending, decision: Permission.Decision): Effect.Effect<void> => {
-      const name = clientInfoName
-      const decided: Effect.Effect<void, { readonly _tag: string; readonly message: string }> = decision._tag === "Allow"
-        ? session.agent.approve(question.id, { always: decision.always, name })
-        : decision._tag === "Reject"
-        ? session.agent.reject(question.id, { always: decision.always, reason: decision.reason, name })
-        // ACP's `cancelled`: the client cancelled the prompt turn (as `session/cancel` does, whose
-        // clearing of the queues it leaves to that notification).
-        : session.agent.cancel({ kind: "user" }, { keepInbox: true })
-      return decided.pipe(
-        Effect.catchAll((e) =>
-          // Decided meanwhile (a cancel, a dispose): the answer came too late, and changes nothing.
-          e._tag === "ApprovalNotOpen"
-            ? Effect.void
-            : notice(`session ${session.id}: approval ${question.id}: the client's answer could not be recorded: ${e.message}`)
-        )
-      )
-    }
+    const asking = Asking.make({
+      request: (params, o) => connection.client.request(acp.methods.client.session.requestPermission, params, o),
+      closed: () => connection.signal.aborted,
+      notice,
+      personName: () => clientInfoName,
+      childSessions: () => subagentSessions
+    })
+    const { askOne, askOpen, drop } = asking
 
     /**
      * Opens a session around the agent `make` builds, in a scope of its own under the command's

@@ -6,8 +6,9 @@
  *   `tool_call` update the client was sent for the call (`replay.ts`'s `toolCall`: the same
  *   `toolCallId`, `title`, `name`, `kind`, `status: "pending"`, `rawInput`, `locations`), without
  *   its `sessionUpdate`; `options` are the four kinds of ACP's `PermissionOption`, each option id
- *   its kind (`OPTION_IDS`); `_meta["agent-loop"] = {approvalId, turn, step, askedAt}` (the
- *   question's id, its step, and when it was asked, ms since the epoch).
+ *   its kind (`OPTION_IDS`); `_meta["agent-loop"] = {approvalId, turn, step, askedAt, sessionId?}`
+ *   (the question's id, its step, when it was asked, ms since the epoch, and for a sub-agent's
+ *   question its session, §27).
  * - **The answer** (`decisionOf`): `{outcome: {outcome: "selected", optionId}}` with
  *   `allow_once` → allow, `allow_always` → allow always, `reject_once` → reject,
  *   `reject_always` → reject always; `{outcome: {outcome: "cancelled"}}` → the client cancelled
@@ -60,7 +61,7 @@ export const options = (toolName: string): Array<PermissionOption> => [
 export const request = (
   sessionId: string,
   toolCall: SessionUpdate,
-  question: Pick<Approval.Pending, "id" | "toolName" | "turn" | "step" | "askedAt">
+  question: Pick<Approval.Pending, "id" | "toolName" | "turn" | "step" | "askedAt" | "sessionId">
 ): RequestPermissionRequest => {
   const { sessionUpdate: _, ...call } = toolCall as SessionUpdate & { readonly sessionUpdate: string }
   return {
@@ -68,7 +69,13 @@ export const request = (
     toolCall: call as ToolCallUpdate,
     options: options(question.toolName),
     _meta: {
-      [META_KEY]: { approvalId: question.id, turn: question.turn, step: question.step, askedAt: question.askedAt }
+      [META_KEY]: {
+        approvalId: question.id,
+        turn: question.turn,
+        step: question.step,
+        askedAt: question.askedAt,
+        ...(question.sessionId === undefined ? {} : { sessionId: question.sessionId })
+      }
     }
   }
 }

@@ -34,6 +34,7 @@
  */
 import { Box, type Key, Static, Text, useInput, useStdout } from "ink"
 import { useEffect, useReducer, useRef, useState, useSyncExternalStore } from "react"
+import type { ChildLine } from "../subagentProgress.js"
 import {
   busy,
   type ChatModel,
@@ -44,7 +45,6 @@ import {
   type RunningTool,
   type Snapshot
 } from "./ChatModel.js"
-import type { ChildLine } from "../subagentProgress.js"
 
 /**
  * What the view may ask of the session: plain callbacks, each returning at once (the work is

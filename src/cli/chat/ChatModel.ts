@@ -34,8 +34,8 @@ import type { SessionEvent, SplicedData, TurnEndReason } from "../../SessionEven
 import * as Transcript from "../../Transcript.js"
 import * as TranscriptText from "../../TranscriptText.js"
 import * as Usage from "../../Usage.js"
-import { firstLine, historyStart, oneLine, shown, SHOWN_RESULT_LINES, stream, visible } from "./chatText.js"
 import { type ChildLine, Children } from "../subagentProgress.js"
+import { firstLine, historyStart, oneLine, shown, SHOWN_RESULT_LINES, stream, visible } from "./chatText.js"
 
 export {
   ARGS_SHOWN,
