@@ -91,6 +91,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import {
   Cause,
+  Chunk,
   Console,
   Deferred,
   Effect,
@@ -121,6 +122,7 @@ import * as SessionStore from "../../SessionStore.js"
 import { type SubagentFlags, withSubagents } from "../commands/subagentFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as Asking from "./asking.js"
+import * as Children from "./children.js"
 import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
@@ -232,6 +234,8 @@ interface Session {
   /** Prompt message ids by the turn that claimed them. */
   readonly byTurn: Map<number, Array<string>>
   readonly updates: UpdateProjector
+  /** Its sub-agents' updates (§27, `children.ts`). */
+  readonly children: Children.ChildrenProjector
   /**
    * One permit: whoever sends this session's updates holds it (the forwarder for each event, a
    * `session/load` for its whole replay), so that they never interleave (the module comment).
@@ -294,6 +298,12 @@ const injectSource = (source: unknown): MessageSource => {
   return source as MessageSource
 }
 
+/** A sub-agent's event without its wrapping (§27: `subagent/event`, a grandchild's twice), or the event. */
+const innermost = (event: AgentEvent): AgentEvent =>
+  event.type === "subagent/event" && !("seq" in event)
+    ? innermost((event as Extract<AgentEvent, { readonly type: "subagent/event" }>).event)
+    : event
+
 /** The params of the extension methods (the SDK checks only the standard methods'). */
 interface ExtensionParams {
   readonly sessionId: string
@@ -333,7 +343,9 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     /** The client offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): `read_file` reads through it. */
     let clientFs = false
     /** The client takes sub-agent sessions (`clientCapabilities.subagents`, unstable: `children.ts`). */
-    const subagentSessions = false
+    let subagentSessions = false
+    /** What the last `initialize` read offered of it (the first answered one decides). */
+    let offeredSubagents = false
 
     /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
     const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
@@ -397,17 +409,24 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
      * the SDK writes them): so the next turn's updates never overtake the response of the prompt
      * before it.
      */
-    const handle = (session: Session, event: AgentEvent): Effect.Effect<void> => {
+    const handle = (session: Session, event: AgentEvent, following?: AgentEvent): Effect.Effect<void> => {
       const sent = session.sending.withPermits(1)(Effect.suspend(() => {
         const all = session.updates.push(event)
+        const fromChildren = session.children.push(event, following)
         const durable = "seq" in event
         const shown = durable ? event.seq <= session.replayed : session.handled < session.replayed
         if (durable) session.handled = event.seq
         const updates = shown ? all.filter((u) => u.sessionUpdate === "usage_update") : all
-        const sent = updates.length === 0 ? Effect.void : Effect.forEach(updates, (u) => send(session.id, u), { discard: true })
-        // A question is asked after its call's updates; one a replay showed, once the load is answered.
-        if (event.type === "approval/asked" && !shown) return Effect.zipRight(sent, askOne(session, event.data))
-        if (event.type === "approval/decided") return Effect.zipRight(sent, drop(session, event.data))
+        const outgoing = shown ? [] : fromChildren
+        const sent = updates.length === 0 && outgoing.length === 0 ? Effect.void : Effect.zipRight(
+          Effect.forEach(updates, (u) => send(session.id, u), { discard: true }),
+          Effect.forEach(outgoing, (o) => send(o.sessionId, o.update), { discard: true })
+        )
+        // A question is asked after its call's updates; one a replay showed, once the load is
+        // answered. A sub-agent's comes wrapped (§27): it is asked through this session.
+        const own = innermost(event)
+        if (own.type === "approval/asked" && !shown) return Effect.zipRight(sent, askOne(session, own.data))
+        if (own.type === "approval/decided") return Effect.zipRight(sent, drop(session, own.data))
         return sent
       }))
       return Effect.zipRight(
@@ -494,6 +513,12 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           asking: new Map(),
           prompts,
           byTurn: new Map(),
+          children: Children.projector(agent.id, {
+            cwd,
+            sessions: subagentSessions,
+            contextWindow: options.contextWindow,
+            compaction
+          }),
           updates: projector({
             cwd,
             isPrompt: (id) => prompts.has(id),
@@ -518,12 +543,14 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           session.handled = primedThrough
         }
         yield* Effect.forkIn(
-          Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (events) =>
-            Effect.forEach(
+          Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (batch) => {
+            const events = Chunk.toReadonlyArray(batch)
+            return Effect.forEach(
               events,
-              (e) => ("seq" in e && e.seq <= primedThrough ? Effect.void : handle(session, e)),
+              (e, i) => ("seq" in e && e.seq <= primedThrough ? Effect.void : handle(session, e, events[i + 1])),
               { discard: true }
-            ))),
+            )
+          })),
           scope
         )
         return session
@@ -580,6 +607,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           clientInfoName = params.clientInfo.name
         }
         compaction = params.clientCapabilities?.session?.compaction != null
+        subagentSessions = offeredSubagents
         clientFs = ClientFs.offersReadTextFile(params.clientCapabilities)
         return {
           protocolVersion: acp.PROTOCOL_VERSION,
@@ -712,7 +740,16 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     const answerInvalid = (invalid: Envelope.InvalidEnvelope) =>
       writer.write({ jsonrpc: "2.0", id: invalid.id, error: { code: -32600, message: invalid.message } }).catch(() => {})
     const connection: acp.AgentConnection = app.connect({
-      readable: lines.readable.pipeThrough(Envelope.checkEnvelopes<acp.AnyMessage>(answerInvalid)),
+      readable: lines.readable.pipeThrough(Envelope.checkEnvelopes<acp.AnyMessage>(answerInvalid)).pipeThrough(
+        new TransformStream<acp.AnyMessage, acp.AnyMessage>({
+          // The SDK's stable schema drops `clientCapabilities.subagents`: read from the message.
+          transform(message, controller) {
+            const m = message as { readonly method?: unknown; readonly params?: unknown }
+            if (m.method === acp.methods.agent.initialize) offeredSubagents = Children.offersSubagents(m.params)
+            controller.enqueue(message)
+          }
+        })
+      ),
       writable: new WritableStream<acp.AnyMessage>({ write: (message) => writer.write(message) })
     })
     yield* Effect.promise(() => connection.closed)
