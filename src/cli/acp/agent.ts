@@ -47,7 +47,7 @@
  * - `session/cancel`: `agent.cancel({kind:"user"})` (§9): the queues are cleared (queued prompts
  *   answer `cancelled`), the running turn ends aborted (its prompt answers `cancelled`, the last
  *   message about it).
- * - Approvals (§26; `permission.ts` for the shapes): with `ask` (`--ask TOOL`), the calls of
+ * - Approvals (§26; `permission.ts` for the shapes, `asking.ts` for the requests): with `ask` (`--ask TOOL`), the calls of
  *   those tools wait for a person. Each open question is asked with one
  *   `session/request_permission` (the call's `tool_call` shape, options `allow_once`,
  *   `allow_always`, `reject_once`, `reject_always`), written after the call's updates, in the
@@ -64,6 +64,11 @@
  *   `initialize` declares nothing for it (every ACP client takes `session/request_permission`),
  *   and no session state is sent: ACP v1 has none for `awaiting-approval` to map to (the v2
  *   draft's `state_update` `requires_action`).
+ * - Sub-agents (§27, `--subagent`; `children.ts`): a client that offers
+ *   `clientCapabilities.subagents` (read from the `initialize` message: the stable schema drops
+ *   it) gets `subagent_update`s and each child's updates and questions on the child's session;
+ *   any other client the children's progress as the content of the `subagent` call. A child's
+ *   question is asked like the session's own (`asking.ts`) and decided through the parent.
  * - `_session/steer {sessionId, prompt}` → `agent.steer`, `_session/inject {sessionId, prompt,
  *   source?}` → `agent.inject` (default source `{kind:"plugin", plugin: <clientInfo.name, else
  *   "acp-client">}`; a given source is a `MessageSource` of kind `plugin {plugin}`, `hook {hook}` or

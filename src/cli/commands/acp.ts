@@ -13,7 +13,8 @@ import { subagentNames, subagentOptions } from "./subagentFlag.js"
  * (§22; `acp/agent.ts`): an Agent Client Protocol v1 agent on stdin/stdout for editors, until
  * stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr. `--ask TOOL`
  * makes the calls of that tool wait for approval, asked with `session/request_permission`
- * (§26); a name that is no tool of the session exits 2. The ACP SDK and zod are bundled into
+ * (§26); a name that is no tool of the session exits 2. `--subagent` and `--subagent-fork` add
+ * the sub-agent tools (§27), whose children are reported to the client (`acp/children.ts`). The ACP SDK and zod are bundled into
  * the chunk this command loads (no other command loads it).
  */
 export const acp = Command.make(

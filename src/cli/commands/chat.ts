@@ -18,7 +18,9 @@ import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js
  * `src/cli/chat/`), on a new session of the JSONL store or, with `--session ID`, on that session
  * resumed (its history shown from the log). Its status line shows the session's tokens, and with
  * `--prices` its cost (a price table that is not one: exit 2). Each `--ask TOOL` makes every
- * call of that offline tool wait for an answer in the chat (§26; a name that is no tool: exit 2). Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * call of that offline tool wait for an answer in the chat (§26; a name that is no tool: exit 2).
+ * `--subagent` and `--subagent-fork` add the sub-agent tools (§27): a running child is shown under
+ * its call, its questions answered in the chat. Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
  * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
  * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
