@@ -659,7 +659,11 @@ const withLoggedRequest = (
  * call of the last `assistant/message` without `tool/call`; then `step/end`,
  * `turn/end {kind:"interrupted"}`; then `session/end-seed` (also at the boundary of a log that
  * ended cleanly), unless the log already ends with one. Repair events take the time of the
- * event before them (§3.1). The inbox, history, used ids and turn counter are rebuilt from the
+ * event before them (§3.1). A sub-agent call cut short (a `subagent/start` without end or
+ * result) is closed from its child's log in the same store instead (§27 rule 16): the child's
+ * `subagent/end` and the result the tool would have given when its task ended; else, the child
+ * repaired first (its open questions decided `unavailable`), `subagent/end {stopReason:
+ * "unfinished_at_resume"}` and `TOOL_OUTCOME_UNKNOWN`. The inbox, history, used ids and turn counter are rebuilt from the
  * log; turn numbering continues. Resuming a repaired log appends nothing. A configuration that
  * differs from the last `request/header` (new instructions, tools, settings, model) is logged
  * in a new `request/header` before the next request (§6.2). Nothing runs unless
@@ -670,7 +674,8 @@ const withLoggedRequest = (
  * appending: a log edited by hand, say; it names the first violation's rule, seq and line),
  * or `SessionStoreError` (also for a DSH v0 log: those are read, never appended to; and for a
  * session that a live agent of this process writes, or that another store or process has open:
- * one writer per session, §3.3).
+ * one writer per session, §3.3; the same for the child of a sub-agent call it must close, and for
+ * a session that call names whose header does not name it as parent).
  *
  * @example
  * ```ts
@@ -710,7 +715,9 @@ export const resume = (
 /**
  * Crash repair alone (§10), without an agent: opens the session (a torn tail is cut)
  * and appends the closers `resume` would; returns the events appended (none for a repaired or
- * cleanly ended log that ends with `session/end-seed`). Nothing else is appended: no agent is
+ * cleanly ended log that ends with `session/end-seed`), the children of sub-agent calls it closes
+ * repaired first when they had not finished (§27 rule 16; their events are not in the returned
+ * array). Nothing else is appended: no agent is
  * made, so none is disposed. Uses the `IdGenerator` in context when there is one. Fails as
  * `resume` does.
  *

@@ -17,6 +17,10 @@
  * - A child whose turn does not complete, or a delegation deeper than `maxDepth`, fails the
  *   call with a `ToolError` (an error result `TOOL_FAILED` naming the child's session), never the
  *   parent's run.
+ * - After a crash, repair closes a call cut short from its child's log (§27 rule 16): a child
+ *   whose task ended gives the end and result this tool would have given (the same code,
+ *   `internal/subagentEnd.ts`); an unfinished child is repaired first and the call ends
+ *   `unfinished_at_resume` with `TOOL_OUTCOME_UNKNOWN`; nothing runs again.
  * - `subagent/end` records what the child's run spent (`usage`, `byModel`, `unreported`: its own
  *   requests and its children's), which the parent's usage counts (§27 rules 9, 10): the child
  *   runs the parent's pre-step waterfall with its usage starting from the parent's, so that a
@@ -30,13 +34,13 @@ import * as Approval from "./Approval.js"
 import { IdGenerator } from "./IdGenerator.js"
 import { type ParentAccess, parentOf } from "./internal/agent/access.js"
 import { ChildSessionId } from "./internal/subagent.js"
-import type { ContentBlock, MessageId } from "./Message.js"
+import { endedFields, type EndFields, outcomeOf, spentOf } from "./internal/subagentEnd.js"
+import type { MessageId } from "./Message.js"
 import { Model, type ModelService } from "./Model.js"
 import { PreStep } from "./PreStep.js"
-import type { SessionEvent, TurnEndReason } from "./SessionEvent.js"
+import type { SessionEvent } from "./SessionEvent.js"
 import { SessionStore } from "./SessionStore.js"
 import * as Tool from "./Tool.js"
-import * as Usage from "./Usage.js"
 
 /**
  * The arguments the model gives a sub-agent tool (DSH's `subagent` tool's): the task (`prompt`,
@@ -146,30 +150,6 @@ export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
   })
 }
 
-/** What a child's run gave: its session, its last turn's end and last assistant content. */
-interface ChildRun {
-  readonly sessionId: string
-  readonly reason: TurnEndReason | undefined
-  readonly answer: ReadonlyArray<ContentBlock> | undefined
-}
-
-/**
- * What a child's run spent, as `subagent/end` records it (§27, §18): its own requests and its
- * children's (`Usage.withSubagents` of its log), by model, and its responses that reported no
- * usage. The parent counts it from its own log and never reads the child's.
- */
-const spentBy = (child: Agent.Agent) => {
-  const all = Usage.withSubagents(Usage.fromEvents(child.log.events(), { header: child.log.header }))
-  return { usage: all.usage, byModel: all.byModel, unreported: all.unreported }
-}
-
-/** DSH's `stopReason` of a turn's end: its kind (an interrupted turn is `aborted`). */
-const stopReasonOf = (reason: TurnEndReason): string => reason.kind === "interrupted" ? "aborted" : reason.kind
-
-/** The text blocks of content, joined. */
-const textOf = (content: ReadonlyArray<ContentBlock> | undefined): string =>
-  content === undefined ? "" : content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("")
-
 const delegate = (
   parent: ParentAccess,
   options: Options,
@@ -188,8 +168,7 @@ const delegate = (
       // DSH's run info (`subagent/start`), with the call and the depth.
       const info = { runId, provider, id: sessionId, local: true, callId }
       yield* recordOrFail(parent, "subagent/start", { ...info, depth, label })
-      const ended = (stopReason: string, extra: { readonly [key: string]: unknown }) =>
-        Effect.ignore(parent.record("subagent/end", { ...info, stopReason, ...extra }))
+      const ended = (fields: EndFields) => Effect.ignore(parent.record("subagent/end", { ...info, ...fields }))
       // The call's span (its `execute_tool`, §19): the child's turns are its children.
       const span = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
       const child = yield* Agent.make({
@@ -218,13 +197,13 @@ const delegate = (
         Effect.provideService(PreStep, parent.preStep),
         Effect.provideService(IdGenerator, parent.ids),
         Effect.provideService(Approval.Approval, Approval.make(parent.approvalListeners)),
-        Effect.catchAll((e) => Effect.zipRight(ended("error", { error: e.message }), Effect.fail(e)))
+        Effect.catchAll((e) => Effect.zipRight(ended({ stopReason: "error", error: e.message }), Effect.fail(e)))
       )
       // Its questions are the parent's to list and decide while the call runs (§27).
       const unlink = parent.adopt(callId, child)
       yield* Effect.addFinalizer(() => Effect.sync(unlink))
       const cause = { kind: "parent", parentSession: parent.sessionId, callId }
-      const result = yield* Effect.onInterrupt(
+      const end = yield* Effect.onInterrupt(
         runChild(child, parent, args.prompt, callId),
         () =>
           // A released parent (passivation) writes nothing more: the child is released too, its
@@ -233,39 +212,37 @@ const delegate = (
             ? Effect.ignore(child.release)
             : Effect.zipRight(
               Effect.ignore(child.cancel(cause)),
-              Effect.suspend(() => ended("aborted", { reason: { kind: "aborted", reason: cause }, ...spentBy(child) }))
+              Effect.suspend(() =>
+                ended({
+                  stopReason: "aborted",
+                  reason: { kind: "aborted", reason: cause },
+                  ...spentOf(child.log.events(), child.log.header)
+                })
+              )
             )
       )
-      const spent = spentBy(child)
-      const last = result.answer === undefined ? {} : { lastAssistantMessage: result.answer }
-      if (result.reason?.kind !== "completed") {
-        const reason = result.reason ?? { kind: "interrupted" as const }
-        yield* ended(stopReasonOf(reason), { ...last, reason, ...spent })
-        return yield* Effect.fail(
-          new Tool.ToolError({
-            message: `the sub-agent (session ${sessionId}) did not complete its task: ${reasonText(result.reason)}`
-          })
-        )
+      yield* ended(end)
+      // The result the end gives: crash repair gives a call closed from its child's log the same.
+      const outcome = outcomeOf(sessionId, end)
+      if (outcome._tag !== "Answer") {
+        return yield* Effect.fail(new Tool.ToolError({ message: outcome._tag === "Failed" ? outcome.message : outcome.text }))
       }
-      yield* ended("completed", { ...last, reason: result.reason, ...spent })
-      const answer = textOf(result.answer)
-      const content: ReadonlyArray<ContentBlock> = [
-        { type: "text", text: answer === "" ? "(the sub-agent gave no answer)" : answer },
-        { type: "text", text: `[sub-agent session ${sessionId}]` }
-      ]
-      return { content }
+      return { content: outcome.content }
     }).pipe(
       Effect.catchAll((e) => Effect.fail(e instanceof Tool.ToolError ? e : new Tool.ToolError({ message: e.message, cause: e })))
     )
   )
 
-/** Delivers the task and waits until the child is idle: the end of its last turn, its answer. */
+/**
+ * Delivers the task and waits until the child is idle: the `subagent/end` fields of its log
+ * (`internal/subagentEnd.ts`).
+ */
 const runChild = (
   child: Agent.Agent,
   parent: ParentAccess,
   prompt: string,
   callId: string
-): Effect.Effect<ChildRun, Tool.ToolError> =>
+): Effect.Effect<EndFields, Tool.ToolError> =>
   Effect.gen(function*() {
     const task = yield* Effect.orDie(parent.ids.next)
     const delivery = yield* child.followup({
@@ -276,27 +253,8 @@ const runChild = (
     }).pipe(Effect.mapError((e) => new Tool.ToolError({ message: `the task could not be delivered: ${e.message}`, cause: e })))
     yield* delivery.outcome
     yield* child.awaitIdle
-    return { sessionId: child.id, ...lastTurn(child.log.events()) }
+    return endedFields(child.log.events(), child.log.header)
   })
-
-/** The end of the log's last turn and the content of its last assistant message. */
-const lastTurn = (
-  events: ReadonlyArray<SessionEvent>
-): { readonly reason: TurnEndReason | undefined; readonly answer: ReadonlyArray<ContentBlock> | undefined } => {
-  let reason: TurnEndReason | undefined
-  for (let i = events.length - 1; i >= 0; i--) {
-    const e = events[i]!
-    if (e.type === "turn/end" && reason === undefined) reason = (e.data as { readonly reason: TurnEndReason }).reason
-    if (e.type === "assistant/message") {
-      return {
-        reason,
-        answer: (e.data as { readonly message: { readonly content: ReadonlyArray<ContentBlock> } }).message.content
-      }
-    }
-    if (e.type === "turn/start" && reason !== undefined) break
-  }
-  return { reason, answer: undefined }
-}
 
 /**
  * A fork's seed (§27): the parent's events up to its last `turn/end` (its completed turns), or
@@ -305,20 +263,6 @@ const lastTurn = (
 const completedTurns = (events: ReadonlyArray<SessionEvent>): ReadonlyArray<SessionEvent> => {
   for (let i = events.length - 1; i >= 0; i--) if (events[i]!.type === "turn/end") return events.slice(0, i + 1)
   return []
-}
-
-const reasonText = (reason: TurnEndReason | undefined): string => {
-  if (reason === undefined) return "it ended no turn"
-  switch (reason.kind) {
-    case "error":
-      return `error ${reason.error.code ?? ""}: ${reason.error.message}`.replace("error : ", "error: ")
-    case "aborted":
-      return `aborted (${JSON.stringify(reason.reason)})`
-    case "blocked":
-      return `blocked${reason.reason === undefined ? "" : ` (${reason.reason})`}`
-    default:
-      return reason.kind
-  }
 }
 
 const firstLine = (text: string): string => {

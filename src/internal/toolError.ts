@@ -20,3 +20,6 @@ export const toolError = (code: ToolErrorCode): { readonly name: string; readonl
   name: toolErrorName[code],
   code
 })
+
+/** The text of a `TOOL_FAILED` result whose tool failed with `message` (§8). */
+export const toolFailedText = (toolName: string, message: string): string => `Tool ${toolName} failed: ${message}`

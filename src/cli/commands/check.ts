@@ -2,6 +2,7 @@
 import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
 import * as Approval from "../../Approval.js"
+import { pendingSubagents } from "../../internal/repair.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as Invariant from "../../Invariant.js"
 import * as SessionEvent from "../../SessionEvent.js"
@@ -16,6 +17,17 @@ const openTurnOf = (events: ReadonlyArray<SessionEvent.SessionEvent>): number | 
     else if (SessionEvent.is(event, "turn/end")) open = undefined
   }
   return open
+}
+
+/**
+ * What resuming does with the sub-agent calls an open turn cut short (§27 rule 16), or nothing
+ * when it has none.
+ */
+const subagentNote = (events: ReadonlyArray<SessionEvent.SessionEvent>): string => {
+  const pending = pendingSubagents(events)
+  if (pending.length === 0) return ""
+  const calls = pending.map((s) => `${s.callId} (session ${s.id})`).join(", ")
+  return `, closing its sub-agent ${pending.length === 1 ? "call" : "calls"} ${calls} from the child's log (§27)`
 }
 
 /** `check`: the invariants of §12 on a FILE or a session in PostgreSQL; exit 1 on a violation, one line each. */
@@ -37,7 +49,8 @@ export const check = Command.make(
             waiting === 1 ? "question" : "questions"
           }): resuming the session asks again and goes on (§26)`
           : `; turn ${open} is open: the agent stopped in it (a crash) or is still running it; resuming the session closes it (§10)`
-        yield* Console.log(escapeLine(`${label}: ok (${contents.events.length} events${note})`))
+        const subagents = open === undefined ? "" : subagentNote(contents.events)
+        yield* Console.log(escapeLine(`${label}: ok (${contents.events.length} events${note}${subagents})`))
         return
       }
       for (const v of violations) yield* Console.log(escapeLine(`${label}: seq ${v.seq}: rule ${v.rule}: ${v.message}`))

@@ -8,7 +8,7 @@ import { Console, Effect, Layer, Queue } from "effect"
 import * as Agent from "../../Agent.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import * as Inbox from "../../Inbox.js"
-import { repairDrafts, unrepairable, unrepairableMessage } from "../../internal/repair.js"
+import { pendingSubagents, repairDrafts, subagentEnds, unrepairable, unrepairableMessage } from "../../internal/repair.js"
 import { ownHeader } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
 import * as OfflineTools from "../../providers/OfflineTools.js"
@@ -44,7 +44,9 @@ import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js
  * answered here: the agent is released with its questions open, each printed on stderr, exit 5.
  * DSH v0 logs are refused (exit 2): we read them, we do not append to them; so is a log that breaks an invariant of §12 its closers cannot fix (one line
  * naming the first violation: its rule, seq and line; `check` lists them all). A log that needs no repair, with nothing pending to continue, is only read
- * (no writer lock), so that resume succeeds on a read-only file system.
+ * (no writer lock), so that resume succeeds on a read-only file system. A sub-agent call the
+ * crash cut short is closed from its child's log in the same directory (§27 rule 16; the child
+ * repaired first when it had not finished).
  */
 export const resume = Command.make(
   "resume",
@@ -93,7 +95,16 @@ export const resume = Command.make(
       }
       // A log that its closers cannot make valid (§12; edited by hand, say) is refused before it
       // is opened, so not even a torn tail is cut: `Agent.resume` and `Agent.repair` refuse it too.
-      const drafts = repairDrafts(contents.events, () => "")
+      // Its sub-agent calls cut short are closed from their children's logs (§27 rule 16), read
+      // here from the same directory without their writers, as repair will read them.
+      const ends = yield* Effect.flatMap(
+        SessionStore.SessionStore,
+        (sessions) => subagentEnds(pendingSubagents(contents.events), sessions.read)
+      ).pipe(
+        Effect.provide(SessionStore.layerJsonl({ directory })),
+        Effect.catchTags({ SessionStoreError: failures.SessionStoreError, SessionLogError: failures.SessionLogError })
+      )
+      const drafts = repairDrafts(contents.events, () => "", ends)
       const violation = unrepairable(contents.events, drafts, { header: contents.header })
       if (violation !== undefined) return yield* exit(2, unrepairableMessage(id, violation, contents.events.length))
       // A log that needs no repair (no torn tail, nothing to close, already ends with its

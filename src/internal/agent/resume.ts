@@ -20,7 +20,20 @@ import {
 import { SessionStore } from "../../SessionStore.js"
 import { refusalText } from "../approvalText.js"
 import { flatten } from "../flat.js"
-import { openTurnOf, repairDrafts, resultText, scanStep, unrepairable, unrepairableMessage } from "../repair.js"
+import {
+  type ClosingParent,
+  isNotFound,
+  openTurnOf,
+  pendingSubagents,
+  repairDrafts,
+  resultText,
+  scanStep,
+  subagentEnds,
+  type SubagentStart,
+  unrepairable,
+  unrepairableMessage
+} from "../repair.js"
+import { type EndFields, outcomeOf, repairFields, resultOf, unfinished } from "../subagentEnd.js"
 import { VirtualClock } from "../virtualClock.js"
 import * as Approvals from "./approvals.js"
 import { startResumed, startRun } from "./driver.js"
@@ -28,7 +41,7 @@ import { ownFibers } from "./fibers.js"
 import { adoptWaiters, markUndecided } from "./observers.js"
 import { critical } from "./section.js"
 import { type AgentState, approvalState, liveLogs, newCall, newTurnState, requestKeyOf, usedIds } from "./state.js"
-import { fail } from "./toolResults.js"
+import { fail, succeed } from "./toolResults.js"
 import { restoreUsage } from "./usage.js"
 
 /** `ids` without the ids in `used` (checked at each call; `used` may grow). */
@@ -116,7 +129,16 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
     if (question !== undefined) waiting.push({ index: k, id: question.id, askedAt: question.time })
     else if (decision !== undefined && !Approval.isAllowed(decision.outcome)) {
       fail(call, "DENIED", refusalText(call.name, decision))
-    } else fail(call, "TOOL_OUTCOME_UNKNOWN", resultText.TOOL_OUTCOME_UNKNOWN!)
+    } else {
+      // A sub-agent call whose end repair logged (§27 rule 16) gets the result that end gives.
+      const start = scan.started.get(call.id)
+      const end = scan.ended.get(call.id)
+      if (start !== undefined && end !== undefined) {
+        const given = resultOf(call.name, outcomeOf(start.id, end))
+        if (given.error === undefined) succeed(call, given.content, [], false)
+        else fail(call, given.error, given.text)
+      } else fail(call, "TOOL_OUTCOME_UNKNOWN", resultText.TOOL_OUTCOME_UNKNOWN!)
+    }
   }
   t.calls = calls
   return Effect.zipRight(ownFibers(a), critical(a, () => ({ drafts: [], apply: () => startResumed(a, t, waiting, from) })))
@@ -191,10 +213,17 @@ const BRACKET_BREAKERS: ReadonlySet<string> = new Set([
  * compaction bracket left open before its end, and any log that, with its closers,
  * still breaks an invariant of §12 other than rule 5 (`unrepairable`: the first violation, its
  * rule, seq and line).
+ *
+ * A sub-agent call of the open step with a `subagent/start` and neither a `subagent/end` nor a
+ * result is closed from its child's log (§27 rule 16, `closeChild`): the child is opened (a child
+ * that is live is refused as any live session is), repaired first when its task is unfinished,
+ * and closed again; then the call's `subagent/end` and result go in the parent's closers. With
+ * `closing`, the session is such a child (its open questions are decided `unavailable`).
  */
 export const repairLog = (
   sessionId: string,
-  ids: IdGeneratorService
+  ids: IdGeneratorService,
+  closing?: ClosingParent
 ): Effect.Effect<
   { readonly log: SessionLog; readonly appended: ReadonlyArray<SessionEvent>; readonly used: Set<string> },
   SessionWriteError | SessionLogError | SessionNotFound,
@@ -238,20 +267,12 @@ export const repairLog = (
         })
       )
     }
-    const used = usedIds(before)
-    // Ids for the synthetic results: counted first, then taken (the generator may be effectful),
-    // skipping the ids the log already holds.
-    let needed = 0
-    repairDrafts(before, () => String(needed++))
-    const fresh: Array<string> = []
-    if (needed > 0) {
-      const next = avoiding(ids, used).next
-      for (let i = 0; i < needed; i++) fresh.push(flatten(yield* next))
-    }
-    const drafts = repairDrafts(before, () => fresh.shift()!)
-    // Whatever the closers leave broken (a log edited by hand, say) is refused before anything
-    // is appended (§10, §12).
-    const violation = unrepairable(before, drafts, { header: log.header })
+    // The children of the sub-agent calls to close (§27 rule 16), read first without their
+    // writers: whatever the closers leave broken (a log edited by hand, say) is refused before
+    // anything is appended, here or in a child (§10, §12).
+    const pending = pendingSubagents(before)
+    const ends = yield* subagentEnds(pending, (id) => store.read(id))
+    const violation = unrepairable(before, repairDrafts(before, () => "", ends, closing), { header: log.header })
     if (violation !== undefined) {
       return yield* Effect.fail(
         new SessionLogError({
@@ -261,6 +282,20 @@ export const repairLog = (
         })
       )
     }
+    // Then each child is closed under its writer, repaired first when unfinished; its log alone
+    // decides the call's end.
+    for (const start of pending) ends.set(start.callId, yield* closeChild(sessionId, start, ids))
+    const used = usedIds(before)
+    // Ids for the synthetic results: counted first, then taken (the generator may be effectful),
+    // skipping the ids the log already holds.
+    let needed = 0
+    repairDrafts(before, () => String(needed++), ends, closing)
+    const fresh: Array<string> = []
+    if (needed > 0) {
+      const next = avoiding(ids, used).next
+      for (let i = 0; i < needed; i++) fresh.push(flatten(yield* next))
+    }
+    const drafts = repairDrafts(before, () => fresh.shift()!, ends, closing)
     if (drafts.length === 0) return { log, appended: [] as ReadonlyArray<SessionEvent>, used }
     // Repair events take the time of the event before them (§3.1).
     const clock = new VirtualClock()
@@ -268,4 +303,48 @@ export const repairLog = (
     const appended = yield* Effect.withClock(log.append(drafts), clock)
     for (const e of appended) if (e.type === "tool/result") used.add((e.data as any).message.id)
     return { log, appended, used }
+  })
+
+/**
+ * Closes the child of the sub-agent call `start` of session `parentSession` (§27 rule 16), under
+ * the child's writer: no session → the call never started (c); a task the child's log shows
+ * unfinished → the child is repaired first (`repairLog` with the parent's call closing: its own
+ * closers, its open questions decided `unavailable`, its own sub-agent calls closed the same way)
+ * (b); else its task is over (a). The child's log is closed again (its writer freed). Returns the
+ * call's `subagent/end` fields. A session whose header does not name this call as its parent is
+ * refused.
+ */
+const closeChild = (
+  parentSession: string,
+  start: SubagentStart,
+  ids: IdGeneratorService
+): Effect.Effect<EndFields, SessionWriteError | SessionLogError | SessionNotFound, SessionStore> =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const found = yield* Effect.catchIf(
+      store.read(start.id),
+      (e): e is SessionNotFound => isNotFound(e),
+      () => Effect.succeed(undefined)
+    )
+    if (found === undefined) return repairFields(undefined)
+    const lineage = found.header as { readonly parentSession?: unknown; readonly parentCallId?: unknown }
+    if (lineage.parentSession !== parentSession || lineage.parentCallId !== start.callId) {
+      return yield* Effect.fail(
+        new SessionStoreError({
+          message: `session "${start.id}", named by the subagent/start of call ${start.callId} of session ` +
+            `"${parentSession}", is not that call's sub-agent (its header names session ${
+              JSON.stringify(lineage.parentSession)
+            }, call ${JSON.stringify(lineage.parentCallId)}); the call cannot be closed from it`,
+          sessionId: start.id
+        })
+      )
+    }
+    const log = yield* store.open(start.id)
+    if (liveLogs.has(log)) return yield* Effect.fail(inUse(start.id))
+    if (unfinished(log.events(), log.header)) {
+      yield* repairLog(start.id, ids, { parentSession, callId: start.callId })
+    }
+    const fields = repairFields({ events: log.events(), header: log.header })
+    if (log.close !== undefined) yield* log.close
+    return fields
   })

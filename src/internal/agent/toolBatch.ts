@@ -33,6 +33,7 @@ import { currentRuntime } from "../fork.js"
 import { checkJson } from "../json.js"
 import { isContentShape, isUserMessageShape } from "../logCodec.js"
 import { oversize, textBlock } from "../message.js"
+import { toolFailedText } from "../toolError.js"
 import * as Trace from "../tracing.js"
 import type { Resume } from "../waiters.js"
 import * as Approvals from "./approvals.js"
@@ -655,9 +656,9 @@ const begin = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Tool.ToolOu
 /** The output recorded for a failed `execute` (an error result, `isError`). */
 const failedOutput = (call: CallState, cause: Cause.Cause<unknown>): Tool.ToolOutput => {
   try {
-    return { content: `Tool ${call.name} failed: ${causeMessage(cause)}` }
+    return { content: toolFailedText(call.name, causeMessage(cause)) }
   } catch (e) {
-    return { content: `Tool ${call.name} failed: ${messageOf(e)}` }
+    return { content: toolFailedText(call.name, messageOf(e)) }
   }
 }
 
@@ -682,13 +683,13 @@ const untracedExecution = (a: AgentState, t: TurnState, run: Run): Effect.Effect
   }
   const failed = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
     if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${causeMessage(cause)}`)
+    fail(call, "TOOL_FAILED", toolFailedText(call.name, causeMessage(cause)))
     return Effect.void
   }
   const executed = Effect.flatMap(Effect.exit(started), (exit): Effect.Effect<Tool.HookResult> => {
     if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
     if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
-    return Effect.succeed({ output: { content: `Tool ${call.name} failed: ${causeMessage(exit.cause)}` }, isError: true })
+    return Effect.succeed({ output: { content: toolFailedText(call.name, causeMessage(exit.cause)) }, isError: true })
   })
   return Effect.catchAllCause(
     Effect.matchCauseEffect(Effect.flatMap(executed, (r) => runHooks(a.config.hooks, callInfo(t, call, run.args), r)), {
@@ -765,7 +766,7 @@ const record = (a: AgentState, call: CallState, output: unknown, isError: boolea
   try {
     finishOutput(a, call, output, isError)
   } catch (e) {
-    fail(call, "TOOL_FAILED", `Tool ${call.name} failed: ${messageOf(e)}`)
+    fail(call, "TOOL_FAILED", toolFailedText(call.name, messageOf(e)))
   }
 }
 
