@@ -44,6 +44,7 @@
  * |   a `node -e` import with the module hooks (`Package`)         | 1.9–2.8 s            |                             |
  * |   `npm pack --dry-run` (`Package`)                             | 4.4 s                |                             |
  * |   `tsc` of the examples (`Examples`)                           | 1.9–3.4 s            |                             |
+ * |   `SubagentCrash`'s child until its sub-agent's tool runs      | 2.9–3.8 s (load 12)  |                             |
  * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
  * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
  * |   a `CrashMatrix` test, a store's cells (PostgreSQL slowest)   | 2.6–26.3 s           |   (the same)                |
