@@ -15,17 +15,31 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { CRASH_TEST_MS } from "./utils/bounds.js"
-import { type CellRun, checkCell, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
+import {
+  type CellRun,
+  checkCell,
+  makePlace,
+  runCell,
+  scenarios,
+  type StoreKind,
+  storeKinds,
+  subagentCases
+} from "./utils/crashMatrix.js"
 import type { Failpoint } from "./utils/failpoints.js"
 import { dropDatabase } from "./utils/pg.js"
 
-/** The faults of one append on a store kind. */
-const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
+/** The faults of one append on a store kind (`crashOnly`: the crashes alone, `Scenario.crashOnly`). */
+const faultsAt = (kind: StoreKind, at: number, crashOnly = false): ReadonlyArray<Failpoint> => [
   { at, fault: { _tag: "Crash", when: "before" } },
   { at, fault: { _tag: "Crash", when: "after" } },
   ...(kind === "jsonl" || kind === "jsonl-batch"
     ? [{ at, fault: { _tag: "TornCrash", bytes: 7 } } as const, { at, fault: { _tag: "TornCrash", bytes: -1 } } as const]
     : []),
+  ...(crashOnly ? [] : ioFaultsAt(kind, at))
+]
+
+/** The faults of an append the process lives on: a full disk (once, three times), `EIO` from `fdatasync`. */
+const ioFaultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
   { at, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write", bytes: 3 } },
   // The disk stays full for three appends, then has space again.
   { at, times: 3, fault: { _tag: "IoError", code: "ENOSPC", syscall: "write" } },
@@ -34,6 +48,22 @@ const faultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
 
 /** The cells of a store whose crash leaves an approval question open (§26 rule 8). */
 const WAITED: Readonly<Record<StoreKind, number>> = { memory: 6, jsonl: 12, "jsonl-batch": 12, sqlite: 6, postgresql: 6 }
+
+/**
+ * The sub-agent calls a crash cut short, by case (§27 rule 8): the sub-agent scenario makes 16
+ * appends (the parent's and its child's), each crashed before and after (on JSONL also torn
+ * twice, which count as before and after). `c`: after the parent's `subagent/start` (the child is
+ * never created); `b`: before each of the child's 6 appends (before its descriptor: the task never
+ * started) and after each but its last; `a`: after the child's last append (its `turn/end`) and
+ * before the parent's `subagent/end`; `ended`: after the `subagent/end`, before the call's result.
+ */
+const CUT_SHORT: Readonly<Record<StoreKind, Record<string, number>>> = {
+  memory: { a: 2, b: 11, c: 1, ended: 2 },
+  jsonl: { a: 4, b: 22, c: 2, ended: 4 },
+  "jsonl-batch": { a: 4, b: 22, c: 2, ended: 4 },
+  sqlite: { a: 2, b: 11, c: 1, ended: 2 },
+  postgresql: { a: 2, b: 11, c: 1, ended: 2 }
+}
 
 // Files on tmpfs when there is one (fdatasync there costs nothing), else in the temporary directory.
 const root = Fs.mkdtempSync(Path.join(Fs.existsSync("/dev/shm") ? "/dev/shm" : Os.tmpdir(), "crash-matrix-"))
@@ -80,7 +110,7 @@ const plan = await Effect.runPromise(Effect.gen(function*() {
       }
       appends += reference.appends
       for (let at = 1; at <= reference.appends; at++) {
-        for (const failpoint of faultsAt(kind, at)) cells.push({ scenario: s, failpoint, reference })
+        for (const failpoint of faultsAt(kind, at, scenario.crashOnly)) cells.push({ scenario: s, failpoint, reference })
       }
     }
     out.push({ kind, place, appends, cells, referenceProblems: problems })
@@ -95,7 +125,7 @@ const range = (values: ReadonlyArray<number>) => {
   return low === high ? `${low}` : `${low}–${high}`
 }
 const boundaries = range(plan.map((p) => p.appends))
-const faults = range(plan.map((p) => faultsAt(p.kind, 1).length))
+const faults = range(plan.flatMap((p) => [faultsAt(p.kind, 1).length, faultsAt(p.kind, 1, true).length]))
 
 describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} append boundaries) × ${storeKinds.length} stores × ${faults} faults = ${total} cells`, () => {
   afterAll(() => {
@@ -111,6 +141,8 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
         // Cells whose crash left an approval question open (§26 rule 8): the resumed agent asked
         // it again and the approver decided it there.
         let waited = 0
+        // Sub-agent calls cut short by a crash, by the case of §27 rule 8 that closed them.
+        const cases: Record<string, number> = {}
         for (const cell of cells) {
           const scenario = scenarios[cell.scenario]!
           const prefix = scenario.repairedStart === true
@@ -120,6 +152,7 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
           const run = yield* runCell(scenario, place, nextSession(), cell.failpoint, prefix)
           ran++
           if (run.openAtCrash.size > 0) waited++
+          for (const c of subagentCases(run)) cases[c] = (cases[c] ?? 0) + 1
           const problems = checkCell(run, cell.reference, cell.failpoint.fault._tag === "IoError")
           if (!run.fired) problems.push("the failpoint did not fire")
           if (problems.length > 0) failures.push(`${scenario.name} / ${JSON.stringify(cell.failpoint)}: ${problems.join("; ")}`)
@@ -130,6 +163,7 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
         // it, or before the decision's: 2 + 2 cells of the first approval scenario, 2 of the
         // second; on JSONL also both torn writes of each of the three appends after a question.
         expect(waited).toBe(WAITED[kind])
+        expect(cases).toEqual(CUT_SHORT[kind])
       }), CRASH_TEST_MS)
   }
 })

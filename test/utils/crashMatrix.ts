@@ -25,6 +25,7 @@ import * as History from "../../src/History.js"
 import * as IdGenerator from "../../src/IdGenerator.js"
 import * as Inbox from "../../src/Inbox.js"
 import { AgentState } from "../../src/internal/agent/state.js"
+import { pendingSubagents } from "../../src/internal/repair.js"
 import { FiberTracker, settle } from "../../src/internal/settle.js"
 import { makeJsonlWith, nodeIo } from "../../src/internal/store/jsonl.js"
 import { VirtualClock } from "../../src/internal/virtualClock.js"
@@ -33,9 +34,10 @@ import { type Message, textOf, UserMessage } from "../../src/Message.js"
 import * as Model from "../../src/Model.js"
 import * as PreStep from "../../src/PreStep.js"
 import * as ScriptedModel from "../../src/ScriptedModel.js"
-import type { EventDraft, SessionEvent } from "../../src/SessionEvent.js"
+import type { EventDraft, SessionEvent, SessionHeader } from "../../src/SessionEvent.js"
 import * as SessionStore from "../../src/SessionStore.js"
 import * as SqlSessionStore from "../../src/SqlSessionStore.js"
+import * as Subagent from "../../src/Subagent.js"
 import * as Tool from "../../src/Tool.js"
 import { type Failpoint, failpointIo, Failpoints, withFailpoints } from "./failpoints.js"
 import { createDatabase, pgUrl } from "./pg.js"
@@ -61,6 +63,14 @@ export interface Scenario {
    * before the matrix's appends are counted; the scenario resumes it.
    */
   readonly repairedStart?: boolean | undefined
+  /**
+   * The agent has the sub-agent tool `delegate` (§27), whose child calls `echo` (the same tools,
+   * counted the same way). Its ids take the session id as prefix, so that the children of the
+   * cells, which share a store, do not collide. Only crashes are injected (`crashOnly`).
+   */
+  readonly subagent?: boolean | undefined
+  /** Only the crash faults (before, after, torn): the scenario is there for crash repair. */
+  readonly crashOnly?: boolean | undefined
   /** The agent is made under `Compaction.layer(...)` with these options (§17). */
   readonly compaction?: Compaction.SummarizeOptions | undefined
   /**
@@ -89,7 +99,14 @@ const respond = (request: Model.ModelRequest): ScriptedModel.ScriptedResponse =>
     const text = textOf(last.content)
     if (text.startsWith("tools:")) {
       const names = text.slice(6).split(",")
-      return { toolCalls: names.map((name, i) => ({ id: `${last.id}.${i}`, name, arguments: {} })) }
+      return {
+        toolCalls: names.map((name, i) => ({
+          id: `${last.id}.${i}`,
+          name,
+          // The sub-agent's task: one call of `echo`, then its answer.
+          arguments: name === "delegate" ? { prompt: "tools:echo", description: "echo" } : {}
+        }))
+      }
     }
     return { text: `answer to ${text}` }
   }
@@ -101,7 +118,7 @@ const respond = (request: Model.ModelRequest): ScriptedModel.ScriptedResponse =>
  * also `write`, which needs approval (§26): each call waits for the scenario's approver. (Only
  * then: another tool definition would move the compaction scenario's token counts.)
  */
-const tools = (executions: Map<string, number>, approvals: boolean): ReadonlyArray<Tool.Tool<any>> => {
+const tools = (executions: Map<string, number>, approvals: boolean, subagent = false): ReadonlyArray<Tool.Tool<any>> => {
   const tool = (
     name: string,
     durationMs: number,
@@ -125,6 +142,7 @@ const tools = (executions: Map<string, number>, approvals: boolean): ReadonlyArr
     tool("fast", 10),
     tool("slow", 30),
     ...(approvals ? [tool("write", 10, undefined, "always")] : []),
+    ...(subagent ? [delegate(executions, tool("echo", 10))] : []),
     // A delivery from a tool: a followup and an injection through the tool's agent, and a
     // tool context appended after the batch.
     tool("notify", 10, (ctx) =>
@@ -136,6 +154,36 @@ const tools = (executions: Map<string, number>, approvals: boolean): ReadonlyArr
         return { content: "notified", additionalContexts: [context] }
       }))
   ]
+}
+
+/**
+ * The sub-agent tool (§27): its child has `echo` and answers with the same function of the
+ * request as the parent's model (no request check: the child's log is not `current`'s). Each
+ * start of a call is counted by call id, as the other tools' are.
+ */
+const delegate = (executions: Map<string, number>, echo: Tool.Tool<any>): Tool.Tool<any> => {
+  const sub = Subagent.tool({
+    name: "delegate",
+    model: ScriptedModel.make([respond], { loop: true, record: false }),
+    tools: [echo]
+  })
+  return {
+    ...sub,
+    execute: (args, ctx) =>
+      Effect.suspend(() => {
+        executions.set(ctx.callId, (executions.get(ctx.callId) ?? 0) + 1)
+        return sub.execute(args, ctx)
+      })
+  }
+}
+
+/** `ids` with each id prefixed. */
+const prefixed = (ids: IdGenerator.IdGeneratorService, prefix: string): IdGenerator.IdGeneratorService => {
+  const nextSync = ids.nextSync
+  return {
+    next: Effect.map(ids.next, (id) => `${prefix}${id}`),
+    nextSync: nextSync === undefined ? undefined : () => `${prefix}${nextSync()}`
+  }
 }
 
 export const scenarios: ReadonlyArray<Scenario> = [
@@ -198,6 +246,15 @@ export const scenarios: ReadonlyArray<Scenario> = [
     name: "approval: a rejection the model's next step sees",
     approver: { afterMs: 20, decision: { reject: { reason: "not now" } }, expected: ["rejected by person"] },
     actions: [{ at: 0, followup: "tools:write" }]
+  },
+  {
+    // §27 rule 8: a crash at each append of the parent and of its sub-agent (the child's
+    // creation and task, its tool call and result, its answer; the parent's start and end of the
+    // call); the parent's next turn after the repair.
+    name: "a sub-agent that calls a tool",
+    subagent: true,
+    crashOnly: true,
+    actions: [{ at: 0, followup: "tools:delegate" }, { at: 200, followup: "thanks" }]
   }
 ]
 
@@ -255,6 +312,12 @@ const openStore = (place: StorePlace, fp: Failpoints, scope: Scope.Scope) => {
 // Running a cell
 // ---------------------------------------------------------------------------------------------
 
+/** A session's log as read from a store. */
+export interface StoredLog {
+  readonly header: SessionHeader
+  readonly events: ReadonlyArray<SessionEvent>
+}
+
 /** What became of one delivery: its key (the action's index, or what a tool delivered). */
 export interface DeliveryRecord {
   readonly key: string
@@ -282,6 +345,15 @@ export interface CellRun {
   readonly unanswered: ReadonlySet<string>
   /** Tool call ids whose approval question was open at the crash (§26). */
   readonly openAtCrash: ReadonlySet<string>
+  /**
+   * The sub-agent calls (§27) whose `subagent/start` was durable at the crash without its end or
+   * result, by call id: the child's log as it was then (null: no child session yet).
+   */
+  readonly subagentsAtCrash: ReadonlyMap<string, StoredLog | null>
+  /** Sub-agent calls whose `subagent/end` was durable at the crash without their result: its `stopReason`. */
+  readonly subagentsEndedAtCrash: ReadonlyMap<string, string>
+  /** The logs of the children the parent's log names, at the end. */
+  readonly children: ReadonlyArray<StoredLog>
   /** Model requests whose messages were not `History.derive` of the log when they were made. */
   readonly requestMismatches: ReadonlyArray<string>
   readonly requests: number
@@ -342,7 +414,8 @@ export const runCell = (
     }
     return respond(request)
   }], { loop: true, record: false })
-  const ids = IdGenerator.seeded(scenario.repairedStart === true ? 0xab5 : 0x5eed)
+  const seededIds = IdGenerator.seeded(scenario.repairedStart === true ? 0xab5 : 0x5eed)
+  const ids = scenario.subagent === true ? prefixed(seededIds, `${sessionId}-`) : seededIds
   const preStep = PreStep.layer(
     scenario.rejectIfIncludes === undefined ? [] : [
       (p: PreStep.PreStepPayload, next: PreStep.Next) =>
@@ -357,13 +430,16 @@ export const runCell = (
     preStep,
     scenario.compaction === undefined ? Layer.empty : Layer.orDie(Compaction.layer(scenario.compaction))
   )
-  const agentTools = tools(executions, scenario.approver !== undefined)
+  const agentTools = tools(executions, scenario.approver !== undefined, scenario.subagent === true)
   let actions = scenario.actions.map((a, i) => [a, i] as const).sort(([a, i], [b, j]) => a.at - b.at || i - j)
   let next = 0
   records = []
   crashedNow = () => fp.crashed
   let unanswered = new Set<string>()
   let openAtCrash = new Set<string>()
+  let subagentsAtCrash = new Map<string, StoredLog | null>()
+  let subagentsEndedAtCrash = new Map<string, string>()
+  let children: ReadonlyArray<StoredLog> = []
   let active = fp
   const retries = new Map<number, number>()
   let giveUp = false
@@ -569,9 +645,11 @@ export const runCell = (
       if (fp.crashed) {
         // What is durable at the crash: read from the files with a store of its own.
         const durable = yield* durableEvents(place, sessionId)
-        openAtCrash = new Set(Approval.openQuestions(durable).map((q) => q.callId!))
-        unanswered = unansweredIn(durable)
+        openAtCrash = new Set(Approval.openQuestions(durable.parent).map((q) => q.callId!))
+        unanswered = unansweredIn(durable.parent)
         for (const callId of openAtCrash) unanswered.delete(callId)
+        subagentsAtCrash = durable.children
+        subagentsEndedAtCrash = durable.ended
       }
       current = undefined
       // A restart, as its operator makes one: the agent that still lives (a delivery refused
@@ -593,12 +671,14 @@ export const runCell = (
       current = agent2
       yield* drive(agent2, () => false)
       log1 = agent2.log.events().slice()
+      children = yield* childrenOf(store2, log1)
       current = undefined
       yield* driving(Scope.close(agentScope2, Exit.void))
       yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
       yield* Scope.close(storeScope2, Exit.void)
     } else {
       current = undefined
+      children = yield* childrenOf(store1, log1)
       yield* driving(Scope.close(agentScope, Exit.void))
       yield* Effect.orDie(settle(tracker, { maxRounds: 10_000 }))
       yield* Scope.close(storeScope1, Exit.void)
@@ -615,6 +695,9 @@ export const runCell = (
       executions,
       unanswered,
       openAtCrash,
+      subagentsAtCrash,
+      subagentsEndedAtCrash,
+      children,
       requestMismatches: mismatches,
       requests
     } satisfies CellRun
@@ -627,13 +710,55 @@ export const runCell = (
   )
 }
 
-/** The events durable in `place` for the session (read with a fresh store). */
+/**
+ * The events durable in `place` for the session (read with a fresh store), and the children of
+ * its sub-agent calls cut short (§27 rule 8: a `subagent/start` without end or result) as they
+ * are durable (null: no such session).
+ */
 const durableEvents = (place: StorePlace, sessionId: string) =>
   Effect.scoped(
     Effect.flatMap(
       Effect.flatMap(Effect.scope, (scope) => openStore(place, new Failpoints(undefined), scope)),
-      (store) => Effect.map(Effect.orDie(store.read(sessionId)), (c) => c.events)
+      (store) =>
+        Effect.gen(function*() {
+          const parent = (yield* Effect.orDie(store.read(sessionId))).events
+          const children = new Map<string, StoredLog | null>()
+          // A call whose end is durable without its result: the end alone gives the result.
+          const answered = new Set(
+            parent.filter((e) => e.type === "tool/result").map((e) => (e.data as any).message.content[0].toolCallId)
+          )
+          const ended = new Map<string, string>()
+          for (const e of parent) {
+            const data = e.data as { readonly callId?: string; readonly stopReason?: string }
+            if (e.type === "subagent/end" && !answered.has(data.callId)) ended.set(data.callId!, data.stopReason!)
+          }
+          for (const start of pendingSubagents(parent)) {
+            const child = yield* Effect.orDie(
+              Effect.catchTag(store.read(start.id), "SessionNotFound", () => Effect.succeed(null))
+            )
+            children.set(start.callId, child === null ? null : { header: child.header, events: child.events })
+          }
+          return { parent, children, ended }
+        })
     )
+  )
+
+/**
+ * The logs of the children the `subagent/start` events of `events` name (§27), read from `store`
+ * (a call a crash cut short before its child was created has none).
+ */
+const childrenOf = (store: SessionStore.SessionStoreService, events: ReadonlyArray<SessionEvent>) =>
+  Effect.map(
+    Effect.forEach(
+      events.filter((e) => e.type === "subagent/start"),
+      (e) =>
+        store.read((e.data as { readonly id: string }).id).pipe(
+          Effect.map((c): StoredLog | undefined => ({ header: c.header, events: c.events })),
+          Effect.catchTag("SessionNotFound", () => Effect.succeed(undefined)),
+          Effect.orDie
+        )
+    ),
+    (logs) => logs.filter((log): log is StoredLog => log !== undefined)
   )
 
 const lastTurnOpen = (events: ReadonlyArray<SessionEvent>): boolean => {
@@ -741,7 +866,10 @@ export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean)
       )
     }
   }
+  for (const p of checkSubagents(run, results)) problems.push(p)
   for (const callId of run.unanswered) {
+    // A sub-agent call started is closed from its child's log (`checkSubagents`).
+    if (run.subagentsAtCrash.has(callId) || run.subagentsEndedAtCrash.has(callId)) continue
     const code = results.get(callId)
     const refused = outcomeOf.get(callId) !== undefined && !Approval.isAllowed(outcomeOf.get(callId)!)
     if (code !== "TOOL_OUTCOME_UNKNOWN" && !(refused && code === "DENIED")) {
@@ -755,6 +883,94 @@ export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean)
   }
   if (run.openWhileAlive) problems.push("the agent went idle with its turn open")
   for (const m of run.requestMismatches) problems.push(`request not derived from the log: ${m}`)
+  return problems
+}
+
+/** Whether a child's log at the crash shows its task completed (§27 rule 8 (a)). */
+const completedAt = (log: StoredLog): boolean =>
+  log.events.some((e) => e.type === "turn/end" && (e.data as any).reason.kind === "completed") && !lastTurnOpen(log.events)
+
+/**
+ * The cases of §27 rule 8 a cell's crash gave (one per sub-agent call cut short): `a` (the
+ * child's task was over), `b` (it was not), `c` (no child yet); `ended` for a call whose
+ * `subagent/end` was durable without its result.
+ */
+export const subagentCases = (run: CellRun): Array<"a" | "b" | "c" | "ended"> => [
+  ...[...run.subagentsAtCrash.values()].map((log) => (log === null ? "c" : completedAt(log) ? "a" : "b") as "a" | "b" | "c"),
+  ...[...run.subagentsEndedAtCrash.keys()].map(() => "ended" as const)
+]
+
+/**
+ * The sub-agent checks (§27 rule 8) of a cell: every child's log passes `Invariant.check`; every
+ * sub-agent call has one `subagent/end` and then one result; a call cut short at the crash is
+ * closed by its child's log then: no child → `unfinished_at_resume` without reason,
+ * `TOOL_OUTCOME_UNKNOWN`; a child whose own turn had completed → `completed` and its answer; else
+ * `unfinished_at_resume` with reason `interrupted`, `TOOL_OUTCOME_UNKNOWN`, and the child's turn
+ * closed `interrupted` with no turn after it (nothing run again). A call whose end was durable
+ * without its result gets the result that end gives (an answer after `completed`, else an error).
+ */
+const checkSubagents = (run: CellRun, results: ReadonlyMap<string, string | undefined>): Array<string> => {
+  const problems: Array<string> = []
+  for (const child of run.children) {
+    for (const v of Invariant.check(child.events, { header: child.header })) {
+      problems.push(`child ${child.header.id}: invariant ${v.rule} at seq ${v.seq}: ${v.message}`)
+    }
+  }
+  const ends = new Map<string, Array<any>>()
+  const order: Array<string> = []
+  for (const e of run.events) {
+    const data = e.data as any
+    if (e.type === "subagent/end") ends.set(data.callId, [...(ends.get(data.callId) ?? []), data])
+    if (e.type === "subagent/end" || e.type === "tool/result") {
+      order.push(`${e.type === "subagent/end" ? data.callId : data.message.content[0].toolCallId} ${e.type}`)
+    }
+  }
+  const answers = new Map<string, string>()
+  for (const e of run.events) {
+    if (e.type !== "tool/result") continue
+    const block = (e.data as any).message.content[0]
+    answers.set(block.toolCallId, block.content[0]?.text ?? "")
+  }
+  for (const e of run.events) {
+    if (e.type !== "subagent/start") continue
+    const callId = (e.data as { readonly callId: string }).callId
+    const mine = order.filter((o) => o.startsWith(`${callId} `))
+    if (mine.join(",") !== `${callId} subagent/end,${callId} tool/result`) {
+      problems.push(`sub-agent call ${callId} ends with ${mine.join(", ") || "nothing"}`)
+    }
+  }
+  for (const [callId, atCrash] of run.subagentsAtCrash) {
+    const end = ends.get(callId)?.[0]
+    const code = results.get(callId)
+    const childEvents = atCrash === null ? [] : atCrash.events
+    const completed = atCrash !== null && completedAt(atCrash)
+    const expected = atCrash === null
+      ? "unfinished_at_resume - TOOL_OUTCOME_UNKNOWN"
+      : completed
+      ? "completed completed ok"
+      : "unfinished_at_resume interrupted TOOL_OUTCOME_UNKNOWN"
+    const got = `${end?.stopReason} ${end?.reason?.kind ?? "-"} ${code ?? "ok"}`
+    if (got !== expected) problems.push(`sub-agent call ${callId} cut short: ${got}, expected ${expected}`)
+    if (completed && answers.get(callId) !== "done") problems.push(`sub-agent call ${callId}: answer ${answers.get(callId)}`)
+    if (atCrash !== null && !completed) {
+      const final = run.children.find((c) => c.header.id === atCrash.header.id)
+      const turns = (events: ReadonlyArray<SessionEvent>) => events.filter((e) => e.type === "turn/start").length
+      const own = final === undefined ? [] : final.events
+      const lastEnd = own.filter((e) => e.type === "turn/end").at(-1)
+      if (
+        final === undefined || turns(own) !== turns(childEvents) ||
+        (turns(own) > 0 && (lastEnd?.data as any)?.reason.kind !== "interrupted")
+      ) {
+        problems.push(`the child of ${callId} was not closed as repair closes it (or ran again)`)
+      }
+    }
+  }
+  for (const [callId, stopReason] of run.subagentsEndedAtCrash) {
+    const code = results.get(callId)
+    if ((stopReason === "completed") !== (code === undefined)) {
+      problems.push(`sub-agent call ${callId} ended ${stopReason} at the crash, its result ${code ?? "ok"}`)
+    }
+  }
   return problems
 }
 

@@ -59,7 +59,7 @@ export const systemError = (code: "ENOSPC" | "EIO", syscall: string): Error => {
 export class Failpoints {
   /** Appends made so far (the number of the last one). */
   appends = 0
-  /** Appends that were started and have not returned yet. */
+  /** Appends (and creates) that were started and have not returned yet. */
   inflight = 0
   /** The process is dead: nothing is accepted any more. */
   crashed = false
@@ -175,7 +175,14 @@ export const withFailpoints = (store: SessionStoreService, fp: Failpoints, jsonl
     return made
   }
   return {
-    create: (options) => fp.crashed ? refuse(options?.id) : Effect.map(store.create(options), once),
+    // A create is I/O in flight as an append is (a sub-agent's session, §27), though not counted
+    // as one: the matrix waits for both before it moves its clock.
+    create: (options) =>
+      Effect.suspend(() => {
+        if (fp.crashed) return refuse<SessionLog>(options?.id)
+        fp.inflight++
+        return Effect.ensuring(Effect.map(store.create(options), once), Effect.sync(() => fp.inflight--))
+      }),
     open: (id) => fp.crashed ? refuse(id) : Effect.map(store.open(id), once),
     read: (id) => fp.crashed ? refuse(id) : store.read(id),
     list: Effect.suspend(() => fp.crashed ? refuse(undefined) : store.list)
