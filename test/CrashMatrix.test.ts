@@ -5,7 +5,8 @@
  * (JSONL: a torn line), or the append fails with `ENOSPC` after a short write (and, with
  * `fsync: "batch"`, with `EIO` from `fdatasync`) while the process lives on. Each cell is resumed
  * to the end of its scenario and checked against the scenario's run without a fault
- * (`checkCell` lists what is checked). The reference runs are made when the file is collected,
+ * (`utils/crashMatrixChecks.ts`: `checkCell` lists what is checked). The sub-agent scenario
+ * (§27 rule 8) takes the crashes alone: its cells are about crash repair. The reference runs are made when the file is collected,
  * so that the tests' names state the matrix's size as it runs; each test checks that it ran
  * exactly the cells its name counts.
  */
@@ -15,16 +16,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { CRASH_TEST_MS } from "./utils/bounds.js"
-import {
-  type CellRun,
-  checkCell,
-  makePlace,
-  runCell,
-  scenarios,
-  type StoreKind,
-  storeKinds,
-  subagentCases
-} from "./utils/crashMatrix.js"
+import { type CellRun, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
+import { checkCell, subagentCases } from "./utils/crashMatrixChecks.js"
 import type { Failpoint } from "./utils/failpoints.js"
 import { dropDatabase } from "./utils/pg.js"
 
