@@ -1,5 +1,5 @@
 /**
- * A real crash while a sub-agent's tool call runs (§27 rule 8, §10): a child process
+ * A real crash while a sub-agent's tool call runs (§27 rule 12, §10): a child process
  * (`test/utils/subagentChild.mjs`) runs a parent on a JSONL store whose call hands a task to a
  * sub-agent; the sub-agent's tool starts (it appends a line to a file) and never returns, and the
  * test kills the process with SIGKILL. The parent is then resumed in this process (the library;
@@ -83,6 +83,8 @@ const killedRun = (directory: string, runs: string) =>
     return Path.basename(childFile()!, ".jsonl")
   })
 
+const ZERO = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+
 const dataOf = (events: ReadonlyArray<SessionEvent>, type: string): Array<any> =>
   events.filter((e) => e.type === type).map((e) => e.data)
 
@@ -135,7 +137,10 @@ const expectRepaired = (
     callId: "c1",
     stopReason: "unfinished_at_resume",
     reason: { kind: "interrupted" },
-    usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+    // What the sub-agent spent (§27 rule 9): one scripted response, which reports no usage.
+    usage: ZERO,
+    byModel: { script: ZERO },
+    unreported: 1
   }])
   const result = dataOf(appended, "tool/result")[0]
   expect(result.error).toEqual({ name: "OutcomeUnknown", code: "TOOL_OUTCOME_UNKNOWN" })
@@ -162,7 +167,7 @@ const cli = (argv: ReadonlyArray<string>) =>
     return { code, out: out.join("\n") }
   })
 
-describe("a process killed while its sub-agent's tool call runs (§27 rule 8)", () => {
+describe("a process killed while its sub-agent's tool call runs (§27 rule 12)", () => {
   it.live("SIGKILL, then Agent.resume here: the sub-agent repaired first, the parent's call unfinished_at_resume; nothing runs again", () =>
     Effect.gen(function*() {
       const directory = tmp()

@@ -187,7 +187,10 @@ describe("crash repair of a sub-agent call (§27 rule 16)", () => {
         callId: "c1",
         stopReason: "unfinished_at_resume",
         reason: { kind: "interrupted" },
-        usage: ZERO
+        // What the child spent (§27 rule 9): one scripted response, which reports no usage.
+        usage: ZERO,
+        byModel: { script: ZERO },
+        unreported: 1
       }])
       expect(resultOf(appended)).toEqual({
         content: [{ type: "text", text: unfinishedText(childId) }],
@@ -254,7 +257,9 @@ describe("crash repair of a sub-agent call (§27 rule 16)", () => {
         ...run,
         stopReason: "unfinished_at_resume",
         reason: { kind: "interrupted" },
-        usage: ZERO
+        usage: ZERO,
+        byModel: {},
+        unreported: 0
       }])
       expect(resultOf(b.appended).content).toEqual([{ type: "text", text: unfinishedText(childId) }])
       expectValid(b.logs)
@@ -351,6 +356,56 @@ describe("crash repair of a sub-agent call (§27 rule 16)", () => {
       ])
       expect(resultOf(resumed.slice(0, 2)).content).toEqual([{ type: "text", text: unfinishedText(childId) }])
       expect(brief(resumed).at(-1)).toBe("turn/end 1 completed")
+    }).pipe(Effect.provide(layerTracked)))
+
+  it.effect("a parent released during its sub-agent's tool call and resumed in the same store: the released child is repaired, the call unfinished_at_resume", () =>
+    Effect.gen(function*() {
+      const sub = Subagent.tool({
+        model: ScriptedModel.make([{ toolCalls: [{ id: "k1", name: "hang", arguments: {} }] }]),
+        tools: [hang]
+      })
+      const store = yield* SessionStore.makeMemory
+      const provide = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        effect.pipe(
+          Effect.provideService(SessionStore.SessionStore, store),
+          Effect.provide(
+            Layer.merge(
+              IdGenerator.layerSeeded(11),
+              Model.layer(ScriptedModel.make([{ toolCalls: [call("c1", "wait")] }, { text: "ok" }]))
+            )
+          )
+        )
+      const released = yield* provide(Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [sub] })
+        yield* agent.followup("go")
+        yield* advance(10)
+        yield* agent.release
+        return { id: agent.id, events: agent.log.events().slice() }
+      })))
+      const childId = dataOf(released.events, "subagent/start")[0].id
+      const childBefore = (yield* store.read(childId)).events
+      expect(brief(released.events).slice(-2)).toEqual(["tool/call c1 subagent", "subagent/start"])
+      expect(brief(childBefore).slice(-1)).toEqual(["tool/call k1 hang"])
+      const after = yield* provide(Effect.scoped(Effect.gen(function*() {
+        const agent = yield* Agent.resume(released.id, { tools: [sub] })
+        return agent.log.events().slice(released.events.length)
+      })))
+      expect(brief(after)).toEqual([
+        "subagent/end",
+        "tool/result c1 TOOL_OUTCOME_UNKNOWN",
+        "step/end 1.1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      expect(resultOf(after).content).toEqual([{ type: "text", text: unfinishedText(childId) }])
+      const child = yield* store.read(childId)
+      expect(brief(child.events.slice(childBefore.length))).toEqual([
+        "tool/result k1 TOOL_OUTCOME_UNKNOWN",
+        "step/end 1.1",
+        "turn/end 1 interrupted",
+        "session/end-seed"
+      ])
+      expect(Invariant.check(child.events, { header: child.header })).toEqual([])
     }).pipe(Effect.provide(layerTracked)))
 
   it.effect("a child held by a live agent is refused as any live session is; nothing is appended to the parent", () =>
