@@ -6,7 +6,7 @@
  * `fsync: "batch"`, with `EIO` from `fdatasync`) while the process lives on. Each cell is resumed
  * to the end of its scenario and checked against the scenario's run without a fault
  * (`utils/crashMatrixChecks.ts`: `checkCell` lists what is checked). The sub-agent scenario
- * (§27 rule 12) takes the crashes alone: its cells are about crash repair. The reference runs are made when the file is collected,
+ * (§27 rule 16) takes the crashes alone: its cells are about crash repair. The reference runs are made when the file is collected,
  * so that the tests' names state the matrix's size as it runs; each test checks that it ran
  * exactly the cells its name counts.
  */
@@ -43,7 +43,7 @@ const ioFaultsAt = (kind: StoreKind, at: number): ReadonlyArray<Failpoint> => [
 const WAITED: Readonly<Record<StoreKind, number>> = { memory: 6, jsonl: 12, "jsonl-batch": 12, sqlite: 6, postgresql: 6 }
 
 /**
- * The sub-agent calls a crash cut short, by case (§27 rule 12): the sub-agent scenario makes 16
+ * The sub-agent calls a crash cut short, by case (§27 rule 16): the sub-agent scenario makes 16
  * appends (the parent's and its child's), each crashed before and after (on JSONL also torn
  * twice, which count as before and after). `c`: after the parent's `subagent/start` (the child is
  * never created); `b`: before each of the child's 6 appends (before its descriptor: the task never
@@ -134,7 +134,7 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
         // Cells whose crash left an approval question open (§26 rule 8): the resumed agent asked
         // it again and the approver decided it there.
         let waited = 0
-        // Sub-agent calls cut short by a crash, by the case of §27 rule 12 that closed them.
+        // Sub-agent calls cut short by a crash, by the case of §27 rule 16 that closed them.
         const cases: Record<string, number> = {}
         for (const cell of cells) {
           const scenario = scenarios[cell.scenario]!

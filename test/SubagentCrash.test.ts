@@ -1,5 +1,5 @@
 /**
- * A real crash while a sub-agent's tool call runs (§27 rule 12, §10): a child process
+ * A real crash while a sub-agent's tool call runs (§27 rule 16, §10): a child process
  * (`test/utils/subagentChild.mjs`) runs a parent on a JSONL store whose call hands a task to a
  * sub-agent; the sub-agent's tool starts (it appends a line to a file) and never returns, and the
  * test kills the process with SIGKILL. The parent is then resumed in this process (the library;
@@ -167,7 +167,7 @@ const cli = (argv: ReadonlyArray<string>) =>
     return { code, out: out.join("\n") }
   })
 
-describe("a process killed while its sub-agent's tool call runs (§27 rule 12)", () => {
+describe("a process killed while its sub-agent's tool call runs (§27 rule 16)", () => {
   it.live("SIGKILL, then Agent.resume here: the sub-agent repaired first, the parent's call unfinished_at_resume; nothing runs again", () =>
     Effect.gen(function*() {
       const directory = tmp()

@@ -249,7 +249,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     actions: [{ at: 0, followup: "tools:write" }]
   },
   {
-    // §27 rule 12: a crash at each append of the parent and of its sub-agent (the child's
+    // §27 rule 16: a crash at each append of the parent and of its sub-agent (the child's
     // creation and task, its tool call and result, its answer; the parent's start and end of the
     // call); the parent's next turn after the repair.
     name: "a sub-agent that calls a tool",
@@ -713,7 +713,7 @@ export const runCell = (
 
 /**
  * The events durable in `place` for the session (read with a fresh store), and the children of
- * its sub-agent calls cut short (§27 rule 12: a `subagent/start` without end or result) as they
+ * its sub-agent calls cut short (§27 rule 16: a `subagent/start` without end or result) as they
  * are durable (null: no such session).
  */
 const durableEvents = (place: StorePlace, sessionId: string) =>

@@ -1,7 +1,7 @@
 /**
  * The checks of a crash-point matrix cell (§23; §12, §26, §27): a run of a scenario with a fault
  * (`crashMatrix.ts` `runCell`) against the run without one. `checkCell` lists what is checked;
- * `checkSubagents` the sub-agent scenario's part (§27 rule 12).
+ * `checkSubagents` the sub-agent scenario's part (§27 rule 16).
  */
 import * as Approval from "../../src/Approval.js"
 import * as Delivery from "../../src/Delivery.js"
@@ -27,7 +27,7 @@ const fateKey = (fate: Delivery.Fate | undefined): string =>
  * - approvals (§26): every question has exactly one decision; a refused call never ran; an
  *   allowed call with a result that is no error ran exactly once; a call whose question was open
  *   at the crash was decided after the resume (the action given again) and ran once if allowed;
- * - sub-agents (§27 rule 12): `checkSubagents` (a sub-agent call cut short is closed from its
+ * - sub-agents (§27 rule 16): `checkSubagents` (a sub-agent call cut short is closed from its
  *   child's log, not by the generic closer);
  * - every model request was `History.derive` of the log when it was made.
  */
@@ -123,12 +123,12 @@ export const checkCell = (run: CellRun, reference: CellRun, survivable: boolean)
   return problems
 }
 
-/** Whether a child's log at the crash shows its task completed (§27 rule 12 (a)). */
+/** Whether a child's log at the crash shows its task completed (§27 rule 16 (a)). */
 const completedAt = (log: StoredLog): boolean =>
   log.events.some((e) => e.type === "turn/end" && (e.data as any).reason.kind === "completed") && !lastTurnOpen(log.events)
 
 /**
- * The cases of §27 rule 12 a cell's crash gave (one per sub-agent call cut short): `a` (the
+ * The cases of §27 rule 16 a cell's crash gave (one per sub-agent call cut short): `a` (the
  * child's task was over), `b` (it was not), `c` (no child yet); `ended` for a call whose
  * `subagent/end` was durable without its result.
  */
@@ -138,7 +138,7 @@ export const subagentCases = (run: CellRun): Array<"a" | "b" | "c" | "ended"> =>
 ]
 
 /**
- * The sub-agent checks (§27 rule 12) of a cell: every child's log passes `Invariant.check`; every
+ * The sub-agent checks (§27 rule 16) of a cell: every child's log passes `Invariant.check`; every
  * sub-agent call has one `subagent/end` and then one result; a call cut short at the crash is
  * closed by its child's log then: no child → `unfinished_at_resume` without reason,
  * `TOOL_OUTCOME_UNKNOWN`; a child whose own turn had completed → `completed` and its answer; else

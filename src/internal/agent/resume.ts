@@ -91,7 +91,7 @@ export const restore = (a: AgentState, events: ReadonlyArray<SessionEvent>, used
  * calls as the log has them: a committed result stays; a call with an open question waits again;
  * a call with a `tool/call` and no result owes one: `DENIED` when its question was refused (it
  * never ran), else `TOOL_OUTCOME_UNKNOWN` (it may have run: it never runs twice), but a sub-agent
- * call whose `subagent/end` repair appended gets the result that end gives (§27 rule 12); a call
+ * call whose `subagent/end` repair appended gets the result that end gives (§27 rule 16); a call
  * without a `tool/call` never started and is prepared and run as usual. Also restores the remembered
  * answers (rule 6). Called before the agent is returned: nothing else acts on it yet.
  */
