@@ -342,10 +342,12 @@ const closeChild = (
     }
     const log = yield* store.open(start.id)
     if (liveLogs.has(log)) return yield* Effect.fail(inUse(start.id))
-    if (unfinished(log.events(), log.header)) {
-      yield* repairLog(start.id, ids, { parentSession, callId: start.callId })
-    }
-    const fields = repairFields({ events: log.events(), header: log.header })
-    if (log.close !== undefined) yield* log.close
-    return fields
+    const closed = unfinished(log.events(), log.header)
+      ? Effect.map(repairLog(start.id, ids, { parentSession, callId: start.callId }), () => log.events())
+      : Effect.succeed(log.events())
+    // Its writer is freed whatever the repair gave.
+    return yield* Effect.ensuring(
+      Effect.map(closed, (events) => repairFields({ events, header: log.header })),
+      log.close ?? Effect.void
+    )
   })
