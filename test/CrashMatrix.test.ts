@@ -15,7 +15,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { CRASH_TEST_MS } from "./utils/bounds.js"
+import { CRASH_MATRIX_MS } from "./utils/bounds.js"
 import { type CellRun, makePlace, runCell, scenarios, type StoreKind, storeKinds } from "./utils/crashMatrix.js"
 import { checkCell, subagentCases } from "./utils/crashMatrixChecks.js"
 import type { Failpoint } from "./utils/failpoints.js"
@@ -157,6 +157,6 @@ describe(`crash-point matrix: ${scenarios.length} scenarios (${boundaries} appen
         // second; on JSONL also both torn writes of each of the three appends after a question.
         expect(waited).toBe(WAITED[kind])
         expect(cases).toEqual(CUT_SHORT[kind])
-      }), CRASH_TEST_MS)
+      }), CRASH_MATRIX_MS)
   }
 })

@@ -47,7 +47,9 @@
  * |   `SubagentCrash`'s child until its sub-agent's tool runs      | 2.9–3.8 s (load 12)  |                             |
  * | a `Crash` test with a kill after each append (10 children)     | 18.0–27.4 s          | CRASH_TEST_MS 120 s         |
  * |   (its tests that cut a log: 0.6–5.5 s)                        |                      |   (they keep the default)   |
- * |   a `CrashMatrix` test, a store's cells (PostgreSQL slowest)   | 2.6–26.3 s           |   (the same)                |
+ * | a `CrashMatrix` test, a store's cells (PostgreSQL slowest;     | 36–68 s alone, load  | CRASH_MATRIX_MS 300 s       |
+ * |   13 scenarios with the sub-agent one), load 5–9; in the full  | 5–9; 39–100 s; over  |                             |
+ * |   suite beside other work (load 10–15)                         | 120 s once           |                             |
  * | a chat's first idle screen, the program's start included       | 1.1–1.9 s; 2.2–4.1 s | CHAT_READY_MS 20 s          |
  * |   a big session's lock taken (`--session big` starting)        | 1.1 s                |                             |
  * | an Ink frame in the test's process (written within `render`);  | 0 ms;                | IN_PROCESS_MS 5 s           |
@@ -113,6 +115,9 @@ export const CHILD_RUN_MS = 20_000
  * repaired), and of a `CrashMatrix` test (one store's cells, PostgreSQL the slowest).
  */
 export const CRASH_TEST_MS = 120_000
+
+/** A `CrashMatrix` test: one store's cells (see the table). */
+export const CRASH_MATRIX_MS = 300_000
 
 /** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
 export const CHAT_READY_MS = 20_000
