@@ -17,9 +17,12 @@ import * as Invariant from "../src/Invariant.js"
 import type { UserMessage } from "../src/Message.js"
 import * as Model from "../src/Model.js"
 import * as Offline from "../src/providers/Offline.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import * as Subagent from "../src/Subagent.js"
 import * as Tool from "../src/Tool.js"
+import { brief } from "./utils/agent.js"
 import { CLUSTER_CALL_S, CLUSTER_PASSIVATION_S, CLUSTER_TEST_MS } from "./utils/bounds.js"
 import { freePort } from "./utils/cluster.js"
 import { bounded, gatedModel, insertedIds, logOf } from "./utils/entity.js"
@@ -442,6 +445,111 @@ describePg("AgentEntity on PostgreSQL (runner and client in one process)", () =>
           { turn: 2, reason: { kind: "completed" } }
         ])
         expect(Invariant.check(events)).toEqual([])
+      }).pipe(Effect.scoped),
+    CLUSTER_TEST_MS
+  )
+
+  it.live(
+    "a sub-agent's session: while its parent's call runs its own entity refuses every rpc (SessionDrivenByParent, its log untouched) and its question is listed and decided through the parent; after the call it takes a followup as any session",
+    () =>
+      Effect.gen(function*() {
+        let ran = 0
+        const clock = Tool.make({
+          name: "clock",
+          description: "Tell the time.",
+          parameters: Schema.Struct({}),
+          approval: "always",
+          execute: () =>
+            Effect.sync(() => {
+              ran++
+              return { content: "noon" }
+            })
+        })
+        const { context } = yield* cluster({ tools: [Subagent.tool({ tools: [clock] })] })
+        const client = Context.get(context, AgentClient)
+        const read = (id: string) => Effect.provide(logOf(id), context)
+        const turnsEnded = (events: ReadonlyArray<SessionEvent>) => events.filter((e) => e.type === "turn/end").length
+        expect(yield* bounded(client.followup("sp", "ask a sub-agent to tell me the time", { messageId: "f1" }))).toEqual({
+          messageId: "f1"
+        })
+        // The child's clock call asks; the parent lists the question with the child's session.
+        const [question] = yield* bounded(
+          client.pendingApprovals("sp").pipe(
+            Effect.filterOrFail((open) => open.length === 1, () => "not asked yet" as const),
+            Effect.retry({ schedule: Schedule.spaced(Duration.millis(50)), while: (e) => e === "not asked yet" })
+          )
+        )
+        const parentEvents = yield* read("sp")
+        const start = parentEvents.find((e) => e.type === "subagent/start")!.data as { id: string; callId: string }
+        const child = start.id
+        expect(start.callId).toBe("call_1_1_1")
+        expect(question).toEqual({
+          id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+          toolName: "clock",
+          callId: "call_1_1_1",
+          arguments: {},
+          turn: 1,
+          step: 1,
+          askedAt: expect.any(Number),
+          sessionId: child
+        })
+        expect(yield* bounded(client.status("sp"))).toEqual({ status: "awaiting-approval", nextTurn: 0, nextStep: 0 })
+
+        // The child's own entity: refused, typed, never a second writer.
+        const before = yield* read(child)
+        const driven = {
+          _tag: "SessionDrivenByParent",
+          sessionId: child,
+          parentSession: "sp",
+          callId: "call_1_1_1",
+          message: `session ${child} is a sub-agent that its parent session sp drives (call call_1_1_1): until that call ` +
+            "ends it answers through sp (its questions: pendingApprovals, approve and reject of sp)"
+        }
+        const refused = <A, E>(effect: Effect.Effect<A, E>) => bounded(Effect.flip(effect))
+        expect(yield* refused(client.followup(child, "hello", { messageId: "c1" }))).toMatchObject(driven)
+        expect(yield* refused(client.status(child))).toMatchObject(driven)
+        expect(yield* refused(client.pendingApprovals(child))).toMatchObject(driven)
+        expect(yield* refused(client.approve(child, question!.id, { name: "ana" }))).toMatchObject(driven)
+        expect(yield* read(child)).toEqual(before)
+
+        // Decided through the parent: the decision goes to the child's log, the call completes.
+        yield* bounded(client.approve("sp", question!.id, { name: "ana" }))
+        yield* bounded(
+          Effect.repeat(Effect.map(read("sp"), turnsEnded), { until: (n) => n === 1, schedule: Schedule.spaced(50) })
+        )
+        // A redelivery of that decision is done (found in the child's log); another person's is not.
+        yield* bounded(client.approve("sp", question!.id, { name: "ana" }))
+        expect(yield* refused(client.approve("sp", question!.id, { name: "bo" }))).toMatchObject({
+          _tag: "ApprovalNotOpen",
+          approvalId: question!.id
+        })
+        expect(ran).toBe(1)
+        const parentLog = yield* read("sp")
+        expect(brief(parentLog).filter((l) => l.startsWith("subagent/") || l.startsWith("tool/") || l.startsWith("turn/end")))
+          .toEqual([
+            "tool/call call_1_1_1 subagent",
+            "subagent/start",
+            "subagent/end",
+            "tool/result call_1_1_1",
+            "turn/end 1 completed"
+          ])
+
+        // The call ended: the child is an ordinary session, opened by its own entity.
+        expect(yield* bounded(client.followup(child, "thanks", { messageId: "c2" }))).toEqual({ messageId: "c2" })
+        expect(yield* bounded(client.outcome(child, "c2"))).toEqual({ _tag: "Entered", turn: 2, step: 1 })
+        yield* bounded(
+          Effect.repeat(Effect.map(read(child), turnsEnded), { until: (n) => n === 2, schedule: Schedule.spaced(50) })
+        )
+        const childLog = yield* read(child)
+        expect(childLog.filter((e) => e.type === "approval/decided").map((e) => e.data)).toEqual([
+          { id: question!.id, outcome: "allowed-once", by: { kind: "person", name: "ana" } }
+        ])
+        expect(childLog.filter((e) => e.type === "turn/end").map((e) => e.data)).toEqual([
+          { turn: 1, reason: { kind: "completed" } },
+          { turn: 2, reason: { kind: "completed" } }
+        ])
+        expect(Invariant.check(parentLog)).toEqual([])
+        expect(Invariant.check(childLog)).toEqual([])
       }).pipe(Effect.scoped),
     CLUSTER_TEST_MS
   )

@@ -70,6 +70,7 @@ import type { Model } from "../Model.js"
 import { SessionFenced, SessionLogError, SessionNotFound, SessionStoreError, type SessionWriteError } from "../SessionLog.js"
 import { SessionStore as SessionStoreTag } from "../SessionStore.js"
 import type { SessionStore } from "../SessionStore.js"
+import { childrenEvents, drivingCall } from "./children.js"
 import { decideOn, type DecisionPayload, invalidField } from "./decisions.js"
 import { fromLog, insertedHere, type Kind, messageOf } from "./deliveries.js"
 
@@ -137,8 +138,26 @@ export const Delivered = Schema.Struct({ messageId: Schema.String })
 export type Delivered = typeof Delivered.Type
 
 /**
+ * The session is a sub-agent's that its parent's call drives now (§21 rule 9, §27): the
+ * parent's process holds its writer, so its own entity does not open it (never a second writer).
+ * Every rpc to it fails so until the call ends (the child finished, or the parent's resume closed
+ * the call); meanwhile its questions are listed and decided through the parent's entity
+ * (`pendingApprovals`, `approve`, `reject` of `parentSession`). A delivery refused so is the
+ * delivery's answer (the cluster keeps it for its message id): send again with a new id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionDrivenByParent extends Schema.TaggedError<SessionDrivenByParent>()("SessionDrivenByParent", {
+  message: Schema.String,
+  sessionId: Schema.String,
+  parentSession: Schema.String,
+  callId: Schema.String
+}) {}
+
+/**
  * The errors of a delivery rpc: the agent's delivery errors (§5.1), and what opening the session
- * can fail with (a store failure, an unreadable log).
+ * can fail with (a store failure, an unreadable log, a child its parent drives).
  *
  * @since 0.1.0
  * @category errors
@@ -150,7 +169,8 @@ export const DeliveryError = Schema.Union(
   SessionStoreError,
   SessionFenced,
   SessionLogError,
-  SessionNotFound
+  SessionNotFound,
+  SessionDrivenByParent
 )
 /**
  * @since 0.1.0
@@ -159,12 +179,13 @@ export const DeliveryError = Schema.Union(
 export type DeliveryError = typeof DeliveryError.Type
 
 /**
- * Errors of opening the session (activation): a store failure, an unreadable log.
+ * Errors of opening the session (activation): a store failure, an unreadable log, a sub-agent's
+ * session that its parent's call drives (`SessionDrivenByParent`, §21 rule 9).
  *
  * @since 0.1.0
  * @category errors
  */
-export const OpenError = Schema.Union(SessionStoreError, SessionFenced, SessionLogError, SessionNotFound)
+export const OpenError = Schema.Union(SessionStoreError, SessionFenced, SessionLogError, SessionNotFound, SessionDrivenByParent)
 /**
  * @since 0.1.0
  * @category errors
@@ -319,7 +340,9 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("Inva
 /**
  * An open question of the session (§26 rule 5), as `pendingApprovals` answers it: the agent's
  * `Approval.Pending` (id, tool, call id, decoded arguments, turn, step, `askedAt` in ms since
- * the epoch, the time of its `approval/asked`).
+ * the epoch, the time of its `approval/asked`), and `sessionId` for a question of a sub-agent
+ * that a running call of the session started (§27 rule 7: the child's session; `approve` and
+ * `reject` of this session decide it).
  *
  * @since 0.1.0
  * @category models
@@ -331,7 +354,8 @@ export const PendingApproval = Schema.Struct({
   arguments: Schema.Unknown,
   turn: Schema.Number,
   step: Schema.Number,
-  askedAt: Schema.Number
+  askedAt: Schema.Number,
+  sessionId: Schema.optional(Schema.String)
 })
 /**
  * @since 0.1.0
@@ -353,7 +377,8 @@ export const DecisionError = Schema.Union(
   SessionStoreError,
   SessionFenced,
   SessionLogError,
-  SessionNotFound
+  SessionNotFound,
+  SessionDrivenByParent
 )
 /**
  * @since 0.1.0
@@ -505,6 +530,21 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       // before the session is reopened.
       type Opened = { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope }
       const open: Effect.Effect<Opened, OpenError> = Effect.gen(function*() {
+        // A child its parent's call drives is not opened here: the parent's process holds its
+        // writer (§21 rule 9). Checked at each open, so that the next rpc after the call's end
+        // opens it as any session.
+        const driving = yield* Effect.flatMap(SessionStoreTag, (store) => drivingCall(store, sessionId))
+        if (driving !== undefined) {
+          return yield* Effect.fail(
+            new SessionDrivenByParent({
+              message: `session ${sessionId} is a sub-agent that its parent session ${driving.parentSession} drives ` +
+                `(call ${driving.callId}): until that call ends it answers through ${driving.parentSession} ` +
+                `(its questions: pendingApprovals, approve and reject of ${driving.parentSession})`,
+              sessionId,
+              ...driving
+            })
+          )
+        }
         const agentScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
         const agent: Agent.Agent = yield* Effect.gen(function*() {
           const agent = yield* Agent.resume(sessionId, { ...agentOptions, continuePending: true }).pipe(
@@ -680,9 +720,10 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
         return loop(0)
       }
       const first = yield* Effect.exit(agentOf)
-      if (Exit.isFailure(first)) {
+      // A child its parent drives is no failure of the runner: each rpc says so to its caller.
+      const error = Exit.isFailure(first) ? Cause.squash(first.cause) : undefined
+      if (error !== undefined && !(error instanceof SessionDrivenByParent)) {
         // The cause in the line itself: a runner's logger prints no store error as a cause.
-        const error = Cause.squash(first.cause)
         yield* Effect.logWarning(
           `session ${sessionId}: could not be opened (${
             oneLine(error instanceof Error ? error.message : String(error))
@@ -728,10 +769,13 @@ export const layer = (options: EntityOptions = {}): Layer.Layer<never, never, Sh
       const decideRpc = (kind: "approve" | "reject", payload: DecisionPayload) => {
         const invalid = invalidField(payload)
         if (invalid !== undefined) return Effect.fail(new InvalidDecision(invalid))
-        const stored = Effect.flatMap(SessionStoreTag, (store) => store.read(sessionId)).pipe(
-          Effect.map((c) => c.events),
-          Effect.provide(context)
-        )
+        // The session's log and those of the children it started: a question of a child (§27
+        // rule 7) is decided through this session, and found again in the child's log.
+        const stored = Effect.flatMap(SessionStoreTag, (store) =>
+          Effect.flatMap(
+            store.read(sessionId),
+            (c) => Effect.map(childrenEvents(store, c.events), (children) => [...c.events, ...children])
+          )).pipe(Effect.provide(context))
         return persevere(
           `the ${kind} of ${payload.id}`,
           decideOn({ kind, payload, stored, agentOf, forget, fencedGrace })

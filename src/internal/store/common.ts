@@ -297,3 +297,16 @@ export const brokenError = (message: string, sessionId: string, cause?: unknown)
  */
 export const isTransient = (error: unknown): boolean =>
   error instanceof SessionStoreError && error.cause !== undefined && !refused.has(error) && !brokenErrors.has(error)
+
+/**
+ * The key of a store's header-only read (an internal member of the SQL store's service, under a
+ * symbol no public type names): `(id) => Effect<header JSON text | undefined, SessionStoreError>`,
+ * undefined for a session that does not exist. A reader that only needs a header field (the cluster
+ * entity's check for a child session, §21 rule 9) uses it where the store has one, `read` otherwise.
+ */
+export const HeaderTextId: unique symbol = Symbol.for("effect-agent-loop/SessionStore/headerText")
+
+/** A store service that may carry a header-only read. */
+export interface WithHeaderText {
+  readonly [HeaderTextId]?: ((id: string) => Effect.Effect<string | undefined, SessionStoreError>) | undefined
+}

@@ -661,6 +661,16 @@ export const read = (
         : readRows(s, id))
   })
 
+/** The header's JSON text of session `id` as stored, or undefined when there is none (`Store.HeaderTextId`). */
+export const headerText = (s: SqlStore, id: SessionId): Effect.Effect<string | undefined, SessionStoreError> =>
+  Effect.mapError(
+    Effect.map(
+      s.sql<{ header: string }>`SELECT header FROM ${s.sessionsTable} WHERE id = ${id}`,
+      (rows) => typeof rows[0]?.header === "string" ? rows[0].header : undefined
+    ),
+    failed(`cannot read session "${id}"`, id)
+  )
+
 export const list = (s: SqlStore): Effect.Effect<ReadonlyArray<SessionId>, SessionStoreError> =>
   Effect.mapError(
     Effect.map(s.sql<{ id: string }>`SELECT id FROM ${s.sessionsTable} ORDER BY id`, (rows) => rows.map((r) => r.id)),
