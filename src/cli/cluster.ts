@@ -20,7 +20,7 @@ import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
 import * as OfflineTools from "../providers/OfflineTools.js"
-import { withAsk } from "./commands/askFlag.js"
+import { withSubagents } from "./commands/subagentFlag.js"
 import { exit } from "./exit.js"
 import { oneLineLogger } from "./storeFailures.js"
 
@@ -48,6 +48,9 @@ export interface RunnerArgs {
   readonly compaction: Layer.Layer<Compaction.Compaction> | undefined
   /** The offline tools whose calls ask for approval (`--ask TOOL`, §26). */
   readonly ask: ReadonlyArray<string>
+  /** Whether the agents have the sub-agent tools (`--subagent`, `--subagent-fork`, §27). */
+  readonly subagent: boolean
+  readonly subagentFork: boolean
   /** Called once the runner serves (before the ready line). */
   readonly onReady: () => void
 }
@@ -61,14 +64,15 @@ const servingShard = (sharding: Context.Tag.Service<typeof Sharding>, shards: nu
 
 /**
  * `runner`: builds `AgentRunner.layer` with the model, the compaction policy if any and the
- * offline tools, waits until it holds a shard, prints `runner ready <host>:<port>` and serves
+ * offline tools (and with `subagent` a sub-agent tool), waits until it holds a shard, prints `runner ready <host>:<port>` and serves
  * until interrupted (SIGTERM, SIGINT),
  * when its scope closes: the sharding releases its shards and unregisters, the entities release
  * their agents (their inboxes stay in the log).
  */
 export const runner = (args: RunnerArgs) =>
   Effect.scoped(Effect.gen(function*() {
-    const tools = withAsk(yield* OfflineTools.all(), args.ask)
+    // A child's session goes to the runner's store, as the parent's (§21 rule 9).
+    const tools = withSubagents(yield* OfflineTools.all(), args, args.ask)
     const layer = AgentRunner.layer({
       pg: args.pg,
       host: args.host,
