@@ -19,7 +19,7 @@ import type { SessionEvent } from "../src/SessionEvent.js"
 import { SessionStore } from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { brief } from "./utils/agent.js"
-import { CLUSTER_CONDITION_S, CLUSTER_SLOW_CALL_S, KILLED_EXIT_MS, note } from "./utils/bounds.js"
+import { CLUSTER_CONDITION_S, CLUSTER_SLOW_CALL_S, KILLED_EXIT_MS, note, RUNNERS_READY_MS } from "./utils/bounds.js"
 import {
   type Child,
   describeChildren,
@@ -623,6 +623,115 @@ describe.sequential("cluster failover", () => {
           yield* Effect.logInfo(
             `SIGSTOP: taken over and repaired ${takeover} ms after the pause; ${fencedAfter}`
           )
+        }).pipe(Effect.scoped),
+      180_000
+    )
+
+    it.live(
+      "sub-agents: SIGKILL of the runner of a parent whose child is in a tool call → the other runner heals the parent; the child, refused by its own entity while its parent drove it, then takes a followup there; both logs valid",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* database
+          const runners = yield* startRunners(url, 2, SETTINGS, RUNNERS_READY_MS, ["--subagent"])
+          const children = (): ReadonlyArray<Child> => runners
+          const { client, logOf, owners, settled } = yield* connect(url)
+          yield* settled(2, children)
+          const parent = "sp"
+          yield* bounded(
+            "the parent's followup",
+            client.followup(parent, "ask a sub-agent to wait 30 seconds and tell me the time", { messageId: "sp-f1" }),
+            CLUSTER_SLOW_CALL_S
+          )
+          // The child's wait call runs (its session named by the parent's subagent/start).
+          let child = ""
+          yield* until(
+            "the child's wait tool call",
+            Effect.gen(function*() {
+              const start = (yield* logOf(parent)).find((e) => e.type === "subagent/start")
+              if (start === undefined) return false
+              child = (start.data as { id: string }).id
+              return waitingIn(yield* logOf(child)) !== undefined
+            }),
+            CLUSTER_CONDITION_S * 1000,
+            children
+          )
+          // Driven by its parent: its own entity refuses, typed, whichever runner owns its shard.
+          const refused = yield* bounded(
+            "the child's own followup",
+            Effect.flip(client.followup(child, "are you there?", { messageId: "c-early" })),
+            CLUSTER_SLOW_CALL_S
+          )
+          expect(refused).toMatchObject({
+            _tag: "SessionDrivenByParent",
+            sessionId: child,
+            parentSession: parent,
+            callId: "call_1_1_1"
+          })
+          // One process writes both: the parent's runner.
+          const writers = yield* owners
+          const killed = runners.find((r) => r.pid === writers.get(parent))
+          expect(killed, "the parent's writer is one of the runners").toBeDefined()
+          expect(writers.get(child)).toBe(killed!.pid)
+          const survivor = runners.find((r) => r !== killed)!
+          killed!.signal("SIGKILL")
+          yield* exitOf(killed!, KILLED_EXIT_MS)
+          const parentBefore = yield* logOf(parent)
+          const childBefore = yield* logOf(child)
+          const childCall = waitingIn(childBefore)!
+
+          // The survivor takes the parent's shard over and heals it (its keep-alive brings it back).
+          yield* until(
+            "the parent healed on the other runner",
+            Effect.gen(function*() {
+              yield* Effect.option(Effect.timeout(client.status(parent), Duration.seconds(2)))
+              return (yield* owners).get(parent) === survivor.pid && turnsEnded(yield* logOf(parent)).length === 1
+            }),
+            SETTINGS.lockExpiry + MARGIN,
+            children,
+            200
+          )
+          // Then the child is an ordinary session: a followup continues it on the survivor.
+          expect(
+            yield* bounded(
+              "the child's followup",
+              client.followup(child, "tell me the time", { messageId: "c-f2" }),
+              CLUSTER_SLOW_CALL_S
+            )
+          )
+            .toEqual({ messageId: "c-f2" })
+          expect(yield* bounded("its outcome", client.outcome(child, "c-f2"), CLUSTER_SLOW_CALL_S)).toEqual({
+            _tag: "Entered",
+            turn: 2,
+            step: 1
+          })
+          yield* until(
+            "the child's second turn to end",
+            Effect.map(logOf(child), (e) => turnsEnded(e).length === 2),
+            CLUSTER_CONDITION_S * 1000,
+            children
+          )
+          const parentEvents = yield* logOf(parent)
+          const childEvents = yield* logOf(child)
+          expect(Invariant.check(parentEvents)).toEqual([])
+          expect(Invariant.check(childEvents)).toEqual([])
+          // The killed runner's events, then the repair of the call it left open.
+          expect(parentEvents.slice(0, parentBefore.length)).toEqual(parentBefore)
+          expect(brief(parentEvents.slice(parentBefore.length))).toEqual([
+            "tool/result call_1_1_1 TOOL_OUTCOME_UNKNOWN",
+            "step/end 1.1",
+            "turn/end 1 interrupted",
+            "session/end-seed"
+          ])
+          expect(childEvents.slice(0, childBefore.length)).toEqual(childBefore)
+          expect(brief(childEvents.slice(childBefore.length, childBefore.length + 4))).toEqual([
+            `tool/result ${childCall} TOOL_OUTCOME_UNKNOWN`,
+            "step/end 1.1",
+            "turn/end 1 interrupted",
+            "session/end-seed"
+          ])
+          expect(turnsEnded(childEvents)).toEqual(["1 interrupted", "2 completed"])
+          expect(userMessageIds(childEvents).slice(1)).toEqual(["c-f2"])
+          expect((yield* owners).get(child)).toBe(survivor.pid)
         }).pipe(Effect.scoped),
       180_000
     )

@@ -149,13 +149,15 @@ export const exitOf = (child: Child, ms: number): Effect.Effect<number | string>
 /**
  * Starts `count` runners on `url` concurrently, each on a free loopback port, and waits (at most
  * `readyWithin` ms, default `RUNNERS_READY_MS`) until every one has printed its ready line.
+ * `flags` go to each runner after the settings (`--subagent`).
  * Returns them in start order.
  */
 export const startRunners = (
   url: string,
   count: number,
   settings: Settings,
-  readyWithin = RUNNERS_READY_MS
+  readyWithin = RUNNERS_READY_MS,
+  flags: ReadonlyArray<string> = []
 ): Effect.Effect<ReadonlyArray<Runner>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runners: Array<Runner> = []
@@ -176,7 +178,8 @@ export const startRunners = (
         "--lock-expiry",
         String(settings.lockExpiry),
         "--message-poll",
-        String(settings.messagePoll)
+        String(settings.messagePoll),
+        ...flags
       ])
       runners.push({ ...child, port })
     }
