@@ -43,6 +43,11 @@
  *   durable. A question not open is `ApprovalNotOpen`, unless the log already holds the very
  *   decision asked for (a redelivery: answered as done); a malformed payload (an empty id, a
  *   blank name, an empty reason) is `InvalidDecision`, never a decision.
+ * - Sub-agents (§21 rule 9): a child session that its parent's call drives (the parent's log holds
+ *   the call's `subagent/start` and neither its end nor the call's result) is never opened by its
+ *   own entity, whose rpcs fail `SessionDrivenByParent` (the parent's process holds its writer);
+ *   checked at each open. Its questions are listed (with `sessionId`) and decided through the
+ *   parent's entity. Once the call has ended it is opened as any session.
  *
  * Import `effect-agent-loop/cluster`; this module deep-imports `@effect/cluster` (never its index,
  * which loads `@effect/workflow`).

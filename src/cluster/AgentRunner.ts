@@ -130,7 +130,8 @@ export interface StorageOptions {
 
 /**
  * Options of a runner: storage, the address other processes reach it at (`host`, `port`), where it
- * listens (default: the same), the entity's options (instructions, tools, `maxIdleTime`, …), and
+ * listens (default: the same), the entity's options (instructions, tools, `maxIdleTime`, …; a
+ * `Subagent.tool` among the tools puts its children's sessions in the runner's store, §21 rule 9), and
  * the retention of processed cluster messages (`retention`, default 1 hour; `pruneInterval`,
  * default 5 minutes).
  *
