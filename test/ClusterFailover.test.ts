@@ -628,7 +628,7 @@ describe.sequential("cluster failover", () => {
     )
 
     it.live(
-      "sub-agents: SIGKILL of the runner of a parent whose child is in a tool call → the other runner heals the parent; the child, refused by its own entity while its parent drove it, then takes a followup there; both logs valid",
+      "sub-agents: SIGKILL of the runner of a parent whose child is in a tool call → the other runner heals the parent (its repair repairs the child, the call ends unfinished_at_resume); the child, refused by its own entity while its parent drove it, then takes a followup there; both logs valid",
       () =>
         Effect.gen(function*() {
           const url = yield* database
@@ -690,6 +690,9 @@ describe.sequential("cluster failover", () => {
             children,
             200
           )
+          // The parent's repair decided the call from the child's log (§27 rule 16): the child was
+          // mid-turn, so it was repaired first, under its writer, before the parent's call ended.
+          const childHealed = yield* logOf(child)
           // Then the child is an ordinary session: a followup continues it on the survivor.
           expect(
             yield* bounded(
@@ -714,21 +717,50 @@ describe.sequential("cluster failover", () => {
           const childEvents = yield* logOf(child)
           expect(Invariant.check(parentEvents)).toEqual([])
           expect(Invariant.check(childEvents)).toEqual([])
-          // The killed runner's events, then the repair of the call it left open.
+          // The killed runner's events, then the repair of the call it left open (§27 rule 16 (b)).
           expect(parentEvents.slice(0, parentBefore.length)).toEqual(parentBefore)
-          expect(brief(parentEvents.slice(parentBefore.length))).toEqual([
+          const repaired = parentEvents.slice(parentBefore.length)
+          expect(brief(repaired)).toEqual([
+            "subagent/end",
             "tool/result call_1_1_1 TOOL_OUTCOME_UNKNOWN",
             "step/end 1.1",
             "turn/end 1 interrupted",
             "session/end-seed"
           ])
-          expect(childEvents.slice(0, childBefore.length)).toEqual(childBefore)
-          expect(brief(childEvents.slice(childBefore.length, childBefore.length + 4))).toEqual([
+          const start = parentBefore.find((e) => e.type === "subagent/start")!.data as { runId: string }
+          // What the child spent: one response (its wait call), the offline model's, which reports no usage.
+          const none = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+          expect(repaired[0]!.data).toEqual({
+            runId: start.runId,
+            provider: "spawn",
+            id: child,
+            local: true,
+            callId: "call_1_1_1",
+            stopReason: "unfinished_at_resume",
+            reason: { kind: "interrupted" },
+            usage: none,
+            byModel: { "offline-rules-1": none },
+            unreported: 1
+          })
+          expect((repaired[1]!.data as { message: UserMessage }).message.content[0]).toEqual({
+            type: "tool-result",
+            toolCallId: "call_1_1_1",
+            content: [{
+              type: "text",
+              text: `The session stopped while this call's sub-agent (session ${child}) was working: it was interrupted ` +
+                "by a crash before it finished, and its work must not be assumed complete. Check what it did before calling it again."
+            }],
+            isError: true
+          })
+          const closers = [
             `tool/result ${childCall} TOOL_OUTCOME_UNKNOWN`,
             "step/end 1.1",
             "turn/end 1 interrupted",
             "session/end-seed"
-          ])
+          ]
+          expect(childHealed.slice(0, childBefore.length)).toEqual(childBefore)
+          expect(brief(childHealed.slice(childBefore.length))).toEqual(closers)
+          expect(childEvents.slice(0, childHealed.length)).toEqual(childHealed)
           expect(turnsEnded(childEvents)).toEqual(["1 interrupted", "2 completed"])
           expect(userMessageIds(childEvents).slice(1)).toEqual(["c-f2"])
           expect((yield* owners).get(child)).toBe(survivor.pid)
