@@ -73,7 +73,8 @@ export type Arguments = typeof Arguments.Type
  * - `model`: the child's model; default the parent's.
  * - `fork`: seed the child with the parent's completed turns (§27; DSH's `subagent_fork`).
  * - `maxDepth` (default 2, DSH's): the deepest `delegationDepth` a child may have; a call that
- *   would go deeper fails `subagent depth D exceeds maxDepth M` and starts nothing.
+ *   would go deeper fails `subagent depth D exceeds maxDepth M` and starts nothing. A fraction
+ *   is rounded down, a negative number is 0 (no delegation), NaN is the default.
  * - `approval`: whether a call of this tool needs approval (§26 rule 1; default `"never"`).
  *
  * The child's store, id generator, approval policy and pre-step waterfall are the parent's: a
@@ -100,6 +101,10 @@ export interface Options {
 
 /** DSH's default depth limit: a child of a child may delegate no further. */
 const DEFAULT_MAX_DEPTH = 2
+
+/** `maxDepth` as a whole number ≥ 0: absent or NaN gives the default, a fraction is rounded down, below 0 is 0. */
+const depthBound = (value: number | undefined): number =>
+  value === undefined || Number.isNaN(value) ? DEFAULT_MAX_DEPTH : value === Infinity ? Infinity : Math.max(0, Math.floor(value))
 
 /**
  * A tool that delegates a task to a child agent (§27). See the module comment for what a call
@@ -141,7 +146,7 @@ export const tool = (options: Options = {}): Tool.Tool<Arguments> => {
         )
       }
       const depth = parent.depth + 1
-      const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+      const maxDepth = depthBound(options.maxDepth)
       if (depth > maxDepth) {
         return Effect.fail(new Tool.ToolError({ message: `subagent depth ${depth} exceeds maxDepth ${maxDepth}` }))
       }

@@ -110,6 +110,40 @@ for (const mode of ["sync", "locked"] as const) {
       })
     }
 
+    for (const how of ["dispose", "release"] as const) {
+      it.scoped(`a tool that calls ${how} on its own agent from a fiber it forked (Effect.timeout): the agent ends, nothing hangs`, () => {
+        const model = ScriptedModel.make([
+          { toolCalls: [{ id: "w", name: "idle", arguments: {} }, { id: "x", name: "quit", arguments: {} }] },
+          { text: "never asked" }
+        ])
+        return Effect.gen(function*() {
+          const self = yield* Deferred.make<Agent.Agent>()
+          const quit = Tool.make({
+            name: "quit",
+            description: "",
+            parameters: Schema.Struct({}),
+            execute: () =>
+              Effect.as(
+                Effect.exit(Effect.flatMap(Deferred.await(self), (agent) => agent[how]).pipe(Effect.timeout("2 seconds"))),
+                { content: "unreachable" }
+              )
+          })
+          const idle = Tool.make({ name: "idle", description: "", parameters: Schema.Struct({}), execute: () => Effect.never })
+          const agent = yield* Agent.make({ tools: [quit, idle] })
+          yield* Deferred.succeed(self, agent)
+          const before = yield* alive
+          yield* agent.followup("go")
+          yield* advance(10)
+          yield* settle
+          expect(yield* agent.status).toBe("idle")
+          expect(brief(agent.log.events()).slice(-2)).toEqual(
+            how === "dispose" ? ["step/end 1.1", "turn/end 1 aborted:disposed"] : ["tool/call w idle", "tool/call x quit"]
+          )
+          expect(yield* alive).toBe(before)
+        }).pipe(Effect.provide(layers(mode, model)))
+      })
+    }
+
     it.scoped("a tool that cancels its own agent from a call fiber: the turn ends aborted:user, the agent takes the next followup", () => {
       const model = ScriptedModel.make([
         { toolCalls: [{ id: "w", name: "idle", arguments: {} }, { id: "x", name: "stop", arguments: {} }] },

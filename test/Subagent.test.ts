@@ -169,6 +169,30 @@ for (const mode of ["sync", "locked"] as const) {
       }).pipe(Effect.provide(layers(mode, parentModel)))
     })
 
+    it.scoped("maxDepth is a whole number ≥ 0: NaN is the default (2), 0 forbids delegation, 1.5 is 1", () => {
+      const parentModel = ScriptedModel.make([
+        { toolCalls: [call("c1", "a", "zero"), call("c2", "b", "nan"), call("c3", "c", "frac")] },
+        { text: "done" }
+      ])
+      const childModel = ScriptedModel.make([{ text: "ok" }, { text: "ok" }])
+      return Effect.gen(function*() {
+        const tools = [
+          Subagent.tool({ name: "zero", maxDepth: 0, model: childModel }),
+          Subagent.tool({ name: "nan", maxDepth: NaN, model: childModel }),
+          Subagent.tool({ name: "frac", maxDepth: 1.5, model: childModel })
+        ]
+        const agent = yield* Agent.make({ tools })
+        yield* agent.followup("go")
+        yield* advance(10)
+        yield* agent.awaitIdle
+        const results = dataOf(agent.log.events(), "tool/result").map((
+          r
+        ) => [r.error?.code, r.message.content[0].content[0].text])
+        expect(results[0]).toEqual(["TOOL_FAILED", "Tool zero failed: subagent depth 1 exceeds maxDepth 0"])
+        expect(results.slice(1).map((r) => r[1])).toEqual(["ok", "ok"])
+      }).pipe(Effect.provide(layers(mode, parentModel)))
+    })
+
     it.scoped("a child whose model fails: the parent's call gets a TOOL_FAILED result naming the child, the parent goes on", () => {
       const parentModel = ScriptedModel.make([{ toolCalls: [call("c1", "try")] }, { text: "it failed" }])
       const childModel = ScriptedModel.make([{ error: { code: "MODEL_FAILED", message: "overloaded", retryable: false } }])

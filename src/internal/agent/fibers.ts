@@ -9,7 +9,7 @@
  * as `FiberSet.runtime` does: a fiber the set holds is interrupted when the set is cleared or
  * its scope closes, and leaves the set when it ends.
  */
-import { Effect, Exit, type Fiber, FiberSet, Runtime, Scope } from "effect"
+import { Effect, Exit, Fiber, FiberSet, Runtime, Scope } from "effect"
 import { currentRuntime } from "../fork.js"
 import type { AgentFibers, AgentState } from "./state.js"
 
@@ -55,27 +55,15 @@ export const ownCall = (a: AgentState, fiber: Fiber.RuntimeFiber<void, never>): 
 export const interruptCalls = (a: AgentState): Effect.Effect<void> =>
   Effect.suspend(() => a.fibers === undefined ? Effect.void : FiberSet.clear(a.fibers.calls))
 
-/** Whether `fiber` is one of the agent's own (its driver or a tool call running now). */
-const isOwn = (a: AgentState, fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => {
-  const fibers = a.fibers
-  return fibers !== undefined && (holds(fibers.runs, fiber) || holds(fibers.calls, fiber))
-}
-
-/** Whether an open set holds `fiber` (a closed set's iterator is gone with its fibers). */
-const holds = (set: FiberSet.FiberSet<void, never>, fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => {
-  const state = (set as unknown as { readonly state: { readonly backing?: Set<unknown> } }).state
-  return state.backing !== undefined && state.backing.has(fiber)
-}
-
 /**
- * Closes the agent's scope: its fibers are interrupted (runs first, then calls) and awaited. From
- * one of the agent's own fibers (a tool or listener disposing its agent) the close runs on a
- * fiber of its own, which cannot wait for the caller's end from inside it.
+ * Closes the agent's scope: its fibers are interrupted (runs first, then calls) and awaited. The
+ * close runs on a fiber of its own, which the caller awaits interruptibly: a caller that is one
+ * of the agent's fibers, or a fiber they started (a tool disposing its agent under
+ * `Effect.timeout`), is interrupted by the close and stops waiting, and the close goes on.
  */
 export const closeFibers = (a: AgentState): Effect.Effect<void> =>
-  Effect.withFiberRuntime((self) => {
+  Effect.suspend(() => {
     const fibers = a.fibers
     if (fibers === undefined) return Effect.void
-    const close = Scope.close(fibers.scope, Exit.void)
-    return isOwn(a, self) ? Effect.asVoid(Effect.forkDaemon(close)) : close
-  })
+    return Effect.flatMap(Effect.forkDaemon(Scope.close(fibers.scope, Exit.void)), Fiber.await)
+  }).pipe(Effect.asVoid)
