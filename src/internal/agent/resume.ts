@@ -148,7 +148,8 @@ export const resumeWaiting = (a: AgentState, events: ReadonlyArray<SessionEvent>
 /** Starts a run when the log left waking work pending (`continuePending`, §10). */
 export const continuePending = (a: AgentState): Effect.Effect<void, SessionWriteError> =>
   Effect.zipRight(
-    ownFibers(a),
+    // The agent's fibers are made only when there is work to start (an idle agent holds none).
+    Effect.flatMap(Ref.get(a.inbox), (inbox) => Inbox.hasWakingWork(inbox) ? ownFibers(a) : Effect.void),
     critical(a, (inbox) => ({
       drafts: [],
       apply: () => {
