@@ -38,7 +38,7 @@ import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore, resumeWaiting } from "./internal/agent/resume.js"
 import { commit } from "./internal/agent/section.js"
-import { type AgentConfig, AgentState, countOption, history, liveLogs, seen, usedIds } from "./internal/agent/state.js"
+import { type AgentConfig, AgentState, countOption, history, liveLogs, seen, toolsOf, usedIds } from "./internal/agent/state.js"
 import { inheritUsage, subagentEnded, usageNow } from "./internal/agent/usage.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import { type ChildSession, ChildSessionId, depthOf } from "./internal/subagent.js"
@@ -249,6 +249,12 @@ export interface AgentOptions {
   /** Session instructions (recorded in `request/header`, sent as the system prompt). */
   readonly instructions?: string | undefined
   readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
+  /**
+   * Tools whose list can change while the agent runs, such as MCP servers' (`Mcp.toolset`):
+   * read at each step's start (§8). A name already taken by `tools` or an earlier toolset is
+   * left out.
+   */
+  readonly toolsets?: ReadonlyArray<Tool.Toolset> | undefined
   /** Pre-execute guards, outermost first (§8). */
   readonly guards?: ReadonlyArray<Tool.ToolGuard> | undefined
   /** Post-processing hooks, outermost first (§8). */
@@ -489,6 +495,15 @@ const person = (name: string | undefined): Approval.DecidedBy =>
 const mayNeedApproval = (tools: ReadonlyArray<Tool.Tool<any>> | undefined): boolean =>
   tools !== undefined && tools.some((tool) => tool.approval !== undefined && tool.approval !== "never")
 
+/** A toolset's version as `refreshTools` reads it (one that throws: NaN, never equal). */
+const versionOf = (set: Tool.Toolset): number => {
+  try {
+    return set.version()
+  } catch {
+    return NaN
+  }
+}
+
 /** An agent's configuration (§5.4): the services and options, resolved once. */
 const configOf = (
   services: {
@@ -502,6 +517,11 @@ const configOf = (
   options: AgentOptions
 ): AgentConfig => {
   const tools = options.tools
+  const toolsets = options.toolsets ?? NONE
+  const guarded = options.guards !== undefined && options.guards.length > 0
+  // The versions first: a list that changes while it is read is read again at the first step.
+  const versions = toolsets.map(versionOf)
+  const built = toolsets.length === 0 ? undefined : toolsOf(tools ?? NONE, toolsets)
   // An object literal with every field, no spread: a spread followed by more fields makes V8 keep
   // the object in dictionary mode (~+490 bytes per idle agent, measured with bench idle-agents).
   return {
@@ -514,15 +534,27 @@ const configOf = (
     settings: options.settings,
     guards: options.guards ?? NONE,
     hooks: options.hooks ?? NONE,
-    perCall: (options.guards !== undefined && options.guards.length > 0) || mayNeedApproval(tools),
+    perCall: guarded || (built !== undefined ? built.mayAsk : mayNeedApproval(tools)),
     approvalListeners: services.approval.listeners,
     approvalTimeout: options.approvalTimeoutMs === undefined || Number.isNaN(options.approvalTimeoutMs) ||
         options.approvalTimeoutMs === Infinity
       ? undefined
       : Math.max(0, options.approvalTimeoutMs),
     retry: options.retry,
-    tools: tools === undefined || tools.length === 0 ? NO_TOOLS : new Map(tools.map((t) => [t.name, t] as const)),
-    toolDefinitions: tools === undefined || tools.length === 0 ? NO_DEFINITIONS : tools.map((t) => t.definition),
+    tools: built !== undefined
+      ? built.tools
+      : tools === undefined || tools.length === 0
+      ? NO_TOOLS
+      : new Map(tools.map((t) => [t.name, t] as const)),
+    toolDefinitions: built !== undefined
+      ? built.definitions
+      : tools === undefined || tools.length === 0
+      ? NO_DEFINITIONS
+      : tools.map((t) => t.definition),
+    baseTools: tools ?? NONE,
+    toolsets,
+    toolsetVersions: versions,
+    guarded,
     fastPreStep: services.preStep === defaultPreStep,
     toolBound: countOption(options.toolConcurrency, 8),
     maxSteps: countOption(options.maxSteps, 100),

@@ -30,7 +30,9 @@ export type AgentStatus = "idle" | "running" | "awaiting-approval" | "stopped"
  * `agent/disposed` (the last one: the agent is disposed and idle; `agent.events` ends after it),
  * `subagent/event` (an event of a sub-agent that a running call of this agent started, §27: its
  * session id, the call, and the child's event as its own `agent.events` has it; a child's own
- * sub-agents' events come wrapped twice).
+ * sub-agents' events come wrapped twice), `tool/progress` (a running call's progress report,
+ * `ToolContext.progress`, §8: the call, its turn and step, `progress` of `total` when known, and a
+ * message).
  *
  * @since 0.1.0
  * @category models
@@ -51,6 +53,15 @@ export type AgentNotification =
   | { readonly type: "assistant/retry"; readonly turn: number; readonly step: number; readonly attempt: number }
   | { readonly type: "agent/disposed" }
   | { readonly type: "subagent/event"; readonly sessionId: string; readonly callId: string; readonly event: AgentEvent }
+  | {
+    readonly type: "tool/progress"
+    readonly callId: string
+    readonly turn: number
+    readonly step: number
+    readonly progress: number
+    readonly total?: number
+    readonly message?: string
+  }
 
 /**
  * What `agent.events` carries: every durable event as it commits (it has a `seq`), and the live

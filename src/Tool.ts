@@ -44,6 +44,25 @@ export interface ToolContext {
    * `additionalContexts`; the source defaults to `{kind:"tool", callId}`.
    */
   readonly makeMessage: (input: string | UserMessageInput) => Effect.Effect<UserMessage, InvalidMessage>
+  /**
+   * Reports how far the call has come: a live `tool/progress` notification on `agent.events`
+   * (never durable, §8). `progress` and `total` are in the tool's own units (steps, bytes…);
+   * `total` is absent when unknown.
+   */
+  readonly progress: (report: ToolProgress) => Effect.Effect<void>
+}
+
+/**
+ * A progress report of a running call (`ToolContext.progress`): `progress` so far, of `total`
+ * when known, with an optional human-readable `message`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolProgress {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
 }
 
 /**
@@ -56,6 +75,12 @@ export interface ToolContext {
 export interface ToolOutput {
   readonly content: string | ReadonlyArray<ContentBlock>
   readonly additionalContexts?: ReadonlyArray<UserMessage> | undefined
+  /**
+   * The content is an error report (a tool that reports its own failure with content, as an
+   * MCP server's `isError` result): an error `tool/result` with code `TOOL_FAILED` whose
+   * content is kept as given (§8). Default false.
+   */
+  readonly isError?: boolean | undefined
 }
 
 /**
@@ -89,6 +114,24 @@ export interface Tool<A = any> {
    * sets it. Read it with `Tool.needsApproval`.
    */
   readonly approval?: ToolApproval<A> | undefined
+}
+
+/**
+ * Tools whose list can change while the agent runs (§8), such as an MCP server's (`Mcp`):
+ * `tools()` is the current list, and `version()` a number that changes whenever that list does.
+ * The agent reads the list when it makes the agent and again at each step's start when the
+ * version moved: a changed list is in the next request (and its `request/header`), never in
+ * the middle of a step. A name already taken (by `tools`, or an earlier toolset) is left out.
+ * Both functions must be cheap and must not throw.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Toolset {
+  /** Names the toolset in errors and docs (an MCP connection: `"mcp"`). */
+  readonly name: string
+  readonly tools: () => ReadonlyArray<Tool<any>>
+  readonly version: () => number
 }
 
 /**

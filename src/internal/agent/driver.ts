@@ -31,7 +31,7 @@ import { forkRun, ownFibers } from "./fibers.js"
 import { assistantDraft, callModel, logAssistant } from "./modelStep.js"
 import { endStopped, orphanWaiters, publish, resolve, setIdle, status } from "./observers.js"
 import { type Claimed, commit, critical, type Section } from "./section.js"
-import { type AgentState, history, liveLogs, newTurnState, seen, type TurnState, USER_CAUSE } from "./state.js"
+import { type AgentState, history, liveLogs, newTurnState, refreshTools, seen, type TurnState, USER_CAUSE } from "./state.js"
 import { continueBatch, reopen, toolStep, truncateCalls, type Waiting } from "./toolBatch.js"
 import { commitAbortedCalls, pendingResults } from "./toolResults.js"
 import { usageBefore } from "./usage.js"
@@ -436,6 +436,7 @@ const stepDrafts = (
   entered: ReadonlyArray<UserMessage>,
   drafts: Array<EventDraft>
 ): (t: TurnState) => void => {
+  refreshTools(a)
   drafts.push({ type: "step/start", data: { turn, step } })
   for (const m of entered) drafts.push({ type: "user/message", data: m })
   const header = a.requestKey !== a.headerKey

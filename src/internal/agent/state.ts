@@ -213,14 +213,24 @@ export interface AgentConfig {
    * Calls are prepared one at a time (`toolBatch.ts` `prepare`): there are guards, or a tool whose
    * calls may need approval (§26). Otherwise a group of calls is validated and logged in one append.
    */
-  readonly perCall: boolean
+  perCall: boolean
   /** The approval policy's listeners, outermost first (§26 rule 1; none: ask a person). */
   readonly approvalListeners: ReadonlyArray<Approval.Listener>
   /** `approvalTimeoutMs` (§26 rule 5): a question open this long is decided `rejected` by `timeout`. */
   readonly approvalTimeout: number | undefined
   readonly retry: Schedule.Schedule<unknown, ModelError> | undefined
-  readonly tools: ReadonlyMap<string, Tool.Tool<any>>
-  readonly toolDefinitions: ReadonlyArray<ToolDefinition>
+  /**
+   * The tools of the current step (§8): `baseTools`, then each toolset's tools whose names are
+   * free. Rebuilt by `refreshTools` at a step's start when a toolset's version moved.
+   */
+  tools: ReadonlyMap<string, Tool.Tool<any>>
+  toolDefinitions: ReadonlyArray<ToolDefinition>
+  /** `tools` of `Agent.make`, and its `toolsets` with the versions last read (none: empty). */
+  readonly baseTools: ReadonlyArray<Tool.Tool<any>>
+  readonly toolsets: ReadonlyArray<Tool.Toolset>
+  readonly toolsetVersions: Array<number>
+  /** Whether `perCall` holds without any tool (guards). */
+  readonly guarded: boolean
   /** The default pre-step (enter the claimed batch): a claim and its step are one append. */
   readonly fastPreStep: boolean
   /** `toolConcurrency` and `maxSteps`, whole numbers ≥ 1 (`countOption`). */
@@ -296,7 +306,8 @@ export abstract class AgentState {
   idleWaiters: Array<Resume<void>> | undefined = undefined
   /** Tracing (§19): the run's tracer and the caller spans of deliveries; allocated on first use. */
   trace: AgentTrace | undefined = undefined
-  private requestKeyCell: string | undefined = undefined
+  /** The request key's cache; `refreshTools` clears it when the tools change. */
+  requestKeyCell: string | undefined = undefined
   private inboxCell: Ref.Ref<InboxState> | undefined = undefined
 
   constructor(
@@ -350,6 +361,72 @@ export const approvalState = (a: AgentState): ApprovalState =>
   a.approvalCell ?? (a.approvalCell = { open: new Map(), remembered: new Map(), lock: Effect.unsafeMakeSemaphore(1) })
 
 export const history = (a: AgentState): Array<Message> => a.historyCell ?? (a.historyCell = [])
+
+/**
+ * The tools of an agent (§8): `base` (the `tools` of `Agent.make`), then each toolset's tools
+ * in order, a name already taken left out; their definitions; whether any may need approval
+ * (§26: then calls are prepared one at a time).
+ */
+export const toolsOf = (
+  base: ReadonlyArray<Tool.Tool<any>>,
+  toolsets: ReadonlyArray<Tool.Toolset>
+): {
+  readonly tools: ReadonlyMap<string, Tool.Tool<any>>
+  readonly definitions: ReadonlyArray<ToolDefinition>
+  readonly mayAsk: boolean
+} => {
+  const tools = new Map<string, Tool.Tool<any>>()
+  const definitions: Array<ToolDefinition> = []
+  let mayAsk = false
+  const add = (tool: Tool.Tool<any>) => {
+    if (tools.has(tool.name)) return
+    tools.set(tool.name, tool)
+    definitions.push(tool.definition)
+    if (tool.approval !== undefined && tool.approval !== "never") mayAsk = true
+  }
+  for (const tool of base) add(tool)
+  for (const set of toolsets) {
+    let listed: ReadonlyArray<Tool.Tool<any>> = []
+    try {
+      listed = set.tools()
+    } catch {
+      // A toolset that cannot list its tools offers none this step.
+    }
+    for (const tool of listed) add(tool)
+  }
+  return { tools, definitions, mayAsk }
+}
+
+/**
+ * Reads the agent's toolsets at a step's start (§8): when a version moved, the tools, their
+ * definitions and `perCall` are rebuilt, and the request key is cleared so that the next
+ * request logs a `request/header` with the new tools (§6.2). A version that throws counts as
+ * unmoved.
+ */
+export const refreshTools = (a: AgentState): void => {
+  const c = a.config
+  const sets = c.toolsets
+  if (sets.length === 0) return
+  let moved = false
+  for (let i = 0; i < sets.length; i++) {
+    let version: number
+    try {
+      version = sets[i]!.version()
+    } catch {
+      continue
+    }
+    if (version !== c.toolsetVersions[i]) {
+      c.toolsetVersions[i] = version
+      moved = true
+    }
+  }
+  if (!moved) return
+  const built = toolsOf(c.baseTools, sets)
+  c.tools = built.tools
+  c.toolDefinitions = built.definitions
+  c.perCall = c.guarded || built.mayAsk
+  a.requestKeyCell = undefined
+}
 
 /**
  * A count option (`toolConcurrency`, `maxSteps`) as a whole number ≥ 1: absent or NaN gives the

@@ -21,7 +21,7 @@
  */
 import { Cause, Effect, Either, Exit, type Fiber, FiberRef, type FiberRefs, Option, ParseResult, Runtime, Schema } from "effect"
 import * as Approval from "../../Approval.js"
-import { IdGenerator, type IdGeneratorService } from "../../IdGenerator.js"
+import { IdGenerator } from "../../IdGenerator.js"
 import type { ContentBlock, UserMessage } from "../../Message.js"
 import { UserMessage as UserMessages } from "../../Message.js"
 import type { EventDraft, ToolErrorCode } from "../../SessionEvent.js"
@@ -39,6 +39,7 @@ import type { Resume } from "../waiters.js"
 import * as Approvals from "./approvals.js"
 import { interruptCalls, ownCall } from "./fibers.js"
 import { assistantDraft, logAssistant } from "./modelStep.js"
+import { publish } from "./observers.js"
 import { commit } from "./section.js"
 import { type Accumulator, type AgentState, type CallState, type Question, seen, type TurnState } from "./state.js"
 import { commitAbortedCalls, commitBeforeStepEnd, commitReady, fail, succeed } from "./toolResults.js"
@@ -80,8 +81,22 @@ class CallContext implements Tool.ToolContext {
     readonly turn: number,
     readonly step: number,
     readonly agent: Tool.ToolAgent,
-    private readonly ids: IdGeneratorService
+    private readonly owner: AgentState
   ) {}
+  get progress(): Tool.ToolContext["progress"] {
+    return (report) =>
+      Effect.sync(() =>
+        publish(this.owner, {
+          type: "tool/progress",
+          callId: this.callId,
+          turn: this.turn,
+          step: this.step,
+          progress: report.progress,
+          ...(report.total !== undefined ? { total: report.total } : {}),
+          ...(report.message !== undefined ? { message: report.message } : {})
+        })
+      )
+  }
   get makeMessage(): Tool.ToolContext["makeMessage"] {
     return (input) =>
       UserMessages.make(
@@ -90,7 +105,7 @@ class CallContext implements Tool.ToolContext {
           : input.source === undefined
           ? { ...input, source: { kind: "tool", callId: this.callId } }
           : input
-      ).pipe(Effect.provideService(IdGenerator, this.ids))
+      ).pipe(Effect.provideService(IdGenerator, this.owner.config.ids))
   }
 }
 
@@ -647,9 +662,18 @@ const begin = (a: AgentState, t: TurnState, run: Run): Effect.Effect<Tool.ToolOu
   const call = run.call
   call.phase = "running"
   try {
-    return run.tool.execute(run.args, new CallContext(call.id, t.turn, t.step, a.toolAgent, a.config.ids))
+    return run.tool.execute(run.args, new CallContext(call.id, t.turn, t.step, a.toolAgent, a))
   } catch (e) {
     return Effect.die(e)
+  }
+}
+
+/** Whether `execute`'s output reports an error with its content (`ToolOutput.isError`). */
+const reportsError = (output: unknown): boolean => {
+  try {
+    return typeof output === "object" && output !== null && (output as Tool.ToolOutput).isError === true
+  } catch {
+    return false
   }
 }
 
@@ -671,7 +695,7 @@ const untracedExecution = (a: AgentState, t: TurnState, run: Run): Effect.Effect
   if (a.config.hooks.length === 0) {
     return Effect.matchCauseEffect(started, {
       onSuccess: (output) => {
-        record(a, call, output, false)
+        record(a, call, output, reportsError(output))
         return Effect.void
       },
       onFailure: (cause) => {
@@ -687,7 +711,7 @@ const untracedExecution = (a: AgentState, t: TurnState, run: Run): Effect.Effect
     return Effect.void
   }
   const executed = Effect.flatMap(Effect.exit(started), (exit): Effect.Effect<Tool.HookResult> => {
-    if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: false })
+    if (Exit.isSuccess(exit)) return Effect.succeed({ output: exit.value, isError: reportsError(exit.value) })
     if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause as Cause.Cause<never>)
     return Effect.succeed({ output: { content: toolFailedText(call.name, causeMessage(exit.cause)) }, isError: true })
   })
