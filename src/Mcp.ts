@@ -23,7 +23,8 @@
  *   mid-call fails that call and is started again on the next call of one of its tools, at most
  *   `maxRestarts` times in a row (3 by default) without a call that succeeds between.
  * - Servers are untrusted: every call of their tools asks for approval (§26) unless the server's
- *   `approval` is `"never"`; the question names the tool, and so the server (`SERVER__TOOL`).
+ *   `approval` is `"never"` or the tool is in its `autoApprove`; the question names the tool, and
+ *   so the server (`SERVER__TOOL`).
  * - The values of `env` and `headers` are secrets: they are replaced by `***` in every error,
  *   status and result text, so that no log, span or transcript shows them.
  *
@@ -97,6 +98,8 @@ export interface ServerOptions {
    * servers are untrusted) or `"never"` (a server you trust).
    */
   readonly approval?: "always" | "never" | undefined
+  /** Tools (by their name on the server) whose calls need no approval, whatever `approval` says. */
+  readonly autoApprove?: ReadonlyArray<string> | undefined
   /** Milliseconds a call may take before it is cancelled and fails (`timeout`); default 120,000. */
   readonly timeoutMs?: number | undefined
   /** Milliseconds to start and initialize the server; default 30,000. */
@@ -348,7 +351,9 @@ const toolOf = (server: Server, listed: ServerTool, input: unknown, bump: () => 
     description: listed.description,
     parameters,
     exclusive: false,
-    approval: server.config.approval === "never" ? "never" : "always",
+    approval: server.config.approval === "never" || (server.config.autoApprove ?? []).includes(listed.remoteName)
+      ? "never"
+      : "always",
     definition: { name: listed.name, description: listed.description, parameters: parametersOf(input) },
     execute: (args, ctx) =>
       call(server, listed.remoteName, args, ctx, bump).pipe(

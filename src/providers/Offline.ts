@@ -85,6 +85,23 @@ export const plan = (request: ModelRequest): ScriptedResponse => {
 const DELEGATE = /\b(?:ask|have|let)\s+(?:a|the|your)\s+(forked\s+)?sub-?agent\s+(?:to\s+)?(\S[\s\S]*)$/i
 
 /**
+ * A request for a tool by name: "call TOOL", "call TOOL with {JSON}" or "use the tool TOOL with
+ * {JSON}" (backquotes around the name allowed). The JSON object runs to the end of the message.
+ */
+const CALL = /\b(?:call|use)\s+(?:the\s+)?(?:tool\s+)?`?([A-Za-z0-9_-]+)`?(?:\s+with\s+(\{[\s\S]*\}))?/gi
+
+/** The arguments of a "call TOOL with {JSON}" request: `{}` without JSON; none when it is not a JSON object. */
+const argumentsOf = (json: string | undefined): unknown => {
+  if (json === undefined) return {}
+  try {
+    const parsed: unknown = JSON.parse(json)
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * The tools the last direct message asks for (the user's, or a sub-agent's task from its parent,
  * §27), in the order of the text ("wait 2 seconds and tell me the time" → wait, then clock),
  * minus those already called since that message: the offline model runs them one step at a
@@ -118,6 +135,13 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
   if (wait && known.has("wait")) wanted.push({ at: wait.index, name: "wait", arguments: { seconds: Number(wait[1]) } })
   const time = /\b(what time|the time|time is it|clock)\b/i.exec(asked)
   if (time && known.has("clock")) wanted.push({ at: time.index, name: "clock", arguments: {} })
+  for (const named of asked.matchAll(CALL)) {
+    const args = known.has(named[1]!) ? argumentsOf(named[2]) : undefined
+    if (args !== undefined) {
+      wanted.push({ at: named.index, name: named[1]!, arguments: args })
+      break
+    }
+  }
   const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
   if (read && known.has("read_file")) wanted.push({ at: read.index, name: "read_file", arguments: { path: read[1] } })
   wanted.sort((a, b) => a.at - b.at)
@@ -160,7 +184,8 @@ const offlineSummary = (request: ModelRequest): string => {
 /**
  * The offline model (§14): deterministic, rule-based, no network. Asked to "wait N
  * seconds" it calls the `wait` tool; asked for the time it calls `clock`; asked to "read file
- * PATH" it calls `read_file`; asked to "ask a sub-agent to TASK" it calls `subagent {prompt:
+ * PATH" it calls `read_file`; asked to "call TOOL with {JSON}" (or "call TOOL") it calls any tool of the
+ * request by that name, such as an MCP server's (§28); asked to "ask a sub-agent to TASK" it calls `subagent {prompt:
  * TASK}` ("a forked sub-agent": `subagent_fork`, §27), and a sub-agent's task (a message from
  * its parent session) it does as a prompt of its own; several requests in one message run one
  * step after another, in the order of the text. Its text reports each tool result it received (quoted, cut to 80
