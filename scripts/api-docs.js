@@ -1,6 +1,6 @@
 // Builds the API reference from the doc comments of the public modules into build/api/ (git-ignored):
 // one Markdown page per module (build/api/modules/<path>.ts.md) and an index, build/api/README.md.
-// The public modules are the entries of package.json `exports` (`.`, `./sql`, `./ai-bridge`,
+// The public modules are the entries of package.json `exports` (`.`, `./sql`, `./ai-bridge`, `./mcp`,
 // `./cluster`) and the modules they re-export (`export * as X from "./X.js"`); everything else
 // under src/ (internal/, cli/, providers/internal/) is left out.
 //

@@ -144,6 +144,7 @@ describe("@example blocks", () => {
         "docs/compaction.md compaction",
         "docs/delivering-input.md delivering-input",
         "docs/getting-started.md getting-started",
+        "docs/mcp.md mcp",
         "docs/subagents.md subagents"
       ])
   })
@@ -158,6 +159,7 @@ describe("@example blocks", () => {
         "docs/delivering-input.md delivering-input",
         "docs/getting-started.md getting-started",
         "docs/getting-started.md session-on-disk",
+        "docs/mcp.md mcp",
         "docs/observability.md tracing",
         "docs/subagents.md subagents",
         "docs/tools-and-pre-step.md pre-step-listeners"
