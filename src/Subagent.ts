@@ -67,9 +67,9 @@ export type Arguments = typeof Arguments.Type
  * Options of `Subagent.tool`.
  *
  * - `name` (default `"subagent"`, `"subagent_fork"` with `fork`) and `description`: the tool's.
- * - `instructions`, `tools`, `maxSteps`, `toolConcurrency`, `approvalTimeoutMs`: the child
- *   agent's (`AgentOptions`; `approvalTimeoutMs` defaults to the parent's). A child's tools may
- *   include sub-agent tools of their own.
+ * - `instructions`, `tools`, `toolsets`, `maxSteps`, `toolConcurrency`, `approvalTimeoutMs`: the
+ *   child agent's (`AgentOptions`; `approvalTimeoutMs` defaults to the parent's; `toolsets`, such
+ *   as MCP servers', §28). A child's tools may include sub-agent tools of their own.
  * - `model`: the child's model; default the parent's.
  * - `fork`: seed the child with the parent's completed turns (§27; DSH's `subagent_fork`).
  * - `maxDepth` (default 2, DSH's): the deepest `delegationDepth` a child may have; a call that
@@ -90,6 +90,7 @@ export interface Options {
   readonly description?: string | undefined
   readonly instructions?: string | undefined
   readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
+  readonly toolsets?: ReadonlyArray<Tool.Toolset> | undefined
   readonly model?: ModelService | undefined
   readonly fork?: boolean | undefined
   readonly maxDepth?: number | undefined
@@ -183,6 +184,7 @@ const delegate = (
         tracing: { recordContent: parent.recordContent },
         instructions: options.instructions,
         tools: options.tools,
+        toolsets: options.toolsets,
         maxSteps: options.maxSteps,
         toolConcurrency: options.toolConcurrency,
         approvalTimeoutMs: options.approvalTimeoutMs ?? parent.approvalTimeoutMs,

@@ -7,8 +7,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Queue, Schema } from "effect"
 import type { AgentEvent } from "../src/AgentEvent.js"
-import type { SessionEvent } from "../src/SessionEvent.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
+import type { SessionEvent } from "../src/SessionEvent.js"
+import * as Subagent from "../src/Subagent.js"
 import * as Tool from "../src/Tool.js"
 import { Agent, brief, layer, settle } from "./utils/agent.js"
 
@@ -169,6 +170,28 @@ describe("toolsets (§8)", () => {
       expect(resultTexts(agent.log.events())).toEqual(["ran"])
     }).pipe(Effect.provide(layer(model)))
   })
+
+  it.scoped("a sub-agent's toolsets are its own (§27): the child's requests have them, the parent's do not", () => {
+    const set = mutable([named("remote", "R")])
+    const model = ScriptedModel.make([
+      { toolCalls: [{ id: "p1", name: "subagent", arguments: { prompt: "use remote" } }] },
+      { toolCalls: [{ id: "k1", name: "remote", arguments: {} }] },
+      { text: "child done" },
+      { text: "parent done" }
+    ])
+    return Effect.gen(function*() {
+      const agent = yield* Agent.make({ tools: [Subagent.tool({ toolsets: [set.toolset] })] })
+      yield* agent.followup("delegate")
+      yield* settle
+      expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([
+        ["subagent"],
+        ["remote"],
+        ["remote"],
+        ["subagent"]
+      ])
+      expect(resultTexts(agent.log.events())[0]).toMatch(/^child done/)
+    }).pipe(Effect.provide(layer(model)))
+  })
 })
 
 describe("what a tool reports beside its result (§8)", () => {
@@ -179,7 +202,11 @@ describe("what a tool reports beside its result (§8)", () => {
       parameters: Schema.Struct({}),
       execute: () =>
         Effect.succeed({
-          content: [{ type: "text" as const, text: "quota exceeded" }, { type: "image" as const, mediaType: "image/png", data: "AAAA" }],
+          content: [{ type: "text" as const, text: "quota exceeded" }, {
+            type: "image" as const,
+            mediaType: "image/png",
+            data: "AAAA"
+          }],
           isError: true
         })
     })
