@@ -38,6 +38,8 @@ export interface AskingSession {
   readonly requests: FiberMap.FiberMap<string>
   readonly asking: Map<string, AbortController>
   readonly sending: Effect.Semaphore
+  /** A call's title label of a tool (an MCP server's: `SERVER: TOOL`), as its `tool_call` had it. */
+  readonly toolLabel?: ((name: string) => string | undefined) | undefined
 }
 
 /**
@@ -66,12 +68,16 @@ export interface AskingDeps {
  * @category constructors
  */
 export const requestOf = (
-  session: Pick<AskingSession, "id" | "agent" | "cwd">,
+  session: Pick<AskingSession, "id" | "agent" | "cwd" | "toolLabel">,
   question: Approval.Pending,
   childSessions: boolean
 ): RequestPermissionRequest => {
   if (question.sessionId === undefined) {
-    return Permission.request(session.id, Permission.toolCallOf(session.agent.log.events(), session.cwd, question), question)
+    return Permission.request(
+      session.id,
+      Permission.toolCallOf(session.agent.log.events(), session.cwd, question, session.toolLabel),
+      question
+    )
   }
   const call = childSessions ? question : { ...question, callId: `${question.sessionId}/${question.callId}` }
   return Permission.request(

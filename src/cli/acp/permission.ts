@@ -195,21 +195,26 @@ export const describeError = (e: unknown): string => {
   return typeof code === "number" ? `${message} (${code})` : message
 }
 
-/** The `tool_call` update of a question's call, from its `tool/call` in `events` (the arguments as the model gave them). */
+/**
+ * The `tool_call` update of a question's call, from its `tool/call` in `events` (the arguments as
+ * the model gave them); `toolLabel` as the replay projection's (an MCP server's tool is titled
+ * `SERVER: TOOL`).
+ */
 export const toolCallOf = (
   events: ReadonlyArray<SessionEvent>,
   cwd: string,
-  question: Approval.Pending
+  question: Approval.Pending,
+  toolLabel?: ((name: string) => string | undefined) | undefined
 ): SessionUpdate => {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!
     if (e.type === "tool/call" && (e.data as ToolCallData).callId === question.callId) {
-      return toolCall(e.data as ToolCallData, { cwd })
+      return toolCall(e.data as ToolCallData, { cwd, toolLabel })
     }
   }
   return toolCall({
     callId: question.callId,
     name: question.toolName,
     arguments: JSON.stringify(question.arguments ?? {})
-  }, { cwd })
+  }, { cwd, toolLabel })
 }

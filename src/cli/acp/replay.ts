@@ -165,6 +165,11 @@ export interface ReplayOptions extends Pick<LogOptions, "header" | "dsh"> {
    * a decision. Without it, every live `tool_call` is followed by `in_progress`.
    */
   readonly next?: ((seq: number) => SessionEvent | undefined) | undefined
+  /**
+   * What a call's title names instead of the tool's name (`toolTitle`), when it returns a label:
+   * an MCP server's tool as `SERVER: TOOL` (`mcpServers.ts`'s `toolLabel`).
+   */
+  readonly toolLabel?: ((name: string) => string | undefined) | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,18 +257,20 @@ const fieldOf = (input: unknown, keys: ReadonlyArray<string>): string | undefine
  * A tool call's title: its name, then the first of its arguments `path`, `file_path`, `filePath`,
  * `filename`, `command`, `url`, `query`, `pattern`, `description` that is a non-empty string
  * (or `seconds` as `Ns`), on one line, at most 100 characters (`…` at the cut):
- * `read_file notes.txt`, `bash echo HELLO`, `wait 1s`, `clock`.
+ * `read_file notes.txt`, `bash echo HELLO`, `wait 1s`, `clock`. With a `label` (an MCP
+ * server's tool: `everything: echo`), the label stands for the name.
  *
  * @since 0.1.0
  * @category mappings
  */
-export const toolTitle = (name: string, input: unknown): string => {
+export const toolTitle = (name: string, input: unknown, label?: string | undefined): string => {
   let arg = fieldOf(input, TITLE_KEYS)
   if (arg === undefined && typeof input === "object" && input !== null) {
     const seconds = (input as { readonly seconds?: unknown }).seconds
     if (typeof seconds === "number" && Number.isFinite(seconds)) arg = `${seconds}s`
   }
-  const title = arg === undefined ? name : `${name} ${arg.replace(/\s+/g, " ").trim()}`
+  const shown = label ?? name
+  const title = arg === undefined ? shown : `${shown} ${arg.replace(/\s+/g, " ").trim()}`
   return title.length > TITLE_MAX ? title.slice(0, TITLE_MAX - 1) + "…" : title
 }
 
@@ -385,14 +392,18 @@ export const assistantChunks = (message: AssistantMessage): Array<SessionUpdate>
 /**
  * The `tool_call` of a `tool/call` (§3.2, §8): `{sessionUpdate: "tool_call",
  * toolCallId: callId, title, name, kind, status: "pending", rawInput, locations?}`; `locations`
- * holds the absolute path of a file tool's `path`-like argument when `cwd` is given.
+ * holds the absolute path of a file tool's `path`-like argument when `cwd` is given; `toolLabel`
+ * gives the title's label of a tool (`toolTitle`).
  *
  * @since 0.1.0
  * @category mappings
  */
 export const toolCall = (
   call: Pick<ToolCallData, "callId" | "name" | "arguments">,
-  options?: { readonly cwd?: string | undefined }
+  options?: {
+    readonly cwd?: string | undefined
+    readonly toolLabel?: ((name: string) => string | undefined) | undefined
+  }
 ): SessionUpdate => {
   const rawInput = rawInputOf(call.arguments)
   const kind = toolKind(call.name)
@@ -405,7 +416,7 @@ export const toolCall = (
   return {
     sessionUpdate: "tool_call",
     toolCallId: call.callId,
-    title: toolTitle(call.name, rawInput),
+    title: toolTitle(call.name, rawInput, options?.toolLabel?.(call.name)),
     name: call.name,
     kind,
     status: "pending",
@@ -619,6 +630,7 @@ export const projector = (options?: ReplayOptions): Projector => {
   const dsh = isDsh(options)
   const live = options?.live === true
   const cwd = options?.cwd
+  const toolLabel = options?.toolLabel
   const compaction = options?.compaction === true
   // The compaction markers come from the transcript projection (one per bracket, at its end).
   const transcript = transcriptProjector()
@@ -709,7 +721,7 @@ export const projector = (options?: ReplayOptions): Projector => {
       case "tool/call": {
         const data = event.data as ToolCallData
         open.add(data.callId)
-        add([toolCall(data, { cwd })])
+        add([toolCall(data, { cwd, toolLabel })])
         if (live && !asked(event.seq, data.callId)) add([toolCallStarted(data.callId)])
         break
       }
@@ -728,7 +740,7 @@ export const projector = (options?: ReplayOptions): Projector => {
         const callId = (update as { readonly toolCallId: string }).toolCallId
         if (!open.has(callId)) {
           // A result for a call the log never showed: show the call first, so the update has one.
-          add([toolCall({ callId, name: "tool", arguments: "{}" }, { cwd })])
+          add([toolCall({ callId, name: "tool", arguments: "{}" }, { cwd, toolLabel })])
         }
         open.delete(callId)
         add([update])

@@ -53,6 +53,8 @@ export interface UpdateOptions {
    * `in_progress` until a decision allows it.
    */
   readonly next?: ((seq: number) => SessionEvent | undefined) | undefined
+  /** A call's title label of a tool (the replay projection's `toolLabel`: an MCP server's tools). */
+  readonly toolLabel?: ((name: string) => string | undefined) | undefined
 }
 
 /**
@@ -84,7 +86,13 @@ const textOfBlocks = (content: ReadonlyArray<ContentBlock>, kind: "text" | "reas
  * @category constructors
  */
 export const projector = (options: UpdateOptions): UpdateProjector => {
-  const durable = replayProjector({ cwd: options.cwd, compaction: options.compaction, live: true, next: options.next })
+  const durable = replayProjector({
+    cwd: options.cwd,
+    compaction: options.compaction,
+    live: true,
+    next: options.next,
+    toolLabel: options.toolLabel
+  })
   // What the current step streamed (text and reasoning deltas), to send only the rest at
   // `assistant/message` when the model streamed less than it logged.
   let streamKey = ""
