@@ -204,7 +204,8 @@ describe("agent-loop acp, through the SDK's client", () => {
       agentCapabilities: {
         loadSession: true,
         promptCapabilities: { image: true, audio: false, embeddedContext: true },
-        mcpCapabilities: { http: false, sse: false },
+        mcpCapabilities: { http: true, sse: true },
+        sessionCapabilities: { close: {} },
         _meta: { "agent-loop": { extensions: { steer: "_session/steer", inject: "_session/inject" } } }
       },
       authMethods: [],
@@ -735,9 +736,15 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
       code: -32602,
       message: `Invalid params: cwd: ${JSON.stringify(Path.join(store, "a-file"))} is not a directory`
     })
-    request("s", "session/new", { cwd: store, mcpServers: [{ name: "files", command: "mcp-files", args: [], env: [] }] })
+    // An MCP server that cannot start: a line on stderr (this client takes no notices), and the
+    // session goes on without its tools.
+    const noServer = Path.join(store, "mcp-files")
+    request("s", "session/new", { cwd: store, mcpServers: [{ name: "files", command: noServer, args: [], env: [] }] })
     const sessionId = (await responseTo("s")).result.sessionId as string
-    await until("the MCP notice", () => proc.stderr().includes("MCP servers are not supported; ignoring 1: files"))
+    expect(proc.stderr()).toContain(
+      `agent-loop acp: session ${sessionId}: MCP server "files" could not start: spawn ${noServer} ENOENT; ` +
+        "the session goes on without its tools\n"
+    )
     const logged = () => readLog(store, sessionId).events.length
     request("a", "session/prompt", { sessionId, prompt: [{ type: "audio", data: "AAAA", mimeType: "audio/wav" }] })
     expect((await responseTo("a")).error).toMatchObject({
@@ -777,6 +784,8 @@ describe("agent-loop acp, bad input (raw lines on stdin)", () => {
     expect(logged()).toBe(0)
     request("ok", "session/prompt", { sessionId, prompt: [{ type: "text", text: "hello" }] })
     expect((await responseTo("ok")).result.stopReason).toBe("end_turn")
+    // No notice update for the server: the client did not offer `session.notices`.
+    expect(proc.lines.filter((l) => l.includes("\"notice\""))).toEqual([])
     // A line a little over the SDK's limit (32 MiB) while a prompt runs: dropped as it streams,
     // answered -32600 with its id, noticed; the running prompt is answered, the agent serves on.
     const big = JSON.stringify({

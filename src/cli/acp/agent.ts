@@ -8,13 +8,29 @@
  *
  * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
- *   false, embeddedContext: true}, _meta: {"agent-loop": {extensions}}}`, `authMethods:
- *   []`, `agentInfo`. Other requests before it are refused by the SDK (-32600). Once: a second
+ *   false, embeddedContext: true}, mcpCapabilities {http: true, sse: true}, sessionCapabilities
+ *   {close: {}}, _meta: {"agent-loop": {extensions}}}`, `authMethods: []`, `agentInfo`. Other requests before it are refused by the SDK (-32600). Once: a second
  *   `initialize` is -32600 and changes nothing (the sessions open took their `read_file` route
  *   and update shapes from the first one's capabilities).
  * - `session/new {cwd, mcpServers}`: `Agent.make` on a new session (`cwd` the absolute path of an
- *   existing directory, else -32602; the same for `session/load`);
- *   MCP servers are not supported: ignored, with one notice on stderr.
+ *   existing directory, else -32602; the same for `session/load`), with its MCP servers' tools.
+ * - MCP servers (§22 item 12; `mcpServers.ts`): the `mcpServers` of `session/new` and of a
+ *   `session/load` that opens the session are checked by our params parser in place of the
+ *   SDK's (a malformed entry is -32602 naming it, and nothing starts), converted to
+ *   `Mcp.ServerConfig`s and connected with `Mcp.connect` (loaded on first use) in the session's
+ *   scope before its agent is made or resumed; their toolset is the agent's (`toolsets`), beside
+ *   the offline tools. Their calls ask for approval (MCP servers are untrusted, §26): a
+ *   `session/request_permission` whose call is titled `SERVER: TOOL`. A server that cannot
+ *   start does not fail the request: it is told on stderr, and to a client that offers
+ *   `clientCapabilities.session.notices` as a `notice` update (ACP's information that is not
+ *   session history; no agent message, which would pass for the model's and which no replay
+ *   shows), after the response; the session goes on without its tools. The servers close with
+ *   the session's scope (`session/close`, stdin's end). A `session/load` of a session already
+ *   open on this connection keeps its servers (those it names are not started: a notice).
+ * - `session/close {sessionId}` (`sessionCapabilities.close`): as `session/cancel`, then the
+ *   agent is disposed (an open question decided `cancelled`, its request dropped), and the
+ *   session's scope closed: its MCP servers end, its log is closed (a later `session/load`
+ *   opens it again). An unknown session is -32002.
  * - `session/load {sessionId, cwd, mcpServers}`: `Agent.resume` (which repairs a crashed log first,
  *   §10; nothing pending is run), the conversation replayed as `session/update`
  *   notifications before the response (`replay.ts`), then prompts go on in it. Input a crashed
@@ -120,10 +136,12 @@ import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
+import type * as Mcp from "../../Mcp.js"
 import { MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
+import type * as Tool from "../../Tool.js"
 import { type SubagentFlags, withSubagents } from "../commands/subagentFlag.js"
 import { oneLineLogger } from "../storeFailures.js"
 import * as Asking from "./asking.js"
@@ -131,6 +149,7 @@ import * as Children from "./children.js"
 import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
+import * as McpServers from "./mcpServers.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
 import { projector, type UpdateProjector } from "./updates.js"
@@ -225,7 +244,7 @@ interface Session {
   readonly agent: Agent.Agent
   readonly cwd: string
   /** The session's scope on this connection (closed when stdin ends). */
-  readonly scope: Scope.Scope
+  readonly scope: Scope.CloseableScope
   /**
    * The permission requests waiting for the client's answer, one fiber per open question (§26),
    * by question id: ended by the answer, or interrupted when the question is decided otherwise
@@ -250,7 +269,25 @@ interface Session {
   handled: number
   /** The seq of the last event the last replay showed; -1: none (see `handle`). */
   replayed: number
+  /** Its MCP servers (`session/new`'s or the first `session/load`'s `mcpServers`), closed with its scope. */
+  readonly mcp: ReadonlyArray<Mcp.McpConnection>
+  /** A call's title label of a tool: an MCP server's tool is `SERVER: TOOL` (`mcpServers.ts`). */
+  readonly toolLabel: (name: string) => string | undefined
+  /** Done when the forwarder has handled `agent/disposed` (the session's last live event). */
+  readonly ended: Deferred.Deferred<void>
 }
+
+/** A server of a session's `mcpServers` that could not start, and why (its `McpError`'s message). */
+interface FailedServer {
+  readonly name: string
+  readonly message: string
+}
+
+/**
+ * How long `session/close` waits for the forwarder to send what the session's cancel and dispose
+ * gave (it waits on nothing but the client reading its stdout) before it ends it anyway.
+ */
+const CLOSE_DRAIN_MS = 5_000
 
 /**
  * The longest stdin line taken, in bytes (without its newline): the SDK's own limit
@@ -327,6 +364,20 @@ const extensionParams = (withSource: boolean) => (params: unknown): ExtensionPar
 }
 
 /**
+ * The params parser of `session/new` or `session/load` (in place of the SDK's check of them):
+ * `mcpServers` checked entry by entry and converted (`mcpServers.ts`), -32602 naming the entry
+ * that is wrong.
+ */
+const sessionParams = <A>(
+  read: (params: unknown) => { readonly ok: true; readonly params: A } | { readonly ok: false; readonly message: string }
+) =>
+(params: unknown): A => {
+  const result = read(params)
+  if (!result.ok) throw invalidParams(result.message)
+  return result.params
+}
+
+/**
  * Serves ACP on stdin/stdout until stdin ends (see the module comment), then disposes every
  * agent and returns. Needs the Node file system and path services (the tools).
  *
@@ -347,6 +398,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     let compaction = false
     /** The client offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): `read_file` reads through it. */
     let clientFs = false
+    /** The client takes `notice` updates (`clientCapabilities.session.notices`): an MCP server that could not start. */
+    let notices = false
     /** The client takes sub-agent sessions (`clientCapabilities.subagents`, unstable: `children.ts`). */
     let subagentSessions = false
     /** What the last `initialize` read offered of it (the first answered one decides). */
@@ -369,10 +422,92 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
 
     const notice = (text: string) => Console.error(escapeLine(`agent-loop acp: ${text}`))
 
-    const ignoreMcp = (servers: ReadonlyArray<acp.McpServer>) =>
-      servers.length === 0
-        ? Effect.void
-        : notice(`MCP servers are not supported; ignoring ${servers.length}: ${servers.map((s) => s.name).join(", ")}`)
+    /**
+     * Connects a session's MCP servers in its scope (`Mcp.connect`, loaded on first use: the
+     * MCP SDK is in a chunk of its own). A server that cannot start does not fail the session:
+     * it is returned among `failed` (`reportFailed` tells the client), and the session goes on
+     * without its tools.
+     */
+    const connectServers = (
+      servers: ReadonlyArray<Mcp.ServerConfig>,
+      scope: Scope.Scope
+    ): Effect.Effect<
+      { readonly connections: ReadonlyArray<Mcp.McpConnection>; readonly failed: ReadonlyArray<FailedServer> },
+      acp.RequestError
+    > =>
+      servers.length === 0 ? Effect.succeed({ connections: [], failed: [] }) : Effect.gen(function*() {
+        const loaded = yield* Effect.either(Effect.tryPromise(() => import("../../Mcp.js")))
+        if (Either.isLeft(loaded)) {
+          const why = loaded.left.cause instanceof Error ? loaded.left.cause.message : String(loaded.left.cause)
+          return {
+            connections: [],
+            failed: servers.map((s) => ({
+              name: s.name,
+              message: `MCP server ${JSON.stringify(s.name)} could not start: the MCP client could not be loaded (${why})`
+            }))
+          }
+        }
+        const connection = yield* loaded.right.connect(servers, { clientName: "agent-loop", clientVersion: options.version })
+          .pipe(
+            Scope.extend(scope),
+            // A bad configuration: our check of `mcpServers` (mcpServers.ts) refuses it first.
+            Effect.mapError((e) => invalidParams(e.message))
+          )
+        const failed = connection.servers().filter((s) => s.state === "failed").map((s) => ({
+          name: s.name,
+          message: s.error?.message ?? `MCP server ${JSON.stringify(s.name)} could not start`
+        }))
+        return { connections: [connection], failed }
+      })
+
+    /**
+     * Tells of the servers of a session that could not start: a line on stderr each, at once
+     * (the editor's log of the agent); and, to a client that offers
+     * `clientCapabilities.session.notices`, a `notice` update each (ACP's information for the
+     * user that is not part of the session's history) once the response that names the session
+     * is written. Not an agent message: it is not the model's, and no replay would show it.
+     */
+    const reportFailed = (session: Session, failed: ReadonlyArray<FailedServer>, handed: Promise<void>) =>
+      failed.length === 0 ? Effect.void : Effect.zipRight(
+        Effect.forEach(
+          failed,
+          (f) => notice(`session ${session.id}: ${f.message}; the session goes on without its tools`),
+          { discard: true }
+        ),
+        notices
+          ? Effect.asVoid(Effect.forkIn(
+            Effect.zipRight(
+              Effect.promise(() => handed.then(() => new Promise<void>((resolve) => setImmediate(resolve)))),
+              session.sending.withPermits(1)(Effect.forEach(
+                failed,
+                (f) => send(session.id, McpServers.failedNotice(f.name, f.message)),
+                { discard: true }
+              ))
+            ),
+            session.scope
+          ))
+          : Effect.void
+      )
+
+    /**
+     * Closes a session (`session/close`): as `session/cancel` (its turn ends aborted, its queued
+     * prompts answer `cancelled`), then its agent is disposed (an open question is decided
+     * `cancelled` and its request dropped), the forwarder sends what that gave, and its scope
+     * is closed: its MCP servers are closed (a stdio server's process ended), its log closed.
+     */
+    const closeSession = (session: Session): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        sessions.delete(session.id)
+        yield* session.agent.cancel({ kind: "user" }).pipe(Effect.catchAll((e) => notice(`session/close: ${e.message}`)))
+        yield* session.agent.dispose.pipe(Effect.catchAll((e) => notice(`session/close: ${e.message}`)))
+        yield* Deferred.await(session.ended).pipe(Effect.timeout(CLOSE_DRAIN_MS), Effect.ignore)
+        yield* Scope.close(session.scope, Exit.void)
+        // Prompts the forwarder did not answer (it was ended first): cancelled.
+        for (const waiter of session.prompts.values()) {
+          Deferred.unsafeDone(waiter.answer, Exit.succeed({ stopReason: "cancelled" }))
+        }
+        session.prompts.clear()
+      })
 
     /** `cwd` must be an absolute path of an existing directory (links followed), else -32602. */
     const checkCwd = (cwd: string) =>
@@ -478,6 +613,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         }
         case "agent/disposed":
           for (const id of [...session.prompts.keys()]) answer(session, id, { stopReason: "cancelled" }, handed)
+          Deferred.unsafeDone(session.ended, Exit.void)
           return
         default:
           return
@@ -495,16 +631,30 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
 
     /**
      * Opens a session around the agent `make` builds, in a scope of its own under the command's
-     * (closed when stdin ends): subscribes first, then forwards its events for ever.
+     * (closed by `session/close`, or when stdin ends): connects its MCP servers first (their
+     * toolsets go to `make`: `Agent.resume` validates a waiting call again with the tools it is
+     * given, §26 rule 8), then subscribes, then forwards its events for ever. Also returns the
+     * servers that could not start.
      */
     const open = <E>(
-      make: Effect.Effect<Agent.Agent, E, Services | Scope.Scope>,
+      make: (toolsets: ReadonlyArray<Tool.Toolset>) => Effect.Effect<Agent.Agent, E, Services | Scope.Scope>,
       cwd: string,
-      loaded: boolean
-    ): Effect.Effect<Session, E, Services> =>
+      loaded: boolean,
+      servers: ReadonlyArray<Mcp.ServerConfig>
+    ): Effect.Effect<
+      { readonly session: Session; readonly failed: ReadonlyArray<FailedServer> },
+      E | acp.RequestError,
+      Services
+    > =>
       Effect.gen(function*() {
         const scope = yield* Scope.fork(top, ExecutionStrategy.sequential)
-        const agent = yield* make.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+        const { connections, failed } = yield* connectServers(servers, scope).pipe(
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
+        const agent = yield* make(connections.map((c) => c.toolset)).pipe(
+          Scope.extend(scope),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
         const queue = yield* Scope.extend(agent.subscribe, scope)
         const requests = yield* Scope.extend(FiberMap.make<string>(), scope)
         const prompts = new Map<string, PromptWaiter>()
@@ -526,6 +676,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           }),
           updates: projector({
             cwd,
+            toolLabel: (name) => session.toolLabel(name),
             isPrompt: (id) => prompts.has(id),
             contextWindow: options.contextWindow,
             compaction,
@@ -533,7 +684,10 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           }),
           sending,
           handled: -1,
-          replayed: -1
+          replayed: -1,
+          mcp: connections,
+          toolLabel: McpServers.toolLabel(() => connections),
+          ended: Deferred.unsafeMake<void>(FiberId.none)
         }
         // A loaded session's live projector is first primed with its log (the replay shows it),
         // so that what the log left pending (a crashed process's queued input, §10) has its
@@ -558,7 +712,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           })),
           scope
         )
-        return session
+        return { session, failed }
       })
 
     /**
@@ -567,7 +721,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
      * else from disk (`clientFs.ts`). `sessionId` is read when the tool runs (a new session's id
      * is known once its agent is made).
      */
-    const agentOptions = (cwd: string, sessionId: () => string) =>
+    const agentOptions = (cwd: string, sessionId: () => string, toolsets: ReadonlyArray<Tool.Toolset>) =>
       Effect.map(
         ClientFs.tools({
           root: cwd,
@@ -585,6 +739,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         }),
         (tools) => ({
           tools: withSubagents(tools, options.subagents ?? { subagent: false, subagentFork: false }, options.ask ?? []),
+          toolsets,
           maxSteps: options.maxSteps
         })
       )
@@ -612,6 +767,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           clientInfoName = params.clientInfo.name
         }
         compaction = params.clientCapabilities?.session?.compaction != null
+        notices = params.clientCapabilities?.session?.notices != null
         subagentSessions = offeredSubagents
         clientFs = ClientFs.offersReadTextFile(params.clientCapabilities)
         return {
@@ -619,40 +775,56 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           agentCapabilities: {
             loadSession: true,
             promptCapabilities: { image: true, audio: false, embeddedContext: true },
-            mcpCapabilities: { http: false, sse: false },
+            // stdio servers are every ACP agent's; http (streamable) and sse too (mcpServers.ts).
+            mcpCapabilities: { http: true, sse: true },
+            sessionCapabilities: { close: {} },
             _meta: { [META_KEY]: { extensions: { ...EXTENSIONS } } }
           },
           authMethods: [],
           agentInfo: { name: "agent-loop", title: "effect-agent-loop", version: options.version }
         }
       })
-      .onRequest(acp.methods.agent.session.new, ({ params }) =>
-        run(Effect.gen(function*() {
-          const cwd = yield* checkCwd(params.cwd)
-          yield* ignoreMcp(params.mcpServers)
-          let id = ""
-          const session = yield* open(
-            Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.make({ ...o, cwd })),
-            cwd,
-            false
-          ).pipe(Effect.mapError((e) => internal(`cannot create the session: ${e.message}`)))
-          id = session.id
-          sessions.set(session.id, session)
-          return { sessionId: session.id }
-        })))
-      .onRequest(acp.methods.agent.session.load, ({ params }) => {
+      .onRequest(acp.methods.agent.session.new, sessionParams(McpServers.newSessionParams), ({ params }) => {
         let handOver: () => void = () => {}
         const handed = new Promise<void>((resolve) => (handOver = resolve))
         return run(Effect.gen(function*() {
           const cwd = yield* checkCwd(params.cwd)
-          yield* ignoreMcp(params.mcpServers)
+          let id = ""
+          const { failed, session } = yield* open(
+            (toolsets) => Effect.flatMap(agentOptions(cwd, () => id, toolsets), (o) => Agent.make({ ...o, cwd })),
+            cwd,
+            false,
+            params.servers
+          ).pipe(Effect.mapError((e) => e instanceof acp.RequestError ? e : internal(`cannot create the session: ${e.message}`)))
+          id = session.id
+          sessions.set(session.id, session)
+          yield* reportFailed(session, failed, handed)
+          return { sessionId: session.id }
+        })).finally(handOver)
+      })
+      .onRequest(acp.methods.agent.session.load, sessionParams(McpServers.loadSessionParams), ({ params }) => {
+        let handOver: () => void = () => {}
+        const handed = new Promise<void>((resolve) => (handOver = resolve))
+        return run(Effect.gen(function*() {
+          const cwd = yield* checkCwd(params.cwd)
           const id = params.sessionId
           let session = sessions.get(id)
           // Open on this connection: its agent is live, a call without a result is running.
           const running = session !== undefined
+          if (session !== undefined && params.servers.length > 0) {
+            yield* notice(
+              `session/load: session ${id} is open on this connection and keeps its MCP servers; ` +
+                `the ${params.servers.length} given are not started (${params.servers.map((s) => s.name).join(", ")})`
+            )
+          }
           if (session === undefined) {
             if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
-            session = yield* open(Effect.flatMap(agentOptions(cwd, () => id), (o) => Agent.resume(id, o)), cwd, true).pipe(
+            const opened = yield* open(
+              (toolsets) => Effect.flatMap(agentOptions(cwd, () => id, toolsets), (o) => Agent.resume(id, o)),
+              cwd,
+              true,
+              params.servers
+            ).pipe(
               Effect.catchTags({
                 SessionNotFound: () => Effect.fail(acp.RequestError.sessionNotFound(id)),
                 SessionLogError: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`)),
@@ -660,6 +832,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
                 SessionFenced: (e) => Effect.fail(internal(`cannot load session ${id}: ${e.message}`))
               })
             )
+            session = opened.session
+            yield* reportFailed(opened.session, opened.failed, handed)
           }
           const loaded = session
           // The conversation as it happened (replay.ts), before the response; the log read and
@@ -667,7 +841,13 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           // leaves out (`replayed`, see `handle`), and what follows it comes after the replay.
           yield* loaded.sending.withPermits(1)(Effect.suspend(() => {
             const events = loaded.agent.log.events()
-            const replay = replayUpdates(events, { header: loaded.agent.log.header, cwd, compaction, running })
+            const replay = replayUpdates(events, {
+              header: loaded.agent.log.header,
+              cwd,
+              compaction,
+              running,
+              toolLabel: loaded.toolLabel
+            })
             if (events.length > 0) loaded.replayed = events[events.length - 1]!.seq
             return Effect.forEach(replay, (u) => send(id, u), { discard: true })
           }))
@@ -708,6 +888,12 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           yield* session.agent.cancel({ kind: "user" }).pipe(
             Effect.catchAll((e) => notice(`session/cancel: ${e.message}`))
           )
+        })))
+      .onRequest(acp.methods.agent.session.close, ({ params }) =>
+        run(Effect.gen(function*() {
+          const session = yield* sessionOf(params.sessionId)
+          yield* closeSession(session)
+          return {}
         })))
       .onRequest(EXTENSIONS.steer, extensionParams(false), ({ params }) =>
         run(Effect.gen(function*() {
