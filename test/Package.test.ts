@@ -305,7 +305,7 @@ describe("what each entry loads (a child process, its resolved modules recorded)
   )
 
   it.live(
-    "agent-loop acp runs on the ACP SDK and zod bundled into one chunk, which no other command loads",
+    "agent-loop acp runs on the ACP SDK and zod bundled into chunks no other command loads; the MCP client's chunk only when a session has MCP servers",
     () =>
       Effect.gen(function*() {
         const chunkDir = Path.join(root, "dist/cli/chunks")
@@ -313,19 +313,30 @@ describe("what each entry loads (a child process, its resolved modules recorded)
           Fs.readdirSync(chunkDir).filter((f) =>
             f.endsWith(".js") && Fs.readFileSync(Path.join(chunkDir, f), "utf8").includes(marker)
           )
-        // The SDK's initialization gate and zod 4's core type, one chunk for both.
+        // The SDK's initialization gate; zod 4's core type, in a chunk of its own since the MCP
+        // client (src/Mcp.ts, which the ACP agent imports for a session's mcpServers) shares it.
         const sdk = holding("ACP connection must be initialized before")
         expect(sdk).toHaveLength(1)
-        expect(holding("$ZodType")).toEqual(sdk)
+        const zod = holding("$ZodType")
+        expect(zod).toHaveLength(1)
+        const mcp = holding("StdioClientTransport")
+        expect(mcp).toHaveLength(1)
         const acp = yield* packagesLoadedByCli(["acp", "--store", tmpDir()])
         expect(acp.code).toBe(0)
         expect(acp.chunks).toContain(sdk[0])
+        expect(acp.chunks).toContain(zod[0])
+        expect(acp.chunks).not.toContain(mcp[0])
         // Inlined: nothing of them is resolved from node_modules.
-        expect(acp.packages.filter((name) => name === "zod" || name.startsWith("@agentclientprotocol/"))).toEqual([])
+        expect(
+          acp.packages.filter((name) =>
+            name === "zod" || name.startsWith("@agentclientprotocol/") || name.startsWith("@modelcontextprotocol/")
+          )
+        ).toEqual([])
         const ran = yield* packagesLoadedByCli(["run", "--prompt", "what time is it", "--store", tmpDir()])
         expect(ran.code).toBe(0)
-        expect(ran.chunks).not.toContain(sdk[0])
-        expect((yield* packagesLoadedByCli(["--help"])).chunks).not.toContain(sdk[0])
+        for (const chunk of [sdk[0], zod[0], mcp[0]]) expect(ran.chunks).not.toContain(chunk)
+        const help = (yield* packagesLoadedByCli(["--help"])).chunks
+        for (const chunk of [sdk[0], zod[0], mcp[0]]) expect(help).not.toContain(chunk)
       })
   )
 })
