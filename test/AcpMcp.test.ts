@@ -210,6 +210,32 @@ const freePort = (): Promise<number> =>
     })
   })
 
+/**
+ * server-everything over HTTP (`streamableHttp`: `/mcp`; `sse`: `/sse`) on a free loopback port,
+ * a child process of the test, once it says it listens.
+ */
+const startHttpServer = async (
+  mode: "streamableHttp" | "sse"
+): Promise<{ readonly child: ChildProcess; readonly port: number }> => {
+  const port = await freePort()
+  const child = spawn(process.execPath, [EVERYTHING, mode], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  for (const stream of [child.stdout!, child.stderr!]) {
+    stream.setEncoding("utf8")
+    stream.on("data", (chunk: string) => (output += chunk))
+  }
+  try {
+    await until(`the ${mode} server's listening line`, () => new RegExp(`(listening|running) on port ${port}`, "i").test(output))
+  } catch (e) {
+    child.kill("SIGKILL")
+    throw new Error(`${(e as Error).message}; its output: ${output}`, { cause: e })
+  }
+  return { child, port }
+}
+
 describe("mcpServers.ts: ACP's server entries as Mcp.ServerConfig", () => {
   it("converts stdio, http and sse entries; null or absent args, env and headers are none; null is no servers", () => {
     expect(McpServers.serversOf([
@@ -365,22 +391,69 @@ describe("MCP servers of ACP sessions, through the SDK's client", () => {
     expect(await c.close()).toBe(0)
   })
 
+  it("a question left open by a killed process: a load that names the server asks again and the call runs; a load without it decides the question unavailable", async () => {
+    const store = tmp()
+    const first = await startClient(store)
+    const sessions: Array<string> = []
+    for (let i = 0; i < 2; i++) {
+      const { sessionId } = await first.agent.request(acp.methods.agent.session.new, {
+        cwd: store,
+        mcpServers: [everythingStdio()]
+      })
+      sessions.push(sessionId)
+      void prompt(first, sessionId, ECHO).catch(() => {})
+      await until(`the permission request of session ${i + 1}`, () => first.asked.length === i + 1)
+    }
+    const servers = childrenOf(first.child.pid!, EVERYTHING)
+    expect(servers).toHaveLength(2)
+    const [withServer, without] = sessions as [string, string]
+    first.child.kill("SIGKILL")
+    // The servers' stdin closed with their parent: they end.
+    await until("the orphaned servers' exit", () => servers.every((pid) => !alive(pid)))
+
+    const c = await startClient(store)
+    expect(
+      await c.agent.request(acp.methods.agent.session.load, {
+        sessionId: withServer,
+        cwd: store,
+        mcpServers: [everythingStdio()]
+      })
+    )
+      .toEqual({})
+    await until("the permission request asked again", () => c.asked.length === 1)
+    expect(c.asked[0]!.params).toMatchObject({ sessionId: withServer, toolCall: ECHO_CALL, options: OPTIONS })
+    c.asked[0]!.answer({ outcome: { outcome: "selected", optionId: "allow_once" } })
+    await until("the call's result", () => updatesOf(c.received, "tool_call_update").some((u) => u.status === "completed"))
+    expect(updatesOf(c.received, "tool_call_update").at(-1)).toMatchObject({
+      toolCallId: "call_1_1_1",
+      status: "completed",
+      rawOutput: { isError: false, text: "Echo: from the editor" }
+    })
+    await until("the turn's end", () => checkedLog(store, withServer).some((e) => e.type === "turn/end"))
+    expect(checkedLog(store, withServer).filter((e) => e.type === "approval/decided").map((e) => e.data)).toMatchObject([
+      { outcome: "allowed-once", by: { kind: "person", name: "acp-test-client" } }
+    ])
+
+    // Loaded without its server: the tool is gone, so nobody may allow the call.
+    expect(await c.agent.request(acp.methods.agent.session.load, { sessionId: without, cwd: store, mcpServers: [] })).toEqual({})
+    await until("the turn's end", () => checkedLog(store, without).some((e) => e.type === "turn/end"))
+    const events = checkedLog(store, without)
+    expect(events.filter((e) => e.type === "approval/decided").map((e) => e.data)).toMatchObject([{ outcome: "unavailable" }])
+    expect(events.filter((e) => e.type === "tool/result").map((e) => (e.data as { error?: unknown }).error)).toEqual([
+      { name: "UnknownTool", code: "UNKNOWN_TOOL" }
+    ])
+    expect(c.asked).toHaveLength(1)
+    expect(await c.close()).toBe(0)
+  })
+
   it("a streamable HTTP server on a loopback port: one call works", async () => {
     const store = tmp()
-    const port = await freePort()
-    const server = spawn(process.execPath, [EVERYTHING, "streamableHttp"], {
-      env: { ...process.env, PORT: String(port) },
-      stdio: ["ignore", "ignore", "pipe"]
-    })
-    let serverErr = ""
-    server.stderr!.setEncoding("utf8")
-    server.stderr!.on("data", (chunk: string) => (serverErr += chunk))
+    const server = await startHttpServer("streamableHttp")
     try {
-      await until("the HTTP server's listening line", () => serverErr.includes(`listening on port ${port}`))
       const c = await startClient(store)
       const { sessionId } = await c.agent.request(acp.methods.agent.session.new, {
         cwd: store,
-        mcpServers: [{ type: "http", name: "everything", url: `http://127.0.0.1:${port}/mcp`, headers: [] }]
+        mcpServers: [{ type: "http", name: "everything", url: `http://127.0.0.1:${server.port}/mcp`, headers: [] }]
       })
       const running = prompt(c, sessionId, ECHO)
       await until("the permission request", () => c.asked.length === 1)
@@ -395,7 +468,38 @@ describe("MCP servers of ACP sessions, through the SDK's client", () => {
       expect(await c.close()).toBe(0)
       checkedLog(store, sessionId)
     } finally {
-      server.kill("SIGKILL")
+      server.child.kill("SIGKILL")
+    }
+  })
+
+  it("a legacy HTTP+SSE server (type sse): one call works", async () => {
+    const store = tmp()
+    const server = await startHttpServer("sse")
+    try {
+      const c = await startClient(store)
+      const { sessionId } = await c.agent.request(acp.methods.agent.session.new, {
+        cwd: store,
+        mcpServers: [{ type: "sse", name: "legacy", url: `http://127.0.0.1:${server.port}/sse`, headers: [] }]
+      })
+      const running = prompt(c, sessionId, "call legacy__echo with {\"message\":\"over sse\"}")
+      await until("the permission request", () => c.asked.length === 1)
+      expect(c.asked[0]!.params.toolCall).toEqual({
+        ...ECHO_CALL,
+        title: "legacy: echo",
+        name: "legacy__echo",
+        rawInput: { message: "over sse" }
+      })
+      c.asked[0]!.answer({ outcome: { outcome: "selected", optionId: "allow_once" } })
+      expect((await running).stopReason).toBe("end_turn")
+      expect(updatesOf(c.received, "tool_call_update").at(-1)).toMatchObject({
+        toolCallId: "call_1_1_1",
+        status: "completed",
+        rawOutput: { isError: false, text: "Echo: over sse" }
+      })
+      expect(await c.close()).toBe(0)
+      checkedLog(store, sessionId)
+    } finally {
+      server.child.kill("SIGKILL")
     }
   })
 
