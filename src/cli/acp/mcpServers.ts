@@ -1,5 +1,5 @@
 /**
- * The MCP servers of an ACP session (§22 item 12): the `mcpServers` of `session/new` and
+ * The MCP servers of an ACP session (§22 item 12, §28): the `mcpServers` of `session/new` and
  * `session/load` checked and converted to `Mcp.ServerConfig`s (pure: no I/O, and only the types
  * of `Mcp`, whose SDK the agent loads when a session has servers), the params of those two
  * methods (`newSessionParams`, `loadSessionParams`: the SDK's check of them is replaced by ours,
