@@ -9,7 +9,8 @@
 // stay external: they are optional peers that only `chat` imports (src/cli/optional.ts names
 // them when missing); so do the @opentelemetry/* packages of the trace export (`--otlp-endpoint`,
 // src/cli/otlpExport.ts), while @effect/opentelemetry is inlined, to run on the bundle's own
-// `effect`. The library itself (dist/*.js from tsc) is not bundled.
+// `effect`; and so does the MCP client SDK (`--mcp-config`: src/Mcp.ts is a chunk that only
+// src/cli/commands/mcpFlag.ts loads). The library itself (dist/*.js from tsc) is not bundled.
 //
 //   node scripts/build-cli.js [--outdir DIST] [--metafile]
 // (run by scripts/build.js, after tsc, with DIST its fresh build directory; default dist/)
@@ -35,8 +36,8 @@ const result = await build({
   platform: "node",
   target: "node20",
   jsx: "automatic",
-  // Optional peers, resolved from the user's node_modules when `chat` runs, and when traces are
-  // exported (`--otlp-endpoint`; src/cli/otlp.ts).
+  // Optional peers, resolved from the user's node_modules when `chat` runs, when traces are
+  // exported (`--otlp-endpoint`; src/cli/otlp.ts), and when MCP servers are connected (`--mcp-config`).
   external: [
     "ink",
     "react",
@@ -45,7 +46,9 @@ const result = await build({
     "@opentelemetry/resources",
     "@opentelemetry/sdk-trace-base",
     "@opentelemetry/sdk-trace-node",
-    "@opentelemetry/exporter-trace-otlp-http"
+    "@opentelemetry/exporter-trace-otlp-http",
+    "@modelcontextprotocol/client",
+    "@modelcontextprotocol/client/*"
   ],
   // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
   banner: {

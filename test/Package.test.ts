@@ -110,12 +110,13 @@ const HEAVY = [
   "pg",
   "ink",
   "react",
-  "undici"
+  "undici",
+  "@modelcontextprotocol/client"
 ]
 
 describe("package.json", () => {
   it("every export and the bin name a file of the build", () => {
-    expect(Object.keys(manifest.exports)).toEqual([".", "./sql", "./ai-bridge", "./cluster", "./package.json"])
+    expect(Object.keys(manifest.exports)).toEqual([".", "./sql", "./ai-bridge", "./cluster", "./mcp", "./package.json"])
     for (const target of Object.values(manifest.exports)) {
       for (const file of typeof target === "string" ? [target] : [target.types, target.default]) {
         expect(Fs.existsSync(Path.join(root, file)), file).toBe(true)
@@ -127,6 +128,7 @@ describe("package.json", () => {
       default: "./dist/providers/AiBridge.js"
     })
     expect(manifest.exports["./cluster"]).toEqual({ types: "./dist/cluster/index.d.ts", default: "./dist/cluster/index.js" })
+    expect(manifest.exports["./mcp"]).toEqual({ types: "./dist/Mcp.d.ts", default: "./dist/Mcp.js" })
     const bin = Path.join(root, manifest.bin["agent-loop"]!)
     expect(Fs.statSync(bin).mode & 0o111).not.toBe(0)
   })
@@ -170,6 +172,7 @@ describe("package.json", () => {
       "@effect/sql-pg",
       "@effect/sql-sqlite-node",
       "@effect/workflow",
+      "@modelcontextprotocol/client",
       "@opentelemetry/api",
       "@opentelemetry/exporter-trace-otlp-http",
       "@opentelemetry/resources",
@@ -305,6 +308,35 @@ describe("what each entry loads (a child process, its resolved modules recorded)
   )
 
   it.live(
+    "agent-loop run loads nothing of @modelcontextprotocol without --mcp-config; with it, the MCP client SDK from node_modules and the chunk of src/Mcp.ts",
+    () =>
+      Effect.gen(function*() {
+        const mcp = (name: string) => name.startsWith("@modelcontextprotocol/")
+        const mcpChunk = (name: string) => name.startsWith("Mcp-")
+        const without = yield* packagesLoadedByCli(["run", "--prompt", "what time is it", "--store", tmpDir()])
+        expect(without.code).toBe(0)
+        expect(without.packages.filter(mcp)).toEqual([])
+        expect(without.chunks.filter(mcpChunk)).toEqual([])
+        // The recorder works: with a configuration (a server that cannot start: the run goes on
+        // without it) the SDK is loaded, and its dependency @modelcontextprotocol/core.
+        const config = Path.join(tmpDir(), "mcp.json")
+        Fs.writeFileSync(config, JSON.stringify({ mcpServers: { gone: { command: "/nonexistent/agent-loop-mcp-server" } } }))
+        const withFlag = yield* packagesLoadedByCli([
+          "run",
+          "--prompt",
+          "what time is it",
+          "--store",
+          tmpDir(),
+          "--mcp-config",
+          config
+        ])
+        expect(withFlag.code).toBe(0)
+        expect(withFlag.packages.filter(mcp)).toEqual(["@modelcontextprotocol/client", "@modelcontextprotocol/core"])
+        expect(withFlag.chunks.filter(mcpChunk)).toHaveLength(1)
+      })
+  )
+
+  it.live(
     "agent-loop acp runs on the ACP SDK and zod bundled into chunks no other command loads; the MCP client's chunk only when a session has MCP servers",
     () =>
       Effect.gen(function*() {
@@ -313,8 +345,8 @@ describe("what each entry loads (a child process, its resolved modules recorded)
           Fs.readdirSync(chunkDir).filter((f) =>
             f.endsWith(".js") && Fs.readFileSync(Path.join(chunkDir, f), "utf8").includes(marker)
           )
-        // The SDK's initialization gate; zod 4's core type, in a chunk of its own since the MCP
-        // client (src/Mcp.ts, which the ACP agent imports for a session's mcpServers) shares it.
+        // The SDK's initialization gate; zod 4's core type (one chunk, that one or its own); the
+        // chunk of src/Mcp.ts (the MCP client SDK stays external: loaded from node_modules).
         const sdk = holding("ACP connection must be initialized before")
         expect(sdk).toHaveLength(1)
         const zod = holding("$ZodType")

@@ -1,7 +1,7 @@
 /**
  * The optional peer dependencies the CLI loads on first use (package.json `peerDependenciesMeta`):
  * Ink and React for `chat`; the OpenTelemetry SDK and OTLP exporter for `--otlp-endpoint`
- * (`otlp.ts`). Everything else the CLI runs is bundled into `dist/cli/` at build
+ * (`otlp.ts`); the MCP client SDK for `--mcp-config` (`commands/mcpFlag.ts`). Everything else the CLI runs is bundled into `dist/cli/` at build
  * time (`scripts/build-cli.js`), so a user who installed only `effect-agent-loop` and its
  * required peers can run every other command. A command that needs a package that is missing
  * fails with `MissingPackages`, whose message names the exact packages and the versions to
@@ -24,7 +24,8 @@ export const OptionalPackage = Schema.Literal(
   "@opentelemetry/resources",
   "@opentelemetry/sdk-trace-base",
   "@opentelemetry/sdk-trace-node",
-  "@opentelemetry/exporter-trace-otlp-http"
+  "@opentelemetry/exporter-trace-otlp-http",
+  "@modelcontextprotocol/client"
 )
 
 /**
@@ -47,7 +48,8 @@ export const OPTIONAL_PACKAGES: { readonly [P in OptionalPackage]: string } = {
   "@opentelemetry/resources": "2.12.1",
   "@opentelemetry/sdk-trace-base": "2.12.1",
   "@opentelemetry/sdk-trace-node": "2.12.1",
-  "@opentelemetry/exporter-trace-otlp-http": "0.223.1"
+  "@opentelemetry/exporter-trace-otlp-http": "0.223.1",
+  "@modelcontextprotocol/client": "2.4.0"
 }
 
 /**

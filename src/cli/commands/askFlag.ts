@@ -37,11 +37,23 @@ export const withAsk = (
 /**
  * Exits 2 with one line naming the first of `names` that is not among `available` (the tool
  * names of the command): `--ask nope: no tool of that name (the tools are wait, clock,
- * read_file)`.
+ * read_file)`. With `later`, the names it says yes to are not checked here (an MCP server's
+ * tools, known once it is connected: `mcpFlag.ts`), and `more` is added to the list of tools.
  */
-export const checkAsk = (names: ReadonlyArray<string>, available: ReadonlyArray<string>) => {
-  const unknown = names.find((name) => !available.includes(name))
+export const checkAsk = (
+  names: ReadonlyArray<string>,
+  available: ReadonlyArray<string>,
+  options?: { readonly later?: ((name: string) => boolean) | undefined; readonly more?: string | undefined }
+) => {
+  const unknown = names.find((name) => !available.includes(name) && options?.later?.(name) !== true)
   return unknown === undefined
     ? Effect.void
-    : exit(2, escapeLine(`--ask ${unknown}: no tool of that name (the tools are ${available.join(", ")})`))
+    : exit(
+      2,
+      escapeLine(
+        `--ask ${unknown}: no tool of that name (the tools are ${available.join(", ")}${
+          options?.more === undefined ? "" : `, ${options.more}`
+        })`
+      )
+    )
 }

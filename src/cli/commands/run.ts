@@ -14,6 +14,7 @@ import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
 import { askOption, checkAsk } from "./askFlag.js"
+import { askLater, connectMcp, mcpConfigOption, readMcpServers } from "./mcpFlag.js"
 import {
   CHILD_ASKED,
   exitCodeOf,
@@ -39,6 +40,9 @@ import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js
  * open question is printed on stderr (`questionLine`), and it exits 5. `--subagent` and
  * `--subagent-fork` add the sub-agent tools (§27; `subagentFlag.ts`): the transcript shows each
  * child's start and end (`agent-loop transcript --follow-children` shows its own transcript).
+ * `--mcp-config FILE` connects the file's MCP servers for the run (§28; `mcpFlag.ts`): their
+ * tools are the agent's, and a call that asks for approval (their default) ends the run as
+ * `--ask` does (exit 5).
  */
 export const run = Command.make(
   "run",
@@ -48,6 +52,7 @@ export const run = Command.make(
     ...runOptions,
     ask: askOption,
     ...subagentOptions,
+    mcpConfig: mcpConfigOption,
     ...otlpOptions,
     store: storeOption
   },
@@ -55,15 +60,25 @@ export const run = Command.make(
     Effect.gen(function*() {
       if (options.prompt.trim() === "") return yield* exit(2, "--prompt: the prompt is empty")
       const instructions = yield* readInstructions(options)
-      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
+      const servers = yield* readMcpServers(options.mcpConfig)
+      const toolNames = [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)]
+      yield* checkAsk(options.ask, toolNames, askLater(servers))
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
       const store = watchAppends(SessionStore.layerJsonl({ directory }))
       let logPath: string | undefined
       const ran = yield* Effect.scoped(Effect.gen(function*() {
+        // Before the agent: its scope closes first (the agent disposed, then the servers closed).
+        const mcp = yield* connectMcp("run", servers, options.ask, toolNames)
         const tools = withSubagents(yield* OfflineTools.all(), options, options.ask)
-        const agent = yield* Agent.make({ tools, cwd: process.cwd(), maxSteps: options.maxSteps, instructions })
+        const agent = yield* Agent.make({
+          tools,
+          toolsets: mcp === undefined ? undefined : [mcp.toolset],
+          cwd: process.cwd(),
+          maxSteps: options.maxSteps,
+          instructions
+        })
         logPath = agent.log.path
         const print = livePrinter(() => agent.log.events())
         // Runs on success and on Ctrl-C alike, before the agent is disposed.
