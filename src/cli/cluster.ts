@@ -20,6 +20,7 @@ import { pgWhere } from "../internal/pgUrl.js"
 import { escapeLine } from "../internal/terminalText.js"
 import type * as Model from "../Model.js"
 import * as OfflineTools from "../providers/OfflineTools.js"
+import type * as Tool from "../Tool.js"
 import { withSubagents } from "./commands/subagentFlag.js"
 import { exit } from "./exit.js"
 import { oneLineLogger } from "./storeFailures.js"
@@ -51,6 +52,8 @@ export interface RunnerArgs {
   /** Whether the agents have the sub-agent tools (`--subagent`, `--subagent-fork`, §27). */
   readonly subagent: boolean
   readonly subagentFork: boolean
+  /** Tools whose list may change, for every session (`--mcp-config`'s MCP servers, §28), or none. */
+  readonly toolsets?: ReadonlyArray<Tool.Toolset> | undefined
   /** Called once the runner serves (before the ready line). */
   readonly onReady: () => void
 }
@@ -81,6 +84,7 @@ export const runner = (args: RunnerArgs) =>
       tablePrefix: args.tablePrefix,
       sharding: args.sharding,
       tools,
+      toolsets: args.toolsets,
       instructions: args.instructions,
       maxSteps: args.maxSteps,
       maxIdleTime: args.maxIdleMs

@@ -6,11 +6,15 @@
  * Decisions:
  * - `runner --pg URL [--host H] [--port P] [--listen-host H] [--table-prefix P] [provider flags,
  *   compaction flags and --max-steps, as `run`] [--instructions TEXT] [--health-check MS] [--lock-refresh MS]
- *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS] [--ask TOOL]… [--subagent] [--subagent-fork]` runs `AgentRunner.layer`: the model of
+ *   [--lock-expiry MS] [--message-poll MS] [--max-idle MS] [--ask TOOL]… [--subagent] [--subagent-fork]
+ *   [--mcp-config FILE]` runs `AgentRunner.layer`: the model of
  *   the provider flags (default offline), the offline tools `run` gives (`wait`, `clock`,
  *   `read_file` in the working directory; those `--ask` names ask for approval, §26), with
  *   `--subagent`/`--subagent-fork` also the sub-agent tools of `run` (`subagentFlag.ts`, §27: a
- *   child with the same model and tools; its session in the same database, §21 rule 9), the sharding defaults of `AgentRunner.defaults` unless
+ *   child with the same model and tools; its session in the same database, §21 rule 9), with
+ *   `--mcp-config FILE` the tools of that file's MCP servers (§28; `commands/mcpFlag.ts`:
+ *   connected once by the runner before it serves, shared by all its sessions; their calls ask
+ *   for approval, answered with `send --approve`, unless the file says otherwise), the sharding defaults of `AgentRunner.defaults` unless
  *   a flag says otherwise. `--host` (else `AGENT_LOOP_RUNNER_HOST`, else 127.0.0.1) is the address
  *   other processes reach it at, `--port` (else `AGENT_LOOP_RUNNER_PORT`, else 7431: `defaultPort`) its port;
  *   `HOST`/`PORT` are never read. Once the runner holds the lock of at least one shard (so it is
@@ -58,6 +62,7 @@ import { isSessionId } from "../internal/store/common.js"
 import { escapeLine } from "../internal/terminalText.js"
 import * as OfflineTools from "../providers/OfflineTools.js"
 import { askOption, checkAsk } from "./commands/askFlag.js"
+import { askLater, connectMcp, mcpConfigOption, readMcpServers } from "./commands/mcpFlag.js"
 import { subagentNames, subagentOptions } from "./commands/subagentFlag.js"
 import { type CliExit, exit } from "./exit.js"
 import { otlpOptions, withOtlp } from "./otlp.js"
@@ -164,6 +169,7 @@ export const runnerCommand = Command.make(
     ...runOptions,
     ask: askOption,
     ...subagentOptions,
+    mcpConfig: mcpConfigOption,
     ...otlpOptions,
     healthCheck: millisOption("health-check", "how often a runner pings the others (default 2000)"),
     lockRefresh: millisOption("lock-refresh", "the most time between shard lock refreshes (default 2500)"),
@@ -185,8 +191,12 @@ export const runnerCommand = Command.make(
       const maxIdle = yield* positiveMs("max-idle", options.maxIdle)
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
+      const servers = yield* readMcpServers(options.mcpConfig)
+      const toolNames = [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)]
+      yield* checkAsk(options.ask, toolNames, askLater(servers))
       const { runner } = yield* Effect.promise(() => import("./cluster.js"))
+      // The servers live as long as the runner (closed after its sessions are released).
+      const mcp = yield* connectMcp("runner", servers, options.ask, toolNames)
       // From here a signal is the runner's normal stop: its scope closes (shards released,
       // agents released, the runner unregistered), then the process exits 0.
       interruptCode = 0
@@ -210,9 +220,10 @@ export const runnerCommand = Command.make(
         ask: options.ask,
         subagent: options.subagent,
         subagentFork: options.subagentFork,
+        toolsets: mcp === undefined ? undefined : [mcp.toolset],
         onReady: () => {}
       })
-    }).pipe(withOtlp("runner", options.otlpEndpoint))
+    }).pipe(Effect.scoped, withOtlp("runner", options.otlpEndpoint))
 ).pipe(
   Command.withDescription("Run a runner of an agent cluster on PostgreSQL (§21): serves sessions until SIGTERM/SIGINT.")
 )

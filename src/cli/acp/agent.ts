@@ -172,6 +172,11 @@ export interface AcpOptions {
   readonly ask?: ReadonlyArray<string> | undefined
   /** `--subagent`, `--subagent-fork`: the sub-agent tools (§27), a child with the session's tools. */
   readonly subagents?: SubagentFlags | undefined
+  /**
+   * The tools of `--mcp-config`'s MCP servers (§28), connected once for the process by the
+   * command (`commands/mcpFlag.ts`): every session's agent gets them (`agentOptions`).
+   */
+  readonly mcpConfigToolset?: Tool.Toolset | undefined
   /** The agent's version in `agentInfo`. */
   readonly version: string
   /** Where messages are read and written (default: the process's stdin and stdout). */
@@ -739,7 +744,8 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         }),
         (tools) => ({
           tools: withSubagents(tools, options.subagents ?? { subagent: false, subagentFork: false }, options.ask ?? []),
-          toolsets,
+          // The session's own servers, then `--mcp-config`'s (the same for every session).
+          toolsets: options.mcpConfigToolset === undefined ? toolsets : [...toolsets, options.mcpConfigToolset],
           maxSteps: options.maxSteps
         })
       )

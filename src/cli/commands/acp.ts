@@ -5,6 +5,7 @@ import * as OfflineTools from "../../providers/OfflineTools.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { VERSION } from "../version.js"
 import { askOption, checkAsk } from "./askFlag.js"
+import { askLater, connectMcp, mcpConfigOption, readMcpServers } from "./mcpFlag.js"
 import { storeDirectory, storeOption } from "./shared.js"
 import { subagentNames, subagentOptions } from "./subagentFlag.js"
 
@@ -14,19 +15,26 @@ import { subagentNames, subagentOptions } from "./subagentFlag.js"
  * stdin ends (exit 0). stdout carries ACP messages only; notices go to stderr. `--ask TOOL`
  * makes the calls of that tool wait for approval, asked with `session/request_permission`
  * (§26); a name that is no tool of the session exits 2. `--subagent` and `--subagent-fork` add
- * the sub-agent tools (§27), whose children are reported to the client (`acp/children.ts`). The ACP SDK and zod are bundled into
- * the chunk this command loads (no other command loads it).
+ * the sub-agent tools (§27), whose children are reported to the client (`acp/children.ts`).
+ * `--mcp-config FILE` connects the file's MCP servers once, before the first message is read
+ * (§28; `mcpFlag.ts`: a server that fails is a line on stderr), and every session's agent gets
+ * their tools; their calls ask for approval through the client unless the file says otherwise.
+ * The ACP SDK and zod are bundled into the chunk this command loads (no other command loads it).
  */
 export const acp = Command.make(
   "acp",
-  { ...runOptions, store: storeOption, ask: askOption, ...subagentOptions },
+  { ...runOptions, store: storeOption, ask: askOption, ...subagentOptions, mcpConfig: mcpConfigOption },
   (options) =>
     Effect.gen(function*() {
-      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
+      const servers = yield* readMcpServers(options.mcpConfig)
+      const toolNames = [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)]
+      yield* checkAsk(options.ask, toolNames, askLater(servers))
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
       const directory = yield* storeDirectory(options.store)
       const { runAcp } = yield* Effect.promise(() => import("../acp/agent.js"))
+      // The servers live until stdin ends: runAcp's sessions are disposed first.
+      const mcp = yield* connectMcp("acp", servers, options.ask, toolNames)
       yield* runAcp({
         directory,
         maxSteps: options.maxSteps,
@@ -36,7 +44,8 @@ export const acp = Command.make(
         compaction,
         ask: options.ask,
         subagents: { subagent: options.subagent, subagentFork: options.subagentFork },
+        mcpConfigToolset: mcp?.toolset,
         version: VERSION
       })
-    })
+    }).pipe(Effect.scoped)
 ).pipe(Command.withDescription("Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors such as Zed (§22)."))
