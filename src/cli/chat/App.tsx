@@ -18,6 +18,9 @@
  * or keys typed faster than the screen reads them) is sent line by line, as if Enter had been
  * pressed at each break.
  *
+ * A running call shows its last progress report, when its tool sends them (an MCP server's, §28):
+ * `⠋ → files__copy({…}) running 2.1s · 3/10 · copying b.txt`.
+ *
  * A running sub-agent (§27) is shown under the call that runs it, one line each (a grandchild
  * indented under its parent): `↳ sub-agent 1a2b3c4d: → read_file({"path":"notes.txt"})`, what
  * it does now (its step, the last line of its text, its call, its result, its question), at
@@ -218,7 +221,9 @@ const ToolsView = (
       {tools.map((t) => (
         <Box key={t.callId} flexDirection="column">
           <Text color="blue" wrap="truncate-end">
-            {`${frame} → ${t.name}(${t.args.replace(/\n/g, " ")}) running ${seconds(now - t.since)}`}
+            {`${frame} → ${t.name}(${t.args.replace(/\n/g, " ")}) running ${seconds(now - t.since)}${
+              t.progress === undefined ? "" : ` · ${t.progress}`
+            }`}
           </Text>
           {shown.filter((c) => c.callId === t.callId).map((c) => <ChildView key={c.sessionId} child={c} />)}
         </Box>

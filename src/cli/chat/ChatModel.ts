@@ -91,12 +91,37 @@ export interface PendingItem {
   readonly text: string
 }
 
-/** A tool call that is logged and has no result yet. `since`: epoch ms when it was seen. */
+/**
+ * A tool call that is logged and has no result yet. `since`: epoch ms when it was seen.
+ * `progress`: its last progress report (`tool/progress`, §8: an MCP server's progress
+ * notifications, §28) as one escaped line, `3/10 · copying b.txt` (`progressLine`).
+ */
 export interface RunningTool {
   readonly callId: string
   readonly name: string
   readonly args: string
   readonly since: number
+  readonly progress?: string | undefined
+}
+
+/** The most code points of a progress report's message the chat shows. */
+const PROGRESS_MESSAGE_SHOWN = 80
+
+/**
+ * A progress report on one line: `progress/total` (`progress` alone when the total is not
+ * known), then ` · message` when there is one (escaped, at most `PROGRESS_MESSAGE_SHOWN` code
+ * points).
+ */
+export const progressLine = (report: {
+  readonly progress: number
+  readonly total?: number | undefined
+  readonly message?: string | undefined
+}): string => {
+  const amount = report.total === undefined ? `${report.progress}` : `${report.progress}/${report.total}`
+  const message = report.message === undefined || report.message.trim() === ""
+    ? ""
+    : ` · ${oneLine(report.message.trim(), PROGRESS_MESSAGE_SHOWN)}`
+  return `${amount}${message}`
 }
 
 /**
@@ -432,6 +457,12 @@ export class ChatModel {
           text: `the model request failed; retrying (attempt ${event.attempt})`,
           tone: "warn"
         })
+        return
+      }
+      case "tool/progress": {
+        // A report of a call that has its result already (a late notification) changes nothing.
+        const call = this.calls.get(event.callId)
+        if (call !== undefined) this.calls.set(call.callId, { ...call, progress: progressLine(event) })
         return
       }
       case "subagent/event": {

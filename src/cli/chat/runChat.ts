@@ -31,7 +31,9 @@
  * for terminals that cannot send it), `/compact [INSTRUCTIONS]` (`agent.compact`, §17: on
  * an idle agent its own bracket between turns, on a running one at the turn's next step
  * boundary; it runs in its own fiber, so that keys and other commands go on meanwhile, and its
- * report is a notice; the marker comes with the log's events), `/sessions`, `/help`, `/quit`.
+ * report is a notice; the marker comes with the log's events), `/sessions`, `/mcp` (the MCP
+ * servers of `--mcp-config`, §28: each one's state, its tools, a failed one's error), `/help`,
+ * `/quit`.
  * With `compaction` (the CLI's `--context-window`) the agent also compacts by itself (pressure,
  * overflow).
  *
@@ -55,6 +57,7 @@ import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
+import type * as Mcp from "../../Mcp.js"
 import { UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
 import * as PreStep from "../../PreStep.js"
@@ -64,9 +67,10 @@ import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
+import type { McpTools } from "../commands/mcpFlag.js"
 import { entryText } from "../storeFailures.js"
 import { App, type ChatController, type Decision } from "./App.js"
-import { busy, ChatModel } from "./ChatModel.js"
+import { busy, ChatModel, oneLine } from "./ChatModel.js"
 import { cleanStdin } from "./stdin.js"
 
 /** Options of `runChat`. */
@@ -85,6 +89,8 @@ export interface ChatOptions {
   readonly instructions?: string | undefined
   /** The agent's tools (`--ask` makes some need approval, §26); default `OfflineTools.all()`. */
   readonly tools?: ReadonlyArray<Tool.Tool<any>> | undefined
+  /** The MCP servers of `--mcp-config` (§28), connected: their tools are the agent's too; `/mcp` lists them. */
+  readonly mcp?: McpTools | undefined
 }
 
 /** The source of what `/inject` delivers (§2: context names its producer). */
@@ -97,6 +103,7 @@ const HELP = [
   "/inject TEXT  context for the next step that runs (source plugin:chat); it never starts a turn by itself.",
   "  The model gets injected context as an ordinary user message: it is not told who injected it.",
   "/followup TEXT  queue a followup (as Alt+Enter)   /sessions  the store's sessions: date, first prompt",
+  "/mcp  the MCP servers of --mcp-config: each one's state and tools, or why it failed",
   "/quit  leave (also Ctrl-C when idle, or a second Ctrl-C while running)",
   "/compact [INSTRUCTIONS]  summarize the older conversation now (while running: at the turn's next step)",
   "A tool call that needs approval is shown with its arguments and waits (the status line: awaiting approval).",
@@ -225,7 +232,8 @@ const perform = (
   model: ChatModel,
   quit: (code: number) => void,
   action: Action,
-  directory: string
+  directory: string,
+  mcp: McpTools | undefined
 ): Effect.Effect<void, never, IdGenerator.IdGenerator | Scope.Scope> => {
   const shown = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.sync(() => model.notice(e.message, "error")))
@@ -286,6 +294,8 @@ const perform = (
       return answerCommand(agent, model, command, rest)
     case "/compact":
       return compact(agent, model, rest)
+    case "/mcp":
+      return Effect.sync(() => model.notice(mcpReport(mcp?.servers())))
     case "/sessions":
       return shown(
         Effect.flatMap(store.list, (ids) =>
@@ -304,6 +314,63 @@ const perform = (
         )
       )
   }
+}
+
+/** The most code points of a tool's description `/mcp` shows (its first line). */
+const DESCRIPTION_SHOWN = 80
+
+/** `n thing`, `n things`. */
+const count = (n: number, thing: string): string => `${n} ${thing}${n === 1 ? "" : "s"}`
+
+/** `McpError`'s message without its leading `MCP server "NAME" ` (the line names the server). */
+const faultText = (status: Mcp.ServerStatus): string => {
+  const message = status.error?.message ?? ""
+  const prefix = `MCP server "${status.name}" `
+  return message.startsWith(prefix) ? message.slice(prefix.length) : message
+}
+
+/**
+ * The welcome notice's line about the MCP servers: `MCP: 1 of 2 servers connected, 13 tools
+ * (/mcp lists them)`.
+ *
+ * @internal
+ */
+export const mcpSummary = (servers: ReadonlyArray<Mcp.ServerStatus>): string => {
+  const connected = servers.filter((server) => server.state === "connected")
+  const tools = connected.reduce((n, server) => n + server.tools.length, 0)
+  return `MCP: ${connected.length} of ${count(servers.length, "server")} connected, ${count(tools, "tool")} (/mcp lists them)`
+}
+
+/**
+ * What `/mcp` shows: each server of `--mcp-config` on a line, `everything: connected (stdio,
+ * mcp-servers/everything 2.0.0), 13 tools`, then its tools one a line with the first line of
+ * their description (`  everything__echo: Echoes back the input string`); a failed server with
+ * its error (`broken: failed (stdio): could not start: spawn x ENOENT`), a connected one with the
+ * last fault of a call, if any. The caller shows it through `shown` (escaped, bounded).
+ *
+ * @internal
+ */
+export const mcpReport = (servers: ReadonlyArray<Mcp.ServerStatus> | undefined): string => {
+  if (servers === undefined) return "/mcp: no MCP servers (start the chat with --mcp-config FILE)"
+  if (servers.length === 0) return "/mcp: the --mcp-config file names no server (or only disabled ones)"
+  const lines = [`MCP servers (${servers.length}):`]
+  for (const server of servers) {
+    const about = [server.type, ...(server.server === undefined ? [] : [`${server.server.name} ${server.server.version}`])]
+    const restarts = server.restarts > 0 ? `, restarted ${count(server.restarts, "time")} in a row` : ""
+    if (server.state === "connected") {
+      lines.push(`${server.name}: connected (${about.join(", ")}), ${count(server.tools.length, "tool")}${restarts}`)
+      if (server.error !== undefined) lines.push(`  last fault: ${faultText(server)}`)
+      for (const tool of server.tools) {
+        const description = tool.description.trim().split("\n")[0]!.trim()
+        lines.push(`  ${tool.name}${description === "" ? "" : `: ${oneLine(description, DESCRIPTION_SHOWN)}`}`)
+      }
+    } else {
+      lines.push(
+        `${server.name}: ${server.state} (${about.join(", ")})${server.error === undefined ? "" : `: ${faultText(server)}`}`
+      )
+    }
+  }
+  return lines.join("\n")
 }
 
 /** What `/sessions` shows of a session: when it was created and its first prompt, from the head of its log. */
@@ -410,9 +477,10 @@ const session = (
 > =>
   Effect.gen(function*() {
     const tools = options.tools ?? (yield* OfflineTools.all())
+    const toolsets = options.mcp === undefined ? undefined : [options.mcp.toolset]
     const agent = options.sessionId === undefined
-      ? yield* Agent.make({ tools, cwd: process.cwd(), instructions: options.instructions })
-      : yield* Agent.resume(options.sessionId, { tools, instructions: options.instructions })
+      ? yield* Agent.make({ tools, toolsets, cwd: process.cwd(), instructions: options.instructions })
+      : yield* Agent.resume(options.sessionId, { tools, toolsets, instructions: options.instructions })
     const logPath = agent.log.path ?? agent.id
     onLog(logPath)
     const store = yield* SessionStore.SessionStore
@@ -436,7 +504,8 @@ const session = (
       (options.sessionId === undefined
         ? `new session ${agent.id}`
         : `resumed session ${agent.id}: ${model.turns} turn${model.turns === 1 ? "" : "s"} so far`) +
-        `\nlog: ${logPath}\n/help lists the keys and commands`
+        `\nlog: ${logPath}${options.mcp === undefined ? "" : `\n${mcpSummary(options.mcp.servers())}`}` +
+        "\n/help lists the keys and commands"
     )
     yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
       Queue.takeBetween(events, 1, 4096),
@@ -446,7 +515,7 @@ const session = (
     const actions = yield* Queue.unbounded<Action>()
     yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
       Queue.take(actions),
-      (action) => perform(agent, references, store, model, quit, action, options.directory)
+      (action) => perform(agent, references, store, model, quit, action, options.directory, options.mcp)
     )))
     const controller: ChatController = {
       submit: (text, mode) => {
@@ -468,7 +537,7 @@ const session = (
     }
     // The store's sessions are read once before the view is drawn: a Tab right after the first
     // frame completes from them (a read queued here raced the first keys on a loaded machine).
-    yield* perform(agent, references, store, model, quit, { _tag: "refresh-sessions" }, options.directory)
+    yield* perform(agent, references, store, model, quit, { _tag: "refresh-sessions" }, options.directory, options.mcp)
     // Ctrl-C is a key in raw mode: the view handles it (quit 130), not Ink.
     const ink = yield* Effect.acquireRelease(
       Effect.sync(() =>

@@ -10,6 +10,7 @@ import { loadWith, requirePackages } from "../optional.js"
 import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, providerOptions } from "../providerFlags.js"
 import { askOption, checkAsk } from "./askFlag.js"
+import { askLater, connectMcp, mcpConfigOption, readMcpServers } from "./mcpFlag.js"
 import { instructionsOptions, readInstructions, readPrices, storeDirectory, storeOption } from "./shared.js"
 import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js"
 
@@ -20,7 +21,10 @@ import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js
  * `--prices` its cost (a price table that is not one: exit 2). Each `--ask TOOL` makes every
  * call of that offline tool wait for an answer in the chat (§26; a name that is no tool: exit 2).
  * `--subagent` and `--subagent-fork` add the sub-agent tools (§27): a running child is shown under
- * its call, its questions answered in the chat. Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
+ * its call, its questions answered in the chat. `--mcp-config FILE` connects the file's MCP
+ * servers (§28; `mcpFlag.ts`) before the view is drawn (a server that fails is a line on
+ * stderr): their tools are the agent's, their calls ask for approval in the chat unless the
+ * file says otherwise, a call's progress shows under it, and `/mcp` lists the servers. Needs a terminal on stdin and stdout (exit 2 otherwise). Ink and React are
  * loaded only here, in production mode unless NODE_ENV says otherwise. Exits 0 on `/quit`, 130
  * on Ctrl-C or SIGTERM, 129 when the terminal is gone (the agent disposed and its lock released
  * first), 2 when the session cannot be made or resumed; prints the log's path at exit.
@@ -38,6 +42,7 @@ export const chat = Command.make(
     ),
     ask: askOption,
     ...subagentOptions,
+    mcpConfig: mcpConfigOption,
     ...instructionsOptions,
     ...providerOptions,
     ...otlpOptions,
@@ -49,8 +54,10 @@ export const chat = Command.make(
       // before anything else is checked, so that no other error hides it.
       yield* requirePackages("chat", ["ink", "react"]).pipe(Effect.catchTag("MissingPackages", (e) => exit(2, e.message)))
       const instructions = yield* readInstructions(options)
+      const servers = yield* readMcpServers(options.mcpConfig)
       const offline = yield* OfflineTools.all()
-      yield* checkAsk(options.ask, [...offline.map((tool) => tool.name), ...subagentNames(options)])
+      const toolNames = [...offline.map((tool) => tool.name), ...subagentNames(options)]
+      yield* checkAsk(options.ask, toolNames, askLater(servers))
       const tools = withSubagents(offline, options, options.ask)
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(
@@ -70,15 +77,21 @@ export const chat = Command.make(
       const { runChat } = yield* loadWith("chat", ["ink", "react"], () => import("../chat/runChat.js")).pipe(
         Effect.catchTag("MissingPackages", (e) => exit(2, e.message))
       )
-      const code = yield* runChat({
-        directory,
-        model,
-        compaction,
-        prices,
-        instructions,
-        tools,
-        sessionId: Option.getOrUndefined(options.session)
-      }).pipe(
+      // The servers live as long as the chat: connected before the view is drawn (their warnings
+      // on stderr above it), closed after the agent is disposed.
+      const code = yield* Effect.scoped(Effect.gen(function*() {
+        const mcp = yield* connectMcp("chat", servers, options.ask, toolNames)
+        return yield* runChat({
+          directory,
+          model,
+          compaction,
+          prices,
+          instructions,
+          tools,
+          mcp,
+          sessionId: Option.getOrUndefined(options.session)
+        })
+      })).pipe(
         Effect.catchTags({
           SessionStoreError: (e) => exit(2, `cannot open the session: ${e.message}`),
           SessionLogError: (e) => exit(2, e.message),
