@@ -1476,7 +1476,7 @@ describe("the agent-loop binary", () => {
           "    [--model text] [--api-key-env text] [--context-window text]",
           "    [--compaction-reserve text] [--keep-recent-tokens text]",
           "    [--max-steps integer] [--ask tool...] [--subagent] [--subagent-fork]",
-          "    [--otlp-endpoint text] [--store directory]"
+          "    [--mcp-config file] [--otlp-endpoint text] [--store directory]"
         ]
         // Before, the styling went into pipes and files, and the usage line read `$ run --prompt text …`.
         const piped = yield* spawn(["run", "--help"], tmpDir(), { env: { NO_COLOR: "" } })

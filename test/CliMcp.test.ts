@@ -1,0 +1,225 @@
+/**
+ * `--mcp-config FILE` end to end (§28; src/cli/commands/mcpFlag.ts): the built CLI runs the
+ * offline model, which calls any tool of its request named in "call TOOL with {JSON}", against
+ * the published `@modelcontextprotocol/server-everything` over stdio (started with this Node, not
+ * npx). Each run is a child process bounded by `CLI_RUN_MS`.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Invariant from "../src/Invariant.js"
+import * as SessionStore from "../src/SessionStore.js"
+import { CLI_RUN_MS } from "./utils/bounds.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
+
+const bin = Path.resolve("dist/cli/bin.js")
+const hooks = Path.resolve("test/utils/moduleHooks.mjs")
+const everything = Path.resolve("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+const tmpDir = scratchDirs("agent-loop-cli-mcp-")
+
+/** Runs the built CLI in `cwd` to its end (`hide`: packages made missing by the module hooks). */
+const spawn = (args: ReadonlyArray<string>, cwd: string, hide?: string) =>
+  Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
+    const argv = hide === undefined ? [bin, ...args] : ["--disable-warning=DEP0205", "--import", hooks, bin, ...args]
+    const env = { ...process.env, ...(hide === undefined ? {} : { HIDE_PACKAGES: hide }) }
+    execFile(process.execPath, argv, { cwd, env, timeout: CLI_RUN_MS, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
+      resume(Effect.succeed({ code: error ? (error as any).code ?? 1 : 0, stdout, stderr }))
+    })
+  })
+
+/** A directory with `cfg.json` holding `mcpServers`; returns the directory. */
+const withConfig = (mcpServers: unknown) => {
+  const dir = tmpDir()
+  Fs.writeFileSync(Path.join(dir, "cfg.json"), JSON.stringify({ mcpServers }, null, 2))
+  return dir
+}
+
+/** server-everything over stdio, with `settings` (`approval`, …). */
+const everythingEntry = (settings: Record<string, unknown> = {}) => ({
+  command: process.execPath,
+  args: [everything, "stdio"],
+  ...settings
+})
+
+const PROMPT = "call everything__echo with {\"message\":\"hi\"}"
+
+/** The transcript `run` prints up to the call, and the session log's path. */
+const head = [
+  "── turn 1 ──",
+  `> ${PROMPT}`,
+  `I received 1 message in this step: 1 from you ("${PROMPT}").`,
+  "→ everything__echo({\"message\":\"hi\"})"
+]
+
+/** `stdout` without its last line, `session log: PATH`; and that path. */
+const split = (stdout: string) => {
+  const lines = stdout.trimEnd().split("\n")
+  const last = /^session log: (\S+)$/.exec(lines.at(-1) ?? "")
+  expect(last, stdout).not.toBeNull()
+  return { lines: lines.slice(0, -1), log: last![1]! }
+}
+
+/** The events of a log, read with the real reader; its invariants hold. */
+const readLog = (path: string) =>
+  Effect.gen(function*() {
+    const contents = yield* SessionStore.readFile(path)
+    expect(Invariant.check(contents.events, { header: contents.header })).toEqual([])
+    return contents.events
+  }).pipe(Effect.provide(NodeContext.layer), Effect.orDie)
+
+describe("agent-loop run --mcp-config", () => {
+  it.live(
+    "a server with approval \"never\": the offline model calls everything__echo and the transcript shows its result",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({ everything: everythingEntry({ approval: "never" }) })
+        const ran = yield* spawn(["run", "--mcp-config", "cfg.json", "--prompt", PROMPT, "--store", "s"], dir)
+        expect([ran.code, ran.stderr]).toEqual([0, ""])
+        const { lines, log } = split(ran.stdout)
+        expect(lines).toEqual([
+          ...head,
+          "← Echo: hi",
+          "Tool result (call_1_1_1): \"Echo: hi\"",
+          "turn 1 ended: completed",
+          ""
+        ])
+        const events = yield* readLog(log)
+        // The request offered the server's tools: the header lists them after the offline ones.
+        const header = events.find((e) => e.type === "request/header")!.data as { tools: ReadonlyArray<{ name: string }> }
+        expect(header.tools.map((t) => t.name).slice(0, 4)).toEqual(["wait", "clock", "read_file", "everything__echo"])
+        expect(events.filter((e) => e.type === "tool/result").map((e) => (e.data as any).message.content[0])).toEqual([
+          { type: "tool-result", toolCallId: "call_1_1_1", content: [{ type: "text", text: "Echo: hi" }], isError: false }
+        ])
+      }),
+    2 * CLI_RUN_MS
+  )
+
+  it.live(
+    "by default a server's call asks for approval: run exits 5 with the open question naming everything__echo",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({ everything: everythingEntry() })
+        const ran = yield* spawn(["run", "--mcp-config", "cfg.json", "--prompt", PROMPT, "--store", "s"], dir)
+        expect(ran.code).toBe(5)
+        const { lines, log } = split(ran.stdout)
+        expect(lines).toEqual([...head, "? everything__echo needs approval", ""])
+        const id = Path.basename(log, ".jsonl")
+        const [question, waiting, ...rest] = ran.stderr.split("\n")
+        expect(question).toMatch(
+          /^question [0-9a-f-]{36}: everything__echo \{"message":"hi"\} \(call call_1_1_1, turn 1\.1, asked \d{4}-\d\d-\d\dT[\d:.]+Z\)$/
+        )
+        expect([waiting, ...rest]).toEqual([
+          `the turn waits for approval: session ${id} is left waiting (agent-loop pending --store ${
+            Path.join(dir, "s")
+          } lists its questions; agent-loop chat --store ${Path.join(dir, "s")} --session ${id} answers them)`,
+          ""
+        ])
+      }),
+    2 * CLI_RUN_MS
+  )
+
+  it.live(
+    "--ask SERVER__TOOL asks for a trusted server's tool; a name no server lists exits 2 naming the tools",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({ everything: everythingEntry({ approval: "never" }) })
+        const asked = yield* spawn(
+          ["run", "--mcp-config", "cfg.json", "--ask", "everything__echo", "--prompt", PROMPT, "--store", "s"],
+          dir
+        )
+        expect(asked.code).toBe(5)
+        expect(split(asked.stdout).lines).toEqual([...head, "? everything__echo needs approval", ""])
+        const typo = yield* spawn(["run", "--mcp-config", "cfg.json", "--ask", "everything__ech", "--prompt", PROMPT], dir)
+        expect(typo.code).toBe(2)
+        expect(typo.stdout).toBe("")
+        expect(typo.stderr).toMatch(
+          /^--ask everything__ech: no tool of that name \(the tools are wait, clock, read_file, everything__echo, everything__get-annotated-message, .*\)\n$/
+        )
+        // A name of no server's form is refused before anything starts.
+        expect(yield* spawn(["run", "--mcp-config", "cfg.json", "--ask", "nope", "--prompt", PROMPT], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            "--ask nope: no tool of that name (the tools are wait, clock, read_file, and the MCP servers' tools (everything__TOOL))\n"
+        })
+      }),
+    4 * CLI_RUN_MS
+  )
+
+  it.live(
+    "a server that fails to start is one warning line on stderr, and the run goes on with the others",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({
+          broken: { command: "/nonexistent/agent-loop-mcp-server", env: { TOKEN: "s3cret-value" } },
+          everything: everythingEntry({ approval: "never" })
+        })
+        const ran = yield* spawn(["run", "--mcp-config", "cfg.json", "--prompt", PROMPT, "--store", "s"], dir)
+        expect(ran.code).toBe(0)
+        expect(ran.stderr).toBe(
+          "mcp: server \"broken\" failed: could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT\n"
+        )
+        expect(split(ran.stdout).lines.slice(-4)).toEqual([
+          "← Echo: hi",
+          "Tool result (call_1_1_1): \"Echo: hi\"",
+          "turn 1 ended: completed",
+          ""
+        ])
+      }),
+    2 * CLI_RUN_MS
+  )
+
+  it.live(
+    "a bad configuration exits 2 before anything starts, one line per problem with its key path, no secret",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({
+          files: { command: "npx", args: "-y @modelcontextprotocol/server-filesystem ." },
+          github: { url: "https://api.example.com/mcp", headers: { Authorization: 42, "X-Key": "s3cret-value" } }
+        })
+        expect(yield* spawn(["run", "--mcp-config", "cfg.json", "--prompt", PROMPT, "--store", "s"], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: [
+            "--mcp-config cfg.json: mcpServers.files.args: expected an array of strings, got a string",
+            "--mcp-config cfg.json: mcpServers.github.headers.Authorization: expected a string, got a number",
+            ""
+          ].join("\n")
+        })
+        expect(Fs.existsSync(Path.join(dir, "s"))).toBe(false)
+        expect(yield* spawn(["run", "--mcp-config", "nope.json", "--prompt", PROMPT], dir)).toEqual({
+          code: 2,
+          stdout: "",
+          stderr: "--mcp-config nope.json: cannot read: no such file\n"
+        })
+      }),
+    3 * CLI_RUN_MS
+  )
+
+  it.live(
+    "without the MCP SDK installed: exit 2 with the npm install line (nothing else needs it)",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({ everything: everythingEntry() })
+        expect(
+          yield* spawn(
+            ["run", "--mcp-config", "cfg.json", "--prompt", PROMPT, "--store", "s"],
+            dir,
+            "@modelcontextprotocol/client"
+          )
+        )
+          .toEqual({
+            code: 2,
+            stdout: "",
+            stderr:
+              "agent-loop run --mcp-config needs @modelcontextprotocol/client (an optional peer dependency of effect-agent-loop), which is not installed: npm install @modelcontextprotocol/client@2.4.0\n"
+          })
+        const plain = yield* spawn(["run", "--prompt", "what time is it", "--store", "s"], dir, "@modelcontextprotocol/client")
+        expect([plain.code, plain.stderr]).toEqual([0, ""])
+      }),
+    3 * CLI_RUN_MS
+  )
+})
