@@ -7,18 +7,20 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn as spawnChild } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Invariant from "../src/Invariant.js"
 import * as SessionStore from "../src/SessionStore.js"
-import { CLI_RUN_MS } from "./utils/bounds.js"
+import { CHILD_WAIT_MS, CLI_RUN_MS } from "./utils/bounds.js"
+import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
 const hooks = Path.resolve("test/utils/moduleHooks.mjs")
 const everything = Path.resolve("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const tmpDir = scratchDirs("agent-loop-cli-mcp-")
+const until = pollUntil("CliMcp")
 
 /** Runs the built CLI in `cwd` to its end (`hide`: packages made missing by the module hooks). */
 const spawn = (args: ReadonlyArray<string>, cwd: string, hide?: string) =>
@@ -221,5 +223,79 @@ describe("agent-loop run --mcp-config", () => {
         expect([plain.code, plain.stderr]).toEqual([0, ""])
       }),
     3 * CLI_RUN_MS
+  )
+})
+
+describe("agent-loop acp --mcp-config", () => {
+  it.live(
+    "every session's agent has the file's servers' tools: a prompt's call of everything__echo completes with its result",
+    () =>
+      Effect.promise(async () => {
+        const dir = withConfig({
+          everything: everythingEntry({ approval: "never" }),
+          broken: { command: "/nonexistent/agent-loop-mcp-server" }
+        })
+        const child = spawnChild(process.execPath, [bin, "acp", "--store", "s", "--mcp-config", "cfg.json"], {
+          cwd: dir,
+          stdio: "pipe"
+        })
+        let stderr = ""
+        let stdout = ""
+        child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+        child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+        const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
+        const messages = () => stdout.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line))
+        const answer = async (id: number) => {
+          await until(`the answer to request ${id}`, () => messages().some((m) => m.id === id), CHILD_WAIT_MS)
+          return messages().find((m) => m.id === id)
+        }
+        const send = (id: number, method: string, params: unknown) =>
+          child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n")
+        try {
+          send(1, "initialize", { protocolVersion: 1, clientCapabilities: {} })
+          expect((await answer(1)).result.protocolVersion).toBe(1)
+          for (const id of [2, 3]) send(id, "session/new", { cwd: dir, mcpServers: [] })
+          const sessions = [(await answer(2)).result.sessionId, (await answer(3)).result.sessionId]
+          for (const [i, sessionId] of sessions.entries()) {
+            send(4 + i, "session/prompt", { sessionId, prompt: [{ type: "text", text: PROMPT }] })
+            expect((await answer(4 + i)).result.stopReason).toBe("end_turn")
+            const calls = messages().filter((m) =>
+              m.method === "session/update" && m.params.sessionId === sessionId &&
+              m.params.update.sessionUpdate.startsWith("tool_call")
+            ).map((m) => m.params.update)
+            expect(calls).toEqual([
+              {
+                sessionUpdate: "tool_call",
+                toolCallId: "call_1_1_1",
+                title: "everything__echo",
+                name: "everything__echo",
+                kind: "other",
+                status: "pending",
+                rawInput: { message: "hi" }
+              },
+              { sessionUpdate: "tool_call_update", toolCallId: "call_1_1_1", status: "in_progress" },
+              {
+                sessionUpdate: "tool_call_update",
+                toolCallId: "call_1_1_1",
+                status: "completed",
+                content: [{ type: "content", content: { type: "text", text: "Echo: hi" } }],
+                rawOutput: { isError: false, text: "Echo: hi" }
+              }
+            ])
+          }
+        } catch (e) {
+          child.kill("SIGKILL")
+          throw e
+        } finally {
+          child.stdin.end()
+        }
+        await until("the exit once stdin ended", () => child.exitCode !== null, CHILD_WAIT_MS).catch((e) => {
+          child.kill("SIGKILL")
+          throw e
+        })
+        expect(await exited).toBe(0)
+        expect(stderr).toBe("mcp: server \"broken\" failed: could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT\n")
+      }),
+    2 * CLI_RUN_MS
   )
 })
