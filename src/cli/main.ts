@@ -22,6 +22,10 @@
  * `--otlp-endpoint URL` (and read `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`/`OTEL_EXPORTER_OTLP_ENDPOINT`):
  * the whole command runs under an OTLP/HTTP tracer (`otlp.ts`), loaded only then.
  *
+ * MCP servers (§28): `run`, `chat`, `acp` and `runner` take `--mcp-config FILE`
+ * (`commands/mcpFlag.ts`, the file read by `mcpConfig.ts`): the file's servers connected for the
+ * command, their tools the agent's; the MCP client SDK and `Mcp.ts` loaded only then.
+ *
  * Compaction flags (§17) of `run`, `chat`, `resume` and `runner` (`providerFlags.ts`):
  * `--context-window N` gives the agents `Compaction.layer({contextWindow: N, reserve,
  * keepRecentTokens})` from `--compaction-reserve N` and `--keep-recent-tokens N` (defaults of
