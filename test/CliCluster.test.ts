@@ -479,6 +479,54 @@ describePg("agent-loop runner --context-window on PostgreSQL", () => {
   )
 })
 
+describePg("agent-loop runner --mcp-config on PostgreSQL", () => {
+  it.live(
+    "the runner's sessions get the tools of the file's MCP servers (server-everything over stdio): a followup's call of everything__echo gets its result; a server that fails is a line on stderr",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const url = yield* database
+        const port = yield* freePort
+        const dir = NodeFs.mkdtempSync(Path.join(Os.tmpdir(), "agent-loop-runner-mcp-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => NodeFs.rmSync(dir, { recursive: true, force: true })))
+        const everything = Path.resolve("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        NodeFs.writeFileSync(
+          Path.join(dir, "mcp.json"),
+          JSON.stringify({
+            mcpServers: {
+              everything: { command: process.execPath, args: [everything, "stdio"], approval: "never" },
+              broken: { command: "/nonexistent/agent-loop-mcp-server" }
+            }
+          })
+        )
+        const runner = yield* startRunner(["--pg", url, "--port", String(port), "--mcp-config", "mcp.json"], { cwd: dir })
+        expect(runner.stderr()).toContain(
+          "mcp: server \"broken\" failed: could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT\n"
+        )
+        const prompt = "call everything__echo with {\"message\":\"hi\"}"
+        const sent = yield* run(["send", "--pg", url, "--session", "m1", "--followup", prompt, "--wait"])
+        expect([sent.code, sent.stderr, sent.stdout.split("\n")[1]]).toEqual([
+          0,
+          "",
+          "{\"_tag\":\"Entered\",\"turn\":1,\"step\":1}"
+        ])
+        const shown = yield* transcriptWith(["--pg", url, "--session", "m1"], "turn 1 ended")
+        expect(shown.stdout.split("\n")).toEqual([
+          "── turn 1 ──",
+          `> ${prompt}`,
+          `I received 1 message in this step: 1 from you ("${prompt}").`,
+          "→ everything__echo({\"message\":\"hi\"})",
+          "← Echo: hi",
+          "Tool result (call_1_1_1): \"Echo: hi\"",
+          "turn 1 ended: completed",
+          ""
+        ])
+        runner.child.kill("SIGTERM")
+        expect(yield* Effect.promise(() => runner.exited).pipe(Effect.timeout("20 seconds"))).toBe(0)
+      })),
+    CLI_PG_TEST_MS
+  )
+})
+
 describe("agent-loop runner: the default port", () => {
   it.live("is 7431, outside the host's ephemeral port range (where outgoing connections take their local ports)", () =>
     Effect.gen(function*() {
