@@ -174,6 +174,24 @@ describe("agent-loop run --mcp-config", () => {
     2 * CLI_RUN_MS
   )
 
+  it.live("--subagent: a child has the servers' tools too (the same connection)", () =>
+    Effect.gen(function*() {
+      const dir = withConfig({ everything: everythingEntry({ approval: "never" }) })
+      const args = ["run", "--subagent", "--mcp-config", "cfg.json", "--prompt", `ask a sub-agent to ${PROMPT}`, "--store", "s"]
+      const ran = yield* spawn(args, dir)
+      expect([ran.code, ran.stderr]).toEqual([0, ""])
+      const { lines } = split(ran.stdout)
+      const child = /^⇒ subagent (\S+) started via spawn$/.exec(lines[4] ?? "")?.[1]
+      expect(lines.slice(3, 7)).toEqual([
+        `→ subagent(${JSON.stringify({ prompt: PROMPT })})`,
+        `⇒ subagent ${child} started via spawn`,
+        `⇐ subagent ${child} ended: completed: Tool result (call_1_1_1): "Echo: hi"`,
+        "← Tool result (call_1_1_1): \"Echo: hi\""
+      ])
+      const events = yield* readLog(Path.join(dir, "s", `${child}.jsonl`))
+      expect(events.filter((e) => e.type === "tool/call").map((e) => (e.data as any).name)).toEqual(["everything__echo"])
+    }), 2 * CLI_RUN_MS)
+
   it.live(
     "a bad configuration exits 2 before anything starts, one line per problem with its key path, no secret",
     () =>

@@ -75,7 +75,7 @@ const servingShard = (sharding: Context.Tag.Service<typeof Sharding>, shards: nu
 export const runner = (args: RunnerArgs) =>
   Effect.scoped(Effect.gen(function*() {
     // A child's session goes to the runner's store, as the parent's (§21 rule 9).
-    const tools = withSubagents(yield* OfflineTools.all(), args, args.ask)
+    const tools = withSubagents(yield* OfflineTools.all(), args, args.ask, args.toolsets)
     const layer = AgentRunner.layer({
       pg: args.pg,
       host: args.host,

@@ -15,7 +15,7 @@
  *   one), with `headers`. Cline's `transportType` is read where `type` is absent. A relative
  *   `cwd` is relative to the file's directory.
  * - Our own keys, on any entry: `approval` (`"always"`, the default, or `"never"`: a server you
- *   trust), `autoApprove` and Cline's `alwaysAllow` (tool names on the server whose calls need no
+ *   trust), `autoApprove` (Cline's name) and `alwaysAllow` (Roo Code's) (tool names on the server whose calls need no
  *   approval; both may be given), `timeoutMs` (a call's limit, milliseconds).
  * - An entry with `disabled: true` is skipped (not checked). Other keys are ignored: real files
  *   carry the keys of other tools.

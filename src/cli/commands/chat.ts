@@ -58,7 +58,6 @@ export const chat = Command.make(
       const offline = yield* OfflineTools.all()
       const toolNames = [...offline.map((tool) => tool.name), ...subagentNames(options)]
       yield* checkAsk(options.ask, toolNames, askLater(servers))
-      const tools = withSubagents(offline, options, options.ask)
       if (!process.stdin.isTTY || !process.stdout.isTTY) {
         return yield* exit(
           2,
@@ -81,6 +80,7 @@ export const chat = Command.make(
       // on stderr above it), closed after the agent is disposed.
       const code = yield* Effect.scoped(Effect.gen(function*() {
         const mcp = yield* connectMcp("chat", servers, options.ask, toolNames)
+        const tools = withSubagents(offline, options, options.ask, mcp === undefined ? undefined : [mcp.toolset])
         return yield* runChat({
           directory,
           model,

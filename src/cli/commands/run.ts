@@ -71,10 +71,11 @@ export const run = Command.make(
       const ran = yield* Effect.scoped(Effect.gen(function*() {
         // Before the agent: its scope closes first (the agent disposed, then the servers closed).
         const mcp = yield* connectMcp("run", servers, options.ask, toolNames)
-        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask)
+        const toolsets = mcp === undefined ? undefined : [mcp.toolset]
+        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask, toolsets)
         const agent = yield* Agent.make({
           tools,
-          toolsets: mcp === undefined ? undefined : [mcp.toolset],
+          toolsets,
           cwd: process.cwd(),
           maxSteps: options.maxSteps,
           instructions

@@ -35,17 +35,18 @@ export const subagentNames = (flags: SubagentFlags): ReadonlyArray<string> => [
 /**
  * The agent's tools: `builtins` and the sub-agent tools `flags` add, each whose name is in `ask`
  * asking for approval (`withAsk`). A child's tools are this same list (one array, shared by
- * every depth).
+ * every depth), and its toolsets `toolsets` (the parent's: `--mcp-config`'s MCP servers, §28).
  */
 export const withSubagents = (
   builtins: ReadonlyArray<Tool.Tool<any>>,
   flags: SubagentFlags,
-  ask: ReadonlyArray<string>
+  ask: ReadonlyArray<string>,
+  toolsets?: ReadonlyArray<Tool.Toolset> | undefined
 ): ReadonlyArray<Tool.Tool<any>> => {
   const tools: Array<Tool.Tool<any>> = []
   const subagents = [
-    ...(flags.subagent ? [Subagent.tool({ tools })] : []),
-    ...(flags.subagentFork ? [Subagent.tool({ tools, fork: true })] : [])
+    ...(flags.subagent ? [Subagent.tool({ tools, toolsets })] : []),
+    ...(flags.subagentFork ? [Subagent.tool({ tools, toolsets, fork: true })] : [])
   ]
   // Filled after the tools are made: `Subagent.tool` reads its `tools` when a call makes a child.
   for (const tool of withAsk([...builtins, ...subagents], ask)) tools.push(tool)
