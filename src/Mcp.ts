@@ -253,11 +253,42 @@ const errorCode = (e: unknown): string | undefined => {
   return typeof code === "string" ? code : undefined
 }
 
-/** Whether `e` says a message was not JSON-RPC (a transport's parse or schema error). */
-const isMalformed = (e: unknown): boolean => {
+/**
+ * Whether `e` is a message the transport could not read as JSON-RPC: the SDK's schema check of
+ * each message it reads (a `ZodError`), or a message of no JSON-RPC kind. What else the SDK
+ * reports on `onerror` is not the server's fault: a late answer to a call that was cancelled (a
+ * response for an unknown id), a progress report of a finished call.
+ */
+const notJsonRpc = (e: unknown): boolean => {
   const name = (e as { name?: unknown } | null)?.name
-  return e instanceof SyntaxError || name === "ZodError" || errorCode(e) === "INVALID_RESULT" ||
-    /json-?rpc|invalid (?:message|result)|parse/i.test(messageOf(e))
+  return e instanceof SyntaxError || name === "ZodError" || /^Unknown message type/.test(messageOf(e))
+}
+
+/** Whether `e` says a result was not what MCP says it is (a JSON-RPC answer of the wrong shape). */
+const isMalformed = (e: unknown): boolean => notJsonRpc(e) || errorCode(e) === "INVALID_RESULT"
+
+/**
+ * The message of a schema error on one line: the SDK's messages end with the JSON of the
+ * schema's issues, each written here as `path: message`.
+ */
+const schemaMessage = (e: unknown): string => {
+  let text = messageOf(e)
+  const at = text.indexOf("[")
+  if (at >= 0) {
+    try {
+      const issues: unknown = JSON.parse(text.slice(at))
+      if (Array.isArray(issues)) {
+        const parts = issues.map((issue: { path?: unknown; message?: unknown }) =>
+          `${Array.isArray(issue?.path) && issue.path.length > 0 ? `${issue.path.join(".")}: ` : ""}${String(issue?.message)}`
+        )
+        text = `${text.slice(0, at)}${parts.join("; ")}`
+      }
+    } catch {
+      // Not JSON: the message as it is.
+    }
+  }
+  const line = text.replace(/\s+/g, " ").trim()
+  return line.length > 300 ? `${line.slice(0, 299)}…` : line
 }
 
 /** A fault of `server` as an `McpError`: its reason and a redacted message with stderr's tail. */
@@ -278,7 +309,7 @@ const connectFault = (server: Server, e: unknown): McpError => {
   ) {
     return faultOf(server, "start", `could not start: ${message}`)
   }
-  if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed message while initializing: ${message}`)
+  if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed message while initializing: ${schemaMessage(e)}`)
   return faultOf(server, "initialize", `refused initialization: ${message}`)
 }
 
@@ -290,7 +321,7 @@ const callFault = (server: Server, e: unknown): McpError => {
   if (code === "CONNECTION_CLOSED" || /connection closed/i.test(message)) {
     return faultOf(server, "exited", `exited during the call: ${message}`)
   }
-  if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed result: ${message}`)
+  if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed result: ${schemaMessage(e)}`)
   return faultOf(server, "protocol", `answered with an error: ${message}`)
 }
 
@@ -407,10 +438,16 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
       server.client = undefined
       Deferred.unsafeDone(broken, Effect.fail(faultOf(server, "exited", "exited")))
     }
+    let opening = true
+    // A message that is not JSON-RPC breaks the connection (the SDK only reports it: the request
+    // it answered would wait for its timeout); the next call starts the server again.
     client.onerror = (e) => {
-      if (server.client !== client || !isMalformed(e)) return
-      server.client = undefined
-      Deferred.unsafeDone(broken, Effect.fail(faultOf(server, "malformed", `sent a malformed message: ${messageOf(e)}`)))
+      if ((server.client !== client && !opening) || !notJsonRpc(e)) return
+      if (server.client === client) server.client = undefined
+      Deferred.unsafeDone(
+        broken,
+        Effect.fail(faultOf(server, "malformed", `sent a message that is not JSON-RPC (${schemaMessage(e)})`))
+      )
       client.close().catch(() => {})
     }
     const closeQuietly = Effect.promise(() => client.close().catch(() => {}))
@@ -422,6 +459,8 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
       },
       catch: (e) => connectFault(server, e)
     }).pipe(
+      Effect.raceFirst(Deferred.await(broken)),
+      Effect.ensuring(Effect.sync(() => (opening = false))),
       Effect.timeoutFail({
         duration: timeout,
         onTimeout: () => faultOf(server, "timeout", `did not initialize within ${server.connectTimeoutMs} ms`)
