@@ -209,6 +209,10 @@ interface Server {
   error: McpError | undefined
   /** The last 2,000 characters a stdio server wrote on stderr. */
   stderr: string
+  /** The progress reports' receivers of the calls in flight, by their progress token. */
+  readonly progress: Map<string, (report: Tool.ToolProgress) => void>
+  /** The last progress token given. */
+  tokens: number
 }
 
 /** `options.timeoutMs` and the like: a positive number, or the default. */
@@ -450,6 +454,14 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
       )
       client.close().catch(() => {})
     }
+    // The server's progress reports go to their call by our own token (`call`): the SDK's
+    // `onprogress` loses a report read together with its call's answer (the answer is handled at
+    // once and forgets the call, a notification on a later microtask), so a call's last report
+    // would come or not by chance. A report of a call that ended is ignored.
+    client.setNotificationHandler("notifications/progress", (notification) => {
+      const { message, progress, progressToken, total } = notification.params
+      server.progress.get(String(progressToken))?.({ progress, total, message })
+    })
     const closeQuietly = Effect.promise(() => client.close().catch(() => {}))
     const timeout = Duration.millis(server.connectTimeoutMs)
     const listed = yield* Effect.tryPromise({
@@ -512,22 +524,24 @@ const call = (
 ): Effect.Effect<Tool.ToolOutput, McpError> =>
   Effect.gen(function*() {
     const [client, broken] = yield* live(server, server.options, bump)
+    const token = `${++server.tokens}`
     const request = Effect.tryPromise({
-      try: (signal) =>
-        client.callTool({ name, arguments: args as Record<string, unknown> }, {
+      try: (signal) => {
+        server.progress.set(token, (p) => {
+          Effect.runSync(ctx.progress({
+            progress: p.progress,
+            total: p.total,
+            message: p.message === undefined ? undefined : server.redact(p.message)
+          }))
+        })
+        return client.callTool({ name, arguments: args as Record<string, unknown>, _meta: { progressToken: token } }, {
           signal,
           // Our own timeout bounds the call (below); the SDK's would fire at its default of 60 s.
-          timeout: 2_147_483_647,
-          onprogress: (p) => {
-            Effect.runSync(ctx.progress({
-              progress: p.progress,
-              total: p.total,
-              message: p.message === undefined ? undefined : server.redact(p.message)
-            }))
-          }
-        }),
+          timeout: 2_147_483_647
+        })
+      },
       catch: (e) => callFault(server, e)
-    })
+    }).pipe(Effect.ensuring(Effect.sync(() => server.progress.delete(token))))
     const result = yield* Effect.raceFirst(request, Deferred.await(broken)).pipe(
       Effect.timeoutFail({
         duration: Duration.millis(server.timeoutMs),
@@ -570,7 +584,9 @@ const connectAll = (
       info: undefined,
       restarts: 0,
       error: undefined,
-      stderr: ""
+      stderr: "",
+      progress: new Map(),
+      tokens: 0
     }))
     yield* Effect.addFinalizer(() =>
       Effect.forEach(all, (server) =>
