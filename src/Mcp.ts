@@ -213,6 +213,10 @@ interface Server {
   readonly progress: Map<string, (report: Tool.ToolProgress) => void>
   /** The last progress token given. */
   tokens: number
+  /** The listing of the tools after the server said they changed, while it runs (`relist`). */
+  refreshing: Promise<void> | undefined
+  /** How many listings `relist` started (only the last one's list is kept). */
+  relists: number
 }
 
 /** `options.timeoutMs` and the like: a positive number, or the default. */
@@ -418,6 +422,24 @@ const setTools = (server: Server, tools: ReadonlyArray<unknown>, bump: () => voi
   bump()
 }
 
+/**
+ * Lists a server's tools again after it said they changed (`notifications/tools/list_changed`);
+ * `refreshing` is the listing while it runs, for `call` to wait for. A listing that fails keeps
+ * the tools listed before.
+ */
+const relist = (server: Server, client: Client, bump: () => void): void => {
+  const mine = ++server.relists
+  const listing: Promise<void> = client.listTools(undefined, { cacheMode: "refresh" }).then(
+    (listed) => {
+      if (server.client === client && server.relists === mine) setTools(server, listed.tools, bump)
+    },
+    () => {}
+  ).finally(() => {
+    if (server.refreshing === listing) server.refreshing = undefined
+  })
+  server.refreshing = listing
+}
+
 /** Starts and initializes a server, and lists its tools. */
 const open = (server: Server, options: ConnectOptions, bump: () => void): Effect.Effect<void, McpError> =>
   Effect.gen(function*() {
@@ -429,9 +451,13 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
         capabilities: {},
         listChanged: {
           tools: {
-            onChanged: (error, tools) => {
-              if (server.client !== client || error !== null || tools === null) return
-              setTools(server, tools, bump)
+            // Listed again at once (the SDK waits 300 ms by default) and by `relist`, so that a
+            // call during which the server said its tools changed returns once the new list is
+            // known: the agent's next step offers it (§8).
+            autoRefresh: false,
+            debounceMs: 0,
+            onChanged: () => {
+              if (server.client === client) relist(server, client, bump)
             }
           }
         }
@@ -542,7 +568,13 @@ const call = (
       },
       catch: (e) => callFault(server, e)
     }).pipe(Effect.ensuring(Effect.sync(() => server.progress.delete(token))))
+    // A list of tools that changed during the call is known before the call returns (`relist`).
+    const relisted = Effect.suspend(() => {
+      const listing = server.refreshing
+      return listing === undefined ? Effect.void : Effect.promise(() => listing)
+    })
     const result = yield* Effect.raceFirst(request, Deferred.await(broken)).pipe(
+      Effect.tap(() => relisted),
       Effect.timeoutFail({
         duration: Duration.millis(server.timeoutMs),
         onTimeout: () =>
@@ -586,7 +618,9 @@ const connectAll = (
       error: undefined,
       stderr: "",
       progress: new Map(),
-      tokens: 0
+      tokens: 0,
+      refreshing: undefined,
+      relists: 0
     }))
     yield* Effect.addFinalizer(() =>
       Effect.forEach(all, (server) =>
