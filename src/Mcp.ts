@@ -9,8 +9,9 @@
  *   does the same as a layer of the `Mcp` service.
  * - Its `toolset` goes in `Agent.make({ toolsets })`: each server tool is a tool named
  *   `SERVER__TOOL` (`Mcp.toolName`), whose parameters are the server's JSON Schema, checked
- *   before the call (a bad call gets the §8 `INVALID_ARGUMENTS` result). A server that says its
- *   tool list changed is listed again; the agent sees the new list from its next step (§8).
+ *   before the call (a bad call gets the §8 `INVALID_ARGUMENTS` result); a tool that runs only
+ *   as an MCP task (`taskSupport: "required"`) is left out. A server that says its tool list
+ *   changed is listed again at once; the agent sees the new list from its next step (§8).
  * - A call's result maps onto content blocks (text, images; resources and links as text;
  *   structured content kept as JSON text), its text bounded (`maxResultBytes`, 64 KiB by
  *   default); an `isError` result is an error result (`TOOL_FAILED`) with the server's content.
@@ -406,8 +407,16 @@ const setTools = (server: Server, tools: ReadonlyArray<unknown>, bump: () => voi
   const listed: Array<ServerTool> = []
   const mapped: Array<Tool.Tool<any>> = []
   for (const raw of tools) {
-    const t = raw as { name?: unknown; description?: unknown; title?: unknown; inputSchema?: unknown }
+    const t = raw as {
+      name?: unknown
+      description?: unknown
+      title?: unknown
+      inputSchema?: unknown
+      execution?: { taskSupport?: unknown } | undefined
+    }
     if (typeof t.name !== "string" || t.name === "") continue
+    // A tool that runs only as an MCP task refuses a plain `tools/call`, the only call made here.
+    if (t.execution?.taskSupport === "required") continue
     const description = typeof t.description === "string" && t.description !== ""
       ? t.description
       : typeof t.title === "string"
