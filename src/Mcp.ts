@@ -22,7 +22,8 @@
  *   agent: a server that cannot start, refuses initialization or does not answer it is `failed`
  *   (its status says why; it offers no tools); one that exits or sends a malformed message
  *   mid-call fails that call and is started again on the next call of one of its tools, at most
- *   `maxRestarts` times in a row (3 by default) without a call that succeeds between.
+ *   `maxRestarts` times in a row (3 by default) without a call that succeeds between; the call
+ *   after that fails `gave-up`, and the server is `failed` (its tools are withdrawn).
  * - Servers are untrusted: every call of their tools asks for approval (§26) unless the server's
  *   `approval` is `"never"` or the tool is in its `autoApprove`; the question names the tool, and
  *   so the server (`SERVER__TOOL`).
@@ -124,8 +125,8 @@ export type ServerConfig = StdioServer | HttpServer
  * bad URL), `start` (the process or the connection could not be made), `initialize` (the server
  * refused or broke the handshake), `timeout` (no answer in time), `exited` (the server's process
  * or connection ended), `malformed` (a message that is not JSON-RPC), `protocol` (an error
- * response), `gave-up` (it died `maxRestarts` times in a row), `closed` (its connection was
- * closed with its scope). The message never contains a secret.
+ * response), `gave-up` (it was restarted `maxRestarts` times in a row and failed again),
+ * `closed` (its connection was closed with its scope). The message never contains a secret.
  *
  * @since 0.1.0
  * @category errors
@@ -539,7 +540,23 @@ const live = (server: Server, options: ConnectOptions, bump: () => void) =>
         return Effect.succeed([server.client, server.broken] as const)
       }
       if (server.restarts >= server.maxRestarts) {
-        return Effect.fail(faultOf(server, "gave-up", `died ${server.restarts} times in a row; it is not started again`))
+        // It is `failed` from now on, and its tools are withdrawn from the agent's next step.
+        const failures = server.restarts + 1
+        const error = faultOf(
+          server,
+          "gave-up",
+          `failed ${
+            failures === 1 ? "once" : `${failures} times`
+          } in a row and is not started again (maxRestarts: ${server.maxRestarts})`
+        )
+        if (server.state !== "failed") {
+          server.state = "failed"
+          server.tools = []
+          server.listed = []
+          bump()
+        }
+        server.error = error
+        return Effect.fail(error)
       }
       server.restarts++
       return Effect.flatMap(
