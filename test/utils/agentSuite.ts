@@ -514,6 +514,47 @@ export const agentSuite = (mode: StoreMode): void => {
       }).pipe(Effect.provide(layer(model)))
     })
 
+    it.scoped("an output with isError is a TOOL_FAILED result with its content, for a call alone and for calls run together", () => {
+      const model = ScriptedModel.make([
+        { toolCalls: [{ id: "one", name: "refuse", arguments: { why: "alone" } }] },
+        {
+          toolCalls: [
+            { id: "a", name: "refuse", arguments: { why: "first" } },
+            { id: "b", name: "refuse", arguments: { why: "" } },
+            { id: "c", name: "refuse", arguments: { why: "third" } }
+          ]
+        },
+        { text: "done" }
+      ])
+      // An error reported with content (as an MCP server's isError result); "" reports none.
+      const refuse = Tool.make({
+        name: "refuse",
+        description: "refuses",
+        parameters: Schema.Struct({ why: Schema.String }),
+        execute: ({ why }) =>
+          Effect.succeed(
+            why === "" ? { content: "fine" } : { content: [{ type: "text" as const, text: `refused: ${why}` }], isError: true }
+          )
+      })
+      return Effect.gen(function*() {
+        const agent = yield* Agent.make({ tools: [refuse] })
+        yield* agent.followup("go")
+        yield* advance(10)
+        const results = agent.log.events().filter((e) => e.type === "tool/result").map((e) => {
+          const d = e.data as any
+          const block = d.message.content[0]
+          return [block.toolCallId, d.error?.code ?? null, block.isError, block.content[0].text]
+        })
+        expect(results).toEqual([
+          ["one", "TOOL_FAILED", true, "refused: alone"],
+          ["a", "TOOL_FAILED", true, "refused: first"],
+          ["b", null, false, "fine"],
+          ["c", "TOOL_FAILED", true, "refused: third"]
+        ])
+        yield* checkLog(agent)
+      }).pipe(Effect.provide(layer(model)))
+    })
+
     it.scoped("tools can deliver through ctx.agent; a steer from a tool lands after the whole batch", () => {
       const model = ScriptedModel.make([
         { toolCalls: [{ id: "a", name: "steerer", arguments: {} }, { id: "b", name: "slow", arguments: { ms: 30 } }] },

@@ -353,7 +353,7 @@ const runGroup = (a: AgentState, t: TurnState, group: Group): Effect.Effect<void
     let current: CallState
     const handlers = {
       onSuccess: (output: unknown): Effect.Effect<void> => {
-        record(a, current, output, false)
+        record(a, current, output, reportsError(output))
         return next()
       },
       onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
