@@ -317,11 +317,19 @@ const connectFault = (server: Server, e: unknown): McpError => {
     code === "ENOENT" || code === "EACCES" || code === "ECONNREFUSED" || code === "ENOTFOUND" ||
     code === "CONNECTION_CLOSED" || /closed|spawn|fetch failed|ECONNREFUSED/i.test(message)
   ) {
-    return faultOf(server, "start", `could not start: ${message}`)
+    const what = server.config.type === "stdio" ? "could not start" : "could not connect"
+    return faultOf(server, "start", `${what}: ${withCode(message, code)}`)
   }
   if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed message while initializing: ${schemaMessage(e)}`)
   return faultOf(server, "initialize", `refused initialization: ${message}`)
 }
+
+/** `message`, and `code` after it unless it says it already ("fetch failed (ECONNREFUSED)"). */
+const withCode = (message: string, code: string | undefined): string =>
+  code === undefined || message.includes(code) ? message : `${message} (${code})`
+
+/** The codes of an HTTP server that cannot be reached (any more): refused, reset, gone. */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET", "UND_ERR_CLOSED"])
 
 /** An error of a call in flight. */
 const callFault = (server: Server, e: unknown): McpError => {
@@ -330,6 +338,9 @@ const callFault = (server: Server, e: unknown): McpError => {
   const message = messageOf(e)
   if (code === "CONNECTION_CLOSED" || /connection closed/i.test(message)) {
     return faultOf(server, "exited", `exited during the call: ${message}`)
+  }
+  if ((code !== undefined && UNREACHABLE.has(code)) || /fetch failed/i.test(message)) {
+    return faultOf(server, "exited", `could not be reached: ${withCode(message, code)}`)
   }
   if (isMalformed(e)) return faultOf(server, "malformed", `sent a malformed result: ${schemaMessage(e)}`)
   return faultOf(server, "protocol", `answered with an error: ${message}`)
@@ -606,7 +617,17 @@ const call = (
         onTimeout: () =>
           faultOf(server, "timeout", `did not answer ${name} within ${server.timeoutMs} ms; the call was cancelled`)
       }),
-      Effect.tapError((e) => Effect.sync(() => (server.error = e)))
+      Effect.tapError((e) =>
+        Effect.sync(() => {
+          server.error = e
+          // A server that cannot be reached is connected again on the next call (an HTTP
+          // connection does not close by itself as a stdio server's process does).
+          if (e.reason === "exited" && server.client === client) {
+            server.client = undefined
+            client.close().catch(() => {})
+          }
+        })
+      )
     )
     server.restarts = 0
     const mapped = resultOf(result, server.maxResultBytes, server.redact)
