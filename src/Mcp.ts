@@ -13,8 +13,9 @@
  *   as an MCP task (`taskSupport: "required"`) is left out. A server that says its tool list
  *   changed is listed again at once; the agent sees the new list from its next step (§8).
  * - A call's result maps onto content blocks (text, images; resources and links as text;
- *   structured content kept as JSON text), its text bounded (`maxResultBytes`, 64 KiB by
- *   default); an `isError` result is an error result (`TOOL_FAILED`) with the server's content.
+ *   structured content as JSON text when the server wrote no text), its text bounded
+ *   (`maxResultBytes`, 64 KiB by default); an `isError` result is an error result
+ *   (`TOOL_FAILED`) with the server's content.
  * - Cancelling the turn aborts the request (the SDK sends `notifications/cancelled`); each call
  *   has a timeout (`timeoutMs`, 120 s by default); the server's progress notifications are the
  *   call's `tool/progress` events.

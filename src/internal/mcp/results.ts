@@ -1,7 +1,7 @@
 /**
  * An MCP tool result as our content blocks (§28): text and images as they are; audio, resources
  * and resource links as text that says what they are; structured content kept as JSON text when
- * no text block carries it; the text bounded (`maxBytes` UTF-8 bytes in all, the rest cut with a
+ * the content has no text of its own; the text bounded (`maxBytes` UTF-8 bytes in all, the rest cut with a
  * note) and every secret replaced by `***`.
  */
 import type { ContentBlock } from "../../Message.js"
@@ -78,21 +78,12 @@ const blockOf = (item: unknown): ContentBlock => {
   }
 }
 
-/** Whether a text block already carries `structured` (as JSON, whatever its layout). */
-const carries = (blocks: ReadonlyArray<ContentBlock>, json: string): boolean =>
-  blocks.some((b) => {
-    if (b.type !== "text") return false
-    try {
-      return JSON.stringify(JSON.parse(b.text)) === json
-    } catch {
-      return false
-    }
-  })
-
 /**
  * An MCP `tools/call` result as `{content, isError}`: `content` (or a legacy `toolResult`)
- * mapped block by block, `structuredContent` added as JSON text unless a text block carries it,
- * the text bounded to `maxBytes` and redacted.
+ * mapped block by block, `structuredContent` added as JSON text when no text block came from the
+ * server (MCP asks a server to put it in a text block too; a server that writes its own text,
+ * such as the filesystem server's `{content: TEXT}`, would otherwise give the model everything
+ * twice, and the copy could be what `maxBytes` cuts), the text bounded to `maxBytes` and redacted.
  */
 export const resultOf = (
   result: unknown,
@@ -102,9 +93,11 @@ export const resultOf = (
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>
   const blocks: Array<ContentBlock> = Array.isArray(r.content) ? r.content.map(blockOf) : []
   if (!Array.isArray(r.content) && "toolResult" in r) blocks.push({ type: "text", text: JSON.stringify(r.toolResult) ?? "" })
-  if (r.structuredContent !== undefined) {
+  const texts = Array.isArray(r.content) &&
+    r.content.some((item: unknown) => (item as { type?: unknown } | null)?.type === "text")
+  if (r.structuredContent !== undefined && !texts) {
     const json = JSON.stringify(r.structuredContent)
-    if (json !== undefined && !carries(blocks, json)) blocks.push({ type: "text", text: json })
+    if (json !== undefined) blocks.push({ type: "text", text: json })
   }
   if (blocks.length === 0) blocks.push({ type: "text", text: "" })
   let left = maxBytes
