@@ -314,9 +314,13 @@ const connectFault = (server: Server, e: unknown): McpError => {
   if (e instanceof McpError) return e
   const code = errorCode(e)
   const message = messageOf(e)
+  if (code === "CONNECTION_CLOSED" || /connection closed/i.test(message)) {
+    const what = server.config.type === "stdio" ? "exited" : "closed the connection"
+    return faultOf(server, "start", `${what} before it initialized`)
+  }
   if (
     code === "ENOENT" || code === "EACCES" || code === "ECONNREFUSED" || code === "ENOTFOUND" ||
-    code === "CONNECTION_CLOSED" || /closed|spawn|fetch failed|ECONNREFUSED/i.test(message)
+    /closed|spawn|fetch failed|ECONNREFUSED/i.test(message)
   ) {
     const what = server.config.type === "stdio" ? "could not start" : "could not connect"
     return faultOf(server, "start", `${what}: ${withCode(message, code)}`)
@@ -325,9 +329,9 @@ const connectFault = (server: Server, e: unknown): McpError => {
   return faultOf(server, "initialize", `refused initialization: ${message}`)
 }
 
-/** `message`, and `code` after it unless it says it already ("fetch failed (ECONNREFUSED)"). */
+/** `message`, and a system error's `code` after it unless it says it already ("fetch failed (ECONNREFUSED)"). */
 const withCode = (message: string, code: string | undefined): string =>
-  code === undefined || message.includes(code) ? message : `${message} (${code})`
+  code === undefined || !/^(?:E[A-Z]+|UND_ERR_[A-Z_]+)$/.test(code) || message.includes(code) ? message : `${message} (${code})`
 
 /** The codes of an HTTP server that cannot be reached (any more): refused, reset, gone. */
 const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET", "UND_ERR_CLOSED"])
