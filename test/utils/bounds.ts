@@ -40,6 +40,10 @@
  * |   its exit once its stdin ends (a prompt running or not)       | 14–93 ms             |                             |
  * |   a prompt of `wait 5 seconds` answered                        | 4.5 s                |                             |
  * |   a runner's exit after SIGTERM, its spans flushed (`CliOtlp`) | 98 ms                |                             |
+ * | an MCP test's wait for real servers (`mcp.ts`, load 4 to 7):   |                      | MCP_WAIT_MS 20 s            |
+ * |   connected (one to five at once; `server-everything` the      | 0.3–2.3 s            |                             |
+ * |   slowest), a turn of calls to them, an HTTP server listening  |                      |                             |
+ * |   a line in a server's log; a process gone after SIGKILL       | 0–0.1 s; 0–42 ms     |                             |
  * | a `node` child of a test to its end: `Crash`'s crash child     | 1.35–3.58 s          | CHILD_RUN_MS 20 s           |
  * |   a `node -e` import with the module hooks (`Package`)         | 1.9–2.8 s            |                             |
  * |   `npm pack --dry-run` (`Package`)                             | 4.4 s                |                             |
@@ -68,8 +72,8 @@
  * | a hook: `CrashMatrix`'s `afterAll` drops its databases         | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
  *
  * Re-measure with `AGENT_LOOP_BOUNDS_LOG=/tmp/bounds.log npx vitest run test/X.test.ts`: the waits
- * of `cluster.ts`, `entity.ts`, `tmux.ts`, the cluster tests, `Chat`, `Acp`, `Crash`, `Package`,
- * `Examples` (its `tsc`) and `CliOtlp` append how long they took there (`note`); a test's own
+ * of `cluster.ts`, `entity.ts`, `tmux.ts`, `mcp.ts`, the cluster tests, `Chat`, `Acp`, `Crash`,
+ * `Package`, `Examples` (its `tsc`) and `CliOtlp` append how long they took there (`note`); a test's own
  * time is in vitest's JSON report (`--reporter=json --outputFile.json=FILE`).
  */
 import * as NodeFs from "node:fs"
@@ -106,6 +110,12 @@ export const TMUX_WAIT_MS = 10_000
  * its log, an answer to a request, its exit once its stdin ends or after SIGTERM.
  */
 export const CHILD_WAIT_MS = 10_000
+
+/**
+ * A wait of the MCP tests for a server process (`test/utils/mcp.ts`): started and connected, a
+ * call answered, a turn of real calls ended, a line in a server's log, an HTTP server listening.
+ */
+export const MCP_WAIT_MS = 20_000
 
 /** A program a test runs to its end that is not the CLI: a crash child, a `node -e` import, `npm pack`, `tsc`. */
 export const CHILD_RUN_MS = 20_000
