@@ -152,8 +152,10 @@ export interface ServerTool {
 }
 
 /**
- * A server as it stands: `connected`, `failed` (it offers no tools; `error` says why) or `closed`
- * (its scope closed); its tools; the name and version it reported; how many times it was
+ * A server as it stands: `connected`; `exited` (its process or connection ended, or it sent a
+ * message that is not JSON-RPC: its tools stay offered, and the next call of one starts it again,
+ * `error` says what happened); `failed` (it could not start, or gave up: it offers no tools;
+ * `error` says why); or `closed` (its scope closed); its tools; the name and version it reported; how many times it was
  * restarted in a row; the last fault, if any.
  *
  * @since 0.1.0
@@ -162,7 +164,7 @@ export interface ServerTool {
 export interface ServerStatus {
   readonly name: string
   readonly type: ServerConfig["type"]
-  readonly state: "connected" | "failed" | "closed"
+  readonly state: "connected" | "exited" | "failed" | "closed"
   readonly tools: ReadonlyArray<ServerTool>
   readonly server?: { readonly name: string; readonly version: string } | undefined
   readonly restarts: number
@@ -232,12 +234,17 @@ const restartsOption = (value: number | undefined): number =>
 /** The checks of `connect` before anything starts: names, commands, URLs. */
 const checkConfig = (servers: ReadonlyArray<ServerConfig>): McpError | undefined => {
   const seen = new Set<string>()
+  const prefixes = new Map<string, string>()
   for (const server of servers) {
     const name = typeof server.name === "string" ? server.name : ""
     const bad = (message: string) => new McpError({ server: name, reason: "config", message: `MCP server "${name}": ${message}` })
     if (name.trim() === "") return bad("the name is empty")
     if (seen.has(name)) return bad("two servers have this name")
     seen.add(name)
+    const prefix = nameOf(name, "")
+    const other = [...prefixes.entries()].find(([p]) => p === prefix)
+    if (other !== undefined) return bad(`its tools would have the names of server "${other[1]}"'s (both are ${prefix}TOOL)`)
+    prefixes.set(prefix, name)
     if (server.type === "stdio") {
       if (typeof server.command !== "string" || server.command.trim() === "") return bad("the command is empty")
     } else if (server.type === "http" || server.type === "sse") {
@@ -466,6 +473,13 @@ const relist = (server: Server, client: Client, bump: () => void): void => {
   server.refreshing = listing
 }
 
+/** A live connection ended (`exited` in `servers()`): the next call starts the server again. */
+const broke = (server: Server, error: McpError): void => {
+  server.client = undefined
+  server.error = error
+  if (server.state === "connected") server.state = "exited"
+}
+
 /** Starts and initializes a server, and lists its tools. */
 const open = (server: Server, options: ConnectOptions, bump: () => void): Effect.Effect<void, McpError> =>
   Effect.gen(function*() {
@@ -491,19 +505,18 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
     )
     client.onclose = () => {
       if (server.client !== client) return
-      server.client = undefined
-      Deferred.unsafeDone(broken, Effect.fail(faultOf(server, "exited", "exited")))
+      const error = faultOf(server, "exited", "exited")
+      broke(server, error)
+      Deferred.unsafeDone(broken, Effect.fail(error))
     }
     let opening = true
     // A message that is not JSON-RPC breaks the connection (the SDK only reports it: the request
     // it answered would wait for its timeout); the next call starts the server again.
     client.onerror = (e) => {
       if ((server.client !== client && !opening) || !notJsonRpc(e)) return
-      if (server.client === client) server.client = undefined
-      Deferred.unsafeDone(
-        broken,
-        Effect.fail(faultOf(server, "malformed", `sent a message that is not JSON-RPC (${schemaMessage(e)})`))
-      )
+      const error = faultOf(server, "malformed", `sent a message that is not JSON-RPC (${schemaMessage(e)})`)
+      if (server.client === client) broke(server, error)
+      Deferred.unsafeDone(broken, Effect.fail(error))
       client.close().catch(() => {})
     }
     // The server's progress reports go to their call by our own token (`call`): the SDK's
@@ -628,7 +641,7 @@ const call = (
           // A server that cannot be reached is connected again on the next call (an HTTP
           // connection does not close by itself as a stdio server's process does).
           if (e.reason === "exited" && server.client === client) {
-            server.client = undefined
+            broke(server, e)
             client.close().catch(() => {})
           }
         })

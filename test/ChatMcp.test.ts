@@ -175,7 +175,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat --mcp
         })
         const ready = yield* pane.waitFor(/● idle · session \S+/, CHAT_READY_MS)
         expect(ready).toContain("mcp: server \"broken\" failed: could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT")
-        expect(ready).toContain("  MCP: 1 of 2 servers connected, 13 tools (/mcp lists them)")
+        expect(ready).toContain("  MCP: 1 of 2 servers connected, 12 tools (/mcp lists them)")
         yield* pane.type("/mcp")
         yield* pane.keys("Enter")
         const listed = yield* pane.waitFor("broken: failed")
@@ -183,13 +183,13 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat --mcp
         const start = lines.indexOf("· MCP servers (2):")
         expect(lines.slice(start, start + 4)).toEqual([
           "· MCP servers (2):",
-          "  everything: connected (stdio, mcp-servers/everything 2.0.0), 13 tools",
+          "  everything: connected (stdio, mcp-servers/everything 2.0.0), 12 tools",
           "    everything__echo: Echoes back the input string",
           "    everything__get-annotated-message: Demonstrates how annotations can be used to provide metadata about content."
         ])
         // (Ink wraps the longest lines at the pane's 120 columns.)
         expect(lines.slice(start).filter((line) => /^ {2}\S/.test(line))).toEqual([
-          "  everything: connected (stdio, mcp-servers/everything 2.0.0), 13 tools",
+          "  everything: connected (stdio, mcp-servers/everything 2.0.0), 12 tools",
           "  broken: failed (stdio): could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT"
         ])
         expect(lines.slice(start).filter((line) => line.startsWith("    everything__")).map((line) => line.split(":")[0]!.trim()))
@@ -205,8 +205,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat --mcp
             "everything__gzip-file-as-resource",
             "everything__toggle-simulated-logging",
             "everything__toggle-subscriber-updates",
-            "everything__trigger-long-running-operation",
-            "everything__simulate-research-query"
+            "everything__trigger-long-running-operation"
           ])
         // A call whose server reports its progress: shown under the running call, then its result.
         yield* pane.type("call everything__trigger-long-running-operation with {\"duration\": 3, \"steps\": 3}")

@@ -52,6 +52,11 @@ describe("MCP faults: starting and initializing", () => {
         reason: "config",
         message: "MCP server \"w\": the url is not http or https"
       })
+      expect(yield* connect([{ type: "stdio", name: "a.b", command: "x" }, { type: "stdio", name: "a_b", command: "x" }]))
+        .toMatchObject({
+          reason: "config",
+          message: "MCP server \"a_b\": its tools would have the names of server \"a.b\"'s (both are a_b__TOOL)"
+        })
     }))
 
   it.scoped("a missing command (start), an exit before initializing (start, with its stderr), an initialize answered with an error (initialize) or with a message that is not JSON-RPC (malformed): failed, the others serve", () => {
@@ -233,7 +238,7 @@ describe("MCP faults: calls", () => {
         ["m2", "TOOL_FAILED", [text(`Tool raw__wait failed: ${message}`)]]
       ])
       expect(pids(log)).toHaveLength(2)
-      expect(mcp.servers().map((s) => [s.state, s.restarts, s.error?.reason])).toEqual([["connected", 1, "malformed"]])
+      expect(mcp.servers().map((s) => [s.state, s.restarts, s.error?.reason])).toEqual([["exited", 1, "malformed"]])
     }).pipe(Effect.provide(agentLayer(model)))
   })
 

@@ -330,7 +330,7 @@ const faultText = (status: Mcp.ServerStatus): string => {
 }
 
 /**
- * The welcome notice's line about the MCP servers: `MCP: 1 of 2 servers connected, 13 tools
+ * The welcome notice's line about the MCP servers: `MCP: 1 of 2 servers connected, 12 tools
  * (/mcp lists them)`.
  *
  * @internal
@@ -343,10 +343,10 @@ export const mcpSummary = (servers: ReadonlyArray<Mcp.ServerStatus>): string => 
 
 /**
  * What `/mcp` shows: each server of `--mcp-config` on a line, `everything: connected (stdio,
- * mcp-servers/everything 2.0.0), 13 tools`, then its tools one a line with the first line of
+ * mcp-servers/everything 2.0.0), 12 tools`, then its tools one a line with the first line of
  * their description (`  everything__echo: Echoes back the input string`); a failed server with
- * its error (`broken: failed (stdio): could not start: spawn x ENOENT`), a connected one with the
- * last fault of a call, if any. The caller shows it through `shown` (escaped, bounded).
+ * its error (`broken: failed (stdio): could not start: spawn x ENOENT`), a connected one (or one
+ * that exited, which the next call starts again) with the last fault of a call, if any. The caller shows it through `shown` (escaped, bounded).
  *
  * @internal
  */
@@ -357,8 +357,9 @@ export const mcpReport = (servers: ReadonlyArray<Mcp.ServerStatus> | undefined):
   for (const server of servers) {
     const about = [server.type, ...(server.server === undefined ? [] : [`${server.server.name} ${server.server.version}`])]
     const restarts = server.restarts > 0 ? `, restarted ${count(server.restarts, "time")} in a row` : ""
-    if (server.state === "connected") {
-      lines.push(`${server.name}: connected (${about.join(", ")}), ${count(server.tools.length, "tool")}${restarts}`)
+    if (server.state === "connected" || server.state === "exited") {
+      const state = server.state === "exited" ? "exited, started again by the next call" : "connected"
+      lines.push(`${server.name}: ${state} (${about.join(", ")}), ${count(server.tools.length, "tool")}${restarts}`)
       if (server.error !== undefined) lines.push(`  last fault: ${faultText(server)}`)
       for (const tool of server.tools) {
         const description = tool.description.trim().split("\n")[0]!.trim()
