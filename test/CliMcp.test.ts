@@ -10,7 +10,9 @@ import { Effect } from "effect"
 import { execFile, spawn as spawnChild } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as IdGenerator from "../src/IdGenerator.js"
 import * as Invariant from "../src/Invariant.js"
+import { UserMessage } from "../src/Message.js"
 import * as SessionStore from "../src/SessionStore.js"
 import { CHILD_WAIT_MS, CLI_RUN_MS } from "./utils/bounds.js"
 import { pollUntil } from "./utils/poll.js"
@@ -239,6 +241,47 @@ describe("agent-loop run --mcp-config", () => {
           })
         const plain = yield* spawn(["run", "--prompt", "what time is it", "--store", "s"], dir, "@modelcontextprotocol/client")
         expect([plain.code, plain.stderr]).toEqual([0, ""])
+      }),
+    3 * CLI_RUN_MS
+  )
+})
+
+describe("agent-loop resume --continue-pending --mcp-config", () => {
+  it.live(
+    "a queued followup that calls an MCP tool runs with the file's servers; without them there is no such tool",
+    () =>
+      Effect.gen(function*() {
+        const dir = withConfig({ everything: everythingEntry({ approval: "never" }) })
+        const queued = (id: string) =>
+          Effect.gen(function*() {
+            const log = yield* (yield* SessionStore.SessionStore).create({ id })
+            const m = yield* UserMessage.make({ text: PROMPT, source: { kind: "user" } })
+            yield* log.append([{ type: "agent/inbox/spliced", data: { target: "next-turn", start: 0, inserted: [m] } }])
+            return log.path!
+          }).pipe(
+            Effect.scoped,
+            Effect.provide(SessionStore.layerJsonl({ directory: Path.join(dir, "s") })),
+            Effect.provide(NodeContext.layer),
+            Effect.provide(IdGenerator.layer),
+            Effect.orDie
+          )
+        const resultsOf = (path: string) =>
+          Effect.map(readLog(path), (events) =>
+            events.filter((e) => e.type === "tool/result").map((e) => {
+              const d = e.data as any
+              return [d.message.content[0].content[0].text, d.error?.code ?? null]
+            }))
+        const withServers = yield* queued("with-servers")
+        const ran = yield* spawn(["resume", withServers, "--continue-pending", "--mcp-config", "cfg.json"], dir)
+        expect([ran.code, ran.stderr]).toEqual([0, ""])
+        expect(ran.stdout).toContain("← Echo: hi")
+        expect(yield* resultsOf(withServers)).toEqual([["Echo: hi", null]])
+        const without = yield* queued("without-servers")
+        const bare = yield* spawn(["resume", without, "--continue-pending"], dir)
+        expect(bare.code).toBe(0)
+        // Without the servers the request has no such tool: the offline model does not call it.
+        expect(bare.stdout).not.toContain("→ everything__echo")
+        expect(yield* resultsOf(without)).toEqual([])
       }),
     3 * CLI_RUN_MS
   )

@@ -1,5 +1,5 @@
 /**
- * `--mcp-config FILE`, shared by the agent commands (`run`, `chat`, `acp`, `runner`): the MCP
+ * `--mcp-config FILE`, shared by the agent commands (`run`, `chat`, `acp`, `runner`, `resume`): the MCP
  * servers of a configuration file (`mcpConfig.ts`: the `mcpServers` format of Claude Desktop,
  * Claude Code, Cursor) are connected in the command's scope (`Mcp.connect`, §28) and their tools
  * are the agent's, named `SERVER__TOOL`, through one toolset read at each step's start.

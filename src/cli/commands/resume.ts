@@ -20,6 +20,7 @@ import { otlpOptions, withOtlp } from "../otlp.js"
 import { compactionLayer, modelLayer, runOptions } from "../providerFlags.js"
 import { oneLineLogger, watchAppends } from "../storeFailures.js"
 import { askOption, checkAsk } from "./askFlag.js"
+import { askLater, connectMcp, mcpConfigOption, readMcpServers } from "./mcpFlag.js"
 import {
   CHILD_ASKED,
   exitCodeOf,
@@ -46,7 +47,8 @@ import { subagentNames, subagentOptions, withSubagents } from "./subagentFlag.js
  * naming the first violation: its rule, seq and line; `check` lists them all). A log that needs no repair, with nothing pending to continue, is only read
  * (no writer lock), so that resume succeeds on a read-only file system. A sub-agent call the
  * crash cut short is closed from its child's log in the same directory (§27 rule 16; the child
- * repaired first when it had not finished).
+ * repaired first when it had not finished). `--mcp-config FILE` connects the file's MCP servers
+ * for the work that runs (§28; `mcpFlag.ts`); only with `--continue-pending` (repair runs none).
  */
 export const resume = Command.make(
   "resume",
@@ -58,13 +60,16 @@ export const resume = Command.make(
     ...runOptions,
     ask: askOption,
     ...subagentOptions,
+    mcpConfig: mcpConfigOption,
     ...otlpOptions
   },
   (options) =>
     Effect.gen(function*() {
       const model = yield* modelLayer(options)
       const compaction = yield* compactionLayer(options)
-      yield* checkAsk(options.ask, [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)])
+      const servers = yield* readMcpServers(options.mcpConfig)
+      const toolNames = [...(yield* OfflineTools.all()).map((tool) => tool.name), ...subagentNames(options)]
+      yield* checkAsk(options.ask, toolNames, askLater(servers))
       const path = yield* Path.Path
       const file = path.resolve(options.file)
       if (!file.endsWith(".jsonl")) return yield* exit(2, `${options.file}: not a session log (<id>.jsonl)`)
@@ -133,8 +138,16 @@ export const resume = Command.make(
         return
       }
       const ran = yield* Effect.scoped(Effect.gen(function*() {
-        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask)
-        const agent = yield* Agent.resume(id, { tools, maxSteps: options.maxSteps, continuePending: options.continuePending })
+        // Before the agent: its scope closes first (the agent released, then the servers closed).
+        const mcp = yield* connectMcp("resume", servers, options.ask, toolNames)
+        const toolsets = mcp === undefined ? undefined : [mcp.toolset]
+        const tools = withSubagents(yield* OfflineTools.all(), options, options.ask, toolsets)
+        const agent = yield* Agent.resume(id, {
+          tools,
+          toolsets,
+          maxSteps: options.maxSteps,
+          continuePending: options.continuePending
+        })
         // The repair, if any, is what was appended up to its `session/end-seed`.
         const tail = agent.log.events().slice(before)
         const seed = tail.findIndex((e) => e.type === "session/end-seed")
