@@ -5,6 +5,8 @@
  * carries nothing else (notices go to stderr). Every ACP session is an agent of the JSONL store
  * (`--store`), with the offline tools of `run` confined to the session's `cwd`; when the client
  * offers `fs.readTextFile`, `read_file` reads through its `fs/read_text_file` (`clientFs.ts`).
+ * This module answers the requests; the sessions open on the connection, their lifecycle and the
+ * forwarding of their events are `sessions.ts`'s, the params the SDK does not check `params.ts`'s.
  *
  * - `initialize`: protocol version 1 (the only one; asked for another, we answer 1, the latest we
  *   support), `agentCapabilities {loadSession: true, promptCapabilities {image: true, audio:
@@ -57,9 +59,10 @@
  *   `completed` live.
  * - `session/prompt`: the blocks become one `UserMessage` (`prompt.ts`; a block we do not take is
  *   -32602 and nothing is logged) delivered as a `followup` (§5.1: queued while a turn runs, then
- *   its own turn). Its response comes when its own turn ends (`stopReasonOf`), after every update
- *   of that turn, with `_meta["agent-loop"].messageId` (the message's id in the log); a
- *   prompt the inbox dropped before a turn claimed it (a cancel, §9) is `cancelled` at once.
+ *   its own turn). Its response comes when its own turn ends (`stopReasonOf`, `sessions.ts`),
+ *   after every update of that turn, with `_meta["agent-loop"].messageId` (the message's id in
+ *   the log); a prompt the inbox dropped before a turn claimed it (a cancel, §9) is `cancelled`
+ *   at once.
  * - `session/cancel`: `agent.cancel({kind:"user"})` (§9): the queues are cleared (queued prompts
  *   answer `cancelled`), the running turn ends aborted (its prompt answers `cancelled`, the last
  *   message about it).
@@ -108,38 +111,17 @@
  * @since 0.1.0
  */
 import * as acp from "@agentclientprotocol/sdk"
-import * as FileSystem from "@effect/platform/FileSystem"
+import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
-import {
-  Cause,
-  Chunk,
-  Console,
-  Deferred,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  FiberId,
-  FiberMap,
-  Layer,
-  Option,
-  Queue,
-  Runtime,
-  Schema,
-  Scope
-} from "effect"
-import * as NodePath from "node:path"
+import { Cause, Console, Deferred, Effect, Exit, FiberId, Layer, Option, Runtime } from "effect"
 import { Readable, Writable } from "node:stream"
 import * as Agent from "../../Agent.js"
-import type { AgentEvent, AgentNotification } from "../../AgentEvent.js"
 import type * as Compaction from "../../Compaction.js"
 import * as IdGenerator from "../../IdGenerator.js"
 import { isSessionId } from "../../internal/store/common.js"
 import { escapeLine } from "../../internal/terminalText.js"
-import type * as Mcp from "../../Mcp.js"
-import { MessageSource, UserMessage } from "../../Message.js"
+import { type MessageSource, UserMessage } from "../../Message.js"
 import type * as Model from "../../Model.js"
-import type { TurnEndReason } from "../../SessionEvent.js"
 import * as SessionStore from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
 import { type SubagentFlags, withSubagents } from "../commands/subagentFlag.js"
@@ -150,9 +132,10 @@ import * as ClientFs from "./clientFs.js"
 import * as Envelope from "./envelope.js"
 import * as LineLimit from "./lineLimit.js"
 import * as McpServers from "./mcpServers.js"
+import { checkCwd, extensionParams, internal, invalidParams, sessionParams } from "./params.js"
 import { contentOf } from "./prompt.js"
 import { META_KEY, replayUpdates } from "./replay.js"
-import { projector, type UpdateProjector } from "./updates.js"
+import * as Sessions from "./sessions.js"
 
 /**
  * What `runAcp` takes (checked by `main.ts`).
@@ -194,107 +177,6 @@ export interface AcpOptions {
 export const EXTENSIONS = { steer: "_session/steer", inject: "_session/inject" } as const
 
 /**
- * The JSON-RPC error of a turn that ended `error` (§6.4): -32603, message `CODE: message`,
- * `data {code, message, status?}`.
- *
- * @since 0.1.0
- */
-export const TURN_ERROR = -32603
-
-/**
- * A prompt's answer from the end reason of its turn (§22): `completed` → `end_turn`,
- * `max-tokens` → `max_tokens`, error `MAX_STEPS` → `max_turn_requests`, `blocked` → `refusal`,
- * `aborted`/`interrupted` → `cancelled`; another error → a JSON-RPC error (`TURN_ERROR`).
- *
- * @since 0.1.0
- * @category models
- */
-export const stopReasonOf = (
-  reason: TurnEndReason
-): { readonly stopReason: acp.StopReason } | { readonly error: acp.RequestError } => {
-  switch (reason.kind) {
-    case "completed":
-      return { stopReason: "end_turn" }
-    case "max-tokens":
-      return { stopReason: "max_tokens" }
-    case "blocked":
-      return { stopReason: "refusal" }
-    case "aborted":
-    case "interrupted":
-      return { stopReason: "cancelled" }
-    case "error":
-      return reason.error.code === "MAX_STEPS"
-        ? { stopReason: "max_turn_requests" }
-        : { error: new acp.RequestError(TURN_ERROR, `${reason.error.code}: ${reason.error.message}`, reason.error) }
-    default:
-      return { stopReason: "end_turn" }
-  }
-}
-
-type PromptResult = { readonly stopReason: acp.StopReason } | { readonly error: acp.RequestError }
-
-/**
- * A prompt waiting for its answer: the turn that claimed it, once it is known; `handed` settles
- * when its handler has given the SDK the response to write.
- */
-interface PromptWaiter {
-  readonly answer: Deferred.Deferred<PromptResult>
-  readonly handed: Promise<void>
-  turn: number | undefined
-}
-
-/** An ACP session on this connection: its agent and its prompts waiting for their turn's end. */
-interface Session {
-  readonly id: string
-  readonly agent: Agent.Agent
-  readonly cwd: string
-  /** The session's scope on this connection (closed when stdin ends). */
-  readonly scope: Scope.CloseableScope
-  /**
-   * The permission requests waiting for the client's answer, one fiber per open question (§26),
-   * by question id: ended by the answer, or interrupted when the question is decided otherwise
-   * (which drops the request: `$/cancel_request`).
-   */
-  readonly requests: FiberMap.FiberMap<string>
-  /** The abort controllers of the permission requests not yet answered, by question id. */
-  readonly asking: Map<string, AbortController>
-  /** Prompts by message id, until answered. */
-  readonly prompts: Map<string, PromptWaiter>
-  /** Prompt message ids by the turn that claimed them. */
-  readonly byTurn: Map<number, Array<string>>
-  readonly updates: UpdateProjector
-  /** Its sub-agents' updates (§27, `children.ts`). */
-  readonly children: Children.ChildrenProjector
-  /**
-   * One permit: whoever sends this session's updates holds it (the forwarder for each event, a
-   * `session/load` for its whole replay), so that they never interleave (the module comment).
-   */
-  readonly sending: Effect.Semaphore
-  /** The seq of the last durable event the forwarder has handled (or primed); -1: none. */
-  handled: number
-  /** The seq of the last event the last replay showed; -1: none (see `handle`). */
-  replayed: number
-  /** Its MCP servers (`session/new`'s or the first `session/load`'s `mcpServers`), closed with its scope. */
-  readonly mcp: ReadonlyArray<Mcp.McpConnection>
-  /** A call's title label of a tool: an MCP server's tool is `SERVER: TOOL` (`mcpServers.ts`). */
-  readonly toolLabel: (name: string) => string | undefined
-  /** Done when the forwarder has handled `agent/disposed` (the session's last live event). */
-  readonly ended: Deferred.Deferred<void>
-}
-
-/** A server of a session's `mcpServers` that could not start, and why (its `McpError`'s message). */
-interface FailedServer {
-  readonly name: string
-  readonly message: string
-}
-
-/**
- * How long `session/close` waits for the forwarder to send what the session's cancel and dispose
- * gave (it waits on nothing but the client reading its stdout) before it ends it anyway.
- */
-const CLOSE_DRAIN_MS = 5_000
-
-/**
  * The longest stdin line taken, in bytes (without its newline): the SDK's own limit
  * (`DEFAULT_MAX_MESSAGE_BYTES`, 32 MiB). A longer line is answered -32600 (`lineLimit.ts`).
  *
@@ -302,85 +184,8 @@ const CLOSE_DRAIN_MS = 5_000
  */
 export const LINE_LIMIT: number = acp.DEFAULT_MAX_MESSAGE_BYTES
 
-type Services = SessionStore.SessionStore | Model.Model | IdGenerator.IdGenerator | FileSystem.FileSystem | Path.Path
-
 /** The error message of a second `initialize` (-32600). */
 const SECOND_INITIALIZE = "Invalid request: initialize was already answered on this connection"
-
-const invalidParams = (message: string) => new acp.RequestError(-32602, `Invalid params: ${message}`, { message })
-const internal = (message: string) => new acp.RequestError(-32603, message)
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-/**
- * The kinds of source an injection takes (§2), with the field each requires: `plugin`
- * (`plugin`), `hook` (`hook`), `user`. The others are the runtime's own (`tool` results and
- * contexts, `session-reference`, `model`); `MessageSource` is an open union, so a kind outside
- * this list would be logged as it came.
- */
-const INJECT_KINDS: Readonly<Record<string, string | undefined>> = { plugin: "plugin", hook: "hook", user: undefined }
-
-/** A `_session/inject` source: a `MessageSource` (Message.ts) of a kind in `INJECT_KINDS`, else -32602 naming the problem. */
-const injectSource = (source: unknown): MessageSource => {
-  const decoded = Schema.decodeUnknownEither(MessageSource)(source)
-  if (Either.isLeft(decoded)) {
-    throw invalidParams("source: an object with a string kind is required ({kind: \"plugin\", plugin: NAME})")
-  }
-  const { kind } = decoded.right
-  if (!Object.hasOwn(INJECT_KINDS, kind)) {
-    const kinds = Object.keys(INJECT_KINDS).map((k) => JSON.stringify(k))
-    throw invalidParams(
-      `source.kind: ${JSON.stringify(kind)} is not a source an injection can have (${kinds.slice(0, -1).join(", ")} or ${
-        kinds.at(-1)
-      })`
-    )
-  }
-  const field = INJECT_KINDS[kind]
-  if (field !== undefined) {
-    const value = decoded.right[field]
-    if (typeof value !== "string" || value === "") {
-      throw invalidParams(`source.${field}: a non-empty string is required for a source of kind ${JSON.stringify(kind)}`)
-    }
-  }
-  return source as MessageSource
-}
-
-/** A sub-agent's event without its wrapping (§27: `subagent/event`, a grandchild's twice), or the event. */
-const innermost = (event: AgentEvent): AgentEvent =>
-  event.type === "subagent/event" && !("seq" in event)
-    ? innermost((event as Extract<AgentEvent, { readonly type: "subagent/event" }>).event)
-    : event
-
-/** The params of the extension methods (the SDK checks only the standard methods'). */
-interface ExtensionParams {
-  readonly sessionId: string
-  readonly prompt: unknown
-  readonly source?: MessageSource | undefined
-}
-const extensionParams = (withSource: boolean) => (params: unknown): ExtensionParams => {
-  if (!isRecord(params) || typeof params.sessionId !== "string") throw invalidParams("sessionId: a string is required")
-  if (!Array.isArray(params.prompt)) throw invalidParams("prompt: an array of content blocks is required")
-  const source = params.source
-  if (source !== undefined && source !== null) {
-    if (!withSource) throw invalidParams("source: not a parameter of this method")
-    return { sessionId: params.sessionId, prompt: params.prompt, source: injectSource(source) }
-  }
-  return { sessionId: params.sessionId, prompt: params.prompt }
-}
-
-/**
- * The params parser of `session/new` or `session/load` (in place of the SDK's check of them):
- * `mcpServers` checked entry by entry and converted (`mcpServers.ts`), -32602 naming the entry
- * that is wrong.
- */
-const sessionParams = <A>(
-  read: (params: unknown) => { readonly ok: true; readonly params: A } | { readonly ok: false; readonly message: string }
-) =>
-(params: unknown): A => {
-  const result = read(params)
-  if (!result.ok) throw invalidParams(result.message)
-  return result.params
-}
 
 /**
  * Serves ACP on stdin/stdout until stdin ends (see the module comment), then disposes every
@@ -391,9 +196,8 @@ const sessionParams = <A>(
  */
 export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<Services>()
+    const runtime = yield* Effect.runtime<Sessions.Services>()
     const top = yield* Effect.scope
-    const sessions = new Map<string, Session>()
     /** `initialize` was answered: a second one is refused. */
     let initialized = false
     let clientName = "acp-client"
@@ -411,7 +215,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
     let offeredSubagents = false
 
     /** Runs a handler's effect: its failure (a `RequestError`) is thrown for the SDK to answer; a defect is -32603. */
-    const run = <A>(effect: Effect.Effect<A, acp.RequestError, Services>): Promise<A> =>
+    const run = <A>(effect: Effect.Effect<A, acp.RequestError, Sessions.Services>): Promise<A> =>
       Runtime.runPromiseExit(runtime)(effect).then((exit) => {
         if (Exit.isSuccess(exit)) return exit.value
         const failure = Cause.failureOption(exit.cause)
@@ -420,210 +224,11 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         throw internal(`Internal error: ${squashed instanceof Error ? squashed.message : String(squashed)}`)
       })
 
-    const sessionOf = (id: string): Effect.Effect<Session, acp.RequestError> => {
-      const session = sessions.get(id)
-      return session === undefined ? Effect.fail(acp.RequestError.sessionNotFound(id)) : Effect.succeed(session)
-    }
-
     const notice = (text: string) => Console.error(escapeLine(`agent-loop acp: ${text}`))
-
-    /**
-     * Connects a session's MCP servers in its scope (`Mcp.connect`, loaded on first use: the
-     * MCP SDK is in a chunk of its own). A server that cannot start does not fail the session:
-     * it is returned among `failed` (`reportFailed` tells the client), and the session goes on
-     * without its tools.
-     */
-    const connectServers = (
-      servers: ReadonlyArray<Mcp.ServerConfig>,
-      scope: Scope.Scope
-    ): Effect.Effect<
-      { readonly connections: ReadonlyArray<Mcp.McpConnection>; readonly failed: ReadonlyArray<FailedServer> },
-      acp.RequestError
-    > =>
-      servers.length === 0 ? Effect.succeed({ connections: [], failed: [] }) : Effect.gen(function*() {
-        const loaded = yield* Effect.either(Effect.tryPromise(() => import("../../Mcp.js")))
-        if (Either.isLeft(loaded)) {
-          const why = loaded.left.cause instanceof Error ? loaded.left.cause.message : String(loaded.left.cause)
-          return {
-            connections: [],
-            failed: servers.map((s) => ({
-              name: s.name,
-              message: `MCP server ${JSON.stringify(s.name)} could not start: the MCP client could not be loaded (${why})`
-            }))
-          }
-        }
-        const connection = yield* loaded.right.connect(servers, { clientName: "agent-loop", clientVersion: options.version })
-          .pipe(
-            Scope.extend(scope),
-            // A bad configuration: our check of `mcpServers` (mcpServers.ts) refuses it first.
-            Effect.mapError((e) => invalidParams(e.message))
-          )
-        const failed = connection.servers().filter((s) => s.state === "failed").map((s) => ({
-          name: s.name,
-          message: s.error?.message ?? `MCP server ${JSON.stringify(s.name)} could not start`
-        }))
-        return { connections: [connection], failed }
-      })
-
-    /**
-     * Tells of the servers of a session that could not start: a line on stderr each, at once
-     * (the editor's log of the agent); and, to a client that offers
-     * `clientCapabilities.session.notices`, a `notice` update each (ACP's information for the
-     * user that is not part of the session's history) once the response that names the session
-     * is written. Not an agent message: it is not the model's, and no replay would show it.
-     */
-    const reportFailed = (session: Session, failed: ReadonlyArray<FailedServer>, handed: Promise<void>) =>
-      failed.length === 0 ? Effect.void : Effect.zipRight(
-        Effect.forEach(
-          failed,
-          (f) => notice(`session ${session.id}: ${f.message}; the session goes on without its tools`),
-          { discard: true }
-        ),
-        notices
-          ? Effect.asVoid(Effect.forkIn(
-            Effect.zipRight(
-              Effect.promise(() => handed.then(() => new Promise<void>((resolve) => setImmediate(resolve)))),
-              session.sending.withPermits(1)(Effect.forEach(
-                failed,
-                (f) => send(session.id, McpServers.failedNotice(f.name, f.message)),
-                { discard: true }
-              ))
-            ),
-            session.scope
-          ))
-          : Effect.void
-      )
-
-    /**
-     * Closes a session (`session/close`): as `session/cancel` (its turn ends aborted, its queued
-     * prompts answer `cancelled`), then its agent is disposed (an open question is decided
-     * `cancelled` and its request dropped), the forwarder sends what that gave, and its scope
-     * is closed: its MCP servers are closed (a stdio server's process ended), its log closed.
-     */
-    const closeSession = (session: Session): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        sessions.delete(session.id)
-        yield* session.agent.cancel({ kind: "user" }).pipe(Effect.catchAll((e) => notice(`session/close: ${e.message}`)))
-        yield* session.agent.dispose.pipe(Effect.catchAll((e) => notice(`session/close: ${e.message}`)))
-        yield* Deferred.await(session.ended).pipe(Effect.timeout(CLOSE_DRAIN_MS), Effect.ignore)
-        yield* Scope.close(session.scope, Exit.void)
-        // Prompts the forwarder did not answer (it was ended first): cancelled.
-        for (const waiter of session.prompts.values()) {
-          Deferred.unsafeDone(waiter.answer, Exit.succeed({ stopReason: "cancelled" }))
-        }
-        session.prompts.clear()
-      })
-
-    /** `cwd` must be an absolute path of an existing directory (links followed), else -32602. */
-    const checkCwd = (cwd: string) =>
-      Effect.gen(function*() {
-        if (!NodePath.isAbsolute(cwd)) {
-          return yield* Effect.fail(invalidParams(`cwd: an absolute path is required, got ${JSON.stringify(cwd)}`))
-        }
-        const fs = yield* FileSystem.FileSystem
-        const info = yield* fs.stat(cwd).pipe(Effect.mapError((e) =>
-          invalidParams(
-            e._tag === "SystemError" && e.reason === "NotFound"
-              ? `cwd: no such directory ${JSON.stringify(cwd)}`
-              : `cwd: cannot read ${JSON.stringify(cwd)}: ${e.message}`
-          )
-        ))
-        if (info.type !== "Directory") return yield* Effect.fail(invalidParams(`cwd: ${JSON.stringify(cwd)} is not a directory`))
-        return cwd
-      })
 
     /** Sends one update; a closed connection drops it (the process is ending). */
     const send = (sessionId: string, update: acp.SessionUpdate): Effect.Effect<void> =>
       Effect.promise(() => connection.client.notify(acp.methods.client.session.update, { sessionId, update }).catch(() => {}))
-
-    /** Answers a prompt (once) and forgets it; returns when its handler hands the response over. */
-    const answer = (session: Session, messageId: string, result: PromptResult, handed: Array<Promise<void>>) => {
-      const waiter = session.prompts.get(messageId)
-      if (waiter === undefined) return
-      session.prompts.delete(messageId)
-      Deferred.unsafeDone(waiter.answer, Exit.succeed(result))
-      handed.push(waiter.handed)
-    }
-
-    /**
-     * One live event: its updates are sent (in order, holding `sending`), then the prompts it
-     * decides are answered. An event a replay showed (a durable one up to `replayed`, a live
-     * notification before it: the deltas of a message the replay showed whole) is projected, but
-     * only its `usage_update` is sent (a replay has none). The forwarder then waits until the
-     * responses are queued for writing (their handlers returned, and a macrotask passed, in which
-     * the SDK writes them): so the next turn's updates never overtake the response of the prompt
-     * before it.
-     */
-    const handle = (session: Session, event: AgentEvent, following?: AgentEvent): Effect.Effect<void> => {
-      const sent = session.sending.withPermits(1)(Effect.suspend(() => {
-        const all = session.updates.push(event)
-        const fromChildren = session.children.push(event, following)
-        const durable = "seq" in event
-        const shown = durable ? event.seq <= session.replayed : session.handled < session.replayed
-        if (durable) session.handled = event.seq
-        const updates = shown ? all.filter((u) => u.sessionUpdate === "usage_update") : all
-        const outgoing = shown ? [] : fromChildren
-        const sent = updates.length === 0 && outgoing.length === 0 ? Effect.void : Effect.zipRight(
-          Effect.forEach(updates, (u) => send(session.id, u), { discard: true }),
-          Effect.forEach(outgoing, (o) => send(o.sessionId, o.update), { discard: true })
-        )
-        // A question is asked after its call's updates; one a replay showed, once the load is
-        // answered. A sub-agent's comes wrapped (§27): it is asked through this session.
-        const own = innermost(event)
-        if (own.type === "approval/asked" && !shown) return Effect.zipRight(sent, askOne(session, own.data))
-        if (own.type === "approval/decided") return Effect.zipRight(sent, drop(session, own.data))
-        return sent
-      }))
-      return Effect.zipRight(
-        sent,
-        Effect.suspend(() => {
-          const handed: Array<Promise<void>> = []
-          decide(session, event, handed)
-          return handed.length === 0
-            ? Effect.void
-            : Effect.promise(() => Promise.all(handed).then(() => new Promise<void>((resolve) => setImmediate(resolve))))
-        })
-      )
-    }
-
-    const decide = (session: Session, event: AgentEvent, handed: Array<Promise<void>>): void => {
-      if ("seq" in event) {
-        if (event.type !== "turn/end") return
-        const data = event.data as { readonly turn: number; readonly reason: TurnEndReason }
-        const ids = session.byTurn.get(data.turn)
-        if (ids === undefined) return
-        session.byTurn.delete(data.turn)
-        const result = stopReasonOf(data.reason)
-        for (const id of ids) answer(session, id, result, handed)
-        return
-      }
-      const live = event as AgentNotification
-      switch (live.type) {
-        case "agent/inbox/claimed": {
-          const waiter = session.prompts.get(live.message.id)
-          if (waiter === undefined) return
-          waiter.turn = live.turn
-          const ids = session.byTurn.get(live.turn)
-          if (ids === undefined) session.byTurn.set(live.turn, [live.message.id])
-          else ids.push(live.message.id)
-          return
-        }
-        case "agent/inbox/discarded": {
-          // Dropped before a turn claimed it: a cancel cleared the queue (§9), or dispose.
-          const waiter = session.prompts.get(live.message.id)
-          if (waiter !== undefined && waiter.turn === undefined) {
-            answer(session, live.message.id, { stopReason: "cancelled" }, handed)
-          }
-          return
-        }
-        case "agent/disposed":
-          for (const id of [...session.prompts.keys()]) answer(session, id, { stopReason: "cancelled" }, handed)
-          Deferred.unsafeDone(session.ended, Exit.void)
-          return
-        default:
-          return
-      }
-    }
 
     const asking = Asking.make({
       request: (params, o) => connection.client.request(acp.methods.client.session.requestPermission, params, o),
@@ -632,93 +237,18 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
       personName: () => clientInfoName,
       childSessions: () => subagentSessions
     })
-    const { askOne, askOpen, drop } = asking
-
-    /**
-     * Opens a session around the agent `make` builds, in a scope of its own under the command's
-     * (closed by `session/close`, or when stdin ends): connects its MCP servers first (their
-     * toolsets go to `make`: `Agent.resume` validates a waiting call again with the tools it is
-     * given, §26 rule 8), then subscribes, then forwards its events for ever. Also returns the
-     * servers that could not start.
-     */
-    const open = <E>(
-      make: (toolsets: ReadonlyArray<Tool.Toolset>) => Effect.Effect<Agent.Agent, E, Services | Scope.Scope>,
-      cwd: string,
-      loaded: boolean,
-      servers: ReadonlyArray<Mcp.ServerConfig>
-    ): Effect.Effect<
-      { readonly session: Session; readonly failed: ReadonlyArray<FailedServer> },
-      E | acp.RequestError,
-      Services
-    > =>
-      Effect.gen(function*() {
-        const scope = yield* Scope.fork(top, ExecutionStrategy.sequential)
-        const { connections, failed } = yield* connectServers(servers, scope).pipe(
-          Effect.onError(() => Scope.close(scope, Exit.void))
-        )
-        const agent = yield* make(connections.map((c) => c.toolset)).pipe(
-          Scope.extend(scope),
-          Effect.onError(() => Scope.close(scope, Exit.void))
-        )
-        const queue = yield* Scope.extend(agent.subscribe, scope)
-        const requests = yield* Scope.extend(FiberMap.make<string>(), scope)
-        const prompts = new Map<string, PromptWaiter>()
-        const sending = yield* Effect.makeSemaphore(1)
-        const session: Session = {
-          id: agent.id,
-          agent,
-          cwd,
-          scope,
-          requests,
-          asking: new Map(),
-          prompts,
-          byTurn: new Map(),
-          children: Children.projector(agent.id, {
-            cwd,
-            sessions: subagentSessions,
-            contextWindow: options.contextWindow,
-            compaction
-          }),
-          updates: projector({
-            cwd,
-            toolLabel: (name) => session.toolLabel(name),
-            isPrompt: (id) => prompts.has(id),
-            contextWindow: options.contextWindow,
-            compaction,
-            next: (seq) => agent.log.events()[seq + 1]
-          }),
-          sending,
-          handled: -1,
-          replayed: -1,
-          mcp: connections,
-          toolLabel: McpServers.toolLabel(() => connections),
-          ended: Deferred.unsafeMake<void>(FiberId.none)
-        }
-        // A loaded session's live projector is first primed with its log (the replay shows it),
-        // so that what the log left pending (a crashed process's queued input, §10) has its
-        // `via` from the splice that inserted it when it enters. A durable event the queue also
-        // holds (logged after the subscription) is not handled twice.
-        let primedThrough = -1
-        if (loaded) {
-          for (const e of agent.log.events()) {
-            session.updates.prime(e)
-            primedThrough = e.seq
-          }
-          session.handled = primedThrough
-        }
-        yield* Effect.forkIn(
-          Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, 256), (batch) => {
-            const events = Chunk.toReadonlyArray(batch)
-            return Effect.forEach(
-              events,
-              (e, i) => ("seq" in e && e.seq <= primedThrough ? Effect.void : handle(session, e, events[i + 1])),
-              { discard: true }
-            )
-          })),
-          scope
-        )
-        return { session, failed }
-      })
+    const { askOpen } = asking
+    const sessions = Sessions.make({
+      top,
+      version: options.version,
+      contextWindow: options.contextWindow,
+      compaction: () => compaction,
+      notices: () => notices,
+      subagentSessions: () => subagentSessions,
+      send,
+      notice,
+      asking
+    })
 
     /**
      * The session's tools (`run`'s offline tools, confined to `cwd`); when the client offers
@@ -796,7 +326,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         return run(Effect.gen(function*() {
           const cwd = yield* checkCwd(params.cwd)
           let id = ""
-          const { failed, session } = yield* open(
+          const { failed, session } = yield* sessions.open(
             (toolsets) => Effect.flatMap(agentOptions(cwd, () => id, toolsets), (o) => Agent.make({ ...o, cwd })),
             cwd,
             false,
@@ -804,7 +334,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           ).pipe(Effect.mapError((e) => e instanceof acp.RequestError ? e : internal(`cannot create the session: ${e.message}`)))
           id = session.id
           sessions.set(session.id, session)
-          yield* reportFailed(session, failed, handed)
+          yield* sessions.reportFailed(session, failed, handed)
           return { sessionId: session.id }
         })).finally(handOver)
       })
@@ -825,7 +355,7 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
           }
           if (session === undefined) {
             if (!isSessionId(id)) return yield* Effect.fail(acp.RequestError.sessionNotFound(id))
-            const opened = yield* open(
+            const opened = yield* sessions.open(
               (toolsets) => Effect.flatMap(agentOptions(cwd, () => id, toolsets), (o) => Agent.resume(id, o)),
               cwd,
               true,
@@ -839,12 +369,13 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
               })
             )
             session = opened.session
-            yield* reportFailed(opened.session, opened.failed, handed)
+            yield* sessions.reportFailed(opened.session, opened.failed, handed)
           }
           const loaded = session
           // The conversation as it happened (replay.ts), before the response; the log read and
           // its replay sent holding `sending`: what the forwarder has not yet sent of it, it
-          // leaves out (`replayed`, see `handle`), and what follows it comes after the replay.
+          // leaves out (`replayed`, see `handle` in `sessions.ts`), and what follows it comes
+          // after the replay.
           yield* loaded.sending.withPermits(1)(Effect.suspend(() => {
             const events = loaded.agent.log.events()
             const replay = replayUpdates(events, {
@@ -874,9 +405,13 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         let handOver: () => void = () => {}
         const handed = new Promise<void>((resolve) => (handOver = resolve))
         return run(Effect.gen(function*() {
-          const session = yield* sessionOf(params.sessionId)
+          const session = yield* sessions.sessionOf(params.sessionId)
           const message = yield* messageOf(params.prompt)
-          const waiter: PromptWaiter = { answer: Deferred.unsafeMake<PromptResult>(FiberId.none), handed, turn: undefined }
+          const waiter: Sessions.PromptWaiter = {
+            answer: Deferred.unsafeMake<Sessions.PromptResult>(FiberId.none),
+            handed,
+            turn: undefined
+          }
           session.prompts.set(message.id, waiter)
           yield* session.agent.followup(message).pipe(
             Effect.tapError(() => Effect.sync(() => session.prompts.delete(message.id))),
@@ -897,20 +432,20 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
         })))
       .onRequest(acp.methods.agent.session.close, ({ params }) =>
         run(Effect.gen(function*() {
-          const session = yield* sessionOf(params.sessionId)
-          yield* closeSession(session)
+          const session = yield* sessions.sessionOf(params.sessionId)
+          yield* sessions.close(session)
           return {}
         })))
       .onRequest(EXTENSIONS.steer, extensionParams(false), ({ params }) =>
         run(Effect.gen(function*() {
-          const session = yield* sessionOf(params.sessionId)
+          const session = yield* sessions.sessionOf(params.sessionId)
           const message = yield* messageOf(params.prompt)
           const delivery = yield* session.agent.steer(message).pipe(Effect.mapError(deliveryFailure))
           return { messageId: delivery.messageId as string }
         })))
       .onRequest(EXTENSIONS.inject, extensionParams(true), ({ params }) =>
         run(Effect.gen(function*() {
-          const session = yield* sessionOf(params.sessionId)
+          const session = yield* sessions.sessionOf(params.sessionId)
           const message = yield* messageOf(params.prompt, params.source ?? { kind: "plugin", plugin: clientName })
           const delivery = yield* session.agent.inject(message).pipe(Effect.mapError(deliveryFailure))
           return { messageId: delivery.messageId as string }
