@@ -169,22 +169,28 @@ describe("McpConfig.parse: each problem named by its key path", () => {
 
 describe("McpConfig.parse: the file as a whole", () => {
   it("not JSON: the line and column, what was expected there, and none of the text (the same on every Node)", () => {
-    expect(problems("{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", }\n  }\n}")).toEqual([
-      "mcp.json: not JSON: line 3, column 28: expected a property name in double quotes"
-    ])
     expect(problems("{\"mcpServers\": {\"a\": {\"env\": {\"K\": s3cret}}}}")).toEqual([
-      "mcp.json: not JSON: line 1, column 36: expected a value (an object, an array, a string, a number, true, false or null)"
+      "mcp.json: not JSON: line 1, column 36: a character that starts no JSON value"
     ])
     expect(problems("{\"mcpServers\": {\"a\": {\"command\": \"x\"}")).toEqual([
       "mcp.json: not JSON: line 1, column 38: the file ends before the JSON does"
     ])
+    // Where the string holding it starts.
     expect(problems("{\"mcpServers\": {\"a\": {\"command\": \"é\tx\"}}}")).toEqual([
-      "mcp.json: not JSON: line 1, column 36: a control character in a string (write it as an escape such as \\n)"
+      "mcp.json: not JSON: line 1, column 34: a control character in a string (write it as an escape such as \\n)"
     ])
     expect(problems("{\"mcpServers\": {}} {}")).toEqual(["mcp.json: not JSON: line 1, column 20: more text after the JSON value"])
-    expect(problems("[1 2]")).toEqual(["mcp.json: not JSON: line 1, column 4: expected ',' or ']'"])
+    expect(problems("[1 2]")).toEqual(["mcp.json: not JSON: line 1, column 4: expected ','"])
     expect(problems("{\"a\" 1}")).toEqual(["mcp.json: not JSON: line 1, column 6: expected ':' after a property name"])
-    expect(problems("{\"a\": \"\\x\"}")).toEqual(["mcp.json: not JSON: line 1, column 9: a bad escape in a string"])
+    expect(problems("{\"a\": \"\\x\"}")).toEqual(["mcp.json: not JSON: line 1, column 7: a bad escape in a string"])
+    expect(problems("{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\" /* unclosed\n  }\n}")).toEqual([
+      "mcp.json: not JSON: line 3, column 27: a comment that does not end"
+    ])
+  })
+
+  it("JSON with comments and trailing commas, as VS Code and Cursor write it, is read", () => {
+    const text = "// my servers\n{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", }, /* more later */\n  },\n}\n"
+    expect(McpConfig.parse("mcp.json", text)).toEqual(Either.right([{ type: "stdio", name: "a", command: "x" }]))
   })
 
   it("empty, not an object, no mcpServers, mcpServers not an object", () => {

@@ -25,12 +25,16 @@
  *   secrets, and a URL may carry one: no message prints a value of the file, nor the text of a
  *   JSON syntax error (only where it is: line and column).
  *
+ * JSON with comments and trailing commas (as VS Code and Cursor write it) is read too.
+ *
  * The module imports `Mcp` for its types only: reading a configuration loads nothing of the MCP SDK.
  *
  * @since 0.1.0
  */
 import { FileSystem } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
+// The ES module build: the package's main is a UMD module whose requires a bundler cannot follow.
+import * as Jsonc from "jsonc-parser/lib/esm/main.js"
 import * as NodePath from "node:path"
 import { fileErrorText } from "../internal/fsErrors.js"
 import { toolName } from "../internal/mcp/names.js"
@@ -200,89 +204,46 @@ const entryOf = (
 }
 
 /**
- * Where JSON `text` stops being JSON: the offset and what was expected there. V8's own
- * messages differ between Node versions and some quote the text, which may hold a secret: this
- * scanner runs only once `JSON.parse` has failed, to say where.
+ * What each syntax error of `jsonc-parser` means, in words. Its codes, not V8's messages: those
+ * differ between Node versions and some quote the text, which may hold a secret.
  */
-const syntaxError = (text: string): { readonly at: number; readonly what: string } => {
-  let i = 0
-  const fail = (what: string): never => {
-    throw { at: i, what: i >= text.length ? "the file ends before the JSON does" : what }
-  }
-  const space = () => {
-    while (i < text.length && (text[i] === " " || text[i] === "\t" || text[i] === "\n" || text[i] === "\r")) i++
-  }
-  const string = () => {
-    i++
-    for (;;) {
-      if (i >= text.length) fail("")
-      const c = text.charCodeAt(i)
-      if (c === 0x22) {
-        i++
-        return
-      }
-      if (c < 0x20) fail("a control character in a string (write it as an escape such as \\n)")
-      if (c === 0x5c) {
-        i++
-        if (i >= text.length) fail("")
-        if (text[i] === "u") {
-          if (!/^[0-9A-Fa-f]{4}$/.test(text.slice(i + 1, i + 5))) fail("a bad \\u escape in a string")
-          i += 4
-        } else if (!"\"\\/bfnrt".includes(text[i]!)) fail("a bad escape in a string")
-      }
-      i++
-    }
-  }
-  const value = (): void => {
-    space()
-    const c = text[i]
-    if (c === "{") {
-      i++
-      space()
-      if (text[i] === "}") return void i++
-      for (;;) {
-        space()
-        if (text[i] !== "\"") fail("expected a property name in double quotes")
-        string()
-        space()
-        if (text[i] !== ":") fail("expected ':' after a property name")
-        i++
-        value()
-        space()
-        if (text[i] === ",") i++
-        else if (text[i] === "}") return void i++
-        else fail("expected ',' or '}'")
-      }
-    }
-    if (c === "[") {
-      i++
-      space()
-      if (text[i] === "]") return void i++
-      for (;;) {
-        value()
-        space()
-        if (text[i] === ",") i++
-        else if (text[i] === "]") return void i++
-        else fail("expected ',' or ']'")
-      }
-    }
-    if (c === "\"") return string()
-    const number = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
-    number.lastIndex = i
-    if (number.test(text)) return void (i = number.lastIndex)
-    for (const word of ["true", "false", "null"]) if (text.startsWith(word, i)) return void (i += word.length)
-    fail("expected a value (an object, an array, a string, a number, true, false or null)")
-  }
+const SYNTAX: { readonly [code: string]: string } = {
+  InvalidSymbol: "a character that starts no JSON value",
+  InvalidNumberFormat: "a number that is not a JSON number",
+  PropertyNameExpected: "expected a property name in double quotes",
+  ValueExpected: "expected a value (an object, an array, a string, a number, true, false or null)",
+  ColonExpected: "expected ':' after a property name",
+  CommaExpected: "expected ','",
+  CloseBraceExpected: "expected '}'",
+  CloseBracketExpected: "expected ']'",
+  EndOfFileExpected: "more text after the JSON value",
+  InvalidCommentToken: "a comment that is not // or /* */",
+  UnexpectedEndOfComment: "a comment that does not end",
+  UnexpectedEndOfString: "a string that does not end",
+  UnexpectedEndOfNumber: "a number that does not end",
+  InvalidUnicode: "a bad \\u escape in a string",
+  InvalidEscapeCharacter: "a bad escape in a string",
+  InvalidCharacter: "a control character in a string (write it as an escape such as \\n)"
+}
+
+/**
+ * The value of a configuration's text: JSON, or JSON with comments and trailing commas as VS
+ * Code and Cursor write it (read with `jsonc-parser`); or where it stops being either, and why.
+ */
+const jsonOf = (text: string): Either.Either<unknown, { readonly at: number; readonly what: string }> => {
   try {
-    value()
-    space()
-    if (i < text.length) fail("more text after the JSON value")
-  } catch (e) {
-    if (typeof e === "object" && e !== null && "at" in e) return e as { at: number; what: string }
-    throw e
+    return Either.right(JSON.parse(text))
+  } catch {
+    const errors: Array<Jsonc.ParseError> = []
+    const value: unknown = Jsonc.parse(text, errors, { allowTrailingComma: true, disallowComments: false })
+    const first = errors[0]
+    if (first === undefined) return Either.right(value)
+    const code = Jsonc.printParseErrorCode(first.error)
+    return Either.left({
+      at: first.offset,
+      what: first.offset >= text.length ? "the file ends before the JSON does" : SYNTAX[code] ?? `not JSON (${code})`
+    })
   }
-  // JSON.parse refused what this scanner takes (it should not happen): the start, in general terms.
-  return { at: 0, what: "not valid JSON" }
 }
 
 /** `offset` of `text` as `line L, column C` (1-based; columns in code points). */
@@ -308,13 +269,9 @@ export const parse = (
   const fail = (...problems: ReadonlyArray<string>) => Either.left(new McpConfigError({ file, problems }))
   const body = text.startsWith("\uFEFF") ? text.slice(1) : text
   if (body.trim() === "") return fail(`the file is empty (expected a JSON object with "mcpServers")`)
-  let json: unknown
-  try {
-    json = JSON.parse(body)
-  } catch {
-    const error = syntaxError(body)
-    return fail(`not JSON: ${where(body, error.at)}: ${error.what}`)
-  }
+  const parsed = jsonOf(body)
+  if (Either.isLeft(parsed)) return fail(`not JSON: ${where(body, parsed.left.at)}: ${parsed.left.what}`)
+  const json = parsed.right
   if (!isObject(json)) return fail(`expected a JSON object with "mcpServers", got ${kindOf(json)}`)
   const servers = json.mcpServers
   if (servers === undefined) {
