@@ -37,6 +37,7 @@ import * as Transcript from "../src/Transcript.js"
 import * as TranscriptText from "../src/TranscriptText.js"
 import { advance, layer as agentLayer } from "./utils/agent.js"
 import { CHAT_BIG_TEST_MS, CHAT_READY_MS, CLI_RUN_MS, IN_PROCESS_MS, note, TMUX_WAIT_MS } from "./utils/bounds.js"
+import { frameOf } from "./utils/chatFrame.js"
 import * as E from "./utils/events.js"
 import { replayServer } from "./utils/replayServer.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -344,35 +345,6 @@ const until = async (what: string, check: () => boolean, ms: number): Promise<vo
   }
   note(`Chat: ${what}`, Date.now() - start)
 }
-
-/**
- * The view's frame for `model` as the terminal would show it: `App` rendered by Ink in debug mode
- * (each frame written whole) on fake streams of 100 × 30, its first whole frame, colours removed.
- */
-const frameOf = (model: ChatModel) =>
-  Effect.promise(async () => {
-    const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
-    // The first whole frame: one that has the footer line (a write of Ink's can also be a cursor
-    // sequence alone; the footer names /quit, or Esc while a question is open). Ink writes it within `render`; the frames after it differ only in the
-    // spinner and the elapsed time. It is awaited all the same, bounded by `IN_PROCESS_MS`.
-    let frame = ""
-    stdout.on("data", (chunk) => {
-      if (frame === "" && /\/quit|Esc: cancel/.test(String(chunk))) frame = String(chunk)
-    })
-    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
-    const controller = { submit: () => {}, cancel: () => {}, answer: () => {}, quit: () => {}, sessionIds: () => [] }
-    const ink = render(createElement(App, { model, controller }), {
-      stdout: stdout as unknown as NodeJS.WriteStream,
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      debug: true,
-      exitOnCtrlC: false,
-      patchConsole: false
-    })
-    await until("Ink's first whole frame", () => frame !== "", IN_PROCESS_MS)
-    ink.unmount()
-    // eslint-disable-next-line no-control-regex -- the colours Ink writes
-    return frame.replace(/\u001b\[[0-9;]*m/g, "")
-  })
 
 describe("chat view: several keys in one chunk", () => {
   // On a busy machine keys typed in a row reach the chat in one read: a tab in it is a Tab, as

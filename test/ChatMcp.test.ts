@@ -7,18 +7,15 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { render } from "ink"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { PassThrough } from "node:stream"
-import { createElement } from "react"
-import { App } from "../src/cli/chat/App.js"
 import { ChatModel, progressLine } from "../src/cli/chat/ChatModel.js"
 import { mcpReport, mcpSummary } from "../src/cli/chat/runChat.js"
 import type * as Mcp from "../src/Mcp.js"
-import { CHAT_READY_MS, IN_PROCESS_MS } from "./utils/bounds.js"
+import { CHAT_READY_MS } from "./utils/bounds.js"
+import { frameOf } from "./utils/chatFrame.js"
 import * as E from "./utils/events.js"
-import { pollUntil } from "./utils/poll.js"
+import { EVERYTHING_TOOLS } from "./utils/mcp.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 import * as Tmux from "./utils/tmux.js"
 
@@ -26,30 +23,8 @@ const bin = Path.resolve("dist/cli/bin.js")
 const everything = Path.resolve("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const hasTmux = Tmux.available()
 const tmpDir = scratchDirs("agent-loop-chat-mcp-")
-const until = pollUntil("ChatMcp")
 
 /** The view's first whole frame for `model` (Ink in debug mode on fake streams of 100 × 30), colours removed. */
-const frameOf = (model: ChatModel) =>
-  Effect.promise(async () => {
-    const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
-    let frame = ""
-    stdout.on("data", (chunk) => {
-      if (frame === "" && /\/quit|Esc: cancel/.test(String(chunk))) frame = String(chunk)
-    })
-    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
-    const controller = { submit: () => {}, cancel: () => {}, answer: () => {}, quit: () => {}, sessionIds: () => [] }
-    const ink = render(createElement(App, { model, controller }), {
-      stdout: stdout as unknown as NodeJS.WriteStream,
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      debug: true,
-      exitOnCtrlC: false,
-      patchConsole: false
-    })
-    await until("Ink's first whole frame", () => frame !== "", IN_PROCESS_MS)
-    ink.unmount()
-    // eslint-disable-next-line no-control-regex -- the colours Ink writes
-    return frame.replace(/\u001b\[[0-9;]*m/g, "")
-  })
 
 describe("ChatModel: a running call's progress (tool/progress)", () => {
   it("progressLine: progress of total, or alone; the message escaped and bounded", () => {
@@ -193,20 +168,7 @@ describe.skipIf(!hasTmux && process.env.CI === undefined)("agent-loop chat --mcp
           "  broken: failed (stdio): could not start: spawn /nonexistent/agent-loop-mcp-server ENOENT"
         ])
         expect(lines.slice(start).filter((line) => line.startsWith("    everything__")).map((line) => line.split(":")[0]!.trim()))
-          .toEqual([
-            "everything__echo",
-            "everything__get-annotated-message",
-            "everything__get-env",
-            "everything__get-resource-links",
-            "everything__get-resource-reference",
-            "everything__get-structured-content",
-            "everything__get-sum",
-            "everything__get-tiny-image",
-            "everything__gzip-file-as-resource",
-            "everything__toggle-simulated-logging",
-            "everything__toggle-subscriber-updates",
-            "everything__trigger-long-running-operation"
-          ])
+          .toEqual(EVERYTHING_TOOLS)
         // A call whose server reports its progress: shown under the running call, then its result.
         yield* pane.type("call everything__trigger-long-running-operation with {\"duration\": 3, \"steps\": 3}")
         yield* pane.keys("Enter")

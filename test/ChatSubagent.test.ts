@@ -8,49 +8,23 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { render } from "ink"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { PassThrough } from "node:stream"
-import { createElement } from "react"
 import type { AgentEvent } from "../src/AgentEvent.js"
-import { App } from "../src/cli/chat/App.js"
 import { ChatModel } from "../src/cli/chat/ChatModel.js"
 import type { EventDraft, SessionEvent } from "../src/SessionEvent.js"
 import * as SessionStore from "../src/SessionStore.js"
-import { CHAT_READY_MS, IN_PROCESS_MS } from "./utils/bounds.js"
+import { CHAT_READY_MS } from "./utils/bounds.js"
+import { frameOf } from "./utils/chatFrame.js"
 import * as E from "./utils/events.js"
-import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 import * as Tmux from "./utils/tmux.js"
 
 const bin = Path.resolve("dist/cli/bin.js")
 const hasTmux = Tmux.available()
 const tmpDir = scratchDirs("agent-loop-chat-subagent-")
-const until = pollUntil("ChatSubagent")
 
 /** The view's first whole frame for `model` (Ink in debug mode on fake streams of 100 × 30), colours removed. */
-const frameOf = (model: ChatModel) =>
-  Effect.promise(async () => {
-    const stdout = Object.assign(new PassThrough(), { columns: 100, rows: 30 })
-    let frame = ""
-    stdout.on("data", (chunk) => {
-      if (frame === "" && /\/quit|Esc: cancel/.test(String(chunk))) frame = String(chunk)
-    })
-    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin, ref: () => stdin, unref: () => stdin })
-    const controller = { submit: () => {}, cancel: () => {}, answer: () => {}, quit: () => {}, sessionIds: () => [] }
-    const ink = render(createElement(App, { model, controller }), {
-      stdout: stdout as unknown as NodeJS.WriteStream,
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      debug: true,
-      exitOnCtrlC: false,
-      patchConsole: false
-    })
-    await until("Ink's first whole frame", () => frame !== "", IN_PROCESS_MS)
-    ink.unmount()
-    // eslint-disable-next-line no-control-regex -- the colours Ink writes
-    return frame.replace(/\u001b\[[0-9;]*m/g, "")
-  })
 
 /** The events of a child session, each as the parent publishes it: wrapped with the child and the call. */
 const wrapped = (sessionId: string, callId: string, events: ReadonlyArray<AgentEvent>): Array<AgentEvent> =>

@@ -22,6 +22,7 @@ import { layer as agentLayer, layerTracked } from "./utils/agent.js"
 import {
   EVERYTHING,
   everything,
+  EVERYTHING_TOOLS,
   everythingHttp,
   FILESYSTEM,
   lines,
@@ -36,22 +37,6 @@ import {
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("effect-agent-loop-mcp-")
-
-/** server-everything's tools as the model sees them (`simulate-research-query` runs only as a task: left out). */
-const EVERYTHING_TOOLS = [
-  "everything__echo",
-  "everything__get-annotated-message",
-  "everything__get-env",
-  "everything__get-resource-links",
-  "everything__get-resource-reference",
-  "everything__get-structured-content",
-  "everything__get-sum",
-  "everything__get-tiny-image",
-  "everything__gzip-file-as-resource",
-  "everything__toggle-simulated-logging",
-  "everything__toggle-subscriber-updates",
-  "everything__trigger-long-running-operation"
-]
 
 const ECHO_DEFINITION = {
   name: "everything__echo",

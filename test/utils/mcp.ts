@@ -19,6 +19,22 @@ import { KILLED_EXIT_MS, MCP_WAIT_MS, note } from "./bounds.js"
 
 /** The published servers' programs, run with `process.execPath` (never npx). */
 export const EVERYTHING = Path.resolve("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+/** server-everything's tools as the model sees them (`simulate-research-query` runs only as a task: left out). */
+export const EVERYTHING_TOOLS = [
+  "everything__echo",
+  "everything__get-annotated-message",
+  "everything__get-env",
+  "everything__get-resource-links",
+  "everything__get-resource-reference",
+  "everything__get-structured-content",
+  "everything__get-sum",
+  "everything__get-tiny-image",
+  "everything__gzip-file-as-resource",
+  "everything__toggle-simulated-logging",
+  "everything__toggle-subscriber-updates",
+  "everything__trigger-long-running-operation"
+]
+
 export const FILESYSTEM = Path.resolve("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 /** The test's servers: raw JSON-RPC lines (`rawServer.mjs MODE LOG`), the SDK's server (`sdkServer.mjs LOG`). */
 export const RAW_SERVER = Path.resolve("test/utils/mcp/rawServer.mjs")
