@@ -88,7 +88,7 @@ const DELEGATE = /\b(?:ask|have|let)\s+(?:a|the|your)\s+(forked\s+)?sub-?agent\s
  * A request for a tool by name: "call TOOL", "call TOOL with {JSON}" or "use the tool TOOL with
  * {JSON}" (backquotes around the name allowed). The JSON object runs to the end of the message.
  */
-const CALL = /\b(?:call|use)\s+(?:the\s+)?(?:tool\s+)?`?([A-Za-z0-9_-]+)`?(?:\s+with\s+(\{[\s\S]*\}))?/gi
+const CALL = /\b(?:call|use)\s+(?:the\s+)?(?:tool\s+)?\x60?([A-Za-z0-9_-]+)\x60?(?:\s+with\s+(\{[\s\S]*\}))?/gi
 
 /** The arguments of a "call TOOL with {JSON}" request: `{}` without JSON; none when it is not a JSON object. */
 const argumentsOf = (json: string | undefined): unknown => {
