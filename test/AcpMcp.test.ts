@@ -52,8 +52,12 @@ interface Client {
 }
 
 /** `agent-loop acp --store STORE` in a child process, the SDK's client connected with `capabilities`. */
-const startClient = async (store: string, capabilities: acp.ClientCapabilities = {}): Promise<Client> => {
-  const child = spawn(process.execPath, [BIN, "acp", "--store", store], { cwd: store, stdio: "pipe" })
+const startClient = async (
+  store: string,
+  capabilities: acp.ClientCapabilities = {},
+  flags: ReadonlyArray<string> = []
+): Promise<Client> => {
+  const child = spawn(process.execPath, [BIN, "acp", "--store", store, ...flags], { cwd: store, stdio: "pipe" })
   let stderr = ""
   child.stderr.setEncoding("utf8")
   child.stderr.on("data", (chunk: string) => (stderr += chunk))
@@ -443,6 +447,21 @@ describe("MCP servers of ACP sessions, through the SDK's client", () => {
       { name: "UnknownTool", code: "UNKNOWN_TOOL" }
     ])
     expect(c.asked).toHaveLength(1)
+    expect(await c.close()).toBe(0)
+  })
+
+  it("--subagent: a sub-agent has the session's servers; its call asks the editor, and its answer reaches the parent", async () => {
+    const store = tmp()
+    const c = await startClient(store, {}, ["--subagent"])
+    const { sessionId } = await c.agent.request(acp.methods.agent.session.new, { cwd: store, mcpServers: [everythingStdio()] })
+    const running = prompt(c, sessionId, `ask a sub-agent to ${ECHO}`)
+    await until("the child's permission request", () => c.asked.length === 1)
+    expect(c.asked[0]!.params.toolCall).toMatchObject({ title: "everything: echo" })
+    c.asked[0]!.answer({ outcome: { outcome: "selected", optionId: "allow_once" } })
+    expect((await running).stopReason).toBe("end_turn")
+    const result = checkedLog(store, sessionId).find((e) => e.type === "tool/result")!.data as any
+    expect(result.error).toBeUndefined()
+    expect(result.message.content[0].content[0].text).toMatch(/^Tool result \(call_1_1_1\): "Echo: from the editor"/)
     expect(await c.close()).toBe(0)
   })
 

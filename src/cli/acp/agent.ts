@@ -272,12 +272,21 @@ export const runAcp = (options: AcpOptions): Effect.Effect<void, never, FileSyst
               )
             : undefined
         }),
-        (tools) => ({
-          tools: withSubagents(tools, options.subagents ?? { subagent: false, subagentFork: false }, options.ask ?? []),
-          // The session's own servers, then `--mcp-config`'s (the same for every session).
-          toolsets: options.mcpConfigToolset === undefined ? toolsets : [...toolsets, options.mcpConfigToolset],
-          maxSteps: options.maxSteps
-        })
+        (tools) => {
+          // The session's own servers, then `--mcp-config`'s (the same for every session); a
+          // sub-agent has them too.
+          const all = options.mcpConfigToolset === undefined ? toolsets : [...toolsets, options.mcpConfigToolset]
+          return {
+            tools: withSubagents(
+              tools,
+              options.subagents ?? { subagent: false, subagentFork: false },
+              options.ask ?? [],
+              all.length === 0 ? undefined : all
+            ),
+            toolsets: all,
+            maxSteps: options.maxSteps
+          }
+        }
       )
 
     /** The user message of a prompt's blocks, or -32602 naming the block (nothing is logged). */

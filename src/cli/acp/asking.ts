@@ -82,7 +82,8 @@ export const requestOf = (
   const call = childSessions ? question : { ...question, callId: `${question.sessionId}/${question.callId}` }
   return Permission.request(
     childSessions ? question.sessionId : session.id,
-    Permission.toolCallOf([], session.cwd, call),
+    // A sub-agent has its parent's MCP servers (the same connections): the same titles.
+    Permission.toolCallOf([], session.cwd, call, session.toolLabel),
     question
   )
 }
