@@ -20,7 +20,14 @@ import { advance, brief, layer, text, untilLogged } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("agent-loop-acp-fs-")
-const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused"), progress: () => Effect.void }
+const ctx = {
+  callId: "c",
+  turn: 1,
+  step: 1,
+  agent: {} as any,
+  makeMessage: () => Effect.die("unused"),
+  progress: () => Effect.void
+}
 
 /** A fake client: answers from `buffers` (absolute path → text), records every request. */
 const fakeClient = (buffers: Record<string, string> = {}) => {

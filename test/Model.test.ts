@@ -227,7 +227,14 @@ describe("Offline.make (§14)", () => {
     Fs.symlinkSync("/etc/hostname", Path.join(dir, "escape"))
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused"), progress: () => Effect.void }
+      const ctx = {
+        callId: "c",
+        turn: 1,
+        step: 1,
+        agent: {} as any,
+        makeMessage: () => Effect.die("unused"),
+        progress: () => Effect.void
+      }
       expect(yield* read.execute({ path: "notes.txt" }, ctx)).toEqual({ content: "hello notes" })
       const outside = yield* Effect.flip(read.execute({ path: "../../etc/passwd" }, ctx))
       expect(outside.message).toBe("../../etc/passwd is outside the working directory")
@@ -245,7 +252,14 @@ describe("Offline.make (§14)", () => {
 
 describe("read_file limits (§23)", () => {
   const scratch = scratchDirs("agent-loop-read-")
-  const ctx = { callId: "c", turn: 1, step: 1, agent: {} as any, makeMessage: () => Effect.die("unused"), progress: () => Effect.void }
+  const ctx = {
+    callId: "c",
+    turn: 1,
+    step: 1,
+    agent: {} as any,
+    makeMessage: () => Effect.die("unused"),
+    progress: () => Effect.void
+  }
 
   it.scoped("a name that starts with two dots is inside the working directory; .. and ../x are not", () => {
     const dir = scratch()
