@@ -55,6 +55,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/client/validators/
 import { Context, Deferred, Duration, Effect, Layer, Schema, type Scope } from "effect"
 import { messageOf } from "./internal/cause.js"
 import { toolName as nameOf } from "./internal/mcp/names.js"
+import { closeClient, pidOf, stderrTail } from "./internal/mcp/processes.js"
 import { redactor, resultOf } from "./internal/mcp/results.js"
 import type { ToolDefinition } from "./Model.js"
 import * as Tool from "./Tool.js"
@@ -204,6 +205,8 @@ interface Server {
   readonly maxResultBytes: number
   /** The live client, or none (not yet, failed, or died: the next call starts it again). */
   client: Client | undefined
+  /** The live stdio server's process (its launcher, when started through one). */
+  pid: number | null
   /** Fails when the live client dies or breaks, so that its calls in flight fail at once. */
   broken: Deferred.Deferred<never, McpError> | undefined
   state: ServerStatus["state"]
@@ -255,6 +258,9 @@ const checkConfig = (servers: ReadonlyArray<ServerConfig>): McpError | undefined
         return bad("the url is not a URL")
       }
       if (url.protocol !== "http:" && url.protocol !== "https:") return bad("the url is not http or https")
+      if (url.username !== "" || url.password !== "") {
+        return bad("the url has a user name or password (fetch refuses them): give credentials in headers")
+      }
     } else {
       return bad(`the type is not "stdio", "http" or "sse"`)
     }
@@ -263,8 +269,14 @@ const checkConfig = (servers: ReadonlyArray<ServerConfig>): McpError | undefined
 }
 
 /** The secrets of a server's configuration: the values of its `env` and `headers`. */
-const secretsOf = (config: ServerConfig): ReadonlyArray<string> =>
-  Object.values((config.type === "stdio" ? config.env : config.headers) ?? {}).filter((v) => typeof v === "string")
+const secretsOf = (config: ServerConfig): ReadonlyArray<string> => {
+  const values = Object.values((config.type === "stdio" ? config.env : config.headers) ?? {})
+  if (config.type !== "stdio") {
+    // A URL's query values too (`?token=…`): the URL parsed in `checkConfig` already.
+    for (const value of new URL(config.url).searchParams.values()) values.push(value)
+  }
+  return values.filter((v) => typeof v === "string")
+}
 
 const errorCode = (e: unknown): string | undefined => {
   const code = (e as { code?: unknown } | null)?.code ?? (e as { cause?: { code?: unknown } } | null)?.cause?.code
@@ -311,7 +323,7 @@ const schemaMessage = (e: unknown): string => {
 
 /** A fault of `server` as an `McpError`: its reason and a redacted message with stderr's tail. */
 const faultOf = (server: Server, reason: McpError["reason"], detail: string): McpError => {
-  const tail = server.stderr.trim().split("\n").slice(-3).join(" | ").slice(-500)
+  const tail = stderrTail(server.stderr)
   const text = `MCP server "${server.config.name}" ${detail}${tail === "" ? "" : ` (stderr: ${tail})`}`
   return new McpError({ server: server.config.name, reason, message: server.redact(text) })
 }
@@ -485,6 +497,7 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
   Effect.gen(function*() {
     const broken = yield* Deferred.make<never, McpError>()
     server.stderr = ""
+    const transport = transportOf(server)
     const client: Client = new Client(
       { name: options.clientName ?? "effect-agent-loop", version: options.clientVersion ?? "0.1.0" },
       {
@@ -517,7 +530,7 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
       const error = faultOf(server, "malformed", `sent a message that is not JSON-RPC (${schemaMessage(e)})`)
       if (server.client === client) broke(server, error)
       Deferred.unsafeDone(broken, Effect.fail(error))
-      client.close().catch(() => {})
+      Effect.runFork(closeClient(client, pidOf(transport)))
     }
     // The server's progress reports go to their call by our own token (`call`): the SDK's
     // `onprogress` loses a report read together with its call's answer (the answer is handled at
@@ -527,11 +540,12 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
       const { message, progress, progressToken, total } = notification.params
       server.progress.get(String(progressToken))?.({ progress, total, message })
     })
-    const closeQuietly = Effect.promise(() => client.close().catch(() => {}))
+    // A failure or an interruption (a signal while connecting) leaves no process behind.
+    const closeQuietly = closeClient(client, pidOf(transport))
     const timeout = Duration.millis(server.connectTimeoutMs)
     const listed = yield* Effect.tryPromise({
       try: async (signal) => {
-        await client.connect(transportOf(server), { signal })
+        await client.connect(transport, { signal })
         return client.listTools(undefined, { signal })
       },
       catch: (e) => connectFault(server, e)
@@ -542,8 +556,9 @@ const open = (server: Server, options: ConnectOptions, bump: () => void): Effect
         duration: timeout,
         onTimeout: () => faultOf(server, "timeout", `did not initialize within ${server.connectTimeoutMs} ms`)
       }),
-      Effect.tapError(() => closeQuietly)
+      Effect.onError(() => closeQuietly)
     )
+    server.pid = pidOf(transport)
     const info = client.getServerVersion()
     server.info = info === undefined ? undefined : { name: info.name, version: info.version }
     server.client = client
@@ -685,7 +700,8 @@ const connectAll = (
       progress: new Map(),
       tokens: 0,
       refreshing: undefined,
-      relists: 0
+      relists: 0,
+      pid: null
     }))
     yield* Effect.addFinalizer(() =>
       Effect.forEach(all, (server) =>
@@ -705,9 +721,7 @@ const connectAll = (
               )
             )
           }
-          return client === undefined
-            ? Effect.void
-            : Effect.promise(() => client.close().catch(() => {})).pipe(Effect.timeout(Duration.seconds(5)), Effect.ignore)
+          return client === undefined ? Effect.void : closeClient(client, server.pid)
         }), { concurrency: "unbounded", discard: true })
     )
     yield* Effect.forEach(

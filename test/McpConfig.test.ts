@@ -67,14 +67,32 @@ describe("McpConfig.parse: the entries people have", () => {
     expect(servers({
       globalShortcut: "Ctrl+Space",
       mcpServers: {
-        trusted: { command: "a", approval: "never", timeoutMs: 5000, autoStart: true, description: "x" },
+        trusted: {
+          command: "a",
+          approval: "never",
+          timeoutMs: 5000,
+          connectTimeoutMs: 900,
+          maxRestarts: 0,
+          maxResultBytes: 100,
+          autoStart: true,
+          description: "x"
+        },
         some: { command: "b", autoApprove: ["read", "list"], alwaysAllow: ["list", "stat"], timeout: 60 },
         off: { command: "c", disabled: true },
         offAndBroken: { disabled: true, args: "not checked" },
         on: { url: "https://example.com/mcp", disabled: false, approval: "always" }
       }
     })).toEqual([
-      { type: "stdio", name: "trusted", command: "a", approval: "never", timeoutMs: 5000 },
+      {
+        type: "stdio",
+        name: "trusted",
+        command: "a",
+        approval: "never",
+        timeoutMs: 5000,
+        connectTimeoutMs: 900,
+        maxResultBytes: 100,
+        maxRestarts: 0
+      },
       { type: "stdio", name: "some", command: "b", autoApprove: ["read", "list", "stat"] },
       { type: "http", name: "on", url: "https://example.com/mcp", approval: "always" }
     ])
@@ -123,6 +141,7 @@ describe("McpConfig.parse: each problem named by its key path", () => {
         badType: { type: "websocket", url: "wss://example.com" },
         badApproval: { command: "a", approval: "sometimes", autoApprove: "read", alwaysAllow: [true], timeoutMs: -1 },
         zero: { command: "a", timeoutMs: 0, disabled: "no" },
+        limits: { command: "a", connectTimeoutMs: "30s", maxRestarts: 1.5, maxResultBytes: -1 },
         entry: ["not", "an", "object"],
         "": { command: "a" }
       }
@@ -139,6 +158,9 @@ describe("McpConfig.parse: each problem named by its key path", () => {
       "mcp.json: mcpServers.badApproval.timeoutMs: expected a positive number of milliseconds",
       "mcp.json: mcpServers.zero.disabled: expected true or false",
       "mcp.json: mcpServers.zero.timeoutMs: expected a positive number of milliseconds",
+      "mcp.json: mcpServers.limits.connectTimeoutMs: expected a positive number of milliseconds",
+      "mcp.json: mcpServers.limits.maxResultBytes: expected a positive number of bytes",
+      "mcp.json: mcpServers.limits.maxRestarts: expected a whole number ≥ 0",
       "mcp.json: mcpServers.entry: expected an object (a command or a url, and their settings), got an array",
       "mcp.json: mcpServers[\"\"]: the server name is empty"
     ])

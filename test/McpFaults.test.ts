@@ -8,12 +8,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Mcp from "../src/Mcp.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import { layer as agentLayer } from "./utils/agent.js"
-import { gone, kill, lines, own, pids, raw, results, text, until, within } from "./utils/mcp.js"
+import { EVERYTHING, gone, kill, lines, own, pids, raw, results, text, until, within } from "./utils/mcp.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("effect-agent-loop-mcp-faults-")
@@ -37,6 +38,20 @@ const headerTools = (agent: Agent.Agent) =>
   agent.log.events().filter((e) => e.type === "request/header").map((e) => (e.data as any).tools.map((t: any) => t.name))
 
 describe("MCP faults: starting and initializing", () => {
+  it.scoped("a Node server that crashes: its error line is quoted, not only the stack's end; a URL's query values are secrets", () =>
+    Effect.gen(function*() {
+      const mcp = yield* within("both failed")(Mcp.connect([
+        { type: "stdio", name: "crash", command: process.execPath, args: ["-e", "require('no-such-module-here')"] },
+        { type: "http", name: "down", url: "http://127.0.0.1:9/mcp?token=qs-secret-123", connectTimeoutMs: 5_000 }
+      ]))
+      const [crash, down] = mcp.servers()
+      expect(crash!.error!.message).toMatch(
+        /^MCP server "crash" exited before it initialized \(stderr: Error: Cannot find module 'no-such-module-here' \| .+ \| Node\.js v\d+\.\d+\.\d+\)$/
+      )
+      expect(down!.state).toBe("failed")
+      expect(down!.error!.message).not.toContain("qs-secret-123")
+    }))
+
   it.effect("a bad configuration fails connect (config) before anything starts", () =>
     Effect.gen(function*() {
       const connect = (servers: ReadonlyArray<Mcp.ServerConfig>) => Effect.flip(Effect.scoped(Mcp.connect(servers)))
@@ -51,6 +66,10 @@ describe("MCP faults: starting and initializing", () => {
       expect(yield* connect([{ type: "http", name: "w", url: "ftp://127.0.0.1/mcp" }])).toMatchObject({
         reason: "config",
         message: "MCP server \"w\": the url is not http or https"
+      })
+      expect(yield* connect([{ type: "http", name: "u", url: "http://me:pw-secret@127.0.0.1:9/mcp" }])).toMatchObject({
+        reason: "config",
+        message: "MCP server \"u\": the url has a user name or password (fetch refuses them): give credentials in headers"
       })
       expect(yield* connect([{ type: "stdio", name: "a.b", command: "x" }, { type: "stdio", name: "a_b", command: "x" }]))
         .toMatchObject({
@@ -120,7 +139,47 @@ describe("MCP faults: starting and initializing", () => {
   })
 })
 
+/** The pids of the processes whose environment has `MCP_TEST_MARKER=marker` (from `/proc`). */
+const marked = (marker: string): Array<number> =>
+  Fs.readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).filter((entry) => {
+    try {
+      return Fs.readFileSync(`/proc/${entry}/environ`, "utf8").split("\0").includes(`MCP_TEST_MARKER=${marker}`)
+    } catch {
+      return false
+    }
+  }).map(Number)
+
 describe("MCP faults: calls", () => {
+  it.live("a busy server behind a launcher (sh -c) ends when its scope closes, not when its work is done", () =>
+    Effect.gen(function*() {
+      const marker = `${process.pid}-${Date.now()}`
+      yield* Effect.scoped(Effect.gen(function*() {
+        const mcp = yield* within("the launched server connected")(Mcp.connect([{
+          type: "stdio",
+          name: "launched",
+          command: "sh",
+          // `; exit` keeps sh as the server's parent (a lone command would be exec'd).
+          args: ["-c", `"${process.execPath}" "${EVERYTHING}" stdio; exit $?`],
+          env: { MCP_TEST_MARKER: marker },
+          approval: "never"
+        }]))
+        expect(marked(marker)).toHaveLength(2)
+        const tool = mcp.tools().find((t) => t.name === "launched__trigger-long-running-operation")!
+        const ctx = {
+          callId: "c",
+          turn: 1,
+          step: 1,
+          agent: {} as any,
+          makeMessage: () => Effect.die("unused"),
+          progress: () => Effect.void
+        }
+        // Busy for 60 s; the scope closes while it works (the call's fiber interrupted first).
+        yield* Effect.forkScoped(tool.execute({ duration: 60, steps: 1 }, ctx))
+        yield* Effect.sleep("300 millis")
+      }))
+      yield* until("the launcher and the server ended", () => marked(marker).length === 0)
+    }))
+
   it.scoped("a server killed mid-call: the call fails exited, the next call restarts it; after maxRestarts restarts in a row that fail, gave-up and its tools are withdrawn", () => {
     const log = Path.join(scratch(), "own.log")
     const model = ScriptedModel.make([

@@ -112,6 +112,36 @@ describe("Offline.make (§14)", () => {
     expect(Offline.plan(request([user("u", "wait 2 seconds")], [])).toolCalls).toBeUndefined()
   })
 
+  it("asked to call a tool by name (call TOOL [with {JSON}]), it calls it; several in one message, one a step, in order", () => {
+    const tools = ["wait", "clock", "echo"]
+    const twice = "call echo with {\"message\":\"a}\"} and then call echo with {\"message\":\"b\"}"
+    expect(Offline.plan(request([user("u", twice)], tools)).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "echo", arguments: { message: "a}" } }
+    ])
+    // The second step: one call made since the message, so the second one.
+    const afterFirst: ReadonlyArray<Message> = [
+      user("u", twice),
+      {
+        id: "a1" as MessageId,
+        role: "assistant",
+        content: [{ type: "tool-call", id: "call_1_1_1", name: "echo", arguments: "{}" }],
+        source: { kind: "model", provider: "offline", model: "offline-rules-1" }
+      }
+    ]
+    expect(Offline.plan(request(afterFirst, tools)).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "echo", arguments: { message: "b" } }
+    ])
+    // No JSON: {}; the text inside the JSON asks for nothing more; "call clock" calls it once.
+    expect(Offline.plan(request([user("u", "use the tool `clock`")], tools)).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "clock", arguments: {} }
+    ])
+    expect(Offline.plan(request([user("u", "call echo with {\"message\": \"wait 2 seconds\"}")], tools)).toolCalls).toEqual([
+      { id: "call_1_1_1", name: "echo", arguments: { message: "wait 2 seconds" } }
+    ])
+    // A name it was not given, or JSON that is not an object, calls nothing.
+    expect(Offline.plan(request([user("u", "call me later; call echo with [1]")], tools)).toolCalls).toBeUndefined()
+  })
+
   it("asked to ask a sub-agent, it calls subagent with the rest as the task; a sub-agent's task it does as a prompt (§27)", () => {
     const tools = ["wait", "clock", "read_file", "subagent", "subagent_fork"]
     // The task is the rest of the text: the wait it mentions is the sub-agent's to do.

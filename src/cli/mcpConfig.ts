@@ -16,7 +16,8 @@
  *   `cwd` is relative to the file's directory.
  * - Our own keys, on any entry: `approval` (`"always"`, the default, or `"never"`: a server you
  *   trust), `autoApprove` (Cline's name) and `alwaysAllow` (Roo Code's) (tool names on the server whose calls need no
- *   approval; both may be given), `timeoutMs` (a call's limit, milliseconds).
+ *   approval; both may be given), `timeoutMs` (a call's limit, milliseconds), `connectTimeoutMs`,
+ *   `maxRestarts` and `maxResultBytes` (as `Mcp.ServerOptions` has them).
  * - An entry with `disabled: true` is skipped (not checked). Other keys are ignored: real files
  *   carry the keys of other tools.
  * - Every problem is reported, each on a line naming the file and the exact key path
@@ -143,10 +144,20 @@ const entryOf = (
   }
   const allowed = [...(strings("autoApprove") ?? []), ...(strings("alwaysAllow") ?? [])]
   if (allowed.length > 0) options.autoApprove = [...new Set(allowed)]
-  const timeoutMs = entry.timeoutMs
-  if (timeoutMs !== undefined) {
-    if (typeof timeoutMs === "number" && Number.isFinite(timeoutMs) && timeoutMs > 0) options.timeoutMs = timeoutMs
-    else bad(member(path, "timeoutMs"), "expected a positive number of milliseconds")
+  // The numbers of `Mcp.ServerOptions`, each checked as the library takes it.
+  const positive = (key: "timeoutMs" | "connectTimeoutMs" | "maxResultBytes", unit: string) => {
+    const value = entry[key]
+    if (value === undefined) return
+    if (typeof value === "number" && Number.isFinite(value) && value > 0) options[key] = value
+    else bad(member(path, key), `expected a positive number of ${unit}`)
+  }
+  positive("timeoutMs", "milliseconds")
+  positive("connectTimeoutMs", "milliseconds")
+  positive("maxResultBytes", "bytes")
+  const maxRestarts = entry.maxRestarts
+  if (maxRestarts !== undefined) {
+    if (typeof maxRestarts === "number" && Number.isInteger(maxRestarts) && maxRestarts >= 0) options.maxRestarts = maxRestarts
+    else bad(member(path, "maxRestarts"), "expected a whole number ≥ 0")
   }
 
   const hasCommand = entry.command !== undefined

@@ -86,19 +86,45 @@ const DELEGATE = /\b(?:ask|have|let)\s+(?:a|the|your)\s+(forked\s+)?sub-?agent\s
 
 /**
  * A request for a tool by name: "call TOOL", "call TOOL with {JSON}" or "use the tool TOOL with
- * {JSON}" (backquotes around the name allowed). The JSON object runs to the end of the message.
+ * {JSON}" (backquotes around the name allowed). The JSON object is the shortest one that parses
+ * from the `{` after "with", so that one message may ask for several calls.
  */
-const CALL = /\b(?:call|use)\s+(?:the\s+)?(?:tool\s+)?\x60?([A-Za-z0-9_-]+)\x60?(?:\s+with\s+(\{[\s\S]*\}))?/gi
+const CALL = /\b(?:call|use)\s+(?:the\s+)?(?:tool\s+)?\x60?([A-Za-z0-9_-]+)\x60?(\s+with\s*)?/gi
 
-/** The arguments of a "call TOOL with {JSON}" request: `{}` without JSON; none when it is not a JSON object. */
-const argumentsOf = (json: string | undefined): unknown => {
-  if (json === undefined) return {}
-  try {
-    const parsed: unknown = JSON.parse(json)
-    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : undefined
-  } catch {
-    return undefined
+/**
+ * The tool calls a text asks for by name (`CALL`), of the tools in `known`, each with its
+ * position in the text: `{}` without JSON; a request whose JSON is not an object is none.
+ */
+const namedCalls = (
+  text: string,
+  known: ReadonlySet<string>
+): Array<{ readonly at: number; readonly end: number; readonly name: string; readonly arguments: unknown }> => {
+  const out: Array<{ at: number; end: number; name: string; arguments: unknown }> = []
+  const pattern = new RegExp(CALL.source, CALL.flags)
+  for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
+    const name = m[1]!
+    if (m[2] === undefined) {
+      if (known.has(name)) out.push({ at: m.index, end: pattern.lastIndex, name, arguments: {} })
+      continue
+    }
+    const start = pattern.lastIndex
+    let parsed: unknown = undefined
+    // "with" and then no object: a call it cannot make.
+    if (text[start] !== "{") continue
+    for (let end = text.indexOf("}", start); end >= 0; end = text.indexOf("}", end + 1)) {
+      try {
+        parsed = JSON.parse(text.slice(start, end + 1))
+        pattern.lastIndex = end + 1
+        break
+      } catch {
+        // Not yet a whole object: try the next closing brace.
+      }
+    }
+    if (known.has(name) && typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) {
+      out.push({ at: m.index, end: pattern.lastIndex, name, arguments: parsed })
+    }
   }
+  return out
 }
 
 /**
@@ -131,17 +157,16 @@ const nextOfflineCall = (request: ModelRequest): { id: string; name: string; arg
     wanted.push({ at: delegate.index, name: delegateTo, arguments: { prompt: delegate[2]!.trim() } })
     asked = asked.slice(0, delegate.index)
   }
+  // Calls by name first; their text (a JSON argument may say "wait 2 seconds") is blanked out
+  // for the rules below, its positions kept.
+  for (const call of namedCalls(asked, known)) {
+    wanted.push(call)
+    asked = asked.slice(0, call.at) + " ".repeat(call.end - call.at) + asked.slice(call.end)
+  }
   const wait = /\bwait\s+(\d+(?:\.\d+)?)\s*(?:s\b|secs?\b|seconds?\b)/i.exec(asked)
   if (wait && known.has("wait")) wanted.push({ at: wait.index, name: "wait", arguments: { seconds: Number(wait[1]) } })
   const time = /\b(what time|the time|time is it|clock)\b/i.exec(asked)
   if (time && known.has("clock")) wanted.push({ at: time.index, name: "clock", arguments: {} })
-  for (const named of asked.matchAll(CALL)) {
-    const args = known.has(named[1]!) ? argumentsOf(named[2]) : undefined
-    if (args !== undefined) {
-      wanted.push({ at: named.index, name: named[1]!, arguments: args })
-      break
-    }
-  }
   const read = /\bread(?:\s+the)?\s+file\s+["'`]?([^\s"'`]+?)["'`]?(?=[\s,;!?]|\.?$)/i.exec(asked)
   if (read && known.has("read_file")) wanted.push({ at: read.index, name: "read_file", arguments: { path: read[1] } })
   wanted.sort((a, b) => a.at - b.at)
