@@ -5,8 +5,10 @@
  * model; the servers are real processes, so every wait for them is bounded in real time
  * (test/utils/mcp.ts `within`, `until`). The faults are in McpFaults.test.ts.
  */
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { NodeFileSystem } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Chunk, Effect, Layer, Queue } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -328,8 +330,9 @@ describe("MCP over stdio: server-everything", () => {
     }).pipe(Effect.provide(agentLayer(model)))
   })
 
-  it.scoped("env values are secrets: get-env shows *** for them, in the result and in the session's file", () => {
+  it.scoped("env values are secrets: get-env shows *** for them, in the result, the session's file and the spans", () => {
     const directory = scratch()
+    const exporter = new InMemorySpanExporter()
     const model = ScriptedModel.make([
       { toolCalls: [{ id: "env", name: "everything__get-env", arguments: {} }] },
       { text: "done" }
@@ -338,13 +341,15 @@ describe("MCP over stdio: server-everything", () => {
       SessionStore.layerJsonl({ directory }).pipe(Layer.provide(NodeFileSystem.layer)),
       IdGenerator.layerSeeded(42),
       Model.layer(model),
-      layerTracked
+      layerTracked,
+      NodeSdk.layer(() => ({ resource: { serviceName: "mcp-test" }, spanProcessor: new SimpleSpanProcessor(exporter) }))
     )
     return Effect.gen(function*() {
       const mcp = yield* within("server-everything connected")(
         Mcp.connect([everything({ approval: "never", env: { API_TOKEN: "tok-12345-secret" } })])
       )
-      const agent = yield* Agent.make({ toolsets: [mcp.toolset] })
+      // Tool results on the spans too (`recordContent`).
+      const agent = yield* Agent.make({ toolsets: [mcp.toolset], tracing: { recordContent: true } })
       yield* turn(agent, "go")
       const [[callId, code, content]] = results(agent.log.events()) as [any]
       expect([callId, code, content.length]).toEqual(["env", null, 1])
@@ -356,6 +361,14 @@ describe("MCP over stdio: server-everything", () => {
       const file = Fs.readFileSync(Path.join(directory, files[0]!), "utf8")
       expect(file).toContain("\\\"API_TOKEN\\\": \\\"***\\\"")
       expect(file).not.toContain("tok-12345-secret")
+      const spans = JSON.stringify(
+        exporter.getFinishedSpans().map((span) => ({ name: span.name, attributes: span.attributes, status: span.status }))
+      )
+      expect(spans).toContain("execute_tool everything__get-env")
+      const toolSpan = exporter.getFinishedSpans().find((span) => span.name === "execute_tool everything__get-env")!
+      const recorded = JSON.parse(String(toolSpan.attributes["gen_ai.tool.call.result"]))
+      expect(JSON.parse(recorded[0].text).API_TOKEN).toBe("***")
+      expect(spans).not.toContain("tok-12345-secret")
     }).pipe(Effect.provide(layer))
   })
 })
