@@ -23,6 +23,7 @@ import { projector } from "../src/cli/acp/updates.js"
 import * as Delivery from "../src/Delivery.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
+import { endAcp } from "./utils/acpProcess.js"
 import { CHILD_WAIT_MS, note } from "./utils/bounds.js"
 import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
@@ -72,19 +73,9 @@ const startProcess = (
     if (buffer !== "") lines.push(buffer)
   })()
   const close = async () => {
-    child.stdin.end()
     const start = Date.now()
-    let timer: NodeJS.Timeout | undefined
-    const code = await Promise.race([
-      exited,
-      new Promise<"hung">((resolve) => (timer = setTimeout(() => resolve("hung"), CHILD_WAIT_MS)))
-    ])
-    clearTimeout(timer)
+    const code = await endAcp(child, exited, () => stderr)
     note("Acp: the exit after stdin ended", Date.now() - start)
-    if (code === "hung") {
-      child.kill("SIGKILL")
-      throw new Error(`agent-loop acp did not exit after stdin ended; stderr: ${stderr}`)
-    }
     for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" })
     return code
   }

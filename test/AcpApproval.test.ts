@@ -25,8 +25,9 @@ import * as Model from "../src/Model.js"
 import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
+import { endAcp } from "./utils/acpProcess.js"
 import { checkPermissionRequest } from "./utils/acpSchema.js"
-import { CHILD_WAIT_MS, CLI_RUN_MS } from "./utils/bounds.js"
+import { CLI_RUN_MS } from "./utils/bounds.js"
 import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -103,20 +104,7 @@ const startClient = async (store: string, args: ReadonlyArray<string> = ["--ask"
     Writable.toWeb(child.stdin) as unknown as WritableStream<Uint8Array>,
     Readable.toWeb(child.stdout) as unknown as ReadableStream<Uint8Array>
   )
-  const close = async () => {
-    child.stdin.end()
-    let timer: NodeJS.Timeout | undefined
-    const code = await Promise.race([
-      exited,
-      new Promise<"hung">((resolve) => (timer = setTimeout(() => resolve("hung"), CHILD_WAIT_MS)))
-    ])
-    clearTimeout(timer)
-    if (code === "hung") {
-      child.kill("SIGKILL")
-      throw new Error(`agent-loop acp did not exit after stdin ended; stderr: ${stderr}`)
-    }
-    return code
-  }
+  const close = () => endAcp(child, exited, () => stderr)
   return { child, ...connected, stderr: () => stderr, close }
 }
 

@@ -20,7 +20,7 @@ import { Readable, Writable } from "node:stream"
 import * as McpServers from "../src/cli/acp/mcpServers.js"
 import * as Invariant from "../src/Invariant.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
-import { CHILD_WAIT_MS } from "./utils/bounds.js"
+import { endAcp } from "./utils/acpProcess.js"
 import { pollUntil } from "./utils/poll.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -87,20 +87,7 @@ const startClient = async (
     clientCapabilities: capabilities,
     clientInfo: CLIENT
   })
-  const close = async () => {
-    child.stdin.end()
-    let timer: NodeJS.Timeout | undefined
-    const code = await Promise.race([
-      exited,
-      new Promise<"hung">((resolve) => (timer = setTimeout(() => resolve("hung"), CHILD_WAIT_MS)))
-    ])
-    clearTimeout(timer)
-    if (code === "hung") {
-      child.kill("SIGKILL")
-      throw new Error(`agent-loop acp did not exit after stdin ended; stderr: ${stderr}`)
-    }
-    return code
-  }
+  const close = () => endAcp(child, exited, () => stderr)
   return { child, agent: connection.agent, received, asked, dropped, stderr: () => stderr, close }
 }
 

@@ -22,6 +22,7 @@ import {
   zSessionNotification as zUnstableNotification
 } from "../node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js"
 import type { SessionEvent, SessionHeader } from "../src/SessionEvent.js"
+import { endAcp } from "./utils/acpProcess.js"
 import { checkNotification, checkPermissionRequest } from "./utils/acpSchema.js"
 import { CHILD_WAIT_MS } from "./utils/bounds.js"
 import { pollUntil } from "./utils/poll.js"
@@ -83,20 +84,7 @@ const startClient = async (store: string, sessions: boolean): Promise<Client> =>
     clientCapabilities: sessions ? { subagents: {} } : {},
     clientInfo: { name: "acp-subagent-test", version: "1.0.0" }
   })
-  const close = async () => {
-    child.stdin.end()
-    let timer: NodeJS.Timeout | undefined
-    const code = await Promise.race([
-      exited,
-      new Promise<"hung">((resolve) => (timer = setTimeout(() => resolve("hung"), CHILD_WAIT_MS)))
-    ])
-    clearTimeout(timer)
-    if (code === "hung") {
-      child.kill("SIGKILL")
-      throw new Error(`agent-loop acp did not exit after stdin ended; stderr: ${stderr}`)
-    }
-    return code
-  }
+  const close = () => endAcp(child, exited, () => stderr)
   return { received, answer: (r) => waiting.shift()!(r), request, close, stderr: () => stderr }
 }
 
