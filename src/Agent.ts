@@ -38,7 +38,17 @@ import { requestCompact } from "./internal/agent/driver.js"
 import * as observers from "./internal/agent/observers.js"
 import { avoiding, continuePending, repairLog, restore, resumeWaiting } from "./internal/agent/resume.js"
 import { commit } from "./internal/agent/section.js"
-import { type AgentConfig, AgentState, countOption, history, liveLogs, seen, toolsOf, usedIds } from "./internal/agent/state.js"
+import {
+  type AgentConfig,
+  AgentState,
+  countOption,
+  history,
+  liveLogs,
+  mayAskFor,
+  seen,
+  toolsOf,
+  usedIds
+} from "./internal/agent/state.js"
 import { inheritUsage, subagentEnded, usageNow } from "./internal/agent/usage.js"
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./internal/message.js"
 import { type ChildSession, ChildSessionId, depthOf } from "./internal/subagent.js"
@@ -493,7 +503,7 @@ const person = (name: string | undefined): Approval.DecidedBy =>
 
 /** Whether any of the tools may need approval (§26): then calls are prepared one at a time. */
 const mayNeedApproval = (tools: ReadonlyArray<Tool.Tool<any>> | undefined): boolean =>
-  tools !== undefined && tools.some((tool) => tool.approval !== undefined && tool.approval !== "never")
+  tools !== undefined && tools.some(mayAskFor)
 
 /** A toolset's version as `refreshTools` reads it (one that throws: NaN, never equal). */
 const versionOf = (set: Tool.Toolset): number => {

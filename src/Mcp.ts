@@ -657,7 +657,7 @@ const call = (
           // connection does not close by itself as a stdio server's process does).
           if (e.reason === "exited" && server.client === client) {
             broke(server, e)
-            client.close().catch(() => {})
+            Effect.runFork(closeClient(client, null))
           }
         })
       )

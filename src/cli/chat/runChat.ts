@@ -67,7 +67,7 @@ import type * as SessionLog from "../../SessionLog.js"
 import * as SessionReference from "../../SessionReference.js"
 import * as SessionStore from "../../SessionStore.js"
 import type * as Tool from "../../Tool.js"
-import type { McpTools } from "../commands/mcpFlag.js"
+import { faultText, type McpTools } from "../commands/mcpFlag.js"
 import { entryText } from "../storeFailures.js"
 import { App, type ChatController, type Decision } from "./App.js"
 import { busy, ChatModel, oneLine } from "./ChatModel.js"
@@ -321,13 +321,6 @@ const DESCRIPTION_SHOWN = 80
 
 /** `n thing`, `n things`. */
 const count = (n: number, thing: string): string => `${n} ${thing}${n === 1 ? "" : "s"}`
-
-/** `McpError`'s message without its leading `MCP server "NAME" ` (the line names the server). */
-const faultText = (status: Mcp.ServerStatus): string => {
-  const message = status.error?.message ?? ""
-  const prefix = `MCP server "${status.name}" `
-  return message.startsWith(prefix) ? message.slice(prefix.length) : message
-}
 
 /**
  * The welcome notice's line about the MCP servers: `MCP: 1 of 2 servers connected, 12 tools

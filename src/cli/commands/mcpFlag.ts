@@ -75,8 +75,11 @@ export const askLater = (servers: ReadonlyArray<Mcp.ServerConfig> | undefined) =
     more: `and the MCP servers' tools (${servers.map((server) => `${toolName(server.name, "")}TOOL`).join(", ")})`
   }
 
-/** `McpError`'s message without its leading `MCP server "NAME" ` (the warning names the server). */
-const detail = (status: Mcp.ServerStatus): string => {
+/**
+ * A server's `McpError` message without its leading `MCP server "NAME" `, for a line that names
+ * the server already (the warning here, the chat's `/mcp`).
+ */
+export const faultText = (status: Mcp.ServerStatus): string => {
   const message = status.error?.message ?? "failed"
   const prefix = `MCP server "${status.name}" `
   return message.startsWith(prefix) ? message.slice(prefix.length) : message
@@ -103,7 +106,7 @@ export const connectMcp = (
       Effect.catchTag("McpError", (e) => exit(2, escapeLine(`--mcp-config: ${e.message}`)))
     )
     const failed = connection.servers().filter((server) => server.state === "failed")
-    for (const server of failed) yield* Console.error(escapeLine(`mcp: server "${server.name}" failed: ${detail(server)}`))
+    for (const server of failed) yield* Console.error(escapeLine(`mcp: server "${server.name}" failed: ${faultText(server)}`))
     const names = connection.tools().map((tool) => tool.name)
     const unchecked = mcpToolName(servers.filter((server) => failed.some((f) => f.name === server.name)))
     yield* checkAsk(ask.filter((name) => !tools.includes(name) && !unchecked(name)), [...tools, ...names])

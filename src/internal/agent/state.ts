@@ -362,6 +362,9 @@ export const approvalState = (a: AgentState): ApprovalState =>
 
 export const history = (a: AgentState): Array<Message> => a.historyCell ?? (a.historyCell = [])
 
+/** Whether a call of `tool` may need approval (§26 rule 1): then calls are prepared one at a time. */
+export const mayAskFor = (tool: Tool.Tool<any>): boolean => tool.approval !== undefined && tool.approval !== "never"
+
 /**
  * The tools of an agent (§8): `base` (the `tools` of `Agent.make`), then each toolset's tools
  * in order, a name already taken left out; their definitions; whether any may need approval
@@ -382,7 +385,7 @@ export const toolsOf = (
     if (tools.has(tool.name)) return
     tools.set(tool.name, tool)
     definitions.push(tool.definition)
-    if (tool.approval !== undefined && tool.approval !== "never") mayAsk = true
+    if (mayAskFor(tool)) mayAsk = true
   }
   for (const tool of base) add(tool)
   for (const set of toolsets) {
