@@ -179,7 +179,8 @@ const endsBatch: ReadonlySet<string> = new Set([
 const computeFates = (
   events: ReadonlyArray<SessionEvent>,
   options: LogOptions | undefined,
-  only: string | undefined
+  only: string | undefined,
+  onStep?: ((id: string, what: StoryStep["what"], seq: number, fate: Fate) => void) | undefined
 ): Map<string, Fate> => {
   const fates = new Map<string, Fate>()
   const inbox = new MutableInbox(isDsh(options))
@@ -190,16 +191,19 @@ const computeFates = (
   let batch: Set<string> | undefined
   let turn = 0
   let step = 0
-  const closeBatch = () => {
+  const closeBatch = (seq: number) => {
     if (batch !== undefined) {
-      for (const id of batch) fates.set(id, dropped("discarded"))
+      for (const id of batch) {
+        fates.set(id, dropped("discarded"))
+        onStep?.(id, "dropped", seq, dropped("discarded"))
+      }
       batch = undefined
     }
   }
   for (const event of events) {
     if (event.seq < seed) continue
     const type = event.type
-    if (batch !== undefined && endsBatch.has(type)) closeBatch()
+    if (batch !== undefined && endsBatch.has(type)) closeBatch(event.seq)
     switch (type) {
       case "agent/inbox/spliced": {
         const data = event.data as SplicedData
@@ -209,12 +213,18 @@ const computeFates = (
             const outcome = dropped(dropReasonOfCanceledSplice(data))
             for (const item of removed) {
               const id = item.message.id
-              if (only === undefined || id === only) fates.set(id, outcome)
+              if (only === undefined || id === only) {
+                fates.set(id, outcome)
+                onStep?.(id, "dropped", event.seq, outcome)
+              }
             }
           } else {
             for (const item of removed) {
               const id = item.message.id
-              if (only === undefined || id === only) claimed.push(id)
+              if (only === undefined || id === only) {
+                claimed.push(id)
+                onStep?.(id, "claimed", event.seq, pending)
+              }
             }
           }
         }
@@ -222,6 +232,7 @@ const computeFates = (
           const id = item.message.id
           if (only !== undefined && id !== only) continue
           fates.set(id, pending)
+          onStep?.(id, "inserted", event.seq, pending)
           // a reused id starts over: forget an older instance's claim
           if (claimed.length > 0) claimed = claimed.filter((c) => c !== id)
           batch?.delete(id)
@@ -248,7 +259,9 @@ const computeFates = (
         if (batch !== undefined) {
           const id = (event.data as UserMessage).id
           if (batch.delete(id)) {
-            fates.set(id, entered(turn, step))
+            const outcome = entered(turn, step)
+            fates.set(id, outcome)
+            onStep?.(id, "entered", event.seq, outcome)
             if (batch.size === 0) batch = undefined
           }
         }
@@ -257,7 +270,10 @@ const computeFates = (
       case "turn/end": {
         if (claimed.length > 0) {
           const outcome = dropped(dropReasonOfTurnEnd((event.data as { readonly reason?: TurnEndReason }).reason))
-          for (const id of claimed) fates.set(id, outcome)
+          for (const id of claimed) {
+            fates.set(id, outcome)
+            onStep?.(id, "dropped", event.seq, outcome)
+          }
           claimed = []
         }
         break
@@ -291,3 +307,55 @@ export const fateOf = (
   messageId: string,
   options?: LogOptions
 ): Fate | undefined => computeFates(events, options, messageId).get(messageId)
+
+/**
+ * One step of a message's life in the inbox (§12): `inserted` (by a splice), `claimed` (a
+ * pre-step's claim took it), `entered` (its `user/message` in the step the pre-step entered) or
+ * `dropped`; `seq` is the event that proves it, and `fate` the message's fate after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoryStep {
+  readonly what: "inserted" | "claimed" | "entered" | "dropped"
+  readonly seq: number
+  readonly fate: Fate
+}
+
+/**
+ * The life of every message ever inserted into the inbox (after the seed), keyed by id: its
+ * steps in log order, each with the seq of the event that proves it, in the same one pass and
+ * by the same rules as `fatesOf` (§12), so the last step's `fate` is `fatesOf`'s. A dropped
+ * message's step is the event that decided it: the canceling splice, the `turn/end` of a turn
+ * whose pre-step never entered it, or the first event after the entered batch of a pre-step that
+ * left it out. An id reused in a DSH log has the steps of every insertion.
+ *
+ * @example
+ * ```ts
+ * import { Delivery, SessionStore } from "effect-agent-loop"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const { events, header } = yield* SessionStore.readFile("session.jsonl")
+ *   for (const [id, steps] of Delivery.storiesOf(events, { header })) {
+ *     console.log(id, steps.map((s) => `${s.what}@${s.seq}`).join(" "))
+ *   }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category projections
+ */
+export const storiesOf = (
+  events: ReadonlyArray<SessionEvent>,
+  options?: LogOptions
+): Map<string, Array<StoryStep>> => {
+  const stories = new Map<string, Array<StoryStep>>()
+  computeFates(events, options, undefined, (id, what, seq, fate) => {
+    const steps = stories.get(id)
+    const step: StoryStep = { what, seq, fate }
+    if (steps === undefined) stories.set(id, [step])
+    else steps.push(step)
+  })
+  return stories
+}

@@ -66,7 +66,7 @@ import { Effect, Layer, Redacted, type Scope } from "effect"
 import { pgWhere } from "./internal/pgUrl.js"
 import * as Store from "./internal/store/common.js"
 import { loadDriver, migrate, tablesOf } from "./internal/store/sql.js"
-import { closeStore, create, headerText, list, makeStore, open, read } from "./internal/store/sqlStore.js"
+import { closeStore, create, headerText, list, makeStore, open, probe, read } from "./internal/store/sqlStore.js"
 import { openStore, thisWriter } from "./internal/store/writer.js"
 import type { SessionStoreError } from "./SessionLog.js"
 import { SessionStore, type SessionStoreService } from "./SessionStore.js"
@@ -124,13 +124,15 @@ export const make = (
     yield* Effect.addFinalizer(() => closeStore(store))
     const storeLock = yield* Effect.makeSemaphore(1)
     const listed = list(store)
-    const service: SessionStoreService & Store.WithHeaderText = {
+    const service: SessionStoreService & Store.WithHeaderText & Store.WithProbe = {
       create: (createOptions) => Effect.withSpan(storeLock.withPermits(1)(create(store, createOptions)), "SessionStore.create"),
       open: (id) => Effect.withSpan(storeLock.withPermits(1)(open(store, id)), "SessionStore.open"),
       read: (id) => Effect.withSpan(read(store, id), "SessionStore.read"),
       list: Effect.withSpan(listed, "SessionStore.list"),
       // Internal: a header-only read (the cluster entity's check for a child session, §21 rule 9).
-      [Store.HeaderTextId]: (id) => headerText(store, id)
+      [Store.HeaderTextId]: (id) => headerText(store, id),
+      // Internal: every session's last seq and writer row (agent-loop inspect, §29).
+      [Store.ProbeId]: probe(store)
     }
     return SessionStore.of(service)
   })

@@ -595,6 +595,7 @@ describe("agent-loop run", () => {
         "  check       check a session log against the invariants of §12",
         "  stats       turns, steps, tools, tokens, cost and times of a session log",
         "  pending     list the sessions of a store that wait for approval",
+        "  inspect     a web page of a store's sessions: timelines, inbox, fates",
         "  simulate    run a scenario on a virtual clock and write its session log",
         "  acp         serve the Agent Client Protocol on stdin/stdout, for editors",
         "  runner      run a runner of an agent cluster on PostgreSQL",

@@ -60,6 +60,7 @@ import { acp } from "./commands/acp.js"
 import { chat } from "./commands/chat.js"
 import { check } from "./commands/check.js"
 import { demo } from "./commands/demo.js"
+import { inspect } from "./commands/inspect.js"
 import { pending } from "./commands/pending.js"
 import { resume } from "./commands/resume.js"
 import { run } from "./commands/run.js"
@@ -110,6 +111,7 @@ const subcommands = [
   escaped(check),
   escaped(stats),
   escaped(pending),
+  escaped(inspect),
   escaped(demo),
   escaped(simulate),
   escaped(runnerCommand),
@@ -138,6 +140,7 @@ const summaries: { readonly [Name in NameOf<(typeof subcommands)[number]>]: stri
   check: "check a session log against the invariants of §12",
   stats: "turns, steps, tools, tokens, cost and times of a session log",
   pending: "list the sessions of a store that wait for approval",
+  inspect: "a web page of a store's sessions: timelines, inbox, fates",
   simulate: "run a scenario on a virtual clock and write its session log",
   acp: "serve the Agent Client Protocol on stdin/stdout, for editors",
   runner: "run a runner of an agent cluster on PostgreSQL",

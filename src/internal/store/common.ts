@@ -310,3 +310,22 @@ export const HeaderTextId: unique symbol = Symbol.for("effect-agent-loop/Session
 export interface WithHeaderText {
   readonly [HeaderTextId]?: ((id: string) => Effect.Effect<string | undefined, SessionStoreError>) | undefined
 }
+
+/**
+ * The key of a store's change probe (an internal member of the SQL store's service, like
+ * `HeaderTextId`): for every session, the last seq and the writers row's text (undefined when no
+ * writer row holds it). `agent-loop inspect` (§29) asks it twice a second to tell a session that
+ * grew, and a running one, without reading any log.
+ */
+export const ProbeId: unique symbol = Symbol.for("effect-agent-loop/SessionStore/probe")
+
+/** What the change probe reports of one session. */
+export interface Probe {
+  readonly lastSeq: number
+  readonly writer: string | undefined
+}
+
+/** A store service that may carry a change probe. */
+export interface WithProbe {
+  readonly [ProbeId]?: Effect.Effect<ReadonlyMap<string, Probe>, SessionStoreError> | undefined
+}

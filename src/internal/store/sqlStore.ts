@@ -676,3 +676,21 @@ export const list = (s: SqlStore): Effect.Effect<ReadonlyArray<SessionId>, Sessi
     Effect.map(s.sql<{ id: string }>`SELECT id FROM ${s.sessionsTable} ORDER BY id`, (rows) => rows.map((r) => r.id)),
     failed("cannot list the sessions", undefined)
   )
+
+/** Every session's last seq and writer row (`Store.ProbeId`), in two queries. */
+export const probe = (s: SqlStore): Effect.Effect<ReadonlyMap<string, Store.Probe>, SessionStoreError> =>
+  Effect.mapError(
+    Effect.map(
+      Effect.all([
+        s.sql<
+          { id: string; last: number | string | null }
+        >`SELECT s.id AS id, (SELECT MAX(e.seq) FROM ${s.eventsTable} e WHERE e.session_id = s.id) AS last FROM ${s.sessionsTable} s`,
+        s.sql<{ session_id: string; writer: string }>`SELECT session_id, writer FROM ${s.writersTable}`
+      ]),
+      ([sessions, writers]) => {
+        const held = new Map(writers.map((w) => [w.session_id, w.writer]))
+        return new Map(sessions.map((r) => [r.id, { lastSeq: r.last === null ? -1 : Number(r.last), writer: held.get(r.id) }]))
+      }
+    ),
+    failed("cannot probe the sessions", undefined)
+  )

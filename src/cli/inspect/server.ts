@@ -1,0 +1,331 @@
+/**
+ * The HTTP server of `agent-loop inspect` (§29), on `@effect/platform`'s `HttpServer` (Node's
+ * `http` underneath): the page's three files, kept in memory, and the read-only JSON API of
+ * `api.ts`, with server-sent events for live sessions.
+ *
+ * Rules:
+ * - Only `GET` and `HEAD` (anything else is 405): no request changes a session.
+ * - Paths are matched segment by segment against a fixed list; nothing of a path is ever joined
+ *   into a file path. A session id must be a valid session id (`[A-Za-z0-9_-][A-Za-z0-9._-]*`)
+ *   and one of the store's; anything else is 404, so no file outside the store can be reached.
+ * - Bound to loopback (the default), a request whose `Host` is not `127.0.0.1:PORT`,
+ *   `localhost:PORT` or `[::1]:PORT` is 403: a page of another site that resolves its own name
+ *   to 127.0.0.1 (DNS rebinding) cannot read the API.
+ * - Every answer carries a strict Content-Security-Policy (scripts and styles from this server
+ *   only, no inline script, no frames) and `nosniff`; the page renders log content as text.
+ * - A session's projection (`model.ts`) is built on its first request and kept until the
+ *   session's probe token changes. While a page listens to a live stream, the store is probed
+ *   every 250 ms (JSONL) or 500 ms (SQL), and a change is sent within that time.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Duration, Effect, Fiber, PubSub, Ref, Schedule, Stream } from "effect"
+import * as NodeFs from "node:fs"
+import { createServer } from "node:http"
+import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
+import { isSessionId } from "../../internal/store/common.js"
+import type * as Prices from "../../Prices.js"
+import type * as Api from "./api.js"
+import * as Model from "./model.js"
+import type { SessionProbe, Source } from "./sources.js"
+
+/** The page's files, read once from `dist/cli/inspect/` (built by `scripts/build-cli.js`). */
+interface Assets {
+  readonly html: string
+  readonly js: string
+  readonly css: string
+}
+
+/** Where the page's files are: beside the CLI bundle (`dist/cli/inspect/`), from this module or its chunk. */
+export const assetsDirectory = (): string | undefined => {
+  const here = NodePath.dirname(fileURLToPath(import.meta.url))
+  for (const candidate of [NodePath.join(here, "inspect"), NodePath.join(here, "..", "inspect")]) {
+    if (NodeFs.existsSync(NodePath.join(candidate, "index.html"))) return candidate
+  }
+  return undefined
+}
+
+const readAssets = (directory: string): Assets => ({
+  html: NodeFs.readFileSync(NodePath.join(directory, "index.html"), "utf8"),
+  js: NodeFs.readFileSync(NodePath.join(directory, "app.js"), "utf8"),
+  css: NodeFs.readFileSync(NodePath.join(directory, "app.css"), "utf8")
+})
+
+/** What `serve` needs. */
+export interface Options {
+  readonly source: Source
+  readonly host: string
+  readonly port: number
+  readonly prices?: Prices.Prices | undefined
+  readonly version: string
+  readonly assets: string
+}
+
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store"
+}
+
+const json = (body: unknown, status = 200) =>
+  HttpServerResponse.text(JSON.stringify(body), {
+    status,
+    contentType: "application/json; charset=utf-8",
+    headers: SECURITY_HEADERS
+  })
+
+const notFound = (error: string) => json({ error } satisfies Api.ApiError, 404)
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
+
+/** Whether a host is a loopback name or address (`--host` that needs no warning). */
+export const isLoopback = (host: string): boolean => LOOPBACK.has(host) || host.startsWith("127.")
+
+const intParam = (params: URLSearchParams, name: string, fallback: number): number => {
+  const value = Number(params.get(name) ?? fallback)
+  return Number.isSafeInteger(value) && value >= 0 ? value : fallback
+}
+
+type Change = { readonly id: string | undefined }
+
+/**
+ * Serves the inspector on `host:port` (port 0: a free one) until the scope closes, and returns
+ * the address it listens on.
+ */
+export const serve = (options: Options) =>
+  Effect.gen(function*() {
+    const { source } = options
+    const assets = readAssets(options.assets)
+    const cache = new Map<string, { readonly token: string; readonly model: Model.SessionModel }>()
+    const problems = new Map<string, string>()
+    let version = 0
+    const builds = yield* Effect.makeSemaphore(1)
+
+    /** A session's model as its log stands now (from the cache while its token holds). */
+    const modelOf = (id: string, probe: SessionProbe | undefined) =>
+      builds.withPermits(1)(Effect.gen(function*() {
+        if (probe === undefined) return undefined
+        const cached = cache.get(id)
+        if (cached !== undefined && cached.token === probe.token) return cached.model
+        const contents = yield* source.read(id)
+        if (contents === undefined) return undefined
+        const model = Model.build(id, contents, { writerLive: probe.writerLive, prices: options.prices, version: ++version })
+        cache.set(id, { token: probe.token, model })
+        problems.delete(id)
+        return model
+      }))
+
+    const probeOne = (id: string) => Effect.map(source.probe, (all) => all.get(id))
+    const session = (id: string) =>
+      isSessionId(id) ? Effect.flatMap(probeOne(id), (probe) => modelOf(id, probe)) : Effect.succeed(undefined)
+
+    const list = Effect.gen(function*() {
+      const all = yield* source.probe
+      const sessions: Array<Api.SessionSummary> = []
+      for (const [id, probe] of all) {
+        const model = yield* modelOf(id, probe).pipe(
+          Effect.catchAll((e) => Effect.sync(() => void problems.set(id, e.message)))
+        )
+        if (model !== undefined) sessions.push(model.summary)
+      }
+      // A child names its parent in its header (a DSH parent logs no `subagent/start`).
+      const byId = new Map(sessions.map((s) => [s.id, s]))
+      for (const s of sessions) {
+        const parent = s.parent === undefined ? undefined : byId.get(s.parent)
+        if (parent !== undefined && !parent.children.includes(s.id)) {
+          byId.set(parent.id, { ...parent, children: [...parent.children, s.id] })
+        }
+      }
+      for (const [id] of problems) if (!all.has(id)) problems.delete(id)
+      const body: Api.SessionList = {
+        sessions: [...byId.values()],
+        problems: [...problems].map(([id, message]) => ({ id, message })),
+        version
+      }
+      return body
+    })
+
+    // The live streams: one probe loop while any page listens.
+    const changes = yield* PubSub.unbounded<Change>()
+    const listeners = yield* Ref.make(0)
+    const last = new Map<string, string>()
+    const probeLoop = Effect.gen(function*() {
+      if ((yield* Ref.get(listeners)) === 0) {
+        last.clear()
+        return
+      }
+      const all = yield* Effect.orElseSucceed(source.probe, () => undefined)
+      if (all === undefined) return
+      let listChanged = all.size !== last.size
+      for (const [id, probe] of all) {
+        const before = last.get(id)
+        if (before !== probe.token) {
+          if (before !== undefined || last.size > 0) yield* PubSub.publish(changes, { id })
+          listChanged = true
+          last.set(id, probe.token)
+        }
+      }
+      for (const id of [...last.keys()]) if (!all.has(id)) last.delete(id)
+      if (listChanged) yield* PubSub.publish(changes, { id: undefined })
+    })
+    yield* Effect.forkScoped(Effect.repeat(probeLoop, Schedule.spaced(Duration.millis(source.probeEveryMs))))
+
+    const encoder = new TextEncoder()
+    const sse = (events: Stream.Stream<string, never, never>) => {
+      const keepAlive = Stream.repeatEffect(Effect.succeed(": keep-alive\n\n")).pipe(
+        Stream.schedule(Schedule.spaced(Duration.seconds(15)))
+      )
+      const body = Stream.concat(Stream.make(": open\n\n"), Stream.merge(events, keepAlive)).pipe(
+        Stream.map((text) => encoder.encode(text)),
+        Stream.ensuring(Ref.update(listeners, (n) => n - 1))
+      )
+      return Effect.as(
+        Ref.update(listeners, (n) => n + 1),
+        HttpServerResponse.stream(body, {
+          contentType: "text/event-stream",
+          headers: { ...SECURITY_HEADERS, "x-accel-buffering": "no" }
+        })
+      )
+    }
+    const subscribe = (keep: (change: Change) => boolean) => Stream.fromPubSub(changes).pipe(Stream.filter(keep))
+
+    const sessionLive = (id: string) =>
+      sse(
+        subscribe((c) => c.id === id).pipe(
+          Stream.mapEffect(() => Effect.orElseSucceed(session(id), () => undefined)),
+          Stream.filter((m): m is Model.SessionModel => m !== undefined),
+          Stream.map((m) => {
+            const change: Api.LiveChange = { version: m.view.version, rows: m.rows.length, events: m.contents.events.length }
+            return `event: changed\ndata: ${JSON.stringify(change)}\n\n`
+          })
+        )
+      )
+    const listLive = sse(
+      subscribe(() => true).pipe(
+        Stream.debounce(Duration.millis(100)),
+        Stream.map(() => `event: sessions\ndata: ${JSON.stringify({ version })}\n\n`)
+      )
+    )
+
+    const sessionRoute = (id: string, rest: ReadonlyArray<string>, query: URLSearchParams) =>
+      Effect.gen(function*() {
+        if (rest.length === 1 && rest[0] === "live") {
+          if (!isSessionId(id) || (yield* probeOne(id)) === undefined) return notFound(`no session ${id}`)
+          return yield* sessionLive(id)
+        }
+        const model = yield* session(id)
+        if (model === undefined) return notFound(`no session ${id}`)
+        if (rest.length === 0) return json(model.view)
+        if (rest.length === 1 && rest[0] === "rows") {
+          const from = Math.min(intParam(query, "from", 0), model.rows.length)
+          const count = Math.min(intParam(query, "count", 200), 2000)
+          return json({ from, rows: model.rows.slice(from, from + count), total: model.rows.length } satisfies Api.RowPage)
+        }
+        if (rest.length === 1 && rest[0] === "events") {
+          const events = model.contents.events
+          const first = events.length > 0 ? events[0]!.seq : 0
+          const from = Math.max(intParam(query, "from", first), first)
+          const count = Math.min(intParam(query, "count", 100), 500)
+          const start = from - first
+          return json({ from, events: events.slice(start, start + count), total: events.length } satisfies Api.EventPage)
+        }
+        if (rest.length === 1 && rest[0] === "request") {
+          const request = Model.requestOf(model, intParam(query, "turn", 0), intParam(query, "step", 0))
+          return request === undefined ? notFound("no such step in this session") : json(request)
+        }
+        if (rest.length === 2 && rest[0] === "messages") {
+          const story = Model.storyOf(model, rest[1]!)
+          return story === undefined ? notFound("no such message in this session") : json(story)
+        }
+        return notFound("no such path")
+      })
+
+    const route = (segments: ReadonlyArray<string>, query: URLSearchParams) =>
+      Effect.gen(function*() {
+        if (segments.length === 0) {
+          return HttpServerResponse.text(assets.html, { contentType: "text/html; charset=utf-8", headers: SECURITY_HEADERS })
+        }
+        if (segments.length === 2 && segments[0] === "assets") {
+          if (segments[1] === "app.js") {
+            return HttpServerResponse.text(assets.js, {
+              contentType: "text/javascript; charset=utf-8",
+              headers: SECURITY_HEADERS
+            })
+          }
+          if (segments[1] === "app.css") {
+            return HttpServerResponse.text(assets.css, { contentType: "text/css; charset=utf-8", headers: SECURITY_HEADERS })
+          }
+        }
+        if (segments[0] !== "api") return notFound("no such path")
+        if (segments.length === 2 && segments[1] === "store") {
+          return json(
+            {
+              kind: source.kind,
+              where: source.where,
+              readOnly: true,
+              prices: options.prices !== undefined,
+              version: options.version
+            } satisfies Api.StoreInfo
+          )
+        }
+        if (segments.length === 2 && segments[1] === "sessions") return json(yield* list)
+        if (segments.length === 2 && segments[1] === "live") return yield* listLive
+        if (segments.length >= 3 && segments[1] === "sessions") {
+          return yield* sessionRoute(segments[2]!, segments.slice(3), query)
+        }
+        return notFound("no such path")
+      })
+
+    const server = yield* NodeHttpServer.make(() => createServer(), { port: options.port, host: options.host })
+    const address = server.address
+    const port = address._tag === "TcpAddress" ? address.port : options.port
+    const loopback = isLoopback(options.host)
+    const allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`])
+
+    const app = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (request.method !== "GET" && request.method !== "HEAD") {
+        return HttpServerResponse.text("read-only: only GET\n", {
+          status: 405,
+          headers: { ...SECURITY_HEADERS, allow: "GET, HEAD" }
+        })
+      }
+      if (loopback && !allowedHosts.has(request.headers.host ?? "")) {
+        return HttpServerResponse.text("forbidden host\n", { status: 403, headers: SECURITY_HEADERS })
+      }
+      // The path as sent (`new URL` would read `//x/y` as a host), split before any decoding.
+      const queryAt = request.url.indexOf("?")
+      const pathname = queryAt === -1 ? request.url : request.url.slice(0, queryAt)
+      const query = new URLSearchParams(queryAt === -1 ? "" : request.url.slice(queryAt + 1))
+      const segments: Array<string> = []
+      for (const raw of pathname.split("/")) {
+        if (raw === "") continue
+        let segment: string
+        try {
+          segment = decodeURIComponent(raw)
+        } catch {
+          return notFound("no such path")
+        }
+        segments.push(segment)
+      }
+      return yield* route(segments, query)
+    }).pipe(
+      Effect.catchAll((e) => Effect.succeed(json({ error: e.message } satisfies Api.ApiError, 500))),
+      // A bug of the inspector's: the page gets a line, stderr the whole cause.
+      Effect.catchAllDefect((defect) =>
+        Effect.as(
+          Effect.logError("inspect: request failed", defect),
+          json({ error: `internal error: ${defect instanceof Error ? defect.message : String(defect)}` }, 500)
+        )
+      )
+    )
+    const serving = yield* Effect.forkScoped(Effect.provideService(HttpServer.serveEffect()(app), HttpServer.HttpServer, server))
+    yield* Effect.addFinalizer(() => Fiber.interrupt(serving))
+    return { host: options.host, port }
+  })
