@@ -14,10 +14,12 @@
  * - `/api/sessions/ID/events?from=SEQ&count=M` → `EventPage` (the raw log events, at most 500)
  * - `/api/sessions/ID/request?turn=T&step=S` → `RequestView`
  * - `/api/sessions/ID/messages/MID` → `MessageStory`
- * - `/api/sessions/ID/live` → `text/event-stream`: an event `changed` with data `LiveChange` each
- *   time the log grows (at most one every 200 ms), and `:` comment lines to keep it open.
- * - `/api/live` → `text/event-stream`: an event `sessions` with data `{version}` when the list of
- *   sessions or a session's summary may have changed.
+ * - `/api/sessions/ID/live` → `text/event-stream`: a first event `changed` with data
+ *   `LiveChange` for the log as it is when the stream opens (a page that read that `version`
+ *   already ignores it), then one each time the log changes (seen within 250 ms for a JSONL
+ *   store, 500 ms for SQL), and `:` comment lines to keep it open.
+ * - `/api/live` → `text/event-stream`: a first event `sessions` with data `{version}`, then one
+ *   each time the list of sessions or a session's summary may have changed.
  */
 
 /** The store being inspected. */

@@ -134,12 +134,19 @@ export const serve = (options: Options) =>
         )
         if (model !== undefined) sessions.push(model.summary)
       }
-      // A child names its parent in its header (a DSH parent logs no `subagent/start`).
+      // A child names its parent in its header (a DSH parent logs no `subagent/start`), by the
+      // parent's header id, which in a directory of DSH logs is not its file name: both are
+      // given as the list's ids.
       const byId = new Map(sessions.map((s) => [s.id, s]))
+      const listIdOf = new Map<string, string>()
+      for (const [id, entry] of cache) if (byId.has(id)) listIdOf.set(entry.model.contents.header.id, id)
       for (const s of sessions) {
-        const parent = s.parent === undefined ? undefined : byId.get(s.parent)
-        if (parent !== undefined && !parent.children.includes(s.id)) {
-          byId.set(parent.id, { ...parent, children: [...parent.children, s.id] })
+        const parentId = s.parent === undefined ? undefined : listIdOf.get(s.parent) ?? s.parent
+        const parent = parentId === undefined ? undefined : byId.get(parentId)
+        if (parentId !== s.parent) byId.set(s.id, { ...byId.get(s.id)!, parent: parentId })
+        if (parent !== undefined) {
+          const children = byId.get(parent.id)!.children
+          if (!children.includes(s.id)) byId.set(parent.id, { ...byId.get(parent.id)!, children: [...children, s.id] })
         }
       }
       for (const [id] of problems) if (!all.has(id)) problems.delete(id)
@@ -151,22 +158,23 @@ export const serve = (options: Options) =>
       return body
     })
 
-    // The live streams: one probe loop while any page listens.
+    // The live streams: one probe loop, which probes while any page listens and publishes what
+    // changed since the last probe (the first is taken now, so that a change made before a page
+    // listens is still seen at its first probe).
     const changes = yield* PubSub.unbounded<Change>()
     const listeners = yield* Ref.make(0)
     const last = new Map<string, string>()
+    for (const [id, probe] of yield* Effect.orElseSucceed(source.probe, () => new Map<string, SessionProbe>())) {
+      last.set(id, probe.token)
+    }
     const probeLoop = Effect.gen(function*() {
-      if ((yield* Ref.get(listeners)) === 0) {
-        last.clear()
-        return
-      }
+      if ((yield* Ref.get(listeners)) === 0) return
       const all = yield* Effect.orElseSucceed(source.probe, () => undefined)
       if (all === undefined) return
       let listChanged = all.size !== last.size
       for (const [id, probe] of all) {
-        const before = last.get(id)
-        if (before !== probe.token) {
-          if (before !== undefined || last.size > 0) yield* PubSub.publish(changes, { id })
+        if (last.get(id) !== probe.token) {
+          yield* PubSub.publish(changes, { id })
           listChanged = true
           last.set(id, probe.token)
         }
@@ -195,9 +203,11 @@ export const serve = (options: Options) =>
     }
     const subscribe = (keep: (change: Change) => boolean) => Stream.fromPubSub(changes).pipe(Stream.filter(keep))
 
+    // A stream starts with the state as it is (a `changed` the page ignores when it has that
+    // version), so that a change between the page's read and its subscription is not lost.
     const sessionLive = (id: string) =>
       sse(
-        subscribe((c) => c.id === id).pipe(
+        Stream.concat(Stream.make<Change>({ id }), subscribe((c) => c.id === id)).pipe(
           Stream.mapEffect(() => Effect.orElseSucceed(session(id), () => undefined)),
           Stream.filter((m): m is Model.SessionModel => m !== undefined),
           Stream.map((m) => {
@@ -207,7 +217,7 @@ export const serve = (options: Options) =>
         )
       )
     const listLive = sse(
-      subscribe(() => true).pipe(
+      Stream.concat(Stream.make<Change>({ id: undefined }), subscribe(() => true)).pipe(
         Stream.debounce(Duration.millis(100)),
         Stream.map(() => `event: sessions\ndata: ${JSON.stringify({ version })}\n\n`)
       )
