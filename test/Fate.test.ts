@@ -5,7 +5,8 @@ import {
   entered as Entered,
   fateOf,
   fatesOf,
-  pending as Pending
+  pending as Pending,
+  storiesOf
 } from "../src/Delivery.js"
 import { MutableInbox, replay as replayInbox } from "../src/Inbox.js"
 import type { SessionEvent, SplicedData } from "../src/SessionEvent.js"
@@ -227,6 +228,60 @@ describe("fatesOf", () => {
     )
     expect([...fatesOf(seed, { dsh: true, seedLength: 8 })]).toEqual([["u2", Entered(2, 1)]])
     expect([...fatesOf(seed)]).toEqual([["u1", Entered(1, 1)], ["u2", Entered(2, 1)]])
+  })
+})
+
+describe("storiesOf", () => {
+  it("each step of every message's life with the seq that proves it; the last step's fate is fatesOf's", () => {
+    const log = events(
+      followup(u1), // 0
+      inject(i1), // 1
+      turnStart(1), // 2
+      claim("next-step", 1), // 3
+      claim("next-turn", 1), // 4
+      stepStart(1, 1), // 5
+      entered(u1), // 6
+      assistant(1, 1, "hi"), // 7: ends the batch: i1 was left out
+      steer(s1), // 8
+      stepEnd(1, 1), // 9
+      claim("next-step", 1), // 10
+      turnEnd(1, "blocked"), // 11
+      followup(u2), // 12
+      cancel("next-turn", 0, 1, { kind: "user" }) // 13
+    )
+    expect(Object.fromEntries(storiesOf(log))).toEqual({
+      u1: [
+        { what: "inserted", seq: 0, fate: Pending },
+        { what: "claimed", seq: 4, fate: Pending },
+        { what: "entered", seq: 6, fate: Entered(1, 1) }
+      ],
+      i1: [
+        { what: "inserted", seq: 1, fate: Pending },
+        { what: "claimed", seq: 3, fate: Pending },
+        { what: "dropped", seq: 7, fate: Dropped("discarded") }
+      ],
+      s1: [
+        { what: "inserted", seq: 8, fate: Pending },
+        { what: "claimed", seq: 10, fate: Pending },
+        { what: "dropped", seq: 11, fate: Dropped("rejected") }
+      ],
+      u2: [
+        { what: "inserted", seq: 12, fate: Pending },
+        { what: "dropped", seq: 13, fate: Dropped("canceled") }
+      ]
+    })
+    const fates = fatesOf(log)
+    for (const [id, steps] of storiesOf(log)) expect(steps.at(-1)!.fate).toEqual(fates.get(id))
+  })
+
+  it("on every DSH fixture, each message's last step is fatesOf's fate", async () => {
+    for (const file of dshFixtures) {
+      const log = await readDsh(file)
+      const fates = fatesOf(log.events, { header: log.header })
+      const stories = storiesOf(log.events, { header: log.header })
+      expect([file, [...stories.keys()]]).toEqual([file, [...fates.keys()]])
+      for (const [id, steps] of stories) expect([file, id, steps.at(-1)!.fate]).toEqual([file, id, fates.get(id)])
+    }
   })
 })
 
