@@ -48,7 +48,10 @@ const result = await build({
     "@opentelemetry/sdk-trace-node",
     "@opentelemetry/exporter-trace-otlp-http",
     "@modelcontextprotocol/client",
-    "@modelcontextprotocol/client/*"
+    "@modelcontextprotocol/client/*",
+    // A native module: loaded from node_modules by Node's require (inlined, its loader looked
+    // for __filename, which an ES module has not: every --sqlite failed).
+    "better-sqlite3"
   ],
   // CommonJS dependencies (undici) `require` Node's modules: give each chunk a `require`.
   banner: {
