@@ -95,6 +95,11 @@ export default defineConfig(
     }
   },
   {
+    // The page of `agent-loop inspect` runs in the browser.
+    files: ["ui/**/*"],
+    languageOptions: { globals: globals.browser }
+  },
+  {
     // The chat UI (Ink). Only the two classic hooks rules: the React Compiler rules of
     // eslint-plugin-react-hooks 7 (refs, purity, set-state-in-effect) reject the deliberate
     // ref-based line editor (13 problems in App.tsx).
