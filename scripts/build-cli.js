@@ -12,10 +12,15 @@
 // `effect`; and so does the MCP client SDK (`--mcp-config`: src/Mcp.ts is a chunk that only
 // src/cli/commands/mcpFlag.ts loads). The library itself (dist/*.js from tsc) is not bundled.
 //
+// It also builds the page of `agent-loop inspect` (ui/inspect/: TypeScript for the browser, no
+// framework) into dist/cli/inspect/: app.js (one minified bundle), index.html and app.css, which
+// the inspect server sends as they are. Only `agent-loop inspect` loads them; the library and
+// the other commands load none of it.
+//
 //   node scripts/build-cli.js [--outdir DIST] [--metafile]
 // (run by scripts/build.js, after tsc, with DIST its fresh build directory; default dist/)
 import { build } from "esbuild"
-import { chmodSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, copyFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -66,4 +71,20 @@ const result = await build({
   logLevel: "warning"
 })
 chmodSync(join(outdir, "bin.js"), 0o755)
+
+// The page of `agent-loop inspect`.
+const pageDir = join(outdir, "inspect")
+await build({
+  absWorkingDir: root,
+  entryPoints: { app: "ui/inspect/main.ts" },
+  outdir: pageDir,
+  bundle: true,
+  format: "esm",
+  platform: "browser",
+  target: "es2022",
+  minify: true,
+  legalComments: "none",
+  logLevel: "warning"
+})
+for (const file of ["index.html", "app.css"]) copyFileSync(join(root, "ui/inspect", file), join(pageDir, file))
 if (process.argv.includes("--metafile")) writeFileSync(join(distDir, "cli-meta.json"), JSON.stringify(result.metafile))
