@@ -7,7 +7,7 @@
 import type { SessionList, SessionStatus, SessionSummary } from "../../src/cli/inspect/api.js"
 import { errorText, getJson, isAbort } from "./api.js"
 import { append, h, replace, sessionLink } from "./dom.js"
-import { count, dateTime, usd } from "./text.js"
+import { count, dateTime, usd, visible } from "./text.js"
 
 /** The words of the status badges (the test hooks read them). */
 export const statusWord: Record<SessionStatus, string> = {
@@ -36,6 +36,9 @@ export const tokensCell = (t: SessionSummary["tokens"]): HTMLElement =>
     }`
   }, count(t.total))
 
+/** A time to the minute, with the seconds in its title. */
+const time = (t: number): HTMLElement => h("span", { title: dateTime(t) }, dateTime(t, false))
+
 interface Column {
   readonly key: string
   readonly label: string
@@ -47,8 +50,8 @@ interface Column {
 const columns: ReadonlyArray<Column> = [
   { key: "id", label: "id", sortBy: (s) => s.id, cell: (s) => sessionLink(s.id) },
   { key: "title", label: "title", sortBy: (s) => s.title.toLowerCase(), cell: (s) => s.title },
-  { key: "created", label: "created", sortBy: (s) => s.createdAt, cell: (s) => dateTime(s.createdAt) },
-  { key: "activity", label: "last activity", sortBy: (s) => s.lastActivity, cell: (s) => dateTime(s.lastActivity) },
+  { key: "created", label: "created", sortBy: (s) => s.createdAt, cell: (s) => time(s.createdAt) },
+  { key: "activity", label: "last activity", sortBy: (s) => s.lastActivity, cell: (s) => time(s.lastActivity) },
   { key: "status", label: "status", sortBy: (s) => s.status, cell: (s) => statusBadge(s.status) },
   { key: "turns", label: "turns", numeric: true, sortBy: (s) => s.turns, cell: (s) => count(s.turns) },
   { key: "events", label: "events", numeric: true, sortBy: (s) => s.events, cell: (s) => count(s.events) },
@@ -60,7 +63,16 @@ const columns: ReadonlyArray<Column> = [
     sortBy: (s) => s.cost ?? -1,
     cell: (s) => s.cost === undefined ? "" : usd(s.cost)
   },
-  { key: "parent", label: "parent", cell: (s) => s.parent === undefined ? "" : sessionLink(s.parent) },
+  {
+    key: "parent",
+    label: "parent",
+    cell: (s) => {
+      if (s.parent === undefined) return ""
+      const link = sessionLink(s.parent)
+      link.title = visible(s.parent)
+      return link
+    }
+  },
   {
     key: "children",
     label: "children",

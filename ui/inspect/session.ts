@@ -126,6 +126,7 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
 
   const renderRoute = () => {
     storyBody = undefined
+    lines.setActive(route?.kind === "story" ? route.message : undefined)
     if (route === undefined) replace(routeSlot)
     else if (route.kind === "request") replace(routeSlot, requestPanel(id, route.turn, route.step, signal, act))
     else {

@@ -39,14 +39,13 @@ export const duration = (ms: number): string => {
   return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`
 }
 
-/** An epoch time as local `YYYY-MM-DD HH:MM:SS`, `-` for no time. */
-export const dateTime = (time: number): string => {
+/** An epoch time as local `YYYY-MM-DD HH:MM:SS` (`YYYY-MM-DD HH:MM` without `seconds`), `-` for no time. */
+export const dateTime = (time: number, seconds = true): string => {
   if (time === 0) return "-"
   const d = new Date(time)
   const p = (n: number) => String(n).padStart(2, "0")
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${
-    p(d.getSeconds())
-  }`
+  const minutes = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`
+  return seconds ? `${minutes}:${p(d.getSeconds())}` : minutes
 }
 
 /** A count with thousands separators: `12,345`. */

@@ -43,6 +43,8 @@ export interface Timeline {
   readonly reveal: (row: number) => void
   /** Turns following (keeping the last row in view) on or off; on scrolls to the end. */
   readonly setFollow: (on: boolean) => void
+  /** Marks the bar of the message whose story is open (`undefined`: none). */
+  readonly setActive: (message: string | undefined) => void
 }
 
 /** A fate as one line: `pending`, `entered at turn 2 step 1`, `dropped: rejected`. */
@@ -55,7 +57,15 @@ export const fateLine = (fate: Fate): string =>
 
 const fateWord = (fate: Fate): string => fate._tag.toLowerCase()
 
-type Page = { readonly rows: ReadonlyArray<Row> } | { readonly loading: true } | { readonly failed: true }
+/**
+ * A cached page: its rows once fetched, and whether they are current (`loaded`), older than the
+ * session (`stale`: shown until the new ones come, fetched again when in view), being fetched,
+ * or failed (not fetched again until the next live change).
+ */
+interface Page {
+  readonly rows: ReadonlyArray<Row> | undefined
+  readonly state: "loaded" | "stale" | "loading" | "failed"
+}
 
 /** Makes the timeline of session `session`; requests stop with `signal`. */
 export const timeline = (session: string, signal: AbortSignal, on: TimelineEvents): Timeline => {
@@ -80,6 +90,7 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
   let start = 0
   let follow = false
   let selected: number | undefined
+  let active: string | undefined
   const pages = new Map<number, Page>()
   // The rows, bands and bars in the DOM, by row index, turn and message id, with what they show.
   const shownRows = new Map<number, { readonly el: HTMLElement; readonly data: Row | undefined }>()
@@ -87,22 +98,21 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
   let shownRange = ""
 
   const rowAt = (i: number): Row | undefined => {
-    const page = pages.get(Math.floor(i / pageSize))
-    return page !== undefined && "rows" in page ? page.rows[i % pageSize] : undefined
+    return pages.get(Math.floor(i / pageSize))?.rows?.[i % pageSize]
   }
 
   const fetchPage = (p: number) => {
-    const mark: Page = { loading: true }
+    const mark: Page = { rows: pages.get(p)?.rows, state: "loading" }
     pages.set(p, mark)
     getJson<RowPage>(sessionPath(session, `/rows?from=${p * pageSize}&count=${pageSize}`), signal).then(
       (page) => {
-        if (pages.get(p) !== mark) return // dropped by a live change meanwhile
-        pages.set(p, { rows: page.rows })
+        if (pages.get(p) !== mark) return // made stale by a live change meanwhile
+        pages.set(p, { rows: page.rows, state: "loaded" })
         schedule()
       },
       (error: unknown) => {
         if (isAbort(error) || pages.get(p) !== mark) return
-        pages.set(p, { failed: true }) // not fetched again until the next live change
+        pages.set(p, { rows: mark.rows, state: "failed" })
         on.error(errorText(error))
       }
     )
@@ -148,7 +158,7 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
   const barElement = (bar: DeliveryBar, lastRow: number): HTMLElement => {
     const end = bar.fateRow ?? lastRow
     const el = h("div", {
-      class: `bar dk-${bar.kind} fate-${fateWord(bar.fate)}`,
+      class: `bar dk-${bar.kind} fate-${fateWord(bar.fate)}${bar.id === active ? " active" : ""}`,
       data: {
         bar: bar.id,
         kind: bar.kind,
@@ -175,7 +185,10 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
     const first = Math.max(0, Math.floor(top / rowHeight) - margin)
     const last = Math.min(total - 1, Math.ceil((top + element.clientHeight) / rowHeight) + margin)
     if (last >= first) {
-      for (let p = Math.floor(first / pageSize); p <= Math.floor(last / pageSize); p++) if (!pages.has(p)) fetchPage(p)
+      for (let p = Math.floor(first / pageSize); p <= Math.floor(last / pageSize); p++) {
+        const state = pages.get(p)?.state
+        if (state === undefined || state === "stale") fetchPage(p)
+      }
     }
 
     // The rows in the DOM are always one run of indices, in order: new ones go before or after it.
@@ -260,7 +273,7 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
       const firstView = view === undefined
       // When the log shrank (it was replaced), nothing cached holds.
       const firstChanged = view === undefined || next.rows < view.rows ? 0 : Math.max(0, view.rows - pageSize)
-      for (const p of [...pages.keys()]) if ((p + 1) * pageSize > firstChanged) pages.delete(p)
+      for (const [p, page] of pages) if ((p + 1) * pageSize > firstChanged) pages.set(p, { rows: page.rows, state: "stale" })
       view = next
       start = next.summary.createdAt !== 0 ? next.summary.createdAt : next.turns[0]?.startTime ?? 0
       element.setAttribute("data-rows", String(next.rows))
@@ -288,6 +301,11 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
     setFollow: (value) => {
       follow = value
       if (value) toBottom()
+    },
+    setActive: (message) => {
+      shownBars.get(active ?? "")?.el.classList.remove("active")
+      active = message
+      shownBars.get(active ?? "")?.el.classList.add("active")
     }
   }
 }
