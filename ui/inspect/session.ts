@@ -195,6 +195,7 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
         "div",
         { class: "session-main" },
         h("div", { class: "tl-toolbar" }, liveState, h("label", { class: "follow" }, follow, "follow"), legend()),
+        lines.header,
         lines.element
       ),
       side

@@ -30,7 +30,9 @@ export interface TimelineEvents {
 
 /** The timeline of one session. */
 export interface Timeline {
-  /** The scrolling element (`[data-timeline]`). */
+  /** The column titles, to be put above the timeline. */
+  readonly header: HTMLElement
+  /** The scrolling element (`[data-timeline]`): its scroll height is the rows × `rowHeight`. */
   readonly element: HTMLElement
   /**
    * Shows `view`, a newer version of the session after the first: the cached pages that hold
@@ -69,7 +71,7 @@ interface Page {
 
 /** Makes the timeline of session `session`; requests stop with `signal`. */
 export const timeline = (session: string, signal: AbortSignal, on: TimelineEvents): Timeline => {
-  const columns = h(
+  const header = h(
     "div",
     { class: "tl-columns" },
     h("span", {}, "time"),
@@ -84,7 +86,7 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
   const bars = h("div", { class: "tl-layer" })
   const rows = h("div", { class: "tl-layer" })
   const canvas = h("div", { class: "tl-canvas" }, bands, rows, bars)
-  const element = h("div", { class: "timeline", data: { timeline: "", rows: 0 } }, columns, canvas)
+  const element = h("div", { class: "timeline", data: { timeline: "", rows: 0 } }, canvas)
 
   let view: SessionView | undefined
   let start = 0
@@ -268,6 +270,7 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
   new ResizeObserver(schedule).observe(element)
 
   return {
+    header,
     element,
     update: (next) => {
       const firstView = view === undefined
@@ -277,7 +280,9 @@ export const timeline = (session: string, signal: AbortSignal, on: TimelineEvent
       view = next
       start = next.summary.createdAt !== 0 ? next.summary.createdAt : next.turns[0]?.startTime ?? 0
       element.setAttribute("data-rows", String(next.rows))
-      element.style.setProperty("--lanes-w", `${Math.max(1, next.lanes) * laneWidth + 4}px`)
+      const lanes = `${Math.max(1, next.lanes) * laneWidth + 4}px`
+      element.style.setProperty("--lanes-w", lanes)
+      header.style.setProperty("--lanes-w", lanes)
       canvas.style.height = `${next.rows * rowHeight}px`
       if (firstView) {
         follow = atBottom()
