@@ -159,14 +159,12 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
     }
   }
 
+  // Each stream (and each reconnection) starts with the session's version as it is: a change
+  // missed meanwhile is seen then.
   const live = new EventSource(sessionPath(id, "/live"))
-  let opened = false
   live.addEventListener("open", () => {
     view.setAttribute("data-live", "open")
     replace(liveState, "live")
-    // After a reconnection, changes may have been missed.
-    if (opened) void load()
-    opened = true
   })
   live.addEventListener("error", () => {
     view.setAttribute("data-live", "closed")
