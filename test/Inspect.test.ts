@@ -1,0 +1,490 @@
+/**
+ * `agent-loop inspect` over HTTP (§29): the built CLI serving a JSONL store (a simulated
+ * session of ours, the DSH fixtures in place), its API's exact answers (the sessions list, the
+ * timeline rows, the inbox bars and fates, a step's model request, a message's story), the
+ * live stream while a test appends to a log, its security rules (no path outside the store, a
+ * foreign Host, anything but GET) and its argument errors. The page itself is tested in
+ * Chromium (`InspectBrowser.test.ts`).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import * as NodeHttp from "node:http"
+import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
+import type * as Api from "../src/cli/inspect/api.js"
+import * as SessionStore from "../src/SessionStore.js"
+import * as SqlSessionStore from "../src/SqlSessionStore.js"
+import { CLI_RUN_MS } from "./utils/bounds.js"
+import { assistant, claim, entered, followup, msg, stepEnd, stepStart, turnEnd, turnStart } from "./utils/events.js"
+import { type Inspect, startInspect } from "./utils/inspectServer.js"
+import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
+import { scratchDirs } from "./utils/scratchDirs.js"
+
+const ROOT = NodePath.join(NodePath.dirname(fileURLToPath(import.meta.url)), "..")
+const BIN = NodePath.join(ROOT, "dist", "cli", "bin.js")
+const DSH = NodePath.join(ROOT, "..", "shared", "fixtures", "dsh")
+const SCENARIO = NodePath.join(ROOT, "..", "shared", "scenarios", "reject-then-queue.json")
+/** The seeded ids of the simulated reject-then-queue session. */
+const SESSION = "a046cc1f-d68b-47bd-b1ec-eb452ef3bdd9"
+const FIRST = "3e6f2422-3f48-46b9-afb9-bef2b5349ce8"
+const REJECTED = "85ed5003-aae1-40de-8ee5-53efa0f456f8"
+const QUEUED = "c4da0c66-1922-4011-9cc2-e15006b7dce0"
+
+/** A GET with any Host header (fetch cannot set one), as status, headers and body text. */
+const get = (url: string, options: { readonly host?: string; readonly method?: string } = {}) =>
+  new Promise<{ status: number; headers: NodeHttp.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+    const target = new URL(url)
+    const request = NodeHttp.request({
+      host: target.hostname,
+      port: target.port,
+      // the path exactly as given: no normalization of `..` or `%2F`
+      path: url.slice(url.indexOf("/", "http://".length)),
+      method: options.method ?? "GET",
+      headers: options.host === undefined ? {} : { host: options.host }
+    }, (response) => {
+      let body = ""
+      response.on("data", (d: Buffer) => (body += d.toString()))
+      response.on("end", () => resolve({ status: response.statusCode!, headers: response.headers, body }))
+    })
+    request.on("error", reject)
+    request.end()
+  })
+
+const scratch = scratchDirs("agent-loop-inspect-")
+
+/** A store directory inside a fresh scratch directory (so that a file beside it is the test's too). */
+const makeStore = (): string => {
+  const store = NodePath.join(scratch(), "sessions")
+  NodeFs.mkdirSync(store)
+  return store
+}
+
+const getJson = async <A>(url: string): Promise<A> => {
+  const response = await get(url)
+  expect(response.status, response.body).toBe(200)
+  return JSON.parse(response.body) as A
+}
+
+describe("agent-loop inspect: a simulated session of ours", () => {
+  let store: string
+  let inspect: Inspect
+  beforeAll(async () => {
+    store = makeStore()
+    execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
+    inspect = await startInspect(["--store", store])
+  }, 2 * CLI_RUN_MS)
+  afterAll(() => inspect?.stop())
+
+  it("prints its URL on loopback and serves the page's three files with a strict CSP", async () => {
+    expect(inspect.stdout()).toBe(`agent-loop inspect: ${inspect.url} (jsonl ${store}, read-only)\n`)
+    expect(inspect.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+    const page = await get(inspect.url)
+    expect(page.status).toBe(200)
+    expect(page.headers["content-type"]).toBe("text/html; charset=utf-8")
+    expect(page.headers["content-security-policy"]).toBe(
+      "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+    )
+    expect(page.headers["x-content-type-options"]).toBe("nosniff")
+    expect((await get(`${inspect.url}assets/app.js`)).headers["content-type"]).toBe("text/javascript; charset=utf-8")
+    expect((await get(`${inspect.url}assets/app.css`)).headers["content-type"]).toBe("text/css; charset=utf-8")
+    expect(await getJson<Api.StoreInfo>(`${inspect.url}api/store`)).toEqual({
+      kind: "jsonl",
+      where: store,
+      readOnly: true,
+      prices: false,
+      version: "0.1.0"
+    })
+  })
+
+  it("the sessions list: title, times, status, turns, events and tokens", async () => {
+    const list = await getJson<Api.SessionList>(`${inspect.url}api/sessions`)
+    expect(list.problems).toEqual([])
+    expect(list.sessions).toEqual([{
+      id: SESSION,
+      title: "what time is it?",
+      createdAt: 0,
+      lastActivity: 105,
+      status: "idle",
+      turns: 3,
+      events: 21,
+      tokens: { input: 0, output: 0, cacheRead: 0, reasoning: 0, total: 0 },
+      children: [],
+      format: "effect-agent-loop"
+    }])
+  })
+
+  it("the timeline: one row per event shown, the pre-step's enter and reject, and the inbox lane's bars with their fates", async () => {
+    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${SESSION}`)
+    expect(view.rows).toBe(24)
+    expect(view.turns).toEqual([
+      { turn: 1, startRow: 1, endRow: 11, startTime: 0, endTime: 100, steps: 1, reason: "completed" },
+      { turn: 2, startRow: 12, endRow: 15, startTime: 100, endTime: 100, steps: 0, reason: "blocked: text includes \"rm -rf\"" },
+      { turn: 3, startRow: 16, endRow: 23, startTime: 100, endTime: 105, steps: 1, reason: "completed" }
+    ])
+    expect(view.deliveries.map((b) => [b.id, b.kind, b.source, b.insertedRow, b.fateRow, b.fate, b.lane])).toEqual([
+      [FIRST, "followup", "user", 0, 5, { _tag: "Entered", turn: 1, step: 1 }, 0],
+      [REJECTED, "followup", "user", 7, 14, { _tag: "Dropped", reason: "rejected" }, 0],
+      [QUEUED, "followup", "user", 8, 20, { _tag: "Entered", turn: 3, step: 1 }, 1]
+    ])
+    expect(view.lanes).toBe(2)
+    const page = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${SESSION}/rows?from=0&count=100`)
+    expect(page.total).toBe(24)
+    expect(page.rows.map((r) => `${r.row} ${r.seq} ${r.turn}.${r.step} ${r.kind} ${r.label}`)).toEqual([
+      "0 0 0.0 inserted followup",
+      "1 1 1.0 turn-start turn 1",
+      "2 2 1.0 claimed claim 1 from next-turn",
+      "3 3 1.1 step-start step 1",
+      "4 3 1.1 pre-step pre-step: enter",
+      "5 4 1.1 message user",
+      "6 5 1.1 event request/header",
+      "7 6 1.1 inserted followup",
+      "8 7 1.1 inserted followup",
+      "9 8 1.1 assistant assistant",
+      "10 9 1.1 step-end step 1 end",
+      "11 10 1.1 turn-end turn 1 end",
+      "12 11 2.0 turn-start turn 2",
+      "13 12 2.0 claimed claim 1 from next-turn",
+      "14 13 2.0 pre-step pre-step: reject",
+      "15 13 2.0 turn-end turn 2 end",
+      "16 14 3.0 turn-start turn 3",
+      "17 15 3.0 claimed claim 1 from next-turn",
+      "18 16 3.1 step-start step 1",
+      "19 16 3.1 pre-step pre-step: enter",
+      "20 17 3.1 message user",
+      "21 18 3.1 assistant assistant",
+      "22 19 3.1 step-end step 1 end",
+      "23 20 3.1 turn-end turn 3 end"
+    ])
+    expect(page.rows[14]).toEqual({
+      row: 14,
+      seq: 13,
+      time: 100,
+      turn: 2,
+      step: 0,
+      kind: "pre-step",
+      label: "pre-step: reject",
+      text: "blocked: text includes \"rm -rf\"",
+      ids: [REJECTED],
+      decision: "reject",
+      level: "warn"
+    })
+    expect(page.rows[9]).toMatchObject({ text: "It is noon.", finish: "stop" })
+    const second = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${SESSION}/rows?from=20&count=2`)
+    expect(second.rows.map((r) => r.row)).toEqual([20, 21])
+  })
+
+  it("a step's model request is History.derive of the log as the step called the model: the rejected prompt is not in it", async () => {
+    const request = await getJson<Api.RequestView>(`${inspect.url}api/sessions/${SESSION}/request?turn=3&step=1`)
+    expect(request).toEqual({
+      turn: 3,
+      step: 1,
+      seq: 16,
+      provider: "scenario",
+      model: "a rejected prompt does not strand the prompt queued behind it",
+      tools: [],
+      messages: [
+        { id: FIRST, role: "user", source: "user", blocks: [{ type: "text", text: "what time is it?" }] },
+        {
+          id: expect.any(String),
+          role: "assistant",
+          source: "model:a rejected prompt does not strand the prompt queued behind it",
+          blocks: [{ type: "text", text: "It is noon." }]
+        },
+        { id: QUEUED, role: "user", source: "user", blocks: [{ type: "text", text: "what is the weather?" }] }
+      ]
+    })
+    expect((await get(`${inspect.url}api/sessions/${SESSION}/request?turn=2&step=1`)).status).toBe(404)
+  })
+
+  it("a message's story: inserted, claimed, dropped by the pre-step's reject, each with the event that proves it", async () => {
+    const story = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${SESSION}/messages/${REJECTED}`)
+    expect(story.fate).toEqual({ _tag: "Dropped", reason: "rejected" })
+    expect(story.kind).toBe("followup")
+    expect(story.steps.map((s) => [s.what, s.seq, s.row, s.time, s.text, (s.event as { type: string }).type])).toEqual([
+      ["inserted", 6, 7, 10, "inserted into next-turn", "agent/inbox/spliced"],
+      ["claimed", 12, 13, 100, "claimed by a pre-step", "agent/inbox/spliced"],
+      ["dropped", 13, 14, 100, "dropped: rejected", "turn/end"]
+    ])
+    const entered = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${SESSION}/messages/${QUEUED}`)
+    expect(entered.steps.map((s) => `${s.what} ${s.seq} ${s.text}`)).toEqual([
+      "inserted 7 inserted into next-turn",
+      "claimed 15 claimed by a pre-step",
+      "entered 17 entered at turn 3 step 1"
+    ])
+    expect((await get(`${inspect.url}api/sessions/${SESSION}/messages/nope`)).status).toBe(404)
+  })
+
+  it("raw events are served in pages, as stored", async () => {
+    const page = await getJson<Api.EventPage>(`${inspect.url}api/sessions/${SESSION}/events?from=13&count=1`)
+    expect(page).toEqual({
+      from: 13,
+      total: 21,
+      events: [{
+        type: "turn/end",
+        seq: 13,
+        time: 100,
+        data: { turn: 2, reason: { kind: "blocked", reason: "text includes \"rm -rf\"" } }
+      }]
+    })
+  })
+
+  it("no path outside the store: traversal, bad ids and unknown paths are 404; a foreign Host is 403; only GET", async () => {
+    NodeFs.writeFileSync(NodePath.join(NodePath.dirname(store), "secret.jsonl"), "{}\n")
+    for (
+      const path of [
+        "api/sessions/..%2Fsecret",
+        "api/sessions/../secret",
+        "api/sessions/%2E%2E%2Fsecret",
+        "api/sessions/..",
+        "api/sessions/.hidden",
+        "api/sessions/%00",
+        "api/sessions/%E0%A4%A",
+        `api/sessions/${SESSION}/../../../../etc/passwd`,
+        "assets/../package.json",
+        "assets/..%2F..%2Fpackage.json",
+        "../../etc/passwd",
+        "etc/passwd",
+        "dist/cli/bin.js",
+        "api/sessions/nope",
+        `api/sessions/${SESSION}/nope`
+      ]
+    ) {
+      const response = await get(`${inspect.url}${path}`)
+      expect([path, response.status]).toEqual([path, 404])
+      expect(response.body).not.toContain("root:")
+    }
+    expect((await get(`${inspect.url}api/sessions`, { host: "evil.example:80" })).status).toBe(403)
+    expect((await get(`${inspect.url}api/sessions`, { host: `localhost:${new URL(inspect.url).port}` })).status).toBe(200)
+    for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
+      expect((await get(`${inspect.url}api/sessions`, { method })).status).toBe(405)
+    }
+  })
+})
+
+describe("agent-loop inspect: live", () => {
+  let store: string
+  let inspect: Inspect
+  beforeAll(async () => {
+    store = makeStore()
+    execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
+    inspect = await startInspect(["--store", store])
+  }, 2 * CLI_RUN_MS)
+  afterAll(() => inspect?.stop())
+
+  it("a log that grows sends `changed` with its new row count on the session's stream, and `sessions` on the list's", async () => {
+    const file = NodePath.join(store, `${SESSION}.jsonl`)
+    const streams = [`api/sessions/${SESSION}/live`, "api/live"].map((path) => {
+      const controller = new AbortController()
+      let text = ""
+      const done = fetch(`${inspect.url}${path}`, { signal: controller.signal }).then(async (response) => {
+        expect(response.headers.get("content-type")).toBe("text/event-stream")
+        const reader = response.body!.getReader()
+        for (;;) {
+          const { done, value } = await reader.read()
+          if (done) return
+          text += new TextDecoder().decode(value)
+        }
+      }).catch(() => undefined)
+      return { text: () => text, close: () => controller.abort(), done }
+    })
+    const waitFor = async (what: string, check: () => boolean) => {
+      const start = Date.now()
+      while (!check()) {
+        if (Date.now() - start > CLI_RUN_MS) throw new Error(`timed out waiting for ${what}`)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      return Date.now() - start
+    }
+    // Each stream starts with the state as it is.
+    await waitFor(
+      "both streams open",
+      () => streams[0]!.text().includes("event: changed") && streams[1]!.text().includes("event: sessions")
+    )
+    expect(streams[0]!.text()).toMatch(/^: open\n\nevent: changed\ndata: \{"version":\d+,"rows":24,"events":21\}\n\n$/)
+    const before = [streams[0]!.text().length, streams[1]!.text().length]
+    NodeFs.appendFileSync(
+      file,
+      JSON.stringify({
+        type: "agent/inbox/spliced",
+        seq: 21,
+        time: 200,
+        data: {
+          target: "next-turn",
+          start: 0,
+          inserted: [{ id: "live-1", role: "user", content: [{ type: "text", text: "and now?" }], source: { kind: "user" } }]
+        }
+      }) + "\n"
+    )
+    await waitFor("the session's change", () => streams[0]!.text().slice(before[0]).includes("event: changed"))
+    expect(streams[0]!.text().slice(before[0])).toMatch(/^event: changed\ndata: \{"version":\d+,"rows":25,"events":22\}\n\n$/)
+    await waitFor("the list's change", () => streams[1]!.text().slice(before[1]).includes("event: sessions"))
+    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${SESSION}`)
+    expect(view.deliveries.at(-1)).toMatchObject({ id: "live-1", insertedRow: 24, fateRow: null, fate: { _tag: "Pending" } })
+    for (const s of streams) s.close()
+    await Promise.all(streams.map((s) => s.done))
+  })
+})
+
+describe("agent-loop inspect: the DSH fixtures in place", () => {
+  let inspect: Inspect
+  beforeAll(async () => {
+    inspect = await startInspect(["--store", DSH])
+  }, CLI_RUN_MS)
+  afterAll(() => inspect?.stop())
+
+  it("lists every log, DSH titles, and sub-agent children named by their headers", async () => {
+    const list = await getJson<Api.SessionList>(`${inspect.url}api/sessions`)
+    const files = NodeFs.readdirSync(DSH).filter((n) => n.endsWith(".jsonl"))
+    expect(list.sessions.length + list.problems.length).toBe(files.length)
+    expect(list.problems).toEqual([])
+    const parent = list.sessions.find((s) => s.id === "acp__subagent-multi__session")!
+    expect(parent).toMatchObject({ format: "dsh", status: "idle", turns: 1 })
+    expect(parent.children).toEqual(["acp__subagent-multi__session.1", "acp__subagent-multi__session.2"])
+    expect(list.sessions.find((s) => s.id === "acp__subagent-multi__session.1")!.parent).toBe("acp__subagent-multi__session")
+    expect(list.sessions.find((s) => s.id === "acp__advanced-toolchain__session")!.title).toBe("Run this advanced flow exactly")
+  })
+
+  it("a DSH session's timeline: its staged context dropped by a canceled splice", async () => {
+    const id = "acp__agent-instructions__session"
+    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${id}`)
+    const dropped = view.deliveries.filter((b) => b.fate._tag === "Dropped")
+    expect(dropped.length).toBeGreaterThan(0)
+    for (const bar of dropped) {
+      const story = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${id}/messages/${encodeURIComponent(bar.id)}`)
+      expect(story.steps.at(-1)).toMatchObject({ what: "dropped", seq: bar.fateSeq })
+    }
+  })
+})
+
+describe("agent-loop inspect: arguments", () => {
+  const run = (args: ReadonlyArray<string>) => {
+    try {
+      execFileSync(process.execPath, [BIN, "inspect", ...args], { stdio: "pipe", timeout: CLI_RUN_MS })
+      return { code: 0, err: "" }
+    } catch (e) {
+      const error = e as { status: number; stderr: Buffer }
+      return { code: error.status, err: error.stderr.toString() }
+    }
+  }
+
+  it("two stores, a missing directory, a table prefix without SQL, a bad port: exit 2 with one line", () => {
+    expect(run(["--store", "x", "--pg", "postgres://u@127.0.0.1:1/db"])).toEqual({
+      code: 2,
+      err: "inspect: give one of --store DIR, --sqlite FILE, --pg URL\n"
+    })
+    expect(run(["--store", "/nonexistent/dir", "--port", "0"])).toEqual({
+      code: 2,
+      err: "inspect: --store /nonexistent/dir: cannot read: no such directory\n"
+    })
+    expect(run(["--store", "x", "--table-prefix", "p_"])).toEqual({
+      code: 2,
+      err: "inspect: --table-prefix goes with --sqlite or --pg\n"
+    })
+    expect(run(["--port", "70000"])).toEqual({ code: 2, err: "inspect: --port 70000: not a port (0–65535)\n" })
+  })
+
+  it("a port in use: exit 2 naming it", async () => {
+    const server = NodeHttp.createServer()
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.address() as { port: number }).port
+    const result = run(["--store", DSH, "--port", String(port)])
+    server.close()
+    expect(result.code).toBe(2)
+    expect(result.err).toMatch(new RegExp(`^inspect: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE.*\\n$`))
+  })
+})
+
+/**
+ * A SQL store written by this process (`layer`): one finished turn, then a second turn opened
+ * while the test holds the session (a live writer: `running`), then the store closed with the
+ * turn open (no writer: `open-turn`, as after a crash). The inspector (`args`) sees each state
+ * on its live stream.
+ */
+const sqlStoreStates = (
+  layer: Layer.Layer<SessionStore.SessionStore, unknown>,
+  args: () => ReadonlyArray<string>
+) =>
+async () => {
+  const scope = Effect.runSync(Scope.make())
+  const store = await Effect.runPromise(
+    Effect.map(Layer.buildWithScope(layer, scope), (context) => Context.get(context, SessionStore.SessionStore))
+  )
+  const log = await Effect.runPromise(store.create({ id: "sql-1" }))
+  const u1 = msg("u1", "hello from SQL")
+  await Effect.runPromise(log.append([
+    followup(u1),
+    turnStart(1),
+    claim("next-turn", 1),
+    stepStart(1, 1),
+    entered(u1),
+    assistant(1, 1, "hi"),
+    stepEnd(1, 1),
+    turnEnd(1)
+  ]))
+  const inspect = await startInspect(args())
+  try {
+    const summary = async () =>
+      (await getJson<Api.SessionList>(`${inspect.url}api/sessions`)).sessions.find((s) => s.id === "sql-1")!
+    expect(await summary()).toMatchObject({ title: "hello from SQL", status: "idle", turns: 1, events: 8 })
+    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/sql-1`)
+    expect(view.deliveries.map((b) => [b.id, b.fate])).toEqual([["u1", { _tag: "Entered", turn: 1, step: 1 }]])
+    // live: the stream opens, then the session grows under its writer
+    const controller = new AbortController()
+    let text = ""
+    const reading = fetch(`${inspect.url}api/sessions/sql-1/live`, { signal: controller.signal }).then(async (r) => {
+      const reader = r.body!.getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return
+        text += new TextDecoder().decode(value)
+      }
+    }).catch(() => undefined)
+    const waitFor = async (what: string, check: () => boolean | Promise<boolean>) => {
+      const start = Date.now()
+      while (!(await check())) {
+        if (Date.now() - start > CLI_RUN_MS) throw new Error(`timed out waiting for ${what}`)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    }
+    await waitFor("the stream's first state", () => text.includes("event: changed"))
+    const u2 = msg("u2", "and again")
+    await Effect.runPromise(log.append([followup(u2), turnStart(2)]))
+    await waitFor("the appended events on the stream", () => /"rows":\d+,"events":10\}/.test(text))
+    expect((await summary()).status).toBe("running")
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await waitFor("the session without its writer", async () => (await summary()).status === "open-turn")
+    controller.abort()
+    await reading
+  } finally {
+    await inspect.stop()
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+describe("agent-loop inspect: SQLite", () => {
+  const filename = () => NodePath.join(scratch(), "sessions.db")
+  let file = ""
+  it(
+    "--sqlite FILE: the list, a timeline, and a session followed live: running under its writer, an open turn once it is gone",
+    () => {
+      file = filename()
+      return sqlStoreStates(SqlSessionStore.layerSqlite({ filename: file }), () => ["--sqlite", file])()
+    },
+    4 * CLI_RUN_MS
+  )
+})
+
+describePg("agent-loop inspect: PostgreSQL", () => {
+  let url = ""
+  beforeAll(() => {
+    url = createDatabase()
+  })
+  afterAll(() => dropDatabase(url))
+  it(
+    "--pg URL: the list, a timeline, and a session followed live: running under its writer, an open turn once it is gone",
+    () => sqlStoreStates(SqlSessionStore.layerPg({ url, maxConnections: 2 }), () => ["--pg", url])(),
+    4 * CLI_RUN_MS
+  )
+})
