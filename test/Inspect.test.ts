@@ -181,6 +181,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
       turn: 3,
       step: 1,
       seq: 16,
+      row: 18,
       provider: "scenario",
       model: "a rejected prompt does not strand the prompt queued behind it",
       tools: [],

@@ -238,7 +238,9 @@ export interface ViewMessage {
 export interface RequestView {
   readonly turn: number
   readonly step: number
+  /** The step's `step/start`: its seq and its row. */
   readonly seq: number
+  readonly row: number
   readonly provider?: string | undefined
   readonly model?: string | undefined
   readonly instructions?: string | undefined

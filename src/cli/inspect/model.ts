@@ -535,6 +535,7 @@ export const requestOf = (model: SessionModel, turn: number, step: number): Api.
     turn,
     step,
     seq: events[start]!.seq,
+    row: model.rowOfIndex[start] ?? 0,
     provider: header?.provider,
     model: header?.model,
     instructions: header?.instructions,

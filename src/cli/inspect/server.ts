@@ -207,7 +207,7 @@ export const serve = (options: Options) =>
     // version), so that a change between the page's read and its subscription is not lost.
     const sessionLive = (id: string) =>
       sse(
-        Stream.concat(Stream.make<Change>({ id }), subscribe((c) => c.id === id)).pipe(
+        Stream.concat(Stream.succeed<Change>({ id }), subscribe((c) => c.id === id)).pipe(
           Stream.mapEffect(() => Effect.orElseSucceed(session(id), () => undefined)),
           Stream.filter((m): m is Model.SessionModel => m !== undefined),
           Stream.map((m) => {
@@ -217,7 +217,7 @@ export const serve = (options: Options) =>
         )
       )
     const listLive = sse(
-      Stream.concat(Stream.make<Change>({ id: undefined }), subscribe(() => true)).pipe(
+      Stream.concat(Stream.succeed<Change>({ id: undefined }), subscribe(() => true)).pipe(
         Stream.debounce(Duration.millis(100)),
         Stream.map(() => `event: sessions\ndata: ${JSON.stringify({ version })}\n\n`)
       )
