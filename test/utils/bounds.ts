@@ -132,6 +132,15 @@ export const CRASH_MATRIX_MS = 300_000
 /** A chat's first idle screen (`Chat`'s `startChat`): the program's start and its session's load. */
 export const CHAT_READY_MS = 20_000
 
+/** `agent-loop inspect` printing its address (`browser.ts`'s `startInspect`): the program's start and its store's first read. */
+export const INSPECT_READY_MS = 20_000
+
+/**
+ * A condition of the inspector's page in the browser (`browser.ts`): a row or a view shown after
+ * a navigation, a click or a change of the log; a browser launched.
+ */
+export const BROWSER_WAIT_MS = 10_000
+
 /** The timeout of a `Chat` test that first writes its 8 MiB session through the library. */
 export const CHAT_BIG_TEST_MS = 120_000
 
