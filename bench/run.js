@@ -51,7 +51,8 @@ const NAMES = [
   "sessions-append",
   "replay",
   "startup",
-  "install"
+  "install",
+  "inspect-open"
 ]
 const usage = (why) => {
   process.stderr.write(
@@ -806,6 +807,45 @@ if (wanted("install")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// inspect-open (ours only; §29; bench/inspect-open.js in a process of its own): a session of
+// 100,000+ events (--quick: 10,000+) written through the loop, opened by `agent-loop inspect`
+// and headless chromium: the page's times to the first rows and to the last row, its heap and
+// DOM, the server's answers. One row per figure (its warm opens or answers); the cold figures
+// (the first open, a fresh server's first answers) are listed under the table.
+// ---------------------------------------------------------------------------------------------
+
+let inspectResult
+if (wanted("inspect-open")) {
+  process.stderr.write(`inspect-open (agent-loop inspect and chromium on one large session)\n`)
+  const t = performance.now()
+  const child = spawnSync(process.execPath, [join(here, "inspect-open.js"), "--json", ...(quick ? ["--quick"] : [])], {
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8",
+    timeout: 600_000,
+    killSignal: "SIGTERM",
+    maxBuffer: 64 * 1024 * 1024
+  })
+  const line = child.stdout.split("\n").find((l) => l.startsWith("RESULT "))
+  if (child.status !== 0 || line === undefined) {
+    process.stderr.write(`  inspect-open FAILED (exit ${child.status ?? child.signal})\n`)
+    failures.push({ label: "inspect-open", error: `exit ${child.status ?? child.signal}` })
+  } else {
+    const result = JSON.parse(line.slice(7))
+    const s = result.session
+    const extra = { noPeer: true, events: s.events, rows: s.rows }
+    for (const f of result.figures) {
+      addRow("inspect-open", "jsonl", `${f.unit === "" ? "" : `${f.unit} `}${f.what}, warm`, f.warm, undefined, {
+        ...extra,
+        cold: f.cold,
+        integer: f.unit === ""
+      })
+    }
+    inspectResult = result
+    process.stderr.write(`  inspect-open ${((performance.now() - t) / 1000).toFixed(1)} s\n`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 // ---------------------------------------------------------------------------------------------
 
@@ -883,6 +923,17 @@ const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
 if (pgText !== undefined) console.log(`\n${pgText}`)
 if (clusterText !== undefined) console.log(`\n${clusterText}`)
 if (installText !== undefined) console.log(`\n${installText}`)
+if (inspectResult !== undefined) {
+  const s = inspectResult.session
+  console.log(
+    [
+      `\ninspect-open: ${s.events.toLocaleString("en-US")} events, ${s.turns.toLocaleString("en-US")} turns, ` +
+      `${s.rows.toLocaleString("en-US")} rows; chromium ${inspectResult.chromium}; cold:`,
+      ...inspectResult.figures.map((f) => `${f.what}: ${fmt(f.cold, f.unit === "")}${f.unit === "" ? "" : ` ${f.unit}`}`),
+      ...inspectResult.problems.map((p) => `problem: ${p}`)
+    ].join("\n  ")
+  )
+}
 console.log(
   `\ntotal ${elapsed.toFixed(0)} s${quick ? " (--quick)" : ""}; load average at start ${load(loadStart)}, at end ${
     load(loadavg())
