@@ -13,9 +13,10 @@
 //   the scroll. Cold: the first open on a freshly started server; warm: the next `--runs` opens,
 //   each in a fresh browser context, on the same server. The page's API requests of the cold
 //   open are listed with their times and sizes.
-// - server: on another freshly started server, `GET /api/sessions`, `/api/sessions/ID`, a rows
-//   page at the start and one at the end (`count=200`) and a page of raw events: the first
-//   answer of each (cold), then `--runs` more (warm), timed from the request to the last byte.
+// - server: `GET /api/sessions/ID`, `/api/sessions`, a rows page at the start and one at the end
+//   (`count=200`), 2,000 rows, a page of raw events and the last turn's model request, each on a
+//   freshly started server of its own: its first answer (cold), then `--runs` more (warm), timed
+//   from the request to the last byte.
 // Prints a table and writes bench/results/inspect-open.json. Figures are never asserted; a log
 // whose count or invariants are off, a server that does not start or a page that never shows
 // the rows fails the run (exit code 1).
@@ -194,37 +195,41 @@ const get = async (url) => {
   return { ms, bytes: bytes.length, body: bytes }
 }
 
+/**
+ * Each request on a server of its own, freshly started: its first answer (cold: the session
+ * read and projected from its log) and `RUNS` more (warm). Resolves with the figures, the
+ * session's view and the largest server's resident set.
+ */
 const serverFigures = async (store, id) => {
-  const server = await startInspect(store)
-  try {
-    const base = `${server.url}api/sessions/${encodeURIComponent(id)}`
-    const requests = [
-      ["GET /api/sessions", `${server.url}api/sessions`],
-      ["GET /api/sessions/ID", base]
-    ]
-    const figures = []
-    const measure = async (what, url) => {
-      const cold = await get(url)
+  const figures = []
+  let rss = 0
+  const measure = async (what, path) => {
+    const server = await startInspect(store)
+    try {
+      const cold = await get(`${server.url}${path}`)
       const warm = []
-      for (let i = 0; i < RUNS; i++) warm.push((await get(url)).ms)
+      for (let i = 0; i < RUNS; i++) warm.push((await get(`${server.url}${path}`)).ms)
       figures.push({ what: `server: ${what}`, unit: "ms", cold: cold.ms, warm, bytes: cold.bytes })
+      rss = Math.max(rss, rssMB(server.child.pid) ?? 0)
+      log(`${what}: ${fmt(cold.ms)} ms cold, ${fmt(median(warm))} ms warm, ${cold.bytes.toLocaleString("en-US")} bytes`)
       return cold
+    } finally {
+      await server.stop()
     }
-    for (const [what, url] of requests) await measure(what, url)
-    const view = JSON.parse((await get(base)).body.toString("utf8"))
-    const rows = view.rows
-    await measure(`GET …/rows?from=0&count=${PAGE_ROWS}`, `${base}/rows?from=0&count=${PAGE_ROWS}`)
-    await measure(
-      `GET …/rows?from=${rows - PAGE_ROWS}&count=${PAGE_ROWS}`,
-      `${base}/rows?from=${rows - PAGE_ROWS}&count=${PAGE_ROWS}`
-    )
-    await measure(`GET …/rows?from=0&count=2000`, `${base}/rows?from=0&count=2000`)
-    await measure(`GET …/events?from=0&count=500`, `${base}/events?from=0&count=500`)
-    const rss = rssMB(server.child.pid)
-    return { figures, view, rss }
-  } finally {
-    await server.stop()
   }
+  const base = `api/sessions/${encodeURIComponent(id)}`
+  const view = JSON.parse((await measure("GET /api/sessions/ID", base)).body.toString("utf8"))
+  const last = view.turns.at(-1).turn
+  await measure("GET /api/sessions", "api/sessions")
+  await measure(`GET …/rows?from=0&count=${PAGE_ROWS}`, `${base}/rows?from=0&count=${PAGE_ROWS}`)
+  await measure(
+    `GET …/rows?from=${view.rows - PAGE_ROWS}&count=${PAGE_ROWS}`,
+    `${base}/rows?from=${view.rows - PAGE_ROWS}&count=${PAGE_ROWS}`
+  )
+  await measure("GET …/rows?from=0&count=2000", `${base}/rows?from=0&count=2000`)
+  await measure("GET …/events?from=0&count=500", `${base}/events?from=0&count=500`)
+  await measure(`GET …/request?turn=${last}&step=1`, `${base}/request?turn=${last}&step=1`)
+  return { figures, view, rss }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -436,7 +441,7 @@ const main = async () => {
       warmMin: f.warm.length === 0 ? null : Math.min(...f.warm),
       warmMax: f.warm.length === 0 ? null : Math.max(...f.warm)
     })),
-    serverRssMB: { afterPages: page.rss, afterRequests: server.rss },
+    serverRssMB: { afterPages: page.rss, requests: server.rss },
     scrollBox: page.scrollBox,
     pageRequests: page.requests,
     problems
@@ -454,9 +459,15 @@ const print = (r) => {
   )
   console.log(`deliveries: ${count(s.deliveries)}; fates: ${count(s.fates)}; ${s.deliveryBars} bars in ${s.lanes} lanes`)
   console.log(`chromium ${r.chromium}, node ${r.node}, ${r.cpus}\n`)
-  const table = [["what", "unit", "cold", `warm median [min–max] (${r.runs})`]]
+  const table = [["what", "unit", "cold", `warm median [min–max] (${r.runs})`, "bytes"]]
   for (const f of r.figures) {
-    table.push([f.what, f.unit, fmt(f.cold), `${fmt(f.warmMedian)} [${fmt(f.warmMin)}–${fmt(f.warmMax)}]`])
+    table.push([
+      f.what,
+      f.unit,
+      fmt(f.cold),
+      `${fmt(f.warmMedian)} [${fmt(f.warmMin)}–${fmt(f.warmMax)}]`,
+      f.bytes === undefined ? "" : f.bytes.toLocaleString("en-US")
+    ])
   }
   const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
   const line = (row) => row.map((c, i) => (i >= 2 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
@@ -465,7 +476,11 @@ const print = (r) => {
   for (const row of table.slice(1)) console.log(line(row))
   console.log(`\nthe page's API requests of the cold open:`)
   for (const q of r.pageRequests) console.log(`  ${q.path}  ${fmt(q.ms)} ms, ${q.bytes?.toLocaleString("en-US") ?? "?"} bytes`)
-  console.log(`server RSS: ${fmt(r.serverRssMB.afterPages)} MB after the opens; the timeline scrolls in ${r.scrollBox}`)
+  console.log(
+    `server RSS: ${fmt(r.serverRssMB.afterPages)} MB after the page's opens, at most ${
+      fmt(r.serverRssMB.requests)
+    } MB after one request's runs; the timeline scrolls in ${r.scrollBox}`
+  )
   if (r.problems.length > 0) console.log(`\nproblems:\n${r.problems.map((p) => `- ${p}`).join("\n")}`)
   const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
   console.log(`load average at start ${load(r.loadAverage.start)}, at end ${load(r.loadAverage.end)}`)
