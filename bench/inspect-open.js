@@ -77,7 +77,12 @@ const CHROMIUM_ARGS = [
 const chromiumPath = process.env.AGENT_LOOP_CHROMIUM || "/usr/bin/chromium"
 
 const log = (text) => process.stderr.write(`  ${text}\n`)
-const fmt = (x) => (x === null || x === undefined ? "—" : x >= 100 ? Math.round(x).toLocaleString("en-US") : x.toFixed(1))
+const fmt = (x, integer = false) =>
+  x === null || x === undefined
+    ? "—"
+    : integer || x >= 100
+    ? Math.round(x).toLocaleString("en-US")
+    : x.toFixed(1)
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length === 0 ? null : s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
@@ -464,8 +469,8 @@ const print = (r) => {
     table.push([
       f.what,
       f.unit,
-      fmt(f.cold),
-      `${fmt(f.warmMedian)} [${fmt(f.warmMin)}–${fmt(f.warmMax)}]`,
+      fmt(f.cold, f.unit === ""),
+      `${fmt(f.warmMedian, f.unit === "")} [${fmt(f.warmMin, f.unit === "")}–${fmt(f.warmMax, f.unit === "")}]`,
       f.bytes === undefined ? "" : f.bytes.toLocaleString("en-US")
     ])
   }

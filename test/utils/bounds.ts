@@ -56,6 +56,13 @@
  * |   suite beside other work (load 10–15)                         | 120 s once           |                             |
  * | a chat's first idle screen, the program's start included       | 1.1–1.9 s; 2.2–4.1 s | CHAT_READY_MS 20 s          |
  * |   a big session's lock taken (`--session big` starting)        | 1.1 s                |                             |
+ * | `agent-loop inspect` printing its address (a 100,000-event      | 0.38–0.69 s          | INSPECT_READY_MS 20 s       |
+ * |   store, load 3); with the two busy loops                      | 1.3–2.7 s            |                             |
+ * |   its exit after SIGTERM (`browser.ts`'s `close`)              | 12–132 ms            |   (KILLED_EXIT_MS)          |
+ * | the inspector's page in chromium (`browser.ts`), the two busy  |                      | BROWSER_WAIT_MS 10 s        |
+ * |   loops: a 10,000-event session's first rows after `goto`      | 0.35–1.15 s          |                             |
+ * |   its last row after a scroll to the end                       | 39–67 ms             |                             |
+ * |   a browser launched (`launchBrowser`)                         | 0.33–0.37 s          |                             |
  * | an Ink frame in the test's process (written within `render`);  | 0 ms;                | IN_PROCESS_MS 5 s           |
  * |   two lines typed in one chunk, submitted;                     | 25 ms;               |                             |
  * |   an HTTP exchange with a server of the test's process, an     | 10–66 ms; 34 ms      |                             |
@@ -72,8 +79,8 @@
  * | a hook: `CrashMatrix`'s `afterAll` drops its databases         | an admin query each  | HOOK_TIMEOUT_MS 30 s        |
  *
  * Re-measure with `AGENT_LOOP_BOUNDS_LOG=/tmp/bounds.log npx vitest run test/X.test.ts`: the waits
- * of `cluster.ts`, `entity.ts`, `tmux.ts`, `mcp.ts`, the cluster tests, `Chat`, `Acp`, `Crash`,
- * `Package`, `Examples` (its `tsc`) and `CliOtlp` append how long they took there (`note`); a test's own
+ * of `cluster.ts`, `entity.ts`, `tmux.ts`, `mcp.ts`, `browser.ts`, the cluster tests, `Chat`, `Acp`,
+ * `Crash`, `Package`, `Examples` (its `tsc`) and `CliOtlp` append how long they took there (`note`); a test's own
  * time is in vitest's JSON report (`--reporter=json --outputFile.json=FILE`).
  */
 import * as NodeFs from "node:fs"
