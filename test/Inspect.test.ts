@@ -17,8 +17,8 @@ import type * as Api from "../src/cli/inspect/api.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SqlSessionStore from "../src/SqlSessionStore.js"
 import { CLI_RUN_MS } from "./utils/bounds.js"
+import { type Inspect, startInspect } from "./utils/browser.js"
 import { assistant, claim, entered, followup, msg, stepEnd, stepStart, turnEnd, turnStart } from "./utils/events.js"
-import { type Inspect, startInspect } from "./utils/inspectServer.js"
 import { createDatabase, describePg, dropDatabase } from "./utils/pg.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -75,7 +75,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
     execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
     inspect = await startInspect(["--store", store])
   }, 2 * CLI_RUN_MS)
-  afterAll(() => inspect?.stop())
+  afterAll(() => inspect?.close())
 
   it("prints its URL on loopback and serves the page's three files with a strict CSP", async () => {
     expect(inspect.stdout()).toBe(`agent-loop inspect: ${inspect.url} (jsonl ${store}, read-only)\n`)
@@ -272,7 +272,7 @@ describe("agent-loop inspect: live", () => {
     execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
     inspect = await startInspect(["--store", store])
   }, 2 * CLI_RUN_MS)
-  afterAll(() => inspect?.stop())
+  afterAll(() => inspect?.close())
 
   it("a log that grows sends `changed` with its new row count on the session's stream, and `sessions` on the list's", async () => {
     const file = NodePath.join(store, `${SESSION}.jsonl`)
@@ -328,12 +328,37 @@ describe("agent-loop inspect: live", () => {
   })
 })
 
+describe("agent-loop inspect: stopping", () => {
+  it("SIGTERM with a page's live stream open: the stream ends and the server exits 0 (it waited for the stream)", async () => {
+    const inspect = await startInspect(["--store", DSH])
+    let text = ""
+    let ended = false
+    const reading = fetch(`${inspect.url}api/live`).then(async (response) => {
+      const reader = response.body!.getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return
+        text += new TextDecoder().decode(value)
+      }
+    }).catch(() => undefined).finally(() => (ended = true))
+    const start = Date.now()
+    while (!text.includes("event: sessions")) {
+      if (Date.now() - start > CLI_RUN_MS) throw new Error("timed out waiting for the list's stream")
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    expect(ended).toBe(false)
+    expect(await inspect.close()).toBe(0)
+    await reading
+    expect(ended).toBe(true)
+  }, CLI_RUN_MS)
+})
+
 describe("agent-loop inspect: the DSH fixtures in place", () => {
   let inspect: Inspect
   beforeAll(async () => {
     inspect = await startInspect(["--store", DSH])
   }, CLI_RUN_MS)
-  afterAll(() => inspect?.stop())
+  afterAll(() => inspect?.close())
 
   it("lists every log, DSH titles, and sub-agent children named by their headers", async () => {
     const list = await getJson<Api.SessionList>(`${inspect.url}api/sessions`)
@@ -459,7 +484,7 @@ async () => {
     controller.abort()
     await reading
   } finally {
-    await inspect.stop()
+    await inspect.close()
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }

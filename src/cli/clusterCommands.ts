@@ -90,16 +90,21 @@ export const pgOption = (description: string) =>
     Options.withDescription(description)
   )
 
-/** What an interrupted CLI exits with (`bin.ts`): 130, or 0 once `runner` runs (SIGTERM/SIGINT is its normal stop). */
+/** What an interrupted CLI exits with (`bin.ts`): 130, or 0 once `runner` or `inspect` runs (SIGTERM/SIGINT is its normal stop). */
 let interruptCode = 130
 
 /**
  * The exit code of a run of `main` that was interrupted (SIGINT, SIGTERM): 130, except for
- * `runner`, whose normal stop is a signal: 0 once its shutdown is done.
+ * `runner` and `inspect`, whose normal stop is a signal: 0 once its shutdown is done.
  *
  * @since 0.1.0
  */
 export const interruptExitCode = (): number => interruptCode
+
+/** From now on a signal is the command's normal stop: the process exits 0 once its scope has closed. */
+export const signalIsNormalStop = (): void => {
+  interruptCode = 0
+}
 
 const millisOption = (name: string, description: string) =>
   Options.integer(name).pipe(Options.optional, Options.withDescription(`${description} (milliseconds)`))
@@ -199,7 +204,7 @@ export const runnerCommand = Command.make(
       const mcp = yield* connectMcp("runner", servers, options.ask, toolNames)
       // From here a signal is the runner's normal stop: its scope closes (shards released,
       // agents released, the runner unregistered), then the process exits 0.
-      interruptCode = 0
+      signalIsNormalStop()
       yield* runner({
         pg: options.pg.value,
         host,

@@ -9,7 +9,7 @@ import { Console, Effect, Option } from "effect"
 import * as NodeFs from "node:fs"
 import { fileErrorText } from "../../internal/fsErrors.js"
 import { escapeLine } from "../../internal/terminalText.js"
-import { pgOption } from "../clusterCommands.js"
+import { pgOption, signalIsNormalStop } from "../clusterCommands.js"
 import { exit } from "../exit.js"
 import { VERSION } from "../version.js"
 import { readPrices } from "./shared.js"
@@ -22,7 +22,8 @@ export const DEFAULT_PORT = 4680
 
 /**
  * `inspect`: serves the page until Ctrl-C. Prints one line on stdout when it listens:
- * `agent-loop inspect: http://HOST:PORT/ (KIND WHERE, read-only)`. Bound to 127.0.0.1 unless
+ * `agent-loop inspect: http://HOST:PORT/ (KIND WHERE, read-only)`; SIGINT (Ctrl-C) or SIGTERM
+ * stops it, exit 0, open pages and their live streams included. Bound to 127.0.0.1 unless
  * `--host` names another address, which prints a warning on stderr (the page shows model output
  * and tool results to anyone who can reach it). Exit 2: bad arguments, a store that cannot be
  * opened, a port in use, a `--prices` file that cannot be read.
@@ -118,6 +119,8 @@ export const inspect = Command.make(
           )
         }
         yield* Console.log(escapeLine(`agent-loop inspect: http://${host}:${port}/ (${source.kind} ${source.where}, read-only)`))
+        // Ctrl-C (SIGINT) or SIGTERM is the normal stop: the server closes, exit 0.
+        signalIsNormalStop()
         return yield* Effect.never
       })).pipe(Effect.catchIf((e) => e instanceof Sources.SourceError, (e) => exit(2, escapeLine(`inspect: ${e.message}`))))
     })

@@ -292,7 +292,11 @@ export const serve = (options: Options) =>
         return notFound("no such path")
       })
 
-    const server = yield* NodeHttpServer.make(() => createServer(), { port: options.port, host: options.host })
+    const nodeServer = createServer()
+    const server = yield* NodeHttpServer.make(() => nodeServer, { port: options.port, host: options.host })
+    // Closing waits for every connection to end, and a live stream never does: end them first
+    // (this finalizer runs before the server's own), so a signal stops the server at once.
+    yield* Effect.addFinalizer(() => Effect.sync(() => nodeServer.closeAllConnections()))
     const address = server.address
     const port = address._tag === "TcpAddress" ? address.port : options.port
     const loopback = isLoopback(options.host)
