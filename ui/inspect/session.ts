@@ -159,6 +159,19 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
     }
   }
 
+  // One load at a time: a change announced while one is in flight (the stream's first event
+  // arrives while the first load waits for the server's projection) is loaded after it, only if
+  // that load did not already give its version.
+  let loading: Promise<void> | undefined
+  let announced: number | undefined
+  const refresh = () => {
+    if (loading !== undefined) return
+    loading = load().finally(() => {
+      loading = undefined
+      if (announced !== undefined && current !== undefined && announced !== current.version) refresh()
+    })
+  }
+
   // Each stream (and each reconnection) starts with the session's version as it is: a change
   // missed meanwhile is seen then.
   const live = new EventSource(sessionPath(id, "/live"))
@@ -172,7 +185,8 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
   })
   live.addEventListener("changed", (event) => {
     const change = JSON.parse((event as MessageEvent<string>).data) as LiveChange
-    if (current === undefined || change.version !== current.version) void load()
+    announced = change.version
+    if (current === undefined || change.version !== current.version) refresh()
   })
 
   const onKey = (event: KeyboardEvent) => {
@@ -202,7 +216,7 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
   replace(root, view)
   route = panel
   renderRoute()
-  void load()
+  refresh()
 
   return {
     id,
