@@ -1544,7 +1544,7 @@ describe("the agent-loop binary", () => {
           code: 2,
           stdout: "",
           stderr:
-            "Invalid subcommand for agent-loop - use one of 'chat', 'run', 'resume', 'transcript', 'check', 'stats', 'pending', 'demo', 'simulate', 'runner', 'send', 'acp'\n"
+            "Invalid subcommand for agent-loop - use one of 'chat', 'run', 'resume', 'transcript', 'check', 'stats', 'pending', 'inspect', 'demo', 'simulate', 'runner', 'send', 'acp'\n"
         })
       }),
     3 * CLI_RUN_MS

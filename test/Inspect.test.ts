@@ -67,6 +67,39 @@ const getJson = async <A>(url: string): Promise<A> => {
   return JSON.parse(response.body) as A
 }
 
+/** An event stream of the API, read as text as it comes; `ended` once the server ends it. */
+const readStream = (url: string) => {
+  const controller = new AbortController()
+  let text = ""
+  let ended = false
+  let contentType: string | null = null
+  const done = fetch(url, { signal: controller.signal }).then(async (response) => {
+    contentType = response.headers.get("content-type")
+    const reader = response.body!.getReader()
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      text += new TextDecoder().decode(value)
+    }
+  }).catch(() => undefined).finally(() => (ended = true))
+  return {
+    text: () => text,
+    ended: () => ended,
+    contentType: () => contentType,
+    close: () => controller.abort(),
+    done
+  }
+}
+
+/** Waits (bounded by `CLI_RUN_MS`) until `check` holds. */
+const waitFor = async (what: string, check: () => boolean | Promise<boolean>) => {
+  const start = Date.now()
+  while (!(await check())) {
+    if (Date.now() - start > CLI_RUN_MS) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
 describe("agent-loop inspect: a simulated session of ours", () => {
   let store: string
   let inspect: Inspect
@@ -264,6 +297,31 @@ describe("agent-loop inspect: a simulated session of ours", () => {
   })
 })
 
+describe("agent-loop inspect: compaction and streamed output", () => {
+  let store: string
+  let inspect: Inspect
+  beforeAll(async () => {
+    store = makeStore()
+    execFileSync(process.execPath, [BIN, "simulate", "test/scenarios/compaction/pressure.json", "--store", store], {
+      stdio: "ignore",
+      timeout: CLI_RUN_MS
+    })
+    inspect = await startInspect(["--store", store])
+  }, 2 * CLI_RUN_MS)
+  afterAll(() => inspect?.close())
+
+  it("a compaction bracket's rows say what it replaced, and its checkpoint is named", async () => {
+    const id = "f8cea6b9-785a-444d-b7eb-cc5dc5e91020"
+    const page = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${id}/rows?from=22&count=4`)
+    expect(page.rows.map((r) => [r.seq, `${r.turn}.${r.step}`, r.kind, r.label, r.text!.slice(0, 40)])).toEqual([
+      [20, "3.0", "compaction", "compaction start", "pressure, 104 tokens"],
+      [21, "3.0", "compaction", "compaction summary", "replaces seq 4–6 (77 tokens): The user a"],
+      [22, "3.0", "message", "compaction checkpoint", "The conversation before this point was c"],
+      [23, "3.0", "compaction", "compaction end", "compacted, 71 tokens"]
+    ])
+  })
+})
+
 describe("agent-loop inspect: live", () => {
   let store: string
   let inspect: Inspect
@@ -276,29 +334,10 @@ describe("agent-loop inspect: live", () => {
 
   it("a log that grows sends `changed` with its new row count on the session's stream, and `sessions` on the list's", async () => {
     const file = NodePath.join(store, `${SESSION}.jsonl`)
-    const streams = [`api/sessions/${SESSION}/live`, "api/live"].map((path) => {
-      const controller = new AbortController()
-      let text = ""
-      const done = fetch(`${inspect.url}${path}`, { signal: controller.signal }).then(async (response) => {
-        expect(response.headers.get("content-type")).toBe("text/event-stream")
-        const reader = response.body!.getReader()
-        for (;;) {
-          const { done, value } = await reader.read()
-          if (done) return
-          text += new TextDecoder().decode(value)
-        }
-      }).catch(() => undefined)
-      return { text: () => text, close: () => controller.abort(), done }
-    })
-    const waitFor = async (what: string, check: () => boolean) => {
-      const start = Date.now()
-      while (!check()) {
-        if (Date.now() - start > CLI_RUN_MS) throw new Error(`timed out waiting for ${what}`)
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
-      return Date.now() - start
-    }
+    const streams = [`api/sessions/${SESSION}/live`, "api/live"].map((path) => readStream(`${inspect.url}${path}`))
     // Each stream starts with the state as it is.
+    await waitFor("the streams' headers", () => streams.every((stream) => stream.contentType() !== null))
+    expect(streams.map((stream) => stream.contentType())).toEqual(["text/event-stream", "text/event-stream"])
     await waitFor(
       "both streams open",
       () => streams[0]!.text().includes("event: changed") && streams[1]!.text().includes("event: sessions")
@@ -331,25 +370,12 @@ describe("agent-loop inspect: live", () => {
 describe("agent-loop inspect: stopping", () => {
   it("SIGTERM with a page's live stream open: the stream ends and the server exits 0 (it waited for the stream)", async () => {
     const inspect = await startInspect(["--store", DSH])
-    let text = ""
-    let ended = false
-    const reading = fetch(`${inspect.url}api/live`).then(async (response) => {
-      const reader = response.body!.getReader()
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) return
-        text += new TextDecoder().decode(value)
-      }
-    }).catch(() => undefined).finally(() => (ended = true))
-    const start = Date.now()
-    while (!text.includes("event: sessions")) {
-      if (Date.now() - start > CLI_RUN_MS) throw new Error("timed out waiting for the list's stream")
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-    expect(ended).toBe(false)
+    const stream = readStream(`${inspect.url}api/live`)
+    await waitFor("the list's stream", () => stream.text().includes("event: sessions"))
+    expect(stream.ended()).toBe(false)
     expect(await inspect.close()).toBe(0)
-    await reading
-    expect(ended).toBe(true)
+    await stream.done
+    expect(stream.ended()).toBe(true)
   }, CLI_RUN_MS)
 })
 
@@ -370,6 +396,14 @@ describe("agent-loop inspect: the DSH fixtures in place", () => {
     expect(parent.children).toEqual(["acp__subagent-multi__session.1", "acp__subagent-multi__session.2"])
     expect(list.sessions.find((s) => s.id === "acp__subagent-multi__session.1")!.parent).toBe("acp__subagent-multi__session")
     expect(list.sessions.find((s) => s.id === "acp__advanced-toolchain__session")!.title).toBe("Run this advanced flow exactly")
+  })
+
+  it("a DSH session's streamed chunks are counted on its output rows, not shown one by one", async () => {
+    const page = await getJson<Api.RowPage>(`${inspect.url}api/sessions/acp__packed-chunks__session/rows?from=0&count=100`)
+    expect(page.rows.filter((r) => r.kind === "assistant").map((r) => [r.seq, r.label])).toEqual([
+      [57, "assistant · 48 chunks streamed"],
+      [121, "assistant · 57 chunks streamed"]
+    ])
   })
 
   it("a DSH session's timeline: its staged context dropped by a canceled splice", async () => {
@@ -457,32 +491,16 @@ async () => {
     const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/sql-1`)
     expect(view.deliveries.map((b) => [b.id, b.fate])).toEqual([["u1", { _tag: "Entered", turn: 1, step: 1 }]])
     // live: the stream opens, then the session grows under its writer
-    const controller = new AbortController()
-    let text = ""
-    const reading = fetch(`${inspect.url}api/sessions/sql-1/live`, { signal: controller.signal }).then(async (r) => {
-      const reader = r.body!.getReader()
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) return
-        text += new TextDecoder().decode(value)
-      }
-    }).catch(() => undefined)
-    const waitFor = async (what: string, check: () => boolean | Promise<boolean>) => {
-      const start = Date.now()
-      while (!(await check())) {
-        if (Date.now() - start > CLI_RUN_MS) throw new Error(`timed out waiting for ${what}`)
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    }
-    await waitFor("the stream's first state", () => text.includes("event: changed"))
+    const stream = readStream(`${inspect.url}api/sessions/sql-1/live`)
+    await waitFor("the stream's first state", () => stream.text().includes("event: changed"))
     const u2 = msg("u2", "and again")
     await Effect.runPromise(log.append([followup(u2), turnStart(2)]))
-    await waitFor("the appended events on the stream", () => /"rows":\d+,"events":10\}/.test(text))
+    await waitFor("the appended events on the stream", () => /"rows":\d+,"events":10\}/.test(stream.text()))
     expect((await summary()).status).toBe("running")
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await waitFor("the session without its writer", async () => (await summary()).status === "open-turn")
-    controller.abort()
-    await reading
+    stream.close()
+    await stream.done
   } finally {
     await inspect.close()
     await Effect.runPromise(Scope.close(scope, Exit.void))

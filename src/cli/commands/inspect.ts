@@ -6,16 +6,12 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import * as NodeFs from "node:fs"
-import { fileErrorText } from "../../internal/fsErrors.js"
 import { escapeLine } from "../../internal/terminalText.js"
-import { pgOption, signalIsNormalStop } from "../clusterCommands.js"
+import { signalIsNormalStop } from "../clusterCommands.js"
 import { exit } from "../exit.js"
 import { VERSION } from "../version.js"
 import { readPrices } from "./shared.js"
-
-/** The store `inspect` opens when none is named: the JSONL store of `run`, `chat`, `demo` and `acp`. */
-const DEFAULT_STORE = ".agent-loop/sessions"
+import { storeChoice, storeChoiceOptions } from "./storeChoice.js"
 
 /** The port `inspect` listens on unless `--port` says otherwise (0: any free port). */
 export const DEFAULT_PORT = 4680
@@ -31,17 +27,7 @@ export const DEFAULT_PORT = 4680
 export const inspect = Command.make(
   "inspect",
   {
-    store: Options.text("store").pipe(
-      Options.withPseudoName("directory"),
-      Options.optional,
-      Options.withDescription(`a JSONL store: one <id>.jsonl per session, ours or DSH's (default ${DEFAULT_STORE})`)
-    ),
-    sqlite: Options.text("sqlite").pipe(Options.optional, Options.withDescription("a SQLite store's database file")),
-    pg: pgOption("a PostgreSQL store, e.g. an agent cluster's database (postgres://…)"),
-    tablePrefix: Options.text("table-prefix").pipe(
-      Options.optional,
-      Options.withDescription("the SQL store's table prefix (with --sqlite or --pg; default agent_loop_)")
-    ),
+    ...storeChoiceOptions,
     port: Options.integer("port").pipe(
       Options.withDefault(DEFAULT_PORT),
       Options.withDescription(`the port to listen on (default ${DEFAULT_PORT}; 0: any free port)`)
@@ -57,13 +43,7 @@ export const inspect = Command.make(
   },
   (options) =>
     Effect.gen(function*() {
-      const given = [options.store, options.sqlite, options.pg].filter(Option.isSome).length
-      if (given > 1) return yield* exit(2, "inspect: give one of --store DIR, --sqlite FILE, --pg URL")
-      if (
-        Option.isSome(options.tablePrefix) && given === 0 || Option.isSome(options.tablePrefix) && Option.isSome(options.store)
-      ) {
-        return yield* exit(2, "inspect: --table-prefix goes with --sqlite or --pg")
-      }
+      const store = yield* storeChoice("inspect", options)
       if (options.port < 0 || options.port > 65535) return yield* exit(2, `inspect: --port ${options.port}: not a port (0–65535)`)
       const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
       const Sources = yield* Effect.promise(() => import("../inspect/sources.js"))
@@ -72,25 +52,12 @@ export const inspect = Command.make(
       if (assets === undefined) {
         return yield* exit(2, "inspect: the page's files are missing beside the CLI (dist/cli/inspect/): run npm run build")
       }
-      const tablePrefix = Option.getOrUndefined(options.tablePrefix)
       yield* Effect.scoped(Effect.gen(function*() {
-        let source
-        if (Option.isSome(options.pg)) {
-          source = yield* Sources.sqlStore("pg", options.pg.value, tablePrefix)
-        } else if (Option.isSome(options.sqlite)) {
-          const file = options.sqlite.value
-          // Never created here: a database file that is not there is a mistake, not an empty store.
-          let info: NodeFs.Stats
-          try {
-            info = NodeFs.statSync(file)
-          } catch (e) {
-            return yield* exit(2, escapeLine(`--sqlite ${file}: cannot read: ${fileErrorText(e, "read")}`))
-          }
-          if (!info.isFile()) return yield* exit(2, escapeLine(`--sqlite ${file}: not a regular file`))
-          source = yield* Sources.sqlStore("sqlite", file, tablePrefix)
-        } else {
-          source = yield* Sources.jsonlDirectory(Option.getOrElse(options.store, () => DEFAULT_STORE))
-        }
+        const source = store.kind === "pg"
+          ? yield* Sources.sqlStore("pg", store.url, store.tablePrefix)
+          : store.kind === "sqlite"
+          ? yield* Sources.sqlStore("sqlite", store.file, store.tablePrefix)
+          : yield* Sources.jsonlDirectory(store.directory)
         const { port } = yield* Server.serve({
           source,
           host: options.host,

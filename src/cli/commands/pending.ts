@@ -14,12 +14,9 @@ import { escapeJson, escapeLine } from "../../internal/terminalText.js"
 import type { SessionEvent } from "../../SessionEvent.js"
 import type { SessionStoreError } from "../../SessionLog.js"
 import * as SessionStore from "../../SessionStore.js"
-import { pgOption } from "../clusterCommands.js"
 import { exit } from "../exit.js"
 import { openPending, questionLine } from "./shared.js"
-
-/** Where `pending` looks when no store is named: the JSONL store of `run`, `chat`, `demo` and `acp`. */
-const DEFAULT_STORE = ".agent-loop/sessions"
+import { storeChoice, storeChoiceOptions } from "./storeChoice.js"
 
 /** A session's open questions, or why its log could not be read. */
 type Found =
@@ -91,52 +88,31 @@ const fromSql = (
 export const pending = Command.make(
   "pending",
   {
-    store: Options.text("store").pipe(
-      Options.withPseudoName("directory"),
-      Options.optional,
-      Options.withDescription(`a JSONL store: one <id>.jsonl per session, ours or DSH's (default ${DEFAULT_STORE})`)
-    ),
-    sqlite: Options.text("sqlite").pipe(Options.optional, Options.withDescription("a SQLite store's database file")),
-    pg: pgOption("a PostgreSQL store, e.g. an agent cluster's database (postgres://…)"),
-    tablePrefix: Options.text("table-prefix").pipe(
-      Options.optional,
-      Options.withDescription("the SQL store's table prefix (with --sqlite or --pg; default agent_loop_)")
-    ),
+    ...storeChoiceOptions,
     session: Options.text("session").pipe(Options.optional, Options.withDescription("only this session")),
     json: Options.boolean("json").pipe(Options.withDescription("one JSON object per open question"))
   },
   (options) =>
     Effect.gen(function*() {
-      const given = [options.store, options.sqlite, options.pg].filter(Option.isSome).length
-      if (given > 1) return yield* exit(2, "pending: give one of --store DIR, --sqlite FILE, --pg URL")
-      if (Option.isSome(options.tablePrefix) && Option.isSome(options.store)) {
-        return yield* exit(2, "pending: --table-prefix goes with --sqlite or --pg")
-      }
+      const store = yield* storeChoice("pending", options)
       const session = Option.getOrUndefined(options.session)
       if (session !== undefined && !isSessionId(session)) {
         return yield* exit(2, `pending: invalid session id ${JSON.stringify(session)} ([A-Za-z0-9_-][A-Za-z0-9._-]*)`)
       }
-      const tablePrefix = Option.getOrUndefined(options.tablePrefix)
       const Sql = () => Effect.promise(() => import("../../SqlSessionStore.js"))
       let sessions: ReadonlyArray<Found>
-      if (Option.isSome(options.pg)) {
-        const url = options.pg.value
+      if (store.kind === "pg") {
         const { layerPg } = yield* Sql()
-        sessions = yield* fromSql(layerPg({ url, tablePrefix, maxConnections: 1 }), pgWhere(url), session)
-      } else if (Option.isSome(options.sqlite)) {
-        const file = options.sqlite.value
-        // Never created here: a database file that is not there is a mistake, not an empty store.
-        let info: NodeFs.Stats
-        try {
-          info = NodeFs.statSync(file)
-        } catch (e) {
-          return yield* exit(2, escapeLine(`--sqlite ${file}: cannot read: ${fileErrorText(e, "read")}`))
-        }
-        if (!info.isFile()) return yield* exit(2, escapeLine(`--sqlite ${file}: not a regular file`))
+        sessions = yield* fromSql(
+          layerPg({ url: store.url, tablePrefix: store.tablePrefix, maxConnections: 1 }),
+          pgWhere(store.url),
+          session
+        )
+      } else if (store.kind === "sqlite") {
         const { layerSqlite } = yield* Sql()
-        sessions = yield* fromSql(layerSqlite({ filename: file, tablePrefix }), file, session)
+        sessions = yield* fromSql(layerSqlite({ filename: store.file, tablePrefix: store.tablePrefix }), store.file, session)
       } else {
-        sessions = yield* fromDirectory(Option.getOrElse(options.store, () => DEFAULT_STORE), session)
+        sessions = yield* fromDirectory(store.directory, session)
       }
       let open = 0
       for (const s of sessions) {

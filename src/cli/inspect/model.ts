@@ -141,17 +141,29 @@ const foreignRow = (
 ): Pick<Api.Row, "kind" | "label" | "text" | "level" | "child" | "callId" | "name"> | undefined => {
   const type = event.type
   const data = record(event.data)
-  if (type === "assistant/chunk" || type === "request/context") return undefined
+  if (type === "request/context") return undefined
   if (type.startsWith("compaction/")) {
+    // Ours (§17) and DSH's shapes: what it replaced is the summary's `shadowedRange`.
     const what = type.slice(11)
+    const tokens = typeof data.tokens === "number" ? `${data.tokens} tokens` : undefined
+    const range = record(data.shadowedRange)
+    const error = record(data.error)
+    // A DSH end has no outcome: failed when it carries an error, else compacted (as §17 reads it).
+    const outcome = str(data.outcome) ?? (data.error !== undefined ? "failed" : "compacted")
     const text = what === "start"
-      ? `${str(data.reason) ?? ""} ${typeof data.tokensBefore === "number" ? `${data.tokensBefore} tokens` : ""}`
+      ? [str(data.reason), tokens].filter((s) => s).join(", ")
       : what === "summary"
-      ? `${Array.isArray(data.shadowedRange) ? `replaces seq ${data.shadowedRange.join("–")}: ` : ""}${
-        typeof data.summary === "string" ? data.summary : contentText(data.content as ReadonlyArray<ContentBlock>)
-      }`
-      : `${str(data.outcome) ?? "compacted"}${typeof data.tokensAfter === "number" ? `, ${data.tokensAfter} tokens` : ""}`
-    return { kind: "compaction", label: `compaction ${what}`, text: cut(text.trim(), TEXT_MAX) }
+      ? `${typeof range.start === "number" ? `replaces seq ${range.start}–${String(range.end)}` : "replaces"}${
+        typeof data.shadowedTokenCount === "number" ? ` (${data.shadowedTokenCount} tokens)` : ""
+      }: ${typeof data.summary === "string" ? data.summary : contentText(data.summary as ReadonlyArray<ContentBlock>)}`
+      : [outcome, tokens, str(error.code), str(error.message) ?? str(data.error)].filter((s) => s).join(", ")
+    const failed = what === "end" && outcome === "failed"
+    return {
+      kind: "compaction",
+      label: `compaction ${what}`,
+      text: cut(text, TEXT_MAX),
+      ...(failed ? { level: "error" as const } : {})
+    }
   }
   if (type.startsWith("approval/")) {
     const text = [str(data.toolName), str(data.outcome), str(data.reason), str(data.policy)].filter((s) => s)
@@ -197,6 +209,7 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
   let turn = 0
   let step = 0
   let claimed: Array<string> = []
+  let chunks = 0
   const push = (event: SessionEvent, row: Omit<Api.Row, "row" | "seq" | "time" | "turn" | "step">) => {
     rows.push({ row: rows.length, seq: event.seq, time: event.time, turn, step, ...row })
   }
@@ -245,6 +258,7 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
       case "step/start": {
         step = typeof data.step === "number" ? data.step : step + 1
         stepStarts.set(`${turn}.${step}`, i)
+        chunks = 0
         const open = turns[turns.length - 1]
         if (open !== undefined && open.turn === turn) open.steps++
         push(event, { kind: "step-start", label: `step ${step}`, request: true })
@@ -268,7 +282,7 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
         const source = sourceLabel(message.source)
         push(event, {
           kind: "message",
-          label: source === "user" ? "user" : "context",
+          label: source === "user" ? "user" : source === "plugin:compact" ? "compaction checkpoint" : "context",
           text: cut(contentText(message.content), TEXT_MAX),
           ids: [message.id],
           source
@@ -280,9 +294,11 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
         const content = (Array.isArray(message.content) ? message.content : []) as ReadonlyArray<ContentBlock>
         const calls = content.filter((b) => b.type === "tool-call").length
         const text = content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("\n")
+        const streamed = chunks > 0 ? ` · ${chunks} chunk${chunks === 1 ? "" : "s"} streamed` : ""
+        chunks = 0
         push(event, {
           kind: "assistant",
-          label: data.interrupted === true ? "assistant (interrupted)" : "assistant",
+          label: `${data.interrupted === true ? "assistant (interrupted)" : "assistant"}${streamed}`,
           text: cut(text === "" && calls > 0 ? `(${calls} tool call${calls === 1 ? "" : "s"})` : text, TEXT_MAX),
           ...(data.usage !== undefined ? { usage: tokensOf(Usage.of(data.usage as Usage.Usage, { dsh })) } : {}),
           finish: str(data.finish),
@@ -363,6 +379,10 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
       case "session/title":
         if (typeof data.title === "string") title = data.title
         push(event, { kind: "event", label: "session/title", text: cut(String(data.title), TEXT_MAX) })
+        break
+      case "assistant/chunk":
+        // A DSH log's streamed deltas: counted on the step's assistant row, no row of their own.
+        chunks++
         break
       default: {
         const row = foreignRow(event)
