@@ -239,7 +239,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
     expect(story.steps.map((s) => [s.what, s.seq, s.row, s.time, s.text, (s.event as { type: string }).type])).toEqual([
       ["inserted", 6, 7, 10, "inserted into next-turn", "agent/inbox/spliced"],
       ["claimed", 12, 13, 100, "claimed by a pre-step", "agent/inbox/spliced"],
-      ["dropped", 13, 14, 100, "dropped: rejected", "turn/end"]
+      ["dropped", 13, 14, 100, "dropped: rejected (turn 2 ended blocked: text includes \"rm -rf\")", "turn/end"]
     ])
     const entered = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${SESSION}/messages/${QUEUED}`)
     expect(entered.steps.map((s) => `${s.what} ${s.seq} ${s.text}`)).toEqual([
@@ -248,6 +248,27 @@ describe("agent-loop inspect: a simulated session of ours", () => {
       "entered 17 entered at turn 3 step 1"
     ])
     expect((await get(`${inspect.url}api/sessions/${SESSION}/messages/nope`)).status).toBe(404)
+  })
+
+  it("files that are not read are named under the list: a name that is no session id, a symbolic link", async () => {
+    const other = makeStore()
+    NodeFs.writeFileSync(NodePath.join(other, "with space.jsonl"), "{}\n")
+    NodeFs.symlinkSync("/etc/passwd", NodePath.join(other, "passwd.jsonl"))
+    const inspectOther = await startInspect(["--store", other])
+    try {
+      const list = await getJson<Api.SessionList>(`${inspectOther.url}api/sessions`)
+      expect(list).toEqual({
+        sessions: [],
+        problems: [
+          { id: "passwd.jsonl", message: "a symbolic link: not followed (only the store's own files are read)" },
+          { id: "with space.jsonl", message: "the file's name is no session id ([A-Za-z0-9_-][A-Za-z0-9._-]*.jsonl)" }
+        ],
+        version: list.version
+      })
+      expect((await get(`${inspectOther.url}api/sessions/passwd`)).status).toBe(404)
+    } finally {
+      await inspectOther.close()
+    }
   })
 
   it("raw events are served in pages, as stored", async () => {
@@ -362,6 +383,11 @@ describe("agent-loop inspect: live", () => {
     await waitFor("the list's change", () => streams[1]!.text().slice(before[1]).includes("event: sessions"))
     const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${SESSION}`)
     expect(view.deliveries.at(-1)).toMatchObject({ id: "live-1", insertedRow: 24, fateRow: null, fate: { _tag: "Pending" } })
+    // the log cut in the middle of a line and garbled: the page is told it cannot be read
+    const length = streams[0]!.text().length
+    NodeFs.appendFileSync(file, "garbage, not JSON\n{\"type\":\"x\"}\n")
+    await waitFor("the session's unreadable event", () => streams[0]!.text().slice(length).includes("event: unreadable"))
+    expect(streams[0]!.text().slice(length)).toMatch(/^event: unreadable\ndata: \{"error":".*line 24: not JSON.*"\}\n\n$/)
     for (const s of streams) s.close()
     await Promise.all(streams.map((s) => s.done))
   })
@@ -396,6 +422,30 @@ describe("agent-loop inspect: the DSH fixtures in place", () => {
     expect(parent.children).toEqual(["acp__subagent-multi__session.1", "acp__subagent-multi__session.2"])
     expect(list.sessions.find((s) => s.id === "acp__subagent-multi__session.1")!.parent).toBe("acp__subagent-multi__session")
     expect(list.sessions.find((s) => s.id === "acp__advanced-toolchain__session")!.title).toBe("Run this advanced flow exactly")
+  })
+
+  it("a DSH session's page names its parent and children by file, as the list does; a header id shared by several logs links nothing", async () => {
+    const child = await getJson<Api.SessionView>(`${inspect.url}api/sessions/acp__subagent-multi__session.1`)
+    expect(child.summary.parent).toBe("acp__subagent-multi__session")
+    const parent = await getJson<Api.SessionView>(`${inspect.url}api/sessions/acp__subagent-multi__session`)
+    expect(parent.summary.children).toEqual(["acp__subagent-multi__session.1", "acp__subagent-multi__session.2"])
+    // six fixtures share the header id 11111111-…: only a log's own `.N` files are its children
+    const shared = await getJson<Api.SessionView>(`${inspect.url}api/sessions/acp__subagent-max-tokens-partial__session`)
+    expect(shared.summary.children).toEqual(["acp__subagent-max-tokens-partial__session.1"])
+    const orphan = await getJson<Api.SessionView>(`${inspect.url}api/sessions/acp__subagent-child-question-rejection__session.1`)
+    // its parent's header id 44444444-… is that of two other logs, neither its parent: left as logged
+    expect(orphan.summary.parent).toBe("44444444-4444-4444-8444-444444444444")
+  })
+
+  it("a DSH step's model request has the request header logged after the step's other events", async () => {
+    const request = await getJson<Api.RequestView>(
+      `${inspect.url}api/sessions/acp__hook-codex-stop-continue__session/request?turn=1&step=1`
+    )
+    expect([request.provider, request.model, request.messages.map((m) => m.role)]).toEqual([
+      "deepseek-official",
+      "deepseek-v4-flash",
+      ["user", "user"]
+    ])
   })
 
   it("a DSH session's streamed chunks are counted on its output rows, not shown one by one", async () => {
@@ -443,6 +493,35 @@ describe("agent-loop inspect: arguments", () => {
       err: "inspect: --table-prefix goes with --sqlite or --pg\n"
     })
     expect(run(["--port", "70000"])).toEqual({ code: 2, err: "inspect: --port 70000: not a port (0–65535)\n" })
+    expect(run(["--host", ""])).toEqual({ code: 2, err: "inspect: --host \"\": not a host name or address\n" })
+  })
+
+  it("--host another loopback address: its own URL is served, without a warning", async () => {
+    const inspect = await startInspect(["--store", DSH, "--host", "127.0.0.2"])
+    try {
+      expect(inspect.url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/$/)
+      expect((await get(`${inspect.url}api/store`)).status).toBe(200)
+      expect(inspect.stderr()).toBe("")
+    } finally {
+      await inspect.close()
+    }
+  }, CLI_RUN_MS)
+
+  it("a SQLite database without the store's tables is refused and left as it was (nothing created)", () => {
+    const file = NodePath.join(scratch(), "other.db")
+    execFileSync(process.execPath, [
+      "-e",
+      "const D = require('better-sqlite3'); const db = new D(process.argv[1]); db.exec('CREATE TABLE bookmarks (url TEXT)'); db.close()",
+      file
+    ])
+    const before = NodeFs.readFileSync(file)
+    expect(run(["--sqlite", file, "--port", "0"])).toEqual({
+      code: 2,
+      err:
+        `inspect: --sqlite ${file}: no session store in this database (no table agent_loop_sessions); inspect creates nothing\n`
+    })
+    expect(NodeFs.readFileSync(file).equals(before)).toBe(true)
+    expect(NodeFs.readdirSync(NodePath.dirname(file))).toEqual(["other.db"])
   })
 
   it("a port in use: exit 2 naming it", async () => {

@@ -198,6 +198,10 @@ describeBrowser("agent-loop inspect in chromium", () => {
       await page.locator("[data-bar=\"live-1\"][data-fate=\"entered\"]").waitFor({ timeout: BROWSER_WAIT_MS })
       await page.locator("[data-timeline][data-rows=\"33\"]").waitFor({ timeout: BROWSER_WAIT_MS })
       await screenshot(page, "timeline-live")
+      // a log that cannot be read any more: the page says so, and keeps what it showed
+      NodeFs.appendFileSync(file, "garbage, not JSON\n{}\n")
+      await page.getByText(/this session's log cannot be read now: .*line 31: not JSON/).waitFor({ timeout: BROWSER_WAIT_MS })
+      expect(await page.locator("[data-timeline]").getAttribute("data-rows")).toBe("33")
       // The probe looks every 250 ms: the page shows a change well within a second on an idle
       // machine; under load the bound only says when to give up.
       expect(shown).toBeLessThan(BROWSER_WAIT_MS)

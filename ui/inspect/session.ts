@@ -4,7 +4,7 @@
  * live stream (`/api/sessions/ID/live`) says when the log grew: the view is fetched again and the
  * timeline shows the new rows (following the last one while "follow" is on). Nothing is polled.
  */
-import type { LiveChange, Row, SessionView } from "../../src/cli/inspect/api.js"
+import type { ApiError, LiveChange, Row, SessionView } from "../../src/cli/inspect/api.js"
 import { errorText, getJson, isAbort, sessionPath } from "./api.js"
 import { append, h, json, replace, sessionLink } from "./dom.js"
 import { statusBadge, tokensCell } from "./list.js"
@@ -182,6 +182,10 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
   live.addEventListener("error", () => {
     view.setAttribute("data-live", "closed")
     replace(liveState, live.readyState === EventSource.CLOSED ? "not live" : "reconnecting…")
+  })
+  live.addEventListener("unreadable", (event) => {
+    const { error } = JSON.parse((event as MessageEvent<string>).data) as ApiError
+    replace(errorLine, `this session's log cannot be read now: ${error}`)
   })
   live.addEventListener("changed", (event) => {
     const change = JSON.parse((event as MessageEvent<string>).data) as LiveChange

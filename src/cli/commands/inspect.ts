@@ -44,6 +44,9 @@ export const inspect = Command.make(
   (options) =>
     Effect.gen(function*() {
       const store = yield* storeChoice("inspect", options)
+      if (!/^[A-Za-z0-9.:-]+$/.test(options.host)) {
+        return yield* exit(2, escapeLine(`inspect: --host ${JSON.stringify(options.host)}: not a host name or address`))
+      }
       if (options.port < 0 || options.port > 65535) return yield* exit(2, `inspect: --port ${options.port}: not a port (0–65535)`)
       const prices = Option.isSome(options.prices) ? yield* readPrices(options.prices.value) : undefined
       const Sources = yield* Effect.promise(() => import("../inspect/sources.js"))

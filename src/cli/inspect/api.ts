@@ -17,7 +17,8 @@
  * - `/api/sessions/ID/live` → `text/event-stream`: a first event `changed` with data
  *   `LiveChange` for the log as it is when the stream opens (a page that read that `version`
  *   already ignores it), then one each time the log changes (seen within 250 ms for a JSONL
- *   store, 500 ms for SQL), and `:` comment lines to keep it open.
+ *   store, 500 ms for SQL); an event `unreadable` with data `ApiError` when the log cannot be
+ *   read any more (cut, garbled, removed); and `:` comment lines to keep it open.
  * - `/api/live` → `text/event-stream`: a first event `sessions` with data `{version}`, then one
  *   each time the list of sessions or a session's summary may have changed.
  */

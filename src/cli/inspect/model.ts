@@ -182,7 +182,7 @@ const foreignRow = (
   if (type.includes("retry")) {
     return { kind: "retry", label: type, text: cut(JSON.stringify(event.data) ?? "", TEXT_MAX), level: "warn" }
   }
-  if (type.includes("error") || type.includes("failed")) {
+  if (/(^|\/)[a-z-]*(error|failed)$/.test(type)) {
     return { kind: "error", label: type, text: cut(JSON.stringify(event.data) ?? "", TEXT_MAX), level: "error" }
   }
   return { kind: "event", label: type, text: cut(JSON.stringify(event.data) ?? "", TEXT_MAX) }
@@ -527,10 +527,23 @@ const requestHeader = (data: unknown) => {
   }
 }
 
+/** Events that show the model has answered a step's request, or that the step is over. */
+const answered: ReadonlySet<string> = new Set([
+  "assistant/chunk",
+  "assistant/message",
+  "tool/call",
+  "tool/result",
+  "step/end",
+  "step/start",
+  "turn/end",
+  "turn/start"
+])
+
 /**
  * The model request of step `turn.step` (§29): `History.derive` of the log up to the step's last
- * event before the model answered (its `step/start`, the entered `user/message`s and the
- * `request/header`), with the request header in force then. Undefined for a step the log does
+ * event before the model answered (its `step/start`, the entered `user/message`s, the
+ * `request/header`, and what else was logged before the first output), with the request header
+ * in force then. Undefined for a step the log does
  * not hold.
  */
 export const requestOf = (model: SessionModel, turn: number, step: number): Api.RequestView | undefined => {
@@ -538,11 +551,7 @@ export const requestOf = (model: SessionModel, turn: number, step: number): Api.
   if (start === undefined) return undefined
   const events = model.contents.events
   let end = start + 1
-  while (end < events.length) {
-    const type = events[end]!.type
-    if (type !== "user/message" && type !== "request/header" && type !== "request/context") break
-    end++
-  }
+  while (end < events.length && !answered.has(events[end]!.type)) end++
   let header: ReturnType<typeof requestHeader> | undefined
   for (let i = end - 1; i >= 0; i--) {
     if (events[i]!.type === "request/header") {
@@ -599,6 +608,10 @@ export const storyOf = (model: SessionModel, id: string): Api.MessageStory | und
           ? `inserted into ${(event?.data as SplicedData | undefined)?.target ?? "the inbox"}`
           : s.what === "claimed"
           ? "claimed by a pre-step"
+          : s.what === "dropped" && event?.type === "turn/end"
+          ? `${fateText(s.fate)} (turn ${String(record(event.data).turn)} ended ${
+            reasonText(record(event.data).reason as TurnEndReason)
+          })`
           : fateText(s.fate),
         event
       }

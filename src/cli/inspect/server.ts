@@ -9,7 +9,7 @@
  *   into a file path. A session id must be a valid session id (`[A-Za-z0-9_-][A-Za-z0-9._-]*`)
  *   and one of the store's; anything else is 404, so no file outside the store can be reached.
  * - Bound to loopback (the default), a request whose `Host` is not `127.0.0.1:PORT`,
- *   `localhost:PORT` or `[::1]:PORT` is 403: a page of another site that resolves its own name
+ *   `localhost:PORT`, `[::1]:PORT` or the `--host` address with the port is 403: a page of another site that resolves its own name
  *   to 127.0.0.1 (DNS rebinding) cannot read the API.
  * - Every answer carries a strict Content-Security-Policy (scripts and styles from this server
  *   only, no inline script, no frames) and `nosniff`; the page renders log content as text.
@@ -94,6 +94,16 @@ const intParam = (params: URLSearchParams, name: string, fallback: number): numb
 
 type Change = { readonly id: string | undefined }
 
+/** What the server knows of a session it has read: its summary, and its header's id. */
+interface Known {
+  readonly token: string
+  readonly summary: Api.SessionSummary
+  readonly headerId: string
+}
+
+/** How many sessions' whole projections the server keeps at once. */
+const MODELS_KEPT = 4
+
 /**
  * Serves the inspector on `host:port` (port 0: a free one) until the scope closes, and returns
  * the address it listens on.
@@ -102,57 +112,103 @@ export const serve = (options: Options) =>
   Effect.gen(function*() {
     const { source } = options
     const assets = readAssets(options.assets)
-    const cache = new Map<string, { readonly token: string; readonly model: Model.SessionModel }>()
+    // Every session's summary as last read (small: the list needs them all), and the whole
+    // projections of the few sessions last opened (large: a session of 100,000 events is about
+    // 250 MB), each kept while its probe token holds.
+    const summaries = new Map<string, Known>()
+    const models = new Map<string, { readonly token: string; readonly model: Model.SessionModel }>()
     const problems = new Map<string, string>()
-    let version = 0
+    // Versions are unique across runs of the server (a page that outlived a restart sees the
+    // new server's versions as new).
+    let version = Date.now()
     const builds = yield* Effect.makeSemaphore(1)
 
-    /** A session's model as its log stands now (from the cache while its token holds). */
+    /** A session's model as its log stands now (kept while its token holds; `MODELS_KEPT` at most). */
     const modelOf = (id: string, probe: SessionProbe | undefined) =>
       builds.withPermits(1)(Effect.gen(function*() {
         if (probe === undefined) return undefined
-        const cached = cache.get(id)
-        if (cached !== undefined && cached.token === probe.token) return cached.model
-        const contents = yield* source.read(id)
+        const cached = models.get(id)
+        if (cached !== undefined && cached.token === probe.token) {
+          models.delete(id)
+          models.set(id, cached)
+          return cached.model
+        }
+        models.delete(id)
+        const contents = yield* source.read(id).pipe(
+          Effect.tapError((e) => Effect.sync(() => problems.set(id, e.message)))
+        )
         if (contents === undefined) return undefined
         const model = Model.build(id, contents, { writerLive: probe.writerLive, prices: options.prices, version: ++version })
-        cache.set(id, { token: probe.token, model })
+        models.set(id, { token: probe.token, model })
+        for (const old of models.keys()) {
+          if (models.size <= MODELS_KEPT) break
+          models.delete(old)
+        }
+        summaries.set(id, { token: probe.token, summary: model.summary, headerId: contents.header.id })
         problems.delete(id)
         return model
       }))
 
-    const probeOne = (id: string) => Effect.map(source.probe, (all) => all.get(id))
+    /** A session's summary: from `summaries` while its token holds, else from its model. */
+    const summaryOf = (id: string, probe: SessionProbe | undefined) =>
+      Effect.suspend(() => {
+        const known = summaries.get(id)
+        return known !== undefined && probe !== undefined && known.token === probe.token
+          ? Effect.succeed(known)
+          : Effect.map(modelOf(id, probe), () => summaries.get(id))
+      })
+
     const session = (id: string) =>
-      isSessionId(id) ? Effect.flatMap(probeOne(id), (probe) => modelOf(id, probe)) : Effect.succeed(undefined)
+      isSessionId(id) ? Effect.flatMap(source.probeOne(id), (probe) => modelOf(id, probe)) : Effect.succeed(undefined)
+
+    /**
+     * A summary with its parent and children as ids of this store. Ours name them by session id,
+     * which is the file's name. A DSH child names its parent by header id, and DSH file names are
+     * not ids (several logs of a folder may even share a header id): a child `X.N` belongs to `X`
+     * when `X`'s header id is the one it names; else to the one session known with that header
+     * id; else the link is left as the log has it. The children are those the log names
+     * (`subagent/start`) and the `X.N` that belong to `X`.
+     */
+    const linked = (summary: Api.SessionSummary, all: ReadonlyMap<string, SessionProbe>) =>
+      Effect.gen(function*() {
+        let parent = summary.parent
+        if (parent !== undefined && !all.has(parent)) {
+          const stem = /^(.*)\.\d+$/.exec(summary.id)?.[1]
+          const byStem = stem !== undefined && all.has(stem)
+            ? yield* Effect.orElseSucceed(summaryOf(stem, all.get(stem)), () => undefined)
+            : undefined
+          if (byStem?.headerId === parent) parent = stem
+          else {
+            const named = [...summaries].filter(([id, known]) => all.has(id) && known.headerId === parent)
+            if (named.length === 1) parent = named[0]![0]
+          }
+        }
+        const children = [...summary.children]
+        const own = summaries.get(summary.id)?.headerId
+        for (const id of all.keys()) {
+          if (!id.startsWith(`${summary.id}.`) || !/^\d+$/.test(id.slice(summary.id.length + 1))) continue
+          const child = yield* Effect.orElseSucceed(summaryOf(id, all.get(id)), () => undefined)
+          if (child !== undefined && child.summary.parent === own && !children.includes(id)) children.push(id)
+        }
+        return { ...summary, parent, children }
+      })
 
     const list = Effect.gen(function*() {
-      const all = yield* source.probe
+      const { sessions: all, skipped } = yield* source.probe
       const sessions: Array<Api.SessionSummary> = []
       for (const [id, probe] of all) {
-        const model = yield* modelOf(id, probe).pipe(
-          Effect.catchAll((e) => Effect.sync(() => void problems.set(id, e.message)))
-        )
-        if (model !== undefined) sessions.push(model.summary)
+        const known = yield* summaryOf(id, probe).pipe(Effect.orElseSucceed(() => undefined))
+        if (known !== undefined) sessions.push(known.summary)
       }
-      // A child names its parent in its header (a DSH parent logs no `subagent/start`), by the
-      // parent's header id, which in a directory of DSH logs is not its file name: both are
-      // given as the list's ids.
-      const byId = new Map(sessions.map((s) => [s.id, s]))
-      const listIdOf = new Map<string, string>()
-      for (const [id, entry] of cache) if (byId.has(id)) listIdOf.set(entry.model.contents.header.id, id)
-      for (const s of sessions) {
-        const parentId = s.parent === undefined ? undefined : listIdOf.get(s.parent) ?? s.parent
-        const parent = parentId === undefined ? undefined : byId.get(parentId)
-        if (parentId !== s.parent) byId.set(s.id, { ...byId.get(s.id)!, parent: parentId })
-        if (parent !== undefined) {
-          const children = byId.get(parent.id)!.children
-          if (!children.includes(s.id)) byId.set(parent.id, { ...byId.get(parent.id)!, children: [...children, s.id] })
-        }
-      }
+      const withLinks: Array<Api.SessionSummary> = []
+      for (const summary of sessions) withLinks.push(yield* linked(summary, all))
       for (const [id] of problems) if (!all.has(id)) problems.delete(id)
       const body: Api.SessionList = {
-        sessions: [...byId.values()],
-        problems: [...problems].map(([id, message]) => ({ id, message })),
+        sessions: withLinks,
+        problems: [
+          ...[...problems].map(([id, message]) => ({ id, message })),
+          ...skipped.map(({ message, name }) => ({ id: name, message }))
+        ],
         version
       }
       return body
@@ -164,13 +220,13 @@ export const serve = (options: Options) =>
     const changes = yield* PubSub.unbounded<Change>()
     const listeners = yield* Ref.make(0)
     const last = new Map<string, string>()
-    for (const [id, probe] of yield* Effect.orElseSucceed(source.probe, () => new Map<string, SessionProbe>())) {
-      last.set(id, probe.token)
-    }
+    const first = yield* Effect.orElseSucceed(source.probe, () => undefined)
+    for (const [id, probe] of first?.sessions ?? []) last.set(id, probe.token)
     const probeLoop = Effect.gen(function*() {
       if ((yield* Ref.get(listeners)) === 0) return
-      const all = yield* Effect.orElseSucceed(source.probe, () => undefined)
-      if (all === undefined) return
+      const probed = yield* Effect.orElseSucceed(source.probe, () => undefined)
+      if (probed === undefined) return
+      const all = probed.sessions
       let listChanged = all.size !== last.size
       for (const [id, probe] of all) {
         if (last.get(id) !== probe.token) {
@@ -179,7 +235,12 @@ export const serve = (options: Options) =>
           last.set(id, probe.token)
         }
       }
-      for (const id of [...last.keys()]) if (!all.has(id)) last.delete(id)
+      for (const id of [...last.keys()]) {
+        if (!all.has(id)) {
+          last.delete(id)
+          yield* PubSub.publish(changes, { id })
+        }
+      }
       if (listChanged) yield* PubSub.publish(changes, { id: undefined })
     })
     yield* Effect.forkScoped(Effect.repeat(probeLoop, Schedule.spaced(Duration.millis(source.probeEveryMs))))
@@ -208,9 +269,16 @@ export const serve = (options: Options) =>
     const sessionLive = (id: string) =>
       sse(
         Stream.concat(Stream.succeed<Change>({ id }), subscribe((c) => c.id === id)).pipe(
-          Stream.mapEffect(() => Effect.orElseSucceed(session(id), () => undefined)),
-          Stream.filter((m): m is Model.SessionModel => m !== undefined),
-          Stream.map((m) => {
+          Stream.mapEffect(() => Effect.either(session(id))),
+          Stream.map((read) => {
+            if (read._tag === "Left" || read.right === undefined) {
+              // The log cannot be read now (cut, garbled, removed): the page says so.
+              const error: Api.ApiError = {
+                error: read._tag === "Left" ? read.left.message : `no session ${id} in the store any more`
+              }
+              return `event: unreadable\ndata: ${JSON.stringify(error)}\n\n`
+            }
+            const m = read.right
             const change: Api.LiveChange = { version: m.view.version, rows: m.rows.length, events: m.contents.events.length }
             return `event: changed\ndata: ${JSON.stringify(change)}\n\n`
           })
@@ -226,12 +294,14 @@ export const serve = (options: Options) =>
     const sessionRoute = (id: string, rest: ReadonlyArray<string>, query: URLSearchParams) =>
       Effect.gen(function*() {
         if (rest.length === 1 && rest[0] === "live") {
-          if (!isSessionId(id) || (yield* probeOne(id)) === undefined) return notFound(`no session ${id}`)
+          if (!isSessionId(id) || (yield* source.probeOne(id)) === undefined) return notFound(`no session ${id}`)
           return yield* sessionLive(id)
         }
         const model = yield* session(id)
         if (model === undefined) return notFound(`no session ${id}`)
-        if (rest.length === 0) return json(model.view)
+        if (rest.length === 0) {
+          return json({ ...model.view, summary: yield* linked(model.view.summary, (yield* source.probe).sessions) })
+        }
         if (rest.length === 1 && rest[0] === "rows") {
           const from = Math.min(intParam(query, "from", 0), model.rows.length)
           const count = Math.min(intParam(query, "count", 200), 2000)
@@ -300,7 +370,8 @@ export const serve = (options: Options) =>
     const address = server.address
     const port = address._tag === "TcpAddress" ? address.port : options.port
     const loopback = isLoopback(options.host)
-    const allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`])
+    const own = options.host.includes(":") ? `[${options.host}]` : options.host
+    const allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${own}:${port}`])
 
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest

@@ -27,12 +27,22 @@ export interface SessionProbe {
   readonly writerLive: boolean
 }
 
+/** What a probe of the whole store found: each session's probe, and the files it skipped. */
+export interface Probed {
+  /** By id, the ids sorted. */
+  readonly sessions: ReadonlyMap<string, SessionProbe>
+  /** Files of a JSONL directory that are not read: a name that is no session id, a symbolic link. */
+  readonly skipped: ReadonlyArray<{ readonly name: string; readonly message: string }>
+}
+
 /** A store as the inspector reads it. */
 export interface Source {
   readonly kind: Api.StoreInfo["kind"]
   readonly where: string
-  /** Every session's probe, by id (the ids of the store, sorted). */
-  readonly probe: Effect.Effect<ReadonlyMap<string, SessionProbe>, SourceError>
+  /** Every session's probe. */
+  readonly probe: Effect.Effect<Probed, SourceError>
+  /** One session's probe (undefined: no such session). */
+  readonly probeOne: (id: string) => Effect.Effect<SessionProbe | undefined, SourceError>
   /** A session's log; `undefined` when the store has no such session. */
   readonly read: (id: string) => Effect.Effect<LogContents | undefined, SourceError>
   /** How often the probe is asked while a page follows the store, in ms. */
@@ -54,27 +64,53 @@ export const jsonlDirectory = (store: string): Effect.Effect<Source, SourceError
     try: () => {
       const directory = NodePath.resolve(store)
       if (!NodeFs.statSync(directory).isDirectory()) throw new SourceError(`--store ${store}: not a directory`)
+      /**
+       * A file's probe: regular files only. A symbolic link is not followed (it could name a file
+       * outside the store), nor is anything else that is not a plain file.
+       */
+      const probeFile = (name: string): SessionProbe | string => {
+        const stats = NodeFs.lstatSync(NodePath.join(directory, name), { throwIfNoEntry: false })
+        if (stats === undefined) return "gone"
+        if (stats.isSymbolicLink()) return "a symbolic link: not followed (only the store's own files are read)"
+        if (!stats.isFile()) return "not a regular file"
+        let lock: string | undefined
+        try {
+          lock = NodeFs.readFileSync(NodePath.join(directory, `${name}.lock`), "utf8")
+        } catch {
+          lock = undefined
+        }
+        return { token: `${stats.size}:${stats.mtimeMs}:${lock ?? ""}`, writerLive: writerLive(lock) }
+      }
+      const fail = (e: unknown) => new SourceError(`--store ${store}: cannot read: ${fileErrorText(e, "read")}`)
       const probe = Effect.try({
-        try: () => {
+        try: (): Probed => {
           const names = NodeFs.readdirSync(directory).filter((n) => n.endsWith(".jsonl")).sort()
-          const out = new Map<string, SessionProbe>()
+          const sessions = new Map<string, SessionProbe>()
+          const skipped: Array<{ name: string; message: string }> = []
           for (const name of names) {
             const id = name.slice(0, -6)
-            if (!isSessionId(id)) continue
-            const stats = NodeFs.statSync(NodePath.join(directory, name), { throwIfNoEntry: false })
-            if (stats === undefined || !stats.isFile()) continue
-            let lock: string | undefined
-            try {
-              lock = NodeFs.readFileSync(NodePath.join(directory, `${name}.lock`), "utf8")
-            } catch {
-              lock = undefined
+            if (!isSessionId(id)) {
+              skipped.push({ name, message: "the file's name is no session id ([A-Za-z0-9_-][A-Za-z0-9._-]*.jsonl)" })
+              continue
             }
-            out.set(id, { token: `${stats.size}:${stats.mtimeMs}:${lock ?? ""}`, writerLive: writerLive(lock) })
+            const found = probeFile(name)
+            if (typeof found === "string") {
+              if (found !== "gone") skipped.push({ name, message: found })
+            } else sessions.set(id, found)
           }
-          return out as ReadonlyMap<string, SessionProbe>
+          return { sessions, skipped }
         },
-        catch: (e) => new SourceError(`--store ${store}: cannot read: ${fileErrorText(e, "read")}`)
+        catch: fail
       })
+      const probeOne = (id: string) =>
+        Effect.try({
+          try: () => {
+            if (!isSessionId(id)) return undefined
+            const found = probeFile(`${id}.jsonl`)
+            return typeof found === "string" ? undefined : found
+          },
+          catch: fail
+        })
       const read = (id: string) =>
         !isSessionId(id)
           ? Effect.succeed(undefined)
@@ -86,7 +122,7 @@ export const jsonlDirectory = (store: string): Effect.Effect<Source, SourceError
               Effect.provide(NodeFileSystem.layer)
             )
           })
-      const source: Source = { kind: "jsonl", where: directory, probe, read, probeEveryMs: 250 }
+      const source: Source = { kind: "jsonl", where: directory, probe, probeOne, read, probeEveryMs: 250 }
       return source
     },
     catch: (e) =>
@@ -107,33 +143,76 @@ export const sqlStore = (
   tablePrefix: string | undefined
 ) =>
   Effect.gen(function*() {
+    const where = kind === "pg" ? pgWhere(location) : NodePath.resolve(location)
+    const flag = `--${kind} ${kind === "pg" ? where : location}`
+    // Read-only: a database without the store's tables is refused before the store is built,
+    // since building it creates them (its migrations).
+    const table = `${tablePrefix ?? "agent_loop_"}sessions`
+    const found = yield* Effect.tryPromise({
+      try: () => kind === "pg" ? pgHasTable(location, table) : sqliteHasTable(location, table),
+      catch: (e) => new SourceError(`${flag}: ${e instanceof Error ? e.message : String(e)}`)
+    })
+    if (!found) {
+      return yield* Effect.fail(
+        new SourceError(`${flag}: no session store in this database (no table ${table}); inspect creates nothing`)
+      )
+    }
     const Sql = yield* Effect.promise(() => import("../../SqlSessionStore.js"))
     const layer: Layer.Layer<SessionStore.SessionStore, SessionStoreError> = kind === "pg"
       ? Sql.layerPg({ url: location, tablePrefix, maxConnections: 2 })
       : Sql.layerSqlite({ filename: location, tablePrefix })
-    const where = kind === "pg" ? pgWhere(location) : NodePath.resolve(location)
-    const context = yield* Layer.build(layer).pipe(
-      Effect.mapError((e) => new SourceError(`--${kind} ${kind === "pg" ? where : location}: ${e.message}`))
-    )
+    const context = yield* Layer.build(layer).pipe(Effect.mapError((e) => new SourceError(`${flag}: ${e.message}`)))
     const store = Context.get(context, SessionStore.SessionStore)
     const probeAll = (store as WithProbe)[ProbeId]!
     const probe = Effect.map(
       Effect.mapError(probeAll, (e) => new SourceError(`${where}: ${e.message}`)),
-      (all: ReadonlyMap<string, Probe>) => {
-        const out = new Map<string, SessionProbe>()
+      (all: ReadonlyMap<string, Probe>): Probed => {
+        const sessions = new Map<string, SessionProbe>()
         for (const id of [...all.keys()].sort()) {
           const p = all.get(id)!
-          out.set(id, { token: `${p.lastSeq}:${p.writer ?? ""}`, writerLive: writerLive(p.writer) })
+          sessions.set(id, { token: `${p.lastSeq}:${p.writer ?? ""}`, writerLive: writerLive(p.writer) })
         }
-        return out as ReadonlyMap<string, SessionProbe>
+        return { sessions, skipped: [] }
       }
     )
+    const probeOne = (id: string) => Effect.map(probe, (all) => all.sessions.get(id))
     const read = (id: string) =>
       store.read(id).pipe(
         Effect.map((contents): LogContents | undefined => contents),
         Effect.catchTag("SessionNotFound", () => Effect.succeed(undefined)),
         Effect.mapError((e) => new SourceError(e.message))
       )
-    const source: Source = { kind, where, probe, read, probeEveryMs: 500 }
+    const source: Source = { kind, where, probe, probeOne, read, probeEveryMs: 500 }
     return source
   })
+
+/** Whether a SQLite database file has `table`, read with the driver in read-only mode. */
+const sqliteHasTable = async (file: string, table: string): Promise<boolean> => {
+  const { default: Database } = await import("better-sqlite3")
+  const db = new Database(file, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined
+  } finally {
+    db.close()
+  }
+}
+
+/** The little of `pg` the check uses. */
+interface PgClient {
+  connect(): Promise<void>
+  query(text: string, values: ReadonlyArray<unknown>): Promise<{ readonly rows: ReadonlyArray<Record<string, unknown>> }>
+  end(): Promise<void>
+}
+
+/** Whether a PostgreSQL database has `table` (in its search path), asked on one short connection. */
+const pgHasTable = async (url: string, table: string): Promise<boolean> => {
+  const pg = (await import("pg")).default as { readonly Client: new(options: object) => PgClient }
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 })
+  try {
+    await client.connect()
+    const { rows } = await client.query("SELECT to_regclass($1) IS NOT NULL AS found", [table])
+    return rows[0]?.found === true
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
