@@ -271,6 +271,56 @@ describe("agent-loop inspect: a simulated session of ours", () => {
     }
   })
 
+  it("a prompt of megabytes: its story and request cut its text at 64 Ki characters, and its raw event is a stub", async () => {
+    const other = makeStore()
+    const big = msg("big-1", "x".repeat(1_000_000))
+    await Effect.runPromise(
+      Effect.scoped(Effect.gen(function*() {
+        const store = yield* SessionStore.SessionStore
+        const log = yield* store.create({ id: "big" })
+        yield* log.append([
+          followup(big),
+          turnStart(1),
+          claim("next-turn", 1),
+          stepStart(1, 1),
+          entered(big),
+          assistant(1, 1, "ok"),
+          stepEnd(1, 1),
+          turnEnd(1)
+        ])
+      })).pipe(Effect.provide(SessionStore.layerJsonl({ directory: other })))
+    )
+    const inspectOther = await startInspect(["--store", other])
+    try {
+      const story = await getJson<Api.MessageStory>(`${inspectOther.url}api/sessions/big/messages/big-1`)
+      expect(story.message!.blocks[0]!.text).toBe(`${"x".repeat(65_536)}… (934464 more characters not shown)`)
+      expect(story.steps.map((s) => s.event)).toEqual([
+        {
+          type: "agent/inbox/spliced",
+          seq: 0,
+          time: expect.any(Number),
+          omitted: "1000204 characters of JSON, not shown"
+        },
+        expect.objectContaining({ type: "agent/inbox/spliced", seq: 2 }),
+        {
+          type: "user/message",
+          seq: 4,
+          time: expect.any(Number),
+          omitted: expect.stringMatching(/ characters of JSON, not shown$/)
+        }
+      ])
+      const request = await getJson<Api.RequestView>(`${inspectOther.url}api/sessions/big/request?turn=1&step=1`)
+      expect(request.messages[0]!.blocks[0]!.text.length).toBe(65_536 + "… (934464 more characters not shown)".length)
+      const events = await getJson<Api.EventPage>(`${inspectOther.url}api/sessions/big/events?from=4&count=2`)
+      expect(events.events).toEqual([
+        { type: "user/message", seq: 4, time: expect.any(Number), omitted: expect.any(String) },
+        expect.objectContaining({ type: "assistant/message", seq: 5 })
+      ])
+    } finally {
+      await inspectOther.close()
+    }
+  })
+
   it("raw events are served in pages, as stored", async () => {
     const page = await getJson<Api.EventPage>(`${inspect.url}api/sessions/${SESSION}/events?from=13&count=1`)
     expect(page).toEqual({

@@ -11,7 +11,8 @@
  * - `/api/sessions` → `SessionList`
  * - `/api/sessions/ID` → `SessionView`
  * - `/api/sessions/ID/rows?from=N&count=M` → `RowPage` (`count` at most 2,000)
- * - `/api/sessions/ID/events?from=SEQ&count=M` → `EventPage` (the raw log events, at most 500)
+ * - `/api/sessions/ID/events?from=SEQ&count=M` → `EventPage` (the raw log events, at most 500;
+ *   an event whose JSON is over 256 KiB is sent as `{type, seq, time, omitted}`)
  * - `/api/sessions/ID/request?turn=T&step=S` → `RequestView`
  * - `/api/sessions/ID/messages/MID` → `MessageStory`
  * - `/api/sessions/ID/live` → `text/event-stream`: a first event `changed` with data
@@ -216,7 +217,7 @@ export interface EventPage {
   readonly total: number
 }
 
-/** A content block as text for the page. */
+/** A content block as text for the page (cut at 64 Ki characters, with a note of the rest). */
 export interface ViewBlock {
   readonly type: string
   /** Text, reasoning, a tool call's `name(arguments)`, a tool result's text, `[image/png, 1234 bytes]`. */

@@ -51,6 +51,30 @@ const TITLE_MAX = 200
 
 const cut = (text: string, max: number): string => text.length <= max ? text : text.slice(0, max - 1) + "…"
 
+/** A block's text in a request or a story is cut here, with a note of how much was left out. */
+const BLOCK_TEXT_MAX = 64 * 1024
+
+/** A raw event over this many characters of JSON is sent as a stub that says so. */
+export const EVENT_JSON_MAX = 256 * 1024
+
+const bounded = (text: string): string =>
+  text.length <= BLOCK_TEXT_MAX
+    ? text
+    : `${text.slice(0, BLOCK_TEXT_MAX)}… (${text.length - BLOCK_TEXT_MAX} more characters not shown)`
+
+/**
+ * An event as the API sends it: as stored, or, when its JSON is over `EVENT_JSON_MAX`
+ * characters (a prompt of megabytes), a stub with its type, seq and time and what was left out
+ * (`agent-loop transcript --json` prints it whole).
+ */
+export const eventOut = (event: SessionEvent | undefined): unknown => {
+  if (event === undefined) return undefined
+  const json = JSON.stringify(event)
+  return json.length <= EVENT_JSON_MAX
+    ? event
+    : { type: event.type, seq: event.seq, time: event.time, omitted: `${json.length} characters of JSON, not shown` }
+}
+
 /** A source as a short label: `user`, `plugin:NAME`, `tool:CALL`, `hook:NAME`, … */
 export const sourceLabel = (source: MessageSource | undefined): string => {
   if (source === undefined || typeof source !== "object") return "unknown"
@@ -70,16 +94,16 @@ const blockText = (block: ContentBlock): Api.ViewBlock => {
   switch (block.type) {
     case "text":
     case "reasoning":
-      return { type: block.type, text: String(block.text) }
+      return { type: block.type, text: bounded(String(block.text)) }
     case "image": {
       const image = block as { readonly mediaType?: unknown; readonly data?: unknown }
       const bytes = typeof image.data === "string" ? `, ${Math.floor(image.data.length * 3 / 4)} bytes` : ""
       return { type: "image", text: `[image ${String(image.mediaType ?? "")}${bytes}]` }
     }
     case "tool-call":
-      return { type: "tool-call", text: `${String(block.name)}(${String(block.arguments)})` }
+      return { type: "tool-call", text: bounded(`${String(block.name)}(${String(block.arguments)})`) }
     case "tool-result":
-      return { type: "tool-result", text: contentText(block.content) }
+      return { type: "tool-result", text: bounded(contentText(block.content)) }
     default:
       return { type: String((block as { type?: unknown }).type), text: JSON.stringify(block) }
   }
@@ -613,7 +637,7 @@ export const storyOf = (model: SessionModel, id: string): Api.MessageStory | und
             reasonText(record(event.data).reason as TurnEndReason)
           })`
           : fateText(s.fate),
-        event
+        event: eventOut(event)
       }
     })
   }

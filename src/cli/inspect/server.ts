@@ -313,7 +313,13 @@ export const serve = (options: Options) =>
           const from = Math.max(intParam(query, "from", first), first)
           const count = Math.min(intParam(query, "count", 100), 500)
           const start = from - first
-          return json({ from, events: events.slice(start, start + count), total: events.length } satisfies Api.EventPage)
+          return json(
+            {
+              from,
+              events: events.slice(start, start + count).map(Model.eventOut),
+              total: events.length
+            } satisfies Api.EventPage
+          )
         }
         if (rest.length === 1 && rest[0] === "request") {
           const request = Model.requestOf(model, intParam(query, "turn", 0), intParam(query, "step", 0))
