@@ -100,31 +100,42 @@ const waitFor = async (what: string, check: () => boolean | Promise<boolean>) =>
   }
 }
 
-describe("agent-loop inspect: a simulated session of ours", () => {
-  let store: string
-  let inspect: Inspect
+/**
+ * A store with the session `agent-loop simulate SCENARIO` writes, served by `agent-loop inspect`
+ * for the tests of the `describe` it is called in.
+ */
+const servedSimulation = (scenario: string) => {
+  const served = { store: "", inspect: undefined as unknown as Inspect }
   beforeAll(async () => {
-    store = makeStore()
-    execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
-    inspect = await startInspect(["--store", store])
+    served.store = makeStore()
+    execFileSync(process.execPath, [BIN, "simulate", scenario, "--store", served.store], {
+      stdio: "ignore",
+      timeout: CLI_RUN_MS
+    })
+    served.inspect = await startInspect(["--store", served.store])
   }, 2 * CLI_RUN_MS)
-  afterAll(() => inspect?.close())
+  afterAll(() => served.inspect?.close())
+  return served
+}
+
+describe("agent-loop inspect: a simulated session of ours", () => {
+  const served = servedSimulation(SCENARIO)
 
   it("prints its URL on loopback and serves the page's three files with a strict CSP", async () => {
-    expect(inspect.stdout()).toBe(`agent-loop inspect: ${inspect.url} (jsonl ${store}, read-only)\n`)
-    expect(inspect.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
-    const page = await get(inspect.url)
+    expect(served.inspect.stdout()).toBe(`agent-loop inspect: ${served.inspect.url} (jsonl ${served.store}, read-only)\n`)
+    expect(served.inspect.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/)
+    const page = await get(served.inspect.url)
     expect(page.status).toBe(200)
     expect(page.headers["content-type"]).toBe("text/html; charset=utf-8")
     expect(page.headers["content-security-policy"]).toBe(
       "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
     )
     expect(page.headers["x-content-type-options"]).toBe("nosniff")
-    expect((await get(`${inspect.url}assets/app.js`)).headers["content-type"]).toBe("text/javascript; charset=utf-8")
-    expect((await get(`${inspect.url}assets/app.css`)).headers["content-type"]).toBe("text/css; charset=utf-8")
-    expect(await getJson<Api.StoreInfo>(`${inspect.url}api/store`)).toEqual({
+    expect((await get(`${served.inspect.url}assets/app.js`)).headers["content-type"]).toBe("text/javascript; charset=utf-8")
+    expect((await get(`${served.inspect.url}assets/app.css`)).headers["content-type"]).toBe("text/css; charset=utf-8")
+    expect(await getJson<Api.StoreInfo>(`${served.inspect.url}api/store`)).toEqual({
       kind: "jsonl",
-      where: store,
+      where: served.store,
       readOnly: true,
       prices: false,
       version: "0.1.0"
@@ -132,7 +143,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
   })
 
   it("the sessions list: title, times, status, turns, events and tokens", async () => {
-    const list = await getJson<Api.SessionList>(`${inspect.url}api/sessions`)
+    const list = await getJson<Api.SessionList>(`${served.inspect.url}api/sessions`)
     expect(list.problems).toEqual([])
     expect(list.sessions).toEqual([{
       id: SESSION,
@@ -149,7 +160,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
   })
 
   it("the timeline: one row per event shown, the pre-step's enter and reject, and the inbox lane's bars with their fates", async () => {
-    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${SESSION}`)
+    const view = await getJson<Api.SessionView>(`${served.inspect.url}api/sessions/${SESSION}`)
     expect(view.rows).toBe(24)
     expect(view.turns).toEqual([
       { turn: 1, startRow: 1, endRow: 11, startTime: 0, endTime: 100, steps: 1, reason: "completed" },
@@ -162,7 +173,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
       [QUEUED, "followup", "user", 8, 20, { _tag: "Entered", turn: 3, step: 1 }, 1]
     ])
     expect(view.lanes).toBe(2)
-    const page = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${SESSION}/rows?from=0&count=100`)
+    const page = await getJson<Api.RowPage>(`${served.inspect.url}api/sessions/${SESSION}/rows?from=0&count=100`)
     expect(page.total).toBe(24)
     expect(page.rows.map((r) => `${r.row} ${r.seq} ${r.turn}.${r.step} ${r.kind} ${r.label}`)).toEqual([
       "0 0 0.0 inserted followup",
@@ -204,12 +215,12 @@ describe("agent-loop inspect: a simulated session of ours", () => {
       level: "warn"
     })
     expect(page.rows[9]).toMatchObject({ text: "It is noon.", finish: "stop" })
-    const second = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${SESSION}/rows?from=20&count=2`)
+    const second = await getJson<Api.RowPage>(`${served.inspect.url}api/sessions/${SESSION}/rows?from=20&count=2`)
     expect(second.rows.map((r) => r.row)).toEqual([20, 21])
   })
 
   it("a step's model request is History.derive of the log as the step called the model: the rejected prompt is not in it", async () => {
-    const request = await getJson<Api.RequestView>(`${inspect.url}api/sessions/${SESSION}/request?turn=3&step=1`)
+    const request = await getJson<Api.RequestView>(`${served.inspect.url}api/sessions/${SESSION}/request?turn=3&step=1`)
     expect(request).toEqual({
       turn: 3,
       step: 1,
@@ -229,11 +240,11 @@ describe("agent-loop inspect: a simulated session of ours", () => {
         { id: QUEUED, role: "user", source: "user", blocks: [{ type: "text", text: "what is the weather?" }] }
       ]
     })
-    expect((await get(`${inspect.url}api/sessions/${SESSION}/request?turn=2&step=1`)).status).toBe(404)
+    expect((await get(`${served.inspect.url}api/sessions/${SESSION}/request?turn=2&step=1`)).status).toBe(404)
   })
 
   it("a message's story: inserted, claimed, dropped by the pre-step's reject, each with the event that proves it", async () => {
-    const story = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${SESSION}/messages/${REJECTED}`)
+    const story = await getJson<Api.MessageStory>(`${served.inspect.url}api/sessions/${SESSION}/messages/${REJECTED}`)
     expect(story.fate).toEqual({ _tag: "Dropped", reason: "rejected" })
     expect(story.kind).toBe("followup")
     expect(story.steps.map((s) => [s.what, s.seq, s.row, s.time, s.text, (s.event as { type: string }).type])).toEqual([
@@ -241,13 +252,13 @@ describe("agent-loop inspect: a simulated session of ours", () => {
       ["claimed", 12, 13, 100, "claimed by a pre-step", "agent/inbox/spliced"],
       ["dropped", 13, 14, 100, "dropped: rejected (turn 2 ended blocked: text includes \"rm -rf\")", "turn/end"]
     ])
-    const entered = await getJson<Api.MessageStory>(`${inspect.url}api/sessions/${SESSION}/messages/${QUEUED}`)
+    const entered = await getJson<Api.MessageStory>(`${served.inspect.url}api/sessions/${SESSION}/messages/${QUEUED}`)
     expect(entered.steps.map((s) => `${s.what} ${s.seq} ${s.text}`)).toEqual([
       "inserted 7 inserted into next-turn",
       "claimed 15 claimed by a pre-step",
       "entered 17 entered at turn 3 step 1"
     ])
-    expect((await get(`${inspect.url}api/sessions/${SESSION}/messages/nope`)).status).toBe(404)
+    expect((await get(`${served.inspect.url}api/sessions/${SESSION}/messages/nope`)).status).toBe(404)
   })
 
   it("files that are not read are named under the list: a name that is no session id, a symbolic link", async () => {
@@ -322,7 +333,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
   })
 
   it("raw events are served in pages, as stored", async () => {
-    const page = await getJson<Api.EventPage>(`${inspect.url}api/sessions/${SESSION}/events?from=13&count=1`)
+    const page = await getJson<Api.EventPage>(`${served.inspect.url}api/sessions/${SESSION}/events?from=13&count=1`)
     expect(page).toEqual({
       from: 13,
       total: 21,
@@ -336,7 +347,7 @@ describe("agent-loop inspect: a simulated session of ours", () => {
   })
 
   it("no path outside the store: traversal, bad ids and unknown paths are 404; a foreign Host is 403; only GET", async () => {
-    NodeFs.writeFileSync(NodePath.join(NodePath.dirname(store), "secret.jsonl"), "{}\n")
+    NodeFs.writeFileSync(NodePath.join(NodePath.dirname(served.store), "secret.jsonl"), "{}\n")
     for (
       const path of [
         "api/sessions/..%2Fsecret",
@@ -356,34 +367,25 @@ describe("agent-loop inspect: a simulated session of ours", () => {
         `api/sessions/${SESSION}/nope`
       ]
     ) {
-      const response = await get(`${inspect.url}${path}`)
+      const response = await get(`${served.inspect.url}${path}`)
       expect([path, response.status]).toEqual([path, 404])
       expect(response.body).not.toContain("root:")
     }
-    expect((await get(`${inspect.url}api/sessions`, { host: "evil.example:80" })).status).toBe(403)
-    expect((await get(`${inspect.url}api/sessions`, { host: `localhost:${new URL(inspect.url).port}` })).status).toBe(200)
+    expect((await get(`${served.inspect.url}api/sessions`, { host: "evil.example:80" })).status).toBe(403)
+    expect((await get(`${served.inspect.url}api/sessions`, { host: `localhost:${new URL(served.inspect.url).port}` })).status)
+      .toBe(200)
     for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
-      expect((await get(`${inspect.url}api/sessions`, { method })).status).toBe(405)
+      expect((await get(`${served.inspect.url}api/sessions`, { method })).status).toBe(405)
     }
   })
 })
 
 describe("agent-loop inspect: compaction and streamed output", () => {
-  let store: string
-  let inspect: Inspect
-  beforeAll(async () => {
-    store = makeStore()
-    execFileSync(process.execPath, [BIN, "simulate", "test/scenarios/compaction/pressure.json", "--store", store], {
-      stdio: "ignore",
-      timeout: CLI_RUN_MS
-    })
-    inspect = await startInspect(["--store", store])
-  }, 2 * CLI_RUN_MS)
-  afterAll(() => inspect?.close())
+  const served = servedSimulation("test/scenarios/compaction/pressure.json")
 
   it("a compaction bracket's rows say what it replaced, and its checkpoint is named", async () => {
     const id = "f8cea6b9-785a-444d-b7eb-cc5dc5e91020"
-    const page = await getJson<Api.RowPage>(`${inspect.url}api/sessions/${id}/rows?from=22&count=4`)
+    const page = await getJson<Api.RowPage>(`${served.inspect.url}api/sessions/${id}/rows?from=22&count=4`)
     expect(page.rows.map((r) => [r.seq, `${r.turn}.${r.step}`, r.kind, r.label, r.text!.slice(0, 40)])).toEqual([
       [20, "3.0", "compaction", "compaction start", "pressure, 104 tokens"],
       [21, "3.0", "compaction", "compaction summary", "replaces seq 4–6 (77 tokens): The user a"],
@@ -394,18 +396,11 @@ describe("agent-loop inspect: compaction and streamed output", () => {
 })
 
 describe("agent-loop inspect: live", () => {
-  let store: string
-  let inspect: Inspect
-  beforeAll(async () => {
-    store = makeStore()
-    execFileSync(process.execPath, [BIN, "simulate", SCENARIO, "--store", store], { stdio: "ignore", timeout: CLI_RUN_MS })
-    inspect = await startInspect(["--store", store])
-  }, 2 * CLI_RUN_MS)
-  afterAll(() => inspect?.close())
+  const served = servedSimulation(SCENARIO)
 
   it("a log that grows sends `changed` with its new row count on the session's stream, and `sessions` on the list's", async () => {
-    const file = NodePath.join(store, `${SESSION}.jsonl`)
-    const streams = [`api/sessions/${SESSION}/live`, "api/live"].map((path) => readStream(`${inspect.url}${path}`))
+    const file = NodePath.join(served.store, `${SESSION}.jsonl`)
+    const streams = [`api/sessions/${SESSION}/live`, "api/live"].map((path) => readStream(`${served.inspect.url}${path}`))
     // Each stream starts with the state as it is.
     await waitFor("the streams' headers", () => streams.every((stream) => stream.contentType() !== null))
     expect(streams.map((stream) => stream.contentType())).toEqual(["text/event-stream", "text/event-stream"])
@@ -431,7 +426,7 @@ describe("agent-loop inspect: live", () => {
     await waitFor("the session's change", () => streams[0]!.text().slice(before[0]).includes("event: changed"))
     expect(streams[0]!.text().slice(before[0])).toMatch(/^event: changed\ndata: \{"version":\d+,"rows":25,"events":22\}\n\n$/)
     await waitFor("the list's change", () => streams[1]!.text().slice(before[1]).includes("event: sessions"))
-    const view = await getJson<Api.SessionView>(`${inspect.url}api/sessions/${SESSION}`)
+    const view = await getJson<Api.SessionView>(`${served.inspect.url}api/sessions/${SESSION}`)
     expect(view.deliveries.at(-1)).toMatchObject({ id: "live-1", insertedRow: 24, fateRow: null, fate: { _tag: "Pending" } })
     // the log cut in the middle of a line and garbled: the page is told it cannot be read
     const length = streams[0]!.text().length
