@@ -479,7 +479,8 @@ describe("agent-loop inspect: the DSH fixtures in place", () => {
     expect(shared.summary.children).toEqual(["acp__subagent-max-tokens-partial__session.1"])
     const orphan = await getJson<Api.SessionView>(`${inspect.url}api/sessions/acp__subagent-child-question-rejection__session.1`)
     // its parent's header id 44444444-… is that of two other logs, neither its parent: left as logged
-    expect(orphan.summary.parent).toBe("44444444-4444-4444-8444-444444444444")
+    expect(orphan.summary).toMatchObject({ parent: "44444444-4444-4444-8444-444444444444", parentOutside: true })
+    expect(child.summary.parentOutside).toBeUndefined()
   })
 
   it("a DSH step's model request has the request header logged after the step's other events", async () => {
@@ -553,20 +554,34 @@ describe("agent-loop inspect: arguments", () => {
   }, CLI_RUN_MS)
 
   it("a SQLite database without the store's tables is refused and left as it was (nothing created)", () => {
-    const file = NodePath.join(scratch(), "other.db")
-    execFileSync(process.execPath, [
-      "-e",
-      "const D = require('better-sqlite3'); const db = new D(process.argv[1]); db.exec('CREATE TABLE bookmarks (url TEXT)'); db.close()",
-      file
-    ])
-    const before = NodeFs.readFileSync(file)
-    expect(run(["--sqlite", file, "--port", "0"])).toEqual({
-      code: 2,
-      err:
-        `inspect: --sqlite ${file}: no session store in this database (no table agent_loop_sessions); inspect creates nothing\n`
-    })
-    expect(NodeFs.readFileSync(file).equals(before)).toBe(true)
-    expect(NodeFs.readdirSync(NodePath.dirname(file))).toEqual(["other.db"])
+    for (
+      const [schema, missing] of [
+        [
+          "CREATE TABLE bookmarks (url TEXT)",
+          "agent_loop_sessions, agent_loop_events, agent_loop_writers, agent_loop_migrations"
+        ],
+        // a lookalike sessions table: the store would have added its other tables
+        [
+          "CREATE TABLE agent_loop_sessions (id TEXT, header TEXT)",
+          "agent_loop_events, agent_loop_writers, agent_loop_migrations"
+        ]
+      ]
+    ) {
+      const file = NodePath.join(scratch(), "other.db")
+      execFileSync(process.execPath, [
+        "-e",
+        "const D = require('better-sqlite3'); const db = new D(process.argv[1]); db.exec(process.argv[2]); db.close()",
+        file,
+        schema
+      ])
+      const before = NodeFs.readFileSync(file)
+      expect(run(["--sqlite", file, "--port", "0"])).toEqual({
+        code: 2,
+        err: `inspect: --sqlite ${file}: no session store in this database (no table ${missing}); inspect creates nothing\n`
+      })
+      expect(NodeFs.readFileSync(file).equals(before)).toBe(true)
+      expect(NodeFs.readdirSync(NodePath.dirname(file))).toEqual(["other.db"])
+    }
   })
 
   it("a port in use: exit 2 naming it", async () => {

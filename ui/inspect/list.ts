@@ -68,7 +68,7 @@ const columns: ReadonlyArray<Column> = [
     label: "parent",
     cell: (s) => {
       if (s.parent === undefined) return ""
-      const link = sessionLink(s.parent)
+      const link = s.parentOutside ? h("span", {}, s.parent) : sessionLink(s.parent)
       link.title = visible(s.parent)
       return link
     }

@@ -103,7 +103,12 @@ export const sessionView = (root: HTMLElement, id: string, panel: Panel | undefi
       s.cost === undefined ? null : h("span", {}, usd(s.cost)),
       h("span", { class: "muted" }, s.format)
     )
-    if (s.parent !== undefined) append(stats, h("span", {}, "parent ", sessionLink(s.parent)))
+    if (s.parent !== undefined) {
+      append(
+        stats,
+        h("span", {}, "parent ", s.parentOutside ? h("span", {}, `${s.parent} (not in this store)`) : sessionLink(s.parent))
+      )
+    }
     if (s.children.length > 0) {
       append(stats, h("span", { class: "links" }, "children ", ...s.children.flatMap((c) => [sessionLink(c), " "])))
     }

@@ -67,8 +67,10 @@ export interface SessionSummary {
   readonly tokens: Tokens
   /** USD, with `--prices` and when every model used is priced; absent otherwise. */
   readonly cost?: number | undefined
-  /** The header's `parentSession` (a sub-agent's session, §27). */
+  /** The header's `parentSession` (a sub-agent's session, §27), as an id of this store when it is one. */
   readonly parent?: string | undefined
+  /** True when `parent` is no session of this store (shown as text, not as a link). */
+  readonly parentOutside?: true | undefined
   /** Child sessions named by the log (`subagent/start`) or by their headers, in this store. */
   readonly children: ReadonlyArray<string>
   /** `effect-agent-loop` (ours) or `dsh` (a DSH v0 log). */

@@ -190,7 +190,12 @@ export const serve = (options: Options) =>
           const child = yield* Effect.orElseSucceed(summaryOf(id, all.get(id)), () => undefined)
           if (child !== undefined && child.summary.parent === own && !children.includes(id)) children.push(id)
         }
-        return { ...summary, parent, children }
+        return {
+          ...summary,
+          parent,
+          children,
+          ...(parent !== undefined && !all.has(parent) ? { parentOutside: true as const } : {})
+        }
       })
 
     const list = Effect.gen(function*() {

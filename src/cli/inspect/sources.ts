@@ -145,16 +145,19 @@ export const sqlStore = (
   Effect.gen(function*() {
     const where = kind === "pg" ? pgWhere(location) : NodePath.resolve(location)
     const flag = `--${kind} ${kind === "pg" ? where : location}`
-    // Read-only: a database without the store's tables is refused before the store is built,
-    // since building it creates them (its migrations).
-    const table = `${tablePrefix ?? "agent_loop_"}sessions`
-    const found = yield* Effect.tryPromise({
-      try: () => kind === "pg" ? pgHasTable(location, table) : sqliteHasTable(location, table),
+    // Read-only: a database without every table of the store is refused before the store is
+    // built, since building it creates the missing ones (its migrations).
+    const prefix = tablePrefix ?? "agent_loop_"
+    const tables = ["sessions", "events", "writers", "migrations"].map((t) => `${prefix}${t}`)
+    const missing = yield* Effect.tryPromise({
+      try: () => kind === "pg" ? pgMissingTables(location, tables) : sqliteMissingTables(location, tables),
       catch: (e) => new SourceError(`${flag}: ${e instanceof Error ? e.message : String(e)}`)
     })
-    if (!found) {
+    if (missing.length > 0) {
       return yield* Effect.fail(
-        new SourceError(`${flag}: no session store in this database (no table ${table}); inspect creates nothing`)
+        new SourceError(
+          `${flag}: no session store in this database (no table ${missing.join(", ")}); inspect creates nothing`
+        )
       )
     }
     const Sql = yield* Effect.promise(() => import("../../SqlSessionStore.js"))
@@ -186,12 +189,13 @@ export const sqlStore = (
     return source
   })
 
-/** Whether a SQLite database file has `table`, read with the driver in read-only mode. */
-const sqliteHasTable = async (file: string, table: string): Promise<boolean> => {
+/** Which of `tables` a SQLite database file lacks, read with the driver in read-only mode. */
+const sqliteMissingTables = async (file: string, tables: ReadonlyArray<string>): Promise<Array<string>> => {
   const { default: Database } = await import("better-sqlite3")
   const db = new Database(file, { readonly: true, fileMustExist: true })
   try {
-    return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined
+    const query = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
+    return tables.filter((table) => query.get(table) === undefined)
   } finally {
     db.close()
   }
@@ -204,14 +208,18 @@ interface PgClient {
   end(): Promise<void>
 }
 
-/** Whether a PostgreSQL database has `table` (in its search path), asked on one short connection. */
-const pgHasTable = async (url: string, table: string): Promise<boolean> => {
+/** Which of `tables` a PostgreSQL database lacks (in its search path), asked on one short connection. */
+const pgMissingTables = async (url: string, tables: ReadonlyArray<string>): Promise<Array<string>> => {
   const pg = (await import("pg")).default as { readonly Client: new(options: object) => PgClient }
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 })
   try {
     await client.connect()
-    const { rows } = await client.query("SELECT to_regclass($1) IS NOT NULL AS found", [table])
-    return rows[0]?.found === true
+    const missing: Array<string> = []
+    for (const table of tables) {
+      const { rows } = await client.query("SELECT to_regclass($1) IS NOT NULL AS found", [table])
+      if (rows[0]?.found !== true) missing.push(table)
+    }
+    return missing
   } finally {
     await client.end().catch(() => undefined)
   }
