@@ -565,7 +565,7 @@ describe("agent-loop inspect: arguments", () => {
           "CREATE TABLE agent_loop_sessions (id TEXT, header TEXT)",
           "agent_loop_events, agent_loop_writers, agent_loop_migrations"
         ]
-      ]
+      ] as const
     ) {
       const file = NodePath.join(scratch(), "other.db")
       execFileSync(process.execPath, [
