@@ -16,18 +16,10 @@ import * as ClientFs from "../src/cli/acp/clientFs.js"
 import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
 import * as Tool from "../src/Tool.js"
-import { advance, brief, layer, text, untilLogged } from "./utils/agent.js"
+import { advance, bareToolContext, brief, layer, text, untilLogged } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const scratch = scratchDirs("agent-loop-acp-fs-")
-const ctx = {
-  callId: "c",
-  turn: 1,
-  step: 1,
-  agent: {} as any,
-  makeMessage: () => Effect.die("unused"),
-  progress: () => Effect.void
-}
 
 /** A fake client: answers from `buffers` (absolute path → text), records every request. */
 const fakeClient = (buffers: Record<string, string> = {}) => {
@@ -69,8 +61,10 @@ describe("read_file through the client", () => {
     const client = fakeClient({ [Path.join(dir, "notes.txt")]: "hello notes (unsaved edit)" })
     return Effect.gen(function*() {
       const read = yield* ClientFs.readFileVia(client.read, dir)
-      expect(yield* read.execute({ path: "notes.txt" }, ctx)).toEqual({ content: "hello notes (unsaved edit)" })
-      expect(yield* read.execute({ path: "sub/../notes.txt" }, ctx)).toEqual({ content: "hello notes (unsaved edit)" })
+      expect(yield* read.execute({ path: "notes.txt" }, bareToolContext)).toEqual({ content: "hello notes (unsaved edit)" })
+      expect(yield* read.execute({ path: "sub/../notes.txt" }, bareToolContext)).toEqual({
+        content: "hello notes (unsaved edit)"
+      })
       expect(client.calls).toEqual([
         [Path.join(dir, "notes.txt"), undefined, undefined],
         [Path.join(dir, "notes.txt"), undefined, undefined]
@@ -88,8 +82,8 @@ describe("read_file through the client", () => {
       for (
         const path of ["../../etc/passwd", "/etc/passwd", "..", `../${Path.basename(dir)}x/secret`, "escape", ".", "sub", "pipe"]
       ) {
-        const fromDisk = yield* Effect.flip(disk.execute({ path }, ctx))
-        const fromClient = yield* Effect.flip(via.execute({ path }, ctx))
+        const fromDisk = yield* Effect.flip(disk.execute({ path }, bareToolContext))
+        const fromClient = yield* Effect.flip(via.execute({ path }, bareToolContext))
         expect(fromClient).toBeInstanceOf(Tool.ToolError)
         expect(fromClient.message).toBe(fromDisk.message)
         refusals.push([path, fromClient.message])
@@ -113,8 +107,8 @@ describe("read_file through the client", () => {
     const client = fakeClient({ [Path.join(dir, "sub", "draft.md")]: "# draft" })
     return Effect.gen(function*() {
       const read = yield* ClientFs.readFileVia(client.read, dir)
-      expect(yield* read.execute({ path: "sub/draft.md" }, ctx)).toEqual({ content: "# draft" })
-      const out = yield* Effect.flip(read.execute({ path: "outdir/new/file.txt" }, ctx))
+      expect(yield* read.execute({ path: "sub/draft.md" }, bareToolContext)).toEqual({ content: "# draft" })
+      const out = yield* Effect.flip(read.execute({ path: "outdir/new/file.txt" }, bareToolContext))
       expect(out.message).toBe("outdir/new/file.txt resolves outside the working directory")
       expect(client.calls).toEqual([[Path.join(dir, "sub", "draft.md"), undefined, undefined]])
     }).pipe(Effect.provide(NodeContext.layer))
@@ -125,17 +119,17 @@ describe("read_file through the client", () => {
     const client = fakeClient()
     return Effect.gen(function*() {
       const read = yield* ClientFs.readFileVia(client.read, dir)
-      const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, ctx))
+      const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, bareToolContext))
       expect(missing).toBeInstanceOf(Tool.ToolError)
       expect(missing.message).toBe("cannot read nope.txt: the client's fs/read_text_file failed: Resource not found (-32002)")
       expect(missing.cause).toMatchObject({ message: "Resource not found", code: -32002 })
       const dies = yield* ClientFs.readFileVia(() => Effect.die(new Error("connection closed")), dir)
-      expect((yield* Effect.flip(dies.execute({ path: "notes.txt" }, ctx))).message)
+      expect((yield* Effect.flip(dies.execute({ path: "notes.txt" }, bareToolContext))).message)
         .toBe("cannot read notes.txt: the client's fs/read_text_file failed: connection closed")
       const throws = yield* ClientFs.readFileVia(() => {
         throw new Error("not connected")
       }, dir)
-      expect((yield* Effect.flip(throws.execute({ path: "notes.txt" }, ctx))).message)
+      expect((yield* Effect.flip(throws.execute({ path: "notes.txt" }, bareToolContext))).message)
         .toBe("cannot read notes.txt: the client's fs/read_text_file failed: not connected")
     }).pipe(Effect.provide(NodeContext.layer))
   })
@@ -150,12 +144,12 @@ describe("read_file through the client", () => {
     return Effect.gen(function*() {
       const disk = yield* OfflineTools.readFile(dir)
       const via = yield* ClientFs.readFileVia(client.read, dir)
-      const cut = yield* via.execute({ path: "big.txt" }, ctx)
-      expect(cut).toEqual(yield* disk.execute({ path: "big.txt" }, ctx))
+      const cut = yield* via.execute({ path: "big.txt" }, bareToolContext)
+      expect(cut).toEqual(yield* disk.execute({ path: "big.txt" }, bareToolContext))
       expect(cut).toEqual({
         content: `${"a".repeat(65_535)}\ufffd\n[… the rest of the last line not shown: truncated at 64 KiB of 65,547 bytes]`
       })
-      expect(yield* via.execute({ path: "exact.txt" }, ctx)).toEqual({ content: "c".repeat(65_536) })
+      expect(yield* via.execute({ path: "exact.txt" }, bareToolContext)).toEqual({ content: "c".repeat(65_536) })
     }).pipe(Effect.provide(NodeContext.layer))
   })
 
@@ -165,7 +159,7 @@ describe("read_file through the client", () => {
     const reader: ClientFs.ReadTextFile = () => Effect.zipRight(Effect.sync(() => started++), Effect.never)
     return Effect.gen(function*() {
       const read = yield* ClientFs.readFileVia(reader, dir)
-      const fiber = yield* Effect.fork(read.execute({ path: "notes.txt" }, ctx))
+      const fiber = yield* Effect.fork(read.execute({ path: "notes.txt" }, bareToolContext))
       yield* Effect.yieldNow()
       while (started === 0) yield* Effect.yieldNow()
       const exit = yield* Fiber.interrupt(fiber)
@@ -208,8 +202,10 @@ describe("read_file through the client", () => {
     const { dir } = workspace()
     return Effect.gen(function*() {
       const read = yield* ClientFs.readFile({ root: dir })
-      expect(yield* read.execute({ path: "notes.txt" }, ctx)).toEqual({ content: "hello notes" })
-      expect((yield* Effect.flip(read.execute({ path: "nope.txt" }, ctx))).message).toBe("cannot read nope.txt: no such file")
+      expect(yield* read.execute({ path: "notes.txt" }, bareToolContext)).toEqual({ content: "hello notes" })
+      expect((yield* Effect.flip(read.execute({ path: "nope.txt" }, bareToolContext))).message).toBe(
+        "cannot read nope.txt: no such file"
+      )
     }).pipe(Effect.provide(NodeContext.layer))
   })
 })

@@ -13,7 +13,7 @@ import * as Path from "node:path"
 import * as Agent from "../src/Agent.js"
 import * as Mcp from "../src/Mcp.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
-import { layer as agentLayer } from "./utils/agent.js"
+import { bareToolContext, layer as agentLayer } from "./utils/agent.js"
 import { EVERYTHING, gone, kill, lines, own, pids, raw, results, text, until, within } from "./utils/mcp.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
@@ -165,16 +165,8 @@ describe("MCP faults: calls", () => {
         }]))
         expect(marked(marker)).toHaveLength(2)
         const tool = mcp.tools().find((t) => t.name === "launched__trigger-long-running-operation")!
-        const ctx = {
-          callId: "c",
-          turn: 1,
-          step: 1,
-          agent: {} as any,
-          makeMessage: () => Effect.die("unused"),
-          progress: () => Effect.void
-        }
         // Busy for 60 s; the scope closes while it works (the call's fiber interrupted first).
-        yield* Effect.forkScoped(tool.execute({ duration: 60, steps: 1 }, ctx))
+        yield* Effect.forkScoped(tool.execute({ duration: 60, steps: 1 }, bareToolContext))
         yield* Effect.sleep("300 millis")
       }))
       yield* until("the launcher and the server ended", () => marked(marker).length === 0)

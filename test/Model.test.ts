@@ -14,7 +14,7 @@ import * as Offline from "../src/providers/Offline.js"
 import * as OfflineTools from "../src/providers/OfflineTools.js"
 import * as Scenario from "../src/Scenario.js"
 import * as ScriptedModel from "../src/ScriptedModel.js"
-import { advance, brief, layer, text } from "./utils/agent.js"
+import { advance, bareToolContext, brief, layer, text } from "./utils/agent.js"
 import { scratchDirs } from "./utils/scratchDirs.js"
 
 const user = (id: string, t: string, source: Record<string, unknown> = { kind: "user" }): Message => ({
@@ -257,24 +257,16 @@ describe("Offline.make (§14)", () => {
     Fs.symlinkSync("/etc/hostname", Path.join(dir, "escape"))
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      const ctx = {
-        callId: "c",
-        turn: 1,
-        step: 1,
-        agent: {} as any,
-        makeMessage: () => Effect.die("unused"),
-        progress: () => Effect.void
-      }
-      expect(yield* read.execute({ path: "notes.txt" }, ctx)).toEqual({ content: "hello notes" })
-      const outside = yield* Effect.flip(read.execute({ path: "../../etc/passwd" }, ctx))
+      expect(yield* read.execute({ path: "notes.txt" }, bareToolContext)).toEqual({ content: "hello notes" })
+      const outside = yield* Effect.flip(read.execute({ path: "../../etc/passwd" }, bareToolContext))
       expect(outside.message).toBe("../../etc/passwd is outside the working directory")
-      const absolute = yield* Effect.flip(read.execute({ path: "/etc/passwd" }, ctx))
+      const absolute = yield* Effect.flip(read.execute({ path: "/etc/passwd" }, bareToolContext))
       expect(absolute.message).toBe("/etc/passwd is outside the working directory")
-      const link = yield* Effect.flip(read.execute({ path: "escape" }, ctx))
+      const link = yield* Effect.flip(read.execute({ path: "escape" }, bareToolContext))
       expect(link.message).toBe("escape resolves outside the working directory")
-      const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, ctx))
+      const missing = yield* Effect.flip(read.execute({ path: "nope.txt" }, bareToolContext))
       expect(missing.message).toBe("cannot read nope.txt: no such file")
-      const dir2 = yield* Effect.flip(read.execute({ path: "." }, ctx))
+      const dir2 = yield* Effect.flip(read.execute({ path: "." }, bareToolContext))
       expect(dir2.message).toBe(". is a directory")
     }).pipe(Effect.provide(NodeContext.layer))
   })
@@ -282,14 +274,6 @@ describe("Offline.make (§14)", () => {
 
 describe("read_file limits (§23)", () => {
   const scratch = scratchDirs("agent-loop-read-")
-  const ctx = {
-    callId: "c",
-    turn: 1,
-    step: 1,
-    agent: {} as any,
-    makeMessage: () => Effect.die("unused"),
-    progress: () => Effect.void
-  }
 
   it.scoped("a name that starts with two dots is inside the working directory; .. and ../x are not", () => {
     const dir = scratch()
@@ -299,12 +283,12 @@ describe("read_file limits (§23)", () => {
     Fs.symlinkSync(Path.join(dir, "..notparent.txt"), Path.join(dir, "sub", "link"))
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      expect(yield* read.execute({ path: "..notparent.txt" }, ctx)).toEqual({ content: "inside" })
-      expect(yield* read.execute({ path: "sub/..x" }, ctx)).toEqual({ content: "deeper" })
-      expect(yield* read.execute({ path: "sub/link" }, ctx)).toEqual({ content: "inside" })
-      expect(yield* read.execute({ path: "sub/../..notparent.txt" }, ctx)).toEqual({ content: "inside" })
+      expect(yield* read.execute({ path: "..notparent.txt" }, bareToolContext)).toEqual({ content: "inside" })
+      expect(yield* read.execute({ path: "sub/..x" }, bareToolContext)).toEqual({ content: "deeper" })
+      expect(yield* read.execute({ path: "sub/link" }, bareToolContext)).toEqual({ content: "inside" })
+      expect(yield* read.execute({ path: "sub/../..notparent.txt" }, bareToolContext)).toEqual({ content: "inside" })
       for (const path of ["..", "../x", "sub/../../x", `../${Path.basename(dir)}x/secret`]) {
-        const refused = yield* Effect.flip(read.execute({ path }, ctx))
+        const refused = yield* Effect.flip(read.execute({ path }, bareToolContext))
         expect(refused.message).toBe(`${path} is outside the working directory`)
       }
     }).pipe(Effect.provide(NodeContext.layer))
@@ -317,10 +301,10 @@ describe("read_file limits (§23)", () => {
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
       // Opening a fifo for reading blocks until a writer comes: read_file hung `run`.
-      const fifo = yield* Effect.flip(read.execute({ path: "pipe" }, ctx))
+      const fifo = yield* Effect.flip(read.execute({ path: "pipe" }, bareToolContext))
       expect(fifo.message).toBe("pipe is not a regular file (a fifo)")
       const devices = yield* OfflineTools.readFile("/dev")
-      const device = yield* Effect.flip(devices.execute({ path: "null" }, ctx))
+      const device = yield* Effect.flip(devices.execute({ path: "null" }, bareToolContext))
       expect(device.message).toBe("null is not a regular file (a character device)")
     }).pipe(Effect.provide(NodeContext.layer))
   })
@@ -338,7 +322,7 @@ describe("read_file limits (§23)", () => {
     ).pipe(Layer.provide(NodeContext.layer))
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      const error = yield* Effect.flip(read.execute({ path: "race" }, ctx))
+      const error = yield* Effect.flip(read.execute({ path: "race" }, bareToolContext))
       expect(error.message).toBe("race is not a regular file (it changed while it was read)")
     }).pipe(Effect.provide(racing), Effect.provide(NodeContext.layer), Effect.timeout("5 seconds"))
   })
@@ -358,16 +342,16 @@ describe("read_file limits (§23)", () => {
     Fs.closeSync(fd)
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      expect(yield* read.execute({ path: "lines.txt" }, ctx)).toEqual({
+      expect(yield* read.execute({ path: "lines.txt" }, bareToolContext)).toEqual({
         content: `${"x\n".repeat(32_768)}\n[… 67,232 more lines not shown: truncated at 64 KiB of 200,000 bytes]`
       })
-      expect(yield* read.execute({ path: "mid.txt" }, ctx)).toEqual({
+      expect(yield* read.execute({ path: "mid.txt" }, bareToolContext)).toEqual({
         content: `${"y".repeat(65_536)}\n[… 2 more lines not shown: truncated at 64 KiB of 70,010 bytes]`
       })
-      expect(yield* read.execute({ path: "one.txt" }, ctx)).toEqual({
+      expect(yield* read.execute({ path: "one.txt" }, bareToolContext)).toEqual({
         content: `${"z".repeat(65_536)}\n[… the rest of the last line not shown: truncated at 64 KiB of 65,541 bytes]`
       })
-      const huge = (yield* read.execute({ path: "huge.txt" }, ctx)).content as string
+      const huge = (yield* read.execute({ path: "huge.txt" }, bareToolContext)).content as string
       expect(huge.slice(65_536)).toBe("\n[… at least 64 more lines not shown: truncated at 64 KiB of 73,400,320 bytes]")
     }).pipe(Effect.provide(NodeContext.layer))
   })
@@ -383,12 +367,12 @@ describe("read_file limits (§23)", () => {
     Fs.writeFileSync(Path.join(dir, "small.txt"), "b".repeat(65_536))
     return Effect.gen(function*() {
       const read = yield* OfflineTools.readFile(dir)
-      expect(yield* read.execute({ path: "big.txt" }, ctx)).toEqual({
+      expect(yield* read.execute({ path: "big.txt" }, bareToolContext)).toEqual({
         content: `${
           "a".repeat(65_536)
         }\n[… the rest (no line break in the next 64 MiB) not shown: truncated at 64 KiB of 3,221,225,472 bytes]`
       })
-      expect(yield* read.execute({ path: "small.txt" }, ctx)).toEqual({ content: "b".repeat(65_536) })
+      expect(yield* read.execute({ path: "small.txt" }, bareToolContext)).toEqual({ content: "b".repeat(65_536) })
     }).pipe(Effect.provide(NodeContext.layer))
   })
 })

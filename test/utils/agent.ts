@@ -15,6 +15,7 @@ import * as PreStep from "../../src/PreStep.js"
 import type { SessionEvent } from "../../src/SessionEvent.js"
 import type * as SessionLog from "../../src/SessionLog.js"
 import * as SessionStore from "../../src/SessionStore.js"
+import type * as Tool from "../../src/Tool.js"
 
 /**
  * The memory store without its synchronous append, and with group-committed appends: each
@@ -226,3 +227,21 @@ export const checkLog = (
       expect(outcome).toEqual(fate)
     }
   })
+
+/**
+ * A `ToolContext` for calling a tool's `execute` directly, outside any agent: call `c` of turn 1
+ * step 1, progress reports dropped, no agent (a tool that uses it, or makes a message, fails the
+ * test).
+ */
+export const bareToolContext: Tool.ToolContext = {
+  callId: "c",
+  turn: 1,
+  step: 1,
+  agent: new Proxy({}, {
+    get: (_, key) => {
+      throw new Error(`bareToolContext has no agent (${String(key)})`)
+    }
+  }) as Tool.ToolContext["agent"],
+  makeMessage: () => Effect.die("bareToolContext makes no message"),
+  progress: () => Effect.void
+}
