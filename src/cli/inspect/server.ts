@@ -30,7 +30,7 @@ import { isSessionId } from "../../internal/store/common.js"
 import type * as Prices from "../../Prices.js"
 import type * as Api from "./api.js"
 import * as Model from "./model.js"
-import type { SessionProbe, Source } from "./sources.js"
+import type { Probed, SessionProbe, Source } from "./sources.js"
 
 /** The page's files, read once from `dist/cli/inspect/` (built by `scripts/build-cli.js`). */
 interface Assets {
@@ -101,6 +101,9 @@ interface Known {
   readonly headerId: string
 }
 
+/** How long a probe of the whole store serves the list and the pages' links (ms). */
+const PROBE_REUSE_MS = 200
+
 /** How many sessions' whole projections the server keeps at once. */
 const MODELS_KEPT = 4
 
@@ -158,6 +161,16 @@ export const serve = (options: Options) =>
           : Effect.map(modelOf(id, probe), () => summaries.get(id))
       })
 
+    // The list and a session's page need the whole store's probe (for the links); one taken in
+    // the last PROBE_REUSE_MS, by them or by the live loop, is used again: a directory of
+    // thousands of logs takes tens of milliseconds to probe, and a page asks several times at once.
+    let recent: { readonly at: number; readonly probed: Probed } | undefined
+    const remember = (probed: Probed) => Effect.sync(() => void (recent = { at: Date.now(), probed }))
+    const freshProbe = Effect.tap(source.probe, remember)
+    const probeRecent = Effect.suspend(() =>
+      recent !== undefined && Date.now() - recent.at < PROBE_REUSE_MS ? Effect.succeed(recent.probed) : freshProbe
+    )
+
     const session = (id: string) =>
       isSessionId(id) ? Effect.flatMap(source.probeOne(id), (probe) => modelOf(id, probe)) : Effect.succeed(undefined)
 
@@ -199,7 +212,7 @@ export const serve = (options: Options) =>
       })
 
     const list = Effect.gen(function*() {
-      const { sessions: all, skipped } = yield* source.probe
+      const { sessions: all, skipped } = yield* probeRecent
       const sessions: Array<Api.SessionSummary> = []
       for (const [id, probe] of all) {
         const known = yield* summaryOf(id, probe).pipe(Effect.orElseSucceed(() => undefined))
@@ -208,6 +221,7 @@ export const serve = (options: Options) =>
       const withLinks: Array<Api.SessionSummary> = []
       for (const summary of sessions) withLinks.push(yield* linked(summary, all))
       for (const [id] of problems) if (!all.has(id)) problems.delete(id)
+      for (const [id] of summaries) if (!all.has(id)) summaries.delete(id)
       const body: Api.SessionList = {
         sessions: withLinks,
         problems: [
@@ -229,7 +243,7 @@ export const serve = (options: Options) =>
     for (const [id, probe] of first?.sessions ?? []) last.set(id, probe.token)
     const probeLoop = Effect.gen(function*() {
       if ((yield* Ref.get(listeners)) === 0) return
-      const probed = yield* Effect.orElseSucceed(source.probe, () => undefined)
+      const probed = yield* Effect.orElseSucceed(freshProbe, () => undefined)
       if (probed === undefined) return
       const all = probed.sessions
       let listChanged = all.size !== last.size
@@ -305,7 +319,7 @@ export const serve = (options: Options) =>
         const model = yield* session(id)
         if (model === undefined) return notFound(`no session ${id}`)
         if (rest.length === 0) {
-          return json({ ...model.view, summary: yield* linked(model.view.summary, (yield* source.probe).sessions) })
+          return json({ ...model.view, summary: yield* linked(model.view.summary, (yield* probeRecent).sessions) })
         }
         if (rest.length === 1 && rest[0] === "rows") {
           const from = Math.min(intParam(query, "from", 0), model.rows.length)
