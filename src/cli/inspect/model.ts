@@ -8,7 +8,6 @@
 import * as Approval from "../../Approval.js"
 import * as Delivery from "../../Delivery.js"
 import * as History from "../../History.js"
-import { MutableInbox } from "../../Inbox.js"
 import type { ContentBlock, Message, MessageSource, UserMessage } from "../../Message.js"
 import * as Prices from "../../Prices.js"
 import type { RequestHeaderData, SessionEvent, SplicedData, TurnEndReason } from "../../SessionEvent.js"
@@ -214,7 +213,7 @@ const foreignRow = (
 
 /**
  * Builds a session's projection (§29): rows, bars, turns and summary, in two passes over the log
- * (the rows, and `Delivery.storiesOf`).
+ * (`Delivery.storiesOf`, then the rows).
  */
 export const build = (id: string, contents: LogContents, context: Context): SessionModel => {
   const { events, header } = contents
@@ -226,7 +225,17 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
   const stepStarts = new Map<string, number>()
   const turns: Array<{ -readonly [K in keyof Api.TurnSpan]: Api.TurnSpan[K] }> = []
   const callRows = new Map<string, number>()
-  const inbox = new MutableInbox(dsh)
+  // One pass of the fate engine gives the bars, the stories, and the ids each splice removed.
+  const stories = Delivery.storiesOf(events, options)
+  const removedAt = new Map<number, Array<string>>()
+  for (const [id, steps] of stories) {
+    for (const step of steps) {
+      if (step.what !== "claimed" && step.what !== "dropped") continue
+      const ids = removedAt.get(step.seq)
+      if (ids === undefined) removedAt.set(step.seq, [id])
+      else ids.push(id)
+    }
+  }
   const children: Array<string> = []
   let title = ""
   let firstPrompt = ""
@@ -244,24 +253,24 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
     switch (event.type) {
       case "agent/inbox/spliced": {
         const splice = event.data as SplicedData
-        const { inserted, removed } = inbox.apply(splice)
-        if (removed.length > 0) {
-          const ids = removed.map((item) => item.message.id as string)
+        // The ids it removed are the stories' (the seed's splices have none: counted only).
+        const removed = splice.removedCount ?? 0
+        if (removed > 0) {
+          const ids = removedAt.get(event.seq) ?? []
           if (splice.outcome !== undefined) {
             push(event, {
               kind: "canceled",
-              label: `${splice.outcome}: ${ids.length} removed`,
+              label: `${splice.outcome}: ${removed} removed`,
               text: `${splice.target}${splice.cause ? ` (${String(splice.cause.kind)})` : ""}`,
               ids,
               level: "warn"
             })
           } else {
             for (const id of ids) claimed.push(id)
-            push(event, { kind: "claimed", label: `claim ${ids.length} from ${splice.target}`, ids })
+            push(event, { kind: "claimed", label: `claim ${removed} from ${splice.target}`, ids })
           }
         }
-        for (const item of inserted) {
-          const message = item.message
+        for (const message of splice.inserted) {
           const kind = deliveryKind(splice.target, message.source)
           const source = sourceLabel(message.source)
           const text = contentText(message.content)
@@ -424,7 +433,6 @@ export const build = (id: string, contents: LogContents, context: Context): Sess
     open.endTime = events.length > 0 ? events[events.length - 1]!.time : open.startTime
   }
 
-  const stories = Delivery.storiesOf(events, options)
   const indexOfSeq = seqIndex(events)
   const rowOfSeq = (seq: number): number => {
     const index = indexOfSeq(seq)
