@@ -28,7 +28,7 @@
  * delivery, a read of the caller's current span; no span is ever opened per text delta (the time
  * to first chunk is one clock read per model attempt).
  */
-import { Cause, Clock, Context, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Effect, Either, Exit, Fiber, FiberId, FiberRef, Option, Tracer } from "effect"
 import type { DecidedData } from "../Approval.js"
 import type { CompactionReason, CompactionReport } from "../Compaction.js"
 import type { InboxState } from "../Inbox.js"
@@ -158,6 +158,28 @@ const span = (
   }
   return s
 }
+
+/**
+ * Runs `self` with `span` as its parent span (what `Effect.withParentSpan` does: the spans made
+ * inside are its children), then calls `end` with the exit, once, whatever ends `self` (an
+ * interruption too). One `onExit` where `Effect.onExit(Effect.withParentSpan(…))` took two
+ * brackets (`withParentSpan` is `Effect.locally` of the context, an `acquireUseRelease`): the
+ * fiber's context is set inside the region `onExit` guards and put back by the same finalizer
+ * that ends the span, so an interruption at any point leaves it as it was (§19, §24).
+ */
+export const inSpan = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  span: Tracer.AnySpan,
+  end: (exit: Exit.Exit<A, E>) => void
+): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) => {
+    const before = fiber.getFiberRef(FiberRef.currentContext)
+    const inside = Context.add(before, Tracer.ParentSpan, span)
+    return Effect.onExit(
+      Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), self),
+      (exit) => Effect.map(FiberRef.set(FiberRef.currentContext, before), () => end(exit))
+    )
+  })
 
 /** A failure exit for an error end: the OTel tracer sets status ERROR with `message`. */
 const failed = (message: string, name: string): Exit.Exit<never, Error> => {
@@ -436,14 +458,13 @@ const compactionModel = (a: Traced, run: RunTracing, parent: Tracer.Span, turn: 
             return sink.part(p)
           })
       }
-      return Effect.onExit(Effect.withParentSpan(model.respond(request, observed), c.span), (exit) =>
-        Effect.sync(() => {
-          if (Exit.isSuccess(exit)) return endChat(c, undefined, Exit.succeed(Either.right({ response, finish, usage })))
-          const failure = Cause.failureOption(exit.cause)
-          if (Option.isSome(failure)) return endChat(c, undefined, Exit.succeed(Either.left(failure.value)))
-          if (!Cause.isInterruptedOnly(exit.cause)) c.span.attribute("error.type", "MODEL_FAILED")
-          c.span.end(c.clock.unsafeCurrentTimeNanos(), exit)
-        }))
+      return inSpan(model.respond(request, observed), c.span, (exit) => {
+        if (Exit.isSuccess(exit)) return endChat(c, undefined, Exit.succeed(Either.right({ response, finish, usage })))
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure)) return endChat(c, undefined, Exit.succeed(Either.left(failure.value)))
+        if (!Cause.isInterruptedOnly(exit.cause)) c.span.attribute("error.type", "MODEL_FAILED")
+        c.span.end(c.clock.unsafeCurrentTimeNanos(), exit)
+      })
     })
   // The agent's model with `respond` traced (its other properties read through).
   return Object.assign(Object.create(model) as ModelService, { respond })
@@ -512,18 +533,17 @@ export const tool = <E, R>(
       "agent_loop.turn": turn,
       "agent_loop.step": step
     })
-    return Effect.onExit(Effect.withParentSpan(execution, s), (exit) =>
-      Effect.sync(() => {
-        const at = now(t.run)
-        if (Exit.isFailure(exit)) return s.end(at, exit)
-        if (a.config.recordContent) s.attribute("gen_ai.tool.call.result", JSON.stringify(call.content))
-        if (call.isError) {
-          const code = call.error?.code ?? "TOOL_FAILED"
-          s.attribute("error.type", code)
-          return s.end(at, failed(`the tool call ended with an error result (${code})`, code))
-        }
-        s.end(at, Exit.void)
-      }))
+    return inSpan(execution, s, (exit) => {
+      const at = now(t.run)
+      if (Exit.isFailure(exit)) return s.end(at, exit)
+      if (a.config.recordContent) s.attribute("gen_ai.tool.call.result", JSON.stringify(call.content))
+      if (call.isError) {
+        const code = call.error?.code ?? "TOOL_FAILED"
+        s.attribute("error.type", code)
+        return s.end(at, failed(`the tool call ended with an error result (${code})`, code))
+      }
+      s.end(at, Exit.void)
+    })
   })
 
 /** A pre-step waterfall run in its span (`pre_step`, INTERNAL): the decision, or its failure. */
@@ -540,19 +560,18 @@ export const preStep = <A extends { readonly _tag?: unknown; readonly messages?:
       "agent_loop.step": step,
       "agent_loop.pre_step.claimed": claimed
     })
-    return Effect.onExit(Effect.withParentSpan(run, s), (exit) =>
-      Effect.sync(() => {
-        const at = now(t.run)
-        if (Exit.isFailure(exit)) {
-          if (!Exit.isInterrupted(exit)) s.attribute("error.type", "PRE_STEP_FAILED")
-          return s.end(at, exit)
-        }
-        const d = exit.value
-        const tag = typeof d === "object" && d !== null && typeof d._tag === "string" ? d._tag : "invalid"
-        s.attribute("agent_loop.pre_step.decision", tag)
-        if (tag === "Enter" && Array.isArray(d.messages)) s.attribute("agent_loop.pre_step.entered", d.messages.length)
-        s.end(at, Exit.void)
-      }))
+    return inSpan(run, s, (exit) => {
+      const at = now(t.run)
+      if (Exit.isFailure(exit)) {
+        if (!Exit.isInterrupted(exit)) s.attribute("error.type", "PRE_STEP_FAILED")
+        return s.end(at, exit)
+      }
+      const d = exit.value
+      const tag = typeof d === "object" && d !== null && typeof d._tag === "string" ? d._tag : "invalid"
+      s.attribute("agent_loop.pre_step.decision", tag)
+      if (tag === "Enter" && Array.isArray(d.messages)) s.attribute("agent_loop.pre_step.entered", d.messages.length)
+      s.end(at, Exit.void)
+    })
   })
 
 /**
@@ -576,23 +595,22 @@ export const compaction = <E, R>(
       "agent_loop.turn": turn ?? undefined,
       "agent_loop.compaction.reason": reason
     })
-    return Effect.onExit(Effect.withParentSpan(bracket(compactionModel(a, run, s, turn)), s), (exit) =>
-      Effect.sync(() => {
-        const at = now(run)
-        if (Exit.isFailure(exit)) return s.end(at, exit)
-        const r = exit.value
-        setAll(s, {
-          "agent_loop.compaction.id": r.compactionId,
-          "agent_loop.compaction.outcome": r.outcome,
-          "agent_loop.compaction.tokens_before": r.tokensBefore,
-          "agent_loop.compaction.tokens_after": r.tokensAfter
-        })
-        if (r.outcome === "failed") {
-          const code = r.error?.code ?? "COMPACTION_FAILED"
-          s.attribute("error.type", code)
-          return s.end(at, failed(r.error?.message ?? "the compaction failed", code))
-        }
-        s.end(at, Exit.void)
-      }))
+    return inSpan(bracket(compactionModel(a, run, s, turn)), s, (exit) => {
+      const at = now(run)
+      if (Exit.isFailure(exit)) return s.end(at, exit)
+      const r = exit.value
+      setAll(s, {
+        "agent_loop.compaction.id": r.compactionId,
+        "agent_loop.compaction.outcome": r.outcome,
+        "agent_loop.compaction.tokens_before": r.tokensBefore,
+        "agent_loop.compaction.tokens_after": r.tokensAfter
+      })
+      if (r.outcome === "failed") {
+        const code = r.error?.code ?? "COMPACTION_FAILED"
+        s.attribute("error.type", code)
+        return s.end(at, failed(r.error?.message ?? "the compaction failed", code))
+      }
+      s.end(at, Exit.void)
+    })
   })
 }

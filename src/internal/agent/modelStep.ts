@@ -33,14 +33,14 @@ const defaultRetry: Schedule.Schedule<unknown, ModelError> = Schedule.exponentia
 export const callModel = (a: AgentState, t: TurnState): Effect.Effect<Either.Either<Accumulator, ModelError>> => {
   const trace = t.trace
   if (trace === undefined) return respond(a, t, undefined)
-  // Traced (§19): the request in its `chat` span, the adapter's spans its children.
+  // Traced (§19): the request in its `chat` span, the adapter's spans (every attempt's) its children.
   return Effect.suspend(() => {
     const chat = Trace.startChat(a, trace, t.turn, t.step)
-    return Effect.onExit(respond(a, t, chat), (exit) => Effect.sync(() => Trace.endChat(chat, trace, exit)))
+    return Trace.inSpan(respond(a, t, chat), chat.span, (exit) => Trace.endChat(chat, trace, exit))
   })
 }
 
-/** The request and its attempts (§11); with `chat`, each attempt's adapter call in that span. */
+/** The request and its attempts (§11); with `chat`, each attempt is timed for its span (`callModel` sets the parent span). */
 const respond = (
   a: AgentState,
   t: TurnState,
@@ -70,9 +70,8 @@ const respond = (
       joined: 0
     }
     t.acc = acc
-    if (chat === undefined) return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc, undefined)), acc)
-    Trace.chatAttempt(chat)
-    return Effect.as(Effect.withParentSpan(a.config.model.respond(request, sinkFor(a, t, acc, chat)), chat.span), acc)
+    if (chat !== undefined) Trace.chatAttempt(chat)
+    return Effect.as(a.config.model.respond(request, sinkFor(a, t, acc, chat)), acc)
   })
   // The first attempt runs bare (no schedule driver on the success path); a retryable failure
   // is fed to the retry schedule, whose driver sleeps before each further attempt (§11).
