@@ -243,7 +243,7 @@ export const readBody = (
   waitingFor: string,
   onPiece: (bytes: Uint8Array) => Effect.Effect<PieceOutcome, ModelError>
 ): Effect.Effect<void, ModelError> =>
-  Effect.scoped(Effect.flatMap(pullBody(response), (pull) =>
+  Effect.scoped(Effect.flatMap(pullBody(response, doing), (next) =>
     Effect.flatMap(Effect.clock, (clock) => {
       const { deadline, idleTimeoutMs, maxBytes } = limits
       const end = deadline === undefined ? Infinity : deadline.at
@@ -260,10 +260,7 @@ export const readBody = (
           idleTimeoutMs,
           idleBytes > 0 ? `${waitingFor}; only SSE comments arrived` : waitingFor
         )
-      const next = pull.pipe(
-        Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing)))
-      )
-      const drainRest = pull.pipe(
+      const drainRest = next.pipe(
         Effect.catchAll(() => Effect.succeed(undefined)) // the response is complete: a broken rest is no failure
       )
       // The reader is a chain of continuations, not a generator: a generator suspended at the
@@ -382,49 +379,58 @@ export const nodeBodyOf = (
 }
 
 /**
- * A pull of the response body, as `Stream.toPull(response.stream)` (a piece, `None` at the end,
- * `Some(error)`; closing the scope releases the body). Under a Node.js `Readable` it reads that
- * stream itself, as @effect/platform-node's `stream` does (`read()` after each `"readable"`,
- * the same `ResponseError` of reason `"Decode"`, `destroy()` when left before its end): the
- * stream's channel keeps the last piece it emitted until it emits the next, so that every
- * waiting response held its last read (up to ~30 KB; ~7–19 KB per session at the peak of
- * concurrent-sessions, §24) after it was decoded. Other bodies are read by their stream.
+ * A pull of the response body: the next piece, `undefined` at the end, or `NETWORK` (the
+ * connection broke while `doing`); closing the scope releases the body. Under a Node.js
+ * `Readable` it reads that stream itself, as @effect/platform-node's `stream` does (`read()`
+ * after each `"readable"`, the same `ResponseError` of reason `"Decode"`, `destroy()` when left
+ * before its end): the stream's channel keeps the last piece it emitted until it emits the next,
+ * so that every waiting response held its last read (up to ~30 KB; ~7–19 KB per session at the
+ * peak of concurrent-sessions, §24) after it was decoded. Other bodies are read by
+ * `Stream.toPull(response.stream)`.
+ *
+ * The Node.js pull is one `Effect.async` per wait with no canceler (a canceler makes Effect wrap
+ * every wait in an interruption bracket: six operations and their allocations per piece, §24).
+ * A pull that is interrupted while it waits leaves its waiter in place, so the next `"readable"`
+ * would read a piece for nobody: that is harmless because an interrupted pull is always the
+ * body's last (`readBody` leaves, and its scope releases the body, right after it).
  */
 const pullBody = (
-  response: HttpClientResponse.HttpClientResponse
-): Effect.Effect<
-  Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.HttpClientError>>,
-  never,
-  Scope.Scope
-> => {
+  response: HttpClientResponse.HttpClientResponse,
+  doing: string
+): Effect.Effect<Effect.Effect<Chunk.Chunk<Uint8Array> | undefined, ModelError>, never, Scope.Scope> => {
   const node = nodeBodyOf(response)
-  if (node === undefined) return Stream.toPull(response.stream)
+  if (node === undefined) {
+    return Effect.map(Stream.toPull(response.stream), (pull) =>
+      pull.pipe(
+        Effect.catchAll((e) => Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(networkError(e.value, doing)))
+      ))
+  }
   const { controller, readable } = node
   const abort = Effect.sync(() => {
     if (controller !== undefined) controller.abort()
   })
   // A body that is no longer readable is at its end (and left as it is), as in the stream.
-  if (!readable.readable) return Effect.as(Effect.addFinalizer(() => abort), Effect.fail(Option.none()))
+  if (!readable.readable) return Effect.as(Effect.addFinalizer(() => abort), Effect.succeed(undefined))
   const release = Effect.sync(() => {
     if (readable.closed === false) readable.destroy()
     if (controller !== undefined) controller.abort()
   })
-  let exit: Exit.Exit<never, Option.Option<HttpClientError.HttpClientError>> | undefined
+  let exit: Exit.Exit<undefined, ModelError> | undefined
   let waiter: (() => void) | undefined
   const wake = () => {
     if (waiter !== undefined) waiter()
   }
   const onErr = (cause: unknown) => {
     exit = Exit.fail(
-      Option.some(new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause }))
+      networkError(new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause }), doing)
     )
     wake()
   }
   const onEnd = () => {
-    exit = Exit.fail(Option.none())
+    exit = Exit.succeed(undefined)
     wake()
   }
-  const pull = Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.HttpClientError>>((resume) => {
+  const wait = Effect.async<Chunk.Chunk<Uint8Array> | undefined, ModelError>((resume) => {
     const attempt = (): boolean => {
       const item = readable.read()
       if (item !== null) resume(Effect.succeed(Chunk.of(item)))
@@ -433,11 +439,13 @@ const pullBody = (
       waiter = undefined
       return true
     }
-    if (attempt()) return
-    waiter = attempt
-    return Effect.sync(() => {
-      waiter = undefined
-    })
+    if (!attempt()) waiter = attempt
+  })
+  // What is there already is taken without waiting.
+  const pull = Effect.suspend(() => {
+    const item = readable.read()
+    if (item !== null) return Effect.succeed(Chunk.of(item))
+    return exit ?? wait
   })
   return Effect.as(
     Effect.acquireRelease(
@@ -448,6 +456,7 @@ const pullBody = (
       }),
       () =>
         Effect.sync(() => {
+          waiter = undefined
           readable.off("readable", wake)
           readable.off("error", onErr)
           readable.off("end", onEnd)
