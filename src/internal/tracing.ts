@@ -165,7 +165,9 @@ const span = (
  * interruption too). One `onExit` where `Effect.onExit(Effect.withParentSpan(…))` took two
  * brackets (`withParentSpan` is `Effect.locally` of the context, an `acquireUseRelease`): the
  * fiber's context is set inside the region `onExit` guards and put back by the same finalizer
- * that ends the span, so an interruption at any point leaves it as it was (§19, §24).
+ * that ends the span, so an interruption at any point leaves it as it was. Both with the fiber's
+ * own `setFiberRef` (`FiberRef.set` is two operations more each way): 7 Effect operations per
+ * span where the two brackets took 17 (§19, §24).
  */
 export const inSpan = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -175,11 +177,24 @@ export const inSpan = <A, E, R>(
   Effect.withFiberRuntime((fiber) => {
     const before = fiber.getFiberRef(FiberRef.currentContext)
     const inside = Context.add(before, Tracer.ParentSpan, span)
+    const settable = fiber as unknown as SettableFiber
     return Effect.onExit(
-      Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), self),
-      (exit) => Effect.map(FiberRef.set(FiberRef.currentContext, before), () => end(exit))
+      Effect.withFiberRuntime<A, E, R>(() => {
+        settable.setFiberRef(FiberRef.currentContext, inside)
+        return self
+      }),
+      (exit) => {
+        settable.setFiberRef(FiberRef.currentContext, before)
+        end(exit)
+        return Effect.void
+      }
     )
   })
+
+/** The fiber's own method that sets one FiberRef (not in `Fiber.RuntimeFiber`'s type). */
+interface SettableFiber {
+  setFiberRef<A>(ref: FiberRef.FiberRef<A>, value: A): void
+}
 
 /** A failure exit for an error end: the OTel tracer sets status ERROR with `message`. */
 const failed = (message: string, name: string): Exit.Exit<never, Error> => {
