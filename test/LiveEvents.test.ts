@@ -132,6 +132,30 @@ describe("live events (§5.3)", () => {
       expect([...firstHalf, ...rest]).toEqual(Array.from({ length: 6000 }, (_, i) => i))
     }))
 
+  it.effect("a taker interrupted while it waits loses nothing: the next event goes to the next take; two waiting takers get one each, in order", () =>
+    Effect.gen(function*() {
+      const hub = new Hub<number>()
+      const q = hub.subscribe()
+      const gone = yield* Effect.fork(Queue.take(q))
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(gone)
+      hub.publish(1)
+      expect(yield* Queue.take(q)).toBe(1)
+      const first = yield* Effect.fork(Queue.take(q))
+      yield* Effect.yieldNow()
+      const second = yield* Effect.fork(Queue.take(q))
+      yield* Effect.yieldNow()
+      const abandoned = yield* Effect.fork(Queue.take(q))
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(abandoned)
+      hub.publish(2)
+      hub.publish(3)
+      expect([yield* Fiber.join(first), yield* Fiber.join(second)]).toEqual([2, 3])
+      expect(yield* Queue.size(q)).toBe(0)
+      hub.publish(4)
+      expect(Chunk.toReadonlyArray(yield* Queue.takeAll(q))).toEqual([4])
+    }))
+
   it.effect("shutdown: waiting takers and later takes are interrupted, Stream.fromQueue ends, the hub forgets it, awaitShutdown resumes", () =>
     Effect.gen(function*() {
       const hub = new Hub<string>()
