@@ -578,7 +578,8 @@ if (wanted("cluster")) {
 // agent loop, a subscriber reading every live event. Peers: pi-agent-core with pi-ai's
 // openai-completions provider (0.73 on this node, 1.x on the LTS node), and the Vercel AI SDK's
 // streamText on @ai-sdk/openai-compatible (on the LTS node). One row per peer, ratio ours / that
-// peer, ours on the peer's node.
+// peer, ours on the peer's node. And the floor, `raw` (on both nodes): the same requests, the
+// body split into SSE lines and JSON.parse'd, nothing else (bench/stream.js).
 // ---------------------------------------------------------------------------------------------
 
 /** Each stream side's job: [result key, label, side, on the LTS node, pi 1.x]. */
@@ -587,7 +588,9 @@ const STREAM_SIDES = [
   ["pi", "pi  ", "pi", false, false],
   ["oursLts", "ours", "ours", true, false],
   ["pi1", "pi1 ", "pi", true, true],
-  ["ai", "ai  ", "ai", true, false]
+  ["ai", "ai  ", "ai", true, false],
+  ["raw", "raw ", "raw", false, false],
+  ["rawLts", "raw ", "raw", true, false]
 ]
 const streamJob = (spec, what) => {
   const results = {}
@@ -599,12 +602,13 @@ const streamJob = (spec, what) => {
   return results
 }
 /** The peers' rows: [peer's result key, ours's result key, peer name, node]. */
-const STREAM_PEERS = [["pi", "ours", "pi", process.version], ["pi1", "oursLts", PI1, LTS.version], [
-  "ai",
-  "oursLts",
-  "ai-sdk",
-  LTS.version
-]]
+const STREAM_PEERS = [
+  ["pi", "ours", "pi", process.version],
+  ["pi1", "oursLts", PI1, LTS.version],
+  ["ai", "oursLts", "ai-sdk", LTS.version],
+  ["raw", "ours", "raw", process.version],
+  ["rawLts", "oursLts", "raw", LTS.version]
+]
 const peerRows = (workload, store, unit, results, pick, extra = {}) => {
   for (const [side, ours, name, node] of STREAM_PEERS) {
     addRow(workload, store, unit, pick(results[ours]), pick(results[side]), { peerName: name, node, ...extra })

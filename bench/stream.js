@@ -17,6 +17,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Queue, Schema } from "effect"
 import { fork } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
+import { StringDecoder } from "node:string_decoder"
 import { fileURLToPath } from "node:url"
 import { Agent, IdGenerator, Model, OpenAICompat, SessionStore, Tool } from "./dist.js"
 import { ARG_DELTAS, expectedText, FINAL_DELTAS, FINAL_TEXT, TOOL_ARGS } from "./sse-server.js"
@@ -330,7 +331,150 @@ const aiSide = async () => {
   }
 }
 
-const SIDES = { ours: oursSide, pi: piSide, ai: aiSide }
+/**
+ * raw: the floor of any adapter (no agent, no loop, no events). Per turn, the same request(s) the
+ * adapters send (POST `${base}/chat/completions`: the prompt, the `weather` tool, `stream: true`;
+ * after a tool call a second POST whose last message is the `tool` result, which makes the server
+ * answer step 2), the body read as text, split into SSE lines, each `data:` payload but
+ * `[DONE]` `JSON.parse`d; the only other work is what the check needs (strings concatenated,
+ * deltas counted, the tool "run" counted). `transport`: node's `http` module (`http.request`,
+ * the global agent: keep-alive; `raw-http`) or undici's `request` (`raw-undici`); `raw` is the
+ * cheaper of the two for each workload: `http` for `streaming`, undici for `concurrent-sessions`
+ * (measured side by side: bench/README.md, "Streaming, many sessions, many logs").
+ */
+const RAW_TOOLS = [{
+  type: "function",
+  function: { name: "weather", description: "The weather at a place.", parameters: WEATHER_SCHEMA }
+}]
+const RAW_PROMPT = "What is the weather in San Francisco?"
+const RAW_HEADERS = { "content-type": "application/json", authorization: "Bearer bench" }
+
+const rawSide = (transport) => async () => {
+  let post
+  if (transport === "undici") {
+    const { request } = await import("undici")
+    post = async (url, body, onChunk) => {
+      const res = await request(url, { method: "POST", headers: RAW_HEADERS, body })
+      if (res.statusCode !== 200) throw new Error(`raw: HTTP ${res.statusCode}: ${await res.body.text()}`)
+      // undici's body ignores setEncoding: a StringDecoder, as http's setEncoding does
+      const decoder = new StringDecoder("utf8")
+      await new Promise((resolve, reject) => {
+        res.body.on("data", (bytes) => onChunk(decoder.write(bytes)))
+        res.body.on("end", resolve)
+        res.body.on("error", reject)
+      })
+    }
+  } else {
+    const { request } = await import("node:http")
+    post = (url, body, onChunk) =>
+      new Promise((resolve, reject) => {
+        const req = request(url, {
+          method: "POST",
+          headers: { ...RAW_HEADERS, "content-length": Buffer.byteLength(body) }
+        }, (res) => {
+          if (res.statusCode !== 200) {
+            reject(new Error(`raw: HTTP ${res.statusCode}`))
+            res.resume()
+            return
+          }
+          res.setEncoding("utf8")
+          res.on("data", onChunk)
+          res.on("end", resolve)
+          res.on("error", reject)
+        })
+        req.on("error", reject)
+        req.end(body)
+      })
+  }
+  /** One step: POST, SSE lines, `JSON.parse`; returns the tool call, if one came. */
+  const step = async (url, messages, record, onText) => {
+    let buffer = ""
+    let textStarted = false
+    let call
+    const onEvent = (e) => {
+      const choice = e.choices[0]
+      if (choice === undefined) return // the usage-only chunk
+      const d = choice.delta
+      if (typeof d.content === "string" && d.content !== "") {
+        record.deltas++
+        if (!textStarted) {
+          textStarted = true
+          record.text.push("")
+        }
+        record.text[record.text.length - 1] += d.content
+        if (onText !== undefined) onText(record)
+      } else if (typeof d.reasoning_content === "string" && d.reasoning_content !== "") {
+        record.deltas++
+        record.reasoning += d.reasoning_content
+      }
+      if (d.tool_calls !== undefined) {
+        const f = d.tool_calls[0].function
+        if (call === undefined) call = { id: d.tool_calls[0].id, name: f.name, args: "" }
+        if (f.arguments !== "") {
+          record.deltas++
+          call.args += f.arguments
+        }
+      }
+    }
+    const onChunk = (chunk) => {
+      buffer = buffer === "" ? chunk : buffer + chunk
+      let start = 0
+      for (;;) {
+        const nl = buffer.indexOf("\n", start)
+        if (nl === -1) break
+        if (buffer.startsWith("data: ", start)) {
+          const payload = buffer.slice(start + 6, nl)
+          if (payload !== "[DONE]") onEvent(JSON.parse(payload))
+        }
+        start = nl + 1
+      }
+      if (start > 0) buffer = buffer.slice(start)
+    }
+    const body = JSON.stringify({
+      model: "gpt-4o-2024-08-06",
+      messages,
+      tools: RAW_TOOLS,
+      stream: true,
+      stream_options: { include_usage: true }
+    })
+    await post(url, body, onChunk)
+    return { call, text: textStarted ? record.text[record.text.length - 1] : null }
+  }
+  return {
+    prepare: async (baseUrl, record, onText) => {
+      const url = `${baseUrl}/chat/completions`
+      return async () => {
+        const messages = [{ role: "user", content: RAW_PROMPT }]
+        const first = await step(url, messages, record, onText)
+        if (first.call === undefined) return
+        record.calls++
+        record.args = first.call.args
+        record.toolRuns++ // the tool "runs": its output is a constant
+        messages.push(
+          {
+            role: "assistant",
+            content: first.text,
+            tool_calls: [{ id: first.call.id, type: "function", function: { name: first.call.name, arguments: first.call.args } }]
+          },
+          { role: "tool", tool_call_id: first.call.id, content: TOOL_OUTPUT }
+        )
+        const second = await step(url, messages, record, onText)
+        if (second.call !== undefined) throw new Error("raw: a tool call in step 2")
+      }
+    },
+    close: async () => {}
+  }
+}
+
+const SIDES = {
+  ours: oursSide,
+  pi: piSide,
+  ai: aiSide,
+  // the cheaper transport of each workload (measured: bench/README.md)
+  raw: (workload) => rawSide(workload === "concurrent" ? "undici" : "http")(),
+  "raw-http": rawSide("http"),
+  "raw-undici": rawSide("undici")
+}
 
 const cpuMicros = () => {
   const u = process.cpuUsage()
@@ -344,7 +488,7 @@ const cpuMicros = () => {
  */
 export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns }) => {
   const server = await startServer()
-  const s = await SIDES[side]()
+  const s = await SIDES[side]("streaming")
   try {
     const want = expectation(scenario, deltas)
     const base = server.base(scenario, deltas)
@@ -384,7 +528,7 @@ export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns 
  */
 export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, runs }) => {
   const server = await startServer()
-  const s = await SIDES[side]()
+  const s = await SIDES[side]("concurrent")
   const want = expectation("tool", deltas)
   const base = server.base("tool", deltas, true)
   let requestsBefore = 0
