@@ -192,6 +192,55 @@ const droppingTracer = Tracer.make({
 })
 
 /**
+ * A tracer that records (`tracer: "record"`): each span keeps what an in-memory exporter keeps
+ * (name, ids, parent, kind, start and end time as bigints, a `Map` of the attributes that
+ * `attribute()` writes, the events, the links, the exit in the `Ended` status `end()` sets), and
+ * every ended span is pushed onto `recorded`, which `runPrompts` empties at the start of each
+ * run: a run keeps all its spans, runs do not pile up. Ids come from a counter (an exporter's are
+ * random: 16 and 32 hex digits). The figure is the loop's tracing cost plus the keeping of every
+ * span, the exporter's own work (encoding, sending) excepted.
+ */
+let recorded = []
+let spanCount = 0
+let traceCount = 0
+const hexId = (n, digits) => n.toString(16).padStart(digits, "0")
+class RecordingSpan {
+  constructor(name, parent, context, links, startTime, kind) {
+    this._tag = "Span"
+    this.name = name
+    this.spanId = hexId(++spanCount, 16)
+    this.traceId = parent._tag === "Some" ? parent.value.traceId : hexId(++traceCount, 32)
+    this.parent = parent
+    this.context = context
+    this.status = { _tag: "Started", startTime }
+    this.attributes = new Map()
+    this.events = []
+    this.links = Array.from(links)
+    this.sampled = true
+    this.kind = kind
+  }
+  end(endTime, exit) {
+    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
+    recorded.push(this)
+  }
+  attribute(key, value) {
+    this.attributes.set(key, value)
+  }
+  event(name, startTime, attributes) {
+    this.events.push([name, startTime, attributes ?? {}])
+  }
+  addLinks(links) {
+    for (const link of links) this.links.push(link)
+  }
+}
+const recordingTracer = Tracer.make({
+  span: (name, parent, context, links, startTime, kind) => new RecordingSpan(name, parent, context, links, startTime, kind),
+  context: (f) => f()
+})
+const TRACERS = { drop: droppingTracer, record: recordingTracer }
+let reportedSpans = false
+
+/**
  * The store layer of a run: memory, PostgreSQL (`layerPg` on the job's database `url`, its
  * default pool), or JSONL / SQLite (synchronous NORMAL, FULL for fsync "batch") in a fresh
  * temporary directory.
@@ -224,6 +273,8 @@ const storeLayer = (store, fsync, url) => {
  * checking the counts.
  */
 export const runPrompts = async ({ workload, store, fsync = "none", url, prompts, tracer }) => {
+  if (tracer !== undefined && TRACERS[tracer] === undefined) throw new Error(`ours: unknown tracer ${tracer}`)
+  if (tracer === "record") recorded = []
   const w = WORKLOADS[workload]
   const state = {
     calls: 0,
@@ -321,12 +372,41 @@ export const runPrompts = async ({ workload, store, fsync = "none", url, prompts
         return { perUnit: ((end - start) * 1000) / w.units(prompts) }
       })).pipe(
         Effect.provide(Layer.mergeAll(layer, IdGenerator.layer, Model.layer(model), policy)),
-        tracer === "drop" ? Effect.withTracer(droppingTracer) : (self) => self
+        tracer === undefined ? (self) => self : Effect.withTracer(TRACERS[tracer])
       )
     )
+    if (tracer === "record") checkRecorded(workload, prompts)
     return result
   } finally {
     cleanup()
+  }
+}
+
+/**
+ * A run with the recording tracer must have recorded spans, every one ended, of plausible names
+ * (a broken tracer fails the job); the first run of a process reports its count on stderr.
+ */
+const checkRecorded = (workload, prompts) => {
+  const units = WORKLOADS[workload].units(prompts)
+  if (recorded.length === 0) throw new Error(`ours ${workload}: the recording tracer recorded no span in ${prompts} prompts`)
+  const names = new Map()
+  for (const span of recorded) {
+    if (span.status._tag !== "Ended" || typeof span.status.endTime !== "bigint") {
+      throw new Error(`ours ${workload}: recorded span ${span.name} not ended`)
+    }
+    names.set(span.name, (names.get(span.name) ?? 0) + 1)
+  }
+  if (!reportedSpans) {
+    reportedSpans = true
+    const unit = WORKLOADS[workload].unit
+    const attributes = recorded.reduce((n, span) => n + span.attributes.size, 0)
+    process.stderr.write(
+      `bench: recording tracer, ${workload} ${prompts} prompts: ${recorded.length} spans, ${
+        (recorded.length / prompts).toFixed(2)
+      } per prompt, ${(recorded.length / units).toFixed(2)} per ${unit}, ${
+        (attributes / recorded.length).toFixed(1)
+      } attributes per span (${[...names].map(([name, n]) => `${name} ${n}`).join(", ")})\n`
+    )
   }
 }
 

@@ -2,7 +2,8 @@
 // runs one of our workloads repeatedly so the profile shows the steady state; then
 // `node bench/profile-top.js DIR/*.cpuprofile` lists the functions by self time.
 //
-//   profile.js turns|tool-steps|… [STORE] [PROMPTS] [RUNS]   a prompt workload (bench/ours.js)
+//   profile.js turns|tool-steps|… [STORE] [PROMPTS] [RUNS] [TRACER]   a prompt workload (bench/ours.js);
+//                                   TRACER: record | drop (ours.js), none by default
 //   profile.js streaming [SCENARIO] [DELTAS] [TURNS] [SIDE]   bench/stream.js (text | reasoning-tool)
 //   profile.js concurrent-sessions [SESSIONS] [RUNS] [SIDE]
 //   profile.js sessions-append [FSYNC] [TOTAL] [RUNS]
@@ -26,9 +27,9 @@ if (workload === "streaming") {
   }
 } else {
   const { runPrompts } = await import("./ours.js")
-  const [store = "memory", prompts = "2000", runs = "5"] = rest
+  const [store = "memory", prompts = "2000", runs = "5", tracer] = rest
   for (let i = 0; i < Number(runs); i++) {
-    const r = await runPrompts({ workload, store, prompts: Number(prompts) })
-    process.stdout.write(`${workload} ${store}: ${JSON.stringify(r)}\n`)
+    const r = await runPrompts({ workload, store, prompts: Number(prompts), tracer })
+    process.stdout.write(`${workload} ${store}${tracer === undefined ? "" : ` tracer=${tracer}`}: ${JSON.stringify(r)}\n`)
   }
 }
