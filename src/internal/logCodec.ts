@@ -518,51 +518,121 @@ const utf8Length = (text: string): number => {
 const jsonKind = (u: unknown): string => u === null ? "null" : Array.isArray(u) ? "an array" : typeof u
 
 /**
+ * The size of the pieces a log's bytes are decoded in (`decodeLog`): each piece is cut after a
+ * newline, decoded, read line by line and dropped, so that the bytes and the whole text are never
+ * held at once (a 200 MiB log took 230 MB more peak RSS decoded whole: the bench's `replay`).
+ */
+const PIECE_BYTES = 1 << 20
+
+/**
+ * Logs of more bytes than this are decoded whole, as one string, as they always were: their text
+ * may exceed the longest string V8 can make (2^29 - 24 UTF-16 units on 64-bit builds, 2^28 - 16 on
+ * 32-bit ones), which `decodeLog` reports as a log too large to read. A log of at most this many
+ * bytes decodes to at most as many UTF-16 units (no UTF-8 sequence decodes to more units than it
+ * has bytes), so its text always fits and reading it in pieces refuses nothing whole decoding
+ * would not.
+ */
+const PIECEWISE_MAX_BYTES = 2 ** 28 - 16
+
+/**
  * Decodes a whole log (bytes as read from disk, or text). `validBytes` and `tornTail` are always
  * set. Fails with the first line that cannot be read.
+ *
+ * Bytes are decoded a piece at a time (`PIECE_BYTES`, each cut after a newline byte), which gives
+ * the very text of decoding them whole: a newline byte never occurs inside a multi-byte UTF-8
+ * sequence and ends any malformed one, so every piece's replacement characters are those of the
+ * whole; a byte order mark is skipped at the start of the log only (the pieces after the first are
+ * decoded with `ignoreBOM`), as whole decoding skips it.
  */
 export const decodeLog = (input: string | Uint8Array): Either.Either<LogContents, LogDecodeFailure> => {
-  let text: string
-  let byteLengthUpTo: (charEnd: number) => number
-  let totalBytes: number
+  let pieces: Pieces
+  let validBytesOf: (charEnd: number | undefined) => number
   if (typeof input === "string") {
-    text = input
-    byteLengthUpTo = (end) => utf8Length(text.slice(0, end))
-    totalBytes = -1
+    pieces = onePiece(input)
+    validBytesOf = (end) => utf8Length(end === undefined ? input : input.slice(0, end))
   } else {
     const bytes = input
-    try {
-      text = new TextDecoder().decode(bytes)
-    } catch (e) {
-      // V8 strings hold at most ~2^29 characters (about 512 MiB of text).
-      if ((e as { code?: unknown }).code !== "ERR_STRING_TOO_LONG") throw e
-      return Either.left({
-        line: 1,
-        message: `the log is too large to read (${bytes.length} bytes; the reader's limit is about 512 MiB)`
-      })
+    if (bytes.length <= PIECEWISE_MAX_BYTES) {
+      pieces = bytePieces(bytes)
+    } else {
+      let text: string
+      try {
+        text = new TextDecoder().decode(bytes)
+      } catch (e) {
+        // V8 strings hold at most ~2^29 characters (about 512 MiB of text).
+        if ((e as { code?: unknown }).code !== "ERR_STRING_TOO_LONG") throw e
+        return Either.left({
+          line: 1,
+          message: `the log is too large to read (${bytes.length} bytes; the reader's limit is about 512 MiB)`
+        })
+      }
+      pieces = onePiece(text)
     }
-    // A newline byte never occurs inside a multi-byte UTF-8 sequence, so the last "\n" of the
-    // text is the last 0x0A of the bytes.
-    byteLengthUpTo = () => bytes.lastIndexOf(10) + 1
-    totalBytes = bytes.length
+    // Only a torn last line is cut (`charEnd`: where it starts); a newline byte never occurs
+    // inside a multi-byte UTF-8 sequence, so the last "\n" of the text is the last 0x0A of the
+    // bytes.
+    validBytesOf = (end) => end === undefined ? bytes.length : bytes.lastIndexOf(10) + 1
   }
   try {
-    return Either.right(decodeText(text, byteLengthUpTo, totalBytes))
+    return Either.right(decodeText(pieces, validBytesOf))
   } catch (e) {
     if (e instanceof Failure) return Either.left({ line: e.line, message: e.message })
     throw e
   }
 }
 
+/**
+ * The text of a log, a piece at a time: `next` returns the next piece, or undefined after the
+ * last. Every piece but the last ends with a newline (no line spans two pieces).
+ */
+interface Pieces {
+  readonly next: () => string | undefined
+}
+
+const onePiece = (text: string): Pieces => {
+  let done = false
+  return {
+    next: () => {
+      if (done) return undefined
+      done = true
+      return text
+    }
+  }
+}
+
+/** The pieces of `bytes` (`PIECE_BYTES` or more each, cut after a newline byte), decoded. */
+const bytePieces = (bytes: Uint8Array): Pieces => {
+  let start = 0
+  let decoder: InstanceType<typeof TextDecoder> | undefined
+  return {
+    next: () => {
+      const n = bytes.length
+      if (start >= n) return undefined
+      let end = n
+      if (n - start > PIECE_BYTES) {
+        const cut = bytes.lastIndexOf(10, start + PIECE_BYTES - 1)
+        if (cut >= start) end = cut + 1
+        else {
+          const after = bytes.indexOf(10, start + PIECE_BYTES)
+          if (after !== -1) end = after + 1
+        }
+      }
+      // The first piece skips a byte order mark, as decoding the whole would; later ones keep it.
+      const piece = start === 0
+        ? new TextDecoder().decode(bytes.subarray(0, end))
+        : (decoder ??= new TextDecoder("utf-8", { ignoreBOM: true })).decode(bytes.subarray(start, end))
+      start = end
+      return piece
+    }
+  }
+}
+
 const decodeText = (
-  text: string,
-  byteLengthUpTo: (charEnd: number) => number,
-  totalBytes: number
+  pieces: Pieces,
+  validBytesOf: (charEnd: number | undefined) => number
 ): LogContents => {
   const warnings: Array<string> = []
   const events: Array<SessionEvent> = []
-  const n = text.length
-  let pos = 0
   let lineNo = 0
   let header: SessionHeader | undefined
   let legacy = false
@@ -570,78 +640,81 @@ const decodeText = (
   let blankCount = 0
   let firstBlank = 0
   let tornTail = false
-  let validChars = n
-  while (pos < n) {
-    let end = text.indexOf("\n", pos)
-    const complete = end !== -1
-    if (!complete) end = n
-    lineNo++
-    const lineStart = pos
-    const line = text.slice(pos, end)
-    pos = end + 1
-    if (line.length === 0 || (line.charCodeAt(0) <= 32 && isBlank(line))) {
-      if (blankCount++ === 0) firstBlank = lineNo
-      continue
-    }
-    let row: unknown
-    try {
-      row = JSON.parse(line)
-    } catch (e) {
-      if (!complete) {
-        if (header === undefined) throw new Failure(lineNo, "incomplete header line (torn write)")
-        tornTail = true
-        validChars = lineStart
-        warnings.push(`line ${lineNo}: torn last line ignored (${line.length} characters, not JSON)`)
-        break
-      }
-      throw new Failure(lineNo, `not JSON: ${e instanceof Error ? e.message : String(e)}`)
-    }
-    // Before anything walks it (the checks below recurse): freezes the whole line, or refuses it.
-    if (!freezeWithin(row, MAX_LINE_DEPTH)) {
-      throw new Failure(lineNo, `nested deeper than ${MAX_LINE_DEPTH} levels of arrays and objects (the reader's limit)`)
-    }
-    if (header === undefined) {
-      header = readHeader(row, lineNo)
-      legacy = header.version === 0
-      continue
-    }
-    if (!isObject(row)) throw new Failure(lineNo, `event is ${jsonKind(row)}, not an object`)
-    const type = row.type
-    if (typeof type !== "string") throw new Failure(lineNo, "event has no string \"type\"")
-    if (legacy) {
-      const packed = PACKED[type]
-      if (packed !== undefined) {
-        prevTime = expandPacked(row, type, packed, lineNo, events, prevTime, warnings)
+  let validChars = 0
+  let charsBefore = 0
+  let text: string | undefined
+  pieces: while ((text = pieces.next()) !== undefined) {
+    const n = text.length
+    let pos = 0
+    while (pos < n) {
+      let end = text.indexOf("\n", pos)
+      const complete = end !== -1
+      if (!complete) end = n
+      lineNo++
+      const lineStart = pos
+      const line = text.slice(pos, end)
+      pos = end + 1
+      if (line.length === 0 || (line.charCodeAt(0) <= 32 && isBlank(line))) {
+        if (blankCount++ === 0) firstBlank = lineNo
         continue
       }
-      const event = readLegacyEvent(row, type, lineNo, events.length, prevTime)
-      prevTime = event.time
-      events.push(event)
-      continue
+      let row: unknown
+      try {
+        row = JSON.parse(line)
+      } catch (e) {
+        if (!complete) {
+          if (header === undefined) throw new Failure(lineNo, "incomplete header line (torn write)")
+          tornTail = true
+          validChars = charsBefore + lineStart
+          warnings.push(`line ${lineNo}: torn last line ignored (${line.length} characters, not JSON)`)
+          break pieces
+        }
+        throw new Failure(lineNo, `not JSON: ${e instanceof Error ? e.message : String(e)}`)
+      }
+      // Before anything walks it (the checks below recurse): freezes the whole line, or refuses it.
+      if (!freezeWithin(row, MAX_LINE_DEPTH)) {
+        throw new Failure(lineNo, `nested deeper than ${MAX_LINE_DEPTH} levels of arrays and objects (the reader's limit)`)
+      }
+      if (header === undefined) {
+        header = readHeader(row, lineNo)
+        legacy = header.version === 0
+        continue
+      }
+      if (!isObject(row)) throw new Failure(lineNo, `event is ${jsonKind(row)}, not an object`)
+      const type = row.type
+      if (typeof type !== "string") throw new Failure(lineNo, "event has no string \"type\"")
+      if (legacy) {
+        const packed = PACKED[type]
+        if (packed !== undefined) {
+          prevTime = expandPacked(row, type, packed, lineNo, events, prevTime, warnings)
+          continue
+        }
+        const event = readLegacyEvent(row, type, lineNo, events.length, prevTime)
+        prevTime = event.time
+        events.push(event)
+        continue
+      }
+      const seq = row.seq
+      if (seq !== events.length) {
+        throw new Failure(lineNo, `"${type}" has seq ${JSON.stringify(seq)} where ${events.length} was expected`)
+      }
+      const time = row.time
+      if (typeof time !== "number" || !Number.isFinite(time)) {
+        throw new Failure(lineNo, `"${type}" has no numeric "time"`)
+      }
+      if (coreEventTypes.has(type)) {
+        const problem = checkData(currentValidators, type, row.data)
+        if (problem !== undefined) throw new Failure(lineNo, `invalid "${type}" data: ${problem}`)
+      }
+      events.push(deepFreeze(row) as unknown as SessionEvent)
     }
-    const seq = row.seq
-    if (seq !== events.length) {
-      throw new Failure(lineNo, `"${type}" has seq ${JSON.stringify(seq)} where ${events.length} was expected`)
-    }
-    const time = row.time
-    if (typeof time !== "number" || !Number.isFinite(time)) {
-      throw new Failure(lineNo, `"${type}" has no numeric "time"`)
-    }
-    if (coreEventTypes.has(type)) {
-      const problem = checkData(currentValidators, type, row.data)
-      if (problem !== undefined) throw new Failure(lineNo, `invalid "${type}" data: ${problem}`)
-    }
-    events.push(deepFreeze(row) as unknown as SessionEvent)
+    charsBefore += n
   }
   if (header === undefined) throw new Failure(1, "empty log: no header line")
   if (blankCount > 0) {
     warnings.push(`${blankCount} blank line${blankCount === 1 ? "" : "s"} skipped (first: line ${firstBlank})`)
   }
-  const validBytes = tornTail
-    ? byteLengthUpTo(validChars)
-    : totalBytes >= 0
-    ? totalBytes
-    : utf8Length(text)
+  const validBytes = validBytesOf(tornTail ? validChars : undefined)
   return { header, events, warnings, validBytes, tornTail }
 }
 
