@@ -134,11 +134,7 @@ const makeMemoryLog = (header: SessionHeader, events: Array<SessionEvent>): Sess
   return {
     id: header.id,
     header,
-    append: (drafts) =>
-      drafts.length === 0 ? Store.EMPTY : Effect.clockWith((clock) => {
-        const result = commit(drafts, clock.unsafeCurrentTimeMillis())
-        return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
-      }),
+    append: (drafts) => drafts.length === 0 ? Store.EMPTY : Store.appendAt((time) => commit(drafts, time)),
     appendSync: commit,
     events: () => events
   }

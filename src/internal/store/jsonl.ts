@@ -374,11 +374,7 @@ const startRound = (log: JsonlLog): void => {
 
 const makeSessionLog = (log: JsonlLog, header: SessionHeader): SessionLog => {
   // One synchronous `write(2)`: nothing can interleave with it, so it needs no lock.
-  const writeNow = (drafts: ReadonlyArray<EventDraft>) =>
-    Effect.clockWith((clock) => {
-      const result = writeDrafts(log, drafts, clock.unsafeCurrentTimeMillis())
-      return result instanceof SessionStoreError ? Effect.fail(result) : Effect.succeed(result)
-    })
+  const writeNow = (drafts: ReadonlyArray<EventDraft>) => Store.appendAt((time) => writeDrafts(log, drafts, time))
   const batch = log.waiting !== undefined
   const append: SessionLog["append"] = !batch
     ? (drafts) => drafts.length === 0 ? Store.EMPTY : writeNow(drafts)
