@@ -194,14 +194,23 @@ const freezeWalk = (value: object): void => {
  * unless it nests deeper than `max` levels of arrays and objects; returns whether it did not.
  * Recurses at most `max + 1` levels, so a hostile depth cannot overflow the stack.
  */
-export const freezeWithin = (value: unknown, max: number): boolean => {
-  if (typeof value !== "object" || value === null) return true
+export const freezeWithin = (value: unknown, max: number): boolean =>
+  typeof value !== "object" || value === null || objectFreezeWithin(value, max)
+
+/** `freezeWithin` of an object; recurses into objects only (no call per string or number). */
+const objectFreezeWithin = (value: object, max: number): boolean => {
   if (max <= 0) return false
   Object.freeze(value)
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!freezeWithin(value[i], max - 1)) return false
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i]
+      if (typeof item === "object" && item !== null && !objectFreezeWithin(item, max - 1)) return false
+    }
   } else {
-    for (const key in value) if (!freezeWithin((value as Record<string, unknown>)[key], max - 1)) return false
+    for (const key in value) {
+      const item: unknown = (value as Record<string, unknown>)[key]
+      if (typeof item === "object" && item !== null && !objectFreezeWithin(item, max - 1)) return false
+    }
   }
   return true
 }
