@@ -93,9 +93,13 @@ describe("bench --quick", () => {
           ["streaming", "loopback", home, "µs CPU/delta, 200 text deltas", "pi"],
           ["streaming", "loopback", "26", "µs CPU/delta, 200 text deltas", "pi 1.6.0"],
           ["streaming", "loopback", "26", "µs CPU/delta, 200 text deltas", "ai-sdk"],
+          ["streaming", "loopback", home, "µs CPU/delta, 200 text deltas", "raw"],
+          ["streaming", "loopback", "26", "µs CPU/delta, 200 text deltas", "raw"],
           ["streaming", "loopback", home, "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "pi"],
           ["streaming", "loopback", "26", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "pi 1.6.0"],
-          ["streaming", "loopback", "26", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "ai-sdk"]
+          ["streaming", "loopback", "26", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "ai-sdk"],
+          ["streaming", "loopback", home, "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "raw"],
+          ["streaming", "loopback", "26", "µs CPU/delta, reasoning + text + tool call + step 2 (220 deltas)", "raw"]
         ])
       }),
     testTimeout(BOUND_MS.streaming)
@@ -110,12 +114,18 @@ describe("bench --quick", () => {
           ["concurrent-sessions", "loopback", home, "µs CPU/turn, 50 sessions", "pi"],
           ["concurrent-sessions", "loopback", "26", "µs CPU/turn, 50 sessions", "pi 1.6.0"],
           ["concurrent-sessions", "loopback", "26", "µs CPU/turn, 50 sessions", "ai-sdk"],
+          ["concurrent-sessions", "loopback", home, "µs CPU/turn, 50 sessions", "raw"],
+          ["concurrent-sessions", "loopback", "26", "µs CPU/turn, 50 sessions", "raw"],
           ["concurrent-sessions", "loopback", home, "ms event-loop delay p99", "pi"],
           ["concurrent-sessions", "loopback", "26", "ms event-loop delay p99", "pi 1.6.0"],
           ["concurrent-sessions", "loopback", "26", "ms event-loop delay p99", "ai-sdk"],
+          ["concurrent-sessions", "loopback", home, "ms event-loop delay p99", "raw"],
+          ["concurrent-sessions", "loopback", "26", "ms event-loop delay p99", "raw"],
           ["concurrent-sessions", "loopback", home, "heap bytes/active session at the peak", "pi"],
           ["concurrent-sessions", "loopback", "26", "heap bytes/active session at the peak", "pi 1.6.0"],
-          ["concurrent-sessions", "loopback", "26", "heap bytes/active session at the peak", "ai-sdk"]
+          ["concurrent-sessions", "loopback", "26", "heap bytes/active session at the peak", "ai-sdk"],
+          ["concurrent-sessions", "loopback", home, "heap bytes/active session at the peak", "raw"],
+          ["concurrent-sessions", "loopback", "26", "heap bytes/active session at the peak", "raw"]
         ])
       }),
     testTimeout(BOUND_MS.concurrentSessions)
