@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Fiber, Layer, TestClock } from "effect"
 import { spawnSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as Os from "node:os"
@@ -123,6 +123,37 @@ describe("SessionStore.layerMemory", () => {
       const duplicate = yield* Effect.flip(s.create({ id: "a" }))
       expect(duplicate._tag).toBe("SessionStoreError")
     }).pipe(Effect.provide(SessionStore.layerMemory)))
+
+  it.effect("an append takes the time of the appending fiber's Clock, whichever fiber appends (memory and JSONL)", () => {
+    const fixed = (ms: number): Clock.Clock => ({
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => ms,
+      unsafeCurrentTimeNanos: () => BigInt(ms) * 1_000_000n,
+      currentTimeMillis: Effect.succeed(ms),
+      currentTimeNanos: Effect.succeed(BigInt(ms) * 1_000_000n),
+      sleep: () => Effect.void
+    })
+    const check = Effect.gen(function*() {
+      const log = yield* Effect.flatMap(store, (s) => s.create())
+      const note = (n: number) => log.append([{ type: "plugin/note", data: { n } }])
+      yield* TestClock.setTime(100)
+      const times: Array<number> = []
+      for (const [clock, n] of [[fixed(5), 1], [undefined, 2], [fixed(9), 3], [fixed(5), 4], [undefined, 5]] as const) {
+        const appended = clock === undefined ? yield* note(n) : yield* Effect.withClock(note(n), clock)
+        times.push(appended[0]!.time)
+      }
+      // Two fibers with their own clocks, appending in turn.
+      const fiber = (clock: Clock.Clock, n: number) =>
+        Effect.withClock(Effect.forEach([0, 1, 2], (k) => Effect.zipRight(Effect.yieldNow(), note(n + k))), clock)
+      const both = yield* Effect.all([fiber(fixed(7), 10), fiber(fixed(8), 20)], { concurrency: 2 })
+      expect(times).toEqual([5, 100, 9, 5, 100])
+      expect(both.map((r) => r.map((e) => e[0]!.time))).toEqual([[7, 7, 7], [8, 8, 8]])
+    })
+    return Effect.all([
+      check.pipe(Effect.provide(SessionStore.layerMemory)),
+      withJsonl(() => check)
+    ], { discard: true })
+  })
 
   it.effect("takes the default id from the IdGenerator in context", () =>
     Effect.gen(function*() {

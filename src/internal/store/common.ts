@@ -19,7 +19,7 @@ let clockSeen: Clock.Clock | undefined = undefined
  * a `SessionStoreError`. One `withFiberRuntime`, the clock looked up once per set of default
  * services (an immutable `Context`: the same one gives the same `Clock`), instead of
  * `clockWith`'s two closures and lookup per call: ~400 of the ~22,800 instructions of an append
- * of `sessions-append` (JSONL, `fsync: "none"`, counted under callgrind; bench/README.md).
+ * of `sessions-append` (JSONL, `fsync: "none"`, counted under callgrind).
  */
 export const appendAt = <A>(f: (time: number) => A | SessionStoreError): Effect.Effect<A, SessionStoreError> =>
   Effect.withFiberRuntime((fiber) => {
