@@ -14,7 +14,8 @@
 // (bench/results/before-after.json).
 // `startup` (the CLI's cold start against a bare `node -e 0` of the same run) and `install` (the
 // footprint of the packed package, bench/install.js; needs the npm registry or its cache) are
-// rows of the same table.
+// rows of the same table. `--only=instructions` (never in the default plan: 14–19 minutes) runs
+// bench/instructions.js, valgrind's instruction counts, and prints its table after this one.
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
@@ -28,7 +29,7 @@ const here = dirname(fileURLToPath(import.meta.url))
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",")
-const wanted = (name) => only === undefined || only.includes(name)
+const wanted = (name) => (only === undefined ? !OPT_IN.includes(name) : only.includes(name))
 const baselineArg = args.find((a) => a.startsWith("--baseline="))?.slice(11)
 const baselineDist = baselineArg === undefined ? undefined : join(baselineArg, "dist")
 
@@ -52,8 +53,12 @@ const NAMES = [
   "replay",
   "startup",
   "install",
-  "inspect-open"
+  "inspect-open",
+  "instructions"
 ]
+// Opt-in only (run when --only names them, never in the default plan): `instructions` takes
+// 14–19 minutes under valgrind (bench/instructions.js).
+const OPT_IN = ["instructions"]
 const usage = (why) => {
   process.stderr.write(
     `bench/run.js: ${why}\nusage: node --expose-gc bench/run.js [--quick] [--only=NAME,…] [--baseline=DIR]\n` +
@@ -857,6 +862,31 @@ if (wanted("inspect-open")) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// instructions (opt-in: --only=instructions; bench/instructions.js in a process of its own):
+// callgrind's instruction counts per unit of the prompt workloads, the recording tracer,
+// streaming and concurrent-sessions, ours against pi on both Node lines. Its table is printed
+// under ours and written to bench/results/instructions.json (not with --quick).
+// ---------------------------------------------------------------------------------------------
+
+let instructionsText
+if (wanted("instructions")) {
+  process.stderr.write(`instructions (valgrind callgrind; bench/instructions.js)\n`)
+  const t = performance.now()
+  const child = spawnSync(process.execPath, [join(here, "instructions.js"), ...(quick ? ["--quick"] : [])], {
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024
+  })
+  instructionsText = child.stdout.trim()
+  if (child.status !== 0) {
+    process.stderr.write(`  instructions FAILED (exit ${child.status ?? child.signal})\n`)
+    failures.push({ label: "instructions", error: `exit ${child.status ?? child.signal}` })
+  } else {
+    process.stderr.write(`  instructions ${((performance.now() - t) / 1000).toFixed(1)} s\n`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 // ---------------------------------------------------------------------------------------------
 
@@ -934,6 +964,7 @@ const load = (l) => l.map((x) => x.toFixed(2)).join(" ")
 if (pgText !== undefined) console.log(`\n${pgText}`)
 if (clusterText !== undefined) console.log(`\n${clusterText}`)
 if (installText !== undefined) console.log(`\n${installText}`)
+if (instructionsText !== undefined) console.log(`\n${instructionsText}`)
 if (inspectResult !== undefined) {
   const s = inspectResult.session
   console.log(

@@ -23,6 +23,8 @@
 //
 // Pacing: one SSE event per `write`, every open stream advanced by one event per timer tick
 // (`setTimeout(…, 1)`), so a client reads about one delta per read, as from a real provider.
+// The tick is the first argument, in ms (default 1): a client under valgrind (bench/instructions.js)
+// needs a slower pace to still read one delta per read.
 // The parent gets `{port}` once listening; `{requests}` after "stats".
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
@@ -131,6 +133,7 @@ const streams = new Set()
 let held = true
 let requests = 0
 let ticking = false
+const TICK_MS = Number(process.argv[2] ?? 1)
 const tick = () => {
   for (const s of streams) {
     if (s.next === s.holdAt && held) continue
@@ -140,7 +143,7 @@ const tick = () => {
       streams.delete(s)
     }
   }
-  if (streams.size > 0) setTimeout(tick, 1)
+  if (streams.size > 0) setTimeout(tick, TICK_MS)
   else ticking = false
 }
 
@@ -165,7 +168,7 @@ const serve = () => {
       streams.add({ res, out, next: 0, holdAt: m[3] !== undefined && !second ? holdAt : -1 })
       if (!ticking) {
         ticking = true
-        setTimeout(tick, 1)
+        setTimeout(tick, TICK_MS)
       }
     })
   })

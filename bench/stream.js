@@ -31,9 +31,12 @@ const WEATHER_SCHEMA = {
   additionalProperties: false
 }
 
-/** Starts the server process; `{ base(scenario, deltas, hold), release, hold, requests, stop }`. */
-export const startServer = async () => {
-  const child = fork(SERVER, [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+/**
+ * Starts the server process (one SSE event per stream every `tickMs`); `{ base(scenario, deltas,
+ * hold), release, hold, requests, stop }`.
+ */
+export const startServer = async (tickMs = 1) => {
+  const child = fork(SERVER, [String(tickMs)], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
   const port = await new Promise((resolve, reject) => {
     child.once("message", (m) => resolve(m.port))
     child.once("exit", (code) => reject(new Error(`sse-server exited ${code}`)))
@@ -486,8 +489,8 @@ const cpuMicros = () => {
  * on a fresh agent, one after another. Per turn: µs of process CPU per delta the server sent
  * (from the prompt to the subscriber's end of the turn; making the agent is not measured).
  */
-export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns }) => {
-  const server = await startServer()
+export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns, tickMs }) => {
+  const server = await startServer(tickMs)
   const s = await SIDES[side]("streaming")
   try {
     const want = expectation(scenario, deltas)
@@ -525,9 +528,10 @@ export const runStreaming = async ({ side, scenario, deltas, warmupTurns, turns 
  * agents were made, per session), then the server is released. CPU per turn is the process CPU
  * from the start of the turns to the end of the last, minus the GC at the barrier; the
  * event-loop delay (`monitorEventLoopDelay`, 1 ms resolution) over the same span, without the GC.
+ * `heap: false` (bench/instructions.js) leaves out the full GCs and the heap figure.
  */
-export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, runs }) => {
-  const server = await startServer()
+export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, runs, tickMs, heap = true }) => {
+  const server = await startServer(tickMs)
   const s = await SIDES[side]("concurrent")
   const want = expectation("tool", deltas)
   const base = server.base("tool", deltas, true)
@@ -544,7 +548,7 @@ export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, ru
         if (++reached === n) atPeak()
       }
     }
-    fullGc()
+    if (heap) fullGc()
     const heapBefore = process.memoryUsage().heapUsed
     const runs = []
     for (const r of records) runs.push(await s.prepare(base, r, onText))
@@ -556,7 +560,7 @@ export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, ru
     await Promise.race([peak, all])
     histogram.disable()
     const gc0 = cpuMicros()
-    fullGc()
+    if (heap) fullGc()
     const heapPeak = process.memoryUsage().heapUsed
     const gcCpu = cpuMicros() - gc0
     histogram.enable()
@@ -580,12 +584,12 @@ export const runConcurrent = async ({ side, sessions, deltas, warmupSessions, ru
       cpuPerTurn: cpu / n,
       loopDelayP99: histogram.percentile(99) / 1e6,
       loopDelayMax: histogram.max / 1e6,
-      heapPerSession: (heapPeak - heapBefore) / n,
+      heapPerSession: heap ? (heapPeak - heapBefore) / n : null,
       ms
     }
   }
   try {
-    await once(warmupSessions, false)
+    if (warmupSessions > 0) await once(warmupSessions, false)
     const samples = []
     for (let i = 0; i < runs; i++) samples.push(await once(sessions, true))
     return { samples, wireDeltas: want.wireDeltas }
